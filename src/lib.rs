@@ -1,0 +1,16 @@
+//! tagpilot keeps container image references in GitOps manifest repositories up to date.
+//!
+//! Codemap (see ARCHITECTURE.md for the data flow and invariants):
+//! - [`image`]: image references and repository identity (pure).
+//! - [`config`]: `tagpilot.yaml`.
+//! - [`policy`]: `ImagePolicy` documents, validated.
+//! - [`select`]: tag selection (pure).
+//! - [`registry`]: the OCI registry edge.
+//! - [`manifest`]: finding image fields in YAML and editing them surgically (pure).
+
+pub mod config;
+pub mod image;
+pub mod manifest;
+pub mod policy;
+pub mod registry;
+pub mod select;
