@@ -8,9 +8,12 @@
 //! - [`registry`]: the OCI registry edge.
 //! - [`manifest`]: finding image fields in YAML and editing them surgically (pure).
 
+pub mod apply;
 pub mod config;
 pub mod image;
 pub mod manifest;
+pub mod plan;
 pub mod policy;
 pub mod registry;
+pub mod report;
 pub mod select;

@@ -6,8 +6,22 @@ use std::future::Future;
 
 use crate::image::{Platform, Repository};
 
+pub mod memory;
+
 #[derive(Debug, thiserror::Error)]
-pub enum RegistryError {}
+pub enum RegistryError {
+    #[error("{registry}: repository {repository} not found")]
+    NotFound {
+        registry: String,
+        repository: String,
+    },
+    #[error("{registry}: {repository}: {message}")]
+    Other {
+        registry: String,
+        repository: String,
+        message: String,
+    },
+}
 
 /// What tagpilot learns about one tag or digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +37,10 @@ pub struct ImageInfo {
 /// What the planner needs from registries. The real client implements it over HTTP; unit tests of
 /// the planner implement it in memory.
 pub trait Registry: Send + Sync {
-    fn list_tags(&self, repo: &Repository) -> impl Future<Output = Result<Vec<String>, RegistryError>> + Send;
+    fn list_tags(
+        &self,
+        repo: &Repository,
+    ) -> impl Future<Output = Result<Vec<String>, RegistryError>> + Send;
     fn inspect(
         &self,
         repo: &Repository,

@@ -1,0 +1,655 @@
+//! The planner: from a directory of manifests, the policies and a registry, the complete set of
+//! edits tagpilot would make, held in memory.
+//!
+//! Plan first, write last: nothing here writes a file. `tagpilot plan` renders a [`Plan`];
+//! `tagpilot apply` renders it and then hands [`Plan::files`] to [`crate::apply`]. A problem with
+//! one policy, file or repository is recorded in the plan and the rest is still planned.
+//!
+//! Registry traffic is bounded by design: each distinct repository is listed once however many
+//! policies and files name it, and each (repository, tag) is inspected at most once per plan.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use futures_util::stream::{self, StreamExt};
+use serde::Serialize;
+use tracing::{debug, instrument, warn};
+
+use crate::image::Repository;
+use crate::manifest::{self, Edit, FieldKind, ImageField, MarkerPart, Update};
+use crate::policy::{HelmPaths, ImagePolicy, Strategy};
+use crate::registry::{ImageInfo, Registry, RegistryError};
+use crate::select::{self, Decision, TagCandidate};
+
+/// How many registry requests the planner keeps in flight at once. The registry client applies
+/// per-registry rate limits underneath; this only bounds fan-out.
+const REGISTRY_CONCURRENCY: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read manifest directory {path}: {source}")]
+    Walk {
+        path: PathBuf,
+        source: walkdir::Error,
+    },
+}
+
+/// One image field that will move.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub policy: String,
+    /// The repository the policy follows (`127.0.0.1:5000/shop/api`).
+    pub image: String,
+    /// Path relative to the root, with `/` separators.
+    pub file: String,
+    pub line: usize,
+    /// What kind of field: `Deployment/web container app`, `kustomize images[web]`, …
+    pub field: String,
+    pub strategy: &'static str,
+    pub from: String,
+    pub to: String,
+}
+
+/// A reference the policy found but chose not to move, with the reason (pinned above the range,
+/// no candidate, …). Shown so that "why didn't it update?" has an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    pub policy: String,
+    pub file: String,
+    pub line: usize,
+    pub current: String,
+    pub reason: String,
+}
+
+/// Something that stopped part of the plan. The rest of the plan is still valid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// A file that was not read as YAML and is left alone (a Helm template, say).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedFile {
+    pub file: String,
+    pub reason: String,
+}
+
+/// The new text of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileUpdate {
+    /// Relative to the root.
+    pub path: PathBuf,
+    pub original: String,
+    pub updated: String,
+}
+
+/// Everything tagpilot would do, and everything that stopped it.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    pub holds: Vec<Hold>,
+    pub problems: Vec<Problem>,
+    pub skipped: Vec<SkippedFile>,
+    pub files: Vec<FileUpdate>,
+    /// References found that are already where their policy wants them.
+    pub up_to_date: usize,
+    /// Policies that matched at least one reference.
+    pub policies_used: usize,
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        !self.files.is_empty()
+    }
+}
+
+/// Reports progress to whoever is watching (a terminal spinner in the CLI, nothing in tests).
+pub trait Progress: Sync {
+    fn phase(&self, _name: &str, _total: u64) {}
+    fn advance(&self) {}
+    fn done(&self) {}
+}
+
+impl Progress for () {}
+
+/// A field matched to the policy that owns it.
+struct Found {
+    file: usize,
+    field: ImageField,
+    policy: usize,
+}
+
+struct ScannedFile {
+    rel: PathBuf,
+    src: String,
+}
+
+/// What the registry said for one policy.
+enum Candidates {
+    Ready(Vec<TagCandidate>),
+    Failed(String),
+}
+
+/// Builds the plan for every policy over the manifests under `root`.
+#[instrument(skip_all, fields(root = %root.display(), policies = policies.len()))]
+pub async fn plan<R: Registry>(
+    root: &Path,
+    policies: &[ImagePolicy],
+    registry: &R,
+    progress: &dyn Progress,
+) -> Result<Plan, PlanError> {
+    let mut plan = Plan::default();
+
+    // 1. Read and scan every file at least one policy may touch.
+    let paths = discover(root)?;
+    progress.phase("scanning manifests", paths.len() as u64);
+    let mut files = Vec::new();
+    let mut found = Vec::new();
+    for rel in paths {
+        progress.advance();
+        let applicable: Vec<usize> = (0..policies.len())
+            .filter(|&i| applies_to(&policies[i], &rel))
+            .collect();
+        if applicable.is_empty() {
+            continue;
+        }
+        let display = display_path(&rel);
+        let src = match std::fs::read(root.join(&rel)) {
+            Ok(bytes) => match String::from_utf8(bytes) {
+                Ok(s) => s,
+                Err(_) => {
+                    plan.skipped.push(SkippedFile {
+                        file: display,
+                        reason: "not UTF-8 text".into(),
+                    });
+                    continue;
+                }
+            },
+            Err(e) => {
+                plan.problems.push(Problem {
+                    file: Some(display),
+                    message: format!("cannot read: {e}"),
+                    ..Problem::default()
+                });
+                continue;
+            }
+        };
+        let helm: Vec<HelmPaths> = applicable
+            .iter()
+            .flat_map(|&i| policies[i].targets.iter())
+            .filter(|t| t.path_set.is_match(&rel))
+            .filter_map(|t| t.helm.clone())
+            .collect();
+        let fields = match manifest::scan(&rel, &src, &helm) {
+            Ok(fields) => fields,
+            Err(e) => {
+                debug!(file = %rel.display(), error = %e, "not a YAML document tagpilot can edit");
+                plan.skipped.push(SkippedFile {
+                    file: display,
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let file_index = files.len();
+        for field in fields {
+            match owner(&field, &applicable, policies, &helm) {
+                Ok(Some(policy)) => found.push(Found {
+                    file: file_index,
+                    field,
+                    policy,
+                }),
+                Ok(None) => {}
+                Err(message) => plan.problems.push(Problem {
+                    file: Some(display.clone()),
+                    line: Some(field.line),
+                    message,
+                    ..Problem::default()
+                }),
+            }
+        }
+        files.push(ScannedFile { rel, src });
+    }
+
+    // 2. Ask the registries: one tag listing per distinct repository.
+    let used: BTreeSet<usize> = found.iter().map(|f| f.policy).collect();
+    plan.policies_used = used.len();
+    let repositories: BTreeSet<&Repository> = used.iter().map(|&i| &policies[i].image).collect();
+    progress.phase("listing tags", repositories.len() as u64);
+    let listings: HashMap<Repository, Result<Vec<String>, RegistryError>> =
+        stream::iter(repositories)
+            .map(|repo| async move {
+                let result = registry.list_tags(repo).await;
+                progress.advance();
+                (repo.clone(), result)
+            })
+            .buffer_unordered(REGISTRY_CONCURRENCY)
+            .collect()
+            .await;
+
+    // 3. Per policy, the candidates its strategy ranks (with build times where it needs them).
+    let inspector = Inspector::new(registry);
+    let mut candidates: HashMap<usize, Candidates> = HashMap::new();
+    for &i in &used {
+        let policy = &policies[i];
+        let entry = match &listings[&policy.image] {
+            Err(e) => Candidates::Failed(e.to_string()),
+            Ok(tags) => {
+                let kept = select::filter_tags(policy, tags);
+                if select::needs_build_time(policy) {
+                    progress.phase("reading build times", kept.len() as u64);
+                    let infos = inspector.inspect_many(policy, &kept, progress).await;
+                    match infos {
+                        Ok(c) => Candidates::Ready(c),
+                        Err(e) => Candidates::Failed(e),
+                    }
+                } else {
+                    Candidates::Ready(
+                        kept.into_iter()
+                            .map(|t| TagCandidate {
+                                tag: t.to_string(),
+                                created: None,
+                                digest: None,
+                            })
+                            .collect(),
+                    )
+                }
+            }
+        };
+        candidates.insert(i, entry);
+    }
+
+    // 4. Decide every field, and collect the edits per file.
+    let mut failed_policies = BTreeSet::new();
+    let mut pending: BTreeMap<usize, (Vec<Edit>, Vec<Change>)> = BTreeMap::new();
+    for f in &found {
+        let policy = &policies[f.policy];
+        let file = display_path(&files[f.file].rel);
+        let list = match &candidates[&f.policy] {
+            Candidates::Failed(message) => {
+                if failed_policies.insert(f.policy) {
+                    plan.problems.push(Problem {
+                        policy: Some(policy.name.clone()),
+                        image: Some(policy.image.to_string()),
+                        message: message.clone(),
+                        ..Problem::default()
+                    });
+                }
+                continue;
+            }
+            Candidates::Ready(list) => list,
+        };
+        match decide(policy, &f.field, list, &inspector).await {
+            Ok(Outcome::Move { tag, digest }) => {
+                let (from_tag, from_digest) = f.field.current();
+                let update = Update {
+                    name: &policy.image_name,
+                    tag: tag.as_deref(),
+                    digest: digest.as_deref(),
+                };
+                let src = &files[f.file].src;
+                let field_edits: Vec<Edit> = f
+                    .field
+                    .edits(&update)
+                    .into_iter()
+                    .filter(|e| src.get(e.span.clone()) != Some(e.text.as_str()))
+                    .collect();
+                if field_edits.is_empty() {
+                    plan.up_to_date += 1;
+                    continue;
+                }
+                let change = Change {
+                    policy: policy.name.clone(),
+                    image: policy.image.to_string(),
+                    file: file.clone(),
+                    line: f.field.line,
+                    field: describe(&f.field.kind),
+                    strategy: strategy_name(&policy.strategy),
+                    from: version_text(from_tag, from_digest),
+                    to: version_text(tag.as_deref(), digest.as_deref()),
+                };
+                let (file_edits, changes) = pending.entry(f.file).or_default();
+                file_edits.extend(field_edits);
+                changes.push(change);
+            }
+            Ok(Outcome::Stay) => plan.up_to_date += 1,
+            Ok(Outcome::Hold(reason)) => {
+                let (tag, digest) = f.field.current();
+                plan.holds.push(Hold {
+                    policy: policy.name.clone(),
+                    file,
+                    line: f.field.line,
+                    current: version_text(tag, digest),
+                    reason,
+                });
+            }
+            Err(message) => plan.problems.push(Problem {
+                policy: Some(policy.name.clone()),
+                image: Some(policy.image.to_string()),
+                file: Some(file),
+                line: Some(f.field.line),
+                message,
+            }),
+        }
+    }
+
+    // 5. Apply the edits in memory, one file at a time; a file whose edit fails verification is
+    // left out whole, with the reason.
+    for (index, (mut file_edits, changes)) in pending {
+        let file = &files[index];
+        file_edits.sort_by_key(|e| (e.span.start, e.span.end));
+        file_edits.dedup();
+        match manifest::apply_edits(&file.src, &file_edits) {
+            Ok(updated) => {
+                plan.changes.extend(changes);
+                plan.files.push(FileUpdate {
+                    path: file.rel.clone(),
+                    original: file.src.clone(),
+                    updated,
+                });
+            }
+            Err(e) => {
+                let names: BTreeSet<String> = changes.iter().map(|c| c.policy.clone()).collect();
+                warn!(file = %display_path(&file.rel), error = %e, "edit dropped");
+                plan.problems.push(Problem {
+                    policy: Some(names.into_iter().collect::<Vec<_>>().join(", ")),
+                    file: Some(display_path(&file.rel)),
+                    message: format!("edit dropped: {e}"),
+                    ..Problem::default()
+                });
+            }
+        }
+    }
+
+    plan.changes
+        .sort_by(|a, b| (&a.file, a.line, &a.policy).cmp(&(&b.file, b.line, &b.policy)));
+    plan.holds
+        .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    plan.files.sort_by(|a, b| a.path.cmp(&b.path));
+    progress.done();
+    Ok(plan)
+}
+
+impl Default for Problem {
+    fn default() -> Self {
+        Problem {
+            policy: None,
+            image: None,
+            file: None,
+            line: None,
+            message: String::new(),
+        }
+    }
+}
+
+/// What one field should become.
+enum Outcome {
+    Move {
+        tag: Option<String>,
+        digest: Option<String>,
+    },
+    Stay,
+    Hold(String),
+}
+
+/// Decides one field. Digest pinning applies when the policy asks for it, when its strategy is
+/// `digest`, or when the reference already carries a digest (leaving an old digest beside a new
+/// tag would pin the old image).
+async fn decide<R: Registry>(
+    policy: &ImagePolicy,
+    field: &ImageField,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<Outcome, String> {
+    let (current_tag, current_digest) = field.current();
+    let current_tag = match field.kind {
+        // A `:name` or `:digest` marker holds no tag; the policy's best tag is the target.
+        FieldKind::Marker {
+            part: MarkerPart::Name | MarkerPart::Digest,
+            ..
+        } => None,
+        _ => current_tag,
+    };
+    let tag = match &policy.strategy {
+        Strategy::Digest { tag } => tag.clone(),
+        _ => match select::choose(policy, current_tag, candidates) {
+            Decision::Update(c) => c.tag,
+            Decision::UpToDate => match current_tag {
+                Some(t) => t.to_string(),
+                None => return Ok(Outcome::Stay),
+            },
+            Decision::Hold(reason) => return Ok(Outcome::Hold(reason)),
+        },
+    };
+    let pin = policy.pin_digest
+        || matches!(policy.strategy, Strategy::Digest { .. })
+        || current_digest.is_some()
+        || matches!(
+            field.kind,
+            FieldKind::Marker {
+                part: MarkerPart::Digest,
+                ..
+            }
+        );
+    let digest = if pin {
+        Some(inspector.digest(policy, &tag).await?)
+    } else {
+        None
+    };
+    if Some(tag.as_str()) == current_tag && digest.as_deref() == current_digest {
+        return Ok(Outcome::Stay);
+    }
+    Ok(Outcome::Move {
+        tag: Some(tag),
+        digest,
+    })
+}
+
+/// Registry look-ups by (repository, tag), each done at most once per plan.
+struct Inspector<'r, R> {
+    registry: &'r R,
+    seen: tokio::sync::Mutex<HashMap<(Repository, String), ImageInfo>>,
+}
+
+impl<'r, R: Registry> Inspector<'r, R> {
+    fn new(registry: &'r R) -> Self {
+        Inspector {
+            registry,
+            seen: Default::default(),
+        }
+    }
+
+    async fn info(&self, policy: &ImagePolicy, tag: &str) -> Result<ImageInfo, RegistryError> {
+        let key = (policy.image.clone(), tag.to_string());
+        if let Some(info) = self.seen.lock().await.get(&key) {
+            return Ok(info.clone());
+        }
+        let info = self
+            .registry
+            .inspect(&policy.image, tag, &policy.platforms)
+            .await?;
+        self.seen.lock().await.insert(key, info.clone());
+        Ok(info)
+    }
+
+    async fn digest(&self, policy: &ImagePolicy, tag: &str) -> Result<String, String> {
+        self.info(policy, tag)
+            .await
+            .map(|i| i.digest)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Build times for every kept tag; the strategy that needs them cannot rank without them.
+    async fn inspect_many(
+        &self,
+        policy: &ImagePolicy,
+        tags: &[&str],
+        progress: &dyn Progress,
+    ) -> Result<Vec<TagCandidate>, String> {
+        let results: Vec<Result<TagCandidate, RegistryError>> = stream::iter(tags)
+            .map(|tag| async move {
+                let info = self.info(policy, tag).await;
+                progress.advance();
+                info.map(|i| TagCandidate {
+                    tag: tag.to_string(),
+                    created: i.created,
+                    digest: Some(i.digest),
+                })
+            })
+            .buffered(REGISTRY_CONCURRENCY)
+            .collect()
+            .await;
+        results
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// Which policy owns a field, if any. Two policies claiming one field is an error: picking one
+/// silently would make the result depend on file order.
+fn owner(
+    field: &ImageField,
+    applicable: &[usize],
+    policies: &[ImagePolicy],
+    helm: &[HelmPaths],
+) -> Result<Option<usize>, String> {
+    if let FieldKind::Marker {
+        policy, namespace, ..
+    } = &field.kind
+    {
+        let named = |p: &ImagePolicy| {
+            &p.name == policy
+                && match (namespace, &p.namespace) {
+                    (Some(want), Some(have)) => want == have,
+                    _ => true,
+                }
+        };
+        return match applicable.iter().copied().find(|&i| named(&policies[i])) {
+            Some(i) => Ok(Some(i)),
+            None if policies.iter().any(named) => Ok(None),
+            None => Err(format!(
+                "marker names policy {policy:?}, which is not defined"
+            )),
+        };
+    }
+    let matching: Vec<usize> = match field.repository() {
+        Some(repo) => applicable
+            .iter()
+            .copied()
+            .filter(|&i| &policies[i].image == repo)
+            .collect(),
+        // An explicit Helm path without a repository value belongs to the policy that declared it.
+        None if matches!(field.kind, FieldKind::HelmValues { .. }) && !helm.is_empty() => {
+            applicable
+                .iter()
+                .copied()
+                .filter(|&i| policies[i].targets.iter().any(|t| t.helm.is_some()))
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    match matching.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        many => {
+            let names: Vec<&str> = many.iter().map(|&i| policies[i].name.as_str()).collect();
+            Err(format!(
+                "policies {} all follow {}; the reference is left alone until one policy owns it",
+                names.join(", "),
+                policies[many[0]].image
+            ))
+        }
+    }
+}
+
+fn applies_to(policy: &ImagePolicy, rel: &Path) -> bool {
+    policy.targets.is_empty() || policy.targets.iter().any(|t| t.path_set.is_match(rel))
+}
+
+/// Every `.yaml`/`.yml` file under the root, relative, sorted; hidden directories (`.git`) are
+/// skipped.
+fn discover(root: &Path) -> Result<Vec<PathBuf>, PlanError> {
+    let mut out = Vec::new();
+    let walker = walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() == 0
+                || !e.file_name().to_string_lossy().starts_with('.')
+                || e.file_type().is_file()
+        });
+    for entry in walker {
+        let entry = entry.map_err(|source| PlanError::Walk {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
+        if name.ends_with(".yaml") || name.ends_with(".yml") {
+            let rel = entry
+                .path()
+                .strip_prefix(root)
+                .unwrap_or(entry.path())
+                .to_path_buf();
+            out.push(rel);
+        }
+    }
+    Ok(out)
+}
+
+fn display_path(p: &Path) -> String {
+    p.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn version_text(tag: Option<&str>, digest: Option<&str>) -> String {
+    match (tag, digest) {
+        (Some(t), Some(d)) => format!("{t}@{d}"),
+        (Some(t), None) => t.to_string(),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => "(none)".to_string(),
+    }
+}
+
+fn describe(kind: &FieldKind) -> String {
+    match kind {
+        FieldKind::Container {
+            resource,
+            container,
+        } => format!("{resource} container {container}"),
+        FieldKind::Kustomize { name } => format!("kustomize image {name}"),
+        FieldKind::HelmValues { path } => format!("helm value {path}"),
+        FieldKind::Marker { policy, part, .. } => {
+            let part = match part {
+                MarkerPart::Whole => "",
+                MarkerPart::Name => ":name",
+                MarkerPart::Tag => ":tag",
+                MarkerPart::Digest => ":digest",
+            };
+            format!("marker {policy}{part}")
+        }
+    }
+}
+
+pub fn strategy_name(strategy: &Strategy) -> &'static str {
+    match strategy {
+        Strategy::Semver { .. } => "semver",
+        Strategy::Regex { .. } => "regex",
+        Strategy::NewestBuild => "newest-build",
+        Strategy::Digest { .. } => "digest",
+        Strategy::Alphabetical { .. } => "alphabetical",
+    }
+}

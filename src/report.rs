@@ -1,0 +1,269 @@
+//! Renders a [`Plan`] for people (table, Markdown) and programs (JSON), and as a unified diff.
+//!
+//! Pure: every function returns a `String`; the CLI decides where it goes. Output is stable
+//! (sorted, no timestamps, no terminal-width wrapping) so golden tests can pin it.
+
+use comfy_table::{ContentArrangement, Table, presets};
+use serde::Serialize;
+
+use crate::plan::{Change, Hold, Plan, Problem, SkippedFile};
+
+/// How `tagpilot plan` prints its report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    #[default]
+    Table,
+    Json,
+    Markdown,
+}
+
+pub fn render(plan: &Plan, format: Format) -> String {
+    match format {
+        Format::Table => table(plan),
+        Format::Json => json(plan),
+        Format::Markdown => markdown(plan),
+    }
+}
+
+#[derive(Serialize)]
+struct Summary {
+    changes: usize,
+    files: usize,
+    up_to_date: usize,
+    held: usize,
+    problems: usize,
+    skipped: usize,
+    policies: usize,
+}
+
+fn summary(plan: &Plan) -> Summary {
+    Summary {
+        changes: plan.changes.len(),
+        files: plan.files.len(),
+        up_to_date: plan.up_to_date,
+        held: plan.holds.len(),
+        problems: plan.problems.len(),
+        skipped: plan.skipped.len(),
+        policies: plan.policies_used,
+    }
+}
+
+fn summary_line(plan: &Plan) -> String {
+    let s = summary(plan);
+    format!(
+        "{} in {}; {} up to date, {} held, {} skipped, {}",
+        plural(s.changes, "change"),
+        plural(s.files, "file"),
+        s.up_to_date,
+        s.held,
+        s.skipped,
+        plural(s.problems, "problem"),
+    )
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// The JSON report: `changes` (each with at least policy, image, file, line, from, to), `holds`,
+/// `problems`, `skipped` and a `summary`.
+pub fn json(plan: &Plan) -> String {
+    #[derive(Serialize)]
+    struct Report<'a> {
+        changes: &'a [Change],
+        holds: &'a [Hold],
+        problems: &'a [Problem],
+        skipped: &'a [SkippedFile],
+        summary: Summary,
+    }
+    let report = Report {
+        changes: &plan.changes,
+        holds: &plan.holds,
+        problems: &plan.problems,
+        skipped: &plan.skipped,
+        summary: summary(plan),
+    };
+    let mut out = serde_json::to_string_pretty(&report).expect("plan serialises");
+    out.push('\n');
+    out
+}
+
+fn plain_table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+    let mut t = Table::new();
+    t.load_style(presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled)
+        .set_header(header.to_vec());
+    for row in rows {
+        t.add_row(row);
+    }
+    // comfy-table pads every cell; trailing blanks are noise in terminals and golden files.
+    let mut out = String::new();
+    for line in t.to_string().lines() {
+        let line = line.trim_end();
+        out.push_str(line.strip_prefix(' ').unwrap_or(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// The default report: a table of changes, then holds, problems and skipped files.
+pub fn table(plan: &Plan) -> String {
+    let mut out = String::new();
+    if plan.changes.is_empty() {
+        out.push_str("No changes.\n");
+    } else {
+        out += &plain_table(
+            &["POLICY", "IMAGE", "FILE", "LINE", "FROM", "TO"],
+            plan.changes.iter().map(|c| {
+                vec![
+                    c.policy.clone(),
+                    c.image.clone(),
+                    c.file.clone(),
+                    c.line.to_string(),
+                    c.from.clone(),
+                    c.to.clone(),
+                ]
+            }),
+        );
+    }
+    if !plan.holds.is_empty() {
+        out.push_str("\nHeld:\n");
+        out += &plain_table(
+            &["POLICY", "FILE", "LINE", "CURRENT", "REASON"],
+            plan.holds.iter().map(|h| {
+                vec![
+                    h.policy.clone(),
+                    h.file.clone(),
+                    h.line.to_string(),
+                    h.current.clone(),
+                    h.reason.clone(),
+                ]
+            }),
+        );
+    }
+    if !plan.problems.is_empty() {
+        out.push_str("\nProblems:\n");
+        for p in &plan.problems {
+            out.push_str("  ");
+            out.push_str(&problem_text(p));
+            out.push('\n');
+        }
+    }
+    if !plan.skipped.is_empty() {
+        out.push_str("\nSkipped files:\n");
+        for s in &plan.skipped {
+            out.push_str(&format!("  {}: {}\n", s.file, first_line(&s.reason)));
+        }
+    }
+    out.push('\n');
+    out.push_str(&summary_line(plan));
+    out.push('\n');
+    out
+}
+
+/// One line that names everything known about a problem: policy, image, file:line.
+pub fn problem_text(p: &Problem) -> String {
+    let mut subject = Vec::new();
+    if let Some(policy) = &p.policy {
+        subject.push(format!("policy {policy}"));
+    }
+    if let Some(image) = &p.image {
+        subject.push(format!("image {image}"));
+    }
+    match (&p.file, p.line) {
+        (Some(f), Some(l)) => subject.push(format!("{f}:{l}")),
+        (Some(f), None) => subject.push(f.clone()),
+        _ => {}
+    }
+    if subject.is_empty() {
+        first_line(&p.message).to_string()
+    } else {
+        format!("{}: {}", subject.join(", "), first_line(&p.message))
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().next().unwrap_or("")
+}
+
+fn md(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// A Markdown report, as a pull request body or a CI job summary would show it.
+pub fn markdown(plan: &Plan) -> String {
+    let mut out = String::from("## tagpilot plan\n\n");
+    if plan.changes.is_empty() {
+        out.push_str("No changes.\n");
+    } else {
+        out.push_str("| Policy | Image | File | From | To |\n|---|---|---|---|---|\n");
+        for c in &plan.changes {
+            out.push_str(&format!(
+                "| {} | `{}` | `{}:{}` | `{}` | `{}` |\n",
+                md(&c.policy),
+                md(&c.image),
+                md(&c.file),
+                c.line,
+                md(&c.from),
+                md(&c.to)
+            ));
+        }
+    }
+    if !plan.holds.is_empty() {
+        out.push_str("\n### Held\n\n| Policy | File | Current | Reason |\n|---|---|---|---|\n");
+        for h in &plan.holds {
+            out.push_str(&format!(
+                "| {} | `{}:{}` | `{}` | {} |\n",
+                md(&h.policy),
+                md(&h.file),
+                h.line,
+                md(&h.current),
+                md(&h.reason)
+            ));
+        }
+    }
+    if !plan.problems.is_empty() {
+        out.push_str("\n### Problems\n\n");
+        for p in &plan.problems {
+            out.push_str(&format!("- {}\n", md(&problem_text(p))));
+        }
+    }
+    if !plan.skipped.is_empty() {
+        out.push_str("\n### Skipped files\n\n");
+        for s in &plan.skipped {
+            out.push_str(&format!(
+                "- `{}`: {}\n",
+                md(&s.file),
+                md(first_line(&s.reason))
+            ));
+        }
+    }
+    out.push_str(&format!("\n{}\n", summary_line(plan)));
+    out
+}
+
+/// A unified diff of every file the plan changes, `a/` and `b/` prefixed like git's.
+pub fn diff(plan: &Plan) -> String {
+    let mut out = String::new();
+    for f in &plan.files {
+        let name = f
+            .path
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        let text = similar::TextDiff::from_lines(&f.original, &f.updated);
+        out.push_str(
+            &text
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{name}"), &format!("b/{name}"))
+                .to_string(),
+        );
+    }
+    out
+}
