@@ -1,0 +1,132 @@
+//! Golden-directory tests for rewrites and reports.
+//!
+//! Each directory under `tests/golden/` is one case:
+//! - `in/`: the root tagpilot runs in (`tagpilot.yaml`, `policies/`, manifests);
+//! - `registry.yaml`: what the in-memory registry serves (repository → tags, digests, created);
+//! - `out/`: the whole tree expected after `apply`, written by hand;
+//! - `plan.txt`: the expected table report (and `plan.md` / `plan.json` / `plan.diff` when present,
+//!   the other formats).
+//!
+//! `TAGPILOT_BLESS=1 cargo test --test it golden` rewrites the report files (never `out/`, which
+//! states intent and is edited by hand); review the diff before committing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use tagpilot::registry::memory::MemoryRegistry;
+use tagpilot::{apply, config, plan, policy, report};
+
+fn golden_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// Every file under `dir`, relative path → bytes.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.unwrap();
+        if entry.file_type().is_file() {
+            let rel = entry.path().strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
+            out.insert(rel, std::fs::read(entry.path()).unwrap());
+        }
+    }
+    out
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for (rel, bytes) in tree(from) {
+        let dest = to.join(&rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::write(dest, bytes).unwrap();
+    }
+}
+
+fn bless() -> bool {
+    std::env::var_os("TAGPILOT_BLESS").is_some()
+}
+
+/// Compares `actual` with the file at `path` (or writes it when blessing). Returns a failure text.
+fn check_text(path: &Path, actual: &str) -> Option<String> {
+    if bless() {
+        std::fs::write(path, actual).unwrap();
+        return None;
+    }
+    let expected = std::fs::read_to_string(path).unwrap_or_default();
+    (expected != actual).then(|| {
+        format!(
+            "{} differs:\n{}",
+            path.display(),
+            similar::TextDiff::from_lines(&expected, actual).unified_diff().header("expected", "actual")
+        )
+    })
+}
+
+async fn run_case(case: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    let work = tempfile::tempdir().unwrap();
+    copy_tree(&case.join("in"), work.path());
+    let registry_yaml = std::fs::read_to_string(case.join("registry.yaml")).unwrap_or_default();
+    let registry = MemoryRegistry::from_yaml(&registry_yaml).expect("registry.yaml");
+
+    let config = config::load(&work.path().join("tagpilot.yaml")).expect("tagpilot.yaml");
+    let policies = policy::load(&config).expect("policies");
+    let planned = plan::plan(work.path(), &policies, &registry, &()).await.expect("plan");
+
+    // Plan mode writes nothing.
+    if tree(work.path()) != tree(&case.join("in")) {
+        failures.push("plan changed files".to_string());
+    }
+    failures.extend(check_text(&case.join("plan.txt"), &report::table(&planned)));
+    for (file, format) in [("plan.md", report::Format::Markdown), ("plan.json", report::Format::Json)] {
+        if case.join(file).exists() {
+            failures.extend(check_text(&case.join(file), &report::render(&planned, format)));
+        }
+    }
+    if case.join("plan.diff").exists() {
+        failures.extend(check_text(&case.join("plan.diff"), &report::diff(&planned)));
+    }
+
+    apply::write_files(work.path(), &planned.files).expect("apply");
+    let actual = tree(work.path());
+    let expected = tree(&case.join("out"));
+    for (rel, want) in &expected {
+        match actual.get(rel) {
+            None => failures.push(format!("out/{rel} expected but missing")),
+            Some(got) if got != want => failures.push(format!(
+                "out/{rel} differs:\n{}",
+                similar::TextDiff::from_lines(&String::from_utf8_lossy(want), &String::from_utf8_lossy(got))
+                    .unified_diff()
+                    .header("expected", "actual")
+            )),
+            Some(_) => {}
+        }
+    }
+    for rel in actual.keys().filter(|k| !expected.contains_key(*k)) {
+        failures.push(format!("{rel} is in the result but not in out/"));
+    }
+
+    // Idempotence: a second plan over the applied tree finds nothing to do.
+    let again = plan::plan(work.path(), &policies, &registry, &()).await.expect("second plan");
+    if again.has_changes() {
+        failures.push(format!("second plan still has changes:\n{}", report::table(&again)));
+    }
+    failures
+}
+
+#[tokio::test]
+async fn golden_cases() {
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(golden_root())
+        .expect("tests/golden exists")
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("in").is_dir())
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no golden cases found");
+    let mut failures = Vec::new();
+    for case in &cases {
+        for f in run_case(case).await {
+            failures.push(format!("[{}] {f}", case.file_name().unwrap().to_string_lossy()));
+        }
+    }
+    assert!(failures.is_empty(), "{} golden failure(s):\n\n{}", failures.len(), failures.join("\n\n"));
+}
