@@ -2,7 +2,7 @@
 # A throwaway local container registry for the quickstart, the benchmark and manual poking.
 #
 # Usage:
-#   scripts/lab-registry.sh start [PORT]   # default 5000; a busy port is swapped for a free one
+#   scripts/lab-registry.sh start [PORT]   # default 5000; 0 or a busy port: any free port
 #   scripts/lab-registry.sh status         # prints 127.0.0.1:PORT, exit 3 when not running
 #   scripts/lab-registry.sh stop           # stops it and deletes its storage
 #
@@ -70,7 +70,9 @@ cmd_start() {
     fi
     [[ -x "$REGISTRY_BIN" ]] || die "$REGISTRY_BIN not found: install the Debian package docker-registry"
     [[ "$port" =~ ^[0-9]+$ ]] || die "port must be a number, got '$port'"
-    if ! port_is_free "$port"; then
+    if ((port == 0)); then
+        port="$(free_port)"
+    elif ! port_is_free "$port"; then
         local wanted="$port"
         port="$(free_port)"
         echo "lab-registry: port $wanted is busy, using $port" >&2
