@@ -45,18 +45,9 @@ say() { echo "bench: $*" >&2; }
 
 # === tools ===
 
-apt_install() {
-    local as_root=()
-    ((EUID == 0)) || as_root=(sudo)
-    say "installing $*"
-    "${as_root[@]}" apt-get update -q >/dev/null
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null
-}
-missing=()
-[[ -x /usr/bin/time ]] || missing+=(time)
-[[ -x /usr/bin/docker-registry ]] || missing+=(docker-registry)
-command -v git >/dev/null || missing+=(git)
-((${#missing[@]} == 0)) || apt_install "${missing[@]}"
+# shellcheck source=scripts/lib/apt.sh
+source "$ROOT/scripts/lib/apt.sh"
+ensure_packages time docker-registry git python3
 
 if want renovate; then
     command -v node >/dev/null || {

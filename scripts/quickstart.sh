@@ -45,17 +45,10 @@ show() {
 
 # === 1. tools ===
 
-missing=()
-[[ -x /usr/bin/docker-registry ]] || missing+=(docker-registry)
-command -v python3 >/dev/null || missing+=(python3)
-command -v git >/dev/null || missing+=(git)
-if ((${#missing[@]} > 0)); then
-    step "Installing ${missing[*]}"
-    as_root=()
-    ((EUID == 0)) || as_root=(sudo)
-    "${as_root[@]}" apt-get update -q
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
-fi
+# shellcheck source=scripts/lib/apt.sh
+source "$ROOT/scripts/lib/apt.sh"
+# The registry, what the scripts use, and what building tagpilot's -sys crates needs.
+ensure_packages docker-registry python3 git pkg-config libssl-dev
 
 if [[ -z "${TAGPILOT:-}" ]]; then
     step "Building tagpilot"

@@ -29,26 +29,9 @@ PACKAGES=(
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-    status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
-    [[ "$status" == "install ok installed" ]] || missing+=("$pkg")
-done
-
-if ((${#missing[@]} > 0)); then
-    if ((EUID == 0)); then
-        as_root=()
-    elif command -v sudo >/dev/null; then
-        as_root=(sudo)
-    else
-        echo "test.sh: need root or sudo to install: ${missing[*]}" >&2
-        exit 1
-    fi
-    echo "test.sh: installing ${missing[*]}" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    "${as_root[@]}" apt-get update -q
-    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
-fi
+# shellcheck source=scripts/lib/apt.sh
+source scripts/lib/apt.sh
+ensure_packages "${PACKAGES[@]}"
 
 # rustup installs cargo under ~/.cargo/bin, which a non-login shell may not have on PATH.
 if ! command -v cargo >/dev/null && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
