@@ -181,6 +181,9 @@ if only in ("", "tagpilot"):
     r["changes_to_newest"] = sum(1 for c in changes if str(c["to"]).endswith(newest))
     if r["changes_to_newest"] != refs:
         problems.append(f"tagpilot: {r['changes_to_newest']} of {refs} references move to {newest}")
+    reported = [p for key in ("problems", "errors") for p in (plan.get(key) or [])] if isinstance(plan, dict) else []
+    if reported:
+        problems.append(f"tagpilot reported {len(reported)} problem(s), first: {reported[0]}")
     results["tagpilot"] = r
 if only in ("", "renovate"):
     r = usage("renovate")
