@@ -139,17 +139,37 @@ enum Candidates {
 }
 
 /// Builds the plan for every policy over the manifests under `root`.
-#[instrument(skip_all, fields(root = %root.display(), policies = policies.len()))]
 pub async fn plan<R: Registry>(
     root: &Path,
     policies: &[ImagePolicy],
     registry: &R,
     progress: &dyn Progress,
 ) -> Result<Plan, PlanError> {
+    plan_excluding(root, policies, &[], registry, progress).await
+}
+
+/// [`plan`], leaving out the files in `exclude` (tagpilot's own config and policy files when they
+/// live under the root: they are YAML, but not manifests).
+#[instrument(skip_all, fields(root = %root.display(), policies = policies.len()))]
+pub async fn plan_excluding<R: Registry>(
+    root: &Path,
+    policies: &[ImagePolicy],
+    exclude: &[PathBuf],
+    registry: &R,
+    progress: &dyn Progress,
+) -> Result<Plan, PlanError> {
     let mut plan = Plan::default();
 
     // 1. Read and scan every file at least one policy may touch.
-    let paths = discover(root)?;
+    let excluded: BTreeSet<PathBuf> = exclude
+        .iter()
+        .filter_map(|p| {
+            let p = std::fs::canonicalize(p).ok()?;
+            let root = std::fs::canonicalize(root).ok()?;
+            p.strip_prefix(root).ok().map(Path::to_path_buf)
+        })
+        .collect();
+    let paths: Vec<PathBuf> = discover(root)?.into_iter().filter(|p| !excluded.contains(p)).collect();
     progress.phase("scanning manifests", paths.len() as u64);
     let mut files = Vec::new();
     let mut found = Vec::new();
