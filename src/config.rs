@@ -6,15 +6,19 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 /// The name tagpilot looks for in the working directory when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "tagpilot.yaml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    /// `message` already carries `file:line:column` and a snippet.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `message` already carries `file:line:column` (and a snippet when serde-saphyr has one).
     #[error("{message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -74,6 +78,127 @@ pub struct Credentials {
 impl Config {
     /// The directory relative paths in the config resolve against.
     pub fn base_dir(&self) -> &Path {
-        self.path.as_deref().and_then(Path::parent).unwrap_or(Path::new("."))
+        self.path
+            .as_deref()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
     }
+}
+
+/// Reads and validates `tagpilot.yaml` at `path`. Relative paths in it resolve against its
+/// directory ([`Config::base_dir`]).
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut config = parse(path, &text)?;
+    config.path = Some(path.to_path_buf());
+    Ok(config)
+}
+
+/// Parses and validates config text; `path` is only used in messages.
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let name = path.display().to_string();
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let render = |e: serde_saphyr::Error| {
+        let message =
+            e.render_with_options(serde_saphyr::render_options! { source_name: Some(&name) });
+        if message.contains(&format!("{name}:")) {
+            message
+        } else {
+            let (line, column) = e
+                .location()
+                .map(|l| (l.line(), l.column()))
+                .unwrap_or((1, 1));
+            format!("{name}:{line}:{column}: {message}")
+        }
+    };
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Ok(Config::default());
+    }
+    let config: Config = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    // A second pass for the values' positions: the public types stay plain for their users.
+    let spans: ConfigSpans = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    let mut problems = Vec::new();
+    let mut at = |s: &Spanned<String>, message: String| {
+        problems.push(format!(
+            "{name}:{}:{}: {message}",
+            s.referenced.line(),
+            s.referenced.column()
+        ));
+    };
+    let mut hosts: Vec<&Spanned<String>> = Vec::new();
+    for (r, span) in config.registries.iter().zip(&spans.registries) {
+        let host = &span.host;
+        if r.host.is_empty()
+            || r.host.contains("://")
+            || r.host.contains('/')
+            || r.host.contains(char::is_whitespace)
+        {
+            at(
+                host,
+                format!(
+                    "registry host {:?} must be host[:port] as written in image references, without a scheme or path",
+                    r.host
+                ),
+            );
+        }
+        if let Some(first) = hosts.iter().find(|h| h.value.eq_ignore_ascii_case(&r.host)) {
+            at(
+                host,
+                format!(
+                    "registry {:?} is configured twice (first at line {})",
+                    r.host,
+                    first.referenced.line()
+                ),
+            );
+        }
+        hosts.push(host);
+        if let Some(c) = &r.credentials {
+            if c.password_env.is_some() == c.password_file.is_some() {
+                at(
+                    host,
+                    format!(
+                        "registry {:?}: credentials need exactly one of passwordEnv, passwordFile",
+                        r.host
+                    ),
+                );
+            }
+        }
+        if let Some(rate) = r.rate_limit {
+            if !(rate.is_finite() && rate > 0.0) {
+                at(
+                    host,
+                    format!(
+                        "registry {:?}: rateLimit must be a positive number of requests per second",
+                        r.host
+                    ),
+                );
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(invalid(problems.join("\n")))
+    }
+}
+
+#[derive(Deserialize)]
+struct ConfigSpans {
+    #[serde(default)]
+    registries: Vec<RegistrySpans>,
+}
+
+#[derive(Deserialize)]
+struct RegistrySpans {
+    host: Spanned<String>,
 }
