@@ -104,19 +104,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         path: path.to_path_buf(),
         message,
     };
-    let render = |e: serde_saphyr::Error| {
-        let message =
-            e.render_with_options(serde_saphyr::render_options! { source_name: Some(&name) });
-        if message.contains(&format!("{name}:")) {
-            message
-        } else {
-            let (line, column) = e
-                .location()
-                .map(|l| (l.line(), l.column()))
-                .unwrap_or((1, 1));
-            format!("{name}:{line}:{column}: {message}")
-        }
-    };
+    let render = |e: serde_saphyr::Error| render_yaml_error(&e, path, 0, None).2;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     if text
         .lines()
@@ -201,4 +189,57 @@ struct ConfigSpans {
 #[derive(Deserialize)]
 struct RegistrySpans {
     host: Spanned<String>,
+}
+
+/// serde-saphyr's message for `e`, reshaped so that the first line reads
+/// `file:line:column: what is wrong` (greppable, one line per problem in a list), followed by
+/// serde-saphyr's snippet. `line_offset` is the number of lines before the parsed text in its file.
+/// Returns the line and column (0 when unknown) too.
+pub(crate) fn render_yaml_error(
+    e: &serde_saphyr::Error,
+    path: &Path,
+    line_offset: usize,
+    context: Option<&str>,
+) -> (usize, usize, String) {
+    let name = path.display().to_string();
+    let rendered = e.render_with_options(serde_saphyr::render_options! {
+        line_offset: line_offset as u64,
+        source_name: Some(&name),
+    });
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line() as usize + line_offset, l.column() as usize))
+        .unwrap_or((line_offset + 1, 0));
+    let mut lines = rendered.lines();
+    let first = lines.next().unwrap_or_default();
+    let what = strip_location(first.strip_prefix("error: ").unwrap_or(first));
+    let place = if column > 0 {
+        format!("{name}:{line}:{column}")
+    } else {
+        format!("{name}:{line}")
+    };
+    let mut message = match context {
+        Some(c) => format!("{place}: {c}: {what}"),
+        None => format!("{place}: {what}"),
+    };
+    for l in lines {
+        message.push('\n');
+        message.push_str(l);
+    }
+    (line, column, message)
+}
+
+/// `line 1 column 13: expected …` → `expected …`.
+fn strip_location(s: &str) -> &str {
+    if let Some(rest) = s.strip_prefix("line ") {
+        if let Some(i) = rest.find(": ") {
+            if rest[..i]
+                .split(" column ")
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+            {
+                return &rest[i + 2..];
+            }
+        }
+    }
+    s
 }

@@ -560,23 +560,14 @@ fn parse_documents(path: &Path, text: &str, errors: &mut Vec<PolicyError>) -> Ve
             }
             Ok(None) => {}
             Err(e) => {
-                let source_name = path.display().to_string();
-                let message = e.render_with_options(serde_saphyr::render_options! {
-                    line_offset: offset as u64,
-                    source_name: Some(&source_name),
-                });
-                let (line, column) = e
-                    .location()
-                    .map(|l| (l.line() as usize + offset, l.column() as usize))
-                    .unwrap_or((offset + 1, 0));
-                // Snippets are rendered only when serde-saphyr has one; make sure the message
-                // always starts with the place.
+                // The document did not deserialise; its name may still be readable, and helps.
+                let name = serde_saphyr::from_str::<NameOnly>(doc)
+                    .ok()
+                    .and_then(|n| n.metadata?.name);
+                let context = name.map(|n| format!("policy {n:?}"));
+                let (line, column, message) =
+                    crate::config::render_yaml_error(&e, path, offset, context.as_deref());
                 let location = SourceLocation::new(path, line, column);
-                let message = if message.contains(&format!("{source_name}:")) {
-                    message
-                } else {
-                    format!("{location}: {message}")
-                };
                 errors.push(PolicyError::Syntax { location, message });
             }
         }
@@ -620,6 +611,17 @@ fn is_blank_document(doc: &str) -> bool {
 }
 
 // === the documents as written ===
+
+/// Just enough of a document to name it in an error about the rest.
+#[derive(Deserialize)]
+struct NameOnly {
+    metadata: Option<NameOnlyMetadata>,
+}
+
+#[derive(Deserialize)]
+struct NameOnlyMetadata {
+    name: Option<String>,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
