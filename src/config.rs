@@ -150,27 +150,27 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             );
         }
         hosts.push(host);
-        if let Some(c) = &r.credentials {
-            if c.password_env.is_some() == c.password_file.is_some() {
-                at(
-                    host,
-                    format!(
-                        "registry {:?}: credentials need exactly one of passwordEnv, passwordFile",
-                        r.host
-                    ),
-                );
-            }
+        if let Some(c) = &r.credentials
+            && c.password_env.is_some() == c.password_file.is_some()
+        {
+            at(
+                host,
+                format!(
+                    "registry {:?}: credentials need exactly one of passwordEnv, passwordFile",
+                    r.host
+                ),
+            );
         }
-        if let Some(rate) = r.rate_limit {
-            if !(rate.is_finite() && rate > 0.0) {
-                at(
-                    host,
-                    format!(
-                        "registry {:?}: rateLimit must be a positive number of requests per second",
-                        r.host
-                    ),
-                );
-            }
+        if let Some(rate) = r.rate_limit
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            at(
+                host,
+                format!(
+                    "registry {:?}: rateLimit must be a positive number of requests per second",
+                    r.host
+                ),
+            );
         }
     }
     if problems.is_empty() {
@@ -231,15 +231,13 @@ pub(crate) fn render_yaml_error(
 
 /// `line 1 column 13: expected …` → `expected …`.
 fn strip_location(s: &str) -> &str {
-    if let Some(rest) = s.strip_prefix("line ") {
-        if let Some(i) = rest.find(": ") {
-            if rest[..i]
-                .split(" column ")
-                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-            {
-                return &rest[i + 2..];
-            }
-        }
+    if let Some(rest) = s.strip_prefix("line ")
+        && let Some(i) = rest.find(": ")
+        && rest[..i]
+            .split(" column ")
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return &rest[i + 2..];
     }
     s
 }

@@ -580,9 +580,8 @@ fn split_documents(text: &str) -> Vec<(usize, &str)> {
     let mut docs = Vec::new();
     let mut start = 0;
     let mut start_line = 0;
-    let mut line_no = 0;
     let mut pos = 0;
-    for line in text.split_inclusive('\n') {
+    for (line_no, line) in text.split_inclusive('\n').enumerate() {
         let is_marker =
             line.starts_with("---") && line[3..].chars().next().is_none_or(|c| c.is_whitespace());
         if is_marker && pos > start {
@@ -591,7 +590,6 @@ fn split_documents(text: &str) -> Vec<(usize, &str)> {
             start_line = line_no;
         }
         pos += line.len();
-        line_no += 1;
     }
     if pos > start || docs.is_empty() {
         docs.push((start_line, &text[start..]));
@@ -977,11 +975,11 @@ impl Validator<'_> {
                     return None;
                 }
             };
-            if let Some(group) = &sort_by {
-                if let Err(message) = check_group(&compiled, &group.value) {
-                    self.error(group, format!("regex.sortBy: {message}"));
-                    return None;
-                }
+            if let Some(group) = &sort_by
+                && let Err(message) = check_group(&compiled, &group.value)
+            {
+                self.error(group, format!("regex.sortBy: {message}"));
+                return None;
             }
             return Some(Strategy::Regex {
                 pattern: compiled,
@@ -1049,10 +1047,10 @@ impl Validator<'_> {
                 ("image", &h.value.image),
             ];
             for (field, value) in fields {
-                if let Some(v) = value {
-                    if let Err(message) = check_value_path(v) {
-                        self.error(&h, format!("targets[].helm.{field}: {message}"));
-                    }
+                if let Some(v) = value
+                    && let Err(message) = check_value_path(v)
+                {
+                    self.error(&h, format!("targets[].helm.{field}: {message}"));
                 }
             }
             if h.value.tag.is_none() && h.value.image.is_none() && h.value.digest.is_none() {

@@ -232,10 +232,10 @@ struct Context<'p> {
 impl Context<'_> {
     fn evaluate(&self, tag: &str, created: Option<jiff::Timestamp>) -> Result<Key, Exclusion> {
         let policy = self.policy;
-        if let Some(allow) = &policy.allow_tags {
-            if !allow.is_match(tag) {
-                return Err(Exclusion::NotAllowed);
-            }
+        if let Some(allow) = &policy.allow_tags
+            && !allow.is_match(tag)
+        {
+            return Err(Exclusion::NotAllowed);
         }
         if let Some(&i) = policy.ignore_set.matches(tag).first() {
             let glob = policy.ignore_tags.get(i).cloned().unwrap_or_default();
@@ -268,12 +268,12 @@ impl Context<'_> {
                         });
                     }
                 }
-                if let Some(range) = range {
-                    if !range.matches_with(&tv.version, *prerelease) {
-                        return Err(Exclusion::OutOfRange {
-                            range: range.to_string(),
-                        });
-                    }
+                if let Some(range) = range
+                    && !range.matches_with(&tv.version, *prerelease)
+                {
+                    return Err(Exclusion::OutOfRange {
+                        range: range.to_string(),
+                    });
                 }
                 Ok(Key::Version {
                     version: tv.version,
