@@ -241,3 +241,41 @@ fn strip_location(s: &str) -> &str {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_config_means_defaults() {
+        let c = parse(Path::new("tagpilot.yaml"), "# nothing yet\n").unwrap();
+        assert!(c.registries.is_empty());
+        assert!(matches!(c.policies, PolicySource::Directory(ref d) if d == Path::new("policies")));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_file_line_and_column() {
+        let err = parse(
+            Path::new("conf/tagpilot.yaml"),
+            "registries: []\npolicy: p/\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("conf/tagpilot.yaml:2:1: unknown field `policy`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn location_prefix_is_stripped_only_when_it_is_one() {
+        assert_eq!(
+            strip_location("line 1 column 13: expected string"),
+            "expected string"
+        );
+        assert_eq!(
+            strip_location("line of sight: clear"),
+            "line of sight: clear"
+        );
+    }
+}

@@ -558,3 +558,29 @@ proptest! {
         let _ = TagVersion::parse(&s);
     }
 }
+
+fn full_version() -> impl proptest::strategy::Strategy<Value = semver::Version> {
+    (0u64..3, 0u64..3, 0u64..3).prop_map(|(a, b, c)| semver::Version::new(a, b, c))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Where Masterminds and Cargo agree (full versions, no pre-releases), the constraint must
+    /// agree with `semver::VersionReq`.
+    #[test]
+    fn agrees_with_version_req_on_full_versions(
+        comparators in prop::collection::vec(
+            (prop::sample::select(vec![">=", "<", ">", "<=", "=", "^", "~"]), full_version()),
+            1..3,
+        ),
+        v in full_version(),
+    ) {
+        let text = comparators.iter().map(|(op, b)| format!("{op}{b}")).collect::<Vec<_>>().join(", ");
+        // Masterminds reads `~0.0.0` as "anything"; Cargo as `<0.1.0`.
+        proptest::prop_assume!(!text.contains("~0.0.0"));
+        let ours = Constraint::parse(&text).unwrap();
+        let cargo = semver::VersionReq::parse(&text).unwrap();
+        prop_assert_eq!(ours.matches(&v), cargo.matches(&v), "{} vs {}", text, v);
+    }
+}
