@@ -540,6 +540,7 @@ fn is_yaml(path: &Path) -> bool {
 /// hide the problems of the ones after it, and parses each with its true line numbers.
 fn parse_documents(path: &Path, text: &str, errors: &mut Vec<PolicyError>) -> Vec<ImagePolicy> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let first_error = errors.len();
     let mut policies = Vec::new();
     for (offset, doc) in split_documents(text) {
         if is_blank_document(doc) {
@@ -572,6 +573,8 @@ fn parse_documents(path: &Path, text: &str, errors: &mut Vec<PolicyError>) -> Ve
             }
         }
     }
+    // In file order, whatever order the checks ran in.
+    errors[first_error..].sort_by_key(|e| e.location().map(|l| (l.line, l.column)));
     policies
 }
 
