@@ -6,18 +6,19 @@
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use serde_saphyr::Spanned;
 
 /// The name tagpilot looks for in the working directory when `--config` is not given.
 pub const DEFAULT_CONFIG_FILE: &str = "tagpilot.yaml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {}: {source}", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// `message` already carries `file:line:column` and a snippet.
+    /// `message` already carries `file:line:column` (and a snippet when serde-saphyr has one).
     #[error("{message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -81,5 +82,200 @@ impl Config {
             .as_deref()
             .and_then(Path::parent)
             .unwrap_or(Path::new("."))
+    }
+}
+
+/// Reads and validates `tagpilot.yaml` at `path`. Relative paths in it resolve against its
+/// directory ([`Config::base_dir`]).
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut config = parse(path, &text)?;
+    config.path = Some(path.to_path_buf());
+    Ok(config)
+}
+
+/// Parses and validates config text; `path` is only used in messages.
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let name = path.display().to_string();
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let render = |e: serde_saphyr::Error| render_yaml_error(&e, path, 0, None).2;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Ok(Config::default());
+    }
+    let config: Config = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    // A second pass for the values' positions: the public types stay plain for their users.
+    let spans: ConfigSpans = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    let mut problems = Vec::new();
+    let mut at = |s: &Spanned<String>, message: String| {
+        problems.push(format!(
+            "{name}:{}:{}: {message}",
+            s.referenced.line(),
+            s.referenced.column()
+        ));
+    };
+    let mut hosts: Vec<&Spanned<String>> = Vec::new();
+    for (r, span) in config.registries.iter().zip(&spans.registries) {
+        let host = &span.host;
+        if r.host.is_empty()
+            || r.host.contains("://")
+            || r.host.contains('/')
+            || r.host.contains(char::is_whitespace)
+        {
+            at(
+                host,
+                format!(
+                    "registry host {:?} must be host[:port] as written in image references, without a scheme or path",
+                    r.host
+                ),
+            );
+        }
+        if let Some(first) = hosts.iter().find(|h| h.value.eq_ignore_ascii_case(&r.host)) {
+            at(
+                host,
+                format!(
+                    "registry {:?} is configured twice (first at line {})",
+                    r.host,
+                    first.referenced.line()
+                ),
+            );
+        }
+        hosts.push(host);
+        if let Some(c) = &r.credentials
+            && c.password_env.is_some() == c.password_file.is_some()
+        {
+            at(
+                host,
+                format!(
+                    "registry {:?}: credentials need exactly one of passwordEnv, passwordFile",
+                    r.host
+                ),
+            );
+        }
+        if let Some(rate) = r.rate_limit
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            at(
+                host,
+                format!(
+                    "registry {:?}: rateLimit must be a positive number of requests per second",
+                    r.host
+                ),
+            );
+        }
+    }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(invalid(problems.join("\n")))
+    }
+}
+
+#[derive(Deserialize)]
+struct ConfigSpans {
+    #[serde(default)]
+    registries: Vec<RegistrySpans>,
+}
+
+#[derive(Deserialize)]
+struct RegistrySpans {
+    host: Spanned<String>,
+}
+
+/// serde-saphyr's message for `e`, reshaped so that the first line reads
+/// `file:line:column: what is wrong` (greppable, one line per problem in a list), followed by
+/// serde-saphyr's snippet. `line_offset` is the number of lines before the parsed text in its file.
+/// Returns the line and column (0 when unknown) too.
+pub(crate) fn render_yaml_error(
+    e: &serde_saphyr::Error,
+    path: &Path,
+    line_offset: usize,
+    context: Option<&str>,
+) -> (usize, usize, String) {
+    let name = path.display().to_string();
+    let rendered = e.render_with_options(serde_saphyr::render_options! {
+        line_offset: line_offset as u64,
+        source_name: Some(&name),
+    });
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line() as usize + line_offset, l.column() as usize))
+        .unwrap_or((line_offset + 1, 0));
+    let mut lines = rendered.lines();
+    let first = lines.next().unwrap_or_default();
+    let what = strip_location(first.strip_prefix("error: ").unwrap_or(first));
+    let place = if column > 0 {
+        format!("{name}:{line}:{column}")
+    } else {
+        format!("{name}:{line}")
+    };
+    let mut message = match context {
+        Some(c) => format!("{place}: {c}: {what}"),
+        None => format!("{place}: {what}"),
+    };
+    for l in lines {
+        message.push('\n');
+        message.push_str(l);
+    }
+    (line, column, message)
+}
+
+/// `line 1 column 13: expected …` → `expected …`.
+fn strip_location(s: &str) -> &str {
+    if let Some(rest) = s.strip_prefix("line ")
+        && let Some(i) = rest.find(": ")
+        && rest[..i]
+            .split(" column ")
+            .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return &rest[i + 2..];
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_config_means_defaults() {
+        let c = parse(Path::new("tagpilot.yaml"), "# nothing yet\n").unwrap();
+        assert!(c.registries.is_empty());
+        assert!(matches!(c.policies, PolicySource::Directory(ref d) if d == Path::new("policies")));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_file_line_and_column() {
+        let err = parse(
+            Path::new("conf/tagpilot.yaml"),
+            "registries: []\npolicy: p/\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("conf/tagpilot.yaml:2:1: unknown field `policy`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn location_prefix_is_stripped_only_when_it_is_one() {
+        assert_eq!(
+            strip_location("line 1 column 13: expected string"),
+            "expected string"
+        );
+        assert_eq!(
+            strip_location("line of sight: clear"),
+            "line of sight: clear"
+        );
     }
 }

@@ -138,30 +138,35 @@ enum Candidates {
     Failed(String),
 }
 
-/// Builds the plan for every policy over the manifests under `root`.
-pub async fn plan<R: Registry>(
-    root: &Path,
-    policies: &[ImagePolicy],
-    registry: &R,
-    progress: &dyn Progress,
-) -> Result<Plan, PlanError> {
-    plan_excluding(root, policies, &[], registry, progress).await
+/// Where a plan looks: a directory, and which repository it is (targets name repositories; a
+/// target without one means the local directory).
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub root: PathBuf,
+    /// The `repositories[].name` this root is a checkout of; `None` for the local directory.
+    pub repository: Option<String>,
+    /// Files to leave out: tagpilot's own config and policy files when they live under the root
+    /// (they are YAML, but not manifests).
+    pub exclude: Vec<PathBuf>,
 }
 
-/// [`plan`], leaving out the files in `exclude` (tagpilot's own config and policy files when they
-/// live under the root: they are YAML, but not manifests).
-#[instrument(skip_all, fields(root = %root.display(), policies = policies.len()))]
-pub async fn plan_excluding<R: Registry>(
-    root: &Path,
+impl Scope {
+    pub fn local(root: impl Into<PathBuf>) -> Self {
+        Scope { root: root.into(), ..Scope::default() }
+    }
+}
+
+/// Builds the plan for every policy over the manifests in `scope`.
+#[instrument(skip_all, fields(root = %scope.root.display(), repository = scope.repository.as_deref().unwrap_or("(local)"), policies = policies.len()))]
+pub async fn plan<R: Registry>(
+    scope: &Scope,
     policies: &[ImagePolicy],
-    exclude: &[PathBuf],
     registry: &R,
     progress: &dyn Progress,
 ) -> Result<Plan, PlanError> {
-    let mut plan = Plan::default();
-
-    // 1. Read and scan every file at least one policy may touch.
-    let excluded: BTreeSet<PathBuf> = exclude
+    let root = scope.root.as_path();
+    let excluded: BTreeSet<PathBuf> = scope
+        .exclude
         .iter()
         .filter_map(|p| {
             let p = std::fs::canonicalize(p).ok()?;
@@ -169,6 +174,9 @@ pub async fn plan_excluding<R: Registry>(
             p.strip_prefix(root).ok().map(Path::to_path_buf)
         })
         .collect();
+    let mut plan = Plan::default();
+
+    // 1. Read and scan every file at least one policy may touch.
     let paths: Vec<PathBuf> = discover(root)?.into_iter().filter(|p| !excluded.contains(p)).collect();
     progress.phase("scanning manifests", paths.len() as u64);
     let mut files = Vec::new();
@@ -176,7 +184,7 @@ pub async fn plan_excluding<R: Registry>(
     for rel in paths {
         progress.advance();
         let applicable: Vec<usize> = (0..policies.len())
-            .filter(|&i| applies_to(&policies[i], &rel))
+            .filter(|&i| applies_to(&policies[i], scope.repository.as_deref(), &rel))
             .collect();
         if applicable.is_empty() {
             continue;
@@ -205,7 +213,7 @@ pub async fn plan_excluding<R: Registry>(
         let helm: Vec<HelmPaths> = applicable
             .iter()
             .flat_map(|&i| policies[i].targets.iter())
-            .filter(|t| t.path_set.is_match(&rel))
+            .filter(|t| t.repository.as_deref() == scope.repository.as_deref() && t.matches(&rel))
             .filter_map(|t| t.helm.clone())
             .collect();
         let fields = match manifest::scan(&rel, &src, &helm) {
@@ -561,11 +569,19 @@ fn owner(
             )),
         };
     }
+    // A kustomization may call the image by another name (`kustomize.imageName` on the target).
+    let kustomize_alias = |i: usize| match &field.kind {
+        FieldKind::Kustomize { name } => policies[i]
+            .targets
+            .iter()
+            .any(|t| t.kustomize_image_name.as_deref() == Some(name.as_str())),
+        _ => false,
+    };
     let matching: Vec<usize> = match field.repository() {
         Some(repo) => applicable
             .iter()
             .copied()
-            .filter(|&i| &policies[i].image == repo)
+            .filter(|&i| &policies[i].image == repo || kustomize_alias(i))
             .collect(),
         // An explicit Helm path without a repository value belongs to the policy that declared it.
         None if matches!(field.kind, FieldKind::HelmValues { .. }) && !helm.is_empty() => {
@@ -591,8 +607,13 @@ fn owner(
     }
 }
 
-fn applies_to(policy: &ImagePolicy, rel: &Path) -> bool {
-    policy.targets.is_empty() || policy.targets.iter().any(|t| t.path_set.is_match(rel))
+/// A policy without targets covers every file of the local directory; otherwise a target must
+/// name this scope's repository (or none, for the local directory) and match the path.
+fn applies_to(policy: &ImagePolicy, repository: Option<&str>, rel: &Path) -> bool {
+    if policy.targets.is_empty() {
+        return repository.is_none();
+    }
+    policy.targets.iter().any(|t| t.repository.as_deref() == repository && t.matches(rel))
 }
 
 /// Every `.yaml`/`.yml` file under the root, relative, sorted; hidden directories (`.git`) are

@@ -70,9 +70,12 @@ async fn run_case(case: &Path) -> Vec<String> {
 
     let config = config::load(&work.path().join("tagpilot.yaml")).expect("tagpilot.yaml");
     let policies = policy::load(&config).expect("policies");
-    let own: Vec<PathBuf> =
-        config.path.iter().cloned().chain(policies.iter().map(|p| p.source.file.clone())).collect();
-    let planned = plan::plan_excluding(work.path(), &policies, &own, &registry, &()).await.expect("plan");
+    let scope = plan::Scope {
+        root: work.path().to_path_buf(),
+        repository: None,
+        exclude: config.path.iter().cloned().chain(policies.iter().map(|p| p.source.file.clone())).collect(),
+    };
+    let planned = plan::plan(&scope, &policies, &registry, &()).await.expect("plan");
 
     // Plan mode writes nothing.
     if tree(work.path()) != tree(&case.join("in")) {
@@ -108,7 +111,7 @@ async fn run_case(case: &Path) -> Vec<String> {
     }
 
     // Idempotence: a second plan over the applied tree finds nothing to do.
-    let again = plan::plan_excluding(work.path(), &policies, &own, &registry, &()).await.expect("second plan");
+    let again = plan::plan(&scope, &policies, &registry, &()).await.expect("second plan");
     if again.has_changes() {
         failures.push(format!("second plan still has changes:\n{}", report::table(&again)));
     }

@@ -1,0 +1,496 @@
+//! Tag selection: given a policy, the tag a file is on now, and the registry's tags, which tag
+//! should the file be on?
+//!
+//! Pure code, no I/O: everything it needs is passed in, so every rule is unit-tested without a
+//! registry. It must never move a reference backwards by the policy's own order unless the policy
+//! says `allowDowngrade: true`, and never move it out of its variant family (see [`version`]).
+//!
+//! Rules that are choices, documented here because users will ask:
+//! - A current tag the strategy cannot order (`latest` under semver, a tag the regex does not
+//!   match, a tag without a build time under newestBuild) is replaced by the best candidate, as
+//!   Argo CD Image Updater does: it cannot be "above" anything, and a policy names the image on
+//!   purpose. Under semver such a file is treated as being on the plain `x.y.z` family.
+//! - A current tag that ranks above every candidate (a file pinned above the range, or on a tag
+//!   the filters now exclude) stays: `Hold` with the reason.
+//! - A candidate that ranks equal to the current tag (`v1.2.0` vs `1.2.0`) is not a change.
+//! - Digest: the choice is always the followed tag; the planner compares its digest with the
+//!   file's, since the tag name alone cannot say whether the image moved.
+
+mod constraint;
+pub mod version;
+
+use std::cmp::Ordering;
+use std::fmt;
+
+pub use constraint::Constraint;
+pub use version::{Family, TagVersion};
+
+use crate::policy::{ImagePolicy, RegexOrder, Strategy};
+
+/// A tag as seen in the registry, with metadata where the strategy needed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagCandidate {
+    pub tag: String,
+    /// Build time, from the image config or the `org.opencontainers.image.created` annotation.
+    pub created: Option<jiff::Timestamp>,
+    pub digest: Option<String>,
+}
+
+impl TagCandidate {
+    /// A candidate with only a name (what every strategy but newestBuild needs).
+    pub fn new(tag: impl Into<String>) -> Self {
+        TagCandidate {
+            tag: tag.into(),
+            created: None,
+            digest: None,
+        }
+    }
+}
+
+/// The outcome for one reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Move to this tag.
+    Update(TagCandidate),
+    /// The file is already on the best tag.
+    UpToDate,
+    /// Nothing to do, and why (no candidate in range, pinned above range, …).
+    Hold(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    #[error("invalid version constraint {constraint:?}: {reason}")]
+    InvalidConstraint { constraint: String, reason: String },
+}
+
+/// Why a tag is not a candidate for a reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exclusion {
+    /// Does not match `allowTags`.
+    NotAllowed,
+    /// Matches this `ignoreTags` glob.
+    Ignored { glob: String },
+    /// semver: the tag does not read as a version.
+    NotAVersion,
+    /// semver: a pre-release, and the policy does not take them.
+    PreRelease,
+    /// semver: another variant family than the current tag's.
+    OtherFamily { family: Family, current: Family },
+    /// semver: outside `range`.
+    OutOfRange { range: String },
+    /// regex: the pattern does not match.
+    NoMatch,
+    /// regex: the sort group is missing or cannot be read in the policy's order.
+    NoSortKey { value: Option<String> },
+    /// newestBuild: the registry gave no build time.
+    NoBuildTime,
+    /// digest: not the followed tag.
+    NotTheTag,
+}
+
+impl fmt::Display for Exclusion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exclusion::NotAllowed => f.write_str("filtered by allowTags"),
+            Exclusion::Ignored { glob } => write!(f, "filtered by ignoreTags {glob:?}"),
+            Exclusion::NotAVersion => f.write_str("not a version"),
+            Exclusion::PreRelease => f.write_str("pre-release"),
+            Exclusion::OtherFamily { family, current } => {
+                write!(f, "other variant family {family} (current is {current})")
+            }
+            Exclusion::OutOfRange { range } => write!(f, "out of range {range:?}"),
+            Exclusion::NoMatch => f.write_str("does not match the pattern"),
+            Exclusion::NoSortKey { value: Some(v) } => {
+                write!(f, "sort key {v:?} cannot be ordered")
+            }
+            Exclusion::NoSortKey { value: None } => f.write_str("sort group did not match"),
+            Exclusion::NoBuildTime => f.write_str("no build time"),
+            Exclusion::NotTheTag => f.write_str("not the followed tag"),
+        }
+    }
+}
+
+/// One line of `tagpilot tags`: a tag in policy order, whether the policy would choose it, and
+/// why not when it is out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankedTag {
+    pub tag: String,
+    /// The tag the reference would end on (the update, or the current tag when up to date).
+    pub chosen: bool,
+    /// The reference's current tag.
+    pub current: bool,
+    pub excluded: Option<Exclusion>,
+}
+
+/// Tags that pass `allowTags`, `ignoreTags` and the strategy's own filter (version, pre-release,
+/// range, pattern), in registry order. Variant families and build times depend on the reference
+/// and the registry, so they are left to [`choose`]: this is the set worth fetching metadata for.
+pub fn filter_tags<'a>(policy: &ImagePolicy, tags: &'a [String]) -> Vec<&'a str> {
+    let cx = Context {
+        policy,
+        family: FamilyRule::Any,
+        need_time: false,
+    };
+    tags.iter()
+        .map(String::as_str)
+        .filter(|t| cx.evaluate(t, None).is_ok())
+        .collect()
+}
+
+/// Whether `choose` needs `created` on the candidates (newest build).
+pub fn needs_build_time(policy: &ImagePolicy) -> bool {
+    matches!(policy.strategy, Strategy::NewestBuild)
+}
+
+/// Picks the tag for a reference currently on `current` (None when the file names no tag).
+pub fn choose(
+    policy: &ImagePolicy,
+    current: Option<&str>,
+    candidates: &[TagCandidate],
+) -> Decision {
+    Selection::new(policy, current, candidates).decision()
+}
+
+/// The candidates in policy order, best first, then the excluded ones in registry order with
+/// the reason; the one [`choose`] would end on is marked `chosen`.
+pub fn rank(
+    policy: &ImagePolicy,
+    current: Option<&str>,
+    candidates: &[TagCandidate],
+) -> Vec<RankedTag> {
+    let selection = Selection::new(policy, current, candidates);
+    let chosen = match selection.decision() {
+        Decision::Update(c) => Some(c.tag),
+        Decision::UpToDate => current.map(str::to_string),
+        Decision::Hold(_) => None,
+    };
+    let line = |tag: &str, excluded: Option<Exclusion>| RankedTag {
+        tag: tag.to_string(),
+        chosen: chosen.as_deref() == Some(tag),
+        current: current == Some(tag),
+        excluded,
+    };
+    let mut out: Vec<RankedTag> = selection
+        .eligible
+        .iter()
+        .map(|(c, _)| line(&c.tag, None))
+        .collect();
+    out.extend(
+        selection
+            .excluded
+            .iter()
+            .map(|(c, why)| line(&c.tag, Some(why.clone()))),
+    );
+    out
+}
+
+// === impl Selection ===
+
+/// A strategy's sort key for one tag. Keys of one selection are always the same variant.
+#[derive(Debug, Clone)]
+enum Key {
+    Version {
+        version: semver::Version,
+        parts: u8,
+    },
+    /// Digits without leading zeros, so that length then bytes is numeric order at any size.
+    Number(String),
+    Text(String),
+    Time(jiff::Timestamp),
+}
+
+impl Key {
+    fn cmp(&self, other: &Key) -> Ordering {
+        match (self, other) {
+            (Key::Version { version: a, .. }, Key::Version { version: b, .. }) => {
+                a.cmp_precedence(b)
+            }
+            (Key::Number(a), Key::Number(b)) => a.len().cmp(&b.len()).then_with(|| a.cmp(b)),
+            (Key::Text(a), Key::Text(b)) => a.cmp(b),
+            (Key::Time(a), Key::Time(b)) => a.cmp(b),
+            // Unreachable by construction; keep the order total anyway.
+            _ => Ordering::Equal,
+        }
+    }
+}
+
+enum FamilyRule {
+    /// `filter_tags`: families depend on the reference, not checked here.
+    Any,
+    /// No comparable current tag: plain versions of any precision.
+    Plain,
+    Exactly(Family),
+}
+
+struct Context<'p> {
+    policy: &'p ImagePolicy,
+    family: FamilyRule,
+    need_time: bool,
+}
+
+impl Context<'_> {
+    fn evaluate(&self, tag: &str, created: Option<jiff::Timestamp>) -> Result<Key, Exclusion> {
+        let policy = self.policy;
+        if let Some(allow) = &policy.allow_tags
+            && !allow.is_match(tag)
+        {
+            return Err(Exclusion::NotAllowed);
+        }
+        if let Some(&i) = policy.ignore_set.matches(tag).first() {
+            let glob = policy.ignore_tags.get(i).cloned().unwrap_or_default();
+            return Err(Exclusion::Ignored { glob });
+        }
+        match &policy.strategy {
+            Strategy::Semver { range, prerelease } => {
+                let tv = TagVersion::parse(tag).ok_or(Exclusion::NotAVersion)?;
+                if tv.is_prerelease() && !prerelease {
+                    return Err(Exclusion::PreRelease);
+                }
+                match &self.family {
+                    FamilyRule::Any => {}
+                    FamilyRule::Plain if tv.family.suffix.is_empty() => {}
+                    FamilyRule::Exactly(f) if *f == tv.family => {}
+                    FamilyRule::Plain => {
+                        let current = Family {
+                            parts: tv.family.parts,
+                            suffix: String::new(),
+                        };
+                        return Err(Exclusion::OtherFamily {
+                            family: tv.family,
+                            current,
+                        });
+                    }
+                    FamilyRule::Exactly(f) => {
+                        return Err(Exclusion::OtherFamily {
+                            family: tv.family,
+                            current: f.clone(),
+                        });
+                    }
+                }
+                if let Some(range) = range
+                    && !range.matches_with(&tv.version, *prerelease)
+                {
+                    return Err(Exclusion::OutOfRange {
+                        range: range.to_string(),
+                    });
+                }
+                Ok(Key::Version {
+                    version: tv.version,
+                    parts: tv.family.parts,
+                })
+            }
+            Strategy::Regex {
+                pattern,
+                sort_by,
+                order,
+            } => regex_key(pattern, sort_by.as_deref(), *order, tag),
+            Strategy::NewestBuild => match created {
+                Some(t) => Ok(Key::Time(t)),
+                None if self.need_time => Err(Exclusion::NoBuildTime),
+                None => Ok(Key::Text(tag.to_string())),
+            },
+            Strategy::Digest { tag: followed } if followed == tag => Ok(Key::Text(tag.to_string())),
+            Strategy::Digest { .. } => Err(Exclusion::NotTheTag),
+            Strategy::Alphabetical { .. } => Ok(Key::Text(tag.to_string())),
+        }
+    }
+}
+
+fn regex_key(
+    pattern: &regex::Regex,
+    sort_by: Option<&str>,
+    order: RegexOrder,
+    tag: &str,
+) -> Result<Key, Exclusion> {
+    let caps = pattern.captures(tag).ok_or(Exclusion::NoMatch)?;
+    let value = match sort_by {
+        Some(group) => caps.name(group),
+        None => caps.get(0),
+    }
+    .ok_or(Exclusion::NoSortKey { value: None })?
+    .as_str();
+    let unreadable = || Exclusion::NoSortKey {
+        value: Some(value.to_string()),
+    };
+    match order {
+        RegexOrder::Alphabetical => Ok(Key::Text(value.to_string())),
+        RegexOrder::Numerical => {
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(unreadable());
+            }
+            let trimmed = value.trim_start_matches('0');
+            Ok(Key::Number(if trimmed.is_empty() {
+                "0".into()
+            } else {
+                trimmed.to_string()
+            }))
+        }
+        RegexOrder::Semver => {
+            let tv = TagVersion::parse(value).ok_or_else(unreadable)?;
+            Ok(Key::Version {
+                version: tv.version,
+                parts: tv.family.parts,
+            })
+        }
+    }
+}
+
+struct Selection<'a> {
+    policy: &'a ImagePolicy,
+    current: Option<&'a str>,
+    current_key: Option<Key>,
+    /// Best first.
+    eligible: Vec<(&'a TagCandidate, Key)>,
+    excluded: Vec<(&'a TagCandidate, Exclusion)>,
+}
+
+impl<'a> Selection<'a> {
+    fn new(
+        policy: &'a ImagePolicy,
+        current: Option<&'a str>,
+        candidates: &'a [TagCandidate],
+    ) -> Self {
+        let current_version = match (&policy.strategy, current) {
+            (Strategy::Semver { .. }, Some(c)) => TagVersion::parse(c),
+            _ => None,
+        };
+        let family = match &current_version {
+            Some(tv) => FamilyRule::Exactly(tv.family.clone()),
+            None => FamilyRule::Plain,
+        };
+        let cx = Context {
+            policy,
+            family,
+            need_time: true,
+        };
+        let current_key = current.and_then(|c| match &policy.strategy {
+            Strategy::Semver { .. } => current_version.map(|tv| Key::Version {
+                version: tv.version,
+                parts: tv.family.parts,
+            }),
+            Strategy::Regex {
+                pattern,
+                sort_by,
+                order,
+            } => regex_key(pattern, sort_by.as_deref(), *order, c).ok(),
+            Strategy::NewestBuild => candidates
+                .iter()
+                .find(|k| k.tag == c)
+                .and_then(|k| k.created)
+                .map(Key::Time),
+            Strategy::Alphabetical { .. } => Some(Key::Text(c.to_string())),
+            Strategy::Digest { .. } => None,
+        });
+        let mut eligible = Vec::new();
+        let mut excluded = Vec::new();
+        for candidate in candidates {
+            match cx.evaluate(&candidate.tag, candidate.created) {
+                Ok(key) => eligible.push((candidate, key)),
+                Err(why) => excluded.push((candidate, why)),
+            }
+        }
+        let mut selection = Selection {
+            policy,
+            current,
+            current_key,
+            eligible,
+            excluded,
+        };
+        let current_tag = current.map(str::to_string);
+        selection.eligible.sort_by(|(a, ka), (b, kb)| {
+            selection_order(policy, ka, kb)
+                // Among equals: more precise versions, then the current tag (no churn between
+                // synonyms), then the tag itself so the order is total.
+                .then_with(|| match (ka, kb) {
+                    (Key::Version { parts: pa, .. }, Key::Version { parts: pb, .. }) => pb.cmp(pa),
+                    _ => Ordering::Equal,
+                })
+                .then_with(|| {
+                    (Some(&b.tag) == current_tag.as_ref())
+                        .cmp(&(Some(&a.tag) == current_tag.as_ref()))
+                })
+                .then_with(|| b.tag.cmp(&a.tag))
+        });
+        selection
+    }
+
+    fn decision(&self) -> Decision {
+        if let Strategy::Digest { tag } = &self.policy.strategy {
+            return match self.eligible.first() {
+                Some((c, _)) => Decision::Update((*c).clone()),
+                None => match self.excluded.iter().find(|(c, _)| &c.tag == tag) {
+                    Some((_, why)) => Decision::Hold(format!("tag {tag:?} is {why}")),
+                    None => Decision::Hold(format!("tag {tag:?} is not in the registry")),
+                },
+            };
+        }
+        let Some((best, best_key)) = self.eligible.first() else {
+            return Decision::Hold(self.nothing_eligible());
+        };
+        let Some(current) = self.current else {
+            return Decision::Update((*best).clone());
+        };
+        if best.tag == current {
+            return Decision::UpToDate;
+        }
+        let Some(current_key) = &self.current_key else {
+            return Decision::Update((*best).clone());
+        };
+        match selection_order(self.policy, best_key, current_key) {
+            Ordering::Less => Decision::Update((*best).clone()),
+            Ordering::Equal => Decision::UpToDate,
+            Ordering::Greater if self.policy.allow_downgrade => Decision::Update((*best).clone()),
+            Ordering::Greater => Decision::Hold(format!(
+                "current tag {current:?} ranks above the best candidate {:?}; not moving backwards \
+                 (allowDowngrade: true would)",
+                best.tag
+            )),
+        }
+    }
+
+    fn nothing_eligible(&self) -> String {
+        let total = self.excluded.len();
+        if total == 0 {
+            return "the registry has no tags".to_string();
+        }
+        if matches!(self.policy.strategy, Strategy::NewestBuild)
+            && self
+                .excluded
+                .iter()
+                .all(|(_, why)| matches!(why, Exclusion::NoBuildTime))
+        {
+            return format!("none of the {total} tags has a build time");
+        }
+        // Count reasons in first-seen order, for a one-line summary.
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for (_, why) in &self.excluded {
+            let reason = match why {
+                Exclusion::Ignored { .. } => "filtered by ignoreTags".to_string(),
+                Exclusion::OtherFamily { current, .. } => format!("not in family {current}"),
+                Exclusion::NoSortKey { .. } => "sort key cannot be ordered".to_string(),
+                other => other.to_string(),
+            };
+            match counts.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((reason, 1)),
+            }
+        }
+        let summary: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        format!(
+            "no tag fits the policy ({total} tags: {})",
+            summary.join(", ")
+        )
+    }
+}
+
+/// `Less` when `a` is better than `b` by the policy's order.
+fn selection_order(policy: &ImagePolicy, a: &Key, b: &Key) -> Ordering {
+    match policy.strategy {
+        Strategy::Alphabetical { descending: false } => a.cmp(b),
+        _ => b.cmp(a),
+    }
+}
+
+#[cfg(test)]
+mod tests;

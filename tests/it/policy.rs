@@ -1,0 +1,347 @@
+//! Loading `tagpilot.yaml` and policy files from disk: every bad input names the file and the
+//! `line:column`, every problem of every file is reported in one run, and the shipped examples in
+//! `policies/` validate.
+
+use std::path::{Path, PathBuf};
+
+use tagpilot::config;
+use tagpilot::policy::{self, PolicyError, Strategy};
+
+const HEADER: &str = "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\n";
+
+/// A temp directory with `tagpilot.yaml` pointing at `policies/` and the given policy files.
+fn repo(files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    let config = dir.path().join("tagpilot.yaml");
+    std::fs::write(&config, "policies: policies/\n").unwrap();
+    for (name, text) in files {
+        let path = dir.path().join("policies").join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    (dir, config)
+}
+
+fn errors(files: &[(&str, &str)]) -> Vec<String> {
+    let (_dir, config_path) = repo(files);
+    let config = config::load(&config_path).unwrap();
+    let errs = policy::load(&config).expect_err("policies should be rejected");
+    errs.0.iter().map(|e| e.to_string()).collect()
+}
+
+/// Asserts exactly one error, naming `file` at `line:column` and containing `needle`.
+fn assert_one(files: &[(&str, &str)], file: &str, line_col: &str, needle: &str) {
+    let errs = errors(files);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    let expected = format!("{}:{line_col}", Path::new("policies").join(file).display());
+    assert!(
+        errs[0].contains(&expected),
+        "no {expected:?} in:\n{}",
+        errs[0]
+    );
+    assert!(errs[0].contains(needle), "no {needle:?} in:\n{}", errs[0]);
+}
+
+fn doc(name: &str, strategy: &str) -> String {
+    format!(
+        "{HEADER}metadata:\n  name: {name}\nspec:\n  image: ghcr.io/acme/{name}\n  strategy:\n{strategy}"
+    )
+}
+
+#[test]
+fn malformed_yaml_names_file_and_position() {
+    let text = format!("{HEADER}metadata:\n  name: app\nspec: [unclosed\n");
+    assert_one(&[("bad.yaml", &text)], "bad.yaml", "5:", "");
+}
+
+#[test]
+fn unknown_key_names_file_position_and_key() {
+    let text = doc("app", "    semver: {}\n").replace("  image:", "  imagee: x\n  image:");
+    assert_one(&[("unknown.yaml", &text)], "unknown.yaml", "6:3", "imagee");
+}
+
+#[test]
+fn missing_strategy() {
+    let text = doc("app", "    {}\n").replace("  strategy:\n    {}", "  strategy: {}");
+    assert_one(
+        &[("none.yaml", &text)],
+        "none.yaml",
+        "7:",
+        "names no strategy",
+    );
+}
+
+#[test]
+fn two_strategies() {
+    let text = doc("app", "    semver: {}\n    newestBuild: {}\n");
+    assert_one(
+        &[("two.yaml", &text)],
+        "two.yaml",
+        "8:",
+        "sets semver and newestBuild",
+    );
+}
+
+#[test]
+fn invalid_regex_points_at_the_pattern() {
+    let text = doc(
+        "app",
+        "    regex:\n      pattern: '^main-(?P<ts>\\d+$'\n      sortBy: ts\n",
+    );
+    assert_one(
+        &[("regex.yaml", &text)],
+        "regex.yaml",
+        "9:16",
+        "policy \"app\": regex.pattern: invalid regex",
+    );
+}
+
+#[test]
+fn sort_by_naming_a_missing_group() {
+    let text = doc(
+        "app",
+        "    regex:\n      pattern: '^main-(?P<sha>\\w+)$'\n      sortBy: ts\n",
+    );
+    assert_one(
+        &[("group.yaml", &text)],
+        "group.yaml",
+        "10:15",
+        "sortBy names group \"ts\"",
+    );
+}
+
+#[test]
+fn invalid_range_points_at_the_range() {
+    let text = doc("app", "    semver:\n      range: '>=1.2, <<2'\n");
+    assert_one(
+        &[("range.yaml", &text)],
+        "range.yaml",
+        "9:14",
+        "semver.range: invalid version constraint \">=1.2, <<2\"",
+    );
+}
+
+#[test]
+fn invalid_glob_platform_and_image() {
+    let text = doc(
+        "app",
+        "    semver: {}\n  ignoreTags: ['[unclosed']\n  platforms: [linux]\n",
+    )
+    .replace("ghcr.io/acme/app", "ghcr.io/Acme/app");
+    let errs = errors(&[("many.yaml", &text)]);
+    assert_eq!(errs.len(), 3, "{errs:#?}");
+    assert!(
+        errs[0].contains("many.yaml:6:10") && errs[0].contains("spec.image"),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[1].contains("many.yaml:9:16") && errs[1].contains("ignoreTags"),
+        "{}",
+        errs[1]
+    );
+    assert!(
+        errs[2].contains("many.yaml:10:15") && errs[2].contains("platforms"),
+        "{}",
+        errs[2]
+    );
+}
+
+#[test]
+fn duplicate_name_across_two_files_names_both() {
+    let a = doc("checkout", "    semver: {}\n");
+    let errs = errors(&[("a.yaml", &a), ("team/b.yaml", &a)]);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    let b_at = format!("{}:4:9", Path::new("policies/team/b.yaml").display());
+    let a_at = format!("{}:4:9", Path::new("policies/a.yaml").display());
+    assert!(
+        errs[0].contains(&b_at) && errs[0].contains(&a_at),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[0].contains("\"checkout\" is defined twice"),
+        "{}",
+        errs[0]
+    );
+}
+
+#[test]
+fn every_problem_of_every_file_is_reported() {
+    let good = doc("fine", "    semver: {}\n");
+    let two_docs = format!(
+        "{}---\n{}",
+        doc("one", "    semver: {range: '^^1'}\n"),
+        doc("two", "    digest: {tag: stable}\n    alphabetical: {}\n")
+    );
+    let errs = errors(&[
+        ("a-good.yaml", &good),
+        ("b-two-docs.yml", &two_docs),
+        ("c-syntax.yaml", "apiVersion: [\n"),
+        (
+            "d-unknown.yaml",
+            &doc("three", "    semver: {range: '1.x', prerelase: true}\n"),
+        ),
+        ("notes.txt", "not a policy"),
+    ]);
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    assert!(
+        errs[0].contains("b-two-docs.yml:8:") && errs[0].contains("\"one\""),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[1].contains("b-two-docs.yml:17:") && errs[1].contains("digest and alphabetical"),
+        "{}",
+        errs[1]
+    );
+    assert!(errs[2].contains("c-syntax.yaml:"), "{}", errs[2]);
+    assert!(
+        errs[3].contains("d-unknown.yaml:8:28: policy \"three\": unknown field `prerelase`"),
+        "{}",
+        errs[3]
+    );
+}
+
+#[test]
+fn check_summarises_per_file() {
+    let two = format!(
+        "{}---\n{}",
+        doc("one", "    newestBuild: {}\n"),
+        doc("two", "    digest: {tag: stable}\n")
+    );
+    let (_dir, config_path) = repo(&[
+        ("a.yaml", &doc("zero", "    semver:\n")),
+        ("b/c.yaml", &two),
+    ]);
+    let config = config::load(&config_path).unwrap();
+    let summary = policy::check(&config).unwrap();
+    assert_eq!(summary.policy_count(), 3);
+    let per_file: Vec<(String, Vec<String>)> = summary
+        .files
+        .iter()
+        .map(|f| {
+            (
+                f.path.file_name().unwrap().to_string_lossy().into_owned(),
+                f.policies.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        per_file,
+        vec![
+            ("a.yaml".into(), vec!["zero".into()]),
+            ("c.yaml".into(), vec!["one".into(), "two".into()])
+        ]
+    );
+    assert!(
+        summary.to_string().ends_with("3 policies in 2 files: OK"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn policies_as_a_list_of_files_relative_to_the_config() {
+    let (dir, _) = repo(&[
+        ("x.yaml", &doc("x", "    semver: {}\n")),
+        ("y.yaml", &doc("y", "    semver: {}\n")),
+    ]);
+    let config_path = dir.path().join("conf/tagpilot.yaml");
+    std::fs::create_dir_all(config_path.parent().unwrap()).unwrap();
+    std::fs::write(&config_path, "policies:\n  - ../policies/y.yaml\n").unwrap();
+    let loaded = policy::load(&config::load(&config_path).unwrap()).unwrap();
+    assert_eq!(
+        loaded.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["y"]
+    );
+
+    std::fs::write(&config_path, "policies: [../policies/missing.yaml]\n").unwrap();
+    let errs = policy::load(&config::load(&config_path).unwrap()).unwrap_err();
+    assert!(
+        matches!(&errs.0[..], [PolicyError::Read { path, .. }] if path.ends_with("missing.yaml")),
+        "{errs}"
+    );
+}
+
+#[test]
+fn config_errors_name_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &path,
+        "registries:\n  - host: 127.0.0.1:5000\n    insecure: true\n    ratelimit: 5\n",
+    )
+    .unwrap();
+    let err = config::load(&path).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("{}:4:5", path.display())) && err.contains("ratelimit"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &path,
+        "registries:\n  - host: https://registry.example\n  - host: ghcr.io\n    credentials: {username: bot}\n",
+    )
+    .unwrap();
+    let err = config::load(&path).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("{}:2:11", path.display())) && err.contains("without a scheme"),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}:3:11", path.display())) && err.contains("exactly one of"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &path,
+        "registries:\n  - host: 127.0.0.1:5000\n    insecure: true\n    credentials: {username: bot, passwordEnv: REG_PASSWORD}\n    rateLimit: 20\npolicies: [a.yaml, b.yaml]\n",
+    )
+    .unwrap();
+    let config = config::load(&path).unwrap();
+    assert_eq!(config.registries[0].rate_limit, Some(20.0));
+    assert_eq!(config.base_dir(), dir.path());
+}
+
+/// The shipped examples: one per strategy and per target kind, all valid.
+#[test]
+fn example_policies_validate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &config_path,
+        format!("policies: {}\n", root.join("policies").display()),
+    )
+    .unwrap();
+    let config = config::load(&config_path).unwrap();
+    let summary = policy::check(&config).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(summary.files.len(), 7, "{summary}");
+    assert_eq!(summary.policy_count(), 12, "{summary}");
+
+    let policies = policy::load(&config).unwrap();
+    let count = |f: fn(&Strategy) -> bool| policies.iter().filter(|p| f(&p.strategy)).count();
+    assert!(count(|s| matches!(s, Strategy::Semver { .. })) >= 1);
+    assert!(count(|s| matches!(s, Strategy::Regex { .. })) >= 1);
+    assert!(count(|s| matches!(s, Strategy::NewestBuild)) >= 1);
+    assert!(count(|s| matches!(s, Strategy::Digest { .. })) >= 1);
+    assert!(count(|s| matches!(s, Strategy::Alphabetical { .. })) >= 1);
+    assert!(policies.iter().any(|p| p.pin_digest));
+    assert!(policies.iter().any(|p| !p.platforms.is_empty()));
+    assert!(
+        policies
+            .iter()
+            .any(|p| p.targets.iter().any(|t| t.helm.is_some()))
+    );
+    assert!(
+        policies
+            .iter()
+            .any(|p| p.targets.iter().any(|t| t.kustomize_image_name.is_some()))
+    );
+    assert!(
+        policies
+            .iter()
+            .any(|p| p.targets.iter().any(|t| t.repository.is_some()))
+    );
+}
