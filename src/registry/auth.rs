@@ -142,7 +142,7 @@ impl CredentialResolver {
         };
         let file: DockerConfigFile = serde_json::from_str(&text)
             .map_err(|e| format!("{} is not valid Docker config JSON: {e}", path.display()))?;
-        self.from_docker_config(&file, &path, auth_key).await
+        self.lookup_docker_config(&file, &path, auth_key).await
     }
 
     fn explicit_credential(
@@ -167,7 +167,7 @@ impl CredentialResolver {
         Ok(Credential::new(&creds.username, password, "tagpilot.yaml"))
     }
 
-    async fn from_docker_config(
+    async fn lookup_docker_config(
         &self,
         file: &DockerConfigFile,
         path: &Path,
@@ -181,10 +181,10 @@ impl CredentialResolver {
             .map(|(_, helper)| helper)
             .or(file.creds_store.as_ref())
             .filter(|h| !h.is_empty());
-        if let Some(helper) = helper {
-            if let Some(cred) = self.run_helper(helper, auth_key).await? {
-                return Ok(Some(cred));
-            }
+        if let Some(helper) = helper
+            && let Some(cred) = self.run_helper(helper, auth_key).await?
+        {
+            return Ok(Some(cred));
         }
         let entry = file.auths.get(auth_key).or_else(|| {
             file.auths

@@ -629,6 +629,14 @@ impl RegistryClient {
                     }
                     return Err(unauthorized(repo, &sent, None));
                 }
+                StatusCode::FORBIDDEN => {
+                    let body = resp.bytes().await.unwrap_or_default();
+                    let mut err = unauthorized(repo, &sent, None);
+                    if let RegistryError::Unauthorized { detail, .. } = &mut err {
+                        detail.push_str(&format!(" (HTTP 403: {})", excerpt(&body)));
+                    }
+                    return Err(err);
+                }
                 StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
                     rate_limited += 1;
                     let retry_after = retry_after(resp.headers());
@@ -841,7 +849,7 @@ impl Registry for RegistryClient {
             .await
     }
 
-    #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, reference))]
+    #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, reference = %reference))]
     async fn inspect(
         &self,
         repo: &Repository,
@@ -852,7 +860,7 @@ impl Registry for RegistryClient {
         self.inspect_digest(repo, digest, platforms).await
     }
 
-    #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, reference))]
+    #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, reference = %reference))]
     async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
         self.tag_digest(repo, reference).await
     }

@@ -262,6 +262,18 @@ async fn multi_arch_index_is_filtered_by_platform() {
         .unwrap();
     assert_eq!(info.digest, list);
     assert_eq!(info.created, Some(ts("2022-01-02T00:00:00Z")));
+
+    // Entries without a build time: the index's own annotation is the fallback.
+    reg.push_index(
+        "shop/multi",
+        "annotated",
+        IndexSpec::new()
+            .platform("linux/amd64", ImageSpec::default())
+            .annotation("org.opencontainers.image.created", "2021-01-01T00:00:00Z"),
+    )
+    .await;
+    let info = client.inspect(&repo, "annotated", &[]).await.unwrap();
+    assert_eq!(info.created, Some(ts("2021-01-01T00:00:00Z")));
 }
 
 #[tokio::test]
@@ -359,6 +371,7 @@ async fn token_auth_fetches_one_token_per_repository() {
         .await;
     let client = reg.client();
     let repo = reg.repository("team/app");
+    let served_before = reg.token_requests();
 
     assert_eq!(client.list_tags(&repo).await.unwrap(), ["1.0.0"]);
     let info = client.inspect(&repo, "1.0.0", &[]).await.unwrap();
@@ -375,6 +388,11 @@ async fn token_auth_fetches_one_token_per_repository() {
     assert_eq!(
         stats.tokens, 2,
         "one token per repository scope, reused: {stats:?}"
+    );
+    assert_eq!(
+        reg.token_requests() - served_before,
+        2,
+        "the token server agrees with the client's count"
     );
     // The first request learns the challenge (one 401); later repositories authenticate up front.
     assert_eq!(stats.tag_lists, 3, "{stats:?}");
@@ -441,6 +459,20 @@ async fn anonymous_tokens_work_for_public_repositories() {
         ["1.0.0"]
     );
     assert_eq!(client.request_stats().tokens, 1);
+}
+
+#[tokio::test]
+async fn the_harness_registries_yaml_drives_a_client_built_from_tagpilot_yaml() {
+    let reg = TestRegistry::start(Auth::basic()).await;
+    reg.push_image("team/app", "1.0.0", ImageSpec::default())
+        .await;
+    let yaml = format!("registries:\n{}", reg.registries_yaml());
+    let config: tagpilot::config::Config = serde_saphyr::from_str(&yaml).unwrap();
+    let client = RegistryClient::from_config(&config).unwrap();
+    let repo = tagpilot::image::ImageRef::parse(&format!("{}:1.0.0", reg.image("team/app")))
+        .unwrap()
+        .repository;
+    assert_eq!(client.list_tags(&repo).await.unwrap(), ["1.0.0"]);
 }
 
 // === scripted exchanges for what distribution 2.8 does not do ===

@@ -224,7 +224,10 @@ impl TestRegistry {
         let mut last_log = String::new();
         for _ in 0..5 {
             let port = free_port();
-            let config = registry_config_yaml(dir.path(), port, &auth, token_server.as_ref());
+            // Every response carries this id, so a registry of another test that happens to get
+            // the same port is never mistaken for ours.
+            let id = unique();
+            let config = registry_config_yaml(dir.path(), port, &id, &auth, token_server.as_ref());
             let config_path = dir.path().join("config.yml");
             std::fs::write(&config_path, config).unwrap();
             let log_path = dir.path().join(format!("registry-{port}.log"));
@@ -237,7 +240,7 @@ impl TestRegistry {
                 .stderr(log)
                 .spawn()
                 .expect("start /usr/bin/docker-registry (Debian package docker-registry)");
-            if wait_ready(&mut child, port).await {
+            if wait_ready(&mut child, port, &id).await {
                 return TestRegistry {
                     child,
                     port,
@@ -506,7 +509,7 @@ impl Drop for TestRegistry {
     }
 }
 
-async fn wait_ready(child: &mut Child, port: u16) -> bool {
+async fn wait_ready(child: &mut Child, port: u16, id: &str) -> bool {
     let http = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/v2/");
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -514,10 +517,14 @@ async fn wait_ready(child: &mut Child, port: u16) -> bool {
         if let Ok(Some(_)) = child.try_wait() {
             return false;
         }
-        if let Ok(resp) = http.get(&url).send().await {
-            if matches!(resp.status().as_u16(), 200 | 401) {
-                return true;
-            }
+        if let Ok(resp) = http.get(&url).send().await
+            && matches!(resp.status().as_u16(), 200 | 401)
+            && resp
+                .headers()
+                .get("x-tagpilot-test-registry")
+                .is_some_and(|v| v == id)
+        {
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -577,13 +584,20 @@ fn platform_json(p: &str) -> serde_json::Value {
     v
 }
 
-fn registry_config_yaml(dir: &Path, port: u16, auth: &Auth, token: Option<&TokenServer>) -> String {
+fn registry_config_yaml(
+    dir: &Path,
+    port: u16,
+    id: &str,
+    auth: &Auth,
+    token: Option<&TokenServer>,
+) -> String {
     let mut yaml = format!(
         "version: 0.1\n\
          log:\n  level: error\n  accesslog:\n    disabled: true\n\
          storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
          \x20 maintenance:\n    uploadpurging:\n      enabled: false\n\
-         http:\n  addr: 127.0.0.1:{port}\n  secret: tagpilot-test-secret\n",
+         http:\n  addr: 127.0.0.1:{port}\n  secret: tagpilot-test-secret\n\
+         \x20 headers:\n    X-Tagpilot-Test-Registry: [\"{id}\"]\n",
         storage = dir.join("storage").display(),
     );
     match auth {
