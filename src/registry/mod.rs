@@ -43,12 +43,14 @@
 pub mod auth;
 mod client;
 mod memo;
+mod memory;
 mod tags;
 
 use std::future::Future;
 
 pub use auth::{Credential, DockerConfigSource};
 pub use client::{ClientOptions, RegistryClient, RequestStats};
+pub use memory::MemoryRegistry;
 
 use crate::image::{Platform, Repository};
 

@@ -755,3 +755,35 @@ async fn an_unreachable_registry_is_named() {
     assert_eq!(err.metric_label(), "unreachable");
     assert_names_the_place(&err, &host, "shop/api");
 }
+
+#[tokio::test]
+async fn one_client_serves_spawned_tasks_with_one_request_per_question() {
+    let reg = TestRegistry::start(Auth::None).await;
+    let digest = reg
+        .push_tags(
+            "shop/many",
+            &["1.0.0", "1.1.0", "2.0.0"],
+            ImageSpec::default(),
+        )
+        .await;
+    let client = std::sync::Arc::new(reg.client());
+    let repo = reg.repository("shop/many");
+    let tasks: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, repo) = (client.clone(), repo.clone());
+            tokio::spawn(async move {
+                (
+                    client.list_tags(&repo).await,
+                    client.digest(&repo, "2.0.0").await,
+                )
+            })
+        })
+        .collect();
+    for task in tasks {
+        let (tags, got) = task.await.unwrap();
+        assert_eq!(sorted(tags.unwrap()), ["1.0.0", "1.1.0", "2.0.0"]);
+        assert_eq!(got.unwrap(), digest);
+    }
+    let stats = client.request_stats();
+    assert_eq!((stats.tag_lists, stats.manifests), (1, 1), "{stats:?}");
+}

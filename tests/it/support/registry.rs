@@ -357,6 +357,18 @@ impl TestRegistry {
         self.put_manifest(path, Some(tag), &bytes, media_type).await
     }
 
+    /// Pushes one image under many tags (one upload, then one manifest `PUT` per tag): the cheap
+    /// way to give a repository a tag history when build times do not matter. Returns the digest
+    /// every tag points at.
+    pub async fn push_tags(&self, path: &str, tags: &[&str], spec: ImageSpec) -> String {
+        let (bytes, media_type) = self.push_image_blobs(path, "shared", &spec).await;
+        let mut digest = String::new();
+        for tag in tags {
+            digest = self.put_manifest(path, Some(tag), &bytes, media_type).await;
+        }
+        digest
+    }
+
     /// Pushes a multi-platform image as `path:tag` (entries by digest first) and returns the
     /// index's digest.
     pub async fn push_index(&self, path: &str, tag: &str, spec: IndexSpec) -> String {

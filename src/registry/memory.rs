@@ -1,0 +1,168 @@
+//! An in-memory [`Registry`] for tests of code that asks registries questions (the planner,
+//! reports, the CLI), so they run without sockets. It answers from what the test put in and
+//! counts the questions, so a test can check that a repository's tags were asked for once.
+//!
+//! It does not filter by platform: [`Registry::inspect`] returns the [`ImageInfo`] stored for the
+//! reference as it is.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{ImageInfo, Registry, RegistryError};
+use crate::image::{Platform, Repository};
+
+#[derive(Default)]
+pub struct MemoryRegistry {
+    repos: Mutex<HashMap<Repository, Stored>>,
+    tag_lists: AtomicU64,
+    inspects: AtomicU64,
+}
+
+#[derive(Default)]
+struct Stored {
+    tags: Vec<String>,
+    /// By tag and by digest.
+    images: HashMap<String, ImageInfo>,
+    failure: Option<RegistryError>,
+}
+
+impl MemoryRegistry {
+    pub fn new() -> Self {
+        MemoryRegistry::default()
+    }
+
+    /// Adds `tag` pointing at `info` (also reachable by `info.digest`).
+    pub fn add(&self, repo: &Repository, tag: &str, info: ImageInfo) -> &Self {
+        let mut repos = self.repos.lock().expect("memory registry lock poisoned");
+        let stored = repos.entry(repo.clone()).or_default();
+        if !stored.tags.iter().any(|t| t == tag) {
+            stored.tags.push(tag.to_string());
+        }
+        stored.images.insert(info.digest.clone(), info.clone());
+        stored.images.insert(tag.to_string(), info);
+        self
+    }
+
+    /// Adds tags whose digests are derived from repository and tag, without build times.
+    pub fn add_tags(&self, repo: &Repository, tags: &[&str]) -> &Self {
+        for tag in tags {
+            let digest = format!(
+                "sha256:{}",
+                super::client::sha256_hex(format!("{repo}:{tag}").as_bytes())
+            );
+            self.add(
+                repo,
+                tag,
+                ImageInfo {
+                    digest,
+                    created: None,
+                    platforms: Vec::new(),
+                },
+            );
+        }
+        self
+    }
+
+    /// Makes every question about `repo` fail with `error`.
+    pub fn fail(&self, repo: &Repository, error: RegistryError) -> &Self {
+        self.repos
+            .lock()
+            .expect("memory registry lock poisoned")
+            .entry(repo.clone())
+            .or_default()
+            .failure = Some(error);
+        self
+    }
+
+    /// How many times [`Registry::list_tags`] was called.
+    pub fn tag_list_calls(&self) -> u64 {
+        self.tag_lists.load(Ordering::SeqCst)
+    }
+
+    /// How many times [`Registry::inspect`] or [`Registry::digest`] was called.
+    pub fn inspect_calls(&self) -> u64 {
+        self.inspects.load(Ordering::SeqCst)
+    }
+
+    fn lookup<T>(
+        &self,
+        repo: &Repository,
+        f: impl FnOnce(&Stored) -> Option<T>,
+    ) -> Result<T, RegistryError> {
+        let repos = self.repos.lock().expect("memory registry lock poisoned");
+        let stored = repos
+            .get(repo)
+            .ok_or_else(|| RegistryError::RepositoryNotFound {
+                registry: repo.registry.clone(),
+                repository: repo.path.clone(),
+            })?;
+        if let Some(err) = &stored.failure {
+            return Err(err.clone());
+        }
+        f(stored).ok_or_else(|| RegistryError::NotFound {
+            registry: repo.registry.clone(),
+            repository: repo.path.clone(),
+            reference: "the reference".into(),
+        })
+    }
+}
+
+impl Registry for MemoryRegistry {
+    async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
+        self.tag_lists.fetch_add(1, Ordering::SeqCst);
+        self.lookup(repo, |s| Some(s.tags.clone()))
+    }
+
+    async fn inspect(
+        &self,
+        repo: &Repository,
+        reference: &str,
+        _platforms: &[Platform],
+    ) -> Result<ImageInfo, RegistryError> {
+        self.inspects.fetch_add(1, Ordering::SeqCst);
+        self.lookup(repo, |s| s.images.get(reference).cloned())
+            .map_err(|e| match e {
+                RegistryError::NotFound {
+                    registry,
+                    repository,
+                    ..
+                } => RegistryError::NotFound {
+                    registry,
+                    repository,
+                    reference: reference.to_string(),
+                },
+                other => other,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn answers_what_was_put_in_and_counts_questions() {
+        let repo = Repository {
+            registry: "r.example".into(),
+            path: "shop/api".into(),
+        };
+        let reg = MemoryRegistry::new();
+        reg.add_tags(&repo, &["1.0.0", "1.1.0"]);
+        assert_eq!(reg.list_tags(&repo).await.unwrap(), ["1.0.0", "1.1.0"]);
+        let info = reg.inspect(&repo, "1.1.0", &[]).await.unwrap();
+        assert_eq!(reg.digest(&repo, &info.digest).await.unwrap(), info.digest);
+        assert_ne!(reg.digest(&repo, "1.0.0").await.unwrap(), info.digest);
+        let err = reg.inspect(&repo, "9.9.9", &[]).await.unwrap_err();
+        assert!(err.to_string().contains("9.9.9"), "{err}");
+        let other = Repository {
+            registry: "r.example".into(),
+            path: "shop/none".into(),
+        };
+        assert_eq!(
+            reg.list_tags(&other).await.unwrap_err().metric_label(),
+            "repository_not_found"
+        );
+        assert_eq!((reg.tag_list_calls(), reg.inspect_calls()), (2, 4));
+    }
+}
