@@ -78,9 +78,11 @@ pub struct Credentials {
 impl Config {
     /// The directory relative paths in the config resolve against.
     pub fn base_dir(&self) -> &Path {
+        // `tagpilot.yaml` has the parent "", which is no directory to walk.
         self.path
             .as_deref()
             .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."))
     }
 }

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
-use tagpilot::registry::RegistryClient;
+use tagpilot::registry::{Registry, RegistryClient};
 use tagpilot::report::{self, Format};
 use tagpilot::{apply, policy, select};
 
@@ -68,19 +68,106 @@ struct TagsArgs {
     #[command(flatten)]
     config: ConfigArgs,
     #[command(flatten)]
-    strategy: select::StrategyArgs,
+    strategy: StrategyArgs,
+}
+
+/// How `tagpilot tags` orders tags: the flags mirror a policy's `spec` (semver is the default).
+#[derive(Args, Debug)]
+struct StrategyArgs {
+    /// Semver with a range (`">=1.2, <2"`, `~1.26`, `1.x`; empty for any version).
+    #[arg(long, value_name = "RANGE", group = "strategy")]
+    semver: Option<String>,
+    /// Take pre-releases (semver).
+    #[arg(long)]
+    prerelease: bool,
+    /// A regex the tags must match, e.g. `^main-(?P<sha>[0-9a-f]{7})-(?P<ts>\d+)$`.
+    #[arg(long, value_name = "PATTERN", group = "strategy")]
+    regex: Option<String>,
+    /// The named group of `--regex` to sort by.
+    #[arg(long, value_name = "GROUP", requires = "regex")]
+    sort_by: Option<String>,
+    /// How `--regex` sort keys compare: numerical, alphabetical or semver.
+    #[arg(
+        long,
+        value_name = "ORDER",
+        requires = "regex",
+        default_value = "alphabetical"
+    )]
+    order: String,
+    /// Order by image build time (asks the registry for every tag's config).
+    #[arg(long, group = "strategy")]
+    newest_build: bool,
+    /// Order alphabetically: `desc` (highest first) or `asc`.
+    #[arg(long, value_name = "ORDER", group = "strategy")]
+    alphabetical: Option<String>,
+    /// Only tags matching this regex.
+    #[arg(long, value_name = "REGEX")]
+    allow_tags: Option<String>,
+    /// Leave out tags matching this glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    ignore_tags: Vec<String>,
+    /// Platforms the image must offer, e.g. `linux/arm64` (repeatable; newest build).
+    #[arg(long, value_name = "OS/ARCH")]
+    platform: Vec<String>,
+}
+
+impl StrategyArgs {
+    /// The ad-hoc policy these flags describe.
+    fn policy(&self, repository: &str) -> Result<tagpilot::policy::ImagePolicy> {
+        use tagpilot::policy::{ImagePolicy, RegexOrder, Strategy};
+        let strategy = if let Some(pattern) = &self.regex {
+            let order: RegexOrder = self
+                .order
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--order: {e}"))?;
+            Strategy::regex(pattern, self.sort_by.as_deref(), order)?
+        } else if self.newest_build {
+            Strategy::NewestBuild
+        } else if let Some(order) = &self.alphabetical {
+            match order.as_str() {
+                "desc" => Strategy::Alphabetical { descending: true },
+                "asc" => Strategy::Alphabetical { descending: false },
+                other => bail!("--alphabetical takes asc or desc, not {other:?}"),
+            }
+        } else {
+            Strategy::semver(self.semver.as_deref(), self.prerelease)?
+        };
+        let mut policy = ImagePolicy::adhoc(repository, strategy)?;
+        if let Some(allow) = &self.allow_tags {
+            policy.set_allow_tags(allow)?;
+        }
+        if !self.ignore_tags.is_empty() {
+            policy.set_ignore_tags(&self.ignore_tags)?;
+        }
+        for p in &self.platform {
+            policy.platforms.push(
+                p.parse()
+                    .map_err(|e: String| anyhow::anyhow!("--platform: {e}"))?,
+            );
+        }
+        Ok(policy)
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
+            // Many errors already quote their source; print only causes that add something.
+            let mut shown = err.to_string();
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                let text = cause.to_string();
+                if !shown.contains(&text) {
+                    eprintln!("  caused by: {text}");
+                    shown = text;
+                }
             }
             ExitCode::from(1)
         }
@@ -89,7 +176,10 @@ fn main() -> ExitCode {
 
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -111,7 +201,9 @@ fn load_config(args: &ConfigArgs) -> Result<Config> {
                 bail!(
                     "no {} in {}; pass --config PATH",
                     config::DEFAULT_CONFIG_FILE,
-                    std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default()
+                    std::env::current_dir()
+                        .map(|d| d.display().to_string())
+                        .unwrap_or_default()
                 );
             }
             p
@@ -124,11 +216,18 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     // Check what the user wrote first; talk to registries second.
     let config = load_config(&args.config)?;
     let policies = policy::load(&config)?;
-    let root = args.root.clone().unwrap_or_else(|| config.base_dir().to_path_buf());
-    let registry = RegistryClient::new(&config.registries).context("setting up registry access")?;
+    let root = args
+        .root
+        .clone()
+        .unwrap_or_else(|| config.base_dir().to_path_buf());
+    let registry = RegistryClient::from_config(&config).context("setting up registry access")?;
 
     let progress = Spinner::new();
-    let scope = plan::Scope { root: root.clone(), repository: None, exclude: own_files(&config, &policies) };
+    let scope = plan::Scope {
+        root: root.clone(),
+        repository: None,
+        exclude: own_files(&config, &policies),
+    };
     let plan = plan::plan(&scope, &policies, &registry, &progress).await?;
     drop(progress);
 
@@ -145,7 +244,12 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
 
 /// tagpilot's own config and policy files: YAML, but never manifests to rewrite.
 fn own_files(config: &Config, policies: &[tagpilot::policy::ImagePolicy]) -> Vec<PathBuf> {
-    config.path.iter().cloned().chain(policies.iter().map(|p| p.source.file.clone())).collect()
+    config
+        .path
+        .iter()
+        .cloned()
+        .chain(policies.iter().map(|p| p.source.file.clone()))
+        .collect()
 }
 
 fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
@@ -160,15 +264,8 @@ fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
 
 fn check(args: ConfigArgs) -> Result<ExitCode> {
     let config = load_config(&args)?;
-    let policies = policy::load(&config)?;
-    println!(
-        "{}: {} registr{}, {} polic{} OK",
-        config.path.as_deref().unwrap_or(Path::new(config::DEFAULT_CONFIG_FILE)).display(),
-        config.registries.len(),
-        if config.registries.len() == 1 { "y" } else { "ies" },
-        policies.len(),
-        if policies.len() == 1 { "y" } else { "ies" },
-    );
+    let summary = policy::check(&config)?;
+    println!("{}", summary.to_string().trim_end());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -179,9 +276,22 @@ async fn tags(args: TagsArgs) -> Result<ExitCode> {
         None if Path::new(config::DEFAULT_CONFIG_FILE).exists() => load_config(&args.config)?,
         None => Config::default(),
     };
-    let registry = RegistryClient::new(&config.registries).context("setting up registry access")?;
-    let table = tagpilot::tags::show(&args.image, &args.strategy, &registry).await?;
-    print!("{table}");
+    let reference = tagpilot::image::ImageRef::parse(&args.image)?;
+    let policy = args.strategy.policy(&reference.name)?;
+    let registry = RegistryClient::from_config(&config).context("setting up registry access")?;
+    let tags = registry.list_tags(&policy.image).await?;
+    let progress = Spinner::new();
+    let inspector = plan::Inspector::new(&registry);
+    let mut candidates = inspector.candidates(&policy, &tags, &progress).await?;
+    drop(progress);
+    // Tags the filters dropped are listed too, with the reason, so keep them as bare candidates.
+    for tag in &tags {
+        if !candidates.iter().any(|c| &c.tag == tag) {
+            candidates.push(select::TagCandidate::new(tag.as_str()));
+        }
+    }
+    let ranked = select::rank(&policy, reference.tag.as_deref(), &candidates);
+    print!("{}", report::tags(&policy.image_name, &ranked));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -152,7 +152,10 @@ pub struct Scope {
 
 impl Scope {
     pub fn local(root: impl Into<PathBuf>) -> Self {
-        Scope { root: root.into(), ..Scope::default() }
+        Scope {
+            root: root.into(),
+            ..Scope::default()
+        }
     }
 }
 
@@ -177,7 +180,10 @@ pub async fn plan<R: Registry>(
     let mut plan = Plan::default();
 
     // 1. Read and scan every file at least one policy may touch.
-    let paths: Vec<PathBuf> = discover(root)?.into_iter().filter(|p| !excluded.contains(p)).collect();
+    let paths: Vec<PathBuf> = discover(root)?
+        .into_iter()
+        .filter(|p| !excluded.contains(p))
+        .collect();
     progress.phase("scanning manifests", paths.len() as u64);
     let mut files = Vec::new();
     let mut found = Vec::new();
@@ -270,27 +276,10 @@ pub async fn plan<R: Registry>(
         let policy = &policies[i];
         let entry = match &listings[&policy.image] {
             Err(e) => Candidates::Failed(e.to_string()),
-            Ok(tags) => {
-                let kept = select::filter_tags(policy, tags);
-                if select::needs_build_time(policy) {
-                    progress.phase("reading build times", kept.len() as u64);
-                    let infos = inspector.inspect_many(policy, &kept, progress).await;
-                    match infos {
-                        Ok(c) => Candidates::Ready(c),
-                        Err(e) => Candidates::Failed(e),
-                    }
-                } else {
-                    Candidates::Ready(
-                        kept.into_iter()
-                            .map(|t| TagCandidate {
-                                tag: t.to_string(),
-                                created: None,
-                                digest: None,
-                            })
-                            .collect(),
-                    )
-                }
-            }
+            Ok(tags) => match inspector.candidates(policy, tags, progress).await {
+                Ok(c) => Candidates::Ready(c),
+                Err(e) => Candidates::Failed(e.to_string()),
+            },
         };
         candidates.insert(i, entry);
     }
@@ -340,7 +329,7 @@ pub async fn plan<R: Registry>(
                     file: file.clone(),
                     line: f.field.line,
                     field: describe(&f.field.kind),
-                    strategy: strategy_name(&policy.strategy),
+                    strategy: policy.strategy.name(),
                     from: version_text(from_tag, from_digest),
                     to: version_text(tag.as_deref(), digest.as_deref()),
                 };
@@ -482,13 +471,13 @@ async fn decide<R: Registry>(
 }
 
 /// Registry look-ups by (repository, tag), each done at most once per plan.
-struct Inspector<'r, R> {
+pub struct Inspector<'r, R> {
     registry: &'r R,
     seen: tokio::sync::Mutex<HashMap<(Repository, String), ImageInfo>>,
 }
 
 impl<'r, R: Registry> Inspector<'r, R> {
-    fn new(registry: &'r R) -> Self {
+    pub fn new(registry: &'r R) -> Self {
         Inspector {
             registry,
             seen: Default::default(),
@@ -508,11 +497,32 @@ impl<'r, R: Registry> Inspector<'r, R> {
         Ok(info)
     }
 
+    /// The digest a tag points at: from an earlier inspection when there was one, else one HEAD
+    /// request (which Docker Hub does not count as a pull).
     async fn digest(&self, policy: &ImagePolicy, tag: &str) -> Result<String, String> {
-        self.info(policy, tag)
+        let key = (policy.image.clone(), tag.to_string());
+        if let Some(info) = self.seen.lock().await.get(&key) {
+            return Ok(info.digest.clone());
+        }
+        self.registry
+            .digest(&policy.image, tag)
             .await
-            .map(|i| i.digest)
             .map_err(|e| e.to_string())
+    }
+
+    /// The tags that pass the policy's filters, with build times when its strategy needs them.
+    pub async fn candidates(
+        &self,
+        policy: &ImagePolicy,
+        tags: &[String],
+        progress: &dyn Progress,
+    ) -> Result<Vec<TagCandidate>, RegistryError> {
+        let kept = select::filter_tags(policy, tags);
+        if !select::needs_build_time(policy) {
+            return Ok(kept.into_iter().map(TagCandidate::new).collect());
+        }
+        progress.phase("reading build times", kept.len() as u64);
+        self.inspect_many(policy, &kept, progress).await
     }
 
     /// Build times for every kept tag; the strategy that needs them cannot rank without them.
@@ -521,7 +531,7 @@ impl<'r, R: Registry> Inspector<'r, R> {
         policy: &ImagePolicy,
         tags: &[&str],
         progress: &dyn Progress,
-    ) -> Result<Vec<TagCandidate>, String> {
+    ) -> Result<Vec<TagCandidate>, RegistryError> {
         let results: Vec<Result<TagCandidate, RegistryError>> = stream::iter(tags)
             .map(|tag| async move {
                 let info = self.info(policy, tag).await;
@@ -535,10 +545,7 @@ impl<'r, R: Registry> Inspector<'r, R> {
             .buffered(REGISTRY_CONCURRENCY)
             .collect()
             .await;
-        results
-            .into_iter()
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())
+        results.into_iter().collect()
     }
 }
 
@@ -613,7 +620,10 @@ fn applies_to(policy: &ImagePolicy, repository: Option<&str>, rel: &Path) -> boo
     if policy.targets.is_empty() {
         return repository.is_none();
     }
-    policy.targets.iter().any(|t| t.repository.as_deref() == repository && t.matches(rel))
+    policy
+        .targets
+        .iter()
+        .any(|t| t.repository.as_deref() == repository && t.matches(rel))
 }
 
 /// Every `.yaml`/`.yml` file under the root, relative, sorted; hidden directories (`.git`) are
@@ -682,15 +692,5 @@ fn describe(kind: &FieldKind) -> String {
             };
             format!("marker {policy}{part}")
         }
-    }
-}
-
-pub fn strategy_name(strategy: &Strategy) -> &'static str {
-    match strategy {
-        Strategy::Semver { .. } => "semver",
-        Strategy::Regex { .. } => "regex",
-        Strategy::NewestBuild => "newest-build",
-        Strategy::Digest { .. } => "digest",
-        Strategy::Alphabetical { .. } => "alphabetical",
     }
 }

@@ -7,6 +7,7 @@ use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
 
 use crate::plan::{Change, Hold, Plan, Problem, SkippedFile};
+use crate::select::RankedTag;
 
 /// How `tagpilot plan` prints its report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -264,6 +265,35 @@ pub fn diff(plan: &Plan) -> String {
                 .header(&format!("a/{name}"), &format!("b/{name}"))
                 .to_string(),
         );
+    }
+    out
+}
+
+/// `tagpilot tags`: tags in policy order, the chosen one marked, the excluded ones with the reason.
+pub fn tags(image: &str, ranked: &[RankedTag]) -> String {
+    let mut out = plain_table(
+        &["", "TAG", "NOTE"],
+        ranked.iter().map(|r| {
+            let mut notes = Vec::new();
+            if r.chosen {
+                notes.push("chosen".to_string());
+            }
+            if r.current {
+                notes.push("current".to_string());
+            }
+            if let Some(why) = &r.excluded {
+                notes.push(why.to_string());
+            }
+            vec![
+                (if r.chosen { "*" } else { "" }).to_string(),
+                r.tag.clone(),
+                notes.join("; "),
+            ]
+        }),
+    );
+    match ranked.iter().find(|r| r.chosen) {
+        Some(r) => out.push_str(&format!("\nchosen: {image}:{}\n", r.tag)),
+        None => out.push_str("\nno tag satisfies the policy\n"),
     }
     out
 }

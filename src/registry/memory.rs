@@ -1,134 +1,178 @@
-//! An in-memory [`Registry`]: what the planner's unit tests and the golden tests run against, so
-//! that the pure core is exercised without sockets. It counts calls, which is how tests check that
-//! a plan lists each repository once.
+//! An in-memory [`Registry`] for tests of code that asks registries questions (the planner,
+//! reports, the CLI), so they run without sockets. It answers from what the test put in and
+//! counts the questions, so a test can check that a repository's tags were asked for once.
+//!
+//! It does not filter by platform: [`Registry::inspect`] returns the [`ImageInfo`] stored for the
+//! reference as it is.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use serde::Deserialize;
 
 use super::{ImageInfo, Registry, RegistryError};
 use crate::image::{Platform, Repository};
 
-/// What one repository holds, as written in a golden case's `registry.yaml`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemoryRepository {
-    #[serde(default)]
-    pub tags: Vec<String>,
-    /// Digest per tag; a tag without one gets a digest derived from its name.
-    #[serde(default)]
-    pub digests: BTreeMap<String, String>,
-    /// Build time per tag (RFC 3339).
-    #[serde(default)]
-    pub created: BTreeMap<String, jiff::Timestamp>,
-    /// When set, every call for this repository fails with this message.
-    #[serde(default)]
-    pub error: Option<String>,
+#[derive(Default)]
+pub struct MemoryRegistry {
+    repos: Mutex<HashMap<Repository, Stored>>,
+    tag_lists: AtomicU64,
+    inspects: AtomicU64,
 }
 
-/// A registry held in memory, keyed by repository (`host/path`, normalised).
-#[derive(Debug, Default)]
-pub struct MemoryRegistry {
-    repositories: BTreeMap<Repository, MemoryRepository>,
-    tag_lists: AtomicU64,
-    inspections: AtomicU64,
-    listed: Mutex<Vec<Repository>>,
+#[derive(Default)]
+struct Stored {
+    tags: Vec<String>,
+    /// By tag and by digest.
+    images: HashMap<String, ImageInfo>,
+    failure: Option<RegistryError>,
+}
+
+/// One repository as a golden case's `registry.yaml` describes it.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepositoryYaml {
+    #[serde(default)]
+    tags: Vec<String>,
+    /// Digest per tag; a tag without one gets a digest derived from repository and tag.
+    #[serde(default)]
+    digests: BTreeMap<String, String>,
+    /// Build time per tag (RFC 3339).
+    #[serde(default)]
+    created: BTreeMap<String, jiff::Timestamp>,
+    /// When set, every question about the repository fails with this message (as an HTTP 500).
+    #[serde(default)]
+    error: Option<String>,
 }
 
 impl MemoryRegistry {
     pub fn new() -> Self {
-        Self::default()
+        MemoryRegistry::default()
     }
 
-    /// Parses a `registry.yaml` map of repository → [`MemoryRepository`].
+    /// Builds a registry from YAML: a map from repository (`host/path`) to
+    /// `{tags: [...], digests: {tag: sha256:…}, created: {tag: RFC 3339}, error: message}`.
     pub fn from_yaml(yaml: &str) -> Result<Self, String> {
-        let map: BTreeMap<String, MemoryRepository> =
+        let map: BTreeMap<String, RepositoryYaml> =
             serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
-        let mut reg = Self::new();
-        for (name, repo) in map {
-            let key = Repository::parse(&name).map_err(|e| e.to_string())?;
-            reg.repositories.insert(key, repo);
+        let reg = MemoryRegistry::new();
+        for (name, spec) in map {
+            let repo = Repository::parse(&name).map_err(|e| e.to_string())?;
+            for tag in &spec.tags {
+                let digest = spec.digests.get(tag).cloned().unwrap_or_else(|| {
+                    format!(
+                        "sha256:{}",
+                        super::client::sha256_hex(format!("{repo}:{tag}").as_bytes())
+                    )
+                });
+                let info = ImageInfo {
+                    digest,
+                    created: spec.created.get(tag).copied(),
+                    platforms: Vec::new(),
+                };
+                reg.add(&repo, tag, info);
+            }
+            if spec.tags.is_empty() {
+                reg.repos
+                    .lock()
+                    .expect("memory registry lock poisoned")
+                    .entry(repo.clone())
+                    .or_default();
+            }
+            if let Some(detail) = spec.error {
+                reg.fail(
+                    &repo,
+                    RegistryError::Http {
+                        registry: repo.registry.clone(),
+                        repository: repo.path.clone(),
+                        status: 500,
+                        detail,
+                    },
+                );
+            }
         }
         Ok(reg)
     }
 
-    pub fn with_tags(mut self, repo: &str, tags: &[&str]) -> Self {
-        let key = Repository::parse(repo).expect("valid repository");
-        self.repositories.entry(key).or_default().tags =
-            tags.iter().map(|t| t.to_string()).collect();
+    /// Adds `tag` pointing at `info` (also reachable by `info.digest`).
+    pub fn add(&self, repo: &Repository, tag: &str, info: ImageInfo) -> &Self {
+        let mut repos = self.repos.lock().expect("memory registry lock poisoned");
+        let stored = repos.entry(repo.clone()).or_default();
+        if !stored.tags.iter().any(|t| t == tag) {
+            stored.tags.push(tag.to_string());
+        }
+        stored.images.insert(info.digest.clone(), info.clone());
+        stored.images.insert(tag.to_string(), info);
         self
     }
 
-    pub fn with_created(mut self, repo: &str, tag: &str, created: &str) -> Self {
-        let key = Repository::parse(repo).expect("valid repository");
-        let ts = created.parse().expect("RFC 3339 time");
-        self.repositories
-            .entry(key)
+    /// Adds tags whose digests are derived from repository and tag, without build times.
+    pub fn add_tags(&self, repo: &Repository, tags: &[&str]) -> &Self {
+        for tag in tags {
+            let digest = format!(
+                "sha256:{}",
+                super::client::sha256_hex(format!("{repo}:{tag}").as_bytes())
+            );
+            self.add(
+                repo,
+                tag,
+                ImageInfo {
+                    digest,
+                    created: None,
+                    platforms: Vec::new(),
+                },
+            );
+        }
+        self
+    }
+
+    /// Makes every question about `repo` fail with `error`.
+    pub fn fail(&self, repo: &Repository, error: RegistryError) -> &Self {
+        self.repos
+            .lock()
+            .expect("memory registry lock poisoned")
+            .entry(repo.clone())
             .or_default()
-            .created
-            .insert(tag.to_string(), ts);
+            .failure = Some(error);
         self
     }
 
-    pub fn with_digest(mut self, repo: &str, tag: &str, digest: &str) -> Self {
-        let key = Repository::parse(repo).expect("valid repository");
-        self.repositories
-            .entry(key)
-            .or_default()
-            .digests
-            .insert(tag.to_string(), digest.to_string());
-        self
-    }
-
-    /// How many tag listings were asked for.
+    /// How many times [`Registry::list_tags`] was called.
     pub fn tag_list_calls(&self) -> u64 {
-        self.tag_lists.load(Ordering::Relaxed)
+        self.tag_lists.load(Ordering::SeqCst)
     }
 
-    /// How many inspections (digest / build time look-ups) were asked for.
+    /// How many times [`Registry::inspect`] or [`Registry::digest`] was called.
     pub fn inspect_calls(&self) -> u64 {
-        self.inspections.load(Ordering::Relaxed)
+        self.inspects.load(Ordering::SeqCst)
     }
 
-    /// The repositories listed, in call order.
-    pub fn listed(&self) -> Vec<Repository> {
-        self.listed.lock().unwrap().clone()
-    }
-
-    fn repository(&self, repo: &Repository) -> Result<&MemoryRepository, RegistryError> {
-        let found = self
-            .repositories
+    fn lookup<T>(
+        &self,
+        repo: &Repository,
+        f: impl FnOnce(&Stored) -> Option<T>,
+    ) -> Result<T, RegistryError> {
+        let repos = self.repos.lock().expect("memory registry lock poisoned");
+        let stored = repos
             .get(repo)
-            .ok_or_else(|| RegistryError::NotFound {
+            .ok_or_else(|| RegistryError::RepositoryNotFound {
                 registry: repo.registry.clone(),
                 repository: repo.path.clone(),
             })?;
-        match &found.error {
-            Some(message) => Err(RegistryError::Other {
-                registry: repo.registry.clone(),
-                repository: repo.path.clone(),
-                message: message.clone(),
-            }),
-            None => Ok(found),
+        if let Some(err) = &stored.failure {
+            return Err(err.clone());
         }
+        f(stored).ok_or_else(|| RegistryError::NotFound {
+            registry: repo.registry.clone(),
+            repository: repo.path.clone(),
+            reference: "the reference".into(),
+        })
     }
-}
-
-/// A stable made-up digest for a tag that has none configured.
-fn synthetic_digest(repo: &Repository, tag: &str) -> String {
-    use sha2::Digest;
-    let hash = sha2::Sha256::digest(format!("{repo}:{tag}").as_bytes());
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
 }
 
 impl Registry for MemoryRegistry {
     async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
-        self.tag_lists.fetch_add(1, Ordering::Relaxed);
-        self.listed.lock().unwrap().push(repo.clone());
-        Ok(self.repository(repo)?.tags.clone())
+        self.tag_lists.fetch_add(1, Ordering::SeqCst);
+        self.lookup(repo, |s| Some(s.tags.clone()))
     }
 
     async fn inspect(
@@ -137,22 +181,49 @@ impl Registry for MemoryRegistry {
         reference: &str,
         _platforms: &[Platform],
     ) -> Result<ImageInfo, RegistryError> {
-        self.inspections.fetch_add(1, Ordering::Relaxed);
-        let found = self.repository(repo)?;
-        if !found.tags.iter().any(|t| t == reference) && !reference.contains(':') {
-            return Err(RegistryError::NotFound {
-                registry: repo.registry.clone(),
-                repository: format!("{}:{reference}", repo.path),
-            });
-        }
-        Ok(ImageInfo {
-            digest: found
-                .digests
-                .get(reference)
-                .cloned()
-                .unwrap_or_else(|| synthetic_digest(repo, reference)),
-            created: found.created.get(reference).copied(),
-            platforms: Vec::new(),
-        })
+        self.inspects.fetch_add(1, Ordering::SeqCst);
+        self.lookup(repo, |s| s.images.get(reference).cloned())
+            .map_err(|e| match e {
+                RegistryError::NotFound {
+                    registry,
+                    repository,
+                    ..
+                } => RegistryError::NotFound {
+                    registry,
+                    repository,
+                    reference: reference.to_string(),
+                },
+                other => other,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn answers_what_was_put_in_and_counts_questions() {
+        let repo = Repository {
+            registry: "r.example".into(),
+            path: "shop/api".into(),
+        };
+        let reg = MemoryRegistry::new();
+        reg.add_tags(&repo, &["1.0.0", "1.1.0"]);
+        assert_eq!(reg.list_tags(&repo).await.unwrap(), ["1.0.0", "1.1.0"]);
+        let info = reg.inspect(&repo, "1.1.0", &[]).await.unwrap();
+        assert_eq!(reg.digest(&repo, &info.digest).await.unwrap(), info.digest);
+        assert_ne!(reg.digest(&repo, "1.0.0").await.unwrap(), info.digest);
+        let err = reg.inspect(&repo, "9.9.9", &[]).await.unwrap_err();
+        assert!(err.to_string().contains("9.9.9"), "{err}");
+        let other = Repository {
+            registry: "r.example".into(),
+            path: "shop/none".into(),
+        };
+        assert_eq!(
+            reg.list_tags(&other).await.unwrap_err().metric_label(),
+            "repository_not_found"
+        );
+        assert_eq!((reg.tag_list_calls(), reg.inspect_calls()), (2, 4));
     }
 }

@@ -1,26 +1,144 @@
 //! The registry edge: lists tags and inspects images over the OCI distribution API.
 //!
-//! INTERFACE SKETCH — filled in by the registry work.
+//! It exists so the planner can ask "which tags does this repository have?" and "what is this
+//! tag's digest, build time and platforms?" without knowing about HTTP, tokens, pagination or rate
+//! limits. The planner talks to the [`Registry`] trait; [`RegistryClient`] is the real thing, and
+//! planner tests implement the trait in memory.
+//!
+//! What this module must never do: print or log a secret (passwords, tokens and `auth` strings
+//! stay inside [`auth`]'s redacting types), send credentials to a host other than the registry
+//! they belong to, write anything anywhere, or spin on a registry that paginates in a loop.
+//!
+//! # Why the HTTP exchange is ours and not `oci-client`'s
+//!
+//! `oci-client` 0.18 supplies the wire types we parse manifests into
+//! ([`oci_client::manifest::OciManifest`]) and the media-type constants, and the test harness
+//! pushes images with it. The requests themselves go through one small function,
+//! `client::RegistryClient::send`, built on `reqwest` (the stack `oci-client` itself uses),
+//! because `oci-client`'s request path cannot meet four requirements of tagpilot:
+//!
+//! - **Headers.** `Client::list_tags` returns only the body, so the `Link: <…>; rel="next"`
+//!   header that paginating registries (distribution 3, GHCR, Docker Hub, Harbor) send is lost,
+//!   and its errors turn a 429/503 into `ServerError { code, .. }` without the `Retry-After`
+//!   header we must honour.
+//! - **Request count.** Without an auth challenge (an anonymous registry) `oci-client` caches
+//!   nothing and probes `GET /v2/` before *every* request (`get_auth_token` → `_auth`), doubling
+//!   the requests tagpilot sends; the benchmark's goal is one tag-list request per repository.
+//! - **Rate limits.** Its internal requests (the `/v2/` probe, the token request) happen inside
+//!   the crate, so a per-registry limiter and a request counter cannot see them.
+//! - **Error clarity.** A failed token request is swallowed (`self._auth(..).ok()??`), so a wrong
+//!   password surfaces as a bare 401 on the next request instead of "the token server rejected
+//!   user X".
+//!
+//! So [`RegistryClient`] runs the distribution token flow itself (challenge parsed with
+//! `http-auth`, tokens cached per registry and scope until shortly before expiry) and counts,
+//! rate-limits and retries every request it sends, token requests included.
+//!
+//! # Lifetime
+//!
+//! A [`RegistryClient`] remembers tag lists and tag digests for its whole lifetime, and
+//! metadata fetched by digest forever (digests name immutable content). Create one client per
+//! plan cycle; a long-running process makes a new one for each cycle.
+
+pub mod auth;
+mod client;
+mod memo;
+mod memory;
+mod tags;
 
 use std::future::Future;
 
+pub use auth::{Credential, DockerConfigSource};
+pub use client::{ClientOptions, RegistryClient, RequestStats};
+pub use memory::MemoryRegistry;
+
 use crate::image::{Platform, Repository};
 
-pub mod memory;
-
-#[derive(Debug, thiserror::Error)]
+/// Everything that can go wrong talking to a registry. Each message names the registry host and
+/// the repository (and the tag or digest where one is involved), and never a secret.
+///
+/// `Clone` because results are shared: every caller waiting on one repository's tag list gets the
+/// same answer, error included.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
-    #[error("{registry}: repository {repository} not found")]
+    #[error("registry {registry} is unreachable (repository {repository}): {detail}")]
+    Unreachable {
+        registry: String,
+        repository: String,
+        detail: String,
+    },
+
+    #[error("registry {registry} denied access to repository {repository}: {detail}")]
+    Unauthorized {
+        registry: String,
+        repository: String,
+        detail: String,
+    },
+
+    #[error("repository {repository} does not exist on registry {registry}")]
+    RepositoryNotFound {
+        registry: String,
+        repository: String,
+    },
+
+    #[error("{reference} not found in repository {repository} on registry {registry}")]
     NotFound {
         registry: String,
         repository: String,
+        reference: String,
     },
-    #[error("{registry}: {repository}: {message}")]
-    Other {
+
+    #[error(
+        "registry {registry} kept refusing requests for repository {repository} with HTTP {status} \
+         (rate limited or unavailable); gave up after {attempts} attempts{}",
+        retry_after.map(|s| format!(", last Retry-After was {s} s")).unwrap_or_default()
+    )]
+    RateLimited {
         registry: String,
         repository: String,
-        message: String,
+        status: u16,
+        attempts: u32,
+        retry_after: Option<u64>,
     },
+
+    #[error("registry {registry} sent a malformed {what} for repository {repository}: {detail}")]
+    Malformed {
+        registry: String,
+        repository: String,
+        what: &'static str,
+        detail: String,
+    },
+
+    #[error("registry {registry} answered HTTP {status} for repository {repository}: {detail}")]
+    Http {
+        registry: String,
+        repository: String,
+        status: u16,
+        detail: String,
+    },
+
+    #[error("cannot get credentials for registry {registry} (repository {repository}): {detail}")]
+    Credentials {
+        registry: String,
+        repository: String,
+        detail: String,
+    },
+}
+
+impl RegistryError {
+    /// A short, stable label for metrics and reports.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            RegistryError::Unreachable { .. } => "unreachable",
+            RegistryError::Unauthorized { .. } => "unauthorized",
+            RegistryError::RepositoryNotFound { .. } => "repository_not_found",
+            RegistryError::NotFound { .. } => "not_found",
+            RegistryError::RateLimited { .. } => "rate_limited",
+            RegistryError::Malformed { .. } => "malformed_response",
+            RegistryError::Http { .. } => "http_error",
+            RegistryError::Credentials { .. } => "credentials",
+        }
+    }
 }
 
 /// What tagpilot learns about one tag or digest.
@@ -28,23 +146,43 @@ pub enum RegistryError {
 pub struct ImageInfo {
     /// The digest of what the reference points at (the index, for a multi-arch image).
     pub digest: String,
-    /// Build time; for an index, the newest of the entries that match the wanted platforms.
+    /// Build time; for an index, the newest of the entries that match the wanted platforms
+    /// (`None` when no entry matches or none records a build time).
     pub created: Option<jiff::Timestamp>,
-    /// Platforms the image offers (empty for a single-platform image without platform info).
+    /// Platforms the image offers: every entry of an index, or the single image's own platform
+    /// from its config blob (empty when the image does not say).
     pub platforms: Vec<Platform>,
 }
 
 /// What the planner needs from registries. The real client implements it over HTTP; unit tests of
 /// the planner implement it in memory.
 pub trait Registry: Send + Sync {
+    /// Every tag of the repository, in no particular order.
     fn list_tags(
         &self,
         repo: &Repository,
     ) -> impl Future<Output = Result<Vec<String>, RegistryError>> + Send;
+
+    /// Digest, build time and platforms of a tag or digest (`sha256:…`). `platforms` filters the
+    /// entries of an index for the build time; empty means every entry.
     fn inspect(
         &self,
         repo: &Repository,
         reference: &str,
         platforms: &[Platform],
     ) -> impl Future<Output = Result<ImageInfo, RegistryError>> + Send;
+
+    /// Only the digest of a tag. The real client answers it with one `HEAD` (which Docker Hub
+    /// does not count as a pull); the default asks [`Registry::inspect`].
+    fn digest(
+        &self,
+        repo: &Repository,
+        reference: &str,
+    ) -> impl Future<Output = Result<String, RegistryError>> + Send {
+        async move {
+            self.inspect(repo, reference, &[])
+                .await
+                .map(|info| info.digest)
+        }
+    }
 }

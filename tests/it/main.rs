@@ -1,5 +1,6 @@
 //! tagpilot's integration tests: one binary, one module per area (see matklad, "Delete Cargo
 //! Integration Tests"). Real registries and git servers are started by `support`.
 
-mod support;
 mod policy;
+mod registry;
+mod support;

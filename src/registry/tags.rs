@@ -1,0 +1,213 @@
+//! Tag-list pagination, decided without I/O: given the page just read and its `Link` header,
+//! which URL comes next, if any.
+//!
+//! Registries disagree here (see `shared/reference/registries.md`): distribution 2.8 ignores `n`
+//! and `last` and sends every tag at once, unsorted; distribution 3, GHCR, Docker Hub and Harbor
+//! paginate with `Link: <…>; rel="next"`; a few paginate without `Link`. So: follow `Link` when
+//! present; without it, ask for `last=<last tag of the page>` only when the page came back full
+//! (as many tags as we asked for with `n`), since a short page without `Link` is the whole list.
+//! That last rule keeps a 2.8 registry at one request per repository. Never assume order, and
+//! stop on a page that brings nothing new or a URL already visited: a pagination loop is the
+//! registry's bug, not a reason to spin.
+
+use std::collections::HashSet;
+
+use reqwest::Url;
+
+pub(crate) struct TagPager {
+    /// The first page's URL without query; `last` pages are built from it.
+    base: Url,
+    page_size: usize,
+    next: Option<Url>,
+    visited: HashSet<String>,
+    seen: HashSet<String>,
+    tags: Vec<String>,
+    /// Set when pagination stopped because the registry repeated itself.
+    pub(crate) stopped_on_repeat: bool,
+}
+
+impl TagPager {
+    /// `base` is `…/v2/<name>/tags/list` without query.
+    pub(crate) fn new(base: Url, page_size: usize) -> Self {
+        let mut first = base.clone();
+        first
+            .query_pairs_mut()
+            .append_pair("n", &page_size.to_string());
+        TagPager {
+            base,
+            page_size,
+            next: Some(first),
+            visited: HashSet::new(),
+            seen: HashSet::new(),
+            tags: Vec::new(),
+            stopped_on_repeat: false,
+        }
+    }
+
+    /// The URL to fetch next; `None` when the list is complete.
+    pub(crate) fn next_url(&self) -> Option<&Url> {
+        self.next.as_ref()
+    }
+
+    /// Takes in the page read from [`TagPager::next_url`] and its `Link: rel="next"` target
+    /// (already resolved against the page's URL).
+    pub(crate) fn accept(&mut self, page: Vec<String>, link_next: Option<Url>) {
+        if let Some(current) = self.next.take() {
+            self.visited.insert(current.to_string());
+        }
+        let page_len = page.len();
+        let last = page.last().cloned();
+        let mut new = 0;
+        for tag in page {
+            if self.seen.insert(tag.clone()) {
+                self.tags.push(tag);
+                new += 1;
+            }
+        }
+        if page_len > 0 && new == 0 {
+            self.stopped_on_repeat = true;
+            return;
+        }
+        let candidate = match (link_next, last) {
+            (Some(link), _) => Some(link),
+            (None, Some(last)) if page_len >= self.page_size => {
+                let mut url = self.base.clone();
+                url.query_pairs_mut()
+                    .append_pair("n", &self.page_size.to_string())
+                    .append_pair("last", &last);
+                Some(url)
+            }
+            _ => None,
+        };
+        match candidate {
+            Some(url) if self.visited.contains(url.as_str()) => self.stopped_on_repeat = true,
+            other => self.next = other,
+        }
+    }
+
+    pub(crate) fn into_tags(self) -> Vec<String> {
+        self.tags
+    }
+}
+
+/// The target of the `rel="next"` entry of `Link` header values, as written (maybe relative).
+pub(crate) fn link_next<'a>(values: impl Iterator<Item = &'a str>) -> Option<String> {
+    for value in values {
+        for entry in value.split(',') {
+            let entry = entry.trim();
+            let Some(rest) = entry.strip_prefix('<') else {
+                continue;
+            };
+            let Some((target, params)) = rest.split_once('>') else {
+                continue;
+            };
+            let is_next = params.split(';').any(|p| {
+                let Some((k, v)) = p.trim().split_once('=') else {
+                    return false;
+                };
+                k.trim().eq_ignore_ascii_case("rel")
+                    && v.trim()
+                        .trim_matches('"')
+                        .split_ascii_whitespace()
+                        .any(|r| r.eq_ignore_ascii_case("next"))
+            });
+            if is_next {
+                return Some(target.trim().to_string());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Url {
+        Url::parse("http://127.0.0.1:5000/v2/shop/api/tags/list").unwrap()
+    }
+
+    fn tags(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_short_page_without_link_is_the_whole_list() {
+        let mut p = TagPager::new(base(), 3);
+        assert_eq!(
+            p.next_url().unwrap().as_str(),
+            "http://127.0.0.1:5000/v2/shop/api/tags/list?n=3"
+        );
+        p.accept(tags(&["b", "a"]), None);
+        assert!(p.next_url().is_none());
+        assert_eq!(p.into_tags(), tags(&["b", "a"]));
+    }
+
+    #[test]
+    fn a_full_page_without_link_asks_for_last_of_the_page_in_page_order() {
+        let mut p = TagPager::new(base(), 2);
+        p.accept(tags(&["z", "a"]), None);
+        assert_eq!(
+            p.next_url().unwrap().as_str(),
+            "http://127.0.0.1:5000/v2/shop/api/tags/list?n=2&last=a"
+        );
+        p.accept(tags(&["c"]), None);
+        assert!(p.next_url().is_none());
+        assert_eq!(p.into_tags(), tags(&["z", "a", "c"]));
+    }
+
+    #[test]
+    fn link_is_followed_even_after_a_short_page() {
+        let mut p = TagPager::new(base(), 100);
+        let next = Url::parse("http://127.0.0.1:5000/v2/shop/api/tags/list?cursor=xyz").unwrap();
+        p.accept(tags(&["a"]), Some(next.clone()));
+        assert_eq!(p.next_url(), Some(&next));
+    }
+
+    #[test]
+    fn a_page_with_nothing_new_stops() {
+        let mut p = TagPager::new(base(), 2);
+        p.accept(tags(&["a", "b"]), None);
+        p.accept(tags(&["b", "a"]), None);
+        assert!(p.next_url().is_none());
+        assert!(p.stopped_on_repeat);
+        assert_eq!(p.into_tags(), tags(&["a", "b"]));
+    }
+
+    #[test]
+    fn a_link_back_to_a_visited_page_stops() {
+        let mut p = TagPager::new(base(), 100);
+        let first = p.next_url().unwrap().clone();
+        let second = Url::parse("http://127.0.0.1:5000/v2/shop/api/tags/list?page=2").unwrap();
+        p.accept(tags(&["a"]), Some(second));
+        p.accept(tags(&["b"]), Some(first));
+        assert!(p.next_url().is_none());
+        assert!(p.stopped_on_repeat);
+    }
+
+    #[test]
+    fn null_or_empty_tags_end_the_list() {
+        let mut p = TagPager::new(base(), 2);
+        p.accept(Vec::new(), None);
+        assert!(p.next_url().is_none());
+        assert!(p.into_tags().is_empty());
+    }
+
+    #[test]
+    fn link_header_parsing() {
+        let v = r#"</v2/shop/api/tags/list?n=2&last=b>; rel="next""#;
+        assert_eq!(
+            link_next([v].into_iter()).as_deref(),
+            Some("/v2/shop/api/tags/list?n=2&last=b")
+        );
+        let v = r#"<https://x/prev>; rel="prev", <https://x/next>; rel=next"#;
+        assert_eq!(
+            link_next([v].into_iter()).as_deref(),
+            Some("https://x/next")
+        );
+        assert_eq!(
+            link_next([r#"<https://x/prev>; rel="prev""#].into_iter()),
+            None
+        );
+    }
+}
