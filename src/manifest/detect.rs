@@ -362,16 +362,23 @@ impl Scan<'_> {
     /// The tag and digest parts of a split field; `None` when either holds something that is not
     /// a tag or digest (an alias, a collection, an invalid value).
     fn tag_and_digest(&self, map: &Node, tag_key: &str, digest_key: &str) -> Option<(Part, Part)> {
-        let tag = self.part(map, tag_key)?;
-        let digest = self.part(map, digest_key)?;
+        let name_keys = ["newName", "name", "repository"];
+        let tag = self.part(map, tag_key, &name_keys)?;
+        let digest = self.part(
+            map,
+            digest_key,
+            &[tag_key, name_keys[0], name_keys[1], name_keys[2]],
+        )?;
         valid_parts(&tag, &digest).then_some((tag, digest))
     }
 
-    fn part(&self, map: &Node, key: &str) -> Option<Part> {
+    /// The part under `key`; when absent, where it can be added: after the first of `after`
+    /// that the mapping has, else after its last entry.
+    fn part(&self, map: &Node, key: &str, after: &[&str]) -> Option<Part> {
         match map.get(key) {
             None => Some(Part::Missing {
                 key: key.to_string(),
-                at: Some(self.insert_at(map)),
+                at: Some(self.insert_at(map, after)),
             }),
             Some(n) => match &n.kind {
                 NodeKind::Scalar { .. } if n.range.is_empty() => Some(Part::Empty {
@@ -384,11 +391,14 @@ impl Scan<'_> {
         }
     }
 
-    fn insert_at(&self, map: &Node) -> InsertAt {
+    fn insert_at(&self, map: &Node, after: &[&str]) -> InsertAt {
         let flow = matches!(map.kind, NodeKind::Mapping { flow: true, .. });
         let entries = map.entries();
         let indent = entries.first().map_or(0, |(k, _)| k.column - 1);
-        let last = entries.last().map(|(_, v)| v);
+        let last = after
+            .iter()
+            .find_map(|k| map.get(k))
+            .or_else(|| entries.last().map(|(_, v)| v));
         let mut eol = "\n";
         let pos = last
             .filter(|v| matches!(v.kind, NodeKind::Scalar { .. } | NodeKind::Alias))
@@ -581,7 +591,13 @@ impl Scan<'_> {
         let kind = FieldKind::HelmValues { path: p.clone() };
         // A tag or digest path names a key in a parent mapping; without a path, or without that
         // parent, the part cannot be written.
-        let part = |path: &Option<String>, default_key: &str| -> Option<Part> {
+        let last_key = |path: &Option<String>| match parse_path(path.as_deref()?)?.pop()? {
+            Seg::Key(k) => Some(k),
+            Seg::Index(_) => None,
+        };
+        let repo_key = last_key(&paths.repository).unwrap_or_default();
+        let tag_key = last_key(&paths.tag).unwrap_or_default();
+        let part = |path: &Option<String>, default_key: &str, after: &[&str]| -> Option<Part> {
             let missing = |key: &str| {
                 Some(Part::Missing {
                     key: key.to_string(),
@@ -596,12 +612,14 @@ impl Scan<'_> {
                 return None;
             };
             match resolve(doc, &segs).filter(|n| n.is_mapping()) {
-                Some(parent) => self.part(parent, &key),
+                Some(parent) => self.part(parent, &key, after),
                 None => missing(&key),
             }
         };
-        let (Some(tag), Some(digest)) = (part(&paths.tag, "tag"), part(&paths.digest, "digest"))
-        else {
+        let (Some(tag), Some(digest)) = (
+            part(&paths.tag, "tag", &[&repo_key]),
+            part(&paths.digest, "digest", &[&tag_key, &repo_key]),
+        ) else {
             return;
         };
         if valid_parts(&tag, &digest) {

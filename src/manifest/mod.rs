@@ -940,6 +940,27 @@ notAnImage:
     }
 
     #[test]
+    fn missing_keys_are_added_after_their_siblings() {
+        let src = "image:\n  repository: ghcr.io/a/x # repo\n  tag: 1.0.0\n  pullSecrets: []\n";
+        let update = Update {
+            name: "ghcr.io/a/x",
+            tag: Some("1.0.0"),
+            digest: Some(D1),
+        };
+        let out = edit("values.yaml", src, 0, &update);
+        assert_eq!(
+            out,
+            src.replace("tag: 1.0.0\n", &format!("tag: 1.0.0\n  digest: {D1}\n"))
+        );
+        let src = "image:\n  repository: ghcr.io/a/x\n  pullSecrets: []\n";
+        let out = edit("values.yaml", src, 0, &update);
+        let want = format!(
+            "image:\n  repository: ghcr.io/a/x\n  tag: 1.0.0\n  digest: {D1}\n  pullSecrets: []\n"
+        );
+        assert_eq!(out, want);
+    }
+
+    #[test]
     fn helm_explicit_paths() {
         let src = "app:\n  images:\n    - repo: ghcr.io/a/one\n      version: 1.0.0\n    - repo: ghcr.io/a/two\nfull: ghcr.io/a/three:3.0.0\n";
         let paths = [

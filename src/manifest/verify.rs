@@ -174,19 +174,26 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
                 {
                     return fail(format!("inserting `{key}` reads back as `{k2}: {v2}`"));
                 }
-                // The pair must sit directly before the end of the intended mapping.
+                // The pair must sit between two entries (or at the end) of the intended mapping:
+                // the next original event is one of its keys or its end.
                 let next = before[*at..]
                     .iter()
-                    .position(|(e, _)| !matches!(e, Event::Comment(..)));
-                let end_index = next.map(|n| at + n);
-                let owner = mapping_ends.iter().find(|m| Some(m.end) == end_index);
+                    .position(|(e, _)| !matches!(e, Event::Comment(..)))
+                    .map(|n| at + n);
+                let owner = mapping_ends
+                    .iter()
+                    .find(|m| next.is_some_and(|n| n == m.end || m.key_events.contains(&n)));
                 match owner {
                     Some(m) if before[m.start].1.start == *mapping => {
                         if m.keys.iter().any(|k| k == key) {
                             return fail(format!("the mapping already has `{key}`"));
                         }
                     }
-                    _ => return fail(format!("`{key}` did not land at the end of its mapping")),
+                    _ => {
+                        return fail(format!(
+                            "`{key}` did not land between entries of its mapping"
+                        ));
+                    }
                 }
             }
         }
@@ -198,26 +205,33 @@ struct MappingSpan {
     start: usize,
     end: usize,
     keys: Vec<String>,
+    /// Event indexes where its keys begin.
+    key_events: Vec<usize>,
 }
 
-/// Pairs each MappingStart with its MappingEnd (event indexes) and lists its plain keys.
+/// Pairs each MappingStart with its MappingEnd (event indexes) and lists its keys.
 fn match_mappings(events: &Events<'_>) -> Vec<MappingSpan> {
     enum Frame {
         Map {
             start: usize,
             keys: Vec<String>,
+            key_events: Vec<usize>,
             next_is_key: bool,
         },
         Seq,
     }
     let mut out = Vec::new();
     let mut stack: Vec<Frame> = Vec::new();
-    let take_slot = |stack: &mut Vec<Frame>, key: Option<&str>| {
+    let take_slot = |stack: &mut Vec<Frame>, i: usize, key: Option<&str>| {
         if let Some(Frame::Map {
-            keys, next_is_key, ..
+            keys,
+            key_events,
+            next_is_key,
+            ..
         }) = stack.last_mut()
         {
             if *next_is_key {
+                key_events.push(i);
                 if let Some(k) = key {
                     keys.push(k.to_string());
                 }
@@ -227,26 +241,34 @@ fn match_mappings(events: &Events<'_>) -> Vec<MappingSpan> {
     };
     for (i, (e, _)) in events.iter().enumerate() {
         match e {
-            Event::Scalar(v, ..) => take_slot(&mut stack, Some(v)),
-            Event::Alias(_) | Event::UnresolvedAlias(_) => take_slot(&mut stack, None),
+            Event::Scalar(v, ..) => take_slot(&mut stack, i, Some(v)),
+            Event::Alias(_) | Event::UnresolvedAlias(_) => take_slot(&mut stack, i, None),
             Event::MappingStart(..) => {
-                take_slot(&mut stack, None);
+                take_slot(&mut stack, i, None);
                 stack.push(Frame::Map {
                     start: i,
                     keys: Vec::new(),
+                    key_events: Vec::new(),
                     next_is_key: true,
                 });
             }
             Event::SequenceStart(..) => {
-                take_slot(&mut stack, None);
+                take_slot(&mut stack, i, None);
                 stack.push(Frame::Seq);
             }
             Event::MappingEnd => {
-                if let Some(Frame::Map { start, keys, .. }) = stack.pop() {
+                if let Some(Frame::Map {
+                    start,
+                    keys,
+                    key_events,
+                    ..
+                }) = stack.pop()
+                {
                     out.push(MappingSpan {
                         start,
                         end: i,
                         keys,
+                        key_events,
                     });
                 }
             }

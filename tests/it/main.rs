@@ -2,3 +2,4 @@
 //! Integration Tests"). Real registries and git servers are started by `support`.
 
 mod support;
+mod manifest;
