@@ -263,3 +263,278 @@ fn assert_changed_only_at(old: &str, new: &str, edits: &[manifest::Edit], what: 
         );
     }
 }
+
+// === property tests ===
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    const REPOS: [&str; 4] = [
+        "ghcr.io/a/app",
+        "127.0.0.1:5000/shop/api",
+        "nginx",
+        "docker.io/library/redis",
+    ];
+    const TAGS: [&str; 10] = [
+        "1.0.0",
+        "1.10",
+        "7",
+        "v2.3.4",
+        "latest",
+        "1.2.3-alpine",
+        "2024-01-02",
+        "1e3",
+        "true",
+        "main-abc123",
+    ];
+    const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+    #[derive(Debug, Clone)]
+    struct Style {
+        quote: u8,
+        comment: Option<&'static str>,
+        anchor: bool,
+    }
+
+    fn style() -> impl Strategy<Value = Style> {
+        (
+            0u8..3,
+            prop::option::of(prop::sample::select(vec!["# note", "# 日本語 ünï", "#x"])),
+            any::<bool>(),
+        )
+            .prop_map(|(quote, comment, anchor)| Style {
+                quote,
+                comment,
+                anchor,
+            })
+    }
+
+    #[derive(Debug, Clone)]
+    struct Layout {
+        crlf: bool,
+        bom: bool,
+        indent: usize,
+        explicit_start: bool,
+        explicit_end: bool,
+        flow: bool,
+    }
+
+    fn layout() -> impl Strategy<Value = Layout> {
+        (
+            any::<bool>(),
+            any::<bool>(),
+            prop::sample::select(vec![2usize, 4]),
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(crlf, bom, indent, explicit_start, explicit_end, flow)| Layout {
+                    crlf,
+                    bom,
+                    indent,
+                    explicit_start,
+                    explicit_end,
+                    flow,
+                },
+            )
+    }
+
+    /// Writes a scalar in a style; a plain scalar that would not read back as the same string
+    /// (`1.10`, `true`) is what the property is about, so it is written plain on purpose.
+    fn scalar(text: &str, s: &Style, anchor_name: &str) -> String {
+        let body = match s.quote {
+            0 => text.to_string(),
+            1 => format!("'{text}'"),
+            _ => format!("\"{text}\""),
+        };
+        let anchor = if s.anchor {
+            format!("&{anchor_name} ")
+        } else {
+            String::new()
+        };
+        let comment = s.comment.map(|c| format!(" {c}")).unwrap_or_default();
+        format!("{anchor}{body}{comment}")
+    }
+
+    #[derive(Debug, Clone)]
+    struct Image {
+        repo: &'static str,
+        tag: &'static str,
+        style: Style,
+    }
+
+    fn image() -> impl Strategy<Value = Image> {
+        (
+            prop::sample::select(REPOS.to_vec()),
+            prop::sample::select(TAGS.to_vec()),
+            style(),
+        )
+            .prop_map(|(repo, tag, style)| Image { repo, tag, style })
+    }
+
+    #[derive(Debug, Clone)]
+    enum Doc {
+        Deployment(Vec<Image>),
+        Values {
+            map: Image,
+            string: Image,
+            has_tag: bool,
+        },
+    }
+
+    fn doc() -> impl Strategy<Value = Doc> {
+        prop_oneof![
+            prop::collection::vec(image(), 1..4).prop_map(Doc::Deployment),
+            (image(), image(), any::<bool>()).prop_map(|(map, string, has_tag)| Doc::Values {
+                map,
+                string,
+                has_tag
+            }),
+        ]
+    }
+
+    fn render_doc(doc: &Doc, l: &Layout, n: usize, out: &mut Vec<String>) {
+        let i = " ".repeat(l.indent);
+        match doc {
+            Doc::Deployment(images) => {
+                out.push("apiVersion: apps/v1".into());
+                out.push("kind: Deployment".into());
+                out.push(format!("metadata: {{name: wébapp-{n}}}  # ünïcode"));
+                out.push("spec:".into());
+                out.push(format!("{i}template:"));
+                out.push(format!("{i}{i}spec:"));
+                out.push(format!("{i}{i}{i}containers:"));
+                for (k, img) in images.iter().enumerate() {
+                    let reference = format!("{}:{}", img.repo, img.tag);
+                    if l.flow {
+                        // A comment cannot sit inside a flow mapping on one line.
+                        let s = Style {
+                            comment: None,
+                            ..img.style.clone()
+                        };
+                        let v = scalar(&reference, &s, &format!("a{n}x{k}"));
+                        out.push(format!("{i}{i}{i}- {{name: c{k}, image: {v}}}"));
+                    } else {
+                        out.push(format!("{i}{i}{i}- name: c{k}"));
+                        let v = scalar(&reference, &img.style, &format!("a{n}x{k}"));
+                        out.push(format!("{i}{i}{i}  image: {v}"));
+                    }
+                }
+            }
+            Doc::Values {
+                map,
+                string,
+                has_tag,
+            } => {
+                out.push("# values".into());
+                out.push("image:".into());
+                out.push(format!("{i}repository: {}", map.repo));
+                if *has_tag {
+                    out.push(format!(
+                        "{i}tag: {}",
+                        scalar(map.tag, &map.style, &format!("t{n}"))
+                    ));
+                }
+                out.push(format!("{i}pullPolicy: IfNotPresent"));
+                out.push("worker:".into());
+                let reference = format!("{}:{}", string.repo, string.tag);
+                out.push(format!(
+                    "{i}image: {}",
+                    scalar(&reference, &string.style, &format!("w{n}"))
+                ));
+            }
+        }
+    }
+
+    fn render(docs: &[Doc], l: &Layout) -> String {
+        let mut lines = Vec::new();
+        for (n, d) in docs.iter().enumerate() {
+            if l.explicit_start || n > 0 {
+                lines.push("---".to_string());
+            }
+            render_doc(d, l, n, &mut lines);
+            if l.explicit_end {
+                lines.push("...".to_string());
+            }
+        }
+        let eol = if l.crlf { "\r\n" } else { "\n" };
+        let bom = if l.bom { "\u{feff}" } else { "" };
+        format!("{bom}{}{eol}", lines.join(eol))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Edited documents differ from the original only at the edited values: the bytes
+        /// around them are untouched and scanning again finds every field, the edited ones
+        /// with their new tag and digest, the others as they were.
+        #[test]
+        fn edits_change_only_the_edited_values(
+            docs in prop::collection::vec(doc(), 1..3),
+            l in layout(),
+            picks in prop::collection::vec((any::<bool>(), prop::sample::select(TAGS.to_vec()), any::<bool>()), 8),
+        ) {
+            let src = render(&docs, &l);
+            let path = Path::new("values.yaml");
+            let fields = scan(path, &src, &[]).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+            prop_assert!(!fields.is_empty(), "{}", src);
+            let mut edits = Vec::new();
+            let mut want = Vec::new();
+            for (k, field) in fields.iter().enumerate() {
+                let (edit, tag, pin) = picks[k % picks.len()];
+                let name = field.repository().unwrap().to_string();
+                if edit {
+                    let digest = pin.then_some(DIGEST);
+                    edits.extend(field.edits(&Update { name: &name, tag: Some(tag), digest }).unwrap());
+                    want.push((Some(tag.to_string()), digest.map(String::from)));
+                } else {
+                    let (t, d) = field.current();
+                    want.push((t.map(String::from), d.map(String::from)));
+                }
+            }
+            let out = apply_edits(path, &src, &edits).map_err(|e| TestCaseError::fail(format!("{e}\n{src}")))?;
+            assert_changed_only_at(&src, &out, &edits, &src);
+            let again = scan(path, &out, &[]).unwrap();
+            let got: Vec<_> = again
+                .iter()
+                .map(|f| (f.current().0.map(String::from), f.current().1.map(String::from)))
+                .collect();
+            prop_assert_eq!(got, want, "{}\n---- became ----\n{}", src, out);
+            prop_assert_eq!(
+                again.iter().map(|f| f.kind.clone()).collect::<Vec<_>>(),
+                fields.iter().map(|f| f.kind.clone()).collect::<Vec<_>>()
+            );
+        }
+
+        /// Arbitrary, mostly YAML-shaped input never panics the reader or the editor, and an
+        /// edit that applies always scans again.
+        #[test]
+        fn editor_never_panics(
+            pieces in prop::collection::vec(prop::sample::select(vec![
+                "image: ", "kind: Pod\n", "spec:\n", "  containers:\n", "  - ", "name: x", "\n", "\r\n",
+                "{", "}", "[", "]", ", ", "'", "\"", "#", " # tagpilot: p:tag", "&a ", "*a", "---\n", "...\n",
+                "nginx:1.0", "ghcr.io/a/b:1.10", "|\n", ">-\n", "    ", "\t", "é", "\u{feff}", "images:\n",
+                "newTag: 1", "repository: x/y", "tag: 2", ": ", "?", "- ", "{{ .Values.x }}", "%YAML 1.2\n",
+            ]), 0..40),
+            tag in prop::sample::select(TAGS.to_vec()),
+            kustomize in any::<bool>(),
+        ) {
+            let src: String = pieces.concat();
+            let path = Path::new(if kustomize { "kustomization.yaml" } else { "values.yaml" });
+            if let Ok(fields) = scan(path, &src, &[]) {
+                for field in &fields {
+                    let name = field.repository().map(|r| r.to_string()).unwrap_or_else(|| "ghcr.io/x/y".into());
+                    let Ok(edits) = field.edits(&Update { name: &name, tag: Some(tag), digest: Some(DIGEST) }) else {
+                        continue;
+                    };
+                    if let Ok(out) = apply_edits(path, &src, &edits) {
+                        assert_changed_only_at(&src, &out, &edits, &src);
+                        prop_assert!(scan(path, &out, &[]).is_ok());
+                    }
+                }
+            }
+        }
+    }
+}
