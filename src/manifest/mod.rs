@@ -317,7 +317,6 @@ impl ImageField {
             quote,
             in_flow: slot.in_flow,
             tagged: slot.tagged,
-            old_is_string: quote != Quote::Plain || render::reads_as_string(&slot.value),
         };
         let (text, quote) = render::render(value, cx);
         out.push(Edit {
@@ -371,7 +370,6 @@ impl ImageField {
                     quote: Quote::Plain,
                     in_flow: at.flow,
                     tagged: false,
-                    old_is_string: true,
                 };
                 let (text, quote) = render::render(value, cx);
                 let expect = Expect::Insert {

@@ -2,12 +2,12 @@
 //!
 //! The rule for plain scalars: a plain scalar stays plain when the new text is safe to write
 //! plain (no `: `, ` #`, leading indicator, surrounding spaces, line break, or flow indicator
-//! inside a flow collection) and it reads as the same kind of value the old text did. A new value
-//! that would read as a number, bool, null or timestamp (under YAML 1.1 or 1.2, since Helm and
-//! kubectl use YAML 1.1 resolvers) where the old one read as a string is double-quoted: tag
-//! `1.10` written plain would become the float `1.1`. When the old plain text already read as a
-//! number (`tag: 1.2`) the user's chart evidently copes with that, and it stays plain. An
-//! explicitly tagged scalar (`!!str 1.2`) stays plain because its tag decides its type.
+//! inside a flow collection) and reads as a string. A new value that would read as a number,
+//! bool, null or timestamp (under YAML 1.1 or 1.2, since Helm and kubectl use YAML 1.1
+//! resolvers) is double-quoted: tag `1.10` written plain would become the float `1.1`. This holds
+//! even when the old plain text already read as a number (`tag: 1.9`): an image tag is a string,
+//! and leaving `1.10` plain would pull `1.1`. An explicitly tagged scalar (`!!str 1.2`) stays
+//! plain because its tag decides its type.
 //! Single-quoted scalars stay single-quoted unless the value holds a character only double quotes
 //! can escape; double-quoted scalars are escaped.
 
@@ -41,15 +41,13 @@ pub(crate) struct Context {
     pub quote: Quote,
     pub in_flow: bool,
     pub tagged: bool,
-    /// Whether the old text read as a string (plain scalars only).
-    pub old_is_string: bool,
 }
 
 /// Renders `value` for the given context; returns the source text and the quoting it uses.
 pub(crate) fn render(value: &str, cx: Context) -> (String, Quote) {
     match cx.quote {
         Quote::Plain => {
-            let type_ok = cx.tagged || !cx.old_is_string || reads_as_string(value);
+            let type_ok = cx.tagged || reads_as_string(value);
             if type_ok && plain_safe(value, cx.in_flow) {
                 (value.to_string(), Quote::Plain)
             } else {
@@ -152,7 +150,6 @@ mod tests {
             quote,
             in_flow: false,
             tagged: false,
-            old_is_string: true,
         }
     }
 
@@ -199,12 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn plain_number_stays_plain_when_the_old_value_was_a_number_too() {
-        let c = Context {
-            old_is_string: false,
-            ..cx(Quote::Plain)
-        };
-        assert_eq!(render("1.3", c), ("1.3".into(), Quote::Plain));
+    fn only_an_explicit_tag_keeps_a_numeric_looking_value_plain() {
         let c = Context {
             tagged: true,
             ..cx(Quote::Plain)
