@@ -538,3 +538,79 @@ mod props {
         }
     }
 }
+
+/// The golden cases' `out/` trees (written by hand for the plan-level harness) agree with what
+/// this module does to `in/`, with the tags the cases' registries lead to.
+#[test]
+fn golden_cases_agree_with_the_editor() {
+    use tagpilot::policy::HelmPaths;
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut cases = 0;
+    for case in std::fs::read_dir(&golden).unwrap() {
+        let case = case.unwrap().path();
+        if !case.is_dir() {
+            continue;
+        }
+        cases += 1;
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        let explicit = HelmPaths {
+            repository: Some("services[1].img.repo".into()),
+            tag: Some("services[1].img.version".into()),
+            ..Default::default()
+        };
+        let (input, output) = (case.join("in"), case.join("out"));
+        for entry in walkdir::WalkDir::new(&input).sort_by_file_name() {
+            let entry = entry.unwrap();
+            if !entry.file_type().is_file() {
+                continue;
+            }
+            let rel = entry.path().strip_prefix(&input).unwrap();
+            let src = std::fs::read_to_string(entry.path()).unwrap();
+            let want = std::fs::read_to_string(output.join(rel))
+                .unwrap_or_else(|e| panic!("{name}: out/{} missing: {e}", rel.display()));
+            let helm = if name == "helm-explicit-paths" && rel.starts_with("apps/api") {
+                vec![explicit.clone()]
+            } else {
+                vec![]
+            };
+            let fields = match scan(rel, &src, &helm) {
+                Ok(f) => f,
+                Err(ManifestError::Parse { .. }) => {
+                    assert_eq!(
+                        src,
+                        want,
+                        "{name}: {} does not parse and must be left alone",
+                        rel.display()
+                    );
+                    continue;
+                }
+                Err(e) => panic!("{name}: {e}"),
+            };
+            let mut edits = Vec::new();
+            for f in &fields {
+                let repo = f.repository().map(|r| r.to_string());
+                let policy = match &f.kind {
+                    FieldKind::Marker { policy, .. } => Some(policy.as_str()),
+                    _ => None,
+                };
+                let update = match (repo.as_deref(), policy) {
+                    (Some("127.0.0.1:5000/shop/api"), _) | (_, Some("api")) => Update {
+                        name: "127.0.0.1:5000/shop/api",
+                        tag: Some("1.3.0"),
+                        digest: None,
+                    },
+                    (Some("127.0.0.1:5000/shop/tool"), _) => Update {
+                        name: "127.0.0.1:5000/shop/tool",
+                        tag: Some("1.10"),
+                        digest: None,
+                    },
+                    _ => continue,
+                };
+                edits.extend(f.edits(&update).unwrap_or_else(|e| panic!("{name}: {e}")));
+            }
+            let got = apply_edits(rel, &src, &edits).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(got, want, "{name}: {}", rel.display());
+        }
+    }
+    assert!(cases >= 20, "{cases}");
+}
