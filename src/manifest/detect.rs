@@ -9,7 +9,7 @@ use crate::policy::HelmPaths;
 
 use super::render::Quote;
 use super::tree::{Node, NodeKind, Parsed};
-use super::{FieldKind, ImageField, InsertAt, MarkerPart, Part, Shape, Slot};
+use super::{FieldKind, ImageField, InsertAt, MarkerPart, OnePart, Part, Shape, Slot};
 
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
@@ -236,14 +236,14 @@ impl Scan<'_> {
                 }
             }
             MarkerPart::Name if Repository::parse(value).is_ok() => {
-                Fields::single(None, None, slot.clone(), part)
+                Fields::single(None, None, slot.clone(), OnePart::Name)
             }
             MarkerPart::Tag if is_valid_tag(value) => {
-                Fields::single(Some(value.to_string()), None, slot.clone(), part)
+                Fields::single(Some(value.to_string()), None, slot.clone(), OnePart::Tag)
             }
             MarkerPart::Digest if value.is_empty() || is_valid_digest(value) => {
                 let digest = (!value.is_empty()).then(|| value.to_string());
-                Fields::single(None, digest, slot.clone(), part)
+                Fields::single(None, digest, slot.clone(), OnePart::Digest)
             }
             _ => return,
         };
@@ -652,7 +652,7 @@ struct Fields {
 }
 
 impl Fields {
-    fn single(tag: Option<String>, digest: Option<String>, slot: Slot, part: MarkerPart) -> Fields {
+    fn single(tag: Option<String>, digest: Option<String>, slot: Slot, part: OnePart) -> Fields {
         Fields {
             repository: None,
             tag,

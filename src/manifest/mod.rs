@@ -192,17 +192,17 @@ struct Slot {
     column: usize,
 }
 
-/// Where a missing key can be added: at the end of a mapping.
+/// Where a missing key can be added: after a sibling entry of its mapping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct InsertAt {
     /// Byte offset of the mapping's start event (its first key for block mappings).
     mapping: usize,
     flow: bool,
-    /// Where the new pair goes: in a flow mapping just past the last value, in a block mapping at
-    /// the end of the last value's line (after any comment). `None` when the last value is not a
-    /// scalar, so its end is not known exactly.
+    /// Where the new pair goes: in a flow mapping just past the sibling's value, in a block mapping
+    /// at the end of that value's line (after any comment). `None` when the sibling's value is not
+    /// a flow scalar, so its end is not known exactly.
     pos: Option<usize>,
-    /// The line break to start the new line with (the one ending the last value's line).
+    /// The line break to start the new line with (the one ending the sibling's line).
     eol: &'static str,
     /// Column (0-based, characters) of the mapping's keys.
     indent: usize,
@@ -232,7 +232,14 @@ enum Shape {
     /// Tag and digest in their own keys (kustomize `newTag`/`digest`, Helm `tag`/`digest`).
     Split { tag: Part, digest: Part },
     /// A marked scalar holding one part of an image.
-    Single { slot: Slot, part: MarkerPart },
+    Single { slot: Slot, part: OnePart },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OnePart {
+    Name,
+    Tag,
+    Digest,
 }
 
 // === impl ImageField ===
@@ -289,10 +296,9 @@ impl ImageField {
             }
             Shape::Single { slot, part } => {
                 let value = match part {
-                    MarkerPart::Whole => unreachable!("whole markers have the Whole shape"),
-                    MarkerPart::Name => Some(update.name),
-                    MarkerPart::Tag => update.tag,
-                    MarkerPart::Digest => update.digest,
+                    OnePart::Name => Some(update.name),
+                    OnePart::Tag => update.tag,
+                    OnePart::Digest => update.digest,
                 };
                 if let Some(value) = value {
                     self.replace(slot, value, &mut out)?;
