@@ -409,10 +409,9 @@ impl Scan<'_> {
                 if flow {
                     return Some(v.range.end);
                 }
-                if let Some(NodeKind::Scalar { style, .. }) = Some(&v.kind) {
-                    if Quote::of(*style).is_none() {
-                        return None;
-                    }
+                if let NodeKind::Scalar { style, .. } = &v.kind {
+                    // Block scalars end on a later line than they start; their end is no anchor.
+                    Quote::of(*style)?;
                 }
                 match self.src[v.range.end..].find('\n') {
                     Some(i) => {

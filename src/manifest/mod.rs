@@ -285,13 +285,12 @@ impl ImageField {
                 }
                 match update.digest {
                     Some(d) => self.write_part(digest, d, &mut out)?,
-                    None => {
-                        if let Part::Present(slot) = digest {
-                            if !slot.value.is_empty() {
-                                self.replace(slot, "", &mut out)?;
-                            }
+                    None => match digest {
+                        Part::Present(slot) if !slot.value.is_empty() => {
+                            self.replace(slot, "", &mut out)?;
                         }
-                    }
+                        _ => {}
+                    },
                 }
             }
             Shape::Single { slot, part } => {
