@@ -1,6 +1,9 @@
 //! Scans arbitrary bytes as YAML, edits every field found and checks the promise of the editor:
 //! it never panics, and an edit it accepts changes the text only at the edited spans and leaves a
 //! file that scans again with the new values.
+//!
+//! Run (on stable, from the repository root):
+//! `RUSTC_BOOTSTRAP=1 cargo fuzz run editor -s none -- -max_total_time=60`
 #![no_main]
 
 use std::path::Path;
