@@ -14,17 +14,38 @@ use tagpilot::manifest::{Update, apply_edits, scan};
 const DIGEST: &str = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&selector, rest)) = data.split_first() else { return };
-    let Ok(src) = std::str::from_utf8(rest) else { return };
-    let path = Path::new(if selector & 1 == 0 { "values.yaml" } else { "kustomization.yaml" });
+    let Some((&selector, rest)) = data.split_first() else {
+        return;
+    };
+    let Ok(src) = std::str::from_utf8(rest) else {
+        return;
+    };
+    let path = Path::new(if selector & 1 == 0 {
+        "values.yaml"
+    } else {
+        "kustomization.yaml"
+    });
     let tag = ["1.10", "2.0.0", "v3", "true"][(selector as usize >> 1) % 4];
     let digest = (selector & 8 != 0).then_some(DIGEST);
-    let Ok(fields) = scan(path, src, &[]) else { return };
+    let Ok(fields) = scan(path, src, &[]) else {
+        return;
+    };
     for field in &fields {
-        let name = field.repository().map(|r| r.to_string()).unwrap_or_else(|| "ghcr.io/x/y".into());
-        let update = Update { name: &name, tag: Some(tag), digest };
-        let Ok(edits) = field.edits(&update) else { continue };
-        let Ok(out) = apply_edits(path, src, &edits) else { continue };
+        let name = field
+            .repository()
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "ghcr.io/x/y".into());
+        let update = Update {
+            name: &name,
+            tag: Some(tag),
+            digest,
+        };
+        let Ok(edits) = field.edits(&update) else {
+            continue;
+        };
+        let Ok(out) = apply_edits(path, src, &edits) else {
+            continue;
+        };
         let mut sorted = edits.clone();
         sorted.sort_by_key(|e| (e.span.start, e.span.end));
         let mut rebuilt = String::new();
