@@ -312,17 +312,40 @@ pub async fn plan<R: Registry>(
                     tag: tag.as_deref(),
                     digest: digest.as_deref(),
                 };
-                let src = &files[f.file].src;
-                let field_edits: Vec<Edit> = f
-                    .field
-                    .edits(&update)
-                    .into_iter()
-                    .filter(|e| src.get(e.span.clone()) != Some(e.text.as_str()))
-                    .collect();
+                let field_edits = match f.field.edits(&update) {
+                    Ok(edits) => edits,
+                    Err(e) => {
+                        plan.problems.push(Problem {
+                            policy: Some(policy.name.clone()),
+                            image: Some(policy.image.to_string()),
+                            file: Some(file),
+                            line: Some(f.field.line),
+                            message: e.to_string(),
+                        });
+                        continue;
+                    }
+                };
                 if field_edits.is_empty() {
                     plan.up_to_date += 1;
                     continue;
                 }
+                // A `:name` marker moves a name, not a version: show the names.
+                let (from, to) = match f.field.kind {
+                    FieldKind::Marker {
+                        part: MarkerPart::Name,
+                        ..
+                    } => {
+                        let old = &files[f.file].src[field_edits[0].span.clone()];
+                        (
+                            old.trim_matches(|c| c == '"' || c == '\'').to_string(),
+                            policy.image_name.clone(),
+                        )
+                    }
+                    _ => (
+                        version_text(from_tag, from_digest),
+                        version_text(tag.as_deref(), digest.as_deref()),
+                    ),
+                };
                 let change = Change {
                     policy: policy.name.clone(),
                     image: policy.image.to_string(),
@@ -330,8 +353,8 @@ pub async fn plan<R: Registry>(
                     line: f.field.line,
                     field: describe(&f.field.kind),
                     strategy: policy.strategy.name(),
-                    from: version_text(from_tag, from_digest),
-                    to: version_text(tag.as_deref(), digest.as_deref()),
+                    from,
+                    to,
                 };
                 let (file_edits, changes) = pending.entry(f.file).or_default();
                 file_edits.extend(field_edits);
@@ -364,7 +387,7 @@ pub async fn plan<R: Registry>(
         let file = &files[index];
         file_edits.sort_by_key(|e| (e.span.start, e.span.end));
         file_edits.dedup();
-        match manifest::apply_edits(&file.src, &file_edits) {
+        match manifest::apply_edits(&file.rel, &file.src, &file_edits) {
             Ok(updated) => {
                 plan.changes.extend(changes);
                 plan.files.push(FileUpdate {

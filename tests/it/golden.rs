@@ -13,7 +13,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use tagpilot::registry::memory::MemoryRegistry;
+use tagpilot::registry::MemoryRegistry;
 use tagpilot::{apply, config, plan, policy, report};
 
 fn golden_root() -> PathBuf {
@@ -26,7 +26,12 @@ fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
         let entry = entry.unwrap();
         if entry.file_type().is_file() {
-            let rel = entry.path().strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
+            let rel = entry
+                .path()
+                .strip_prefix(dir)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
             out.insert(rel, std::fs::read(entry.path()).unwrap());
         }
     }
@@ -56,7 +61,9 @@ fn check_text(path: &Path, actual: &str) -> Option<String> {
         format!(
             "{} differs:\n{}",
             path.display(),
-            similar::TextDiff::from_lines(&expected, actual).unified_diff().header("expected", "actual")
+            similar::TextDiff::from_lines(&expected, actual)
+                .unified_diff()
+                .header("expected", "actual")
         )
     })
 }
@@ -73,18 +80,31 @@ async fn run_case(case: &Path) -> Vec<String> {
     let scope = plan::Scope {
         root: work.path().to_path_buf(),
         repository: None,
-        exclude: config.path.iter().cloned().chain(policies.iter().map(|p| p.source.file.clone())).collect(),
+        exclude: config
+            .path
+            .iter()
+            .cloned()
+            .chain(policies.iter().map(|p| p.source.file.clone()))
+            .collect(),
     };
-    let planned = plan::plan(&scope, &policies, &registry, &()).await.expect("plan");
+    let planned = plan::plan(&scope, &policies, &registry, &())
+        .await
+        .expect("plan");
 
     // Plan mode writes nothing.
     if tree(work.path()) != tree(&case.join("in")) {
         failures.push("plan changed files".to_string());
     }
     failures.extend(check_text(&case.join("plan.txt"), &report::table(&planned)));
-    for (file, format) in [("plan.md", report::Format::Markdown), ("plan.json", report::Format::Json)] {
+    for (file, format) in [
+        ("plan.md", report::Format::Markdown),
+        ("plan.json", report::Format::Json),
+    ] {
         if case.join(file).exists() {
-            failures.extend(check_text(&case.join(file), &report::render(&planned, format)));
+            failures.extend(check_text(
+                &case.join(file),
+                &report::render(&planned, format),
+            ));
         }
     }
     if case.join("plan.diff").exists() {
@@ -99,9 +119,12 @@ async fn run_case(case: &Path) -> Vec<String> {
             None => failures.push(format!("out/{rel} expected but missing")),
             Some(got) if got != want => failures.push(format!(
                 "out/{rel} differs:\n{}",
-                similar::TextDiff::from_lines(&String::from_utf8_lossy(want), &String::from_utf8_lossy(got))
-                    .unified_diff()
-                    .header("expected", "actual")
+                similar::TextDiff::from_lines(
+                    &String::from_utf8_lossy(want),
+                    &String::from_utf8_lossy(got)
+                )
+                .unified_diff()
+                .header("expected", "actual")
             )),
             Some(_) => {}
         }
@@ -111,9 +134,14 @@ async fn run_case(case: &Path) -> Vec<String> {
     }
 
     // Idempotence: a second plan over the applied tree finds nothing to do.
-    let again = plan::plan(&scope, &policies, &registry, &()).await.expect("second plan");
+    let again = plan::plan(&scope, &policies, &registry, &())
+        .await
+        .expect("second plan");
     if again.has_changes() {
-        failures.push(format!("second plan still has changes:\n{}", report::table(&again)));
+        failures.push(format!(
+            "second plan still has changes:\n{}",
+            report::table(&again)
+        ));
     }
     failures
 }
@@ -130,8 +158,16 @@ async fn golden_cases() {
     let mut failures = Vec::new();
     for case in &cases {
         for f in run_case(case).await {
-            failures.push(format!("[{}] {f}", case.file_name().unwrap().to_string_lossy()));
+            failures.push(format!(
+                "[{}] {f}",
+                case.file_name().unwrap().to_string_lossy()
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} golden failure(s):\n\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} golden failure(s):\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }

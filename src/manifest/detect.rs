@@ -1,0 +1,662 @@
+//! Which scalars of a parsed file hold images, by kind. See the module doc of `manifest` for the
+//! rules; the precedence (markers, then explicit Helm paths, then the rest) lives in [`fields`].
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use crate::image::{ImageRef, Repository, is_valid_digest, is_valid_tag};
+use crate::policy::HelmPaths;
+
+use super::render::Quote;
+use super::tree::{Node, NodeKind, Parsed};
+use super::{FieldKind, ImageField, InsertAt, MarkerPart, OnePart, Part, Shape, Slot};
+
+const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+struct Scan<'a> {
+    path: &'a Path,
+    src: &'a str,
+    parsed: &'a Parsed,
+    /// Start offsets of scalars already part of a field.
+    claimed: HashSet<usize>,
+    out: Vec<ImageField>,
+}
+
+pub(super) fn fields(
+    path: &Path,
+    src: &str,
+    parsed: &Parsed,
+    helm: &[HelmPaths],
+) -> Vec<ImageField> {
+    let mut scan = Scan {
+        path,
+        src,
+        parsed,
+        claimed: HashSet::new(),
+        out: Vec::new(),
+    };
+    for doc in &parsed.docs {
+        scan.markers(doc, false);
+    }
+    for doc in &parsed.docs {
+        for paths in helm {
+            scan.helm_explicit(doc, paths);
+        }
+    }
+    let is_kustomization = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| KUSTOMIZATION_FILES.contains(&n));
+    for doc in &parsed.docs {
+        if is_kustomization {
+            scan.kustomize(doc);
+        } else if doc.is_mapping() && doc.get("apiVersion").is_none() && doc.get("kind").is_none() {
+            scan.helm_conventional(doc, &mut Vec::new());
+        } else {
+            scan.workload(doc);
+        }
+    }
+    let mut out = scan.out;
+    out.sort_by_key(|f| (f.line, f.column));
+    out
+}
+
+/// A path segment in Helm value paths.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn render_path(segs: &[Seg]) -> String {
+    let mut out = String::new();
+    for s in segs {
+        match s {
+            Seg::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+/// Parses `images[1].tag`, `worker.image`; `None` for malformed paths.
+fn parse_path(path: &str) -> Option<Vec<Seg>> {
+    let mut segs = Vec::new();
+    for part in path.split('.') {
+        let (key, mut rest) = part.split_once('[').map_or((part, ""), |(k, r)| (k, r));
+        if !key.is_empty() {
+            segs.push(Seg::Key(key.to_string()));
+        } else if segs.is_empty() || rest.is_empty() {
+            return None;
+        }
+        if !rest.is_empty() {
+            rest = &part[key.len()..];
+            while let Some(r) = rest.strip_prefix('[') {
+                let (n, after) = r.split_once(']')?;
+                segs.push(Seg::Index(n.parse().ok()?));
+                rest = after;
+            }
+            if !rest.is_empty() {
+                return None;
+            }
+        }
+    }
+    (!segs.is_empty()).then_some(segs)
+}
+
+fn resolve<'n>(root: &'n Node, segs: &[Seg]) -> Option<&'n Node> {
+    segs.iter().try_fold(root, |node, seg| match seg {
+        Seg::Key(k) => node.get(k),
+        Seg::Index(i) => node.items().get(*i),
+    })
+}
+
+/// A marker comment's content: `tagpilot: [ns:]policy[:part]` or Flux's JSON setter.
+fn parse_marker(comment: &str) -> Option<(String, Option<String>, MarkerPart)> {
+    let text = comment.trim();
+    let spec = if let Some(rest) = text.strip_prefix("tagpilot:") {
+        rest.trim().to_string()
+    } else if text.starts_with('{') {
+        let value: serde_json::Value = serde_json::from_str(text).ok()?;
+        value.get("$imagepolicy")?.as_str()?.trim().to_string()
+    } else {
+        return None;
+    };
+    let mut parts: Vec<&str> = spec.split(':').collect();
+    let part = match parts.last().copied() {
+        Some("tag") if parts.len() > 1 => MarkerPart::Tag,
+        Some("name") if parts.len() > 1 => MarkerPart::Name,
+        Some("digest") if parts.len() > 1 => MarkerPart::Digest,
+        _ => MarkerPart::Whole,
+    };
+    if part != MarkerPart::Whole {
+        parts.pop();
+    }
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || p.contains(char::is_whitespace))
+    {
+        return None;
+    }
+    match parts.as_slice() {
+        [policy] => Some((policy.to_string(), None, part)),
+        [ns, policy] => Some((policy.to_string(), Some(ns.to_string()), part)),
+        _ => None,
+    }
+}
+
+impl Scan<'_> {
+    fn slot(&self, node: &Node) -> Option<Slot> {
+        match &node.kind {
+            NodeKind::Scalar { value, style } if !node.range.is_empty() => Some(Slot {
+                range: node.range.clone(),
+                value: value.clone(),
+                quote: Quote::of(*style),
+                in_flow: node.in_flow,
+                tagged: node.tagged,
+                line: node.line,
+                column: node.column,
+            }),
+            _ => None,
+        }
+    }
+
+    fn is_free(&self, slot: &Slot) -> bool {
+        !self.claimed.contains(&slot.range.start)
+    }
+
+    fn push(&mut self, kind: FieldKind, main: &Slot, claims: &[&Slot], f: Fields) {
+        for s in claims {
+            self.claimed.insert(s.range.start);
+        }
+        self.out.push(ImageField {
+            kind,
+            line: main.line,
+            column: main.column,
+            file: self.path.to_path_buf(),
+            repository: f.repository,
+            tag: f.tag,
+            digest: f.digest,
+            shape: f.shape,
+        });
+    }
+
+    // === markers ===
+
+    fn markers(&mut self, node: &Node, is_key: bool) {
+        match &node.kind {
+            NodeKind::Mapping { entries, .. } => {
+                for (k, v) in entries {
+                    self.markers(k, true);
+                    self.markers(v, false);
+                }
+            }
+            NodeKind::Sequence { items, .. } => {
+                for item in items {
+                    self.markers(item, false);
+                }
+            }
+            NodeKind::Scalar { .. } if !is_key => self.marker_on(node),
+            _ => {}
+        }
+    }
+
+    fn marker_on(&mut self, node: &Node) {
+        let Some(slot) = self.slot(node) else { return };
+        if slot.quote.is_none() {
+            return;
+        }
+        let rest = &self.src[slot.range.end..];
+        let hash = slot.range.end + (rest.len() - rest.trim_start_matches([' ', '\t']).len());
+        let Some(comment) = self.parsed.comments.get(&hash) else {
+            return;
+        };
+        let Some((policy, namespace, part)) = parse_marker(comment) else {
+            return;
+        };
+        let value = slot.value.as_str();
+        let fields = match part {
+            MarkerPart::Whole => {
+                let Ok(r) = ImageRef::parse(value) else {
+                    return;
+                };
+                Fields {
+                    repository: None,
+                    tag: r.tag,
+                    digest: r.digest,
+                    shape: Shape::Whole {
+                        slot: slot.clone(),
+                        name: r.name,
+                    },
+                }
+            }
+            MarkerPart::Name if Repository::parse(value).is_ok() => {
+                Fields::single(None, None, slot.clone(), OnePart::Name)
+            }
+            MarkerPart::Tag if is_valid_tag(value) => {
+                Fields::single(Some(value.to_string()), None, slot.clone(), OnePart::Tag)
+            }
+            MarkerPart::Digest if value.is_empty() || is_valid_digest(value) => {
+                let digest = (!value.is_empty()).then(|| value.to_string());
+                Fields::single(None, digest, slot.clone(), OnePart::Digest)
+            }
+            _ => return,
+        };
+        self.push(
+            FieldKind::Marker {
+                policy,
+                namespace,
+                part,
+            },
+            &slot,
+            &[&slot],
+            fields,
+        );
+    }
+
+    // === workloads ===
+
+    fn workload(&mut self, doc: &Node) {
+        let Some(kind) = doc.get("kind").and_then(Node::scalar) else {
+            return;
+        };
+        if kind == "List" {
+            for item in doc.get("items").map(Node::items).unwrap_or_default() {
+                self.workload(item);
+            }
+            return;
+        }
+        let spec = match kind {
+            "Pod" => doc.get("spec"),
+            "PodTemplate" => doc.get_path(&["template", "spec"]),
+            "CronJob" => doc.get_path(&["spec", "jobTemplate", "spec", "template", "spec"]),
+            "Deployment"
+            | "StatefulSet"
+            | "DaemonSet"
+            | "ReplicaSet"
+            | "ReplicationController"
+            | "Job"
+            | "Rollout" => doc.get_path(&["spec", "template", "spec"]),
+            _ => None,
+        };
+        let Some(spec) = spec else { return };
+        let resource = match doc.get_path(&["metadata", "name"]).and_then(Node::scalar) {
+            Some(name) => format!("{kind}/{name}"),
+            None => kind.to_string(),
+        };
+        for list in ["initContainers", "containers", "ephemeralContainers"] {
+            let Some(containers) = spec.get(list) else {
+                continue;
+            };
+            for (i, container) in containers.items().iter().enumerate() {
+                let Some(slot) = container.get("image").and_then(|n| self.slot(n)) else {
+                    continue;
+                };
+                if !self.is_free(&slot) {
+                    continue;
+                }
+                let Ok(r) = ImageRef::parse(&slot.value) else {
+                    continue;
+                };
+                let name = match container.get("name").and_then(Node::scalar) {
+                    Some(n) => n.to_string(),
+                    None => format!("#{i}"),
+                };
+                let kind = FieldKind::Container {
+                    resource: resource.clone(),
+                    container: name,
+                };
+                let fields = Fields {
+                    repository: Some(r.repository),
+                    tag: r.tag,
+                    digest: r.digest,
+                    shape: Shape::Whole {
+                        slot: slot.clone(),
+                        name: r.name,
+                    },
+                };
+                self.push(kind, &slot, &[&slot], fields);
+            }
+        }
+    }
+
+    // === kustomize ===
+
+    fn kustomize(&mut self, doc: &Node) {
+        let Some(images) = doc.get("images") else {
+            return;
+        };
+        for entry in images.items() {
+            let Some(name) = entry.get("name").and_then(|n| self.slot(n)) else {
+                continue;
+            };
+            let new_name = match entry.get("newName") {
+                Some(n) => match self.slot(n) {
+                    Some(s) => Some(s),
+                    None => continue,
+                },
+                None => None,
+            };
+            let repo_text = new_name.as_ref().unwrap_or(&name).value.as_str();
+            let Ok(repository) = Repository::parse(repo_text) else {
+                continue;
+            };
+            let Some((tag, digest)) = self.tag_and_digest(entry, "newTag", "digest") else {
+                continue;
+            };
+            let mut claims: Vec<&Slot> = vec![&name];
+            claims.extend(new_name.as_ref());
+            let main = part_slot(&tag).unwrap_or(&name).clone();
+            let kind = FieldKind::Kustomize {
+                name: name.value.clone(),
+            };
+            self.push_split(kind, &main, claims, repository, tag, digest);
+        }
+    }
+
+    /// The tag and digest parts of a split field; `None` when either holds something that is not
+    /// a tag or digest (an alias, a collection, an invalid value).
+    fn tag_and_digest(&self, map: &Node, tag_key: &str, digest_key: &str) -> Option<(Part, Part)> {
+        let name_keys = ["newName", "name", "repository"];
+        let tag = self.part(map, tag_key, &name_keys)?;
+        let digest = self.part(
+            map,
+            digest_key,
+            &[tag_key, name_keys[0], name_keys[1], name_keys[2]],
+        )?;
+        valid_parts(&tag, &digest).then_some((tag, digest))
+    }
+
+    /// The part under `key`; when absent, where it can be added: after the first of `after`
+    /// that the mapping has, else after its last entry.
+    fn part(&self, map: &Node, key: &str, after: &[&str]) -> Option<Part> {
+        match map.get(key) {
+            None => Some(Part::Missing {
+                key: key.to_string(),
+                at: Some(self.insert_at(map, after)),
+            }),
+            Some(n) => match &n.kind {
+                NodeKind::Scalar { .. } if n.range.is_empty() => Some(Part::Empty {
+                    line: n.line,
+                    column: n.column,
+                }),
+                NodeKind::Scalar { .. } => self.slot(n).map(Part::Present),
+                _ => None,
+            },
+        }
+    }
+
+    fn insert_at(&self, map: &Node, after: &[&str]) -> InsertAt {
+        let flow = matches!(map.kind, NodeKind::Mapping { flow: true, .. });
+        let entries = map.entries();
+        let indent = entries.first().map_or(0, |(k, _)| k.column - 1);
+        let last = after
+            .iter()
+            .find_map(|k| map.get(k))
+            .or_else(|| entries.last().map(|(_, v)| v));
+        let mut eol = "\n";
+        let pos = last
+            .filter(|v| matches!(v.kind, NodeKind::Scalar { .. } | NodeKind::Alias))
+            .and_then(|v| {
+                if v.range.is_empty() {
+                    return None;
+                }
+                if flow {
+                    return Some(v.range.end);
+                }
+                if let NodeKind::Scalar { style, .. } = &v.kind {
+                    // Block scalars end on a later line than they start; their end is no anchor.
+                    Quote::of(*style)?;
+                }
+                match self.src[v.range.end..].find('\n') {
+                    Some(i) => {
+                        let nl = v.range.end + i;
+                        if nl > 0 && self.src.as_bytes()[nl - 1] == b'\r' {
+                            eol = "\r\n";
+                            Some(nl - 1)
+                        } else {
+                            Some(nl)
+                        }
+                    }
+                    None => {
+                        if self.src.contains("\r\n") {
+                            eol = "\r\n";
+                        }
+                        Some(self.src.len())
+                    }
+                }
+            });
+        InsertAt {
+            mapping: map.range.start,
+            flow,
+            pos,
+            eol,
+            indent,
+            line: map.line,
+            column: map.column,
+        }
+    }
+
+    fn push_split(
+        &mut self,
+        kind: FieldKind,
+        main: &Slot,
+        claims: Vec<&Slot>,
+        repository: Repository,
+        tag: Part,
+        digest: Part,
+    ) {
+        let mut claims: Vec<Slot> = claims.into_iter().cloned().collect();
+        claims.extend(part_slot(&tag).cloned());
+        claims.extend(part_slot(&digest).cloned());
+        if !claims.iter().all(|s| self.is_free(s)) {
+            return;
+        }
+        let value = |p: &Part| {
+            part_slot(p)
+                .map(|s| s.value.clone())
+                .filter(|v| !v.is_empty())
+        };
+        let fields = Fields {
+            repository: Some(repository),
+            tag: value(&tag),
+            digest: value(&digest),
+            shape: Shape::Split { tag, digest },
+        };
+        self.push(kind, main, &claims.iter().collect::<Vec<_>>(), fields);
+    }
+
+    // === Helm values ===
+
+    fn helm_conventional(&mut self, node: &Node, path: &mut Vec<Seg>) {
+        match &node.kind {
+            NodeKind::Mapping { entries, .. } => {
+                for (k, v) in entries {
+                    let Some(key) = k.scalar() else { continue };
+                    path.push(Seg::Key(key.to_string()));
+                    if key == "image" {
+                        self.helm_image(v, &render_path(path));
+                    }
+                    self.helm_conventional(v, path);
+                    path.pop();
+                }
+            }
+            NodeKind::Sequence { items, .. } => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(Seg::Index(i));
+                    self.helm_conventional(item, path);
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn helm_image(&mut self, value: &Node, path: &str) {
+        let kind = FieldKind::HelmValues {
+            path: path.to_string(),
+        };
+        if value.is_mapping() {
+            let Some(repo) = value.get("repository").and_then(|n| self.slot(n)) else {
+                return;
+            };
+            let registry = match value.get("registry") {
+                Some(n) if n.range.is_empty() => None,
+                Some(n) => match self.slot(n) {
+                    Some(s) => Some(s),
+                    None => return,
+                },
+                None => None,
+            };
+            let Some((tag, digest)) = self.tag_and_digest(value, "tag", "digest") else {
+                return;
+            };
+            self.helm_split(kind, registry, repo, tag, digest);
+        } else {
+            self.helm_whole(kind, value);
+        }
+    }
+
+    fn helm_whole(&mut self, kind: FieldKind, value: &Node) {
+        let Some(slot) = self.slot(value) else { return };
+        if !self.is_free(&slot) {
+            return;
+        }
+        let Ok(r) = ImageRef::parse(&slot.value) else {
+            return;
+        };
+        let fields = Fields {
+            repository: Some(r.repository),
+            tag: r.tag,
+            digest: r.digest,
+            shape: Shape::Whole {
+                slot: slot.clone(),
+                name: r.name,
+            },
+        };
+        self.push(kind, &slot, &[&slot], fields);
+    }
+
+    fn helm_split(
+        &mut self,
+        kind: FieldKind,
+        registry: Option<Slot>,
+        repo: Slot,
+        tag: Part,
+        digest: Part,
+    ) {
+        let text = match registry.as_ref().filter(|r| !r.value.is_empty()) {
+            Some(r) => format!("{}/{}", r.value, repo.value),
+            None => repo.value.clone(),
+        };
+        let Ok(repository) = Repository::parse(&text) else {
+            return;
+        };
+        let mut claims = vec![&repo];
+        claims.extend(registry.as_ref());
+        let main = part_slot(&tag).unwrap_or(&repo).clone();
+        self.push_split(kind, &main, claims, repository, tag, digest);
+    }
+
+    fn helm_explicit(&mut self, doc: &Node, paths: &HelmPaths) {
+        if let Some(p) = &paths.image {
+            let Some(segs) = parse_path(p) else { return };
+            if let Some(node) = resolve(doc, &segs) {
+                self.helm_whole(FieldKind::HelmValues { path: p.clone() }, node);
+            }
+            return;
+        }
+        let Some(p) = &paths.repository else { return };
+        let Some(repo) = parse_path(p).and_then(|s| resolve(doc, &s).and_then(|n| self.slot(n)))
+        else {
+            return;
+        };
+        let registry = match &paths.registry {
+            Some(r) => match parse_path(r).and_then(|s| resolve(doc, &s)) {
+                Some(n) if n.range.is_empty() => None,
+                Some(n) => match self.slot(n) {
+                    Some(s) => Some(s),
+                    None => return,
+                },
+                None => None,
+            },
+            None => None,
+        };
+        let kind = FieldKind::HelmValues { path: p.clone() };
+        // A tag or digest path names a key in a parent mapping; without a path, or without that
+        // parent, the part cannot be written.
+        let last_key = |path: &Option<String>| match parse_path(path.as_deref()?)?.pop()? {
+            Seg::Key(k) => Some(k),
+            Seg::Index(_) => None,
+        };
+        let repo_key = last_key(&paths.repository).unwrap_or_default();
+        let tag_key = last_key(&paths.tag).unwrap_or_default();
+        let part = |path: &Option<String>, default_key: &str, after: &[&str]| -> Option<Part> {
+            let missing = |key: &str| {
+                Some(Part::Missing {
+                    key: key.to_string(),
+                    at: None,
+                })
+            };
+            let Some(path) = path else {
+                return missing(default_key);
+            };
+            let mut segs = parse_path(path)?;
+            let Some(Seg::Key(key)) = segs.pop() else {
+                return None;
+            };
+            match resolve(doc, &segs).filter(|n| n.is_mapping()) {
+                Some(parent) => self.part(parent, &key, after),
+                None => missing(&key),
+            }
+        };
+        let (Some(tag), Some(digest)) = (
+            part(&paths.tag, "tag", &[&repo_key]),
+            part(&paths.digest, "digest", &[&tag_key, &repo_key]),
+        ) else {
+            return;
+        };
+        if valid_parts(&tag, &digest) {
+            self.helm_split(kind, registry, repo, tag, digest);
+        }
+    }
+}
+
+fn valid_parts(tag: &Part, digest: &Part) -> bool {
+    let ok = |p: &Part, valid: fn(&str) -> bool| match p {
+        Part::Present(s) => s.value.is_empty() || valid(&s.value),
+        _ => true,
+    };
+    ok(tag, is_valid_tag) && ok(digest, is_valid_digest)
+}
+
+fn part_slot(p: &Part) -> Option<&Slot> {
+    match p {
+        Part::Present(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The parts of an [`ImageField`] detection fills in.
+struct Fields {
+    repository: Option<Repository>,
+    tag: Option<String>,
+    digest: Option<String>,
+    shape: Shape,
+}
+
+impl Fields {
+    fn single(tag: Option<String>, digest: Option<String>, slot: Slot, part: OnePart) -> Fields {
+        Fields {
+            repository: None,
+            tag,
+            digest,
+            shape: Shape::Single { slot, part },
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! A small node tree over granit-parser's events, keeping byte spans, so detection can walk
+//! documents by key while edits still point at exact source bytes.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle};
+
+/// A parse failure, 1-based.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParseFailure {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub kind: NodeKind,
+    /// Byte range of the node's own token: a scalar's source text (quotes included, anchor and
+    /// tag excluded); for collections the parser's start marker only.
+    pub range: Range<usize>,
+    /// 1-based line; 1-based column in characters.
+    pub line: usize,
+    pub column: usize,
+    /// Inside a flow collection, where `,[]{}` end a plain scalar.
+    pub in_flow: bool,
+    /// Carries an explicit tag (`!!str`), which decides its type whatever its text.
+    pub tagged: bool,
+}
+
+#[derive(Debug)]
+pub(crate) enum NodeKind {
+    Scalar {
+        value: String,
+        style: ScalarStyle,
+    },
+    Mapping {
+        flow: bool,
+        entries: Vec<(Node, Node)>,
+    },
+    Sequence {
+        flow: bool,
+        items: Vec<Node>,
+    },
+    Alias,
+}
+
+/// A parsed file: one root per document, and comments by the byte they start at.
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    pub docs: Vec<Node>,
+    pub comments: HashMap<usize, String>,
+}
+
+pub(crate) fn options() -> Options {
+    granit_parser::options! { emit_anchor_events: true }
+}
+
+pub(crate) fn failure(e: &granit_parser::ScanError) -> ParseFailure {
+    ParseFailure {
+        line: e.marker().line(),
+        column: e.marker().col() + 1,
+        message: e.info(),
+    }
+}
+
+enum Open {
+    Mapping {
+        node: Node,
+        pending_key: Option<Node>,
+    },
+    Sequence {
+        node: Node,
+    },
+}
+
+pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
+    let mut parsed = Parsed::default();
+    let mut stack: Vec<Open> = Vec::new();
+    for next in Parser::new_from_str_with_options(src, options()) {
+        let (event, span) = next.map_err(|e| failure(&e))?;
+        let range = span.byte_range().unwrap_or(0..0);
+        let in_flow = stack.iter().any(|o| match o {
+            Open::Mapping { node, .. } => matches!(node.kind, NodeKind::Mapping { flow: true, .. }),
+            Open::Sequence { node } => matches!(node.kind, NodeKind::Sequence { flow: true, .. }),
+        });
+        let mk = |kind: NodeKind, tagged: bool| Node {
+            kind,
+            range: range.clone(),
+            line: span.start.line(),
+            column: span.start.col() + 1,
+            in_flow,
+            tagged,
+        };
+        let finished = match event {
+            Event::Comment(text, _) => {
+                parsed.comments.insert(range.start, text.into_owned());
+                None
+            }
+            Event::Scalar(value, style, _, tag) => Some(mk(
+                NodeKind::Scalar {
+                    value: value.into_owned(),
+                    style,
+                },
+                tag.is_some(),
+            )),
+            Event::Alias(_) | Event::UnresolvedAlias(_) => Some(mk(NodeKind::Alias, false)),
+            Event::MappingStart(style, _, tag) => {
+                let flow = style == StructureStyle::Flow;
+                let node = mk(
+                    NodeKind::Mapping {
+                        flow,
+                        entries: Vec::new(),
+                    },
+                    tag.is_some(),
+                );
+                stack.push(Open::Mapping {
+                    node,
+                    pending_key: None,
+                });
+                None
+            }
+            Event::SequenceStart(style, _, tag) => {
+                let flow = style == StructureStyle::Flow;
+                let node = mk(
+                    NodeKind::Sequence {
+                        flow,
+                        items: Vec::new(),
+                    },
+                    tag.is_some(),
+                );
+                stack.push(Open::Sequence { node });
+                None
+            }
+            Event::MappingEnd => match stack.pop() {
+                Some(Open::Mapping { node, .. }) => Some(node),
+                _ => None,
+            },
+            Event::SequenceEnd => match stack.pop() {
+                Some(Open::Sequence { node }) => Some(node),
+                _ => None,
+            },
+            _ => None,
+        };
+        let Some(node) = finished else { continue };
+        match stack.last_mut() {
+            None => parsed.docs.push(node),
+            Some(Open::Sequence { node: seq }) => {
+                if let NodeKind::Sequence { items, .. } = &mut seq.kind {
+                    items.push(node);
+                }
+            }
+            Some(Open::Mapping {
+                node: map,
+                pending_key,
+            }) => match pending_key.take() {
+                None => *pending_key = Some(node),
+                Some(key) => {
+                    if let NodeKind::Mapping { entries, .. } = &mut map.kind {
+                        entries.push((key, node));
+                    }
+                }
+            },
+        }
+    }
+    Ok(parsed)
+}
+
+impl Node {
+    pub fn scalar(&self) -> Option<&str> {
+        match &self.kind {
+            NodeKind::Scalar { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The value under a plain-text key, if this is a mapping that has it.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match &self.kind {
+            NodeKind::Mapping { entries, .. } => entries
+                .iter()
+                .find(|(k, _)| k.scalar() == Some(key))
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    pub fn get_path(&self, keys: &[&str]) -> Option<&Node> {
+        keys.iter().try_fold(self, |node, key| node.get(key))
+    }
+
+    pub fn items(&self) -> &[Node] {
+        match &self.kind {
+            NodeKind::Sequence { items, .. } => items,
+            _ => &[],
+        }
+    }
+
+    pub fn entries(&self) -> &[(Node, Node)] {
+        match &self.kind {
+            NodeKind::Mapping { entries, .. } => entries,
+            _ => &[],
+        }
+    }
+
+    pub fn is_mapping(&self) -> bool {
+        matches!(self.kind, NodeKind::Mapping { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_nested_nodes_with_spans() {
+        let src = "a:\n  b: [x, 'y']\n  c: {d: e}\n";
+        let parsed = parse(src).unwrap();
+        let root = &parsed.docs[0];
+        let b = root.get_path(&["a", "b"]).unwrap();
+        assert_eq!(b.items().len(), 2);
+        assert!(b.items()[0].in_flow);
+        assert_eq!(&src[b.items()[1].range.clone()], "'y'");
+        let d = root.get_path(&["a", "c", "d"]).unwrap();
+        assert_eq!(d.scalar(), Some("e"));
+        assert!(d.in_flow);
+        assert!(!root.get("a").unwrap().in_flow);
+        assert_eq!((d.line, d.column), (3, 10));
+    }
+
+    #[test]
+    fn failures_are_one_based() {
+        let err = parse("a: b\n  c: d\n").unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(err.column >= 1);
+    }
+}
