@@ -1,4 +1,5 @@
 //! tagpilot's integration tests: one binary, one module per area (see matklad, "Delete Cargo
 //! Integration Tests"). Real registries and git servers are started by `support`.
 
+mod git;
 mod support;

@@ -1,0 +1,669 @@
+//! Git write-back against real git servers: file://, `git http-backend` behind lighttpd, sshd.
+//!
+//! The planner here is a stand-in that sets image lines to given tags; what is under test is
+//! everything around it: the clone cache, commits, pushes, retries, auth and signing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tagpilot::git::{
+    Change, ChangeGroup, GitError, Replanner, RepoCache, RepositoryConfig, WriteStatus, write_all,
+    write_repository,
+};
+
+use crate::support::git::*;
+
+/// "Set line `line` of `file` to `image: <image>:<tag>`", for one policy.
+#[derive(Clone)]
+struct LineEdit {
+    policy: &'static str,
+    file: &'static str,
+    line: usize,
+    image: &'static str,
+    tag: &'static str,
+}
+
+fn api(tag: &'static str) -> LineEdit {
+    LineEdit {
+        policy: "api",
+        file: DEPLOYMENT_PATH,
+        line: API_LINE,
+        image: "registry.example/api",
+        tag,
+    }
+}
+
+fn web(tag: &'static str) -> LineEdit {
+    LineEdit {
+        policy: "web",
+        file: DEPLOYMENT_PATH,
+        line: WEB_LINE,
+        image: "registry.example/web",
+        tag,
+    }
+}
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// Plans [`LineEdit`]s on the checkout, one group per policy, cumulatively as the writer's
+/// contract asks. `before_first_return` runs once, after the first plan was made and before the
+/// writer pushes it: the moment another writer races tagpilot.
+struct LinePlanner {
+    edits: Vec<LineEdit>,
+    before_first_return: Mutex<Option<Hook>>,
+    calls: AtomicU32,
+}
+
+impl LinePlanner {
+    fn new(edits: Vec<LineEdit>) -> LinePlanner {
+        LinePlanner {
+            edits,
+            before_first_return: Mutex::new(None),
+            calls: AtomicU32::new(0),
+        }
+    }
+
+    fn racing(edits: Vec<LineEdit>, hook: impl FnOnce() + Send + 'static) -> LinePlanner {
+        LinePlanner {
+            before_first_return: Mutex::new(Some(Box::new(hook))),
+            ..LinePlanner::new(edits)
+        }
+    }
+
+    fn plan_sync(&self, checkout: &Path) -> std::io::Result<Vec<ChangeGroup>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut contents: BTreeMap<PathBuf, String> = BTreeMap::new();
+        let mut groups: Vec<ChangeGroup> = Vec::new();
+        for edit in &self.edits {
+            let path = PathBuf::from(edit.file);
+            let text = match contents.get(&path) {
+                Some(text) => text.clone(),
+                None => std::fs::read_to_string(checkout.join(&path))?,
+            };
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            let old = lines[edit.line - 1].clone();
+            let indent = &old[..old.len() - old.trim_start().len()];
+            let new = format!("{indent}image: {}:{}", edit.image, edit.tag);
+            if old == new {
+                continue;
+            }
+            let from = old.rsplit(':').next().unwrap().to_owned();
+            lines[edit.line - 1] = new;
+            let text = lines.join("\n") + "\n";
+            contents.insert(path.clone(), text.clone());
+            let change = Change {
+                policy: edit.policy.into(),
+                image: edit.image.into(),
+                file: path.clone(),
+                line: edit.line,
+                from,
+                to: edit.tag.into(),
+            };
+            match groups.iter_mut().find(|g| g.key == edit.policy) {
+                Some(group) => {
+                    group.files.insert(path, text);
+                    group.changes.push(change);
+                }
+                None => groups.push(ChangeGroup {
+                    key: edit.policy.into(),
+                    files: [(path, text)].into_iter().collect(),
+                    changes: vec![change],
+                }),
+            }
+        }
+        if let Some(hook) = self.before_first_return.lock().unwrap().take() {
+            hook();
+        }
+        Ok(groups)
+    }
+}
+
+impl Replanner for LinePlanner {
+    type Error = std::io::Error;
+
+    async fn plan(
+        &self,
+        _repository: &RepositoryConfig,
+        checkout: &Path,
+    ) -> std::io::Result<Vec<ChangeGroup>> {
+        self.plan_sync(checkout)
+    }
+}
+
+fn config(yaml: &str) -> RepositoryConfig {
+    serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
+fn file_repo(origin: &BareRepo, extra: &str) -> RepositoryConfig {
+    config(&format!(
+        "name: manifests\nurl: '{}'\nbranch: main\n{extra}",
+        origin.file_url()
+    ))
+}
+
+fn expected_deployment(api: &str, web: &str) -> String {
+    DEPLOYMENT
+        .replace(
+            "registry.example/api:1.0.0",
+            &format!("registry.example/api:{api}"),
+        )
+        .replace(
+            "registry.example/web:2.0.0",
+            &format!("registry.example/web:{web}"),
+        )
+}
+
+fn pushed(status: &WriteStatus) -> usize {
+    match status {
+        WriteStatus::Pushed { commits } => commits.len(),
+        WriteStatus::UpToDate => 0,
+    }
+}
+
+// === file:// ===
+
+#[tokio::test]
+async fn pushes_one_commit_then_nothing_on_the_second_run() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "");
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+
+    let first = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(pushed(&first.status), 1);
+    assert_eq!(first.attempts, 1);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+    let head = origin.rev("main").unwrap();
+    let WriteStatus::Pushed { commits } = &first.status else {
+        unreachable!()
+    };
+    assert_eq!(commits[0].id, head);
+
+    let second = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(second.status, WriteStatus::UpToDate);
+    assert_eq!(
+        origin.rev("main").unwrap(),
+        head,
+        "the second run must not commit"
+    );
+    assert_eq!(origin.subjects("main").len(), 2);
+}
+
+#[tokio::test]
+async fn commit_carries_the_template_author_and_policy_trailers() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(
+        &origin,
+        "write:\n  author: {name: Image Bot, email: bot@example.org}\n  commitMessage: |\n    \
+         deploy({{ repository }}): {{ changes | length }} change(s)\n    {% for c in changes %}\n    \
+         * {{ c.image }} {{ c.from }} => {{ c.to }} at {{ c.file }}:{{ c.line }}\n    {%- endfor %}\n",
+    );
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+
+    let message = git(&origin.path(), &["log", "-1", "--format=%B", "main"]);
+    assert_eq!(
+        message,
+        "deploy(manifests): 2 change(s)\n\n\
+         * registry.example/api 1.0.0 => 1.1.0 at apps/api/deployment.yaml:10\n\
+         * registry.example/web 2.0.0 => 2.1.0 at apps/api/deployment.yaml:12\n\n\
+         Tagpilot-Policy: api\nTagpilot-Policy: web"
+    );
+    let trailers = git(
+        &origin.path(),
+        &[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Tagpilot-Policy,valueonly)",
+            "main",
+        ],
+    );
+    assert_eq!(trailers, "api\nweb");
+    let author = git(
+        &origin.path(),
+        &["log", "-1", "--format=%an <%ae>|%cn <%ce>", "main"],
+    );
+    assert_eq!(
+        author,
+        "Image Bot <bot@example.org>|Image Bot <bot@example.org>"
+    );
+}
+
+#[tokio::test]
+async fn default_message_names_each_change() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        git(&origin.path(), &["log", "-1", "--format=%B", "main"]),
+        "chore(images): update 1 image(s)\n\n\
+         - registry.example/api: 1.0.0 -> 1.1.0 (apps/api/deployment.yaml)\n\n\
+         Tagpilot-Policy: api"
+    );
+    let author = git(&origin.path(), &["log", "-1", "--format=%an <%ae>", "main"]);
+    assert_eq!(author, "tagpilot <tagpilot@users.noreply.example>");
+}
+
+#[tokio::test]
+async fn groups_one_commit_per_policy() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {group: policy}\n");
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 2);
+    assert_eq!(
+        git(
+            &origin.path(),
+            &[
+                "log",
+                "--format=%(trailers:key=Tagpilot-Policy,valueonly)%x00",
+                "main"
+            ]
+        )
+        .split('\0')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>(),
+        ["web", "api"]
+    );
+    // Each commit holds only its policy's edit; together they hold both.
+    assert_eq!(
+        origin.show("main~1", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.1.0")
+    );
+}
+
+#[tokio::test]
+async fn groups_one_commit_per_repository() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {group: repository}\n");
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.subjects("main"),
+        ["chore(images): update 2 image(s)", "initial"]
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.1.0")
+    );
+}
+
+#[tokio::test]
+async fn another_writer_on_an_unrelated_file_is_kept() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
+        push_to(
+            &other,
+            "main",
+            "README.md",
+            "manifests, edited by a human\n",
+            "docs: edit readme",
+        );
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        outcome.attempts, 2,
+        "the first push must be rejected and retried"
+    );
+    assert_eq!(
+        planner.calls.load(Ordering::SeqCst),
+        2,
+        "planned again on the new tip"
+    );
+    assert_eq!(
+        origin.subjects("main"),
+        [
+            "chore(images): update 1 image(s)",
+            "docs: edit readme",
+            "initial"
+        ]
+    );
+    assert_eq!(origin.merges("main"), 0, "history stays linear");
+    assert_eq!(
+        origin.show("main", "README.md"),
+        "manifests, edited by a human\n"
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn another_writer_on_the_same_line_wins_when_it_already_made_the_change() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
+        push_to(
+            &other,
+            "main",
+            DEPLOYMENT_PATH,
+            &expected_deployment("1.1.0", "2.0.0"),
+            "bump api by hand",
+        );
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.status,
+        WriteStatus::UpToDate,
+        "the new tip already has the change"
+    );
+    assert_eq!(origin.subjects("main"), ["bump api by hand", "initial"]);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn another_writer_on_the_same_line_with_another_tag_is_replanned() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.2.0")], move || {
+        push_to(
+            &other,
+            "main",
+            DEPLOYMENT_PATH,
+            &expected_deployment("1.1.0", "2.0.0"),
+            "bump api to 1.1.0",
+        );
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(outcome.attempts, 2);
+    let WriteStatus::Pushed { commits } = &outcome.status else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        commits[0].changes[0].from, "1.1.0",
+        "the message describes the replanned change"
+    );
+    assert_eq!(
+        origin.subjects("main"),
+        [
+            "chore(images): update 1 image(s)",
+            "bump api to 1.1.0",
+            "initial"
+        ]
+    );
+    assert_eq!(origin.merges("main"), 0);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
+    struct AlwaysRacing(PathBuf, AtomicU32);
+    impl Replanner for AlwaysRacing {
+        type Error = std::io::Error;
+        async fn plan(
+            &self,
+            _: &RepositoryConfig,
+            checkout: &Path,
+        ) -> std::io::Result<Vec<ChangeGroup>> {
+            let n = self.1.fetch_add(1, Ordering::SeqCst);
+            let groups = LinePlanner::new(vec![api("9.9.9")]).plan_sync(checkout)?;
+            push_to(
+                &self.0,
+                "main",
+                "README.md",
+                &format!("edit {n}\n"),
+                &format!("edit {n}"),
+            );
+            Ok(groups)
+        }
+    }
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {maxRetries: 1}\n");
+    let planner = AlwaysRacing(origin.path(), AtomicU32::new(0));
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, GitError::RetriesExhausted { attempts: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("`manifests`"), "{err}");
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        DEPLOYMENT,
+        "nothing of ours landed"
+    );
+}
+
+#[tokio::test]
+async fn owned_branch_is_rebuilt_from_the_base_with_a_lease() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "write: {branch: tagpilot/updates}\n");
+
+    let first = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&first.status), 1);
+    assert_eq!(
+        origin.subjects("main"),
+        ["initial"],
+        "the base branch is untouched"
+    );
+    assert_eq!(
+        origin.subjects("tagpilot/updates"),
+        ["chore(images): update 1 image(s)", "initial"]
+    );
+
+    // Same plan again: nothing new, nothing pushed.
+    let tip = origin.rev("tagpilot/updates").unwrap();
+    let again = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(again.status, WriteStatus::UpToDate);
+    assert_eq!(origin.rev("tagpilot/updates").unwrap(), tip);
+
+    // The base moves and a newer tag arrives: the branch is rebuilt on the new base, with one
+    // commit, replacing the old proposal.
+    origin.push_change("main", "README.md", "new readme\n", "docs");
+    let rebuilt = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.2.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&rebuilt.status), 1);
+    assert_eq!(
+        origin.subjects("tagpilot/updates"),
+        ["chore(images): update 1 image(s)", "docs", "initial"]
+    );
+    assert_eq!(
+        origin.show("tagpilot/updates", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+    assert_eq!(origin.subjects("main"), ["docs", "initial"]);
+}
+
+#[tokio::test]
+async fn owned_branch_moved_by_someone_else_is_not_overwritten_blindly() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "write: {branch: tagpilot/updates}\n");
+    write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+
+    // Someone pushes to tagpilot's branch after tagpilot fetched it: the lease breaks, tagpilot
+    // fetches again and only then rebuilds.
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.2.0")], move || {
+        push_to(
+            &other,
+            "tagpilot/updates",
+            "NOTES.md",
+            "human note\n",
+            "human commit",
+        );
+    });
+    let outcome = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(outcome.attempts, 2, "the lease must have caught the move");
+    assert_eq!(
+        origin.show("tagpilot/updates", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn half_written_cache_is_recloned() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "");
+    // What a crash during the first clone leaves: an initialised repository, no fetched refs,
+    // some junk.
+    let dir = cache.repo_dir(&repo);
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "--bare", "."]);
+    std::fs::write(dir.join("objects/pack/tmp_pack_123"), b"partial").unwrap();
+
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert!(!dir.join("objects/pack/tmp_pack_123").exists());
+}
+
+#[tokio::test]
+async fn corrupt_cache_is_recloned() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "");
+    write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    // Lose the object store of a complete cache, and leave a stale lock behind.
+    let dir = cache.repo_dir(&repo);
+    std::fs::remove_dir_all(dir.join("objects")).unwrap();
+    std::fs::create_dir_all(dir.join("objects")).unwrap();
+    std::fs::write(dir.join("refs/remotes/origin/main.lock"), b"").ok();
+
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.2.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn checkout_for_plan_writes_nothing() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let before = origin.rev("main").unwrap();
+    let checkout = tagpilot::git::cache::checkout(&RepoCache::new(cache_dir.path()), &repo)
+        .await
+        .unwrap();
+    assert_eq!(checkout.commit(), before);
+    assert_eq!(
+        std::fs::read_to_string(checkout.path().join(DEPLOYMENT_PATH)).unwrap(),
+        DEPLOYMENT
+    );
+    assert_eq!(origin.rev("main").unwrap(), before);
+}
+
+#[tokio::test]
+async fn a_failing_repository_does_not_stop_the_others() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let good = file_repo(&origin, "");
+    let missing = config("name: gone\nurl: 'file:///nonexistent/tagpilot/gone.git'\n");
+    let no_branch = config(&format!(
+        "name: nobranch\nurl: '{}'\nbranch: release\n",
+        origin.file_url()
+    ));
+    let reports = write_all(
+        &RepoCache::new(cache_dir.path()),
+        &[missing, no_branch, good],
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await;
+    assert_eq!(reports.len(), 3);
+    let err = reports[0].result.as_ref().unwrap_err();
+    assert!(err.to_string().contains("`gone`"), "{err}");
+    let err = reports[1].result.as_ref().unwrap_err();
+    assert!(matches!(err, GitError::BranchNotFound { .. }), "{err}");
+    assert!(err.to_string().contains("`release`"), "{err}");
+    assert_eq!(pushed(&reports[2].result.as_ref().unwrap().status), 1);
+}
+
+#[tokio::test]
+async fn pull_request_mode_is_refused_before_any_work() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {mode: pull-request}\n");
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("pull-request"), "{err}");
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 0);
+}
+
+/// Another writer's push, with the git CLI.
+fn push_to(bare: &Path, branch: &str, file: &str, content: &str, message: &str) {
+    let work = tempfile::tempdir().unwrap();
+    git(
+        work.path(),
+        &["clone", "-q", "-b", branch, bare.to_str().unwrap(), "w"],
+    );
+    let w = work.path().join("w");
+    let path = w.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+    git(&w, &["add", "."]);
+    git(&w, &["commit", "-q", "-m", message]);
+    git(&w, &["push", "-q", "origin", branch]);
+}
