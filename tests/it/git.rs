@@ -667,3 +667,188 @@ fn push_to(bare: &Path, branch: &str, file: &str, content: &str, message: &str) 
     git(&w, &["commit", "-q", "-m", message]);
     git(&w, &["push", "-q", "origin", branch]);
 }
+
+// === HTTP: git http-backend behind lighttpd, Basic auth ===
+
+fn http_repo(server: &HttpGitServer, password_env: &str, extra: &str) -> RepositoryConfig {
+    config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{username: {HTTP_USER}, passwordEnv: {password_env}}}\n{extra}",
+        server.url("origin.git")
+    ))
+}
+
+#[tokio::test]
+async fn http_push_with_basic_auth_shallow_and_incremental() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+    assert!(
+        cache.repo_dir(&repo).join("shallow").is_file(),
+        "network fetches are shallow"
+    );
+
+    // Someone else commits; the next run fetches incrementally on top of the shallow clone.
+    origin.push_change("main", "README.md", "edited\n", "docs");
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.2.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.subjects("main")[..2],
+        ["chore(images): update 1 image(s)", "docs"]
+    );
+    assert_eq!(origin.show("main", "README.md"), "edited\n");
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+    git(&origin.path(), &["fsck", "--strict"]);
+}
+
+#[tokio::test]
+async fn http_race_is_rejected_by_the_server_and_retried() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
+        push_to(&other, "main", "README.md", "racing edit\n", "racing edit");
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(outcome.attempts, 2);
+    assert_eq!(
+        origin.subjects("main"),
+        ["chore(images): update 1 image(s)", "racing edit", "initial"]
+    );
+    assert_eq!(origin.merges("main"), 0);
+}
+
+#[tokio::test]
+async fn http_wrong_password_is_an_auth_error_without_the_secret() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+
+    let err = write_repository(
+        &cache,
+        &http_repo(&server, WRONG_PASSWORD_ENV, ""),
+        &planner,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
+    let shown = format!("{err} {err:?}");
+    assert!(
+        shown.contains("`manifests`") && shown.contains("authentication"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(WRONG_PASSWORD) && !shown.contains(HTTP_PASSWORD),
+        "{shown}"
+    );
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 0);
+
+    // A password in the URL is not printed either.
+    let leaky = config(&format!(
+        "name: manifests\nurl: 'http://{HTTP_USER}:{WRONG_PASSWORD}@127.0.0.1:{}/git/origin.git'\n",
+        server.port
+    ));
+    let err = write_repository(&cache, &leaky, &planner)
+        .await
+        .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(WRONG_PASSWORD), "{shown}");
+
+    // The cache is still usable with the right credentials.
+    let ok = write_repository(&cache, &http_repo(&server, HTTP_PASSWORD_ENV, ""), &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&ok.status), 1);
+}
+
+#[tokio::test]
+async fn unreachable_remote_is_named_and_leaves_a_usable_cache() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let port = free_port();
+    let repo = config(&format!(
+        "name: manifests\nurl: 'http://127.0.0.1:{port}/git/origin.git'\n\
+         auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n"
+    ));
+    let err = write_repository(&cache, &repo, &planner).await.unwrap_err();
+    assert!(matches!(err, GitError::Unreachable { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+
+    // Once the server is there, the same cache directory works.
+    let server = HttpGitServer::start(origin.dir.path());
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    assert_eq!(
+        pushed(
+            &write_repository(&cache, &repo, &planner)
+                .await
+                .unwrap()
+                .status
+        ),
+        1
+    );
+}
+
+#[tokio::test]
+async fn protected_branch_refusal_is_reported_and_nothing_lands() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    origin.protect();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    let before = origin.rev("main").unwrap();
+
+    let err = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GitError::Rejected { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("`manifests`") && shown.contains("`main`"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("pre-receive hook declined") || shown.contains("protected"),
+        "{shown}"
+    );
+    assert_eq!(origin.rev("main").unwrap(), before, "no partial commit");
+    assert_eq!(git(&origin.path(), &["rev-list", "--all", "--count"]), "1");
+
+    // Lifting the protection, the same cache pushes.
+    std::fs::remove_file(origin.path().join("hooks/pre-receive")).unwrap();
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+}
