@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -851,4 +852,299 @@ async fn protected_branch_refusal_is_reported_and_nothing_lands() {
         .await
         .unwrap();
     assert_eq!(pushed(&outcome.status), 1);
+}
+
+// === SSH: sshd with generated host and user keys ===
+
+fn ssh_repo(
+    server: &SshGitServer,
+    origin: &BareRepo,
+    known_hosts: &Path,
+    extra: &str,
+) -> RepositoryConfig {
+    config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', knownHostsFile: '{}'}}\n{extra}",
+        server.url(&origin.path()),
+        server.user_key.private.display(),
+        known_hosts.display()
+    ))
+}
+
+#[tokio::test]
+async fn ssh_push_with_key_file_and_known_host() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = ssh_repo(&server, &origin, &server.known_hosts(), "");
+    let outcome = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert!(
+        !outcome.url.contains(&server.user),
+        "URLs are printed without userinfo: {}",
+        outcome.url
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn ssh_key_with_passphrase() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    let key = ssh_keygen(server.dir.path(), "locked_ed25519", PASSPHRASE);
+    std::fs::write(
+        server.dir.path().join("authorized_keys"),
+        format!("{}\n", key.public),
+    )
+    .unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', passphraseEnv: {PASSPHRASE_ENV}, knownHostsFile: '{}'}}\n",
+        server.url(&origin.path()),
+        key.private.display(),
+        server.known_hosts().display()
+    ));
+    let outcome = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+}
+
+#[tokio::test]
+async fn ssh_host_key_mismatch_is_refused() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    // known_hosts lists another key for this host and port: a changed host or an interception.
+    let impostor = ssh_keygen(server.dir.path(), "impostor_ed25519", "");
+    let known_hosts = server.dir.path().join("known_hosts_wrong");
+    std::fs::write(
+        &known_hosts,
+        format!("[127.0.0.1]:{} {}\n", server.port, impostor.public),
+    )
+    .unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let repo = ssh_repo(&server, &origin, &known_hosts, "");
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GitError::HostKey { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("does not match") && shown.contains(&format!("[127.0.0.1]:{}", server.port)),
+        "{shown}"
+    );
+    assert_eq!(
+        planner.calls.load(Ordering::SeqCst),
+        0,
+        "nothing is read from an unverified host"
+    );
+
+    // A host missing from known_hosts is refused too: checking is on by default.
+    let empty = server.dir.path().join("known_hosts_empty");
+    std::fs::write(&empty, "").unwrap();
+    let err = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &ssh_repo(&server, &origin, &empty, ""),
+        &planner,
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, GitError::HostKey { .. }) && err.to_string().contains("is not in"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn ssh_key_not_authorized_is_an_auth_error() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    let stranger = ssh_keygen(server.dir.path(), "stranger_ed25519", "");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', knownHostsFile: '{}'}}\n",
+        server.url(&origin.path()),
+        stranger.private.display(),
+        server.known_hosts().display()
+    ));
+    let err = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
+}
+
+// === Signing ===
+
+#[tokio::test]
+async fn ssh_signed_commit_passes_git_verify_commit() {
+    let origin = BareRepo::new();
+    let keys = tempfile::tempdir().unwrap();
+    let key = ssh_keygen(keys.path(), "signing_ed25519", "");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(
+        &origin,
+        &format!(
+            "write: {{signing: {{sshKeyFile: '{}'}}}}\n",
+            key.private.display()
+        ),
+    );
+    write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]),
+    )
+    .await
+    .unwrap();
+
+    let allowed = keys.path().join("allowed_signers");
+    std::fs::write(
+        &allowed,
+        format!(
+            "tagpilot@users.noreply.example namespaces=\"git\" {}\n",
+            key.public
+        ),
+    )
+    .unwrap();
+    let output = git_command(
+        &origin.path(),
+        &[
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            &format!("gpg.ssh.allowedSignersFile={}", allowed.display()),
+            "verify-commit",
+            "-v",
+            "main",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "git verify-commit refused: {stderr}"
+    );
+    assert!(stderr.contains("Good \"git\" signature"), "{stderr}");
+}
+
+#[tokio::test]
+async fn openpgp_signed_commit_passes_git_verify_commit() {
+    set_test_secrets();
+    let gnupg = tempfile::tempdir().unwrap();
+    let gpg = |args: &[&str]| {
+        let output = Command::new("gpg")
+            .env("GNUPGHOME", gnupg.path())
+            .args([
+                "--batch",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                PASSPHRASE,
+            ])
+            .args(args)
+            .output()
+            .expect("run gpg");
+        assert!(
+            output.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    // A certify-only primary key with a signing subkey, the usual layout.
+    gpg(&[
+        "--quick-gen-key",
+        "tagpilot <tagpilot@users.noreply.example>",
+        "ed25519",
+        "cert",
+        "never",
+    ]);
+    let fingerprint = String::from_utf8(gpg(&["--list-keys", "--with-colons"]))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("fpr:"))
+        .unwrap()
+        .split(':')
+        .nth(9)
+        .unwrap()
+        .to_owned();
+    gpg(&["--quick-add-key", &fingerprint, "ed25519", "sign", "never"]);
+    let secret = gpg(&["--armor", "--export-secret-keys", &fingerprint]);
+    let key_file = gnupg.path().join("signing.asc");
+    std::fs::write(&key_file, secret).unwrap();
+
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(
+        &origin,
+        &format!(
+            "write: {{signing: {{pgpKeyFile: '{}', passphraseEnv: {PASSPHRASE_ENV}}}}}\n",
+            key_file.display()
+        ),
+    );
+    write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+
+    let output = git_command(&origin.path(), &["verify-commit", "-v", "main"])
+        .env("GNUPGHOME", gnupg.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "git verify-commit refused: {stderr}"
+    );
+    assert!(stderr.contains("Good signature"), "{stderr}");
+}
+
+#[tokio::test]
+async fn wrong_signing_passphrase_fails_before_any_push() {
+    let origin = BareRepo::new();
+    let keys = tempfile::tempdir().unwrap();
+    let key = ssh_keygen(keys.path(), "signing_ed25519", "the right one");
+    let cache_dir = tempfile::tempdir().unwrap();
+    set_test_secrets();
+    let repo = file_repo(
+        &origin,
+        &format!(
+            "write: {{signing: {{sshKeyFile: '{}', passphraseEnv: {PASSPHRASE_ENV}}}}}\n",
+            key.private.display()
+        ),
+    );
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, GitError::Signing { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("signing_ed25519") && !err.to_string().contains(PASSPHRASE),
+        "{err}"
+    );
+    assert_eq!(origin.subjects("main"), ["initial"]);
 }
