@@ -182,6 +182,9 @@ pub struct Connector {
     method: AuthMethod,
     ssh: Option<SshHost>,
     known_hosts_file: Option<PathBuf>,
+    /// Userinfo in the URL is never used as a credential (it would end up in logs and
+    /// process lists); noted only to say so when the remote asks.
+    url_has_userinfo: bool,
     attempts: Cell<u32>,
     failure: RefCell<Option<ConnectFailure>>,
 }
@@ -192,6 +195,7 @@ impl Connector {
             method: auth.method()?,
             ssh: SshHost::from_url(url),
             known_hosts_file: auth.known_hosts_file.clone(),
+            url_has_userinfo: url::Url::parse(url).is_ok_and(|u| u.password().is_some()),
             attempts: Cell::new(0),
             failure: RefCell::new(None),
         })
@@ -282,9 +286,17 @@ impl Connector {
                     .map_err(|m| self.fail(ConnectFailure::Credentials(m)))?;
                 Cred::userpass_plaintext(username, &password)
             }
-            AuthMethod::None => Err(self.fail(ConnectFailure::Credentials(
-                "the remote asks for credentials but `auth` is not configured".to_owned(),
-            ))),
+            AuthMethod::None => {
+                let hint = if self.url_has_userinfo {
+                    " (a password in the URL is not used: set `auth.tokenEnv` or `auth.username` \
+                     and `auth.passwordEnv`)"
+                } else {
+                    ""
+                };
+                Err(self.fail(ConnectFailure::Credentials(format!(
+                    "the remote asks for credentials but `auth` is not configured{hint}"
+                ))))
+            }
             method => Err(self.fail(ConnectFailure::Credentials(format!(
                 "the remote does not accept the configured method ({}); it accepts {}",
                 method_name(method),

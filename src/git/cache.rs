@@ -16,7 +16,7 @@ use sha2::Digest as _;
 
 use super::GitError;
 use super::auth::{ConnectFailure, Connector, redact_url};
-use super::config::RepositoryConfig;
+use super::config::{Grouping, RepositoryConfig};
 
 /// Written into a cached repository once its first fetch completed.
 const READY_MARKER: &str = "tagpilot-ready";
@@ -296,7 +296,11 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
     options
         .remote_callbacks(connector.callbacks())
         .download_tags(AutotagOption::None);
-    if !is_local(&repo.url) {
+    // Shallow where the transport allows. An owned branch with one commit per policy is
+    // compared commit by commit with what would be pushed (see `write::same_proposal`), which
+    // needs its history below the tip.
+    let per_policy_owned = repo.owns_target_branch() && repo.write.group == Grouping::Policy;
+    if !is_local(&repo.url) && !per_policy_owned {
         options.depth(1);
     }
     let result = remote.fetch(&refspecs, Some(&mut options), None);

@@ -21,14 +21,14 @@ pub mod message;
 pub mod sign;
 pub mod write;
 
-pub use cache::{Checkout, RepoCache};
+pub use cache::{Checkout, RepoCache, checkout};
 pub use config::{
     AuthConfig, Author, Grouping, RepositoryConfig, SigningConfig, WriteConfig, WriteMode,
 };
 pub use message::{Change, ChangeGroup, DEFAULT_COMMIT_MESSAGE, POLICY_TRAILER};
 pub use write::{
-    PushedCommit, Replanner, RepositoryReport, WriteOutcome, WriteStatus, write_all,
-    write_repository,
+    PushedCommit, Replanner, RepositoryReport, WriteOptions, WriteOutcome, WriteStatus, write_all,
+    write_repository, write_repository_with,
 };
 
 use std::path::PathBuf;

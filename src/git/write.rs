@@ -53,6 +53,8 @@ pub enum WriteStatus {
     /// The target branch now holds these commits (none when an owned branch was reset to the
     /// base because nothing is left to change).
     Pushed { commits: Vec<PushedCommit> },
+    /// Dry run: these commits would have been pushed.
+    WouldPush { commits: Vec<PushedCommit> },
     /// Nothing to change; nothing was committed or pushed.
     UpToDate,
 }
@@ -81,15 +83,24 @@ pub struct RepositoryReport {
     pub result: Result<WriteOutcome, GitError>,
 }
 
+/// How a write runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Fetch, plan and build the commits, but push nothing: `tagpilot plan` on a remote
+    /// repository. The commits stay unreferenced in the cache.
+    pub dry_run: bool,
+}
+
 /// Writes every repository; a failing one does not stop the others.
 pub async fn write_all<P: Replanner>(
     cache: &RepoCache,
     repositories: &[RepositoryConfig],
     planner: &P,
+    options: WriteOptions,
 ) -> Vec<RepositoryReport> {
     let mut reports = Vec::with_capacity(repositories.len());
     for repo in repositories {
-        let result = write_repository(cache, repo, planner).await;
+        let result = write_repository_with(cache, repo, planner, options).await;
         if let Err(e) = &result {
             tracing::error!(repository = %repo.name, error = %e, "write-back failed");
         }
@@ -113,11 +124,21 @@ enum AttemptError {
 }
 
 /// Fetches, plans, commits and pushes `repo`, retrying while the target branch moves.
-#[tracing::instrument(skip_all, fields(repository = %repo.name))]
 pub async fn write_repository<P: Replanner>(
     cache: &RepoCache,
     repo: &RepositoryConfig,
     planner: &P,
+) -> Result<WriteOutcome, GitError> {
+    write_repository_with(cache, repo, planner, WriteOptions::default()).await
+}
+
+/// [`write_repository`], or its dry run.
+#[tracing::instrument(skip_all, fields(repository = %repo.name, dry_run = options.dry_run))]
+pub async fn write_repository_with<P: Replanner>(
+    cache: &RepoCache,
+    repo: &RepositoryConfig,
+    planner: &P,
+    options: WriteOptions,
 ) -> Result<WriteOutcome, GitError> {
     repo.validate()?;
     let signer = match &repo.write.signing {
@@ -143,16 +164,16 @@ pub async fn write_repository<P: Replanner>(
             }
         })
         .await?;
-        if let Some((seen, message)) = refused.take() {
-            if seen == fetched {
-                // Nothing moved, so the refusal was not a race: report it.
-                return Err(GitError::Rejected {
-                    repository: repo.name.clone(),
-                    url,
-                    branch: repo.target_branch().to_owned(),
-                    message,
-                });
-            }
+        if let Some((seen, message)) = refused.take()
+            && seen == fetched
+        {
+            // Nothing moved, so the refusal was not a race: report it.
+            return Err(GitError::Rejected {
+                repository: repo.name.clone(),
+                url,
+                branch: repo.target_branch().to_owned(),
+                message,
+            });
         }
         let groups = planner
             .plan(repo, checkout.path())
@@ -172,6 +193,7 @@ pub async fn write_repository<P: Replanner>(
                     fetched,
                     groups,
                     signer.as_ref().as_ref(),
+                    options,
                 ))
             }
         })
@@ -241,6 +263,7 @@ fn commit_and_push(
     fetched: cache::Fetched,
     groups: Vec<ChangeGroup>,
     signer: Option<&Signer>,
+    options: WriteOptions,
 ) -> Result<WriteStatus, AttemptError> {
     let fatal_cache = |e: git2::Error| {
         AttemptError::Fatal(GitError::Cache {
@@ -313,6 +336,9 @@ fn commit_and_push(
         }
         Some(fetched.base_tip)
     };
+    if options.dry_run {
+        return Ok(WriteStatus::WouldPush { commits });
+    }
     push(&git, repo, tip.id(), expected_remote)?;
     Ok(WriteStatus::Pushed { commits })
 }

@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tagpilot::git::{
-    Change, ChangeGroup, GitError, Replanner, RepoCache, RepositoryConfig, WriteStatus, write_all,
-    write_repository,
+    Change, ChangeGroup, GitError, Replanner, RepoCache, RepositoryConfig, WriteOptions,
+    WriteStatus, write_all, write_repository, write_repository_with,
 };
 
 use crate::support::git::*;
@@ -159,7 +159,7 @@ fn expected_deployment(api: &str, web: &str) -> String {
 fn pushed(status: &WriteStatus) -> usize {
     match status {
         WriteStatus::Pushed { commits } => commits.len(),
-        WriteStatus::UpToDate => 0,
+        WriteStatus::WouldPush { .. } | WriteStatus::UpToDate => 0,
     }
 }
 
@@ -464,6 +464,7 @@ async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
     let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap_err();
+    eprintln!("{err}");
     assert!(
         matches!(err, GitError::RetriesExhausted { attempts: 2, .. }),
         "{err}"
@@ -599,12 +600,35 @@ async fn corrupt_cache_is_recloned() {
 }
 
 #[tokio::test]
+async fn dry_run_builds_the_commits_and_pushes_nothing() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {group: policy}\n");
+    let before = origin.rev("main").unwrap();
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let options = WriteOptions { dry_run: true };
+    let outcome =
+        write_repository_with(&RepoCache::new(cache_dir.path()), &repo, &planner, options)
+            .await
+            .unwrap();
+    let WriteStatus::WouldPush { commits } = &outcome.status else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        commits.iter().map(|c| c.group.as_str()).collect::<Vec<_>>(),
+        ["api", "web"]
+    );
+    assert_eq!(origin.rev("main").unwrap(), before);
+    assert_eq!(git(&origin.path(), &["rev-list", "--all", "--count"]), "1");
+}
+
+#[tokio::test]
 async fn checkout_for_plan_writes_nothing() {
     let origin = BareRepo::new();
     let cache_dir = tempfile::tempdir().unwrap();
     let repo = file_repo(&origin, "");
     let before = origin.rev("main").unwrap();
-    let checkout = tagpilot::git::cache::checkout(&RepoCache::new(cache_dir.path()), &repo)
+    let checkout = tagpilot::git::checkout(&RepoCache::new(cache_dir.path()), &repo)
         .await
         .unwrap();
     assert_eq!(checkout.commit(), before);
@@ -629,12 +653,15 @@ async fn a_failing_repository_does_not_stop_the_others() {
         &RepoCache::new(cache_dir.path()),
         &[missing, no_branch, good],
         &LinePlanner::new(vec![api("1.1.0")]),
+        WriteOptions::default(),
     )
     .await;
     assert_eq!(reports.len(), 3);
     let err = reports[0].result.as_ref().unwrap_err();
+    eprintln!("{err}");
     assert!(err.to_string().contains("`gone`"), "{err}");
     let err = reports[1].result.as_ref().unwrap_err();
+    eprintln!("{err}");
     assert!(matches!(err, GitError::BranchNotFound { .. }), "{err}");
     assert!(err.to_string().contains("`release`"), "{err}");
     assert_eq!(pushed(&reports[2].result.as_ref().unwrap().status), 1);
@@ -649,6 +676,7 @@ async fn pull_request_mode_is_refused_before_any_work() {
     let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap_err();
+    eprintln!("{err}");
     assert!(err.to_string().contains("pull-request"), "{err}");
     assert_eq!(planner.calls.load(Ordering::SeqCst), 0);
 }
@@ -756,6 +784,8 @@ async fn http_wrong_password_is_an_auth_error_without_the_secret() {
     )
     .await
     .unwrap_err();
+
+    eprintln!("{err}");
     assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
     let shown = format!("{err} {err:?}");
     assert!(
@@ -776,6 +806,7 @@ async fn http_wrong_password_is_an_auth_error_without_the_secret() {
     let err = write_repository(&cache, &leaky, &planner)
         .await
         .unwrap_err();
+    eprintln!("{err}");
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains(WRONG_PASSWORD), "{shown}");
 
@@ -799,6 +830,7 @@ async fn unreachable_remote_is_named_and_leaves_a_usable_cache() {
          auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n"
     ));
     let err = write_repository(&cache, &repo, &planner).await.unwrap_err();
+    eprintln!("{err}");
     assert!(matches!(err, GitError::Unreachable { .. }), "{err:?}");
     assert!(
         err.to_string().contains(&format!("127.0.0.1:{port}")),
@@ -833,6 +865,8 @@ async fn protected_branch_refusal_is_reported_and_nothing_lands() {
     let err = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
         .await
         .unwrap_err();
+
+    eprintln!("{err}");
     assert!(matches!(err, GitError::Rejected { .. }), "{err:?}");
     let shown = err.to_string();
     assert!(
@@ -943,6 +977,7 @@ async fn ssh_host_key_mismatch_is_refused() {
     let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap_err();
+    eprintln!("{err}");
     assert!(matches!(err, GitError::HostKey { .. }), "{err:?}");
     let shown = err.to_string();
     assert!(
@@ -965,6 +1000,7 @@ async fn ssh_host_key_mismatch_is_refused() {
     )
     .await
     .unwrap_err();
+    eprintln!("{err}");
     assert!(
         matches!(err, GitError::HostKey { .. }) && err.to_string().contains("is not in"),
         "{err}"
@@ -991,6 +1027,7 @@ async fn ssh_key_not_authorized_is_an_auth_error() {
     )
     .await
     .unwrap_err();
+    eprintln!("{err}");
     assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
 }
 
@@ -1141,6 +1178,7 @@ async fn wrong_signing_passphrase_fails_before_any_push() {
     let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap_err();
+    eprintln!("{err}");
     assert!(matches!(err, GitError::Signing { .. }), "{err:?}");
     assert!(
         err.to_string().contains("signing_ed25519") && !err.to_string().contains(PASSPHRASE),
