@@ -1186,3 +1186,21 @@ async fn wrong_signing_passphrase_fails_before_any_push() {
     );
     assert_eq!(origin.subjects("main"), ["initial"]);
 }
+
+#[tokio::test]
+async fn owned_branch_with_a_commit_per_policy_is_not_repushed_when_unchanged() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(
+        &origin,
+        "write: {branch: tagpilot/updates, group: policy}\n",
+    );
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let first = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(pushed(&first.status), 2);
+    let tip = origin.rev("tagpilot/updates").unwrap();
+    let again = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(again.status, WriteStatus::UpToDate);
+    assert_eq!(origin.rev("tagpilot/updates").unwrap(), tip);
+}
