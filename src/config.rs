@@ -13,10 +13,7 @@ pub const DEFAULT_CONFIG_FILE: &str = "tagpilot.yaml";
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     /// `message` already carries `file:line:column` and a snippet.
     #[error("{message}")]
     Invalid { path: PathBuf, message: String },
@@ -77,9 +74,6 @@ pub struct Credentials {
 impl Config {
     /// The directory relative paths in the config resolve against.
     pub fn base_dir(&self) -> &Path {
-        self.path
-            .as_deref()
-            .and_then(Path::parent)
-            .unwrap_or(Path::new("."))
+        self.path.as_deref().and_then(Path::parent).unwrap_or(Path::new("."))
     }
 }

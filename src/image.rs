@@ -20,10 +20,7 @@ pub enum ImageError {
     #[error("image reference {reference:?} is empty")]
     Empty { reference: String },
     #[error("image reference {reference:?} has an invalid repository name component {component:?}")]
-    InvalidName {
-        reference: String,
-        component: String,
-    },
+    InvalidName { reference: String, component: String },
     #[error("image reference {reference:?} has an invalid tag {tag:?}")]
     InvalidTag { reference: String, tag: String },
     #[error("image reference {reference:?} has an invalid digest {digest:?}")]
@@ -46,9 +43,7 @@ impl Repository {
     pub fn parse(s: &str) -> Result<Self, ImageError> {
         let r = ImageRef::parse(s)?;
         if r.tag.is_some() || r.digest.is_some() {
-            return Err(ImageError::UnexpectedTag {
-                reference: s.to_string(),
-            });
+            return Err(ImageError::UnexpectedTag { reference: s.to_string() });
         }
         Ok(r.repository)
     }
@@ -59,11 +54,7 @@ impl Repository {
 
     /// The key under which Docker's `config.json` keeps this registry's credentials.
     pub fn auth_key(&self) -> &str {
-        if self.is_docker_hub() {
-            DOCKER_HUB_AUTH_KEY
-        } else {
-            &self.registry
-        }
+        if self.is_docker_hub() { DOCKER_HUB_AUTH_KEY } else { &self.registry }
     }
 }
 
@@ -89,9 +80,7 @@ impl ImageRef {
     pub fn parse(s: &str) -> Result<Self, ImageError> {
         let reference = s.trim();
         if reference.is_empty() {
-            return Err(ImageError::Empty {
-                reference: s.to_string(),
-            });
+            return Err(ImageError::Empty { reference: s.to_string() });
         }
         let err_name = |component: &str| ImageError::InvalidName {
             reference: s.to_string(),
@@ -125,9 +114,7 @@ impl ImageRef {
             None => (rest, None),
         };
         if name.is_empty() {
-            return Err(ImageError::Empty {
-                reference: s.to_string(),
-            });
+            return Err(ImageError::Empty { reference: s.to_string() });
         }
         let (registry, path) = match name.split_once('/') {
             Some((first, path))
@@ -137,11 +124,7 @@ impl ImageRef {
             }
             _ => (DOCKER_HUB.to_string(), name.to_string()),
         };
-        if registry.is_empty()
-            || !registry
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
-        {
+        if registry.is_empty() || !registry.chars().all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c)) {
             return Err(err_name(&registry));
         }
         for component in path.split('/') {
@@ -158,12 +141,7 @@ impl ImageRef {
         } else {
             path
         };
-        Ok(ImageRef {
-            repository: Repository { registry, path },
-            name: name.to_string(),
-            tag,
-            digest,
-        })
+        Ok(ImageRef { repository: Repository { registry, path }, name: name.to_string(), tag, digest })
     }
 
     /// Renders this reference's name as written with a new tag and digest.
@@ -183,11 +161,7 @@ impl ImageRef {
 
 impl fmt::Display for ImageRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&ImageRef::render(
-            &self.name,
-            self.tag.as_deref(),
-            self.digest.as_deref(),
-        ))
+        f.write_str(&ImageRef::render(&self.name, self.tag.as_deref(), self.digest.as_deref()))
     }
 }
 
@@ -204,25 +178,17 @@ impl std::str::FromStr for Platform {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split('/').collect();
-        let ok = |p: &str| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        };
+        let ok = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
         match parts.as_slice() {
-            [os, arch] if ok(os) && ok(arch) => Ok(Platform {
-                os: os.to_string(),
-                architecture: arch.to_string(),
-                variant: None,
-            }),
+            [os, arch] if ok(os) && ok(arch) => {
+                Ok(Platform { os: os.to_string(), architecture: arch.to_string(), variant: None })
+            }
             [os, arch, variant] if ok(os) && ok(arch) && ok(variant) => Ok(Platform {
                 os: os.to_string(),
                 architecture: arch.to_string(),
                 variant: Some(variant.to_string()),
             }),
-            _ => Err(format!(
-                "platform {s:?} is not of the form os/arch[/variant]"
-            )),
+            _ => Err(format!("platform {s:?} is not of the form os/arch[/variant]")),
         }
     }
 }
@@ -257,22 +223,16 @@ pub fn is_valid_tag(tag: &str) -> bool {
 
 /// Digests are `algorithm:encoded`; sha256 and sha512 must have the right hex length.
 pub fn is_valid_digest(digest: &str) -> bool {
-    let Some((algorithm, hex)) = digest.split_once(':') else {
-        return false;
-    };
+    let Some((algorithm, hex)) = digest.split_once(':') else { return false };
     let hex_ok = |len: usize| hex.len() == len && hex.chars().all(|c| c.is_ascii_hexdigit());
     match algorithm {
         "sha256" => hex_ok(64),
         "sha512" => hex_ok(128),
         _ => {
             !algorithm.is_empty()
-                && algorithm
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+._-".contains(c))
+                && algorithm.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+._-".contains(c))
                 && hex.len() >= 32
-                && hex
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "=_-".contains(c))
+                && hex.chars().all(|c| c.is_ascii_alphanumeric() || "=_-".contains(c))
         }
     }
 }
@@ -280,10 +240,7 @@ pub fn is_valid_digest(digest: &str) -> bool {
 /// Path components are lower-case alphanumerics separated by `.`, `_`, `__` or runs of `-`.
 fn is_valid_path_component(c: &str) -> bool {
     let bytes = c.as_bytes();
-    if bytes.is_empty()
-        || !bytes[0].is_ascii_alphanumeric()
-        || !bytes[bytes.len() - 1].is_ascii_alphanumeric()
-    {
+    if bytes.is_empty() || !bytes[0].is_ascii_alphanumeric() || !bytes[bytes.len() - 1].is_ascii_alphanumeric() {
         return false;
     }
     let mut i = 0;
@@ -316,16 +273,8 @@ mod tests {
 
     #[test]
     fn docker_hub_spellings_are_one_repository() {
-        let want = Repository {
-            registry: DOCKER_HUB.into(),
-            path: "library/nginx".into(),
-        };
-        for s in [
-            "nginx",
-            "docker.io/nginx",
-            "docker.io/library/nginx",
-            "index.docker.io/library/nginx:1.2",
-        ] {
+        let want = Repository { registry: DOCKER_HUB.into(), path: "library/nginx".into() };
+        for s in ["nginx", "docker.io/nginx", "docker.io/library/nginx", "index.docker.io/library/nginx:1.2"] {
             assert_eq!(parse(s).repository, want, "{s}");
         }
         assert_eq!(want.auth_key(), DOCKER_HUB_AUTH_KEY);
@@ -381,9 +330,6 @@ mod tests {
     #[test]
     fn render_keeps_the_name_as_written() {
         let r = parse("docker.io/nginx:1.25");
-        assert_eq!(
-            ImageRef::render(&r.name, Some("1.26"), None),
-            "docker.io/nginx:1.26"
-        );
+        assert_eq!(ImageRef::render(&r.name, Some("1.26"), None), "docker.io/nginx:1.26");
     }
 }

@@ -46,22 +46,11 @@ pub struct ImagePolicy {
 
 #[derive(Debug, Clone)]
 pub enum Strategy {
-    Semver {
-        range: Option<crate::select::Constraint>,
-        prerelease: bool,
-    },
-    Regex {
-        pattern: regex::Regex,
-        sort_by: Option<String>,
-        order: RegexOrder,
-    },
+    Semver { range: Option<crate::select::Constraint>, prerelease: bool },
+    Regex { pattern: regex::Regex, sort_by: Option<String>, order: RegexOrder },
     NewestBuild,
-    Digest {
-        tag: String,
-    },
-    Alphabetical {
-        descending: bool,
-    },
+    Digest { tag: String },
+    Alphabetical { descending: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

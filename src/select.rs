@@ -46,10 +46,6 @@ pub fn needs_build_time(_policy: &ImagePolicy) -> bool {
 }
 
 /// Picks the tag for a reference currently on `current` (None when the file names no tag).
-pub fn choose(
-    _policy: &ImagePolicy,
-    _current: Option<&str>,
-    _candidates: &[TagCandidate],
-) -> Decision {
+pub fn choose(_policy: &ImagePolicy, _current: Option<&str>, _candidates: &[TagCandidate]) -> Decision {
     todo!()
 }

@@ -30,11 +30,7 @@ pub enum FieldKind {
     /// Helm values at a dotted path (`image`, `worker.image`).
     HelmValues { path: String },
     /// A scalar with a tagpilot or Flux marker comment naming a policy.
-    Marker {
-        policy: String,
-        namespace: Option<String>,
-        part: MarkerPart,
-    },
+    Marker { policy: String, namespace: Option<String>, part: MarkerPart },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,11 +80,7 @@ impl ImageField {
 }
 
 /// Finds every image field in a YAML file. `helm` lists explicit value paths that apply to it.
-pub fn scan(
-    _path: &Path,
-    _src: &str,
-    _helm: &[HelmPaths],
-) -> Result<Vec<ImageField>, ManifestError> {
+pub fn scan(_path: &Path, _src: &str, _helm: &[HelmPaths]) -> Result<Vec<ImageField>, ManifestError> {
     todo!()
 }
 

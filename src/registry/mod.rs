@@ -23,10 +23,7 @@ pub struct ImageInfo {
 /// What the planner needs from registries. The real client implements it over HTTP; unit tests of
 /// the planner implement it in memory.
 pub trait Registry: Send + Sync {
-    fn list_tags(
-        &self,
-        repo: &Repository,
-    ) -> impl Future<Output = Result<Vec<String>, RegistryError>> + Send;
+    fn list_tags(&self, repo: &Repository) -> impl Future<Output = Result<Vec<String>, RegistryError>> + Send;
     fn inspect(
         &self,
         repo: &Repository,
