@@ -7,9 +7,11 @@
 //! - [`select`]: tag selection (pure).
 //! - [`registry`]: the OCI registry edge.
 //! - [`manifest`]: finding image fields in YAML and editing them surgically (pure).
+//! - [`git`]: clone cache, commits and pushes to remote manifest repositories.
 
 pub mod apply;
 pub mod config;
+pub mod git;
 pub mod image;
 pub mod manifest;
 pub mod plan;

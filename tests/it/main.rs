@@ -5,4 +5,5 @@ mod golden;
 mod manifest;
 mod policy;
 mod registry;
+mod git;
 mod support;

@@ -1,0 +1,463 @@
+//! The clone cache: one bare repository per configured remote under `--cache-dir`, fetched
+//! incrementally (and shallowly over the network), and fresh checkouts of a fetched commit for
+//! the planner to read.
+//!
+//! The cache is disposable. A repository is marked usable only after its first fetch completed;
+//! anything else found on disk (a crash mid-clone, a corrupted object store) is wiped and cloned
+//! again rather than trusted. The planner never sees the cache itself, only a temporary checkout,
+//! so nothing it does can leave the cache dirty. One tagpilot process per cache directory.
+
+use std::path::{Path, PathBuf};
+
+use git2::{
+    AutotagOption, ErrorClass, FetchOptions, Oid, Repository, TreeWalkMode, TreeWalkResult,
+};
+use sha2::Digest as _;
+
+use super::GitError;
+use super::auth::{ConnectFailure, Connector, redact_url};
+use super::config::{Grouping, RepositoryConfig};
+
+/// Written into a cached repository once its first fetch completed.
+const READY_MARKER: &str = "tagpilot-ready";
+
+/// Where remote-tracking refs of the cache live.
+const TRACKING_PREFIX: &str = "refs/remotes/origin/";
+
+/// The directory holding one bare clone per configured repository.
+#[derive(Debug, Clone)]
+pub struct RepoCache {
+    root: PathBuf,
+}
+
+impl RepoCache {
+    pub fn new(root: impl Into<PathBuf>) -> RepoCache {
+        RepoCache { root: root.into() }
+    }
+
+    /// `$XDG_CACHE_HOME/tagpilot` (or the platform's equivalent), the default `--cache-dir`.
+    pub fn default_root() -> Option<PathBuf> {
+        use etcetera::BaseStrategy as _;
+        etcetera::choose_base_strategy()
+            .ok()
+            .map(|s| s.cache_dir().join("tagpilot"))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The cache directory of `repo`. The URL's hash is part of the name so that pointing a
+    /// repository entry at another URL never reuses the old clone.
+    pub fn repo_dir(&self, repo: &RepositoryConfig) -> PathBuf {
+        let name: String = repo
+            .name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let hash = sha2::Sha256::digest(repo.url.as_bytes());
+        let hash: String = hash.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        self.root.join("repos").join(format!("{name}-{hash}"))
+    }
+}
+
+/// A commit of the base branch written out for the planner; deleted on drop.
+#[derive(Debug)]
+pub struct Checkout {
+    dir: tempfile::TempDir,
+    commit: Oid,
+}
+
+impl Checkout {
+    /// The root of the checked-out tree.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The commit checked out (the fetched tip of the base branch).
+    pub fn commit(&self) -> String {
+        self.commit.to_string()
+    }
+}
+
+/// Fetches `repo`'s base branch into the cache and checks its tip out into a temporary
+/// directory, for `tagpilot plan` on a remote repository. Writes nothing remote.
+pub async fn checkout(cache: &RepoCache, repo: &RepositoryConfig) -> Result<Checkout, GitError> {
+    let (cache, repo) = (cache.clone(), repo.clone());
+    tokio::task::spawn_blocking(move || {
+        let dir = cache.repo_dir(&repo);
+        let (git, fetched) = sync(&dir, &repo)?;
+        checkout_commit(&git, &repo, fetched.base_tip)
+    })
+    .await
+    .expect("git checkout task panicked")
+}
+
+/// What a fetch found on the remote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fetched {
+    pub base_tip: Oid,
+    /// The remote value of the target branch when tagpilot owns it; `None` when it does not
+    /// exist (or is the base branch).
+    pub owned_tip: Option<Oid>,
+}
+
+/// Opens (or creates, or recreates) the cache of `repo` and fetches it. A cache that turns out
+/// to be broken during the fetch is wiped and cloned afresh, once.
+pub(crate) fn sync(dir: &Path, repo: &RepositoryConfig) -> Result<(Repository, Fetched), GitError> {
+    let git = open(dir, repo)?;
+    match fetch(&git, dir, repo) {
+        Err(FetchError::Local(message)) => {
+            tracing::warn!(repository = %repo.name, %message, "clone cache is broken; cloning again");
+            drop(git);
+            wipe(dir, repo)?;
+            let git = open(dir, repo)?;
+            match fetch(&git, dir, repo) {
+                Ok(fetched) => Ok((git, fetched)),
+                Err(e) => Err(e.into_git_error(repo, dir)),
+            }
+        }
+        Ok(fetched) => Ok((git, fetched)),
+        Err(e) => Err(e.into_git_error(repo, dir)),
+    }
+}
+
+fn cache_error(repo: &RepositoryConfig, dir: &Path, message: impl std::fmt::Display) -> GitError {
+    GitError::Cache {
+        repository: repo.name.clone(),
+        path: dir.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+fn wipe(dir: &Path, repo: &RepositoryConfig) -> Result<(), GitError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(cache_error(
+            repo,
+            dir,
+            format!("cannot remove the broken clone: {e}"),
+        )),
+    }
+}
+
+/// Opens the cached clone if it completed its first fetch; otherwise starts over.
+fn open(dir: &Path, repo: &RepositoryConfig) -> Result<Repository, GitError> {
+    if dir.join(READY_MARKER).is_file() {
+        match Repository::open_bare(dir) {
+            Ok(git) => {
+                remove_stale_locks(dir);
+                return Ok(git);
+            }
+            Err(e) => {
+                tracing::warn!(repository = %repo.name, error = %e.message(), "clone cache does not open; cloning again");
+            }
+        }
+    } else if dir.exists() {
+        tracing::info!(repository = %repo.name, "clone cache was left half-written; cloning again");
+    }
+    wipe(dir, repo)?;
+    std::fs::create_dir_all(dir).map_err(|e| cache_error(repo, dir, e))?;
+    Repository::init_bare(dir).map_err(|e| cache_error(repo, dir, e.message()))
+}
+
+/// Lock files a crashed run left behind would make every later ref update fail.
+fn remove_stale_locks(dir: &Path) {
+    for entry in walkdir::WalkDir::new(dir.join("refs"))
+        .into_iter()
+        .filter_map(Result::ok)
+    {
+        if entry.file_type().is_file() && entry.path().extension().is_some_and(|e| e == "lock") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    for name in [
+        "packed-refs.lock",
+        "shallow.lock",
+        "index.lock",
+        "config.lock",
+        "HEAD.lock",
+    ] {
+        let _ = std::fs::remove_file(dir.join(name));
+    }
+}
+
+pub(crate) enum FetchError {
+    /// The cache itself is broken: wipe and clone again.
+    Local(String),
+    Connect(ConnectFailure),
+    Remote(git2::Error),
+    BranchNotFound,
+}
+
+impl FetchError {
+    pub(crate) fn into_git_error(self, repo: &RepositoryConfig, dir: &Path) -> GitError {
+        let url = redact_url(&repo.url);
+        let repository = repo.name.clone();
+        match self {
+            FetchError::Local(message) => cache_error(repo, dir, message),
+            FetchError::Connect(failure) => connect_error(repo, failure),
+            FetchError::Remote(e) => {
+                let message = scrub(e.message(), &repo.url);
+                match e.class() {
+                    ErrorClass::Net | ErrorClass::Os | ErrorClass::Ssl => GitError::Unreachable {
+                        repository,
+                        url,
+                        message,
+                    },
+                    ErrorClass::Http
+                        if e.code() == git2::ErrorCode::Auth || message.contains("401") =>
+                    {
+                        GitError::Auth {
+                            repository,
+                            url,
+                            message,
+                        }
+                    }
+                    ErrorClass::Ssh
+                        if message.contains("connect") || message.contains("resolve") =>
+                    {
+                        GitError::Unreachable {
+                            repository,
+                            url,
+                            message,
+                        }
+                    }
+                    _ => GitError::Fetch {
+                        repository,
+                        url,
+                        message,
+                    },
+                }
+            }
+            FetchError::BranchNotFound => GitError::BranchNotFound {
+                repository,
+                url,
+                branch: repo.branch.clone(),
+            },
+        }
+    }
+}
+
+pub(crate) fn connect_error(repo: &RepositoryConfig, failure: ConnectFailure) -> GitError {
+    let (repository, url) = (repo.name.clone(), redact_url(&repo.url));
+    match failure {
+        ConnectFailure::AuthRejected => GitError::Auth {
+            repository,
+            url,
+            message: "the remote rejected the configured credentials".into(),
+        },
+        ConnectFailure::Credentials(message) => GitError::Auth {
+            repository,
+            url,
+            message,
+        },
+        ConnectFailure::HostKey(message) => GitError::HostKey {
+            repository,
+            url,
+            message,
+        },
+    }
+}
+
+/// libgit2 sometimes quotes the URL it was given; the URL may carry userinfo.
+pub(crate) fn scrub(message: &str, url: &str) -> String {
+    message.replace(url, &redact_url(url))
+}
+
+/// Whether the transport supports shallow fetches: libgit2's local transport does not.
+fn is_local(url: &str) -> bool {
+    url.starts_with("file://") || url.starts_with('/') || url.starts_with('.')
+}
+
+/// Fetches the base branch (and an owned target branch) into `refs/remotes/origin/*`.
+fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetched, FetchError> {
+    let connector = Connector::new(&repo.url, &repo.auth)
+        .map_err(|m| FetchError::Connect(ConnectFailure::Credentials(m)))?;
+    let mut branches = vec![repo.branch.as_str()];
+    if repo.owns_target_branch() {
+        branches.push(repo.target_branch());
+    }
+    let refspecs: Vec<String> = branches
+        .iter()
+        .map(|b| format!("+refs/heads/{b}:{TRACKING_PREFIX}{b}"))
+        .collect();
+    let mut remote = git
+        .remote_anonymous(&repo.url)
+        .map_err(|e| FetchError::Local(e.message().to_owned()))?;
+    let mut options = FetchOptions::new();
+    options
+        .remote_callbacks(connector.callbacks())
+        .download_tags(AutotagOption::None);
+    // Shallow where the transport allows. An owned branch with one commit per policy is
+    // compared commit by commit with what would be pushed (see `write::same_proposal`), which
+    // needs its history below the tip.
+    let per_policy_owned = repo.owns_target_branch() && repo.write.group == Grouping::Policy;
+    if !is_local(&repo.url) && !per_policy_owned {
+        options.depth(1);
+    }
+    let result = remote.fetch(&refspecs, Some(&mut options), None);
+    if let Some(failure) = connector.take_failure() {
+        return Err(FetchError::Connect(failure));
+    }
+    if let Err(e) = result {
+        return Err(match e.class() {
+            ErrorClass::Odb
+            | ErrorClass::Reference
+            | ErrorClass::Object
+            | ErrorClass::Index
+            | ErrorClass::Repository
+            | ErrorClass::Zlib
+            | ErrorClass::Filesystem => FetchError::Local(e.message().to_owned()),
+            _ => FetchError::Remote(e),
+        });
+    }
+    // The advertisement stays readable after the fetch disconnected; it is the truth about which
+    // branches exist, where a tracking ref may be stale.
+    let heads = remote.list().map_err(FetchError::Remote)?;
+    let advertised = |branch: &str| {
+        let name = format!("refs/heads/{branch}");
+        heads.iter().find(|h| h.name() == name).map(|h| h.oid())
+    };
+    let base_tip = advertised(&repo.branch).ok_or(FetchError::BranchNotFound)?;
+    let owned_tip = if repo.owns_target_branch() {
+        let tip = advertised(repo.target_branch());
+        if tip.is_none() {
+            // A branch deleted on the remote must not leave a stale lease value behind.
+            if let Ok(mut r) =
+                git.find_reference(&format!("{TRACKING_PREFIX}{}", repo.target_branch()))
+            {
+                let _ = r.delete();
+            }
+        }
+        tip
+    } else {
+        None
+    };
+    // A missing object means the fetch left the cache inconsistent.
+    git.find_commit(base_tip)
+        .map_err(|e| FetchError::Local(e.message().to_owned()))?;
+    if !dir.join(READY_MARKER).is_file() {
+        std::fs::write(dir.join(READY_MARKER), b"")
+            .map_err(|e| FetchError::Local(e.to_string()))?;
+    }
+    Ok(Fetched {
+        base_tip,
+        owned_tip,
+    })
+}
+
+/// Writes the tree of `commit` into a fresh temporary directory.
+pub(crate) fn checkout_commit(
+    git: &Repository,
+    repo: &RepositoryConfig,
+    commit: Oid,
+) -> Result<Checkout, GitError> {
+    let dir = tempfile::Builder::new()
+        .prefix("tagpilot-checkout-")
+        .tempdir()
+        .map_err(|e| cache_error(repo, Path::new("(temporary checkout)"), e))?;
+    export_tree(git, commit, dir.path())
+        .map_err(|message| cache_error(repo, dir.path(), message))?;
+    Ok(Checkout { dir, commit })
+}
+
+fn export_tree(git: &Repository, commit: Oid, target: &Path) -> Result<(), String> {
+    let tree = git
+        .find_commit(commit)
+        .and_then(|c| c.tree())
+        .map_err(|e| e.message().to_owned())?;
+    let mut failure = None;
+    tree.walk(TreeWalkMode::PreOrder, |parent, entry| {
+        let Ok(name) = entry.name() else {
+            return TreeWalkResult::Skip;
+        };
+        // A hostile tree could name an entry `..` or `.git`; never write outside the target.
+        if name == "." || name == ".." || name.eq_ignore_ascii_case(".git") || name.contains('/') {
+            return TreeWalkResult::Skip;
+        }
+        let path = target.join(parent).join(name);
+        let result = match entry.kind() {
+            Some(git2::ObjectType::Tree) => {
+                std::fs::create_dir_all(&path).map_err(|e| e.to_string())
+            }
+            Some(git2::ObjectType::Blob) => write_blob(git, entry.id(), entry.filemode(), &path),
+            // Submodules are other repositories: not ours to plan on.
+            _ => Ok(()),
+        };
+        match result {
+            Ok(()) => TreeWalkResult::Ok,
+            Err(e) => {
+                failure = Some(format!("{}: {e}", path.display()));
+                TreeWalkResult::Abort
+            }
+        }
+    })
+    .map_err(|e| failure.clone().unwrap_or_else(|| e.message().to_owned()))?;
+    failure.map_or(Ok(()), Err)
+}
+
+fn write_blob(git: &Repository, id: Oid, mode: i32, path: &Path) -> Result<(), String> {
+    let blob = git.find_blob(id).map_err(|e| e.message().to_owned())?;
+    if mode == i32::from(git2::FileMode::Link) {
+        #[cfg(unix)]
+        {
+            let target = std::str::from_utf8(blob.content()).map_err(|e| e.to_string())?;
+            return std::os::unix::fs::symlink(target, path).map_err(|e| e.to_string());
+        }
+    }
+    std::fs::write(path, blob.content()).map_err(|e| e.to_string())?;
+    #[cfg(unix)]
+    if mode == i32::from(git2::FileMode::BlobExecutable) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(name: &str, url: &str) -> RepositoryConfig {
+        serde_saphyr::from_str(&format!("name: '{name}'\nurl: '{url}'\n")).unwrap()
+    }
+
+    #[test]
+    fn repo_dir_is_per_name_and_url() {
+        let cache = RepoCache::new("/c");
+        let a = cache.repo_dir(&config("manifests", "file:///a.git"));
+        let b = cache.repo_dir(&config("manifests", "file:///b.git"));
+        assert_ne!(a, b);
+        assert!(
+            a.to_str().unwrap().starts_with("/c/repos/manifests-"),
+            "{}",
+            a.display()
+        );
+        let odd = cache.repo_dir(&config("../x y", "file:///a.git"));
+        assert!(
+            odd.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(".._x_y-")
+        );
+        assert_eq!(odd.parent().unwrap(), Path::new("/c/repos"));
+    }
+
+    #[test]
+    fn scrub_removes_credentials_from_messages() {
+        let url = "https://bot:hunter2@git.example/m.git";
+        let message = scrub(&format!("failed to connect to {url}: timeout"), url);
+        assert!(!message.contains("hunter2"), "{message}");
+        assert!(message.contains("https://git.example/m.git"));
+    }
+}

@@ -1,0 +1,233 @@
+//! What a commit says: the change groups the planner hands over, how they are regrouped per the
+//! repository's `write.group`, and the commit message rendered from the user's template.
+//!
+//! Pure: no repository, no file system. The writer calls these functions on every attempt.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use super::config::Grouping;
+
+/// The message used when `write.commitMessage` is not set.
+///
+/// Template variables: `changes` (list of `{policy, image, file, line, from, to}`), `group` (the
+/// group key: repository or policy name), `repository`, `policies` (distinct policy names).
+pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | length }} image(s)
+{% for c in changes %}
+- {{ c.image }}: {{ c.from }} -> {{ c.to }} ({{ c.file }})
+{%- endfor %}";
+
+/// The trailer that makes tagpilot's commits searchable by policy
+/// (`git log --grep 'Tagpilot-Policy: checkout-api'`).
+pub const POLICY_TRAILER: &str = "Tagpilot-Policy";
+
+/// One image reference moving from one tag to another, as the commit message shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub policy: String,
+    pub image: String,
+    /// Relative to the repository root.
+    pub file: PathBuf,
+    /// 1-based.
+    pub line: usize,
+    pub from: String,
+    pub to: String,
+}
+
+/// What the planner produced for one group of changes: the files' new contents and the changes
+/// they carry.
+///
+/// Groups are applied in the order the planner returns them, each on top of the previous one, so
+/// when two groups change one file, the later group's content must already include the earlier
+/// group's edits (build the groups by applying edits cumulatively). With `group: repository` the
+/// writer merges all groups into one, keeping each file's last content.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChangeGroup {
+    /// The policy name (or repository name) this group belongs to.
+    pub key: String,
+    /// Path relative to the repository root → the whole new content of that file.
+    pub files: BTreeMap<PathBuf, String>,
+    pub changes: Vec<Change>,
+}
+
+/// Merges or keeps the planner's groups per `grouping`. Empty groups are dropped.
+pub fn regroup(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> Vec<ChangeGroup> {
+    let groups = groups.into_iter().filter(|g| !g.files.is_empty());
+    match grouping {
+        Grouping::Policy => groups.collect(),
+        Grouping::Repository => {
+            let mut merged = ChangeGroup {
+                key: repository.to_owned(),
+                ..ChangeGroup::default()
+            };
+            for group in groups {
+                merged.files.extend(group.files);
+                merged.changes.extend(group.changes);
+            }
+            if merged.files.is_empty() {
+                Vec::new()
+            } else {
+                vec![merged]
+            }
+        }
+    }
+}
+
+/// Checks that a commit message template parses, for `tagpilot check`.
+pub fn check_template(template: &str) -> Result<(), String> {
+    let mut env = minijinja::Environment::new();
+    env.add_template("commitMessage", template)
+        .map(|_| ())
+        .map_err(|e| format!("invalid `write.commitMessage` template: {e}"))
+}
+
+#[derive(Serialize)]
+struct MessageContext<'a> {
+    changes: &'a [Change],
+    group: &'a str,
+    repository: &'a str,
+    policies: Vec<&'a str>,
+}
+
+/// Renders the commit message for one group and appends a `Tagpilot-Policy:` trailer per
+/// distinct policy. The result is a well-formed git message: no trailing blank lines, a newline
+/// at the end.
+pub fn render_message(
+    template: Option<&str>,
+    repository: &str,
+    group: &ChangeGroup,
+) -> Result<String, String> {
+    let mut policies: Vec<&str> = group.changes.iter().map(|c| c.policy.as_str()).collect();
+    policies.sort_unstable();
+    policies.dedup();
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.add_template("commitMessage", template.unwrap_or(DEFAULT_COMMIT_MESSAGE))
+        .map_err(|e| format!("invalid `write.commitMessage` template: {e}"))?;
+    let context = MessageContext {
+        changes: &group.changes,
+        group: &group.key,
+        repository,
+        policies: policies.clone(),
+    };
+    let body = env
+        .get_template("commitMessage")
+        .and_then(|t| t.render(minijinja::value::Serde(&context)))
+        .map_err(|e| format!("cannot render `write.commitMessage`: {e}"))?;
+    let body = body.trim_end();
+    if body.trim().is_empty() {
+        return Err("`write.commitMessage` rendered an empty message".into());
+    }
+    let mut message = String::from(body);
+    message.push_str("\n\n");
+    for policy in policies {
+        message.push_str(&format!("{POLICY_TRAILER}: {policy}\n"));
+    }
+    Ok(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(policy: &str, file: &str, from: &str, to: &str) -> Change {
+        Change {
+            policy: policy.into(),
+            image: format!("registry.example/{policy}"),
+            file: file.into(),
+            line: 7,
+            from: from.into(),
+            to: to.into(),
+        }
+    }
+
+    fn group(key: &str, files: &[(&str, &str)], changes: Vec<Change>) -> ChangeGroup {
+        ChangeGroup {
+            key: key.into(),
+            files: files
+                .iter()
+                .map(|(p, c)| (PathBuf::from(p), c.to_string()))
+                .collect(),
+            changes,
+        }
+    }
+
+    #[test]
+    fn default_message_lists_changes_and_ends_in_trailers() {
+        let g = group(
+            "manifests",
+            &[("a.yaml", "x")],
+            vec![
+                change("api", "apps/a.yaml", "1.0.0", "1.1.0"),
+                change("web", "b.yaml", "2", "3"),
+            ],
+        );
+        let message = render_message(None, "manifests", &g).unwrap();
+        assert_eq!(
+            message,
+            "chore(images): update 2 image(s)\n\n\
+             - registry.example/api: 1.0.0 -> 1.1.0 (apps/a.yaml)\n\
+             - registry.example/web: 2 -> 3 (b.yaml)\n\n\
+             Tagpilot-Policy: api\nTagpilot-Policy: web\n"
+        );
+    }
+
+    #[test]
+    fn custom_template_sees_group_repository_and_policies() {
+        let g = group(
+            "api",
+            &[("a", "x")],
+            vec![change("api", "a", "1", "2"), change("api", "b", "1", "2")],
+        );
+        let message = render_message(
+            Some("{{ repository }}/{{ group }}: {{ policies | join(',') }}\n\n"),
+            "m",
+            &g,
+        )
+        .unwrap();
+        assert_eq!(message, "m/api: api\n\nTagpilot-Policy: api\n");
+    }
+
+    #[test]
+    fn unknown_variable_is_an_error_not_an_empty_string() {
+        let g = group("api", &[("a", "x")], vec![change("api", "a", "1", "2")]);
+        let err = render_message(Some("{{ nope.field }}"), "m", &g).unwrap_err();
+        assert!(err.contains("commitMessage"), "{err}");
+    }
+
+    #[test]
+    fn regroup_by_repository_keeps_the_last_content_of_each_file() {
+        let groups = vec![
+            group(
+                "api",
+                &[("a.yaml", "api-edit")],
+                vec![change("api", "a.yaml", "1", "2")],
+            ),
+            group("empty", &[], vec![]),
+            group(
+                "web",
+                &[("a.yaml", "api-edit+web-edit"), ("b.yaml", "b")],
+                vec![change("web", "a.yaml", "3", "4")],
+            ),
+        ];
+        let merged = regroup("manifests", Grouping::Repository, groups.clone());
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged[0].key, "manifests");
+        assert_eq!(
+            merged[0].files[&PathBuf::from("a.yaml")],
+            "api-edit+web-edit"
+        );
+        assert_eq!(merged[0].changes.len(), 2);
+        let per_policy = regroup("manifests", Grouping::Policy, groups);
+        assert_eq!(
+            per_policy
+                .iter()
+                .map(|g| g.key.as_str())
+                .collect::<Vec<_>>(),
+            ["api", "web"]
+        );
+        assert!(regroup("m", Grouping::Repository, vec![group("x", &[], vec![])]).is_empty());
+    }
+}

@@ -1,0 +1,1206 @@
+//! Git write-back against real git servers: file://, `git http-backend` behind lighttpd, sshd.
+//!
+//! The planner here is a stand-in that sets image lines to given tags; what is under test is
+//! everything around it: the clone cache, commits, pushes, retries, auth and signing.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use tagpilot::git::{
+    Change, ChangeGroup, GitError, Replanner, RepoCache, RepositoryConfig, WriteOptions,
+    WriteStatus, write_all, write_repository, write_repository_with,
+};
+
+use crate::support::git::*;
+
+/// "Set line `line` of `file` to `image: <image>:<tag>`", for one policy.
+#[derive(Clone)]
+struct LineEdit {
+    policy: &'static str,
+    file: &'static str,
+    line: usize,
+    image: &'static str,
+    tag: &'static str,
+}
+
+fn api(tag: &'static str) -> LineEdit {
+    LineEdit {
+        policy: "api",
+        file: DEPLOYMENT_PATH,
+        line: API_LINE,
+        image: "registry.example/api",
+        tag,
+    }
+}
+
+fn web(tag: &'static str) -> LineEdit {
+    LineEdit {
+        policy: "web",
+        file: DEPLOYMENT_PATH,
+        line: WEB_LINE,
+        image: "registry.example/web",
+        tag,
+    }
+}
+
+type Hook = Box<dyn FnOnce() + Send>;
+
+/// Plans [`LineEdit`]s on the checkout, one group per policy, cumulatively as the writer's
+/// contract asks. `before_first_return` runs once, after the first plan was made and before the
+/// writer pushes it: the moment another writer races tagpilot.
+struct LinePlanner {
+    edits: Vec<LineEdit>,
+    before_first_return: Mutex<Option<Hook>>,
+    calls: AtomicU32,
+}
+
+impl LinePlanner {
+    fn new(edits: Vec<LineEdit>) -> LinePlanner {
+        LinePlanner {
+            edits,
+            before_first_return: Mutex::new(None),
+            calls: AtomicU32::new(0),
+        }
+    }
+
+    fn racing(edits: Vec<LineEdit>, hook: impl FnOnce() + Send + 'static) -> LinePlanner {
+        LinePlanner {
+            before_first_return: Mutex::new(Some(Box::new(hook))),
+            ..LinePlanner::new(edits)
+        }
+    }
+
+    fn plan_sync(&self, checkout: &Path) -> std::io::Result<Vec<ChangeGroup>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut contents: BTreeMap<PathBuf, String> = BTreeMap::new();
+        let mut groups: Vec<ChangeGroup> = Vec::new();
+        for edit in &self.edits {
+            let path = PathBuf::from(edit.file);
+            let text = match contents.get(&path) {
+                Some(text) => text.clone(),
+                None => std::fs::read_to_string(checkout.join(&path))?,
+            };
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            let old = lines[edit.line - 1].clone();
+            let indent = &old[..old.len() - old.trim_start().len()];
+            let new = format!("{indent}image: {}:{}", edit.image, edit.tag);
+            if old == new {
+                continue;
+            }
+            let from = old.rsplit(':').next().unwrap().to_owned();
+            lines[edit.line - 1] = new;
+            let text = lines.join("\n") + "\n";
+            contents.insert(path.clone(), text.clone());
+            let change = Change {
+                policy: edit.policy.into(),
+                image: edit.image.into(),
+                file: path.clone(),
+                line: edit.line,
+                from,
+                to: edit.tag.into(),
+            };
+            match groups.iter_mut().find(|g| g.key == edit.policy) {
+                Some(group) => {
+                    group.files.insert(path, text);
+                    group.changes.push(change);
+                }
+                None => groups.push(ChangeGroup {
+                    key: edit.policy.into(),
+                    files: [(path, text)].into_iter().collect(),
+                    changes: vec![change],
+                }),
+            }
+        }
+        if let Some(hook) = self.before_first_return.lock().unwrap().take() {
+            hook();
+        }
+        Ok(groups)
+    }
+}
+
+impl Replanner for LinePlanner {
+    type Error = std::io::Error;
+
+    async fn plan(
+        &self,
+        _repository: &RepositoryConfig,
+        checkout: &Path,
+    ) -> std::io::Result<Vec<ChangeGroup>> {
+        self.plan_sync(checkout)
+    }
+}
+
+fn config(yaml: &str) -> RepositoryConfig {
+    serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+}
+
+fn file_repo(origin: &BareRepo, extra: &str) -> RepositoryConfig {
+    config(&format!(
+        "name: manifests\nurl: '{}'\nbranch: main\n{extra}",
+        origin.file_url()
+    ))
+}
+
+fn expected_deployment(api: &str, web: &str) -> String {
+    DEPLOYMENT
+        .replace(
+            "registry.example/api:1.0.0",
+            &format!("registry.example/api:{api}"),
+        )
+        .replace(
+            "registry.example/web:2.0.0",
+            &format!("registry.example/web:{web}"),
+        )
+}
+
+fn pushed(status: &WriteStatus) -> usize {
+    match status {
+        WriteStatus::Pushed { commits } => commits.len(),
+        WriteStatus::WouldPush { .. } | WriteStatus::UpToDate => 0,
+    }
+}
+
+// === file:// ===
+
+#[tokio::test]
+async fn pushes_one_commit_then_nothing_on_the_second_run() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "");
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+
+    let first = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(pushed(&first.status), 1);
+    assert_eq!(first.attempts, 1);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+    let head = origin.rev("main").unwrap();
+    let WriteStatus::Pushed { commits } = &first.status else {
+        unreachable!()
+    };
+    assert_eq!(commits[0].id, head);
+
+    let second = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(second.status, WriteStatus::UpToDate);
+    assert_eq!(
+        origin.rev("main").unwrap(),
+        head,
+        "the second run must not commit"
+    );
+    assert_eq!(origin.subjects("main").len(), 2);
+}
+
+#[tokio::test]
+async fn commit_carries_the_template_author_and_policy_trailers() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(
+        &origin,
+        "write:\n  author: {name: Image Bot, email: bot@example.org}\n  commitMessage: |\n    \
+         deploy({{ repository }}): {{ changes | length }} change(s)\n    {% for c in changes %}\n    \
+         * {{ c.image }} {{ c.from }} => {{ c.to }} at {{ c.file }}:{{ c.line }}\n    {%- endfor %}\n",
+    );
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+
+    let message = git(&origin.path(), &["log", "-1", "--format=%B", "main"]);
+    assert_eq!(
+        message,
+        "deploy(manifests): 2 change(s)\n\n\
+         * registry.example/api 1.0.0 => 1.1.0 at apps/api/deployment.yaml:10\n\
+         * registry.example/web 2.0.0 => 2.1.0 at apps/api/deployment.yaml:12\n\n\
+         Tagpilot-Policy: api\nTagpilot-Policy: web"
+    );
+    let trailers = git(
+        &origin.path(),
+        &[
+            "log",
+            "-1",
+            "--format=%(trailers:key=Tagpilot-Policy,valueonly)",
+            "main",
+        ],
+    );
+    assert_eq!(trailers, "api\nweb");
+    let author = git(
+        &origin.path(),
+        &["log", "-1", "--format=%an <%ae>|%cn <%ce>", "main"],
+    );
+    assert_eq!(
+        author,
+        "Image Bot <bot@example.org>|Image Bot <bot@example.org>"
+    );
+}
+
+#[tokio::test]
+async fn default_message_names_each_change() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        git(&origin.path(), &["log", "-1", "--format=%B", "main"]),
+        "chore(images): update 1 image(s)\n\n\
+         - registry.example/api: 1.0.0 -> 1.1.0 (apps/api/deployment.yaml)\n\n\
+         Tagpilot-Policy: api"
+    );
+    let author = git(&origin.path(), &["log", "-1", "--format=%an <%ae>", "main"]);
+    assert_eq!(author, "tagpilot <tagpilot@users.noreply.example>");
+}
+
+#[tokio::test]
+async fn groups_one_commit_per_policy() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {group: policy}\n");
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 2);
+    assert_eq!(
+        git(
+            &origin.path(),
+            &[
+                "log",
+                "--format=%(trailers:key=Tagpilot-Policy,valueonly)%x00",
+                "main"
+            ]
+        )
+        .split('\0')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>(),
+        ["web", "api"]
+    );
+    // Each commit holds only its policy's edit; together they hold both.
+    assert_eq!(
+        origin.show("main~1", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.1.0")
+    );
+}
+
+#[tokio::test]
+async fn groups_one_commit_per_repository() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {group: repository}\n");
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.subjects("main"),
+        ["chore(images): update 2 image(s)", "initial"]
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.1.0")
+    );
+}
+
+#[tokio::test]
+async fn another_writer_on_an_unrelated_file_is_kept() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
+        push_to(
+            &other,
+            "main",
+            "README.md",
+            "manifests, edited by a human\n",
+            "docs: edit readme",
+        );
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        outcome.attempts, 2,
+        "the first push must be rejected and retried"
+    );
+    assert_eq!(
+        planner.calls.load(Ordering::SeqCst),
+        2,
+        "planned again on the new tip"
+    );
+    assert_eq!(
+        origin.subjects("main"),
+        [
+            "chore(images): update 1 image(s)",
+            "docs: edit readme",
+            "initial"
+        ]
+    );
+    assert_eq!(origin.merges("main"), 0, "history stays linear");
+    assert_eq!(
+        origin.show("main", "README.md"),
+        "manifests, edited by a human\n"
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn another_writer_on_the_same_line_wins_when_it_already_made_the_change() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
+        push_to(
+            &other,
+            "main",
+            DEPLOYMENT_PATH,
+            &expected_deployment("1.1.0", "2.0.0"),
+            "bump api by hand",
+        );
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome.status,
+        WriteStatus::UpToDate,
+        "the new tip already has the change"
+    );
+    assert_eq!(origin.subjects("main"), ["bump api by hand", "initial"]);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn another_writer_on_the_same_line_with_another_tag_is_replanned() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.2.0")], move || {
+        push_to(
+            &other,
+            "main",
+            DEPLOYMENT_PATH,
+            &expected_deployment("1.1.0", "2.0.0"),
+            "bump api to 1.1.0",
+        );
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(outcome.attempts, 2);
+    let WriteStatus::Pushed { commits } = &outcome.status else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        commits[0].changes[0].from, "1.1.0",
+        "the message describes the replanned change"
+    );
+    assert_eq!(
+        origin.subjects("main"),
+        [
+            "chore(images): update 1 image(s)",
+            "bump api to 1.1.0",
+            "initial"
+        ]
+    );
+    assert_eq!(origin.merges("main"), 0);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
+    struct AlwaysRacing(PathBuf, AtomicU32);
+    impl Replanner for AlwaysRacing {
+        type Error = std::io::Error;
+        async fn plan(
+            &self,
+            _: &RepositoryConfig,
+            checkout: &Path,
+        ) -> std::io::Result<Vec<ChangeGroup>> {
+            let n = self.1.fetch_add(1, Ordering::SeqCst);
+            let groups = LinePlanner::new(vec![api("9.9.9")]).plan_sync(checkout)?;
+            push_to(
+                &self.0,
+                "main",
+                "README.md",
+                &format!("edit {n}\n"),
+                &format!("edit {n}"),
+            );
+            Ok(groups)
+        }
+    }
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {maxRetries: 1}\n");
+    let planner = AlwaysRacing(origin.path(), AtomicU32::new(0));
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    eprintln!("{err}");
+    assert!(
+        matches!(err, GitError::RetriesExhausted { attempts: 2, .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("`manifests`"), "{err}");
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        DEPLOYMENT,
+        "nothing of ours landed"
+    );
+}
+
+#[tokio::test]
+async fn owned_branch_is_rebuilt_from_the_base_with_a_lease() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "write: {branch: tagpilot/updates}\n");
+
+    let first = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&first.status), 1);
+    assert_eq!(
+        origin.subjects("main"),
+        ["initial"],
+        "the base branch is untouched"
+    );
+    assert_eq!(
+        origin.subjects("tagpilot/updates"),
+        ["chore(images): update 1 image(s)", "initial"]
+    );
+
+    // Same plan again: nothing new, nothing pushed.
+    let tip = origin.rev("tagpilot/updates").unwrap();
+    let again = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(again.status, WriteStatus::UpToDate);
+    assert_eq!(origin.rev("tagpilot/updates").unwrap(), tip);
+
+    // The base moves and a newer tag arrives: the branch is rebuilt on the new base, with one
+    // commit, replacing the old proposal.
+    origin.push_change("main", "README.md", "new readme\n", "docs");
+    let rebuilt = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.2.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&rebuilt.status), 1);
+    assert_eq!(
+        origin.subjects("tagpilot/updates"),
+        ["chore(images): update 1 image(s)", "docs", "initial"]
+    );
+    assert_eq!(
+        origin.show("tagpilot/updates", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+    assert_eq!(origin.subjects("main"), ["docs", "initial"]);
+}
+
+#[tokio::test]
+async fn owned_branch_moved_by_someone_else_is_not_overwritten_blindly() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "write: {branch: tagpilot/updates}\n");
+    write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+
+    // Someone pushes to tagpilot's branch after tagpilot fetched it: the lease breaks, tagpilot
+    // fetches again and only then rebuilds.
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.2.0")], move || {
+        push_to(
+            &other,
+            "tagpilot/updates",
+            "NOTES.md",
+            "human note\n",
+            "human commit",
+        );
+    });
+    let outcome = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(outcome.attempts, 2, "the lease must have caught the move");
+    assert_eq!(
+        origin.show("tagpilot/updates", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn half_written_cache_is_recloned() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "");
+    // What a crash during the first clone leaves: an initialised repository, no fetched refs,
+    // some junk.
+    let dir = cache.repo_dir(&repo);
+    std::fs::create_dir_all(&dir).unwrap();
+    git(&dir, &["init", "-q", "--bare", "."]);
+    std::fs::write(dir.join("objects/pack/tmp_pack_123"), b"partial").unwrap();
+
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert!(!dir.join("objects/pack/tmp_pack_123").exists());
+}
+
+#[tokio::test]
+async fn corrupt_cache_is_recloned() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "");
+    write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    // Lose the object store of a complete cache, and leave a stale lock behind.
+    let dir = cache.repo_dir(&repo);
+    std::fs::remove_dir_all(dir.join("objects")).unwrap();
+    std::fs::create_dir_all(dir.join("objects")).unwrap();
+    std::fs::write(dir.join("refs/remotes/origin/main.lock"), b"").ok();
+
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.2.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn dry_run_builds_the_commits_and_pushes_nothing() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {group: policy}\n");
+    let before = origin.rev("main").unwrap();
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let options = WriteOptions { dry_run: true };
+    let outcome =
+        write_repository_with(&RepoCache::new(cache_dir.path()), &repo, &planner, options)
+            .await
+            .unwrap();
+    let WriteStatus::WouldPush { commits } = &outcome.status else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        commits.iter().map(|c| c.group.as_str()).collect::<Vec<_>>(),
+        ["api", "web"]
+    );
+    assert_eq!(origin.rev("main").unwrap(), before);
+    assert_eq!(git(&origin.path(), &["rev-list", "--all", "--count"]), "1");
+}
+
+#[tokio::test]
+async fn checkout_for_plan_writes_nothing() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let before = origin.rev("main").unwrap();
+    let checkout = tagpilot::git::checkout(&RepoCache::new(cache_dir.path()), &repo)
+        .await
+        .unwrap();
+    assert_eq!(checkout.commit(), before);
+    assert_eq!(
+        std::fs::read_to_string(checkout.path().join(DEPLOYMENT_PATH)).unwrap(),
+        DEPLOYMENT
+    );
+    assert_eq!(origin.rev("main").unwrap(), before);
+}
+
+#[tokio::test]
+async fn a_failing_repository_does_not_stop_the_others() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let good = file_repo(&origin, "");
+    let missing = config("name: gone\nurl: 'file:///nonexistent/tagpilot/gone.git'\n");
+    let no_branch = config(&format!(
+        "name: nobranch\nurl: '{}'\nbranch: release\n",
+        origin.file_url()
+    ));
+    let reports = write_all(
+        &RepoCache::new(cache_dir.path()),
+        &[missing, no_branch, good],
+        &LinePlanner::new(vec![api("1.1.0")]),
+        WriteOptions::default(),
+    )
+    .await;
+    assert_eq!(reports.len(), 3);
+    let err = reports[0].result.as_ref().unwrap_err();
+    eprintln!("{err}");
+    assert!(err.to_string().contains("`gone`"), "{err}");
+    let err = reports[1].result.as_ref().unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::BranchNotFound { .. }), "{err}");
+    assert!(err.to_string().contains("`release`"), "{err}");
+    assert_eq!(pushed(&reports[2].result.as_ref().unwrap().status), 1);
+}
+
+#[tokio::test]
+async fn pull_request_mode_is_refused_before_any_work() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {mode: pull-request}\n");
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    eprintln!("{err}");
+    assert!(err.to_string().contains("pull-request"), "{err}");
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 0);
+}
+
+/// Another writer's push, with the git CLI.
+fn push_to(bare: &Path, branch: &str, file: &str, content: &str, message: &str) {
+    let work = tempfile::tempdir().unwrap();
+    git(
+        work.path(),
+        &["clone", "-q", "-b", branch, bare.to_str().unwrap(), "w"],
+    );
+    let w = work.path().join("w");
+    let path = w.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+    git(&w, &["add", "."]);
+    git(&w, &["commit", "-q", "-m", message]);
+    git(&w, &["push", "-q", "origin", branch]);
+}
+
+// === HTTP: git http-backend behind lighttpd, Basic auth ===
+
+fn http_repo(server: &HttpGitServer, password_env: &str, extra: &str) -> RepositoryConfig {
+    config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{username: {HTTP_USER}, passwordEnv: {password_env}}}\n{extra}",
+        server.url("origin.git")
+    ))
+}
+
+#[tokio::test]
+async fn http_push_with_basic_auth_shallow_and_incremental() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+    assert!(
+        cache.repo_dir(&repo).join("shallow").is_file(),
+        "network fetches are shallow"
+    );
+
+    // Someone else commits; the next run fetches incrementally on top of the shallow clone.
+    origin.push_change("main", "README.md", "edited\n", "docs");
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.2.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.subjects("main")[..2],
+        ["chore(images): update 1 image(s)", "docs"]
+    );
+    assert_eq!(origin.show("main", "README.md"), "edited\n");
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.2.0", "2.0.0")
+    );
+    git(&origin.path(), &["fsck", "--strict"]);
+}
+
+#[tokio::test]
+async fn http_race_is_rejected_by_the_server_and_retried() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    let other = origin.path();
+    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
+        push_to(&other, "main", "README.md", "racing edit\n", "racing edit");
+    });
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(outcome.attempts, 2);
+    assert_eq!(
+        origin.subjects("main"),
+        ["chore(images): update 1 image(s)", "racing edit", "initial"]
+    );
+    assert_eq!(origin.merges("main"), 0);
+}
+
+#[tokio::test]
+async fn http_wrong_password_is_an_auth_error_without_the_secret() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+
+    let err = write_repository(
+        &cache,
+        &http_repo(&server, WRONG_PASSWORD_ENV, ""),
+        &planner,
+    )
+    .await
+    .unwrap_err();
+
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
+    let shown = format!("{err} {err:?}");
+    assert!(
+        shown.contains("`manifests`") && shown.contains("authentication"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(WRONG_PASSWORD) && !shown.contains(HTTP_PASSWORD),
+        "{shown}"
+    );
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 0);
+
+    // A password in the URL is not printed either.
+    let leaky = config(&format!(
+        "name: manifests\nurl: 'http://{HTTP_USER}:{WRONG_PASSWORD}@127.0.0.1:{}/git/origin.git'\n",
+        server.port
+    ));
+    let err = write_repository(&cache, &leaky, &planner)
+        .await
+        .unwrap_err();
+    eprintln!("{err}");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(WRONG_PASSWORD), "{shown}");
+
+    // The cache is still usable with the right credentials.
+    let ok = write_repository(&cache, &http_repo(&server, HTTP_PASSWORD_ENV, ""), &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&ok.status), 1);
+}
+
+#[tokio::test]
+async fn unreachable_remote_is_named_and_leaves_a_usable_cache() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let port = free_port();
+    let repo = config(&format!(
+        "name: manifests\nurl: 'http://127.0.0.1:{port}/git/origin.git'\n\
+         auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n"
+    ));
+    let err = write_repository(&cache, &repo, &planner).await.unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::Unreachable { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains(&format!("127.0.0.1:{port}")),
+        "{err}"
+    );
+
+    // Once the server is there, the same cache directory works.
+    let server = HttpGitServer::start(origin.dir.path());
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    assert_eq!(
+        pushed(
+            &write_repository(&cache, &repo, &planner)
+                .await
+                .unwrap()
+                .status
+        ),
+        1
+    );
+}
+
+#[tokio::test]
+async fn protected_branch_refusal_is_reported_and_nothing_lands() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    origin.protect();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    let before = origin.rev("main").unwrap();
+
+    let err = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap_err();
+
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::Rejected { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("`manifests`") && shown.contains("`main`"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("pre-receive hook declined") || shown.contains("protected"),
+        "{shown}"
+    );
+    assert_eq!(origin.rev("main").unwrap(), before, "no partial commit");
+    assert_eq!(git(&origin.path(), &["rev-list", "--all", "--count"]), "1");
+
+    // Lifting the protection, the same cache pushes.
+    std::fs::remove_file(origin.path().join("hooks/pre-receive")).unwrap();
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+}
+
+// === SSH: sshd with generated host and user keys ===
+
+fn ssh_repo(
+    server: &SshGitServer,
+    origin: &BareRepo,
+    known_hosts: &Path,
+    extra: &str,
+) -> RepositoryConfig {
+    config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', knownHostsFile: '{}'}}\n{extra}",
+        server.url(&origin.path()),
+        server.user_key.private.display(),
+        known_hosts.display()
+    ))
+}
+
+#[tokio::test]
+async fn ssh_push_with_key_file_and_known_host() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = ssh_repo(&server, &origin, &server.known_hosts(), "");
+    let outcome = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert!(
+        !outcome.url.contains(&server.user),
+        "URLs are printed without userinfo: {}",
+        outcome.url
+    );
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+#[tokio::test]
+async fn ssh_key_with_passphrase() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    let key = ssh_keygen(server.dir.path(), "locked_ed25519", PASSPHRASE);
+    std::fs::write(
+        server.dir.path().join("authorized_keys"),
+        format!("{}\n", key.public),
+    )
+    .unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', passphraseEnv: {PASSPHRASE_ENV}, knownHostsFile: '{}'}}\n",
+        server.url(&origin.path()),
+        key.private.display(),
+        server.known_hosts().display()
+    ));
+    let outcome = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+}
+
+#[tokio::test]
+async fn ssh_host_key_mismatch_is_refused() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    // known_hosts lists another key for this host and port: a changed host or an interception.
+    let impostor = ssh_keygen(server.dir.path(), "impostor_ed25519", "");
+    let known_hosts = server.dir.path().join("known_hosts_wrong");
+    std::fs::write(
+        &known_hosts,
+        format!("[127.0.0.1]:{} {}\n", server.port, impostor.public),
+    )
+    .unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let repo = ssh_repo(&server, &origin, &known_hosts, "");
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::HostKey { .. }), "{err:?}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("does not match") && shown.contains(&format!("[127.0.0.1]:{}", server.port)),
+        "{shown}"
+    );
+    assert_eq!(
+        planner.calls.load(Ordering::SeqCst),
+        0,
+        "nothing is read from an unverified host"
+    );
+
+    // A host missing from known_hosts is refused too: checking is on by default.
+    let empty = server.dir.path().join("known_hosts_empty");
+    std::fs::write(&empty, "").unwrap();
+    let err = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &ssh_repo(&server, &origin, &empty, ""),
+        &planner,
+    )
+    .await
+    .unwrap_err();
+    eprintln!("{err}");
+    assert!(
+        matches!(err, GitError::HostKey { .. }) && err.to_string().contains("is not in"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn ssh_key_not_authorized_is_an_auth_error() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    let stranger = ssh_keygen(server.dir.path(), "stranger_ed25519", "");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = config(&format!(
+        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', knownHostsFile: '{}'}}\n",
+        server.url(&origin.path()),
+        stranger.private.display(),
+        server.known_hosts().display()
+    ));
+    let err = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
+}
+
+// === Signing ===
+
+#[tokio::test]
+async fn ssh_signed_commit_passes_git_verify_commit() {
+    let origin = BareRepo::new();
+    let keys = tempfile::tempdir().unwrap();
+    let key = ssh_keygen(keys.path(), "signing_ed25519", "");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(
+        &origin,
+        &format!(
+            "write: {{signing: {{sshKeyFile: '{}'}}}}\n",
+            key.private.display()
+        ),
+    );
+    write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]),
+    )
+    .await
+    .unwrap();
+
+    let allowed = keys.path().join("allowed_signers");
+    std::fs::write(
+        &allowed,
+        format!(
+            "tagpilot@users.noreply.example namespaces=\"git\" {}\n",
+            key.public
+        ),
+    )
+    .unwrap();
+    let output = git_command(
+        &origin.path(),
+        &[
+            "-c",
+            "gpg.format=ssh",
+            "-c",
+            &format!("gpg.ssh.allowedSignersFile={}", allowed.display()),
+            "verify-commit",
+            "-v",
+            "main",
+        ],
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "git verify-commit refused: {stderr}"
+    );
+    assert!(stderr.contains("Good \"git\" signature"), "{stderr}");
+}
+
+#[tokio::test]
+async fn openpgp_signed_commit_passes_git_verify_commit() {
+    set_test_secrets();
+    let gnupg = tempfile::tempdir().unwrap();
+    let gpg = |args: &[&str]| {
+        let output = Command::new("gpg")
+            .env("GNUPGHOME", gnupg.path())
+            .args([
+                "--batch",
+                "--pinentry-mode",
+                "loopback",
+                "--passphrase",
+                PASSPHRASE,
+            ])
+            .args(args)
+            .output()
+            .expect("run gpg");
+        assert!(
+            output.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    // A certify-only primary key with a signing subkey, the usual layout.
+    gpg(&[
+        "--quick-gen-key",
+        "tagpilot <tagpilot@users.noreply.example>",
+        "ed25519",
+        "cert",
+        "never",
+    ]);
+    let fingerprint = String::from_utf8(gpg(&["--list-keys", "--with-colons"]))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("fpr:"))
+        .unwrap()
+        .split(':')
+        .nth(9)
+        .unwrap()
+        .to_owned();
+    gpg(&["--quick-add-key", &fingerprint, "ed25519", "sign", "never"]);
+    let secret = gpg(&["--armor", "--export-secret-keys", &fingerprint]);
+    let key_file = gnupg.path().join("signing.asc");
+    std::fs::write(&key_file, secret).unwrap();
+
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(
+        &origin,
+        &format!(
+            "write: {{signing: {{pgpKeyFile: '{}', passphraseEnv: {PASSPHRASE_ENV}}}}}\n",
+            key_file.display()
+        ),
+    );
+    write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+
+    let output = git_command(&origin.path(), &["verify-commit", "-v", "main"])
+        .env("GNUPGHOME", gnupg.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "git verify-commit refused: {stderr}"
+    );
+    assert!(stderr.contains("Good signature"), "{stderr}");
+}
+
+#[tokio::test]
+async fn wrong_signing_passphrase_fails_before_any_push() {
+    let origin = BareRepo::new();
+    let keys = tempfile::tempdir().unwrap();
+    let key = ssh_keygen(keys.path(), "signing_ed25519", "the right one");
+    let cache_dir = tempfile::tempdir().unwrap();
+    set_test_secrets();
+    let repo = file_repo(
+        &origin,
+        &format!(
+            "write: {{signing: {{sshKeyFile: '{}', passphraseEnv: {PASSPHRASE_ENV}}}}}\n",
+            key.private.display()
+        ),
+    );
+    let planner = LinePlanner::new(vec![api("1.1.0")]);
+    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::Signing { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("signing_ed25519") && !err.to_string().contains(PASSPHRASE),
+        "{err}"
+    );
+    assert_eq!(origin.subjects("main"), ["initial"]);
+}
+
+#[tokio::test]
+async fn owned_branch_with_a_commit_per_policy_is_not_repushed_when_unchanged() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(
+        &origin,
+        "write: {branch: tagpilot/updates, group: policy}\n",
+    );
+    let planner = LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]);
+    let first = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(pushed(&first.status), 2);
+    let tip = origin.rev("tagpilot/updates").unwrap();
+    let again = write_repository(&cache, &repo, &planner).await.unwrap();
+    assert_eq!(again.status, WriteStatus::UpToDate);
+    assert_eq!(origin.rev("tagpilot/updates").unwrap(), tip);
+}

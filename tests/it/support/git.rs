@@ -1,0 +1,377 @@
+//! Real git servers on loopback for the write-back tests: bare repositories reached over
+//! file://, `git http-backend` behind lighttpd with Basic auth, and `sshd` with generated keys.
+//! Everything lives in a fresh temp dir and dies with the value that started it.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+pub const HTTP_USER: &str = "bot";
+/// The environment variable holding the HTTP password; set once for the whole test binary.
+pub const HTTP_PASSWORD_ENV: &str = "TAGPILOT_IT_HTTP_PASSWORD";
+pub const HTTP_PASSWORD: &str = "correct-horse-battery";
+/// Holds a wrong password, for the failure tests.
+pub const WRONG_PASSWORD_ENV: &str = "TAGPILOT_IT_WRONG_PASSWORD";
+pub const WRONG_PASSWORD: &str = "wrong-horse-staple";
+pub const PASSPHRASE_ENV: &str = "TAGPILOT_IT_KEY_PASSPHRASE";
+pub const PASSPHRASE: &str = "open sesame";
+
+/// Sets the secrets the tests reference by name. Environment writes race with C code reading
+/// the environment, so they happen once, before any server or git operation of these tests.
+pub fn set_test_secrets() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: done once, before the git tests start threads that call into libgit2.
+        unsafe {
+            std::env::set_var(HTTP_PASSWORD_ENV, HTTP_PASSWORD);
+            std::env::set_var(WRONG_PASSWORD_ENV, WRONG_PASSWORD);
+            std::env::set_var(PASSPHRASE_ENV, PASSPHRASE);
+        }
+    });
+}
+
+/// Runs `git` with no user or system config, failing the test on a non-zero exit.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let output = git_command(dir, args).output().expect("run git");
+    assert!(
+        output.status.success(),
+        "git {args:?} in {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout)
+        .expect("git output is UTF-8")
+        .trim_end()
+        .to_owned()
+}
+
+pub fn git_command(dir: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new("git");
+    command
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "Other Writer")
+        .env("GIT_AUTHOR_EMAIL", "other@example.org")
+        .env("GIT_COMMITTER_NAME", "Other Writer")
+        .env("GIT_COMMITTER_EMAIL", "other@example.org");
+    command
+}
+
+pub const DEPLOYMENT: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  template:
+    spec:
+      containers:
+        - name: api
+          image: registry.example/api:1.0.0
+        - name: web
+          image: registry.example/web:2.0.0
+";
+pub const DEPLOYMENT_PATH: &str = "apps/api/deployment.yaml";
+pub const API_LINE: usize = 10;
+pub const WEB_LINE: usize = 12;
+
+/// A bare repository with one commit on `main`: [`DEPLOYMENT`] and a README.
+pub struct BareRepo {
+    pub dir: TempDir,
+}
+
+impl BareRepo {
+    pub fn new() -> BareRepo {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bare = dir.path().join("origin.git");
+        git(
+            dir.path(),
+            &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()],
+        );
+        git(&bare, &["config", "http.receivepack", "true"]);
+        let work = dir.path().join("seed");
+        git(dir.path(), &["clone", "-q", bare.to_str().unwrap(), "seed"]);
+        std::fs::create_dir_all(work.join("apps/api")).unwrap();
+        std::fs::write(work.join(DEPLOYMENT_PATH), DEPLOYMENT).unwrap();
+        std::fs::write(work.join("README.md"), "manifests\n").unwrap();
+        git(&work, &["checkout", "-q", "-b", "main"]);
+        git(&work, &["add", "."]);
+        git(&work, &["commit", "-q", "-m", "initial"]);
+        git(&work, &["push", "-q", "origin", "main"]);
+        BareRepo { dir }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().join("origin.git")
+    }
+
+    pub fn file_url(&self) -> String {
+        format!("file://{}", self.path().display())
+    }
+
+    /// Another writer: clones, writes `content` to `file`, commits and pushes to `branch`.
+    pub fn push_change(&self, branch: &str, file: &str, content: &str, message: &str) {
+        let work = tempfile::tempdir().unwrap();
+        git(
+            work.path(),
+            &[
+                "clone",
+                "-q",
+                "-b",
+                branch,
+                self.path().to_str().unwrap(),
+                "w",
+            ],
+        );
+        let w = work.path().join("w");
+        let path = w.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+        git(&w, &["add", "."]);
+        git(&w, &["commit", "-q", "-m", message]);
+        git(&w, &["push", "-q", "origin", branch]);
+    }
+
+    pub fn show(&self, rev: &str, file: &str) -> String {
+        git(&self.path(), &["show", &format!("{rev}:{file}")]) + "\n"
+    }
+
+    pub fn rev(&self, rev: &str) -> Option<String> {
+        let out = git_command(&self.path(), &["rev-parse", "--verify", "-q", rev])
+            .output()
+            .unwrap();
+        out.status
+            .success()
+            .then(|| String::from_utf8(out.stdout).unwrap().trim().to_owned())
+    }
+
+    /// Commit subjects on `branch`, newest first.
+    pub fn subjects(&self, branch: &str) -> Vec<String> {
+        git(&self.path(), &["log", "--format=%s", branch])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn merges(&self, branch: &str) -> usize {
+        git(&self.path(), &["rev-list", "--merges", "--count", branch])
+            .parse()
+            .unwrap()
+    }
+
+    /// Makes every push to the repository fail in a pre-receive hook, as branch protection does.
+    pub fn protect(&self) {
+        let hook = self.path().join("hooks/pre-receive");
+        std::fs::write(
+            &hook,
+            "#!/bin/sh\necho 'main is protected: pushes need a review' >&2\nexit 1\n",
+        )
+        .unwrap();
+        make_executable(&hook);
+    }
+}
+
+pub fn make_executable(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_port(port: u16, child: &mut Child, what: &str, log: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{what} exited with {status}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "{what} did not listen on {port}: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
+/// A process killed (by its own id) when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `git http-backend` as CGI under lighttpd, with Basic auth for [`HTTP_USER`].
+pub struct HttpGitServer {
+    _server: Server,
+    _dir: TempDir,
+    pub port: u16,
+}
+
+impl HttpGitServer {
+    /// Serves the bare repositories under `root` at `http://127.0.0.1:PORT/git/<name>`.
+    pub fn start(root: &Path) -> HttpGitServer {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let users = dir.path().join("users");
+        std::fs::write(&users, format!("{HTTP_USER}:{HTTP_PASSWORD}\n")).unwrap();
+        let log = dir.path().join("error.log");
+        let config = format!(
+            r#"server.modules = ("mod_auth", "mod_authn_file", "mod_alias", "mod_setenv", "mod_cgi")
+server.document-root = "{doc}"
+server.bind = "127.0.0.1"
+server.port = {port}
+server.errorlog = "{log}"
+alias.url = ("/git" => "/usr/lib/git-core/git-http-backend")
+$HTTP["url"] =~ "^/git" {{
+    cgi.assign = ("" => "")
+    setenv.add-environment = ("GIT_PROJECT_ROOT" => "{root}", "GIT_HTTP_EXPORT_ALL" => "", "GIT_CONFIG_NOSYSTEM" => "1")
+}}
+auth.backend = "plain"
+auth.backend.plain.userfile = "{users}"
+auth.require = ("/git" => ("method" => "basic", "realm" => "git", "require" => "valid-user"))
+"#,
+            doc = dir.path().display(),
+            log = log.display(),
+            root = root.display(),
+            users = users.display(),
+        );
+        let config_path = dir.path().join("lighttpd.conf");
+        std::fs::write(&config_path, config).unwrap();
+        let mut child = Command::new("lighttpd")
+            .args(["-D", "-f"])
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+            .spawn()
+            .expect("start lighttpd");
+        wait_for_port(port, &mut child, "lighttpd", &dir.path().join("stderr.log"));
+        HttpGitServer {
+            _server: Server(child),
+            _dir: dir,
+            port,
+        }
+    }
+
+    pub fn url(&self, repo: &str) -> String {
+        format!("http://127.0.0.1:{}/git/{repo}", self.port)
+    }
+}
+
+/// An OpenSSH key pair generated with `ssh-keygen`.
+pub struct SshKey {
+    pub private: PathBuf,
+    pub public: String,
+}
+
+pub fn ssh_keygen(dir: &Path, name: &str, passphrase: &str) -> SshKey {
+    let private = dir.join(name);
+    let status = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-C", name, "-N", passphrase, "-f"])
+        .arg(&private)
+        .status()
+        .expect("run ssh-keygen");
+    assert!(status.success());
+    let public = std::fs::read_to_string(private.with_extension("pub"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    SshKey { private, public }
+}
+
+/// `sshd` running as the current user on a free port, accepting one generated user key.
+pub struct SshGitServer {
+    _server: Server,
+    pub dir: TempDir,
+    pub port: u16,
+    pub host_key: SshKey,
+    pub user_key: SshKey,
+    pub user: String,
+}
+
+impl SshGitServer {
+    pub fn start() -> SshGitServer {
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let host_key = ssh_keygen(dir.path(), "host_ed25519", "");
+        let user_key = ssh_keygen(dir.path(), "user_ed25519", "");
+        std::fs::write(
+            dir.path().join("authorized_keys"),
+            format!("{}\n", user_key.public),
+        )
+        .unwrap();
+        // sshd insists on its privilege separation directory even when it cannot use it.
+        let _ = std::fs::create_dir_all("/run/sshd");
+        let config = format!(
+            "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {d}/sshd.pid\n\
+             AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPasswordAuthentication no\n\
+             KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\n\
+             PubkeyAuthentication yes\nLogLevel ERROR\n",
+            hk = host_key.private.display(),
+            d = dir.path().display(),
+        );
+        let config_path = dir.path().join("sshd_config");
+        std::fs::write(&config_path, config).unwrap();
+        let log = dir.path().join("sshd.log");
+        let mut child = Command::new("/usr/sbin/sshd")
+            .args(["-D", "-e", "-f"])
+            .arg(&config_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start sshd");
+        wait_for_port(port, &mut child, "sshd", &log);
+        let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_owned();
+        SshGitServer {
+            _server: Server(child),
+            dir,
+            port,
+            host_key,
+            user_key,
+            user,
+        }
+    }
+
+    pub fn url(&self, repo: &Path) -> String {
+        format!(
+            "ssh://{}@127.0.0.1:{}{}",
+            self.user,
+            self.port,
+            repo.display()
+        )
+    }
+
+    /// A `known_hosts` file listing this server's real host key.
+    pub fn known_hosts(&self) -> PathBuf {
+        let path = self.dir.path().join("known_hosts");
+        std::fs::write(
+            &path,
+            format!("[127.0.0.1]:{} {}\n", self.port, self.host_key.public),
+        )
+        .unwrap();
+        path
+    }
+}
