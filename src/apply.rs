@@ -63,6 +63,7 @@ mod tests {
             path: path.into(),
             original: original.into(),
             updated: updated.into(),
+            edits: Vec::new(),
         }
     }
 

@@ -32,6 +32,9 @@ pub struct Config {
     /// A directory searched recursively, or a list of files; relative to the config file.
     #[serde(default)]
     pub policies: PolicySource,
+    /// Remote manifest repositories tagpilot clones, edits, commits to and pushes.
+    #[serde(default)]
+    pub repositories: Vec<crate::git::RepositoryConfig>,
     /// Where the config file was read from; relative paths in it resolve against its directory.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -125,6 +128,23 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             s.referenced.column()
         ));
     };
+    let mut names: Vec<&Spanned<String>> = Vec::new();
+    for (r, span) in config.repositories.iter().zip(&spans.repositories) {
+        if let Some(first) = names.iter().find(|n| n.value == r.name) {
+            at(
+                &span.name,
+                format!(
+                    "repository {:?} is configured twice (first at line {})",
+                    r.name,
+                    first.referenced.line()
+                ),
+            );
+        }
+        names.push(&span.name);
+        if let Err(e) = r.validate() {
+            at(&span.name, e.to_string());
+        }
+    }
     let mut hosts: Vec<&Spanned<String>> = Vec::new();
     for (r, span) in config.registries.iter().zip(&spans.registries) {
         let host = &span.host;
@@ -186,6 +206,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
 struct ConfigSpans {
     #[serde(default)]
     registries: Vec<RegistrySpans>,
+    #[serde(default)]
+    repositories: Vec<RepositorySpans>,
+}
+
+#[derive(Deserialize)]
+struct RepositorySpans {
+    name: Spanned<String>,
 }
 
 #[derive(Deserialize)]

@@ -19,3 +19,4 @@ pub mod policy;
 pub mod registry;
 pub mod report;
 pub mod select;
+pub mod writeback;

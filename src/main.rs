@@ -11,7 +11,7 @@ use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
 use tagpilot::registry::{Registry, RegistryClient};
 use tagpilot::report::{self, Format};
-use tagpilot::{apply, policy, select};
+use tagpilot::{apply, git, policy, select, writeback};
 
 /// Keeps container image references in GitOps manifest repositories up to date.
 #[derive(Parser, Debug)]
@@ -59,6 +59,9 @@ struct PlanArgs {
     /// Exit with 2 when there are changes (after applying them, for `apply`).
     #[arg(long)]
     exit_code: bool,
+    /// Where clones of configured repositories are kept (default: the XDG cache directory).
+    #[arg(long, env = "TAGPILOT_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -213,7 +216,7 @@ fn load_config(args: &ConfigArgs) -> Result<Config> {
 }
 
 async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
-    // Check what the user wrote first; talk to registries second.
+    // Check what the user wrote first; talk to registries and git servers second.
     let config = load_config(&args.config)?;
     let policies = policy::load(&config)?;
     let root = args
@@ -228,18 +231,83 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         repository: None,
         exclude: own_files(&config, &policies),
     };
-    let plan = plan::plan(&scope, &policies, &registry, &progress).await?;
+    let mut report_plan = plan::plan(&scope, &policies, &registry, &progress).await?;
+    let local_files = std::mem::take(&mut report_plan.files);
+    let mut failed = false;
+    if write && !local_files.is_empty() {
+        apply::write_files(&root, &local_files)?;
+    }
+    if !config.repositories.is_empty() {
+        let cache = git::RepoCache::new(match &args.cache_dir {
+            Some(dir) => dir.clone(),
+            None => {
+                git::RepoCache::default_root().context("no cache directory: pass --cache-dir")?
+            }
+        });
+        let planner = writeback::RepositoryPlanner::new(&policies, &registry, &progress);
+        let options = git::WriteOptions { dry_run: !write };
+        for r in git::write_all(&cache, &config.repositories, &planner, options).await {
+            failed |= r.result.is_err();
+            if let Some(p) = planner.last_plan(&r.repository) {
+                report_plan.merge(p);
+            }
+            report_plan.repositories.push(outcome(r));
+        }
+    }
     drop(progress);
 
-    print!("{}", report::render(&plan, args.format));
+    let shown = Plan {
+        files: local_files.clone(),
+        ..report_plan.clone()
+    };
+    print!("{}", report::render(&shown, args.format));
     if args.diff {
-        print!("{}", report::diff(&plan));
+        print!("{}", report::diff(&shown));
     }
-    if write {
-        let written = apply::write_files(&root, &plan.files)?;
-        eprintln!("wrote {} file(s) under {}", written.len(), root.display());
+    if write && !local_files.is_empty() {
+        eprintln!(
+            "wrote {} file(s) under {}",
+            local_files.len(),
+            root.display()
+        );
     }
-    Ok(exit_code(&plan, args.exit_code))
+    if failed {
+        return Ok(ExitCode::from(1));
+    }
+    let pending = !shown.changes.is_empty();
+    Ok(exit_code(&shown, args.exit_code && pending))
+}
+
+/// A repository's write result as the report shows it.
+fn outcome(r: git::RepositoryReport) -> plan::RepositoryOutcome {
+    let commits = |cs: &[git::PushedCommit]| {
+        cs.iter()
+            .map(|c| plan::CommitSummary {
+                id: c.id.clone(),
+                summary: c.summary.clone(),
+            })
+            .collect()
+    };
+    let (branch, status, commits, error) = match &r.result {
+        Ok(o) => match &o.status {
+            git::WriteStatus::Pushed { commits: cs } => {
+                (o.branch.clone(), "pushed", commits(cs), None)
+            }
+            git::WriteStatus::WouldPush { commits: cs } => {
+                (o.branch.clone(), "would push", commits(cs), None)
+            }
+            git::WriteStatus::UpToDate => (o.branch.clone(), "up to date", Vec::new(), None),
+        },
+        Err(e) => (String::new(), "failed", Vec::new(), Some(e.to_string())),
+    };
+    plan::RepositoryOutcome {
+        repository: r.repository,
+        url: r.url,
+        branch,
+        status: status.to_string(),
+        commits,
+        error,
+    }
 }
 
 /// tagpilot's own config and policy files: YAML, but never manifests to rewrite.
@@ -255,7 +323,7 @@ fn own_files(config: &Config, policies: &[tagpilot::policy::ImagePolicy]) -> Vec
 fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
     if !plan.problems.is_empty() {
         ExitCode::from(1)
-    } else if exit_code_on_changes && plan.has_changes() {
+    } else if exit_code_on_changes {
         ExitCode::from(2)
     } else {
         ExitCode::SUCCESS

@@ -37,6 +37,9 @@ pub enum PlanError {
 /// One image field that will move.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
+    /// The configured repository (`repositories[].name`); absent for the local directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
     pub policy: String,
     /// The repository the policy follows (`127.0.0.1:5000/shop/api`).
     pub image: String,
@@ -54,6 +57,8 @@ pub struct Change {
 /// no candidate, …). Shown so that "why didn't it update?" has an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Hold {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
     pub policy: String,
     pub file: String,
     pub line: usize,
@@ -64,6 +69,8 @@ pub struct Hold {
 /// Something that stopped part of the plan. The rest of the plan is still valid.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,8 +85,30 @@ pub struct Problem {
 /// A file that was not read as YAML and is left alone (a Helm template, say).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SkippedFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
     pub file: String,
     pub reason: String,
+}
+
+/// What tagpilot did, or would do, in one configured repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepositoryOutcome {
+    pub repository: String,
+    /// Without userinfo.
+    pub url: String,
+    pub branch: String,
+    /// `pushed`, `would push`, `up to date`, `planned` or `failed`.
+    pub status: String,
+    pub commits: Vec<CommitSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommitSummary {
+    pub id: String,
+    pub summary: String,
 }
 
 /// The new text of one file.
@@ -89,6 +118,8 @@ pub struct FileUpdate {
     pub path: PathBuf,
     pub original: String,
     pub updated: String,
+    /// The edits behind `updated`, per policy, so the plan can be split into commits per policy.
+    pub edits: Vec<(String, Vec<Edit>)>,
 }
 
 /// Everything tagpilot would do, and everything that stopped it.
@@ -99,6 +130,8 @@ pub struct Plan {
     pub problems: Vec<Problem>,
     pub skipped: Vec<SkippedFile>,
     pub files: Vec<FileUpdate>,
+    /// What happened in each configured repository (`tagpilot apply`) or would (`plan`).
+    pub repositories: Vec<RepositoryOutcome>,
     /// References found that are already where their policy wants them.
     pub up_to_date: usize,
     /// Policies that matched at least one reference.
@@ -201,6 +234,7 @@ pub async fn plan<R: Registry>(
                 Ok(s) => s,
                 Err(_) => {
                     plan.skipped.push(SkippedFile {
+                        repository: None,
                         file: display,
                         reason: "not UTF-8 text".into(),
                     });
@@ -227,6 +261,7 @@ pub async fn plan<R: Registry>(
             Err(e) => {
                 debug!(file = %rel.display(), error = %e, "not a YAML document tagpilot can edit");
                 plan.skipped.push(SkippedFile {
+                    repository: None,
                     file: display,
                     reason: e.to_string(),
                 });
@@ -256,14 +291,16 @@ pub async fn plan<R: Registry>(
     // 2. Ask the registries: one tag listing per distinct repository.
     let used: BTreeSet<usize> = found.iter().map(|f| f.policy).collect();
     plan.policies_used = used.len();
-    let repositories: BTreeSet<&Repository> = used.iter().map(|&i| &policies[i].image).collect();
+    // Owned items: borrowed ones make the stream's future not provably `Send` (rust#100013).
+    let repositories: BTreeSet<Repository> =
+        used.iter().map(|&i| policies[i].image.clone()).collect();
     progress.phase("listing tags", repositories.len() as u64);
     let listings: HashMap<Repository, Result<Vec<String>, RegistryError>> =
         stream::iter(repositories)
             .map(|repo| async move {
-                let result = registry.list_tags(repo).await;
+                let result = registry.list_tags(&repo).await;
                 progress.advance();
-                (repo.clone(), result)
+                (repo, result)
             })
             .buffer_unordered(REGISTRY_CONCURRENCY)
             .collect()
@@ -286,7 +323,7 @@ pub async fn plan<R: Registry>(
 
     // 4. Decide every field, and collect the edits per file.
     let mut failed_policies = BTreeSet::new();
-    let mut pending: BTreeMap<usize, (Vec<Edit>, Vec<Change>)> = BTreeMap::new();
+    let mut pending: BTreeMap<usize, Vec<(Change, Vec<Edit>)>> = BTreeMap::new();
     for f in &found {
         let policy = &policies[f.policy];
         let file = display_path(&files[f.file].rel);
@@ -316,6 +353,7 @@ pub async fn plan<R: Registry>(
                     Ok(edits) => edits,
                     Err(e) => {
                         plan.problems.push(Problem {
+                            repository: None,
                             policy: Some(policy.name.clone()),
                             image: Some(policy.image.to_string()),
                             file: Some(file),
@@ -347,6 +385,7 @@ pub async fn plan<R: Registry>(
                     ),
                 };
                 let change = Change {
+                    repository: None,
                     policy: policy.name.clone(),
                     image: policy.image.to_string(),
                     file: file.clone(),
@@ -356,14 +395,16 @@ pub async fn plan<R: Registry>(
                     from,
                     to,
                 };
-                let (file_edits, changes) = pending.entry(f.file).or_default();
-                file_edits.extend(field_edits);
-                changes.push(change);
+                pending
+                    .entry(f.file)
+                    .or_default()
+                    .push((change, field_edits));
             }
             Ok(Outcome::Stay) => plan.up_to_date += 1,
             Ok(Outcome::Hold(reason)) => {
                 let (tag, digest) = f.field.current();
                 plan.holds.push(Hold {
+                    repository: None,
                     policy: policy.name.clone(),
                     file,
                     line: f.field.line,
@@ -372,6 +413,7 @@ pub async fn plan<R: Registry>(
                 });
             }
             Err(message) => plan.problems.push(Problem {
+                repository: None,
                 policy: Some(policy.name.clone()),
                 image: Some(policy.image.to_string()),
                 file: Some(file),
@@ -383,21 +425,29 @@ pub async fn plan<R: Registry>(
 
     // 5. Apply the edits in memory, one file at a time; a file whose edit fails verification is
     // left out whole, with the reason.
-    for (index, (mut file_edits, changes)) in pending {
+    for (index, changes) in pending {
         let file = &files[index];
-        file_edits.sort_by_key(|e| (e.span.start, e.span.end));
-        file_edits.dedup();
-        match manifest::apply_edits(&file.rel, &file.src, &file_edits) {
+        let mut by_policy: BTreeMap<String, Vec<Edit>> = BTreeMap::new();
+        for (change, edits) in &changes {
+            by_policy
+                .entry(change.policy.clone())
+                .or_default()
+                .extend(edits.iter().cloned());
+        }
+        let all: Vec<Edit> = by_policy.values().flatten().cloned().collect();
+        match apply_sorted(&file.rel, &file.src, all) {
             Ok(updated) => {
-                plan.changes.extend(changes);
+                plan.changes.extend(changes.into_iter().map(|(c, _)| c));
                 plan.files.push(FileUpdate {
                     path: file.rel.clone(),
                     original: file.src.clone(),
                     updated,
+                    edits: by_policy.into_iter().collect(),
                 });
             }
             Err(e) => {
-                let names: BTreeSet<String> = changes.iter().map(|c| c.policy.clone()).collect();
+                let names: BTreeSet<String> =
+                    changes.iter().map(|(c, _)| c.policy.clone()).collect();
                 warn!(file = %display_path(&file.rel), error = %e, "edit dropped");
                 plan.problems.push(Problem {
                     policy: Some(names.into_iter().collect::<Vec<_>>().join(", ")),
@@ -414,13 +464,106 @@ pub async fn plan<R: Registry>(
     plan.holds
         .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     plan.files.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Some(name) = &scope.repository {
+        plan.set_repository(name);
+    }
     progress.done();
     Ok(plan)
+}
+
+fn apply_sorted(
+    path: &Path,
+    src: &str,
+    mut edits: Vec<Edit>,
+) -> Result<String, manifest::ManifestError> {
+    edits.sort_by_key(|e| (e.span.start, e.span.end));
+    edits.dedup();
+    manifest::apply_edits(path, src, &edits)
+}
+
+/// One policy's share of a plan, as a commit per policy needs it: the files it changes, with
+/// content that already includes every earlier group's edits (groups apply in order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyGroup {
+    pub policy: String,
+    /// Path relative to the root → whole new content.
+    pub files: BTreeMap<PathBuf, String>,
+    pub changes: Vec<Change>,
+}
+
+impl Plan {
+    /// Splits the plan into one group per policy (by name), each group's file contents built
+    /// cumulatively on the groups before it. The last group's contents equal [`Plan::files`].
+    pub fn groups_by_policy(&self) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
+        let names: BTreeSet<&str> = self.changes.iter().map(|c| c.policy.as_str()).collect();
+        let mut groups = Vec::new();
+        for (n, name) in names.iter().enumerate() {
+            let upto: BTreeSet<&str> = names.iter().take(n + 1).copied().collect();
+            let mut files = BTreeMap::new();
+            for f in self
+                .files
+                .iter()
+                .filter(|f| f.edits.iter().any(|(p, _)| p == name))
+            {
+                let edits = f
+                    .edits
+                    .iter()
+                    .filter(|(p, _)| upto.contains(p.as_str()))
+                    .flat_map(|(_, e)| e.iter().cloned());
+                files.insert(
+                    f.path.clone(),
+                    apply_sorted(&f.path, &f.original, edits.collect())?,
+                );
+            }
+            let changes = self
+                .changes
+                .iter()
+                .filter(|c| c.policy == *name)
+                .cloned()
+                .collect();
+            groups.push(PolicyGroup {
+                policy: name.to_string(),
+                files,
+                changes,
+            });
+        }
+        Ok(groups)
+    }
+
+    /// Marks everything in the plan as belonging to the repository `name`.
+    fn set_repository(&mut self, name: &str) {
+        let name = Some(name.to_string());
+        self.changes
+            .iter_mut()
+            .for_each(|c| c.repository = name.clone());
+        self.holds
+            .iter_mut()
+            .for_each(|h| h.repository = name.clone());
+        self.problems
+            .iter_mut()
+            .for_each(|p| p.repository = name.clone());
+        self.skipped
+            .iter_mut()
+            .for_each(|s| s.repository = name.clone());
+    }
+
+    /// Adds another scope's plan to this one, for one report over every repository.
+    pub fn merge(&mut self, other: Plan) {
+        self.changes.extend(other.changes);
+        self.holds.extend(other.holds);
+        self.problems.extend(other.problems);
+        self.skipped.extend(other.skipped);
+        self.files.extend(other.files);
+        self.repositories.extend(other.repositories);
+        self.up_to_date += other.up_to_date;
+        self.policies_used += other.policies_used;
+    }
 }
 
 impl Default for Problem {
     fn default() -> Self {
         Problem {
+            repository: None,
             policy: None,
             image: None,
             file: None,
@@ -555,12 +698,13 @@ impl<'r, R: Registry> Inspector<'r, R> {
         tags: &[&str],
         progress: &dyn Progress,
     ) -> Result<Vec<TagCandidate>, RegistryError> {
-        let results: Vec<Result<TagCandidate, RegistryError>> = stream::iter(tags)
+        let owned: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        let results: Vec<Result<TagCandidate, RegistryError>> = stream::iter(owned)
             .map(|tag| async move {
-                let info = self.info(policy, tag).await;
+                let info = self.info(policy, &tag).await;
                 progress.advance();
                 info.map(|i| TagCandidate {
-                    tag: tag.to_string(),
+                    tag,
                     created: i.created,
                     digest: Some(i.digest),
                 })

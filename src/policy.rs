@@ -456,7 +456,32 @@ fn load_all(config: &Config) -> (Vec<FileSummary>, Vec<ImagePolicy>, Vec<PolicyE
         });
         policies.extend(parsed);
     }
+    check_repositories(config, &policies, &mut errors);
     (summaries, policies, errors)
+}
+
+/// A target naming a repository must name one configured in `tagpilot.yaml`; otherwise the
+/// policy would silently never apply.
+fn check_repositories(config: &Config, policies: &[ImagePolicy], errors: &mut Vec<PolicyError>) {
+    for p in policies {
+        for name in p.targets.iter().filter_map(|t| t.repository.as_deref()) {
+            if !config.repositories.iter().any(|r| r.name == name) {
+                let known: Vec<&str> = config
+                    .repositories
+                    .iter()
+                    .map(|r| r.name.as_str())
+                    .collect();
+                errors.push(PolicyError::Invalid {
+                    location: p.source.clone(),
+                    policy: Some(p.name.clone()),
+                    message: format!(
+                        "targets name repository {name:?}, which tagpilot.yaml does not configure (repositories: {})",
+                        if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    ),
+                });
+            }
+        }
+    }
 }
 
 fn check_duplicates(

@@ -6,7 +6,7 @@
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
 
-use crate::plan::{Change, Hold, Plan, Problem, SkippedFile};
+use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome, SkippedFile};
 use crate::select::RankedTag;
 
 /// How `tagpilot plan` prints its report.
@@ -79,6 +79,8 @@ pub fn json(plan: &Plan) -> String {
         holds: &'a [Hold],
         problems: &'a [Problem],
         skipped: &'a [SkippedFile],
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        repositories: &'a [RepositoryOutcome],
         summary: Summary,
     }
     let report = Report {
@@ -86,6 +88,7 @@ pub fn json(plan: &Plan) -> String {
         holds: &plan.holds,
         problems: &plan.problems,
         skipped: &plan.skipped,
+        repositories: &plan.repositories,
         summary: summary(plan),
     };
     let mut out = serde_json::to_string_pretty(&report).expect("plan serialises");
@@ -123,7 +126,7 @@ pub fn table(plan: &Plan) -> String {
                 vec![
                     c.policy.clone(),
                     c.image.clone(),
-                    c.file.clone(),
+                    located(&c.repository, &c.file),
                     c.line.to_string(),
                     c.from.clone(),
                     c.to.clone(),
@@ -138,7 +141,7 @@ pub fn table(plan: &Plan) -> String {
             plan.holds.iter().map(|h| {
                 vec![
                     h.policy.clone(),
-                    h.file.clone(),
+                    located(&h.repository, &h.file),
                     h.line.to_string(),
                     h.current.clone(),
                     h.reason.clone(),
@@ -157,7 +160,17 @@ pub fn table(plan: &Plan) -> String {
     if !plan.skipped.is_empty() {
         out.push_str("\nSkipped files:\n");
         for s in &plan.skipped {
-            out.push_str(&format!("  {}: {}\n", s.file, first_line(&s.reason)));
+            out.push_str(&format!(
+                "  {}: {}\n",
+                located(&s.repository, &s.file),
+                first_line(&s.reason)
+            ));
+        }
+    }
+    if !plan.repositories.is_empty() {
+        out.push_str("\nRepositories:\n");
+        for r in &plan.repositories {
+            out.push_str(&format!("  {}\n", repository_line(r)));
         }
     }
     out.push('\n');
@@ -166,9 +179,28 @@ pub fn table(plan: &Plan) -> String {
     out
 }
 
+/// `manifests (https://git.example/acme/m.git, main): pushed 1 commit: 1a2b3c4 chore(images): …`
+fn repository_line(r: &RepositoryOutcome) -> String {
+    let mut line = format!("{} ({}, {}): {}", r.repository, r.url, r.branch, r.status);
+    if let Some(e) = &r.error {
+        line.push_str(&format!(": {}", first_line(e)));
+    }
+    for c in &r.commits {
+        line.push_str(&format!(
+            "\n    {} {}",
+            &c.id[..c.id.len().min(12)],
+            c.summary
+        ));
+    }
+    line
+}
+
 /// One line that names everything known about a problem: policy, image, file:line.
 pub fn problem_text(p: &Problem) -> String {
     let mut subject = Vec::new();
+    if let Some(repository) = &p.repository {
+        subject.push(format!("repository {repository}"));
+    }
     if let Some(policy) = &p.policy {
         subject.push(format!("policy {policy}"));
     }
@@ -184,6 +216,14 @@ pub fn problem_text(p: &Problem) -> String {
         first_line(&p.message).to_string()
     } else {
         format!("{}: {}", subject.join(", "), first_line(&p.message))
+    }
+}
+
+/// A file as a user finds it: `repository:path` for a configured repository, else the path.
+fn located(repository: &Option<String>, file: &str) -> String {
+    match repository {
+        Some(r) => format!("{r}:{file}"),
+        None => file.to_string(),
     }
 }
 
@@ -207,7 +247,7 @@ pub fn markdown(plan: &Plan) -> String {
                 "| {} | `{}` | `{}:{}` | `{}` | `{}` |\n",
                 md(&c.policy),
                 md(&c.image),
-                md(&c.file),
+                md(&located(&c.repository, &c.file)),
                 c.line,
                 md(&c.from),
                 md(&c.to)
@@ -220,7 +260,7 @@ pub fn markdown(plan: &Plan) -> String {
             out.push_str(&format!(
                 "| {} | `{}:{}` | `{}` | {} |\n",
                 md(&h.policy),
-                md(&h.file),
+                md(&located(&h.repository, &h.file)),
                 h.line,
                 md(&h.current),
                 md(&h.reason)
@@ -238,8 +278,17 @@ pub fn markdown(plan: &Plan) -> String {
         for s in &plan.skipped {
             out.push_str(&format!(
                 "- `{}`: {}\n",
-                md(&s.file),
+                md(&located(&s.repository, &s.file)),
                 md(first_line(&s.reason))
+            ));
+        }
+    }
+    if !plan.repositories.is_empty() {
+        out.push_str("\n### Repositories\n\n");
+        for r in &plan.repositories {
+            out.push_str(&format!(
+                "- {}\n",
+                md(&repository_line(r)).replace("\n    ", "\n  - ")
             ));
         }
     }

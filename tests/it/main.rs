@@ -1,9 +1,9 @@
 //! tagpilot's integration tests: one binary, one module per area (see matklad, "Delete Cargo
 //! Integration Tests"). Real registries and git servers are started by `support`.
 
+mod git;
 mod golden;
 mod manifest;
 mod policy;
 mod registry;
-mod git;
 mod support;

@@ -312,7 +312,11 @@ fn example_policies_validate() {
     let config_path = dir.path().join("tagpilot.yaml");
     std::fs::write(
         &config_path,
-        format!("policies: {}\n", root.join("policies").display()),
+        // The kustomize example targets a repository named `manifests`.
+        format!(
+            "policies: {}\nrepositories:\n  - name: manifests\n    url: file:///srv/git/manifests.git\n",
+            root.join("policies").display()
+        ),
     )
     .unwrap();
     let config = config::load(&config_path).unwrap();

@@ -1,4 +1,4 @@
 //! Test harness shared by the integration tests: real servers on 127.0.0.1 with free ports.
 
-pub mod registry;
 pub mod git;
+pub mod registry;
