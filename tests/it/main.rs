@@ -7,3 +7,4 @@ mod manifest;
 mod policy;
 mod registry;
 mod support;
+mod writeback;

@@ -1,0 +1,127 @@
+//! `tagpilot plan` and `tagpilot apply` over configured repositories, end to end: the real
+//! binary, a real registry, and bare git repositories over file://.
+
+use std::path::Path;
+use std::process::Output;
+
+use crate::support::git::{BareRepo, DEPLOYMENT_PATH, git};
+use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+
+struct Setup {
+    registry: TestRegistry,
+    repo: BareRepo,
+    dir: tempfile::TempDir,
+}
+
+fn deployment(registry: &TestRegistry, api: &str, web: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {}:{api}  # the API\n        - name: web\n          image: \"{}:{web}\"\n",
+        registry.image("shop/api"),
+        registry.image("shop/web")
+    )
+}
+
+/// A registry with two repositories, a bare repo whose Deployment is on old tags, and a
+/// tagpilot.yaml with one policy per image targeting the repository.
+async fn setup(write: &str) -> Setup {
+    let registry = TestRegistry::start(Auth::None).await;
+    registry.push_tags("shop/api", &["1.0.0", "1.1.0", "1.2.0", "2.0.0"], ImageSpec::default()).await;
+    registry.push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default()).await;
+    let repo = BareRepo::new();
+    repo.push_change("main", DEPLOYMENT_PATH, &deployment(&registry, "1.0.0", "2.0.0"), "old tags");
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    write:\n{write}",
+        registry.registries_yaml(),
+        repo.file_url()
+    );
+    std::fs::write(dir.path().join("tagpilot.yaml"), config).unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    for (name, range) in [("api", "<2.0.0"), ("web", "*")] {
+        std::fs::write(
+            dir.path().join(format!("policies/{name}.yaml")),
+            format!(
+                "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: {name}\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"{range}\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n",
+                registry.image(&format!("shop/{name}"))
+            ),
+        )
+        .unwrap();
+    }
+    Setup { registry, repo, dir }
+}
+
+fn tagpilot(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+        .current_dir(dir)
+        .args(args)
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .env("HOME", dir)
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("run tagpilot")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[tokio::test]
+async fn plan_over_a_repository_writes_nothing_and_names_repository_files() {
+    let s = setup("      mode: push\n").await;
+    let before = s.repo.rev("main").unwrap();
+    let out = tagpilot(s.dir.path(), &["plan", "--exit-code"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("manifests:apps/api/deployment.yaml"), "{stdout}");
+    assert!(stdout.contains("would push"), "{stdout}");
+    assert_eq!(s.repo.rev("main").unwrap(), before, "plan pushed something");
+    drop(s.registry);
+}
+
+#[tokio::test]
+async fn apply_pushes_one_commit_and_a_second_apply_pushes_nothing() {
+    let s = setup("      mode: push\n").await;
+    let out = tagpilot(s.dir.path(), &["apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let file = s.repo.show("main", DEPLOYMENT_PATH);
+    assert_eq!(file, deployment(&s.registry, "1.2.0", "2.1.0"), "only the tags changed");
+    let subjects = s.repo.subjects("main");
+    assert_eq!(subjects.len(), 3, "{subjects:?}");
+    let message = git(&s.repo.path(), &["log", "-1", "--format=%B", "main"]);
+    assert!(message.contains("Tagpilot-Policy: api") && message.contains("Tagpilot-Policy: web"), "{message}");
+
+    let head = s.repo.rev("main").unwrap();
+    let again = tagpilot(s.dir.path(), &["apply"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("up to date"), "{}", text(&again));
+    assert_eq!(s.repo.rev("main").unwrap(), head, "the second apply made a commit");
+}
+
+#[tokio::test]
+async fn group_by_policy_makes_one_commit_per_policy() {
+    let s = setup("      mode: push\n      group: policy\n").await;
+    let out = tagpilot(s.dir.path(), &["apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(s.repo.subjects("main").len(), 4, "two policy commits on top of two");
+    // The first commit (policy `api`) moves only the API image; the second adds the web image.
+    let first = s.repo.show("main~1", DEPLOYMENT_PATH);
+    assert_eq!(first, deployment(&s.registry, "1.2.0", "2.0.0"));
+    assert_eq!(s.repo.show("main", DEPLOYMENT_PATH), deployment(&s.registry, "1.2.0", "2.1.0"));
+}
+
+#[tokio::test]
+async fn a_failing_repository_is_reported_and_the_others_are_still_written() {
+    let s = setup("      mode: push\n").await;
+    let config_path = s.dir.path().join("tagpilot.yaml");
+    let config = std::fs::read_to_string(&config_path).unwrap()
+        + "  - name: broken\n    url: file:///nonexistent/tagpilot-test/repo.git\n    branch: main\n";
+    std::fs::write(&config_path, config).unwrap();
+    let out = tagpilot(s.dir.path(), &["apply"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("broken") && stdout.contains("failed"), "{stdout}");
+    assert_eq!(s.repo.show("main", DEPLOYMENT_PATH), deployment(&s.registry, "1.2.0", "2.1.0"));
+}
