@@ -10,7 +10,9 @@
 # 3. copies examples/quickstart/ to a scratch directory (a git repository, so `git diff` shows
 #    what changed), with 127.0.0.1:5000 rewritten to the registry's real address;
 # 4. runs there `tagpilot plan --diff`, `tagpilot apply`, and `tagpilot plan --exit-code` to show
-#    that nothing is left to do.
+#    that nothing is left to do;
+# 5. does the same to a git repository: a local bare repository holding the example's manifests,
+#    which `tagpilot apply` clones, commits to and pushes to, ending with a commit in it.
 # The registry is stopped at the end unless --keep-registry is given.
 #
 # Environment: TAGPILOT_QUICKSTART_DIR (default ${TMPDIR:-/tmp}/tagpilot-quickstart) is the
@@ -90,7 +92,7 @@ cp -r "$ROOT/examples/quickstart" "$EXAMPLE"
 grep -rlF '127.0.0.1:5000' "$EXAMPLE" | while IFS= read -r file; do
     sed -i "s/127\.0\.0\.1:5000/$REGISTRY/g" "$file"
 done
-git -C "$EXAMPLE" init -q
+git -C "$EXAMPLE" init -q -b main
 git -C "$EXAMPLE" add -A
 git -C "$EXAMPLE" -c user.name=quickstart -c user.email=quickstart@localhost \
     commit -qm "Quickstart example before tagpilot"
@@ -111,12 +113,41 @@ if ((rc != 0)); then
     exit 1
 fi
 
+# === 5. a git repository ===
+
+step "Keeping a git repository up to date"
+# The manifests as they were before tagpilot, in a bare repository standing in for the team's
+# manifest repository; tagpilot's own config lives elsewhere and names it under repositories:.
+BARE="$WORK/manifests.git"
+GITOPS="$WORK/gitops"
+rm -rf "$BARE" "$GITOPS"
+git clone -q --bare "$EXAMPLE" "$BARE"
+mkdir -p "$GITOPS/policies"
+cp "$EXAMPLE/tagpilot.yaml" "$GITOPS/tagpilot.yaml"
+cat >>"$GITOPS/tagpilot.yaml" <<EOF
+repositories:
+  - name: manifests
+    url: file://$BARE
+    branch: main
+    write:
+      mode: push
+      author: {name: tagpilot, email: tagpilot@users.noreply.example}
+EOF
+for policy in "$EXAMPLE"/policies/*.yaml; do
+    sed 's|^    - paths: \["manifests/\*\*"\]$|    - repository: manifests\n      paths: ["manifests/**"]|' \
+        "$policy" >"$GITOPS/policies/$(basename "$policy")"
+done
+show "$GITOPS" "$TAGPILOT" apply --cache-dir "$WORK/cache"
+show "$GITOPS" git --git-dir "$BARE" log --stat -1 main
+
 step "Done"
 cat <<EOF
 The example lives in $EXAMPLE (a git repository):
   cd $EXAMPLE && git diff          # exactly the bytes tagpilot changed
   tagpilot.yaml, policies/*.yaml   # the configuration and the image policies
   manifests/                       # a Deployment, a kustomization.yaml, Helm values
+The git variant: $GITOPS/tagpilot.yaml pushes to $BARE:
+  git --git-dir $BARE log -p -1    # tagpilot's commit
 EOF
 if ((KEEP_REGISTRY == 1)); then
     cat <<EOF

@@ -40,7 +40,13 @@ struct Summary {
 fn summary(plan: &Plan) -> Summary {
     Summary {
         changes: plan.changes.len(),
-        files: plan.files.len(),
+        // Counted from the changes: files in remote repositories are committed, not in `files`.
+        files: plan
+            .changes
+            .iter()
+            .map(|c| (&c.repository, &c.file))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
         up_to_date: plan.up_to_date,
         held: plan.holds.len(),
         problems: plan.problems.len(),

@@ -25,10 +25,23 @@ fn deployment(registry: &TestRegistry, api: &str, web: &str) -> String {
 /// tagpilot.yaml with one policy per image targeting the repository.
 async fn setup(write: &str) -> Setup {
     let registry = TestRegistry::start(Auth::None).await;
-    registry.push_tags("shop/api", &["1.0.0", "1.1.0", "1.2.0", "2.0.0"], ImageSpec::default()).await;
-    registry.push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default()).await;
+    registry
+        .push_tags(
+            "shop/api",
+            &["1.0.0", "1.1.0", "1.2.0", "2.0.0"],
+            ImageSpec::default(),
+        )
+        .await;
+    registry
+        .push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default())
+        .await;
     let repo = BareRepo::new();
-    repo.push_change("main", DEPLOYMENT_PATH, &deployment(&registry, "1.0.0", "2.0.0"), "old tags");
+    repo.push_change(
+        "main",
+        DEPLOYMENT_PATH,
+        &deployment(&registry, "1.0.0", "2.0.0"),
+        "old tags",
+    );
     let dir = tempfile::tempdir().unwrap();
     let config = format!(
         "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    write:\n{write}",
@@ -47,7 +60,11 @@ async fn setup(write: &str) -> Setup {
         )
         .unwrap();
     }
-    Setup { registry, repo, dir }
+    Setup {
+        registry,
+        repo,
+        dir,
+    }
 }
 
 fn tagpilot(dir: &Path, args: &[&str]) -> Output {
@@ -65,7 +82,11 @@ fn tagpilot(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 #[tokio::test]
@@ -75,7 +96,10 @@ async fn plan_over_a_repository_writes_nothing_and_names_repository_files() {
     let out = tagpilot(s.dir.path(), &["plan", "--exit-code"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("manifests:apps/api/deployment.yaml"), "{stdout}");
+    assert!(
+        stdout.contains("manifests:apps/api/deployment.yaml"),
+        "{stdout}"
+    );
     assert!(stdout.contains("would push"), "{stdout}");
     assert_eq!(s.repo.rev("main").unwrap(), before, "plan pushed something");
     drop(s.registry);
@@ -87,17 +111,32 @@ async fn apply_pushes_one_commit_and_a_second_apply_pushes_nothing() {
     let out = tagpilot(s.dir.path(), &["apply"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let file = s.repo.show("main", DEPLOYMENT_PATH);
-    assert_eq!(file, deployment(&s.registry, "1.2.0", "2.1.0"), "only the tags changed");
+    assert_eq!(
+        file,
+        deployment(&s.registry, "1.2.0", "2.1.0"),
+        "only the tags changed"
+    );
     let subjects = s.repo.subjects("main");
     assert_eq!(subjects.len(), 3, "{subjects:?}");
     let message = git(&s.repo.path(), &["log", "-1", "--format=%B", "main"]);
-    assert!(message.contains("Tagpilot-Policy: api") && message.contains("Tagpilot-Policy: web"), "{message}");
+    assert!(
+        message.contains("Tagpilot-Policy: api") && message.contains("Tagpilot-Policy: web"),
+        "{message}"
+    );
 
     let head = s.repo.rev("main").unwrap();
     let again = tagpilot(s.dir.path(), &["apply"]);
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
-    assert!(String::from_utf8_lossy(&again.stdout).contains("up to date"), "{}", text(&again));
-    assert_eq!(s.repo.rev("main").unwrap(), head, "the second apply made a commit");
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains("up to date"),
+        "{}",
+        text(&again)
+    );
+    assert_eq!(
+        s.repo.rev("main").unwrap(),
+        head,
+        "the second apply made a commit"
+    );
 }
 
 #[tokio::test]
@@ -105,11 +144,18 @@ async fn group_by_policy_makes_one_commit_per_policy() {
     let s = setup("      mode: push\n      group: policy\n").await;
     let out = tagpilot(s.dir.path(), &["apply"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_eq!(s.repo.subjects("main").len(), 4, "two policy commits on top of two");
+    assert_eq!(
+        s.repo.subjects("main").len(),
+        4,
+        "two policy commits on top of two"
+    );
     // The first commit (policy `api`) moves only the API image; the second adds the web image.
     let first = s.repo.show("main~1", DEPLOYMENT_PATH);
     assert_eq!(first, deployment(&s.registry, "1.2.0", "2.0.0"));
-    assert_eq!(s.repo.show("main", DEPLOYMENT_PATH), deployment(&s.registry, "1.2.0", "2.1.0"));
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        deployment(&s.registry, "1.2.0", "2.1.0")
+    );
 }
 
 #[tokio::test]
@@ -122,6 +168,12 @@ async fn a_failing_repository_is_reported_and_the_others_are_still_written() {
     let out = tagpilot(s.dir.path(), &["apply"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("broken") && stdout.contains("failed"), "{stdout}");
-    assert_eq!(s.repo.show("main", DEPLOYMENT_PATH), deployment(&s.registry, "1.2.0", "2.1.0"));
+    assert!(
+        stdout.contains("broken") && stdout.contains("failed"),
+        "{stdout}"
+    );
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        deployment(&s.registry, "1.2.0", "2.1.0")
+    );
 }
