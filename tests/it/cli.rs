@@ -984,6 +984,28 @@ async fn too_many_requests_with_retry_after_is_waited_out() {
 }
 
 #[tokio::test]
+async fn retry_after_beyond_the_wait_limit_fails_at_once_naming_the_registry() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path("/v2/shop/api/tags/list"))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let (tree, _) = mock_tree(&server).await;
+
+    let all = apply_fails_writing_nothing(&tree).await;
+    assert!(
+        all.contains(&format!(
+            "registry {} kept refusing requests for repository shop/api with HTTP 429",
+            server.address()
+        )),
+        "{all}"
+    );
+    assert!(all.contains("Retry-After was 3600 s"), "{all}");
+}
+
+#[tokio::test]
 async fn malformed_json_from_the_registry_is_named() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
@@ -1016,6 +1038,8 @@ async fn check_validates_every_example_policy() {
     run.expect_code(0);
     let examples = std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies"))
         .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
         .count();
     assert!(
         run.stdout
