@@ -179,9 +179,11 @@ fn main() -> ExitCode {
 
 fn init_logging(filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
+    // Colour codes only for a person at a terminal; a log collector would store them verbatim.
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }
 
