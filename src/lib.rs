@@ -1,13 +1,17 @@
 //! tagpilot keeps container image references in GitOps manifest repositories up to date.
 //!
-//! Codemap (see ARCHITECTURE.md for the data flow and invariants):
-//! - [`image`]: image references and repository identity (pure).
-//! - [`config`]: `tagpilot.yaml`.
-//! - [`policy`]: `ImagePolicy` documents, validated.
-//! - [`select`]: tag selection (pure).
-//! - [`registry`]: the OCI registry edge.
-//! - [`manifest`]: finding image fields in YAML and editing them surgically (pure).
-//! - [`git`]: clone cache, commits and pushes to remote manifest repositories.
+//! Codemap (ARCHITECTURE.md has the data flow and the invariants):
+//! - [`image`] — image references and repository identity (pure).
+//! - [`config`] — `tagpilot.yaml`.
+//! - [`policy`] — `ImagePolicy` documents, validated offline.
+//! - [`select`] — tag selection (pure).
+//! - [`registry`] — the OCI registry edge, and an in-memory registry for tests.
+//! - [`manifest`] — finding image fields in YAML and editing them surgically (pure).
+//! - [`plan`] — the planner; builds every edit in memory and writes nothing.
+//! - [`report`] — table, JSON, Markdown and diff renderings of a plan (pure).
+//! - [`apply`] — atomic writes of planned files in the local directory.
+//! - [`git`] — clones, commits and pushes for configured repositories.
+//! - [`writeback`] — the seam between the planner and the git writer.
 
 pub mod apply;
 pub mod config;

@@ -67,7 +67,7 @@ pub struct Hold {
 }
 
 /// Something that stopped part of the plan. The rest of the plan is still valid.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
@@ -557,19 +557,6 @@ impl Plan {
         self.repositories.extend(other.repositories);
         self.up_to_date += other.up_to_date;
         self.policies_used += other.policies_used;
-    }
-}
-
-impl Default for Problem {
-    fn default() -> Self {
-        Problem {
-            repository: None,
-            policy: None,
-            image: None,
-            file: None,
-            line: None,
-            message: String::new(),
-        }
     }
 }
 
@@ -1093,7 +1080,7 @@ mod tests {
     #[tokio::test]
     async fn tagpilot_own_files_are_not_scanned() {
         // A policy file is YAML with an `image:` key; it must never be rewritten.
-        let text = semver("api", API).replace("image: ", "image: ") + "";
+        let text = semver("api", API);
         let dir = tree(&[
             ("policies/api.yaml", text.clone()),
             ("api.yaml", deployment(&format!("{API}:1.2.3"))),
