@@ -349,3 +349,19 @@ fn example_policies_validate() {
             .any(|p| p.targets.iter().any(|t| t.repository.is_some()))
     );
 }
+
+/// A target naming a repository that `tagpilot.yaml` does not configure would silently never
+/// apply; it is an error at the policy's name.
+#[test]
+fn a_target_naming_an_unconfigured_repository_is_an_error() {
+    let text = format!(
+        "{}  targets:\n    - repository: nowhere\n      paths: [\"apps/**\"]\n",
+        doc("api", "    semver: {}\n")
+    );
+    assert_one(
+        &[("api.yaml", &text)],
+        "api.yaml",
+        "4:9",
+        "repository \"nowhere\"",
+    );
+}
