@@ -236,8 +236,16 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     let mut report_plan = plan::plan(&scope, &policies, &registry, &progress).await?;
     let local_files = std::mem::take(&mut report_plan.files);
     let mut failed = false;
+    let mut written = 0;
     if write && !local_files.is_empty() {
-        apply::write_files(&root, &local_files)?;
+        // Like a failing repository, a failed local write is reported and the rest goes on.
+        match apply::write_files(&root, &local_files) {
+            Ok(files) => written = files.len(),
+            Err(e) => report_plan.problems.push(plan::Problem {
+                message: e.to_string(),
+                ..Default::default()
+            }),
+        }
     }
     if !config.repositories.is_empty() {
         let cache = git::RepoCache::new(match &args.cache_dir {
@@ -266,12 +274,8 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     if args.diff {
         print!("{}", report::diff(&shown));
     }
-    if write && !local_files.is_empty() {
-        eprintln!(
-            "wrote {} file(s) under {}",
-            local_files.len(),
-            root.display()
-        );
+    if written > 0 {
+        eprintln!("wrote {written} file(s) under {}", root.display());
     }
     if failed {
         return Ok(ExitCode::from(1));
