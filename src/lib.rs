@@ -8,8 +8,10 @@
 //! - [`registry`]: the OCI registry edge.
 //! - [`manifest`]: finding image fields in YAML and editing them surgically (pure).
 //! - [`git`]: clone cache, commits and pushes to remote manifest repositories.
+//! - [`argocd`]: Argo CD Applications and Image Updater annotations as policies.
 
 pub mod apply;
+pub mod argocd;
 pub mod config;
 pub mod git;
 pub mod image;
