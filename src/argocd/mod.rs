@@ -17,6 +17,8 @@ pub mod annotations;
 pub mod application;
 
 pub mod config;
+pub mod load;
+pub mod report;
 
 pub mod planner;
 
@@ -57,4 +59,74 @@ impl ArgoError {
             ArgoError::Kube(_) => "kube",
         }
     }
+}
+
+// === a whole run ===
+
+/// Everything an Applications run produced, for the CLI to print.
+pub struct Run {
+    /// Changes, holds and problems across every repository the apps write to.
+    pub plan: crate::plan::Plan,
+    pub repositories: Vec<crate::git::RepositoryReport>,
+    pub applications: Vec<report::ApplicationReport>,
+}
+
+/// Reads the configured Applications, plans their repositories and writes them through the git
+/// writer (a dry run for `tagpilot plan`).
+pub async fn run<R: crate::registry::Registry>(
+    config: &crate::config::Config,
+    cache: &crate::git::RepoCache,
+    registry: &R,
+    progress: &dyn crate::plan::Progress,
+    options: crate::git::WriteOptions,
+) -> Result<Run, ArgoError> {
+    let Some(apps_config) = &config.applications else {
+        return Ok(Run {
+            plan: Default::default(),
+            repositories: Vec::new(),
+            applications: Vec::new(),
+        });
+    };
+    let (apps, load_problems) = load::from_git(config, &apps_config.from_git, cache).await?;
+    let apps = apps.into_iter().map(|a| (a, Origin::Git)).collect();
+    let resolved = resolve(apps, &config.repositories, &load::remote_default_branch);
+    let planner = AppPlanner::new(&resolved, registry, progress);
+    let repositories =
+        crate::git::write_all(cache, &resolved.repositories, &planner, options).await;
+    let mut plan = crate::plan::Plan::default();
+    let mut images = Vec::new();
+    let mut app_problems = Vec::new();
+    for r in &repositories {
+        if let Some(p) = planner.last_plan(&r.repository) {
+            plan.merge(p.plan);
+            images.extend(p.images);
+            app_problems.extend(p.app_problems);
+        }
+    }
+    for message in load_problems {
+        plan.problems.push(crate::plan::Problem {
+            message,
+            ..Default::default()
+        });
+    }
+    for a in &resolved.apps {
+        for p in &a.problems {
+            plan.problems.push(crate::plan::Problem {
+                message: format!("application {}: {p}", a.app.id()),
+                ..Default::default()
+            });
+        }
+    }
+    for (i, p) in &app_problems {
+        plan.problems.push(crate::plan::Problem {
+            message: format!("application {}: {p}", resolved.apps[*i].app.id()),
+            ..Default::default()
+        });
+    }
+    let applications = report::collect(&resolved, &images, &app_problems);
+    Ok(Run {
+        plan,
+        repositories,
+        applications,
+    })
 }

@@ -215,9 +215,18 @@ fn plan_units(
     managed.git_write = git_write;
     managed.patch = !git_write && origin == Origin::Cluster;
     for (index, source) in sources.iter().enumerate() {
-        if source.chart.is_some() || source.path.is_none() && source.reference.is_some() {
-            // A chart from a Helm repository, or a values-only `ref` source: nothing to write
-            // here (a `ref` source is written through the source that names it).
+        if source.chart.is_none() && source.path.is_none() && source.reference.is_some() {
+            // A values-only `ref` source is written through the source that names it.
+            continue;
+        }
+        if source.chart.is_some()
+            && !matches!(
+                (&managed.annotations.write_back_target, values_file(source, None)),
+                (Some(WriteBackTarget::HelmValues(f)), first) if f.as_deref().or(first).is_some_and(|f| f.starts_with('$'))
+            )
+        {
+            // A chart from a Helm repository has no files in git; only a `$ref` values file
+            // does.
             continue;
         }
         let root = clean_path(source.path.as_deref().unwrap_or(""));
@@ -254,9 +263,9 @@ fn plan_units(
                 dir: relative_to(&root, dir.as_deref()),
             },
             (Some(WriteBackTarget::HelmValues(file)), _) => {
-                let file = match file {
+                let file = match file.as_deref().filter(|f| !f.starts_with('$')) {
                     Some(f) => relative_to(&root, Some(f)),
-                    None => match source.helm.as_ref().and_then(|h| h.value_files.first()) {
+                    None => match values_file(source, file.as_deref()) {
                         Some(f) if f.starts_with('$') => {
                             match ref_values_file(&sources, f) {
                                 Some((url, path)) => {
@@ -366,6 +375,17 @@ fn directory_write(source: &Source) -> UnitWrite {
         include: d.include,
         exclude: d.exclude,
     }
+}
+
+/// The values file a `helmvalues` target means: its own argument, else the first `valueFiles`.
+fn values_file<'s>(source: &'s Source, arg: Option<&'s str>) -> Option<&'s str> {
+    arg.or_else(|| {
+        source
+            .helm
+            .as_ref()
+            .and_then(|h| h.value_files.first())
+            .map(String::as_str)
+    })
 }
 
 /// `$values/envs/prod.yaml` → (the `values` source's repoURL, `envs/prod.yaml`).
