@@ -6,12 +6,12 @@
 //! those annotations ([`annotations`]), turns every annotated app into policies and write places
 //! ([`resolve`]) and plans each repository's apps in one pass for the git writer ([`planner`]),
 //! so apps sharing a repository share one commit and apps sharing an image share one tag
-//! listing. Applications come from git ([`load`]) or from the Kubernetes API ([`cluster`]);
+//! listing. Applications come from git ([`load`]);
 //! [`report`] adds an "Applications" section to `tagpilot plan`.
 //!
 //! It must never drop an annotation silently: every key under either prefix is honoured or
-//! reported with the reason. Only [`cluster`] talks to the Kubernetes API, and it writes only
-//! for `write-back-method: argocd` in `tagpilot apply`.
+//! reported with the reason. Nothing here talks to the Kubernetes API yet; `fromCluster` and
+//! `write-back-method: argocd` are reported as unsupported.
 
 pub mod annotations;
 pub mod application;
@@ -102,6 +102,12 @@ pub async fn run<R: crate::registry::Registry>(
             images.extend(p.images);
             app_problems.extend(p.app_problems);
         }
+    }
+    if apps_config.from_cluster.is_some() {
+        plan.problems.push(crate::plan::Problem {
+            message: "applications.fromCluster is not supported yet; keep the Application manifests in git and use applications.fromGit".into(),
+            ..Default::default()
+        });
     }
     for message in load_problems {
         plan.problems.push(crate::plan::Problem {

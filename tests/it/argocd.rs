@@ -153,3 +153,52 @@ async fn golden_applications_plan_then_apply_in_one_commit() {
     let again = run(&config, dir.path(), &registry, false).await;
     assert!(again.plan.changes.is_empty(), "{:?}", again.plan.changes);
 }
+
+#[tokio::test]
+async fn five_apps_on_one_repository_make_one_commit_and_one_tag_listing() {
+    let repo = BareRepo::new();
+    let mut tree = Vec::new();
+    for n in 1..=5 {
+        tree.push((
+            format!("argocd/app{n}.yaml"),
+            format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: app{n}\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: registry.example/shop/api:1.x\n    argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  source: {{repoURL: {}, path: apps/app{n}, directory: {{}}}}\n",
+                repo.file_url()
+            ),
+        ));
+        tree.push((
+            format!("apps/app{n}/deployment.yaml"),
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: registry.example/shop/api:1.0.0\n".to_string(),
+        ));
+    }
+    let extra: Vec<(&str, String)> = tree.iter().map(|(f, t)| (f.as_str(), t.clone())).collect();
+    let empty = tempfile::tempdir().unwrap();
+    push_tree(&repo, empty.path(), &extra);
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\", \"2.0.0\"]}\n",
+    )
+    .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert_eq!(applied.repositories.len(), 1);
+    assert!(applied.repositories[0].result.is_ok());
+    assert_eq!(applied.plan.changes.len(), 5, "{:?}", applied.plan.changes);
+    assert_eq!(
+        registry.tag_list_calls(),
+        1,
+        "one listing for the shared image"
+    );
+    assert_eq!(
+        repo.rev("main~1").as_deref(),
+        Some(before.as_str()),
+        "one commit"
+    );
+    for n in 1..=5 {
+        assert!(
+            repo.show("main", &format!("apps/app{n}/deployment.yaml"))
+                .contains("api:1.1.0")
+        );
+    }
+}
