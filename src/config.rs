@@ -35,6 +35,9 @@ pub struct Config {
     /// Remote manifest repositories tagpilot clones, edits, commits to and pushes.
     #[serde(default)]
     pub repositories: Vec<crate::git::RepositoryConfig>,
+    /// Argo CD Applications whose Image Updater annotations act as policies.
+    #[serde(default)]
+    pub applications: Option<crate::argocd::ApplicationsConfig>,
     /// Where the config file was read from; relative paths in it resolve against its directory.
     #[serde(skip)]
     pub path: Option<PathBuf>,

@@ -12,8 +12,10 @@
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
 //! - [`writeback`] — the seam between the planner and the git writer.
+//! - [`argocd`] — Argo CD Applications and Image Updater annotations as policies.
 
 pub mod apply;
+pub mod argocd;
 pub mod config;
 pub mod git;
 pub mod image;

@@ -11,7 +11,7 @@ use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
 use tagpilot::registry::{Registry, RegistryClient};
 use tagpilot::report::{self, Format};
-use tagpilot::{apply, git, policy, select, writeback};
+use tagpilot::{apply, argocd, git, policy, select, writeback};
 
 /// Keeps container image references in GitOps manifest repositories up to date.
 #[derive(Parser, Debug)]
@@ -247,13 +247,16 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
             }),
         }
     }
-    if !config.repositories.is_empty() {
-        let cache = git::RepoCache::new(match &args.cache_dir {
+    let repo_cache = || -> Result<git::RepoCache> {
+        Ok(git::RepoCache::new(match &args.cache_dir {
             Some(dir) => dir.clone(),
             None => {
                 git::RepoCache::default_root().context("no cache directory: pass --cache-dir")?
             }
-        });
+        }))
+    };
+    if !config.repositories.is_empty() {
+        let cache = repo_cache()?;
         let planner = writeback::RepositoryPlanner::new(&policies, &registry, &progress);
         let options = git::WriteOptions { dry_run: !write };
         for r in git::write_all(&cache, &config.repositories, &planner, options).await {
@@ -264,13 +267,30 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
             report_plan.repositories.push(outcome(r));
         }
     }
+    // Argo CD Applications: their own policies, planned per repository they write to.
+    let mut applications = None;
+    if config.applications.is_some() {
+        let options = git::WriteOptions { dry_run: !write };
+        let run = argocd::run(&config, &repo_cache()?, &registry, &progress, options).await?;
+        report_plan.merge(run.plan);
+        for r in run.repositories {
+            failed |= r.result.is_err();
+            report_plan.repositories.push(outcome(r));
+        }
+        applications = Some(run.applications);
+    }
     drop(progress);
 
     let shown = Plan {
         files: local_files.clone(),
         ..report_plan.clone()
     };
-    print!("{}", report::render(&shown, args.format));
+    let rendered = report::render(&shown, args.format);
+    match (&applications, args.format) {
+        (Some(apps), Format::Json) => print!("{}", argocd::report::json(&rendered, apps)),
+        (Some(apps), _) => print!("{rendered}{}", argocd::report::text(apps)),
+        (None, _) => print!("{rendered}"),
+    }
     if args.diff {
         print!("{}", report::diff(&shown));
     }

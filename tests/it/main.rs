@@ -1,6 +1,7 @@
 //! tagpilot's integration tests: one binary, one module per area (see matklad, "Delete Cargo
 //! Integration Tests"). Real registries and git servers are started by `support`.
 
+mod argocd;
 mod cli;
 mod git;
 mod golden;

@@ -1,0 +1,743 @@
+//! Argo CD Image Updater's annotations, read exactly as Image Updater documents them, under its
+//! prefix and under tagpilot's own (`tagpilot.dev/`, which wins per key).
+//!
+//! Pure: a map of annotations in, a typed description out. Every annotation under either prefix
+//! is either understood or listed in [`AppAnnotations::skipped`] with the reason; none is
+//! silently dropped, because a user migrating from Image Updater must see what did not carry over.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::image::{Platform, Repository};
+use crate::select::Constraint;
+
+/// Argo CD Image Updater's annotation prefix.
+pub const IMAGE_UPDATER_PREFIX: &str = "argocd-image-updater.argoproj.io/";
+/// tagpilot's own prefix; a key set under both prefixes takes tagpilot's value.
+pub const TAGPILOT_PREFIX: &str = "tagpilot.dev/";
+
+/// Everything the annotations of one Application say.
+#[derive(Debug, Clone, Default)]
+pub struct AppAnnotations {
+    pub images: Vec<AnnotatedImage>,
+    pub write_back: WriteBackMethod,
+    /// Whether `write-back-method` was set at all (Image Updater's default is `argocd`).
+    pub write_back_explicit: bool,
+    pub write_back_target: Option<WriteBackTarget>,
+    pub git_branch: Option<GitBranch>,
+    pub git_repository: Option<String>,
+    /// Annotations tagpilot read but cannot honour (fully or at all), with the reason.
+    pub skipped: Vec<SkippedAnnotation>,
+}
+
+/// One image of `image-list`, with its per-alias (or app-wide) settings resolved.
+#[derive(Debug, Clone)]
+pub struct AnnotatedImage {
+    /// The alias, or the image name when `image-list` gives none.
+    pub alias: String,
+    /// Whether `alias` was written (`alias=image`), so per-alias keys can apply.
+    pub has_alias: bool,
+    /// The image name as written, without tag or constraint.
+    pub image: String,
+    pub repository: Repository,
+    /// The part after `:` in `image-list`: a version constraint for `semver`, the followed tag
+    /// for `digest`.
+    pub constraint: Option<String>,
+    pub strategy: UpdateStrategy,
+    /// `allow-tags: regexp:<re>`; `any` and absence mean every tag.
+    pub allow_tags: Option<String>,
+    pub ignore_tags: Vec<String>,
+    pub platforms: Vec<Platform>,
+    pub pull_secret: Option<PullSecret>,
+    pub force_update: bool,
+    pub helm: HelmNames,
+    pub kustomize_image_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpdateStrategy {
+    #[default]
+    Semver,
+    NewestBuild,
+    Alphabetical,
+    Digest,
+}
+
+impl UpdateStrategy {
+    fn parse(s: &str) -> Option<UpdateStrategy> {
+        Some(match s {
+            "semver" => UpdateStrategy::Semver,
+            "newest-build" | "latest" => UpdateStrategy::NewestBuild,
+            "alphabetical" | "name" => UpdateStrategy::Alphabetical,
+            "digest" => UpdateStrategy::Digest,
+            _ => return None,
+        })
+    }
+}
+
+/// Helm parameter names (`helm.image-name`, `.image-tag`, `.image-spec`), as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HelmNames {
+    pub name: Option<String>,
+    pub tag: Option<String>,
+    pub spec: Option<String>,
+}
+
+impl HelmNames {
+    /// Whether any `helm.*` annotation was set.
+    pub fn is_set(&self) -> bool {
+        self.name.is_some() || self.tag.is_some() || self.spec.is_some()
+    }
+
+    /// The parameter holding the image name (Image Updater's default `image.name`).
+    pub fn name_or_default(&self) -> &str {
+        self.name.as_deref().unwrap_or("image.name")
+    }
+
+    /// The parameter holding the tag (Image Updater's default `image.tag`).
+    pub fn tag_or_default(&self) -> &str {
+        self.tag.as_deref().unwrap_or("image.tag")
+    }
+}
+
+/// Where registry credentials for an image come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PullSecret {
+    /// `pullsecret:<ns>/<name>`: a `kubernetes.io/dockerconfigjson` Secret.
+    PullSecret { namespace: String, name: String },
+    /// `secret:<ns>/<name>#<field>`: a field holding `user:password`.
+    Secret {
+        namespace: String,
+        name: String,
+        field: String,
+    },
+    /// `env:<VAR>`: an environment variable holding `user:password`.
+    Env(String),
+    /// `ext:<script>`: a script printing `user:password`.
+    Ext(String),
+}
+
+/// `write-back-method`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum WriteBackMethod {
+    /// Patch the Application's parameter overrides through the Kubernetes API.
+    #[default]
+    Argocd,
+    Git(GitCredentials),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GitCredentials {
+    /// `git`: the credentials of the matching `repositories:` entry.
+    Configured,
+    /// `git:repocreds`: Argo CD's repository credentials.
+    RepoCreds,
+    /// `git:secret:<ns>/<name>`.
+    Secret { namespace: String, name: String },
+}
+
+/// `write-back-target`: where git write-back edits instead of `.argocd-source-<app>.yaml`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteBackTarget {
+    /// `kustomization[:<dir>]`: the kustomization in `dir` (default the source path).
+    Kustomization(Option<String>),
+    /// `helmvalues[:<file>]`: a values file (default the first `valueFiles` entry).
+    HelmValues(Option<String>),
+}
+
+/// `git-branch`: `branch`, `base:target` or `:target`; either part may be a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitBranch {
+    pub base: Option<String>,
+    pub target: Option<String>,
+}
+
+/// An annotation tagpilot did not (fully) honour.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkippedAnnotation {
+    /// The annotation key as written, with its prefix.
+    pub key: String,
+    pub reason: String,
+}
+
+// === parsing ===
+
+/// The annotation keys tagpilot knows for every image (after `<alias>.`) or app-wide.
+const IMAGE_KEYS: &[&str] = &[
+    "update-strategy",
+    "allow-tags",
+    "ignore-tags",
+    "platforms",
+    "pull-secret",
+    "force-update",
+    "helm.image-name",
+    "helm.image-tag",
+    "helm.image-spec",
+    "kustomize.image-name",
+];
+const APP_KEYS: &[&str] = &[
+    "image-list",
+    "write-back-method",
+    "write-back-target",
+    "git-branch",
+    "git-repository",
+];
+
+/// Reads the Image Updater annotations of one Application. Returns `None` when it has no
+/// `image-list` under either prefix (the app is not managed).
+pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
+    let lookup = Lookup::new(annotations);
+    let (list_key, list) = lookup.get("image-list")?;
+    let mut out = AppAnnotations::default();
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    used.insert(list_key.clone());
+
+    for entry in split_image_list(list) {
+        match parse_image_entry(&entry) {
+            Ok((alias, image, constraint)) => {
+                let Ok(repository) = Repository::parse(&image) else {
+                    out.skipped.push(SkippedAnnotation {
+                        key: list_key.clone(),
+                        reason: format!("{image:?} is not an image name; entry ignored"),
+                    });
+                    continue;
+                };
+                let has_alias = alias.is_some();
+                out.images.push(AnnotatedImage {
+                    alias: alias.unwrap_or_else(|| image.clone()),
+                    has_alias,
+                    image,
+                    repository,
+                    constraint,
+                    strategy: UpdateStrategy::default(),
+                    allow_tags: None,
+                    ignore_tags: Vec::new(),
+                    platforms: Vec::new(),
+                    pull_secret: None,
+                    force_update: false,
+                    helm: HelmNames::default(),
+                    kustomize_image_name: None,
+                });
+            }
+            Err(reason) => out.skipped.push(SkippedAnnotation {
+                key: list_key.clone(),
+                reason,
+            }),
+        }
+    }
+
+    for image in &mut out.images {
+        let alias = image.has_alias.then(|| image.alias.clone());
+        let mut get = |key: &str| -> Option<(String, String)> {
+            let found = alias
+                .as_deref()
+                .and_then(|a| lookup.get(&format!("{a}.{key}")))
+                .or_else(|| lookup.get(key));
+            if let Some((k, _)) = &found {
+                used.insert(k.clone());
+            }
+            found.map(|(k, v)| (k, v.trim().to_string()))
+        };
+        if let Some((key, v)) = get("update-strategy") {
+            match UpdateStrategy::parse(&v) {
+                Some(s) => image.strategy = s,
+                None => out.skipped.push(SkippedAnnotation {
+                    key,
+                    reason: format!(
+                        "unknown update strategy {v:?} (semver, newest-build, latest, alphabetical, name, digest); using semver"
+                    ),
+                }),
+            }
+        }
+        if let Some((key, v)) = get("allow-tags") {
+            if v == "any" {
+                image.allow_tags = None;
+            } else if let Some(re) = v.strip_prefix("regexp:") {
+                match regex::Regex::new(re) {
+                    Ok(_) => image.allow_tags = Some(re.to_string()),
+                    Err(e) => out.skipped.push(SkippedAnnotation {
+                        key,
+                        reason: format!("invalid regexp {re:?}: {e}; the image is not updated"),
+                    }),
+                }
+            } else {
+                out.skipped.push(SkippedAnnotation {
+                    key,
+                    reason: format!(
+                        "{v:?} is neither `regexp:<re>` nor `any`; the image is not updated"
+                    ),
+                });
+                // Image Updater refuses such a filter; allowing every tag instead would widen it.
+                image.allow_tags = Some("$^".into());
+            }
+        }
+        if let Some((key, v)) = get("ignore-tags") {
+            for glob in v.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+                match globset::Glob::new(glob) {
+                    Ok(_) => image.ignore_tags.push(glob.to_string()),
+                    Err(e) => out.skipped.push(SkippedAnnotation {
+                        key: key.clone(),
+                        reason: format!("invalid glob {glob:?}: {e}"),
+                    }),
+                }
+            }
+        }
+        if let Some((key, v)) = get("platforms") {
+            for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+                match p.parse::<Platform>() {
+                    Ok(p) => image.platforms.push(p),
+                    Err(e) => out.skipped.push(SkippedAnnotation {
+                        key: key.clone(),
+                        reason: e,
+                    }),
+                }
+            }
+        }
+        if let Some((key, v)) = get("pull-secret") {
+            match parse_pull_secret(&v) {
+                Ok(PullSecret::Ext(script)) => out.skipped.push(SkippedAnnotation {
+                    key,
+                    reason: format!(
+                        "ext:{script}: tagpilot runs no credential scripts; configure the registry's credentials in tagpilot.yaml or a docker-credential helper"
+                    ),
+                }),
+                Ok(secret) => image.pull_secret = Some(secret),
+                Err(reason) => out.skipped.push(SkippedAnnotation { key, reason }),
+            }
+        }
+        if let Some((key, v)) = get("force-update") {
+            match v.as_str() {
+                "true" => image.force_update = true,
+                "false" => image.force_update = false,
+                _ => out.skipped.push(SkippedAnnotation {
+                    key,
+                    reason: format!("{v:?} is not true or false"),
+                }),
+            }
+        }
+        image.helm.name = get("helm.image-name").map(|(_, v)| v);
+        image.helm.tag = get("helm.image-tag").map(|(_, v)| v);
+        image.helm.spec = get("helm.image-spec").map(|(_, v)| v);
+        image.kustomize_image_name = get("kustomize.image-name").map(|(_, v)| v);
+        if image.strategy != UpdateStrategy::Semver
+            && image.strategy != UpdateStrategy::Digest
+            && image.constraint.is_some()
+        {
+            out.skipped.push(SkippedAnnotation {
+                key: list_key.clone(),
+                reason: format!(
+                    "{}: the constraint {:?} applies to semver only and is ignored, as Image Updater does",
+                    image.alias,
+                    image.constraint.as_deref().unwrap_or_default()
+                ),
+            });
+        }
+        if image.strategy == UpdateStrategy::Semver
+            && let Some(c) = &image.constraint
+            && let Err(e) = Constraint::parse(c)
+        {
+            out.skipped.push(SkippedAnnotation {
+                key: list_key.clone(),
+                reason: format!("{}: {e}; the image is not updated", image.alias),
+            });
+        }
+    }
+
+    if let Some((key, v)) = lookup.get("write-back-method") {
+        used.insert(key.clone());
+        match parse_write_back(v.trim()) {
+            Ok(m) => {
+                out.write_back = m;
+                out.write_back_explicit = true;
+            }
+            Err(reason) => out.skipped.push(SkippedAnnotation { key, reason }),
+        }
+    }
+    if let Some((key, v)) = lookup.get("write-back-target") {
+        used.insert(key.clone());
+        match parse_target(v.trim()) {
+            Ok(t) => out.write_back_target = Some(t),
+            Err(reason) => out.skipped.push(SkippedAnnotation { key, reason }),
+        }
+    }
+    if let Some((key, v)) = lookup.get("git-branch") {
+        used.insert(key);
+        out.git_branch = Some(parse_branch(v.trim()));
+    }
+    if let Some((key, v)) = lookup.get("git-repository") {
+        used.insert(key);
+        out.git_repository = Some(v.trim().to_string());
+    }
+
+    // Whatever is left under either prefix was not understood.
+    let aliases: BTreeSet<&str> = out
+        .images
+        .iter()
+        .filter(|i| i.has_alias)
+        .map(|i| i.alias.as_str())
+        .collect();
+    for (key, _) in annotations {
+        let Some(rest) = key
+            .strip_prefix(TAGPILOT_PREFIX)
+            .or_else(|| key.strip_prefix(IMAGE_UPDATER_PREFIX))
+        else {
+            continue;
+        };
+        if used.contains(key) {
+            continue;
+        }
+        let reason = if lookup.shadowed(key) {
+            format!("overridden by {TAGPILOT_PREFIX}{rest}, which tagpilot reads first")
+        } else if APP_KEYS.contains(&rest) || IMAGE_KEYS.contains(&rest) {
+            // An app-wide image key that no image used (no image-list entry).
+            "no image in image-list uses it".to_string()
+        } else if let Some((alias, k)) = rest.split_once('.')
+            && IMAGE_KEYS.contains(&k)
+        {
+            if aliases.contains(alias) {
+                "not used".to_string()
+            } else {
+                format!("alias {alias:?} is not in image-list")
+            }
+        } else {
+            "unknown annotation; tagpilot does not support it".to_string()
+        };
+        out.skipped.push(SkippedAnnotation {
+            key: key.clone(),
+            reason,
+        });
+    }
+    out.skipped.sort_by(|a, b| a.key.cmp(&b.key));
+    Some(out)
+}
+
+/// Finds keys under both prefixes, tagpilot's first.
+struct Lookup<'a> {
+    annotations: &'a BTreeMap<String, String>,
+}
+
+impl<'a> Lookup<'a> {
+    fn new(annotations: &'a BTreeMap<String, String>) -> Self {
+        Lookup { annotations }
+    }
+
+    /// The full key found and its value.
+    fn get(&self, key: &str) -> Option<(String, &'a str)> {
+        [TAGPILOT_PREFIX, IMAGE_UPDATER_PREFIX]
+            .iter()
+            .map(|p| format!("{p}{key}"))
+            .find_map(|k| self.annotations.get(&k).map(|v| (k, v.as_str())))
+    }
+
+    /// Whether `key` is an Image Updater key that tagpilot's prefix overrides.
+    fn shadowed(&self, key: &str) -> bool {
+        key.strip_prefix(IMAGE_UPDATER_PREFIX).is_some_and(|rest| {
+            self.annotations
+                .contains_key(&format!("{TAGPILOT_PREFIX}{rest}"))
+        })
+    }
+}
+
+/// Splits `image-list` at commas, keeping commas that belong to a constraint
+/// (`app=img:>=1.2, <2.0`).
+fn split_image_list(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in list.split(',') {
+        let t = part.trim();
+        if t.is_empty() {
+            continue;
+        }
+        let continues_constraint = t.starts_with(['<', '>', '=', '~', '^', '!', '|'])
+            || (t.starts_with(|c: char| c.is_ascii_digit()) && !t.contains(['/', '=', ':']));
+        match out.last_mut() {
+            Some(prev) if continues_constraint => {
+                prev.push_str(", ");
+                prev.push_str(t);
+            }
+            _ => out.push(t.to_string()),
+        }
+    }
+    out
+}
+
+/// `[alias=]image[:constraint]` → (alias, image, constraint).
+fn parse_image_entry(entry: &str) -> Result<(Option<String>, String, Option<String>), String> {
+    let (alias, rest) = match entry.split_once('=') {
+        // A `=` inside a constraint (`img:>=1.0`) comes after a `:`.
+        Some((a, r)) if !a.contains([':', '/']) => (Some(a.trim().to_string()), r.trim()),
+        _ => (None, entry.trim()),
+    };
+    if alias.as_deref() == Some("") {
+        return Err(format!("{entry:?}: empty alias"));
+    }
+    // The constraint starts at the first `:` after the last `/` of the name part; a registry
+    // port (`host:5000/x`) comes before a `/`.
+    let name_end = rest
+        .char_indices()
+        .find(|&(i, c)| {
+            c == ':' && !rest[i..].contains('/') || c.is_whitespace() || "<>~^".contains(c)
+        })
+        .map(|(i, _)| i)
+        .unwrap_or(rest.len());
+    let image = rest[..name_end].trim().to_string();
+    let constraint = rest[name_end..].trim_start_matches(':').trim().to_string();
+    if image.is_empty() {
+        return Err(format!("{entry:?}: no image name"));
+    }
+    Ok((alias, image, (!constraint.is_empty()).then_some(constraint)))
+}
+
+fn parse_pull_secret(v: &str) -> Result<PullSecret, String> {
+    let ns_name = |s: &str| -> Result<(String, String), String> {
+        match s.split_once('/') {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+                Ok((ns.to_string(), name.to_string()))
+            }
+            _ => Err(format!("{s:?} is not <namespace>/<name>")),
+        }
+    };
+    if let Some(rest) = v.strip_prefix("pullsecret:") {
+        let (namespace, name) = ns_name(rest)?;
+        Ok(PullSecret::PullSecret { namespace, name })
+    } else if let Some(rest) = v.strip_prefix("secret:") {
+        let (secret, field) = rest
+            .split_once('#')
+            .ok_or_else(|| format!("{v:?}: `secret:` needs `<namespace>/<name>#<field>`"))?;
+        let (namespace, name) = ns_name(secret)?;
+        Ok(PullSecret::Secret {
+            namespace,
+            name,
+            field: field.to_string(),
+        })
+    } else if let Some(var) = v.strip_prefix("env:") {
+        Ok(PullSecret::Env(var.to_string()))
+    } else if let Some(script) = v.strip_prefix("ext:") {
+        Ok(PullSecret::Ext(script.to_string()))
+    } else {
+        Err(format!(
+            "{v:?}: expected pullsecret:<ns>/<name>, secret:<ns>/<name>#<field>, env:<VAR> or ext:<script>"
+        ))
+    }
+}
+
+fn parse_write_back(v: &str) -> Result<WriteBackMethod, String> {
+    match v {
+        "argocd" => Ok(WriteBackMethod::Argocd),
+        "git" => Ok(WriteBackMethod::Git(GitCredentials::Configured)),
+        "git:repocreds" => Ok(WriteBackMethod::Git(GitCredentials::RepoCreds)),
+        _ => match v
+            .strip_prefix("git:secret:")
+            .and_then(|s| s.split_once('/'))
+        {
+            Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
+                Ok(WriteBackMethod::Git(GitCredentials::Secret {
+                    namespace: ns.to_string(),
+                    name: name.to_string(),
+                }))
+            }
+            _ => Err(format!(
+                "{v:?}: expected argocd, git, git:repocreds or git:secret:<ns>/<name>; using argocd"
+            )),
+        },
+    }
+}
+
+fn parse_target(v: &str) -> Result<WriteBackTarget, String> {
+    let (kind, arg) = match v.split_once(':') {
+        Some((k, a)) => (k, Some(a.trim().to_string()).filter(|a| !a.is_empty())),
+        None => (v, None),
+    };
+    match kind {
+        "kustomization" => Ok(WriteBackTarget::Kustomization(arg)),
+        "helmvalues" => Ok(WriteBackTarget::HelmValues(arg)),
+        _ => Err(format!(
+            "{v:?}: expected kustomization[:<dir>] or helmvalues[:<file>]; writing .argocd-source-<app>.yaml instead"
+        )),
+    }
+}
+
+fn parse_branch(v: &str) -> GitBranch {
+    let opt = |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+    match v.split_once(':') {
+        Some((base, target)) => GitBranch {
+            base: opt(base),
+            target: opt(target),
+        },
+        None => GitBranch {
+            base: opt(v),
+            target: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn iu(key: &str) -> String {
+        format!("{IMAGE_UPDATER_PREFIX}{key}")
+    }
+
+    #[test]
+    fn without_image_list_the_app_is_not_managed() {
+        assert!(parse(&annotations(&[("team", "payments")])).is_none());
+    }
+
+    #[test]
+    fn image_list_with_aliases_constraints_and_registry_ports() {
+        let a = parse(&annotations(&[(
+            &iu("image-list"),
+            "api=127.0.0.1:5000/shop/api:~1.2, nginx:1.x, web=ghcr.io/o/web:>=1.2, <2.0, plain",
+        )]))
+        .unwrap();
+        let got: Vec<(&str, &str, Option<&str>)> = a
+            .images
+            .iter()
+            .map(|i| (i.alias.as_str(), i.image.as_str(), i.constraint.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("api", "127.0.0.1:5000/shop/api", Some("~1.2")),
+                ("nginx", "nginx", Some("1.x")),
+                ("web", "ghcr.io/o/web", Some(">=1.2, <2.0")),
+                ("plain", "plain", None),
+            ]
+        );
+        assert!(a.skipped.is_empty(), "{:?}", a.skipped);
+    }
+
+    #[test]
+    fn per_alias_keys_beat_app_wide_keys_and_tagpilot_beats_image_updater() {
+        let a = parse(&annotations(&[
+            (&iu("image-list"), "api=r.example/api, web=r.example/web"),
+            (&iu("update-strategy"), "latest"),
+            (&iu("api.update-strategy"), "name"),
+            ("tagpilot.dev/api.update-strategy", "digest"),
+            (&iu("web.allow-tags"), "regexp:^v\\d+$"),
+            (&iu("ignore-tags"), "*-rc*, dev"),
+            (&iu("web.platforms"), "linux/amd64,linux/arm64/v8"),
+            (&iu("web.force-update"), "true"),
+            (&iu("web.helm.image-name"), "web.repo"),
+            (&iu("web.helm.image-tag"), "web.tag"),
+            (&iu("api.kustomize.image-name"), "api"),
+        ]))
+        .unwrap();
+        let (api, web) = (&a.images[0], &a.images[1]);
+        assert_eq!(api.strategy, UpdateStrategy::Digest);
+        assert_eq!(web.strategy, UpdateStrategy::NewestBuild);
+        assert_eq!(web.allow_tags.as_deref(), Some("^v\\d+$"));
+        assert_eq!(api.ignore_tags, vec!["*-rc*", "dev"]);
+        assert_eq!(web.platforms.len(), 2);
+        assert!(web.force_update && !api.force_update);
+        assert_eq!(web.helm.name.as_deref(), Some("web.repo"));
+        assert_eq!(api.kustomize_image_name.as_deref(), Some("api"));
+        let keys: Vec<&str> = a.skipped.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys, vec![iu("api.update-strategy")], "{:?}", a.skipped);
+        assert!(a.skipped[0].reason.contains("overridden"));
+    }
+
+    #[test]
+    fn every_pull_secret_form_parses_and_ext_is_reported() {
+        assert_eq!(
+            parse_pull_secret("pullsecret:argocd/regcred"),
+            Ok(PullSecret::PullSecret {
+                namespace: "argocd".into(),
+                name: "regcred".into()
+            })
+        );
+        assert_eq!(
+            parse_pull_secret("secret:ns/creds#token"),
+            Ok(PullSecret::Secret {
+                namespace: "ns".into(),
+                name: "creds".into(),
+                field: "token".into()
+            })
+        );
+        assert_eq!(
+            parse_pull_secret("env:REGISTRY_AUTH"),
+            Ok(PullSecret::Env("REGISTRY_AUTH".into()))
+        );
+        assert_eq!(
+            parse_pull_secret("ext:/bin/get-creds"),
+            Ok(PullSecret::Ext("/bin/get-creds".into()))
+        );
+        assert!(parse_pull_secret("secret:ns/creds").is_err());
+        let a = parse(&annotations(&[
+            (&iu("image-list"), "r.example/api"),
+            (&iu("pull-secret"), "ext:/bin/get-creds"),
+        ]))
+        .unwrap();
+        assert_eq!(a.skipped.len(), 1);
+        assert!(a.skipped[0].reason.contains("no credential scripts"));
+    }
+
+    #[test]
+    fn write_back_methods_targets_and_branches() {
+        assert_eq!(parse_write_back("argocd"), Ok(WriteBackMethod::Argocd));
+        assert_eq!(
+            parse_write_back("git:repocreds"),
+            Ok(WriteBackMethod::Git(GitCredentials::RepoCreds))
+        );
+        assert_eq!(
+            parse_write_back("git:secret:argocd/git-creds"),
+            Ok(WriteBackMethod::Git(GitCredentials::Secret {
+                namespace: "argocd".into(),
+                name: "git-creds".into()
+            }))
+        );
+        assert!(parse_write_back("git:secret:nope").is_err());
+        assert_eq!(
+            parse_target("kustomization:../base"),
+            Ok(WriteBackTarget::Kustomization(Some("../base".into())))
+        );
+        assert_eq!(
+            parse_target("helmvalues"),
+            Ok(WriteBackTarget::HelmValues(None))
+        );
+        assert_eq!(
+            parse_branch("main:image-updater-{{.SHA256}}"),
+            GitBranch {
+                base: Some("main".into()),
+                target: Some("image-updater-{{.SHA256}}".into())
+            }
+        );
+        assert_eq!(
+            parse_branch(":updates"),
+            GitBranch {
+                base: None,
+                target: Some("updates".into())
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_and_orphan_keys_are_reported_by_name() {
+        let a = parse(&annotations(&[
+            (&iu("image-list"), "api=r.example/api"),
+            (&iu("api.update-strategy"), "semver"),
+            (&iu("web.update-strategy"), "semver"),
+            (&iu("commit-message-template"), "x"),
+            ("tagpilot.dev/api.allow-tags", "nonsense"),
+        ]))
+        .unwrap();
+        let got: Vec<(String, String)> = a
+            .skipped
+            .iter()
+            .map(|s| (s.key.clone(), s.reason.clone()))
+            .collect();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(got[0].0.ends_with("commit-message-template") && got[0].1.contains("unknown"));
+        assert!(
+            got[1].0.ends_with("web.update-strategy") && got[1].1.contains("not in image-list")
+        );
+        assert!(got[2].0 == "tagpilot.dev/api.allow-tags" && got[2].1.contains("regexp"));
+        assert_eq!(a.images[0].allow_tags.as_deref(), Some("$^"));
+    }
+}

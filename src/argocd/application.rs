@@ -1,0 +1,237 @@
+//! The parts of an Argo CD `Application` tagpilot reads, and reading them from YAML files.
+//!
+//! The types are lenient on purpose (no `deny_unknown_fields`): an Application has many fields
+//! tagpilot does not care about, and a newer Argo CD adds more. Pure apart from
+//! [`read_documents`]'s caller handing it text.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// `argoproj.io/v1alpha1` `Application`, as far as tagpilot reads it.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Application {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    pub metadata: Metadata,
+    #[serde(default)]
+    pub spec: Spec,
+    #[serde(default)]
+    pub status: Option<Status>,
+    /// Where it was read from (`argocd/apps/web.yaml:12`, `cluster`), for reports.
+    #[serde(skip)]
+    pub origin: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    pub name: String,
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec {
+    #[serde(default)]
+    pub source: Option<Source>,
+    #[serde(default)]
+    pub sources: Vec<Source>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    #[serde(default)]
+    pub summary: Option<Summary>,
+    /// `Helm`, `Kustomize`, `Directory`, `Plugin`: what Argo CD detected (single source).
+    #[serde(default)]
+    pub source_type: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    /// The images the live resources run, as Argo CD last saw them.
+    #[serde(default)]
+    pub images: Vec<String>,
+}
+
+/// One source of an Application.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    #[serde(rename = "repoURL", default)]
+    pub repo_url: String,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub target_revision: Option<String>,
+    /// Set for charts from a Helm repository (no git path to write to).
+    #[serde(default)]
+    pub chart: Option<String>,
+    /// Multi-source: the name other sources use in `$<ref>/…` value files.
+    #[serde(rename = "ref", default)]
+    pub reference: Option<String>,
+    #[serde(default)]
+    pub helm: Option<HelmSource>,
+    #[serde(default)]
+    pub kustomize: Option<KustomizeSource>,
+    #[serde(default)]
+    pub directory: Option<DirectorySource>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmSource {
+    #[serde(default)]
+    pub value_files: Vec<String>,
+    #[serde(default)]
+    pub parameters: Vec<HelmParameter>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmParameter {
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force_string: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KustomizeSource {
+    #[serde(default)]
+    pub images: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DirectorySource {
+    #[serde(default)]
+    pub recurse: bool,
+    #[serde(default)]
+    pub include: Option<String>,
+    #[serde(default)]
+    pub exclude: Option<String>,
+}
+
+impl Application {
+    /// Every source: `spec.sources` when set (multi-source), else `spec.source`.
+    pub fn sources(&self) -> Vec<&Source> {
+        if !self.spec.sources.is_empty() {
+            self.spec.sources.iter().collect()
+        } else {
+            self.spec.source.iter().collect()
+        }
+    }
+
+    pub fn is_multi_source(&self) -> bool {
+        !self.spec.sources.is_empty()
+    }
+
+    /// `namespace/name`, or `name` when no namespace is known.
+    pub fn id(&self) -> String {
+        match &self.metadata.namespace {
+            Some(ns) => format!("{ns}/{}", self.metadata.name),
+            None => self.metadata.name.clone(),
+        }
+    }
+}
+
+/// Reads every `kind: Application` document of a (multi-document) YAML text. Documents of other
+/// kinds are skipped; a document that is not YAML makes the whole file an error.
+pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, String> {
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(default)]
+        kind: Option<String>,
+        #[serde(rename = "apiVersion", default)]
+        api_version: Option<String>,
+    }
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut apps = Vec::new();
+    let mut line = 1;
+    for doc in split_documents(text) {
+        let start = line;
+        line += doc.matches('\n').count() + 1;
+        if doc
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+        {
+            continue;
+        }
+        let head: Head = serde_saphyr::from_str(doc)
+            .map_err(|e| crate::config::render_yaml_error(&e, path, start - 1, None).2)?;
+        if head.kind.as_deref() != Some("Application")
+            || !head
+                .api_version
+                .as_deref()
+                .is_some_and(|v| v.starts_with("argoproj.io/"))
+        {
+            continue;
+        }
+        let mut app: Application = serde_saphyr::from_str(doc).map_err(|e| {
+            crate::config::render_yaml_error(&e, path, start - 1, Some("Application")).2
+        })?;
+        app.origin = format!("{}:{start}", path.display());
+        apps.push(app);
+    }
+    Ok(apps)
+}
+
+/// Splits at `---` lines, keeping line counts (the separator line is dropped).
+fn split_documents(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut pos = 0;
+    for l in text.split_inclusive('\n') {
+        let bare = l.trim_end_matches(['\n', '\r']);
+        if bare == "---" || bare.starts_with("--- ") {
+            out.push(&text[start..pos]);
+            start = pos + l.len();
+        }
+        pos += l.len();
+    }
+    out.push(&text[start..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_applications_from_multi_document_files_with_their_lines() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\nspec:\n  sources:\n    - repoURL: https://git.example/m.git\n      path: apps/web\n      directory: {recurse: true, exclude: '*.json'}\n";
+        let apps = read_documents(Path::new("apps.yaml"), text).unwrap();
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0].origin, "apps.yaml:5");
+        assert_eq!(apps[0].id(), "argocd/web");
+        let s = apps[0].sources();
+        assert_eq!(s[0].path.as_deref(), Some("apps/web"));
+        assert!(s[0].directory.as_ref().unwrap().recurse);
+        assert!(apps[0].is_multi_source());
+    }
+
+    #[test]
+    fn a_broken_document_names_the_file_and_line() {
+        let err = read_documents(
+            Path::new("a.yaml"),
+            "kind: X\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: [\n",
+        )
+        .unwrap_err();
+        assert!(err.starts_with("a.yaml:"), "{err}");
+    }
+}

@@ -1,0 +1,119 @@
+//! Reading Application manifests from git (`applications.fromGit`) and asking a remote for its
+//! default branch (`targetRevision: HEAD`). Reads only; a file that cannot be read or parsed is
+//! reported and the others are still used.
+
+use std::path::Path;
+
+use crate::config::Config;
+use crate::git::{self, RepoCache};
+
+use super::ArgoError;
+use super::application::{Application, read_documents};
+use super::config::FromGit;
+
+/// Every Application found by the `fromGit` entries, and the problems met on the way (a file
+/// that is not YAML, say), each naming the file.
+pub async fn from_git(
+    config: &Config,
+    entries: &[FromGit],
+    cache: &RepoCache,
+) -> Result<(Vec<Application>, Vec<String>), ArgoError> {
+    let mut apps = Vec::new();
+    let mut problems = Vec::new();
+    for entry in entries {
+        match &entry.repository {
+            Some(name) => {
+                let repo = config
+                    .repositories
+                    .iter()
+                    .find(|r| &r.name == name)
+                    .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
+                let checkout = git::checkout(cache, repo).await?;
+                read_tree(
+                    checkout.path(),
+                    &format!("{name}:"),
+                    &entry.paths,
+                    &mut apps,
+                    &mut problems,
+                )?;
+            }
+            None => read_tree(
+                config.base_dir(),
+                "",
+                &entry.paths,
+                &mut apps,
+                &mut problems,
+            )?,
+        }
+    }
+    Ok((apps, problems))
+}
+
+/// Reads the Applications in files under `root` matching `globs` (relative, `/`-separated).
+pub fn read_tree(
+    root: &Path,
+    label: &str,
+    globs: &[String],
+    apps: &mut Vec<Application>,
+    problems: &mut Vec<String>,
+) -> Result<(), ArgoError> {
+    let mut builder = globset::GlobSetBuilder::new();
+    for g in globs {
+        builder.add(
+            globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| ArgoError::Read {
+                    path: format!("applications.fromGit paths {g:?}"),
+                    message: e.to_string(),
+                })?,
+        );
+    }
+    let set = builder.build().map_err(|e| ArgoError::Read {
+        path: "applications.fromGit paths".into(),
+        message: e.to_string(),
+    })?;
+    let walker = walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
+    for entry in walker.filter_map(Result::ok) {
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+        let rel_s = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        if !set.is_match(&rel_s) || !(rel_s.ends_with(".yaml") || rel_s.ends_with(".yml")) {
+            continue;
+        }
+        let shown = format!("{label}{rel_s}");
+        match std::fs::read_to_string(entry.path()) {
+            Ok(text) => match read_documents(Path::new(&shown), &text) {
+                Ok(found) => apps.extend(found),
+                Err(e) => problems.push(e),
+            },
+            Err(e) => problems.push(format!("{shown}: cannot read: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// The branch a remote's `HEAD` points at (`git ls-remote --symref URL HEAD`). Only for
+/// repositories not configured in `tagpilot.yaml`, so without credentials.
+pub fn remote_default_branch(url: &str) -> Result<String, String> {
+    let mut remote = git2::Remote::create_detached(url).map_err(|e| e.message().to_string())?;
+    remote
+        .connect(git2::Direction::Fetch)
+        .map_err(|e| e.message().to_string())?;
+    let head = remote
+        .default_branch()
+        .map_err(|e| e.message().to_string())?;
+    let head = head.as_str().unwrap_or_default();
+    head.strip_prefix("refs/heads/")
+        .map(str::to_string)
+        .ok_or_else(|| format!("HEAD points at {head:?}, not a branch"))
+}

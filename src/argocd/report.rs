@@ -1,0 +1,112 @@
+//! The "Applications" part of `tagpilot plan`: each annotated Application with the images it
+//! manages, where each change lands (source and file), the chosen tags, and the annotations
+//! tagpilot skipped with the reason. Pure: builds strings.
+
+use serde::Serialize;
+
+use super::annotations::SkippedAnnotation;
+use super::planner::ImageOutcome;
+use super::resolve::Resolved;
+
+/// One Application in the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ApplicationReport {
+    /// `namespace/name`.
+    pub application: String,
+    /// Where it was read from.
+    pub origin: String,
+    pub images: Vec<ImageOutcome>,
+    pub skipped_annotations: Vec<SkippedAnnotation>,
+    pub problems: Vec<String>,
+}
+
+/// Collects per-app reports from the repository plans' image outcomes and app problems.
+pub fn collect(
+    resolved: &Resolved,
+    images: &[ImageOutcome],
+    app_problems: &[(usize, String)],
+) -> Vec<ApplicationReport> {
+    let mut out: Vec<ApplicationReport> = resolved
+        .apps
+        .iter()
+        .enumerate()
+        .map(|(i, a)| ApplicationReport {
+            application: a.app.id(),
+            origin: a.app.origin.clone(),
+            images: images.iter().filter(|o| o.app == i).cloned().collect(),
+            skipped_annotations: a.annotations.skipped.clone(),
+            problems: a
+                .problems
+                .iter()
+                .cloned()
+                .chain(
+                    app_problems
+                        .iter()
+                        .filter(|(app, _)| *app == i)
+                        .map(|(_, p)| p.clone()),
+                )
+                .collect(),
+        })
+        .collect();
+    for r in &mut out {
+        r.images
+            .sort_by(|a, b| (a.source, &a.alias).cmp(&(b.source, &b.alias)));
+        r.problems.dedup();
+    }
+    out.sort_by(|a, b| a.application.cmp(&b.application));
+    out
+}
+
+/// The section for the table and Markdown reports.
+pub fn text(reports: &[ApplicationReport]) -> String {
+    if reports.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("\nApplications:\n");
+    for r in reports {
+        out.push_str(&format!("  {} ({})\n", r.application, r.origin));
+        for i in &r.images {
+            let place = match &i.file {
+                Some(f) => format!("{}:{f}", i.repository),
+                None => i.repository.clone(),
+            };
+            let what = match (i.status.as_str(), &i.from, &i.to) {
+                ("update", Some(f), Some(t)) => format!("{f} -> {t}"),
+                ("held", Some(f), _) => format!("held at {f}"),
+                (s, _, _) => s.to_string(),
+            };
+            out.push_str(&format!(
+                "    {} {}: {what} [source {} {}, {place}]",
+                i.alias,
+                i.image,
+                i.source,
+                i.kind.name()
+            ));
+            if let Some(reason) = &i.reason {
+                out.push_str(&format!(": {reason}"));
+            }
+            out.push('\n');
+        }
+        for s in &r.skipped_annotations {
+            out.push_str(&format!("    skipped {}: {}\n", s.key, s.reason));
+        }
+        for p in &r.problems {
+            out.push_str(&format!("    problem: {p}\n"));
+        }
+    }
+    out
+}
+
+/// The JSON report with an `applications` key added.
+pub fn json(base: &str, reports: &[ApplicationReport]) -> String {
+    let mut value: serde_json::Value = serde_json::from_str(base).expect("the report is JSON");
+    if let Some(map) = value.as_object_mut() {
+        map.insert(
+            "applications".into(),
+            serde_json::to_value(reports).expect("reports serialise"),
+        );
+    }
+    let mut out = serde_json::to_string_pretty(&value).expect("JSON serialises");
+    out.push('\n');
+    out
+}

@@ -1,0 +1,729 @@
+//! From annotated Applications to what tagpilot plans: one [`ImagePolicy`] per image, the git
+//! repositories to write (matched to `repositories:` by URL, or synthesised), and per source the
+//! place its changes land.
+//!
+//! Pure: the remote default branch (for `targetRevision: HEAD`) is asked through a callback, so
+//! this module opens no connection itself.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::git::RepositoryConfig;
+use crate::policy::{ImagePolicy, Strategy};
+
+use super::annotations::{
+    self, AnnotatedImage, AppAnnotations, GitCredentials, SkippedAnnotation, UpdateStrategy,
+    WriteBackMethod, WriteBackTarget,
+};
+use super::application::{Application, Source};
+
+/// Where an Application came from decides what `write-back-method: argocd` can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Git,
+    Cluster,
+}
+
+/// An Application with Image Updater annotations, ready to plan.
+#[derive(Debug, Clone)]
+pub struct ManagedApp {
+    pub app: Application,
+    pub annotations: AppAnnotations,
+    /// One per image of `image-list`, in order; `None` where the image's settings are invalid
+    /// (the reason is in `annotations.skipped`).
+    pub policies: Vec<Option<ImagePolicy>>,
+    /// Where the app's changes are written, one entry per source that has a git path.
+    pub units: Vec<Unit>,
+    /// Patch the Application through the Kubernetes API instead of writing to git.
+    pub patch: bool,
+    /// `write-back-method: git…`.
+    pub git_write: bool,
+    /// App-level problems (no repository to write to, a method that cannot work here).
+    pub problems: Vec<String>,
+}
+
+/// One source of an app, and where in which repository its changes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// 0-based index into [`Application::sources`].
+    pub source: usize,
+    /// `repositories[].name` (configured or synthesised).
+    pub repository: String,
+    /// The source's `path`, relative to the repository root, `/`-separated, no trailing `/`
+    /// (`""` for the root).
+    pub root: String,
+    /// The source type from the spec (`helm:`, `kustomize:`, `directory:`); detected from the
+    /// files at plan time when absent.
+    pub kind: Option<SourceKind>,
+    pub write: UnitWrite,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    Directory,
+    Kustomize,
+    Helm,
+}
+
+impl SourceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceKind::Directory => "directory",
+            SourceKind::Kustomize => "kustomize",
+            SourceKind::Helm => "helm",
+        }
+    }
+}
+
+/// How a unit is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitWrite {
+    /// Directory sources: the manifests under the root, in place.
+    Manifests {
+        recurse: bool,
+        include: Option<String>,
+        exclude: Option<String>,
+    },
+    /// `write-back-target: kustomization[:dir]`: this directory's kustomization, in place.
+    Kustomization { dir: String },
+    /// `write-back-target: helmvalues[:file]`: this values file, in place.
+    HelmValues { file: String },
+    /// No target: `.argocd-source-<app>.yaml` in the root (its content depends on the kind).
+    OverrideFile { file: String },
+}
+
+/// Everything resolved from a set of Applications.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    pub apps: Vec<ManagedApp>,
+    /// The repositories the units name, in first-use order.
+    pub repositories: Vec<RepositoryConfig>,
+}
+
+impl Resolved {
+    /// The apps with at least one unit in `repository`.
+    pub fn apps_in(&self, repository: &str) -> impl Iterator<Item = (usize, &ManagedApp)> {
+        self.apps
+            .iter()
+            .enumerate()
+            .filter(move |(_, a)| a.units.iter().any(|u| u.repository == repository))
+    }
+}
+
+/// Resolves every annotated Application (the others are left out). `default_branch` answers
+/// `targetRevision: HEAD` for repositories not configured in `tagpilot.yaml`.
+pub fn resolve(
+    apps: Vec<(Application, Origin)>,
+    configured: &[RepositoryConfig],
+    default_branch: &dyn Fn(&str) -> Result<String, String>,
+) -> Resolved {
+    let mut out = Resolved::default();
+    let mut repos: BTreeMap<(String, String, Option<String>), String> = BTreeMap::new();
+    for (app, origin) in apps {
+        let Some(mut annotations) = annotations::parse(&app.metadata.annotations) else {
+            continue;
+        };
+        let policies = annotations
+            .images
+            .iter()
+            .map(|image| match policy(&app, image) {
+                Ok(p) => Some(p),
+                Err(reason) => {
+                    annotations.skipped.push(SkippedAnnotation {
+                        key: format!("{}image-list", annotations::IMAGE_UPDATER_PREFIX),
+                        reason: format!("{}: {reason}", image.alias),
+                    });
+                    None
+                }
+            })
+            .collect();
+        let mut managed = ManagedApp {
+            app,
+            annotations,
+            policies,
+            units: Vec::new(),
+            patch: false,
+            git_write: false,
+            problems: Vec::new(),
+        };
+        plan_units(
+            &mut managed,
+            origin,
+            configured,
+            default_branch,
+            &mut repos,
+            &mut out,
+        );
+        out.apps.push(managed);
+    }
+    out
+}
+
+/// The policy for one annotated image. Its targets are set per checkout, when the files are
+/// known.
+fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, String> {
+    let strategy = match image.strategy {
+        UpdateStrategy::Semver => {
+            Strategy::semver(image.constraint.as_deref(), false).map_err(|e| e.to_string())?
+        }
+        UpdateStrategy::NewestBuild => Strategy::NewestBuild,
+        UpdateStrategy::Alphabetical => Strategy::Alphabetical { descending: true },
+        UpdateStrategy::Digest => Strategy::Digest {
+            tag: image
+                .constraint
+                .clone()
+                .unwrap_or_else(|| "latest".to_string()),
+        },
+    };
+    let mut p = ImagePolicy::adhoc(&image.image, strategy).map_err(|e| e.to_string())?;
+    p.name = policy_name(app, &image.alias);
+    p.namespace = app.metadata.namespace.clone();
+    if let Some(re) = &image.allow_tags {
+        p.set_allow_tags(re).map_err(|e| e.to_string())?;
+    }
+    p.set_ignore_tags(&image.ignore_tags)
+        .map_err(|e| e.to_string())?;
+    p.platforms = image.platforms.clone();
+    Ok(p)
+}
+
+/// `<app>/<alias>`: what reports, commit trailers and groups call an app's image.
+pub fn policy_name(app: &Application, alias: &str) -> String {
+    format!("{}/{alias}", app.metadata.name)
+}
+
+/// The `.argocd-source-<app>.yaml` name Argo CD merges for this app (`<ns>_<app>` for apps
+/// outside Argo CD's own namespace, "apps in any namespace").
+pub fn override_file_name(app: &Application) -> String {
+    match app.metadata.namespace.as_deref() {
+        Some(ns) if ns != "argocd" => format!(".argocd-source-{ns}_{}.yaml", app.metadata.name),
+        _ => format!(".argocd-source-{}.yaml", app.metadata.name),
+    }
+}
+
+fn plan_units(
+    managed: &mut ManagedApp,
+    origin: Origin,
+    configured: &[RepositoryConfig],
+    default_branch: &dyn Fn(&str) -> Result<String, String>,
+    repos: &mut BTreeMap<(String, String, Option<String>), String>,
+    out: &mut Resolved,
+) {
+    let sources: Vec<Source> = managed.app.sources().into_iter().cloned().collect();
+    let git_write = matches!(managed.annotations.write_back, WriteBackMethod::Git(_));
+    managed.git_write = git_write;
+    managed.patch = !git_write && origin == Origin::Cluster;
+    for (index, source) in sources.iter().enumerate() {
+        if source.chart.is_none() && source.path.is_none() && source.reference.is_some() {
+            // A values-only `ref` source is written through the source that names it.
+            continue;
+        }
+        if source.chart.is_some()
+            && !matches!(
+                (&managed.annotations.write_back_target, values_file(source, None)),
+                (Some(WriteBackTarget::HelmValues(f)), first) if f.as_deref().or(first).is_some_and(|f| f.starts_with('$'))
+            )
+        {
+            // A chart from a Helm repository has no files in git; only a `$ref` values file
+            // does.
+            continue;
+        }
+        let root = clean_path(source.path.as_deref().unwrap_or(""));
+        let kind = if source.helm.is_some() {
+            Some(SourceKind::Helm)
+        } else if source.kustomize.is_some() {
+            Some(SourceKind::Kustomize)
+        } else if source.directory.is_some() {
+            Some(SourceKind::Directory)
+        } else if !managed.app.is_multi_source() {
+            // Argo CD records what it detected.
+            match managed
+                .app
+                .status
+                .as_ref()
+                .and_then(|s| s.source_type.as_deref())
+            {
+                Some("Helm") => Some(SourceKind::Helm),
+                Some("Kustomize") => Some(SourceKind::Kustomize),
+                Some("Directory") => Some(SourceKind::Directory),
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let write_url = managed
+            .annotations
+            .git_repository
+            .clone()
+            .unwrap_or_else(|| source.repo_url.clone());
+        let write = match (&managed.annotations.write_back_target, kind) {
+            (_, Some(SourceKind::Directory)) => directory_write(source),
+            (Some(WriteBackTarget::Kustomization(dir)), _) => UnitWrite::Kustomization {
+                dir: relative_to(&root, dir.as_deref()),
+            },
+            (Some(WriteBackTarget::HelmValues(file)), _) => {
+                let file = match file.as_deref().filter(|f| !f.starts_with('$')) {
+                    Some(f) => relative_to(&root, Some(f)),
+                    None => match values_file(source, file.as_deref()) {
+                        Some(f) if f.starts_with('$') => {
+                            match ref_values_file(&sources, f) {
+                                Some((url, path)) => {
+                                    // The values live in another source's repository.
+                                    if let Some(name) = repository_for(
+                                        managed,
+                                        &url,
+                                        None,
+                                        configured,
+                                        default_branch,
+                                        repos,
+                                        out,
+                                    ) {
+                                        managed.units.push(Unit {
+                                            source: index,
+                                            repository: name,
+                                            root: root.clone(),
+                                            kind,
+                                            write: UnitWrite::HelmValues { file: path },
+                                        });
+                                    }
+                                    continue;
+                                }
+                                None => {
+                                    managed.problems.push(format!(
+                                        "source {}: value file {f:?} names no source with that `ref`",
+                                        index + 1
+                                    ));
+                                    continue;
+                                }
+                            }
+                        }
+                        Some(f) => relative_to(&root, Some(f)),
+                        None => relative_to(&root, Some("values.yaml")),
+                    },
+                };
+                UnitWrite::HelmValues { file }
+            }
+            (None, _) => {
+                if !git_write && kind.is_some() {
+                    if !managed.patch {
+                        managed.problems.push(argocd_from_git(&managed.annotations));
+                    }
+                    continue;
+                }
+                if managed.patch {
+                    // Patched through the API; only a Directory source would need git, and
+                    // Argo CD said this one is not.
+                    continue;
+                }
+                // Kind unknown until the files are seen: a Directory source is written in
+                // place, a Kustomize or Helm one here (git) or not at all (argocd, from git).
+                UnitWrite::OverrideFile {
+                    file: join(&root, &override_file_name(&managed.app)),
+                }
+            }
+        };
+        let revision = managed
+            .annotations
+            .git_branch
+            .as_ref()
+            .and_then(|b| b.base.clone())
+            .or_else(|| source.target_revision.clone());
+        if let Some(name) = repository_for(
+            managed,
+            &write_url,
+            revision.as_deref(),
+            configured,
+            default_branch,
+            repos,
+            out,
+        ) {
+            managed.units.push(Unit {
+                source: index,
+                repository: name,
+                root,
+                kind,
+                write,
+            });
+        }
+    }
+    managed.problems.dedup();
+    if managed.units.is_empty() && !managed.patch && managed.problems.is_empty() {
+        managed
+            .problems
+            .push("no source with a git path to write to".to_string());
+    }
+}
+
+/// Why `write-back-method: argocd` cannot work for an app read from git.
+pub fn argocd_from_git(a: &AppAnnotations) -> String {
+    format!(
+        "write-back-method {} patches the live Application through the Kubernetes API; \
+         with applications.fromGit there is none to patch: set write-back-method: git",
+        if a.write_back_explicit {
+            "argocd"
+        } else {
+            "argocd (Image Updater's default)"
+        }
+    )
+}
+
+fn directory_write(source: &Source) -> UnitWrite {
+    let d = source.directory.clone().unwrap_or_default();
+    UnitWrite::Manifests {
+        recurse: d.recurse,
+        include: d.include,
+        exclude: d.exclude,
+    }
+}
+
+/// The values file a `helmvalues` target means: its own argument, else the first `valueFiles`.
+fn values_file<'s>(source: &'s Source, arg: Option<&'s str>) -> Option<&'s str> {
+    arg.or_else(|| {
+        source
+            .helm
+            .as_ref()
+            .and_then(|h| h.value_files.first())
+            .map(String::as_str)
+    })
+}
+
+/// `$values/envs/prod.yaml` → (the `values` source's repoURL, `envs/prod.yaml`).
+fn ref_values_file(sources: &[Source], file: &str) -> Option<(String, String)> {
+    let rest = file.strip_prefix('$')?;
+    let (name, path) = rest.split_once('/')?;
+    let source = sources
+        .iter()
+        .find(|s| s.reference.as_deref() == Some(name))?;
+    Some((source.repo_url.clone(), clean_path(path)))
+}
+
+/// The repository config for a write to `url` at `revision`: the configured entry with that
+/// URL (on the revision's branch), or a synthesised one named after the URL.
+#[allow(clippy::too_many_arguments)]
+fn repository_for(
+    managed: &mut ManagedApp,
+    url: &str,
+    revision: Option<&str>,
+    configured: &[RepositoryConfig],
+    default_branch: &dyn Fn(&str) -> Result<String, String>,
+    repos: &mut BTreeMap<(String, String, Option<String>), String>,
+    out: &mut Resolved,
+) -> Option<String> {
+    let key_url = normalise_url(url);
+    let matched = configured.iter().find(|r| normalise_url(&r.url) == key_url);
+    let branch = match revision.map(str::trim) {
+        Some(r) if !r.is_empty() && r != "HEAD" => r.to_string(),
+        _ => match matched {
+            Some(r) => r.branch.clone(),
+            None => match default_branch(url) {
+                Ok(b) => b,
+                Err(e) => {
+                    managed.problems.push(format!(
+                        "cannot find the default branch of {}: {e}",
+                        crate::git::auth::redact_url(url)
+                    ));
+                    return None;
+                }
+            },
+        },
+    };
+    let target = managed
+        .annotations
+        .git_branch
+        .as_ref()
+        .and_then(|b| b.target.clone())
+        .map(|t| render_branch(&t, &managed.app, &mut managed.annotations.skipped));
+    if matched.is_none()
+        && let WriteBackMethod::Git(c @ (GitCredentials::RepoCreds | GitCredentials::Secret { .. })) =
+            &managed.annotations.write_back
+        && !url.starts_with("file://")
+    {
+        let how = match c {
+            GitCredentials::RepoCreds => "git:repocreds".to_string(),
+            GitCredentials::Secret { namespace, name } => format!("git:secret:{namespace}/{name}"),
+            GitCredentials::Configured => unreachable!(),
+        };
+        managed.problems.push(format!(
+            "write-back-method {how}: {} is not configured in tagpilot.yaml `repositories:`; \
+             add it there with its credentials (Argo CD's Secrets are read only with applications.fromCluster)",
+            crate::git::auth::redact_url(url)
+        ));
+        return None;
+    }
+    let key = (key_url.clone(), branch.clone(), target.clone());
+    if let Some(name) = repos.get(&key) {
+        return Some(name.clone());
+    }
+    let mut config = match matched {
+        Some(r) => r.clone(),
+        None => RepositoryConfig {
+            name: key_url.clone(),
+            url: url.to_string(),
+            branch: branch.clone(),
+            auth: Default::default(),
+            write: Default::default(),
+        },
+    };
+    let base_name = config.name.clone();
+    if config.branch != branch || (matched.is_some() && target.is_some()) {
+        config.name = format!("{base_name}@{branch}");
+    }
+    config.branch = branch;
+    if let Some(t) = target {
+        config.name = format!("{}:{t}", config.name);
+        config.write.branch = Some(t);
+    }
+    // Another app may already use this name for a different branch pairing.
+    let mut name = config.name.clone();
+    if out.repositories.iter().any(|r| r.name == name) {
+        name = format!("{base_name}@{}", config.branch);
+    }
+    let mut n = 2;
+    let first = name.clone();
+    while out.repositories.iter().any(|r| r.name == name) {
+        name = format!("{first}#{n}");
+        n += 1;
+    }
+    config.name = name.clone();
+    out.repositories.push(config);
+    repos.insert(key, name.clone());
+    Some(name)
+}
+
+/// Renders `git-branch` templates: `{{.AppName}}` is the app's name; `{{.SHA256}}` (a hash of
+/// the changes in Image Updater) becomes a hash of the app's identity, so the owned branch is
+/// stable across runs (tagpilot rebuilds it each run rather than opening a new one).
+fn render_branch(
+    template: &str,
+    app: &Application,
+    skipped: &mut Vec<SkippedAnnotation>,
+) -> String {
+    use sha2::Digest as _;
+    let mut out = template.replace("{{.AppName}}", &app.metadata.name);
+    if out.contains("{{.SHA256}}") {
+        let hash = sha2::Sha256::digest(app.id().as_bytes());
+        let hash: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
+        out = out.replace("{{.SHA256}}", &hash);
+        skipped.push(SkippedAnnotation {
+            key: format!("{}git-branch", annotations::IMAGE_UPDATER_PREFIX),
+            reason: format!(
+                "{{{{.SHA256}}}} hashes the application, not each change set: tagpilot keeps one branch `{out}` and rebuilds it every run"
+            ),
+        });
+    }
+    if out.contains("{{") {
+        skipped.push(SkippedAnnotation {
+            key: format!("{}git-branch", annotations::IMAGE_UPDATER_PREFIX),
+            reason: format!(
+                "template {template:?}: only {{{{.AppName}}}} and {{{{.SHA256}}}} are rendered"
+            ),
+        });
+        out = out.replace(['{', '}', ' '], "");
+    }
+    out
+}
+
+/// A URL reduced to what identifies the repository: no scheme, userinfo, `.git` or trailing
+/// `/`; host lowercased; scp-like `git@host:path` read as `host/path`.
+pub fn normalise_url(url: &str) -> String {
+    let url = url.trim();
+    let rest = match url.split_once("://") {
+        Some((_, rest)) => rest,
+        // scp-like: user@host:path
+        None => match url.split_once(':') {
+            Some((host, path)) if !host.contains('/') => {
+                return normalise_url(&format!("ssh://{host}/{path}"));
+            }
+            _ => url,
+        },
+    };
+    let rest = match rest.split_once('/') {
+        Some((authority, path)) => {
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{}/{path}", host.to_ascii_lowercase())
+        }
+        None => rest.rsplit('@').next().unwrap_or(rest).to_ascii_lowercase(),
+    };
+    let rest = rest.trim_end_matches('/');
+    rest.strip_suffix(".git").unwrap_or(rest).to_string()
+}
+
+/// `a/./b/` → `a/b`; `.` and `/` → `""`.
+pub fn clean_path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}
+
+/// A `write-back-target` argument: relative to the source path, or from the repository root
+/// with a leading `/`.
+fn relative_to(root: &str, arg: Option<&str>) -> String {
+    match arg {
+        None => root.to_string(),
+        Some(a) if a.starts_with('/') => clean_path(a),
+        Some(a) => clean_path(&join(root, a)),
+    }
+}
+
+pub fn join(root: &str, rel: &str) -> String {
+    if root.is_empty() {
+        clean_path(rel)
+    } else {
+        clean_path(&format!("{root}/{rel}"))
+    }
+}
+
+/// `root`-relative path helper for reports.
+pub fn display(root: &str) -> &str {
+    if root.is_empty() { "." } else { root }
+}
+
+/// Whether `path` (repository-relative) lies under `root`.
+pub fn under(root: &str, path: &Path) -> bool {
+    root.is_empty() || path.starts_with(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::argocd::application::read_documents;
+
+    fn app(yaml: &str) -> Application {
+        read_documents(Path::new("app.yaml"), yaml)
+            .unwrap()
+            .remove(0)
+    }
+
+    fn configured(name: &str, url: &str) -> RepositoryConfig {
+        serde_saphyr::from_str(&format!("name: {name}\nurl: {url}\nbranch: main\n")).unwrap()
+    }
+
+    const IU: &str = annotations::IMAGE_UPDATER_PREFIX;
+
+    #[test]
+    fn urls_match_whatever_the_spelling() {
+        let n = normalise_url;
+        assert_eq!(n("https://GitHub.com/acme/m.git/"), "github.com/acme/m");
+        assert_eq!(
+            n("https://bot:secret@github.com/acme/m"),
+            "github.com/acme/m"
+        );
+        assert_eq!(n("git@github.com:acme/m.git"), "github.com/acme/m");
+        assert_eq!(n("ssh://git@github.com/acme/m"), "github.com/acme/m");
+        assert_eq!(n("file:///srv/git/m.git"), "/srv/git/m");
+    }
+
+    #[test]
+    fn sources_map_to_configured_repositories_branches_and_write_places() {
+        let a = app(&format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\n  annotations:\n    {IU}image-list: api=r.example/api:~1.2\n    {IU}write-back-method: git\n    {IU}write-back-target: kustomization:../base\nspec:\n  source:\n    repoURL: git@github.com:acme/m.git\n    path: apps/web/overlays/prod\n    targetRevision: HEAD\n    kustomize: {{}}\n"
+        ));
+        let r = resolve(
+            vec![(a, Origin::Git)],
+            &[configured("manifests", "https://github.com/acme/m")],
+            &|_| Err("not asked".into()),
+        );
+        let app = &r.apps[0];
+        assert!(app.problems.is_empty(), "{:?}", app.problems);
+        assert_eq!(r.repositories.len(), 1);
+        assert_eq!(r.repositories[0].name, "manifests");
+        assert_eq!(
+            app.units,
+            vec![Unit {
+                source: 0,
+                repository: "manifests".into(),
+                root: "apps/web/overlays/prod".into(),
+                kind: Some(SourceKind::Kustomize),
+                write: UnitWrite::Kustomization {
+                    dir: "apps/web/overlays/base".into()
+                },
+            }]
+        );
+        let p = app.policies[0].as_ref().unwrap();
+        assert_eq!(p.name, "web/api");
+        assert!(
+            matches!(&p.strategy, Strategy::Semver { range: Some(c), .. } if c.as_str() == "~1.2")
+        );
+    }
+
+    #[test]
+    fn head_asks_for_the_default_branch_and_other_revisions_get_their_own_repository() {
+        let yaml = |name: &str, rev: &str| {
+            format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  annotations:\n    {IU}image-list: r.example/api\n    {IU}write-back-method: git\nspec:\n  source: {{repoURL: 'file:///srv/m.git', path: apps/{name}, targetRevision: {rev}}}\n"
+            )
+        };
+        let r = resolve(
+            vec![
+                (app(&yaml("a", "HEAD")), Origin::Git),
+                (app(&yaml("b", "trunk")), Origin::Git),
+                (app(&yaml("c", "release")), Origin::Git),
+            ],
+            &[],
+            &|_| Ok("trunk".into()),
+        );
+        let names: Vec<(&str, &str)> = r
+            .repositories
+            .iter()
+            .map(|c| (c.name.as_str(), c.branch.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![("/srv/m", "trunk"), ("/srv/m@release", "release")]
+        );
+        assert_eq!(r.apps[0].units[0].repository, r.apps[1].units[0].repository);
+        assert!(matches!(
+            &r.apps[0].units[0].write,
+            UnitWrite::OverrideFile { file } if file == "apps/a/.argocd-source-a.yaml"
+        ));
+    }
+
+    #[test]
+    fn argocd_method_from_git_is_a_problem_and_from_cluster_a_patch() {
+        let yaml = format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: team-a\n  annotations:\n    {IU}image-list: r.example/api\nspec:\n  source: {{repoURL: 'file:///srv/m.git', path: web, helm: {{}}}}\n"
+        );
+        let r = resolve(vec![(app(&yaml), Origin::Git)], &[], &|_| Ok("main".into()));
+        assert!(
+            r.apps[0].problems[0].contains("fromGit"),
+            "{:?}",
+            r.apps[0].problems
+        );
+        let r = resolve(vec![(app(&yaml), Origin::Cluster)], &[], &|_| {
+            Ok("main".into())
+        });
+        assert!(r.apps[0].patch && r.apps[0].units.is_empty());
+        assert_eq!(
+            override_file_name(&r.apps[0].app),
+            ".argocd-source-team-a_web.yaml"
+        );
+    }
+
+    #[test]
+    fn repocreds_from_git_need_a_configured_repository() {
+        let yaml = format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  annotations:\n    {IU}image-list: r.example/api\n    {IU}write-back-method: git:repocreds\nspec:\n  source: {{repoURL: 'https://git.example/m.git', path: web}}\n"
+        );
+        let r = resolve(vec![(app(&yaml), Origin::Git)], &[], &|_| Ok("main".into()));
+        assert!(
+            r.apps[0].problems[0].contains("git:repocreds"),
+            "{:?}",
+            r.apps[0].problems
+        );
+        let r = resolve(
+            vec![(app(&yaml), Origin::Git)],
+            &[configured("m", "https://git.example/m")],
+            &|_| Ok("main".into()),
+        );
+        assert!(r.apps[0].problems.is_empty());
+    }
+}
