@@ -8,9 +8,11 @@
 //! - [`registry`]: the OCI registry edge.
 //! - [`manifest`]: finding image fields in YAML and editing them surgically (pure).
 //! - [`git`]: clone cache, commits and pushes to remote manifest repositories.
+//! - [`forge`]: pull requests on GitHub and merge requests on GitLab, one per change group.
 
 pub mod apply;
 pub mod config;
+pub mod forge;
 pub mod git;
 pub mod image;
 pub mod manifest;
