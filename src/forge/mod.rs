@@ -352,6 +352,16 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
                 outcomes.push(outcome);
                 continue;
             }
+            if let Some(tip) = tip.as_ref().filter(|t| !t.by_tagpilot) {
+                // A branch of that name with someone else's commit and no open pull request:
+                // not tagpilot's to overwrite.
+                outcome.action = Action::Blocked {
+                    tip: tip.id.to_string(),
+                };
+                tracing::warn!(group = %group.key, branch, "the branch holds someone else's commit; not overwriting");
+                outcomes.push(outcome);
+                continue;
+            }
             outcome.action = Action::Opened;
             if !dry_run {
                 let same = match &tip {

@@ -148,6 +148,13 @@ pub async fn write_repository_with<P: Replanner>(
     options: WriteOptions,
 ) -> Result<WriteOutcome, GitError> {
     repo.validate()?;
+    if repo.write.mode == super::WriteMode::PullRequest {
+        // Here the target would be the base branch itself: never push a protected base.
+        return Err(GitError::Config {
+            repository: repo.name.clone(),
+            message: "`write.mode: pull-request` is written through `forge::sync_all`".into(),
+        });
+    }
     let signer = match &repo.write.signing {
         Some(config) => Some(Signer::load(config).map_err(|message| GitError::Signing {
             repository: repo.name.clone(),

@@ -884,3 +884,275 @@ fn pull_request_body_matches_the_golden_file() {
     pretty_assertions::assert_eq!(actual, expected);
     assert_eq!(Marker::find(&actual), Some(marker));
 }
+
+#[tokio::test]
+async fn draft_and_auto_merge_use_the_create_flag_and_the_graphql_mutation() {
+    let s = setup().await;
+    let repo = s.github("  draft: true\n  autoMerge: true\n");
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([])).expect(1).mount(&s.server).await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"head": BRANCH, "draft": true})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/graphql"))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"variables": {"id": "PR_node7"}})))
+        .respond_with(ok_json(
+            json!({"data": {"enablePullRequestAutoMerge": {"clientMutationId": null}}}),
+        ))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    let query = &s.bodies("POST", "/graphql").await[0]["query"];
+    assert!(
+        query
+            .as_str()
+            .unwrap()
+            .contains("enablePullRequestAutoMerge"),
+        "{query}"
+    );
+    s.server.verify().await;
+}
+
+// === GitLab ===
+
+const MRS: &str = "/api/v4/projects/acme%2Fmanifests/merge_requests";
+const PRIVATE_TOKEN: (&str, &str) = ("private-token", HTTP_PASSWORD);
+
+fn merge_request(iid: u64, title: &str, description: &str) -> Value {
+    json!({
+        "iid": iid,
+        "web_url": format!("https://gitlab.example/acme/manifests/-/merge_requests/{iid}"),
+        "title": title,
+        "description": description,
+        "source_branch": BRANCH,
+        "target_branch": "main",
+        "state": "opened",
+    })
+}
+
+fn gitlab_list(state: &str, response: Value) -> Mock {
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", state))
+        .and(query_param("target_branch", "main"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(response))
+}
+
+#[tokio::test]
+async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
+    let s = setup().await;
+    let repo = s.config(
+        &format!(
+            "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
+            s.server.uri()
+        ),
+        "  labels: [dependencies, images]\n  reviewers: [alice]\n  draft: true\n  autoMerge: true\n",
+    );
+
+    // Open: reviewers looked up by name, draft by title prefix, auto-merge after creation.
+    gitlab_list("opened", json!([]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "closed"))
+        .and(query_param("source_branch", BRANCH))
+        .and(query_param("target_branch", "main"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/v4/users"))
+        .and(query_param("username", "alice"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([{"id": 11, "username": "alice"}])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(json!({
+            "source_branch": BRANCH,
+            "target_branch": "main",
+            "title": "Draft: Update api to 1.2.0",
+            "labels": "dependencies,images",
+            "reviewer_ids": [11],
+        })))
+        .respond_with(ResponseTemplate::new(201).set_body_json(merge_request(
+            3,
+            "Draft: Update api to 1.2.0",
+            "",
+        )))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/3/merge")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"merge_when_pipeline_succeeds": true}),
+        ))
+        .respond_with(ok_json(merge_request(3, "", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(outcome.pull_requests[0].number, Some(3));
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.2.0"
+    );
+    let description = s.bodies("POST", MRS).await[0]["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(Marker::find(&description).unwrap().group, "api");
+    s.next_phase().await;
+
+    // A newer tag: the branch and the merge request are updated in place, still a draft.
+    gitlab_list(
+        "opened",
+        json!([merge_request(3, "Draft: Update api to 1.2.0", &description)]),
+    )
+    .expect(1)
+    .mount(&s.server)
+    .await;
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/3")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"title": "Draft: Update api to 1.3.0"}),
+        ))
+        .respond_with(ok_json(merge_request(3, "", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.3.0"
+    );
+    let description = s.bodies("PUT", &format!("{MRS}/3")).await[0]["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.next_phase().await;
+
+    // Merged by hand: a note, closed, branch deleted.
+    let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
+    s.repo
+        .push_change("main", DEPLOYMENT_PATH, &merged, "bump by hand");
+    gitlab_list(
+        "opened",
+        json!([merge_request(3, "Draft: Update api to 1.3.0", &description)]),
+    )
+    .expect(1)
+    .mount(&s.server)
+    .await;
+    Mock::given(method("POST"))
+        .and(path(format!("{MRS}/3/notes")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/3")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(json!({"state_event": "close"})))
+        .respond_with(ok_json(merge_request(3, "", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Closed { reached_base: true }
+    );
+    assert_eq!(s.repo.rev(BRANCH), None);
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
+    let s = setup().await;
+    let repo = s.config(
+        &format!(
+            "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
+            s.server.uri()
+        ),
+        "",
+    );
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .respond_with(ResponseTemplate::new(403).set_body_json(json!({"message": "403 Forbidden"})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let text = s
+        .run(&repo, &wants("1.2.0"), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("`api scope") && text.contains("GitLab"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+    s.next_phase().await;
+
+    let marker = Marker {
+        group: "api".into(),
+        proposal: tagpilot::forge::body::proposal_id(&[Change {
+            policy: "api".into(),
+            image: "registry.example/api".into(),
+            file: DEPLOYMENT_PATH.into(),
+            line: API_LINE,
+            from: "1.0.0".into(),
+            to: "1.2.0".into(),
+            strategy: "semver".into(),
+        }]),
+        head: "0".repeat(40),
+        noted: None,
+    };
+    let mut closed = merge_request(2, "Update api to 1.2.0", &marker.render());
+    closed["state"] = "closed".into();
+    gitlab_list("opened", json!([]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    gitlab_list("closed", json!([closed]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Declined { closed: 2 }
+    );
+    assert_eq!(
+        s.repo.rev(BRANCH),
+        None,
+        "nothing pushed for a declined proposal"
+    );
+    s.server.verify().await;
+}
