@@ -1156,3 +1156,153 @@ async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
     );
     s.server.verify().await;
 }
+
+// === The tagpilot binary, end to end ===
+
+mod cli {
+    use std::process::Output;
+
+    use super::*;
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+
+    fn deployment(registry: &TestRegistry, api: &str, web: &str) -> String {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {}:{api}\n        - name: web\n          image: {}:{web}\n",
+            registry.image("shop/api"),
+            registry.image("shop/web")
+        )
+    }
+
+    fn tagpilot(dir: &Path, args: &[&str]) -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+            .current_dir(dir)
+            .args(args)
+            .arg("--cache-dir")
+            .arg(dir.join("cache"))
+            .env("HOME", dir)
+            .env("DOCKER_CONFIG", dir.join("docker"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("TAGPILOT_IT_GH_TOKEN", "cli-token")
+            .output()
+            .expect("run tagpilot")
+    }
+
+    fn created(number: u64, branch: &str) -> ResponseTemplate {
+        let mut pr = pull(number, "", false);
+        pr["head"]["ref"] = branch.into();
+        ResponseTemplate::new(201).set_body_json(pr)
+    }
+
+    /// Two policies change two lines of one file: `plan` shows one pull request per policy
+    /// that would open and writes nothing; `apply` opens them, each branch with only its own
+    /// policy's edit on the base.
+    #[tokio::test]
+    async fn plan_shows_each_group_and_apply_opens_one_pull_request_per_policy() {
+        let registry = TestRegistry::start(Auth::None).await;
+        registry
+            .push_tags("shop/api", &["1.0.0", "1.2.0"], ImageSpec::default())
+            .await;
+        registry
+            .push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default())
+            .await;
+        let repo = BareRepo::new();
+        repo.push_change(
+            "main",
+            DEPLOYMENT_PATH,
+            &deployment(&registry, "1.0.0", "2.0.0"),
+            "old tags",
+        );
+        let server = MockServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tagpilot.yaml"),
+            format!(
+                "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    forge:\n      github: {{apiUrl: '{}', tokenEnv: TAGPILOT_IT_GH_TOKEN, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      group: policy\n",
+                registry.registries_yaml(),
+                repo.file_url(),
+                server.uri()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+        for name in ["api", "web"] {
+            std::fs::write(
+                dir.path().join(format!("policies/{name}.yaml")),
+                format!(
+                    "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: {name}\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n",
+                    registry.image(&format!("shop/{name}"))
+                ),
+            )
+            .unwrap();
+        }
+        let auth = "Bearer cli-token";
+        let main = repo.rev("main").unwrap();
+
+        Mock::given(method("GET"))
+            .and(path(PULLS))
+            .and(query_param("state", "open"))
+            .and(header("authorization", auth))
+            .respond_with(ok_json(json!([])))
+            .expect(2)
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(PULLS))
+            .and(query_param("state", "closed"))
+            .and(header("authorization", auth))
+            .respond_with(ok_json(json!([])))
+            .expect(4)
+            .mount(&server)
+            .await;
+        let out = tagpilot(dir.path(), &["plan"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("api (tagpilot/api): would open"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("web (tagpilot/web): would open"),
+            "{stdout}"
+        );
+        assert_eq!(repo.rev("tagpilot/api"), None, "plan pushed a branch");
+
+        for (number, branch) in [(7, "tagpilot/api"), (8, "tagpilot/web")] {
+            Mock::given(method("POST"))
+                .and(path(PULLS))
+                .and(header("authorization", auth))
+                .and(body_partial_json(json!({"head": branch, "base": "main"})))
+                .respond_with(created(number, branch))
+                .expect(1)
+                .mount(&server)
+                .await;
+        }
+        let out = tagpilot(dir.path(), &["apply"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("api (tagpilot/api) #7: opened"), "{stdout}");
+        assert!(stdout.contains("web (tagpilot/web) #8: opened"), "{stdout}");
+        assert_eq!(repo.rev("main").unwrap(), main, "the base is never pushed");
+        assert_eq!(
+            repo.show("tagpilot/api", DEPLOYMENT_PATH),
+            deployment(&registry, "1.2.0", "2.0.0"),
+            "the api pull request carries only the api change"
+        );
+        assert_eq!(
+            repo.show("tagpilot/web", DEPLOYMENT_PATH),
+            deployment(&registry, "1.0.0", "2.1.0")
+        );
+        server.verify().await;
+    }
+}
