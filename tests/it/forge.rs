@@ -1306,3 +1306,63 @@ mod cli {
         server.verify().await;
     }
 }
+
+/// The App's installation token also authenticates git over HTTPS (user `x-access-token`)
+/// when the repository configures no `auth` of its own.
+#[tokio::test]
+async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
+    let s = setup().await;
+    let git_server = HttpGitServer::start_for(s.repo.dir.path(), "x-access-token", "ghs_for-git");
+    let keys = tempfile::tempdir().unwrap();
+    openssl(
+        &[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+            "app.pem",
+        ],
+        keys.path(),
+    );
+    let yaml = format!(
+        "name: manifests\nurl: '{}'\nbranch: main\nforge:\n  github: {{apiUrl: '{}', repository: acme/manifests, app: {{appId: 7, installationId: 8, privateKeyFile: '{}'}}}}\nwrite: {{mode: pull-request, group: policy}}\n",
+        git_server.url("origin.git"),
+        s.server.uri(),
+        keys.path().join("app.pem").display()
+    );
+    let repo: RepositoryConfig = serde_saphyr::from_str(&yaml).unwrap();
+    Mock::given(method("POST"))
+        .and(path("/app/installations/8/access_tokens"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+            "token": "ghs_for-git",
+            "expires_at": "2099-01-01T00:00:00Z",
+            "permissions": {"contents": "write", "pull_requests": "write"},
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let installation = "Bearer ghs_for-git";
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(header("authorization", installation))
+        .respond_with(ok_json(json!([])))
+        .expect(2)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", installation))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.2.0"
+    );
+    s.server.verify().await;
+}
