@@ -886,13 +886,26 @@ fn pull_request_body_matches_the_golden_file() {
 }
 
 #[tokio::test]
-async fn draft_and_auto_merge_use_the_create_flag_and_the_graphql_mutation() {
+async fn enterprise_draft_and_auto_merge_use_the_api_prefix_and_the_graphql_endpoint() {
     let s = setup().await;
-    let repo = s.github("  draft: true\n  autoMerge: true\n");
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([])).expect(1).mount(&s.server).await;
+    // GitHub Enterprise Server: REST under /api/v3, GraphQL at /api/graphql.
+    let repo = s.config(
+        &format!(
+            "github: {{apiUrl: '{}/api/v3', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}",
+            s.server.uri()
+        ),
+        "  draft: true\n  autoMerge: true\n",
+    );
+    let pulls = format!("/api/v3{PULLS}");
+    Mock::given(method("GET"))
+        .and(path(pulls.as_str()))
+        .and(header("authorization", AUTH))
+        .respond_with(ok_json(json!([])))
+        .expect(2)
+        .mount(&s.server)
+        .await;
     Mock::given(method("POST"))
-        .and(path(PULLS))
+        .and(path(pulls.as_str()))
         .and(header("authorization", AUTH))
         .and(body_partial_json(json!({"head": BRANCH, "draft": true})))
         .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
@@ -900,7 +913,7 @@ async fn draft_and_auto_merge_use_the_create_flag_and_the_graphql_mutation() {
         .mount(&s.server)
         .await;
     Mock::given(method("POST"))
-        .and(path("/graphql"))
+        .and(path("/api/graphql"))
         .and(header("authorization", AUTH))
         .and(body_partial_json(json!({"variables": {"id": "PR_node7"}})))
         .respond_with(ok_json(
@@ -911,7 +924,7 @@ async fn draft_and_auto_merge_use_the_create_flag_and_the_graphql_mutation() {
         .await;
     let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
-    let query = &s.bodies("POST", "/graphql").await[0]["query"];
+    let query = &s.bodies("POST", "/api/graphql").await[0]["query"];
     assert!(
         query
             .as_str()
