@@ -160,6 +160,10 @@ pub enum Action {
     },
     /// No longer planned, but the plan was incomplete: left open.
     Kept,
+    /// A second open pull request for a group already served by `of`: closed.
+    Duplicate {
+        of: u64,
+    },
 }
 
 /// One group's pull request.
@@ -193,6 +197,7 @@ impl PullRequestOutcome {
                 "not reopened: this proposal was closed unmerged",
             ),
             Action::Closed { .. } => ("closed", "would close"),
+            Action::Duplicate { .. } => ("closed as a duplicate", "would close as a duplicate"),
             Action::Kept => (
                 "left open: the plan had problems",
                 "left open: the plan had problems",
@@ -229,13 +234,20 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
     let prepared = git::proposal::prepare(cache, repo, planner).await?;
     let signer = git::proposal::load_signer(repo)?;
 
-    // tagpilot's open pull requests, one per group: the oldest wins should there be two.
+    // tagpilot's open pull requests, one per group: the oldest wins should there be two (two
+    // runs racing, or a changed branch template), and the others are closed below.
     let mut open: BTreeMap<String, (Marker, PullRequest)> = BTreeMap::new();
+    let mut duplicates = Vec::new();
     let mut listed = forge.open_pull_requests(&repo.branch).await?;
     listed.sort_by_key(|pr| pr.number);
     for pr in listed {
         if let Some(marker) = Marker::find(&pr.body) {
-            open.entry(marker.group.clone()).or_insert((marker, pr));
+            match open.get(&marker.group) {
+                Some((_, kept)) => duplicates.push((marker.group.clone(), kept.number, pr)),
+                None => {
+                    open.insert(marker.group.clone(), (marker, pr));
+                }
+            }
         }
     }
 
@@ -404,6 +416,26 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
             }
         }
         outcomes.push(outcome);
+    }
+
+    for (group, kept, pr) in duplicates {
+        if !dry_run {
+            forge
+                .comment(
+                    pr.number,
+                    &format!("tagpilot keeps one pull request per group; #{kept} carries this one. Closing."),
+                )
+                .await?;
+            forge.close(pr.number).await?;
+        }
+        outcomes.push(PullRequestOutcome {
+            group,
+            branch: pr.branch.clone(),
+            action: Action::Duplicate { of: kept },
+            number: Some(pr.number),
+            url: Some(pr.url.clone()),
+            changes: Vec::new(),
+        });
     }
 
     // Open pull requests whose group has nothing left to change.

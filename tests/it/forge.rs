@@ -1379,3 +1379,45 @@ async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
     );
     s.server.verify().await;
 }
+
+#[tokio::test]
+async fn a_second_open_pull_request_for_a_group_is_closed_as_a_duplicate() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+    let mut second = pull(9, &first, false);
+    second["head"]["ref"] = "tagpilot/old-name-api".into();
+    list_open(json!([second, pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/manifests/issues/9/comments"))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{PULLS}/9")))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"state": "closed"})))
+        .respond_with(ok_json(pull(9, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let actions: Vec<_> = outcome
+        .pull_requests
+        .iter()
+        .map(|p| (p.number, p.action.clone()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (Some(7), Action::UpToDate),
+            (Some(9), Action::Duplicate { of: 7 })
+        ]
+    );
+    s.server.verify().await;
+}
