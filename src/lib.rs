@@ -13,10 +13,12 @@
 //! - [`git`] — clones, commits and pushes for configured repositories.
 //! - [`writeback`] — the seam between the planner and the git writer.
 //! - [`argocd`] — Argo CD Applications and Image Updater annotations as policies.
+//! - [`forge`] — pull requests on GitHub and merge requests on GitLab.
 
 pub mod apply;
 pub mod argocd;
 pub mod config;
+pub mod forge;
 pub mod git;
 pub mod image;
 pub mod manifest;

@@ -11,7 +11,7 @@ use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
 use tagpilot::registry::{Registry, RegistryClient};
 use tagpilot::report::{self, Format};
-use tagpilot::{apply, argocd, git, policy, select, writeback};
+use tagpilot::{apply, argocd, forge, git, policy, select, writeback};
 
 /// Keeps container image references in GitOps manifest repositories up to date.
 #[derive(Parser, Debug)]
@@ -259,12 +259,24 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         let cache = repo_cache()?;
         let planner = writeback::RepositoryPlanner::new(&policies, &registry, &progress);
         let options = git::WriteOptions { dry_run: !write };
-        for r in git::write_all(&cache, &config.repositories, &planner, options).await {
+        let (pull_request, push): (Vec<_>, Vec<_>) = config
+            .repositories
+            .iter()
+            .cloned()
+            .partition(|r| r.write.mode == git::WriteMode::PullRequest);
+        for r in git::write_all(&cache, &push, &planner, options).await {
             failed |= r.result.is_err();
             if let Some(p) = planner.last_plan(&r.repository) {
                 report_plan.merge(p);
             }
             report_plan.repositories.push(outcome(r));
+        }
+        for r in forge::sync_all(&cache, &pull_request, &planner, !write).await {
+            failed |= r.result.is_err();
+            if let Some(p) = planner.last_plan(&r.repository) {
+                report_plan.merge(p);
+            }
+            report_plan.repositories.push(forge_outcome(r));
         }
     }
     // Argo CD Applications: their own policies, planned per repository they write to.
@@ -332,6 +344,42 @@ fn outcome(r: git::RepositoryReport) -> plan::RepositoryOutcome {
         branch,
         status: status.to_string(),
         commits,
+        pull_requests: Vec::new(),
+        error,
+    }
+}
+
+/// A repository's pull-request result as the report shows it.
+fn forge_outcome(r: forge::ForgeReport) -> plan::RepositoryOutcome {
+    let (branch, status, pull_requests, error) = match &r.result {
+        Ok(o) => {
+            let prs: Vec<_> = o
+                .pull_requests
+                .iter()
+                .map(|p| plan::PullRequestSummary {
+                    group: p.group.clone(),
+                    branch: p.branch.clone(),
+                    status: p.status(o.dry_run),
+                    number: p.number,
+                    url: p.url.clone(),
+                })
+                .collect();
+            let status = if prs.is_empty() {
+                "up to date"
+            } else {
+                "pull requests"
+            };
+            (o.base.clone(), status, prs, None)
+        }
+        Err(e) => (String::new(), "failed", Vec::new(), Some(e.to_string())),
+    };
+    plan::RepositoryOutcome {
+        repository: r.repository,
+        url: r.url,
+        branch,
+        status: status.to_string(),
+        commits: Vec::new(),
+        pull_requests,
         error,
     }
 }

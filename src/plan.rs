@@ -101,8 +101,24 @@ pub struct RepositoryOutcome {
     /// `pushed`, `would push`, `up to date`, `planned` or `failed`.
     pub status: String,
     pub commits: Vec<CommitSummary>,
+    /// Pull-request mode: what happened (or would) to each group's pull request.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pull_requests: Vec<PullRequestSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// One change group's pull request in a repository's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PullRequestSummary {
+    pub group: String,
+    pub branch: String,
+    /// `would open`, `opened`, `updated`, `closed`, `up to date`, `left alone: …`, …
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -495,10 +511,24 @@ impl Plan {
     /// Splits the plan into one group per policy (by name), each group's file contents built
     /// cumulatively on the groups before it. The last group's contents equal [`Plan::files`].
     pub fn groups_by_policy(&self) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
+        self.policy_groups(true)
+    }
+
+    /// One group per policy whose file contents carry only that policy's edits, for proposals
+    /// that each start from the base (one pull request per policy).
+    pub fn groups_by_policy_alone(&self) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
+        self.policy_groups(false)
+    }
+
+    fn policy_groups(&self, cumulative: bool) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
         let names: BTreeSet<&str> = self.changes.iter().map(|c| c.policy.as_str()).collect();
         let mut groups = Vec::new();
         for (n, name) in names.iter().enumerate() {
-            let upto: BTreeSet<&str> = names.iter().take(n + 1).copied().collect();
+            let upto: BTreeSet<&str> = if cumulative {
+                names.iter().take(n + 1).copied().collect()
+            } else {
+                BTreeSet::from([*name])
+            };
             let mut files = BTreeMap::new();
             for f in self
                 .files

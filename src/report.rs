@@ -198,6 +198,13 @@ fn repository_line(r: &RepositoryOutcome) -> String {
             c.summary
         ));
     }
+    for pr in &r.pull_requests {
+        let number = pr.number.map(|n| format!(" #{n}")).unwrap_or_default();
+        line.push_str(&format!(
+            "\n    {} ({}){number}: {}",
+            pr.group, pr.branch, pr.status
+        ));
+    }
     line
 }
 

@@ -80,8 +80,15 @@ impl<R: Registry> Replanner for RepositoryPlanner<'_, R> {
         checkout: &Path,
     ) -> Result<Vec<ChangeGroup>, WritebackError> {
         let plan = self.plan_checkout(repository, checkout).await?;
-        Ok(plan
-            .groups_by_policy()?
+        // A pull request per policy starts from the base, so it must carry only its own edits.
+        let alone = repository.write.mode == git::WriteMode::PullRequest
+            && repository.write.group == git::Grouping::Policy;
+        let groups = if alone {
+            plan.groups_by_policy_alone()?
+        } else {
+            plan.groups_by_policy()?
+        };
+        Ok(groups
             .into_iter()
             .map(|g| ChangeGroup {
                 key: g.policy,
@@ -96,9 +103,18 @@ impl<R: Registry> Replanner for RepositoryPlanner<'_, R> {
                         line: c.line,
                         from: c.from,
                         to: c.to,
+                        strategy: c.strategy.to_owned(),
                     })
                     .collect(),
             })
             .collect())
+    }
+
+    fn complete(&self, repository: &RepositoryConfig) -> bool {
+        self.last
+            .lock()
+            .expect("planner lock")
+            .get(&repository.name)
+            .is_some_and(|p| p.problems.is_empty())
     }
 }

@@ -468,6 +468,7 @@ fn git_change(c: &Change) -> git::Change {
         line: c.line,
         from: c.from.clone(),
         to: c.to.clone(),
+        strategy: c.strategy.to_string(),
     }
 }
 

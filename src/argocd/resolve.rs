@@ -463,6 +463,7 @@ fn repository_for(
             branch: branch.clone(),
             auth: Default::default(),
             write: Default::default(),
+            forge: None,
         },
     };
     let base_name = config.name.clone();

@@ -286,6 +286,11 @@ impl Connector {
                     .map_err(|m| self.fail(ConnectFailure::Credentials(m)))?;
                 Cred::userpass_plaintext(username, &password)
             }
+            AuthMethod::Provided(token)
+                if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
+            {
+                Cred::userpass_plaintext(TOKEN_USER, token.expose())
+            }
             AuthMethod::None => {
                 let hint = if self.url_has_userinfo {
                     " (a password in the URL is not used: set `auth.tokenEnv` or `auth.username` \
@@ -364,6 +369,7 @@ fn method_name(method: &AuthMethod) -> &'static str {
         AuthMethod::SshAgent => "sshAgent",
         AuthMethod::Token { .. } => "tokenEnv",
         AuthMethod::Password { .. } => "username + passwordEnv",
+        AuthMethod::Provided(_) => "the GitHub App installation token",
     }
 }
 

@@ -26,6 +26,9 @@ pub struct RepositoryConfig {
     pub auth: AuthConfig,
     #[serde(default)]
     pub write: WriteConfig,
+    /// Where pull requests are opened (`write.mode: pull-request`).
+    #[serde(default)]
+    pub forge: Option<crate::forge::ForgeConfig>,
 }
 
 fn default_branch() -> String {
@@ -57,6 +60,30 @@ pub struct AuthConfig {
     pub username: Option<String>,
     #[serde(default)]
     pub password_env: Option<String>,
+    /// A token obtained at run time (a GitHub App installation token), used for HTTPS when no
+    /// other method is configured. Never read from the config file.
+    #[serde(skip)]
+    pub provided_token: Option<ProvidedToken>,
+}
+
+/// A secret handed over at run time. Its `Debug` output never shows the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProvidedToken(std::sync::Arc<str>);
+
+impl ProvidedToken {
+    pub fn new(token: impl Into<std::sync::Arc<str>>) -> ProvidedToken {
+        ProvidedToken(token.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for ProvidedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProvidedToken(***)")
+    }
 }
 
 /// The authentication method an [`AuthConfig`] describes, after validation.
@@ -76,6 +103,8 @@ pub enum AuthMethod {
         username: String,
         password_env: String,
     },
+    /// [`AuthConfig::provided_token`], sent as user `x-access-token`.
+    Provided(ProvidedToken),
 }
 
 /// How tagpilot writes its commits.
@@ -101,6 +130,21 @@ pub struct WriteConfig {
     /// new plan).
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
+    /// Pull-request mode: the title template (see [`crate::forge::DEFAULT_TITLE`]).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Pull-request mode: labels put on every pull request.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Pull-request mode: reviewers requested (user names; `org/team` for a GitHub team).
+    #[serde(default)]
+    pub reviewers: Vec<String>,
+    /// Pull-request mode: open pull requests as drafts.
+    #[serde(default)]
+    pub draft: bool,
+    /// Pull-request mode: turn on the forge's auto-merge.
+    #[serde(default)]
+    pub auto_merge: bool,
 }
 
 fn default_max_retries() -> u32 {
@@ -117,6 +161,11 @@ impl Default for WriteConfig {
             group: Grouping::default(),
             signing: None,
             max_retries: default_max_retries(),
+            title: None,
+            labels: Vec::new(),
+            reviewers: Vec::new(),
+            draft: false,
+            auto_merge: false,
         }
     }
 }
@@ -126,8 +175,7 @@ impl Default for WriteConfig {
 pub enum WriteMode {
     #[default]
     Push,
-    /// Accepted by the parser so configs can be written ahead; the writer refuses it until pull
-    /// requests are implemented.
+    /// One pull request per change group, on a branch tagpilot owns (see [`crate::forge`]).
     PullRequest,
 }
 
@@ -156,6 +204,8 @@ pub enum Grouping {
     Repository,
     /// One commit per policy.
     Policy,
+    /// One group per changed file (pull-request mode: one pull request per file).
+    Path,
 }
 
 /// The key commits are signed with. Exactly one of `sshKeyFile` and `pgpKeyFile`.
@@ -176,9 +226,13 @@ pub struct SigningConfig {
 // === impl RepositoryConfig ===
 
 impl RepositoryConfig {
-    /// The branch commits are pushed to.
+    /// The branch commits are pushed to. In pull-request mode `write.branch` is a template
+    /// rendered per group, so the target is the base branch.
     pub fn target_branch(&self) -> &str {
-        self.write.branch.as_deref().unwrap_or(&self.branch)
+        match self.write.mode {
+            WriteMode::Push => self.write.branch.as_deref().unwrap_or(&self.branch),
+            WriteMode::PullRequest => &self.branch,
+        }
     }
 
     /// Whether tagpilot owns the target branch, and so may rebuild it (with a lease).
@@ -197,12 +251,18 @@ impl RepositoryConfig {
             return Err(invalid("`name` must not be empty".into()));
         }
         self.auth.method().map_err(invalid)?;
-        if self.write.mode == WriteMode::PullRequest {
-            return Err(invalid(
-                "`write.mode: pull-request` is not supported yet; use `mode: push`".into(),
-            ));
-        }
-        for branch in [Some(self.branch.as_str()), self.write.branch.as_deref()]
+        let literal_branch = match self.write.mode {
+            WriteMode::Push => self.write.branch.as_deref(),
+            WriteMode::PullRequest => {
+                let forge = self.forge.as_ref().ok_or_else(|| {
+                    invalid("`write.mode: pull-request` needs a `forge:` block".into())
+                })?;
+                forge.validate().map_err(invalid)?;
+                crate::forge::check_templates(&self.write, &self.branch).map_err(invalid)?;
+                None
+            }
+        };
+        for branch in [Some(self.branch.as_str()), literal_branch]
             .into_iter()
             .flatten()
         {
@@ -258,7 +318,10 @@ impl AuthConfig {
             _ => return Err("`auth.username` and `auth.passwordEnv` go together".into()),
         }
         match methods.len() {
-            0 => Ok(AuthMethod::None),
+            0 => Ok(self
+                .provided_token
+                .clone()
+                .map_or(AuthMethod::None, AuthMethod::Provided)),
             1 => Ok(methods.remove(0)),
             _ => Err(
                 "`auth` names more than one method; use one of sshKeyFile, sshAgent, \
@@ -319,10 +382,19 @@ mod tests {
     }
 
     #[test]
-    fn pull_request_mode_parses_but_is_refused() {
+    fn pull_request_mode_needs_a_forge() {
         let repo = parse("name: m\nurl: file:///m\nwrite: {mode: pull-request}\n").unwrap();
         let err = repo.validate().unwrap_err().to_string();
-        assert!(err.contains("pull-request") && err.contains("`m`"), "{err}");
+        assert!(err.contains("forge") && err.contains("`m`"), "{err}");
+        let repo = parse(
+            "name: m\nurl: file:///m\nforge: {github: {tokenEnv: T, repository: a/m}}\n\
+             write: {mode: pull-request, group: path, labels: [deps], autoMerge: true}\n",
+        )
+        .unwrap();
+        repo.validate().unwrap();
+        assert_eq!(repo.target_branch(), "main");
+        assert_eq!(repo.write.group, Grouping::Path);
+        assert!(repo.write.auto_merge);
     }
 
     #[test]

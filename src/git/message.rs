@@ -34,6 +34,9 @@ pub struct Change {
     pub line: usize,
     pub from: String,
     pub to: String,
+    /// The policy's strategy (`semver`, `regex`, …), for pull request bodies.
+    #[serde(default)]
+    pub strategy: String,
 }
 
 /// What the planner produced for one group of changes: the files' new contents and the changes
@@ -57,6 +60,24 @@ pub fn regroup(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -
     let groups = groups.into_iter().filter(|g| !g.files.is_empty());
     match grouping {
         Grouping::Policy => groups.collect(),
+        Grouping::Path => {
+            // Each file on its own: its last content (which carries every earlier group's edits
+            // of it) and every change made to it.
+            let mut by_path: BTreeMap<PathBuf, ChangeGroup> = BTreeMap::new();
+            for group in groups {
+                for (path, content) in group.files {
+                    let entry = by_path.entry(path.clone()).or_insert_with(|| ChangeGroup {
+                        key: path.to_string_lossy().replace('\\', "/"),
+                        ..ChangeGroup::default()
+                    });
+                    entry.files.insert(path.clone(), content);
+                    entry
+                        .changes
+                        .extend(group.changes.iter().filter(|c| c.file == path).cloned());
+                }
+            }
+            by_path.into_values().collect()
+        }
         Grouping::Repository => {
             let mut merged = ChangeGroup {
                 key: repository.to_owned(),
@@ -140,6 +161,7 @@ mod tests {
             line: 7,
             from: from.into(),
             to: to.into(),
+            strategy: "semver".into(),
         }
     }
 
@@ -229,5 +251,36 @@ mod tests {
             ["api", "web"]
         );
         assert!(regroup("m", Grouping::Repository, vec![group("x", &[], vec![])]).is_empty());
+    }
+
+    #[test]
+    fn regroup_by_path_gives_each_file_its_last_content_and_its_changes() {
+        let groups = vec![
+            group(
+                "api",
+                &[("a.yaml", "api-edit")],
+                vec![change("api", "a.yaml", "1", "2")],
+            ),
+            group(
+                "web",
+                &[("a.yaml", "api-edit+web-edit"), ("b.yaml", "b")],
+                vec![
+                    change("web", "a.yaml", "3", "4"),
+                    change("web", "b.yaml", "5", "6"),
+                ],
+            ),
+        ];
+        let by_path = regroup("m", Grouping::Path, groups);
+        assert_eq!(
+            by_path.iter().map(|g| g.key.as_str()).collect::<Vec<_>>(),
+            ["a.yaml", "b.yaml"]
+        );
+        assert_eq!(by_path[0].files.len(), 1);
+        assert_eq!(
+            by_path[0].files[&PathBuf::from("a.yaml")],
+            "api-edit+web-edit"
+        );
+        assert_eq!(by_path[0].changes.len(), 2);
+        assert_eq!(by_path[1].changes.len(), 1);
     }
 }

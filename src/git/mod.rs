@@ -13,17 +13,20 @@
 //! - [`sign`]: SSH and OpenPGP commit signatures, in-process.
 //! - [`cache`]: the clone cache under `--cache-dir`, and checkouts for the planner.
 //! - [`write`]: the commit/push/retry loop.
+//! - [`proposal`]: branches per change group for pull requests (pushed with a lease, never the base).
 
 pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod message;
+pub mod proposal;
 pub mod sign;
 pub mod write;
 
 pub use cache::{Checkout, RepoCache, checkout};
 pub use config::{
-    AuthConfig, Author, Grouping, RepositoryConfig, SigningConfig, WriteConfig, WriteMode,
+    AuthConfig, Author, Grouping, ProvidedToken, RepositoryConfig, SigningConfig, WriteConfig,
+    WriteMode,
 };
 pub use message::{Change, ChangeGroup, DEFAULT_COMMIT_MESSAGE, POLICY_TRAILER};
 pub use write::{

@@ -35,6 +35,13 @@ pub trait Replanner {
         repository: &RepositoryConfig,
         checkout: &Path,
     ) -> impl Future<Output = Result<Vec<ChangeGroup>, Self::Error>> + Send;
+
+    /// Whether the last plan of `repository` covered every policy (no problems). A change that
+    /// is missing from an incomplete plan may be missing because its registry failed, so
+    /// pull requests are closed only after a complete plan.
+    fn complete(&self, _repository: &RepositoryConfig) -> bool {
+        true
+    }
 }
 
 /// A commit tagpilot pushed.
@@ -114,7 +121,7 @@ pub async fn write_all<P: Replanner>(
 }
 
 /// Why one attempt did not push.
-enum AttemptError {
+pub(crate) enum AttemptError {
     /// The branch moved since the fetch: fetch, plan and try again.
     Moved,
     /// The remote refused the update (a hook, branch protection); retried once to tell it apart
@@ -141,6 +148,13 @@ pub async fn write_repository_with<P: Replanner>(
     options: WriteOptions,
 ) -> Result<WriteOutcome, GitError> {
     repo.validate()?;
+    if repo.write.mode == super::WriteMode::PullRequest {
+        // Here the target would be the base branch itself: never push a protected base.
+        return Err(GitError::Config {
+            repository: repo.name.clone(),
+            message: "`write.mode: pull-request` is written through `forge::sync_all`".into(),
+        });
+    }
     let signer = match &repo.write.signing {
         Some(config) => Some(Signer::load(config).map_err(|message| GitError::Signing {
             repository: repo.name.clone(),
@@ -291,27 +305,7 @@ fn commit_and_push(
         }
         let message = render_message(repo.write.commit_message.as_deref(), &repo.name, &group)
             .map_err(commit_error)?;
-        let tree = git.find_tree(tree_id).map_err(fatal_cache)?;
-        let author = git2::Signature::now(&repo.write.author.name, &repo.write.author.email)
-            .map_err(|e| commit_error(format!("invalid author: {}", e.message())))?;
-        let id = match signer {
-            None => git.commit(None, &author, &author, &message, &tree, &[&tip]),
-            Some(signer) => {
-                let buffer = git
-                    .commit_create_buffer(&author, &author, &message, &tree, &[&tip])
-                    .map_err(fatal_cache)?;
-                let content = std::str::from_utf8(&buffer)
-                    .map_err(|_| commit_error("commit is not UTF-8".into()))?;
-                let signature = signer.sign(&buffer).map_err(|message| {
-                    AttemptError::Fatal(GitError::Signing {
-                        repository: repo.name.clone(),
-                        message,
-                    })
-                })?;
-                git.commit_signed(content, &signature, None)
-            }
-        }
-        .map_err(fatal_cache)?;
+        let id = make_commit(&git, repo, &tip, tree_id, &message, signer)?;
         tip = git.find_commit(id).map_err(fatal_cache)?;
         commits.push(PushedCommit {
             id: id.to_string(),
@@ -339,8 +333,64 @@ fn commit_and_push(
     if options.dry_run {
         return Ok(WriteStatus::WouldPush { commits });
     }
-    push(&git, repo, tip.id(), expected_remote)?;
+    push(
+        &git,
+        repo,
+        repo.target_branch(),
+        Some(tip.id()),
+        expected_remote,
+        repo.owns_target_branch(),
+    )?;
     Ok(WriteStatus::Pushed { commits })
+}
+
+/// Writes a commit of `tree_id` on `parent` with the configured author, signed when a signer
+/// is configured. The commit is not referenced by any branch.
+pub(crate) fn make_commit(
+    git: &Repository,
+    repo: &RepositoryConfig,
+    parent: &git2::Commit<'_>,
+    tree_id: Oid,
+    message: &str,
+    signer: Option<&Signer>,
+) -> Result<Oid, AttemptError> {
+    let fatal_cache = |e: git2::Error| {
+        AttemptError::Fatal(GitError::Cache {
+            repository: repo.name.clone(),
+            path: git.path().to_owned(),
+            message: e.message().to_owned(),
+        })
+    };
+    let tree = git.find_tree(tree_id).map_err(fatal_cache)?;
+    let author =
+        git2::Signature::now(&repo.write.author.name, &repo.write.author.email).map_err(|e| {
+            AttemptError::Fatal(GitError::Config {
+                repository: repo.name.clone(),
+                message: format!("invalid `write.author`: {}", e.message()),
+            })
+        })?;
+    match signer {
+        None => git.commit(None, &author, &author, message, &tree, &[parent]),
+        Some(signer) => {
+            let buffer = git
+                .commit_create_buffer(&author, &author, message, &tree, &[parent])
+                .map_err(fatal_cache)?;
+            let content = std::str::from_utf8(&buffer).map_err(|_| {
+                AttemptError::Fatal(GitError::Signing {
+                    repository: repo.name.clone(),
+                    message: "commit is not UTF-8".into(),
+                })
+            })?;
+            let signature = signer.sign(&buffer).map_err(|message| {
+                AttemptError::Fatal(GitError::Signing {
+                    repository: repo.name.clone(),
+                    message,
+                })
+            })?;
+            git.commit_signed(content, &signature, None)
+        }
+    }
+    .map_err(fatal_cache)
 }
 
 /// Whether the owned branch at `old` already holds what we would push as `new`: the same trees
@@ -367,7 +417,7 @@ fn same_proposal(git: &Repository, old: Oid, new: Oid, base: Oid, count: usize) 
 }
 
 /// Writes `files` over `base` and returns the new tree.
-fn apply_files(
+pub(crate) fn apply_files(
     git: &Repository,
     base: &git2::Tree<'_>,
     files: &std::collections::BTreeMap<PathBuf, String>,
@@ -412,17 +462,20 @@ fn apply_files(
         .map_err(|e| e.message().to_owned())
 }
 
-/// Pushes `commit` to the target branch. `expected_remote` is the value the remote branch must
-/// still have (`None`: must not exist); it is checked against the remote's advertisement in the
-/// push connection, and the server checks it again when it applies the update.
-fn push(
+/// Pushes `commit` to `branch`, or deletes `branch` when `commit` is `None`. `expected_remote`
+/// is the value the remote branch must still have (`None`: must not exist); it is checked
+/// against the remote's advertisement in the push connection, and the server checks it again
+/// when it applies the update. `owned`: the branch is tagpilot's and may be rewritten.
+pub(crate) fn push(
     git: &Repository,
     repo: &RepositoryConfig,
-    commit: Oid,
+    branch: &str,
+    commit: Option<Oid>,
     expected_remote: Option<Oid>,
+    owned: bool,
 ) -> Result<(), AttemptError> {
-    let target = format!("refs/heads/{}", repo.target_branch());
-    let local = format!("refs/tagpilot/push/{}", repo.target_branch());
+    let target = format!("refs/heads/{branch}");
+    let local = format!("refs/tagpilot/push/{branch}");
     let fatal = |message: String| {
         AttemptError::Fatal(GitError::Push {
             repository: repo.name.clone(),
@@ -430,11 +483,16 @@ fn push(
             message,
         })
     };
-    git.reference(&local, commit, true, "tagpilot: commit to push")
-        .map_err(|e| fatal(e.message().to_owned()))?;
-    // `+` only for a branch tagpilot owns: a shared branch must fast-forward.
-    let force = if repo.owns_target_branch() { "+" } else { "" };
-    let refspec = format!("{force}{local}:{target}");
+    let refspec = match commit {
+        Some(commit) => {
+            git.reference(&local, commit, true, "tagpilot: commit to push")
+                .map_err(|e| fatal(e.message().to_owned()))?;
+            // `+` only for a branch tagpilot owns: a shared branch must fast-forward.
+            let force = if owned { "+" } else { "" };
+            format!("{force}{local}:{target}")
+        }
+        None => format!(":{target}"),
+    };
 
     let connector = Connector::new(&repo.url, &repo.auth).map_err(fatal)?;
     let moved = Cell::new(false);
@@ -498,8 +556,15 @@ fn push(
     match statuses.iter().find(|(name, _)| *name == target) {
         Some((_, None)) => {
             // Keep the tracking ref in step, so the next lease starts from what we pushed.
-            let tracking = format!("refs/remotes/origin/{}", repo.target_branch());
-            let _ = git.reference(&tracking, commit, true, "tagpilot: pushed");
+            let tracking = format!("refs/remotes/origin/{branch}");
+            match commit {
+                Some(commit) => {
+                    let _ = git.reference(&tracking, commit, true, "tagpilot: pushed");
+                }
+                None => {
+                    let _ = git.find_reference(&tracking).and_then(|mut r| r.delete());
+                }
+            }
             Ok(())
         }
         Some((_, Some(status))) => Err(AttemptError::Refused(scrub(status, &repo.url))),

@@ -101,6 +101,7 @@ impl LinePlanner {
                 line: edit.line,
                 from,
                 to: edit.tag.into(),
+                strategy: "semver".into(),
             };
             match groups.iter_mut().find(|g| g.key == edit.policy) {
                 Some(group) => {

@@ -3,6 +3,7 @@
 
 mod argocd;
 mod cli;
+mod forge;
 mod git;
 mod golden;
 mod manifest;

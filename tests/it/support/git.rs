@@ -229,10 +229,15 @@ pub struct HttpGitServer {
 impl HttpGitServer {
     /// Serves the bare repositories under `root` at `http://127.0.0.1:PORT/git/<name>`.
     pub fn start(root: &Path) -> HttpGitServer {
+        HttpGitServer::start_for(root, HTTP_USER, HTTP_PASSWORD)
+    }
+
+    /// [`HttpGitServer::start`] accepting only `user` with `password`.
+    pub fn start_for(root: &Path, user: &str, password: &str) -> HttpGitServer {
         let dir = tempfile::tempdir().unwrap();
         let port = free_port();
         let users = dir.path().join("users");
-        std::fs::write(&users, format!("{HTTP_USER}:{HTTP_PASSWORD}\n")).unwrap();
+        std::fs::write(&users, format!("{user}:{password}\n")).unwrap();
         let log = dir.path().join("error.log");
         let config = format!(
             r#"server.modules = ("mod_auth", "mod_authn_file", "mod_alias", "mod_setenv", "mod_cgi")

@@ -1,0 +1,364 @@
+//! GitLab merge requests through the REST API v4, with `reqwest`.
+//!
+//! The same behaviour as GitHub in GitLab's terms: reviewers by user name (looked up to ids),
+//! drafts by the `Draft:` title prefix, auto-merge by `merge_when_pipeline_succeeds`. The token
+//! travels only in the `PRIVATE-TOKEN` header and never into a message.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::config::{GitLabConfig, path_from_url};
+use super::{
+    Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest, PullRequest,
+    rate_limit_wait, read_token,
+};
+
+const FORGE: &str = "GitLab";
+const DRAFT: &str = "Draft: ";
+
+/// A connection to one GitLab project's merge requests.
+pub struct GitLab {
+    repository: String,
+    api: String,
+    /// URL-encoded project path or id.
+    project: String,
+    token: String,
+    http: reqwest::Client,
+    /// `write.draft`: titles keep the `Draft:` prefix on every update.
+    draft: bool,
+}
+
+impl std::fmt::Debug for GitLab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitLab")
+            .field("api", &self.api)
+            .field("project", &self.project)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Deserialize)]
+struct MergeRequest {
+    iid: u64,
+    web_url: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    description: Option<String>,
+    source_branch: String,
+    #[serde(default)]
+    state: String,
+}
+
+impl From<MergeRequest> for PullRequest {
+    fn from(mr: MergeRequest) -> PullRequest {
+        PullRequest {
+            number: mr.iid,
+            url: mr.web_url,
+            // The draft prefix is GitLab's way of saying draft, not part of tagpilot's title.
+            title: mr.title.strip_prefix(DRAFT).unwrap_or(&mr.title).to_owned(),
+            body: mr.description.unwrap_or_default(),
+            branch: mr.source_branch,
+            merged: mr.state == "merged",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct User {
+    id: u64,
+}
+
+impl GitLab {
+    pub fn connect(
+        repository: &str,
+        url: &str,
+        config: &GitLabConfig,
+    ) -> Result<GitLab, ForgeError> {
+        let project = match &config.project {
+            Some(project) => project.clone(),
+            None => path_from_url(url).ok_or_else(|| ForgeError::Config {
+                repository: repository.to_owned(),
+                message: "cannot tell the GitLab project from the URL; set `forge.gitlab.project`"
+                    .into(),
+            })?,
+        };
+        let token = read_token(repository, FORGE, &config.token_env)?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .user_agent(concat!("tagpilot/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ForgeError::Config {
+                repository: repository.to_owned(),
+                message: format!("cannot set up HTTP: {e}"),
+            })?;
+        Ok(GitLab {
+            repository: repository.to_owned(),
+            api: config.api_url.trim_end_matches('/').to_owned(),
+            project: url::form_urlencoded::byte_serialize(project.as_bytes()).collect(),
+            token,
+            http,
+            draft: false,
+        })
+    }
+
+    /// Keeps merge requests drafts (`write.draft`).
+    pub fn with_draft(mut self, draft: bool) -> GitLab {
+        self.draft = draft;
+        self
+    }
+
+    fn title(&self, title: &str) -> String {
+        if self.draft {
+            format!("{DRAFT}{title}")
+        } else {
+            title.to_owned()
+        }
+    }
+
+    fn route(&self, rest: &str) -> String {
+        format!("{}/projects/{}{rest}", self.api, self.project)
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&Value>,
+        action: &str,
+    ) -> Result<T, ForgeError> {
+        let api_error = |message: String| ForgeError::Api {
+            repository: self.repository.clone(),
+            forge: FORGE,
+            action: action.to_owned(),
+            message,
+        };
+        let mut attempt = 0;
+        loop {
+            let mut request = self
+                .http
+                .request(method.clone(), url)
+                .header("PRIVATE-TOKEN", &self.token);
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            // reqwest's error text names the URL, which holds no secret here.
+            let response = request.send().await.map_err(|e| api_error(e.to_string()))?;
+            let status = response.status();
+            if status.is_success() {
+                return response
+                    .json()
+                    .await
+                    .map_err(|e| api_error(format!("unexpected response: {e}")));
+            }
+            let headers = response.headers().clone();
+            let text = response.text().await.unwrap_or_default();
+            let message = serde_json::from_str::<Value>(&text)
+                .ok()
+                .and_then(|v| {
+                    v.get("message")
+                        .or_else(|| v.get("error"))
+                        .map(|m| match m {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        })
+                })
+                .unwrap_or(text);
+            if status == StatusCode::TOO_MANY_REQUESTS {
+                let wait = rate_limit_wait(&headers).unwrap_or(60);
+                attempt += 1;
+                if wait > MAX_RATE_LIMIT_WAIT || attempt > MAX_RATE_LIMIT_RETRIES {
+                    return Err(ForgeError::RateLimited {
+                        repository: self.repository.clone(),
+                        forge: FORGE,
+                        action: action.to_owned(),
+                        wait_seconds: wait,
+                    });
+                }
+                tracing::warn!(action, wait_seconds = wait, "GitLab rate limit; waiting");
+                tokio::time::sleep(Duration::from_secs(wait)).await;
+                continue;
+            }
+            return Err(match status {
+                StatusCode::UNAUTHORIZED => ForgeError::Auth {
+                    repository: self.repository.clone(),
+                    forge: FORGE,
+                    message: format!("the token was rejected ({message})"),
+                },
+                StatusCode::FORBIDDEN => ForgeError::Permission {
+                    repository: self.repository.clone(),
+                    forge: FORGE,
+                    action: action.to_owned(),
+                    permission: "api scope, Developer role".into(),
+                    message,
+                },
+                _ => api_error(format!("{message} ({status})")),
+            });
+        }
+    }
+
+    async fn list(&self, query: &str, action: &str) -> Result<Vec<PullRequest>, ForgeError> {
+        let mut all = Vec::new();
+        for page in 1.. {
+            let url = self.route(&format!("/merge_requests?{query}&per_page=100&page={page}"));
+            let mrs: Vec<MergeRequest> = self.call(Method::GET, &url, None, action).await?;
+            let full = mrs.len() == 100;
+            all.extend(mrs.into_iter().map(PullRequest::from));
+            if !full {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    async fn user_id(&self, username: &str) -> Result<u64, ForgeError> {
+        let url = format!("{}/users?username={}", self.api, encode(username));
+        let action = format!("look up reviewer `{username}`");
+        let users: Vec<User> = self.call(Method::GET, &url, None, &action).await?;
+        users.first().map(|u| u.id).ok_or_else(|| ForgeError::Api {
+            repository: self.repository.clone(),
+            forge: FORGE,
+            action,
+            message: "no such user".into(),
+        })
+    }
+}
+
+fn encode(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+impl Forge for GitLab {
+    async fn open_pull_requests(&self, base: &str) -> Result<Vec<PullRequest>, ForgeError> {
+        self.list(
+            &format!("state=opened&target_branch={}", encode(base)),
+            "list open merge requests",
+        )
+        .await
+    }
+
+    async fn closed_pull_requests(
+        &self,
+        branch: &str,
+        base: &str,
+    ) -> Result<Vec<PullRequest>, ForgeError> {
+        // GitLab keeps merged ones apart (`state=merged`); closed means closed unmerged.
+        self.list(
+            &format!(
+                "state=closed&source_branch={}&target_branch={}",
+                encode(branch),
+                encode(base)
+            ),
+            "list closed merge requests",
+        )
+        .await
+    }
+
+    async fn create(&self, pr: &NewPullRequest) -> Result<PullRequest, ForgeError> {
+        let mut reviewer_ids = Vec::new();
+        for reviewer in &pr.reviewers {
+            reviewer_ids.push(self.user_id(reviewer).await?);
+        }
+        let title = if pr.draft {
+            format!("{DRAFT}{}", pr.title)
+        } else {
+            self.title(&pr.title)
+        };
+        let action = format!("open a merge request from `{}`", pr.branch);
+        let created: Result<MergeRequest, ForgeError> = self
+            .call(
+                Method::POST,
+                &self.route("/merge_requests"),
+                Some(&json!({
+                    "source_branch": pr.branch,
+                    "target_branch": pr.base,
+                    "title": title,
+                    "description": pr.body,
+                    "labels": pr.labels.join(","),
+                    "reviewer_ids": reviewer_ids,
+                    "remove_source_branch": true,
+                })),
+                &action,
+            )
+            .await;
+        let created = match created {
+            Ok(created) => created,
+            Err(ForgeError::Api { message, .. }) if message.contains("already exists") => {
+                let existing = self
+                    .list(
+                        &format!(
+                            "state=opened&source_branch={}&target_branch={}",
+                            encode(&pr.branch),
+                            encode(&pr.base)
+                        ),
+                        "find the existing merge request",
+                    )
+                    .await?;
+                let Some(existing) = existing.into_iter().next() else {
+                    return Err(ForgeError::Api {
+                        repository: self.repository.clone(),
+                        forge: FORGE,
+                        action,
+                        message,
+                    });
+                };
+                self.update(existing.number, &pr.title, &pr.body).await?;
+                return Ok(existing);
+            }
+            Err(e) => return Err(e),
+        };
+        let iid = created.iid;
+        if pr.auto_merge {
+            let _: Value = self
+                .call(
+                    Method::PUT,
+                    &self.route(&format!("/merge_requests/{iid}/merge")),
+                    Some(&json!({ "merge_when_pipeline_succeeds": true })),
+                    &format!("set merge request !{iid} to merge when the pipeline succeeds"),
+                )
+                .await?;
+        }
+        Ok(created.into())
+    }
+
+    async fn update(&self, number: u64, title: &str, body: &str) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::PUT,
+                &self.route(&format!("/merge_requests/{number}")),
+                Some(&json!({ "title": self.title(title), "description": body })),
+                &format!("update merge request !{number}"),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn comment(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::POST,
+                &self.route(&format!("/merge_requests/{number}/notes")),
+                Some(&json!({ "body": body })),
+                &format!("comment on merge request !{number}"),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn close(&self, number: u64) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::PUT,
+                &self.route(&format!("/merge_requests/{number}")),
+                Some(&json!({ "state_event": "close" })),
+                &format!("close merge request !{number}"),
+            )
+            .await?;
+        Ok(())
+    }
+}

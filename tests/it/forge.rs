@@ -1,0 +1,1423 @@
+//! Pull-request mode end to end: the git side on a real bare repository over file://, the
+//! GitHub and GitLab APIs as `wiremock` doubles scripted as exact scenarios. Every mock states
+//! how often it must be called; a request nobody scripted gets wiremock's 404, which fails the
+//! run, so each scenario also shows that nothing unexpected was sent.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
+use tagpilot::git::{Change, ChangeGroup, Replanner, RepoCache, RepositoryConfig};
+use wiremock::matchers::{
+    body_partial_json, header, method, path, query_param, query_param_is_missing,
+};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+use crate::support::git::*;
+
+const TOKEN: &str = HTTP_PASSWORD;
+const AUTH: &str = "Bearer correct-horse-battery";
+const BRANCH: &str = "tagpilot/api";
+const PULLS: &str = "/repos/acme/manifests/pulls";
+
+/// Sets the API image line to `tag`, as one group `api`.
+struct ApiPlanner {
+    tag: &'static str,
+    complete: bool,
+}
+
+fn wants(tag: &'static str) -> ApiPlanner {
+    ApiPlanner {
+        tag,
+        complete: true,
+    }
+}
+
+impl Replanner for ApiPlanner {
+    type Error = std::io::Error;
+
+    async fn plan(
+        &self,
+        _repository: &RepositoryConfig,
+        checkout: &Path,
+    ) -> std::io::Result<Vec<ChangeGroup>> {
+        let text = std::fs::read_to_string(checkout.join(DEPLOYMENT_PATH))?;
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        let old = lines[API_LINE - 1].clone();
+        let new = format!("          image: registry.example/api:{}", self.tag);
+        if old == new {
+            return Ok(Vec::new());
+        }
+        lines[API_LINE - 1] = new;
+        Ok(vec![ChangeGroup {
+            key: "api".into(),
+            files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
+                .into_iter()
+                .collect(),
+            changes: vec![Change {
+                policy: "api".into(),
+                image: "registry.example/api".into(),
+                file: DEPLOYMENT_PATH.into(),
+                line: API_LINE,
+                from: old.rsplit(':').next().unwrap().to_owned(),
+                to: self.tag.into(),
+                strategy: "semver".into(),
+            }],
+        }])
+    }
+
+    fn complete(&self, _repository: &RepositoryConfig) -> bool {
+        self.complete
+    }
+}
+
+struct Setup {
+    repo: BareRepo,
+    server: MockServer,
+    cache: tempfile::TempDir,
+}
+
+async fn setup() -> Setup {
+    set_test_secrets();
+    Setup {
+        repo: BareRepo::new(),
+        server: MockServer::start().await,
+        cache: tempfile::tempdir().unwrap(),
+    }
+}
+
+impl Setup {
+    fn github(&self, write_extra: &str) -> RepositoryConfig {
+        self.config(
+            &format!(
+                "github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}",
+                self.server.uri()
+            ),
+            write_extra,
+        )
+    }
+
+    fn config(&self, forge: &str, write_extra: &str) -> RepositoryConfig {
+        let yaml = format!(
+            "name: manifests\nurl: '{}'\nbranch: main\nforge:\n  {forge}\nwrite:\n  mode: pull-request\n  \
+             group: policy\n  title: 'Update {{{{ group }}}} to {{{{ changes[0].to }}}}'\n{write_extra}",
+            self.repo.file_url()
+        );
+        serde_saphyr::from_str(&yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
+    }
+
+    async fn run(
+        &self,
+        repo: &RepositoryConfig,
+        planner: &ApiPlanner,
+        dry_run: bool,
+    ) -> Result<ForgeOutcome, ForgeError> {
+        let cache = RepoCache::new(self.cache.path());
+        let mut reports =
+            forge::sync_all(&cache, std::slice::from_ref(repo), planner, dry_run).await;
+        assert_eq!(reports.len(), 1);
+        reports.remove(0).result
+    }
+
+    /// Checks every mock's expectation, then forgets them for the next phase.
+    async fn next_phase(&self) {
+        self.server.verify().await;
+        self.server.reset().await;
+    }
+
+    /// The bodies of the requests received so far with this method and path.
+    async fn bodies(&self, http_method: &str, at: &str) -> Vec<Value> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.method.as_str() == http_method && r.url.path() == at)
+            .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
+            .collect()
+    }
+}
+
+fn pull(number: u64, body: &str, merged: bool) -> Value {
+    json!({
+        "number": number,
+        "html_url": format!("https://github.example/acme/manifests/pull/{number}"),
+        "node_id": format!("PR_node{number}"),
+        "title": "Update api to 1.2.0",
+        "body": body,
+        "state": if merged { "closed" } else { "open" },
+        "merged_at": if merged { Value::from("2026-01-01T00:00:00Z") } else { Value::Null },
+        "head": {"ref": BRANCH, "sha": "0000000000000000000000000000000000000000"},
+    })
+}
+
+fn list_open(pulls: Value) -> Mock {
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(query_param("state", "open"))
+        .and(query_param("base", "main"))
+        .and(query_param_is_missing("head"))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(200).set_body_json(pulls))
+}
+
+fn list_closed(pulls: Value) -> Mock {
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(query_param("state", "closed"))
+        .and(query_param("head", format!("acme:{BRANCH}")))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(200).set_body_json(pulls))
+}
+
+fn ok_json(body: Value) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(body)
+}
+
+/// Phase one of most scenarios: no pull request yet, tagpilot opens #7 for `api` at 1.2.0.
+/// Returns the body tagpilot sent.
+async fn open_first(s: &Setup, repo: &RepositoryConfig) -> String {
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([])).expect(1).mount(&s.server).await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({
+            "title": "Update api to 1.2.0",
+            "head": BRANCH,
+            "base": "main",
+            "draft": false,
+        })))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests.len(), 1);
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(outcome.pull_requests[0].number, Some(7));
+    let body = s.bodies("POST", PULLS).await[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.next_phase().await;
+    body
+}
+
+fn api_line(repo: &BareRepo, rev: &str) -> String {
+    repo.show(rev, DEPLOYMENT_PATH)
+        .lines()
+        .nth(API_LINE - 1)
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels_and_reviewers() {
+    let s = setup().await;
+    let repo = s.github("  labels: [dependencies, images]\n  reviewers: [alice, acme/platform]\n");
+    let main = s.repo.rev("main").unwrap();
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([])).expect(1).mount(&s.server).await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({
+            "title": "Update api to 1.2.0", "head": BRANCH, "base": "main", "draft": false,
+        })))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/manifests/issues/7/labels"))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(
+            json!({"labels": ["dependencies", "images"]}),
+        ))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/manifests/pulls/7/requested_reviewers"))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(
+            json!({"reviewers": ["alice"], "team_reviewers": ["platform"]}),
+        ))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(
+        outcome.pull_requests[0].url.as_deref(),
+        Some("https://github.example/acme/manifests/pull/7")
+    );
+
+    let tip = s.repo.rev(BRANCH).expect("branch pushed");
+    assert_eq!(
+        s.repo.rev(&format!("{BRANCH}~1")).unwrap(),
+        main,
+        "one commit on the base"
+    );
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.2.0"
+    );
+    assert_eq!(
+        s.repo.rev("main").unwrap(),
+        main,
+        "the base is never pushed"
+    );
+    let body = s.bodies("POST", PULLS).await[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(body.contains("| `registry.example/api` | `1.0.0` | `1.2.0` | `apps/api/deployment.yaml:10` | `api` | semver |"), "{body}");
+    let marker = Marker::find(&body).expect("marker");
+    assert_eq!(
+        (marker.group.as_str(), marker.head.as_str()),
+        ("api", tip.as_str())
+    );
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+
+    list_open(json!([pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{PULLS}/7")))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"title": "Update api to 1.3.0"})))
+        .respond_with(ok_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    assert_eq!(outcome.pull_requests[0].number, Some(7));
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.3.0"
+    );
+    let body = s.bodies("PATCH", &format!("{PULLS}/7")).await[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        body.contains("`1.3.0`") && !body.contains("`1.2.0`"),
+        "{body}"
+    );
+    assert_eq!(
+        Marker::find(&body).unwrap().head,
+        s.repo.rev(BRANCH).unwrap()
+    );
+    s.next_phase().await;
+
+    // Nothing new: nothing pushed, nothing patched.
+    let tip = s.repo.rev(BRANCH).unwrap();
+    let mut same = pull(7, &body, false);
+    same["title"] = "Update api to 1.3.0".into();
+    list_open(json!([same])).expect(1).mount(&s.server).await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
+    assert_eq!(s.repo.rev(BRANCH).unwrap(), tip);
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_moved_base_rebuilds_the_branch_on_the_new_base() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+    s.repo
+        .push_change("main", "README.md", "manifests, edited\n", "unrelated edit");
+    let new_main = s.repo.rev("main").unwrap();
+
+    list_open(json!([pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{PULLS}/7")))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"title": "Update api to 1.2.0"})))
+        .respond_with(ok_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: true }
+    );
+    assert_eq!(s.repo.rev(&format!("{BRANCH}~1")).unwrap(), new_main);
+    assert_eq!(s.repo.show(BRANCH, "README.md"), "manifests, edited\n");
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.2.0"
+    );
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+    s.repo
+        .push_change(BRANCH, "apps/api/notes.txt", "keep me\n", "reviewer's fix");
+    let human = s.repo.rev(BRANCH).unwrap();
+
+    list_open(json!([pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/manifests/issues/7/comments"))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{PULLS}/7")))
+        .and(header("authorization", AUTH))
+        .respond_with(ok_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Blocked { tip: human.clone() }
+    );
+    assert!(
+        outcome.pull_requests[0]
+            .status(false)
+            .contains("someone else pushed")
+    );
+    assert_eq!(
+        s.repo.rev(BRANCH).unwrap(),
+        human,
+        "the human's commit survives"
+    );
+    let comment = &s
+        .bodies("POST", "/repos/acme/manifests/issues/7/comments")
+        .await[0];
+    assert!(
+        comment["body"].as_str().unwrap().contains(&human[..12]),
+        "{comment}"
+    );
+    let noted = s.bodies("PATCH", &format!("{PULLS}/7")).await[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        Marker::find(&noted).unwrap().noted.as_deref(),
+        Some(human.as_str())
+    );
+    s.next_phase().await;
+
+    // Said once: the next run neither comments nor patches.
+    list_open(json!([pull(7, &noted, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert!(matches!(
+        outcome.pull_requests[0].action,
+        Action::Blocked { .. }
+    ));
+    assert_eq!(s.repo.rev(BRANCH).unwrap(), human);
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_change_already_in_the_base_closes_the_pull_request_and_deletes_the_branch() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+    // Someone merges the same change by hand.
+    let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
+    s.repo
+        .push_change("main", DEPLOYMENT_PATH, &merged, "bump api by hand");
+
+    list_open(json!([pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/manifests/issues/7/comments"))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{PULLS}/7")))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"state": "closed"})))
+        .respond_with(ok_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Closed { reached_base: true }
+    );
+    let comment = &s
+        .bodies("POST", "/repos/acme/manifests/issues/7/comments")
+        .await[0];
+    assert!(
+        comment["body"]
+            .as_str()
+            .unwrap()
+            .contains("already in `main`"),
+        "{comment}"
+    );
+    assert_eq!(s.repo.rev(BRANCH), None, "the branch is deleted");
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn an_incomplete_plan_does_not_close_pull_requests() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+    let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
+    s.repo
+        .push_change("main", DEPLOYMENT_PATH, &merged, "bump by hand");
+    list_open(json!([pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let planner = ApiPlanner {
+        tag: "1.2.0",
+        complete: false,
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Kept);
+    assert!(s.repo.rev(BRANCH).is_some());
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+
+    // #7 was closed without merging.
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(8, "", false)))
+        .expect(0)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Declined { closed: 7 }
+    );
+    s.next_phase().await;
+
+    // A newer tag is a new proposal.
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(
+            json!({"title": "Update api to 1.3.0", "head": BRANCH}),
+        ))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(8, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(outcome.pull_requests[0].number, Some(8));
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.3.0"
+    );
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_403_names_the_missing_permission() {
+    let s = setup().await;
+    let repo = s.github("");
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .insert_header("x-accepted-github-permissions", "pull_requests=read")
+                .set_body_json(
+                    json!({"message": "Resource not accessible by personal access token"}),
+                ),
+        )
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let err = s.run(&repo, &wants("1.2.0"), false).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, ForgeError::Permission { .. }), "{text}");
+    assert!(
+        text.contains("`pull_requests: read`") && text.contains("`manifests`"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+    s.next_phase().await;
+
+    // Without GitHub's header, the permission the call needs is named.
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([])).expect(1).mount(&s.server).await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .set_body_json(json!({"message": "Resource not accessible by integration"})),
+        )
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let text = s
+        .run(&repo, &wants("1.2.0"), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("`pull_requests: write`") && text.contains("open a pull request"),
+        "{text}"
+    );
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_422_already_exists_takes_over_the_existing_pull_request() {
+    let s = setup().await;
+    let repo = s.github("");
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([])).expect(1).mount(&s.server).await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(422).set_body_json(json!({
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "code": "custom",
+                        "message": "A pull request already exists for acme:tagpilot/api."}],
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(query_param("state", "open"))
+        .and(query_param("head", format!("acme:{BRANCH}")))
+        .and(header("authorization", AUTH))
+        .respond_with(ok_json(json!([pull(5, "opened by hand", false)])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{PULLS}/5")))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"title": "Update api to 1.2.0"})))
+        .respond_with(ok_json(pull(5, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].number,
+        Some(5),
+        "no second pull request"
+    );
+    let body = s.bodies("PATCH", &format!("{PULLS}/5")).await[0]["body"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(Marker::find(&body).unwrap().group, "api");
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn rate_limits_are_waited_out_from_the_headers() {
+    let s = setup().await;
+    let repo = s.github("");
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    // Primary rate limit: 403 with the reset time; then the listing answers.
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(query_param("state", "open"))
+        .respond_with(
+            ResponseTemplate::new(403)
+                .insert_header("x-ratelimit-remaining", "0")
+                .insert_header("x-ratelimit-reset", reset.to_string().as_str())
+                .set_body_json(json!({"message": "API rate limit exceeded"})),
+        )
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    list_open(json!([])).expect(1).mount(&s.server).await;
+    list_closed(json!([])).expect(1).mount(&s.server).await;
+    // Secondary rate limit: 429 with Retry-After; then the pull request opens.
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].number, Some(7));
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait() {
+    let s = setup().await;
+    let repo = s.github("");
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let err = s.run(&repo, &wants("1.2.0"), false).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ForgeError::RateLimited {
+                wait_seconds: 3600,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    s.server.verify().await;
+}
+
+/// Checks that `Authorization: Bearer <jwt>` is an RS256 JWT signed by the test App's key,
+/// issued for the App id.
+struct SignedForApp {
+    public_pem: Vec<u8>,
+    app_id: u64,
+}
+
+impl wiremock::Match for SignedForApp {
+    fn matches(&self, request: &Request) -> bool {
+        let Some(jwt) = request
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return false;
+        };
+        let Ok(key) = jsonwebtoken::DecodingKey::from_rsa_pem(&self.public_pem) else {
+            return false;
+        };
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        validation.set_required_spec_claims(&["exp", "iat"]);
+        jsonwebtoken::decode::<Value>(jwt, &key, &validation)
+            .is_ok_and(|data| data.claims["iss"] == json!(self.app_id))
+    }
+}
+
+fn openssl(args: &[&str], dir: &Path) {
+    let status = std::process::Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run openssl");
+    assert!(status.success(), "openssl {args:?}");
+}
+
+#[tokio::test]
+async fn a_github_app_exchanges_its_jwt_for_an_installation_token_and_plan_writes_nothing() {
+    let s = setup().await;
+    let keys = tempfile::tempdir().unwrap();
+    openssl(
+        &[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+            "app.pem",
+        ],
+        keys.path(),
+    );
+    openssl(
+        &["pkey", "-in", "app.pem", "-pubout", "-out", "app.pub.pem"],
+        keys.path(),
+    );
+    let repo = s.config(
+        &format!(
+            "github: {{apiUrl: '{}', repository: acme/manifests, app: {{appId: 4242, installationId: 99, privateKeyFile: '{}'}}}}",
+            s.server.uri(),
+            keys.path().join("app.pem").display()
+        ),
+        "",
+    );
+    Mock::given(method("POST"))
+        .and(path("/app/installations/99/access_tokens"))
+        .and(SignedForApp {
+            public_pem: std::fs::read(keys.path().join("app.pub.pem")).unwrap(),
+            app_id: 4242,
+        })
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+            "token": "ghs_installation-token",
+            "expires_at": "2099-01-01T00:00:00Z",
+            "permissions": {"contents": "write", "pull_requests": "write"},
+            "repository_selection": "selected",
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let installation = "Bearer ghs_installation-token";
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(query_param("state", "open"))
+        .and(header("authorization", installation))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(query_param("state", "closed"))
+        .and(header("authorization", installation))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+
+    let outcome = s.run(&repo, &wants("1.2.0"), true).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(outcome.pull_requests[0].status(true), "would open");
+    assert_eq!(s.repo.rev(BRANCH), None, "plan pushed a branch");
+    s.server.verify().await;
+}
+
+#[test]
+fn pull_request_body_matches_the_golden_file() {
+    let group = ChangeGroup {
+        key: "checkout".into(),
+        files: Default::default(),
+        changes: vec![
+            Change {
+                policy: "checkout".into(),
+                image: "ghcr.io/acme/checkout-api".into(),
+                file: "apps/checkout/deployment.yaml".into(),
+                line: 21,
+                from: "1.4.2".into(),
+                to: "1.5.0".into(),
+                strategy: "semver".into(),
+            },
+            Change {
+                policy: "checkout".into(),
+                image: "ghcr.io/acme/checkout-worker".into(),
+                file: "apps/checkout/kustomization.yaml".into(),
+                line: 9,
+                from: "main-1a2b3c4-1700000000".into(),
+                to: "main-9f8e7d6-1700086400".into(),
+                strategy: "regex".into(),
+            },
+        ],
+    };
+    let marker = Marker {
+        group: "checkout".into(),
+        proposal: forge::body::proposal_id(&group.changes),
+        head: "0123456789abcdef0123456789abcdef01234567".into(),
+        noted: None,
+    };
+    let actual = forge::body::body("manifests", "main", &group, &marker);
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden-pr/body.md");
+    if std::env::var_os("TAGPILOT_BLESS").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden).expect("tests/golden-pr/body.md");
+    pretty_assertions::assert_eq!(actual, expected);
+    assert_eq!(Marker::find(&actual), Some(marker));
+}
+
+#[tokio::test]
+async fn enterprise_draft_and_auto_merge_use_the_api_prefix_and_the_graphql_endpoint() {
+    let s = setup().await;
+    // GitHub Enterprise Server: REST under /api/v3, GraphQL at /api/graphql.
+    let repo = s.config(
+        &format!(
+            "github: {{apiUrl: '{}/api/v3', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}",
+            s.server.uri()
+        ),
+        "  draft: true\n  autoMerge: true\n",
+    );
+    let pulls = format!("/api/v3{PULLS}");
+    Mock::given(method("GET"))
+        .and(path(pulls.as_str()))
+        .and(header("authorization", AUTH))
+        .respond_with(ok_json(json!([])))
+        .expect(2)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(pulls.as_str()))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"head": BRANCH, "draft": true})))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/api/graphql"))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"variables": {"id": "PR_node7"}})))
+        .respond_with(ok_json(
+            json!({"data": {"enablePullRequestAutoMerge": {"clientMutationId": null}}}),
+        ))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    let query = &s.bodies("POST", "/api/graphql").await[0]["query"];
+    assert!(
+        query
+            .as_str()
+            .unwrap()
+            .contains("enablePullRequestAutoMerge"),
+        "{query}"
+    );
+    s.server.verify().await;
+}
+
+// === GitLab ===
+
+const MRS: &str = "/api/v4/projects/acme%2Fmanifests/merge_requests";
+const PRIVATE_TOKEN: (&str, &str) = ("private-token", HTTP_PASSWORD);
+
+fn merge_request(iid: u64, title: &str, description: &str) -> Value {
+    json!({
+        "iid": iid,
+        "web_url": format!("https://gitlab.example/acme/manifests/-/merge_requests/{iid}"),
+        "title": title,
+        "description": description,
+        "source_branch": BRANCH,
+        "target_branch": "main",
+        "state": "opened",
+    })
+}
+
+fn gitlab_list(state: &str, response: Value) -> Mock {
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", state))
+        .and(query_param("target_branch", "main"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(response))
+}
+
+#[tokio::test]
+async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
+    let s = setup().await;
+    let repo = s.config(
+        &format!(
+            "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
+            s.server.uri()
+        ),
+        "  labels: [dependencies, images]\n  reviewers: [alice]\n  draft: true\n  autoMerge: true\n",
+    );
+
+    // Open: reviewers looked up by name, draft by title prefix, auto-merge after creation.
+    gitlab_list("opened", json!([]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "closed"))
+        .and(query_param("source_branch", BRANCH))
+        .and(query_param("target_branch", "main"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/v4/users"))
+        .and(query_param("username", "alice"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([{"id": 11, "username": "alice"}])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(json!({
+            "source_branch": BRANCH,
+            "target_branch": "main",
+            "title": "Draft: Update api to 1.2.0",
+            "labels": "dependencies,images",
+            "reviewer_ids": [11],
+        })))
+        .respond_with(ResponseTemplate::new(201).set_body_json(merge_request(
+            3,
+            "Draft: Update api to 1.2.0",
+            "",
+        )))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/3/merge")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"merge_when_pipeline_succeeds": true}),
+        ))
+        .respond_with(ok_json(merge_request(3, "", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(outcome.pull_requests[0].number, Some(3));
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.2.0"
+    );
+    let description = s.bodies("POST", MRS).await[0]["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(Marker::find(&description).unwrap().group, "api");
+    s.next_phase().await;
+
+    // A newer tag: the branch and the merge request are updated in place, still a draft.
+    gitlab_list(
+        "opened",
+        json!([merge_request(3, "Draft: Update api to 1.2.0", &description)]),
+    )
+    .expect(1)
+    .mount(&s.server)
+    .await;
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/3")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"title": "Draft: Update api to 1.3.0"}),
+        ))
+        .respond_with(ok_json(merge_request(3, "", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.3.0"
+    );
+    let description = s.bodies("PUT", &format!("{MRS}/3")).await[0]["description"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    s.next_phase().await;
+
+    // Merged by hand: a note, closed, branch deleted.
+    let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
+    s.repo
+        .push_change("main", DEPLOYMENT_PATH, &merged, "bump by hand");
+    gitlab_list(
+        "opened",
+        json!([merge_request(3, "Draft: Update api to 1.3.0", &description)]),
+    )
+    .expect(1)
+    .mount(&s.server)
+    .await;
+    Mock::given(method("POST"))
+        .and(path(format!("{MRS}/3/notes")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/3")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(json!({"state_event": "close"})))
+        .respond_with(ok_json(merge_request(3, "", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Closed { reached_base: true }
+    );
+    assert_eq!(s.repo.rev(BRANCH), None);
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
+    let s = setup().await;
+    let repo = s.config(
+        &format!(
+            "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
+            s.server.uri()
+        ),
+        "",
+    );
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .respond_with(ResponseTemplate::new(403).set_body_json(json!({"message": "403 Forbidden"})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let text = s
+        .run(&repo, &wants("1.2.0"), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("`api scope") && text.contains("GitLab"),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+    s.next_phase().await;
+
+    let marker = Marker {
+        group: "api".into(),
+        proposal: tagpilot::forge::body::proposal_id(&[Change {
+            policy: "api".into(),
+            image: "registry.example/api".into(),
+            file: DEPLOYMENT_PATH.into(),
+            line: API_LINE,
+            from: "1.0.0".into(),
+            to: "1.2.0".into(),
+            strategy: "semver".into(),
+        }]),
+        head: "0".repeat(40),
+        noted: None,
+    };
+    let mut closed = merge_request(2, "Update api to 1.2.0", &marker.render());
+    closed["state"] = "closed".into();
+    gitlab_list("opened", json!([]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    gitlab_list("closed", json!([closed]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Declined { closed: 2 }
+    );
+    assert_eq!(
+        s.repo.rev(BRANCH),
+        None,
+        "nothing pushed for a declined proposal"
+    );
+    s.server.verify().await;
+}
+
+// === The tagpilot binary, end to end ===
+
+mod cli {
+    use std::process::Output;
+
+    use super::*;
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+
+    fn deployment(registry: &TestRegistry, api: &str, web: &str) -> String {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {}:{api}\n        - name: web\n          image: {}:{web}\n",
+            registry.image("shop/api"),
+            registry.image("shop/web")
+        )
+    }
+
+    fn tagpilot(dir: &Path, args: &[&str]) -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+            .current_dir(dir)
+            .args(args)
+            .arg("--cache-dir")
+            .arg(dir.join("cache"))
+            .env("HOME", dir)
+            .env("DOCKER_CONFIG", dir.join("docker"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("TAGPILOT_IT_GH_TOKEN", "cli-token")
+            .output()
+            .expect("run tagpilot")
+    }
+
+    fn created(number: u64, branch: &str) -> ResponseTemplate {
+        let mut pr = pull(number, "", false);
+        pr["head"]["ref"] = branch.into();
+        ResponseTemplate::new(201).set_body_json(pr)
+    }
+
+    /// Two policies change two lines of one file: `plan` shows one pull request per policy
+    /// that would open and writes nothing; `apply` opens them, each branch with only its own
+    /// policy's edit on the base.
+    #[tokio::test]
+    async fn plan_shows_each_group_and_apply_opens_one_pull_request_per_policy() {
+        let registry = TestRegistry::start(Auth::None).await;
+        registry
+            .push_tags("shop/api", &["1.0.0", "1.2.0"], ImageSpec::default())
+            .await;
+        registry
+            .push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default())
+            .await;
+        let repo = BareRepo::new();
+        repo.push_change(
+            "main",
+            DEPLOYMENT_PATH,
+            &deployment(&registry, "1.0.0", "2.0.0"),
+            "old tags",
+        );
+        let server = MockServer::start().await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tagpilot.yaml"),
+            format!(
+                "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    forge:\n      github: {{apiUrl: '{}', tokenEnv: TAGPILOT_IT_GH_TOKEN, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      group: policy\n",
+                registry.registries_yaml(),
+                repo.file_url(),
+                server.uri()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+        for name in ["api", "web"] {
+            std::fs::write(
+                dir.path().join(format!("policies/{name}.yaml")),
+                format!(
+                    "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: {name}\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n",
+                    registry.image(&format!("shop/{name}"))
+                ),
+            )
+            .unwrap();
+        }
+        let auth = "Bearer cli-token";
+        let main = repo.rev("main").unwrap();
+
+        Mock::given(method("GET"))
+            .and(path(PULLS))
+            .and(query_param("state", "open"))
+            .and(header("authorization", auth))
+            .respond_with(ok_json(json!([])))
+            .expect(2)
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(PULLS))
+            .and(query_param("state", "closed"))
+            .and(header("authorization", auth))
+            .respond_with(ok_json(json!([])))
+            .expect(4)
+            .mount(&server)
+            .await;
+        let out = tagpilot(dir.path(), &["plan"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            stdout.contains("api (tagpilot/api): would open"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains("web (tagpilot/web): would open"),
+            "{stdout}"
+        );
+        assert_eq!(repo.rev("tagpilot/api"), None, "plan pushed a branch");
+
+        for (number, branch) in [(7, "tagpilot/api"), (8, "tagpilot/web")] {
+            Mock::given(method("POST"))
+                .and(path(PULLS))
+                .and(header("authorization", auth))
+                .and(body_partial_json(json!({"head": branch, "base": "main"})))
+                .respond_with(created(number, branch))
+                .expect(1)
+                .mount(&server)
+                .await;
+        }
+        let out = tagpilot(dir.path(), &["apply"]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("api (tagpilot/api) #7: opened"), "{stdout}");
+        assert!(stdout.contains("web (tagpilot/web) #8: opened"), "{stdout}");
+        assert_eq!(repo.rev("main").unwrap(), main, "the base is never pushed");
+        assert_eq!(
+            repo.show("tagpilot/api", DEPLOYMENT_PATH),
+            deployment(&registry, "1.2.0", "2.0.0"),
+            "the api pull request carries only the api change"
+        );
+        assert_eq!(
+            repo.show("tagpilot/web", DEPLOYMENT_PATH),
+            deployment(&registry, "1.0.0", "2.1.0")
+        );
+        server.verify().await;
+    }
+}
+
+/// The App's installation token also authenticates git over HTTPS (user `x-access-token`)
+/// when the repository configures no `auth` of its own.
+#[tokio::test]
+async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
+    let s = setup().await;
+    let git_server = HttpGitServer::start_for(s.repo.dir.path(), "x-access-token", "ghs_for-git");
+    let keys = tempfile::tempdir().unwrap();
+    openssl(
+        &[
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+            "-out",
+            "app.pem",
+        ],
+        keys.path(),
+    );
+    let yaml = format!(
+        "name: manifests\nurl: '{}'\nbranch: main\nforge:\n  github: {{apiUrl: '{}', repository: acme/manifests, app: {{appId: 7, installationId: 8, privateKeyFile: '{}'}}}}\nwrite: {{mode: pull-request, group: policy}}\n",
+        git_server.url("origin.git"),
+        s.server.uri(),
+        keys.path().join("app.pem").display()
+    );
+    let repo: RepositoryConfig = serde_saphyr::from_str(&yaml).unwrap();
+    Mock::given(method("POST"))
+        .and(path("/app/installations/8/access_tokens"))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+            "token": "ghs_for-git",
+            "expires_at": "2099-01-01T00:00:00Z",
+            "permissions": {"contents": "write", "pull_requests": "write"},
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let installation = "Bearer ghs_for-git";
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(header("authorization", installation))
+        .respond_with(ok_json(json!([])))
+        .expect(2)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", installation))
+        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.2.0"
+    );
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn a_second_open_pull_request_for_a_group_is_closed_as_a_duplicate() {
+    let s = setup().await;
+    let repo = s.github("");
+    let first = open_first(&s, &repo).await;
+    let mut second = pull(9, &first, false);
+    second["head"]["ref"] = "tagpilot/old-name-api".into();
+    list_open(json!([second, pull(7, &first, false)]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/repos/acme/manifests/issues/9/comments"))
+        .and(header("authorization", AUTH))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{PULLS}/9")))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"state": "closed"})))
+        .respond_with(ok_json(pull(9, "", false)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let actions: Vec<_> = outcome
+        .pull_requests
+        .iter()
+        .map(|p| (p.number, p.action.clone()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (Some(7), Action::UpToDate),
+            (Some(9), Action::Duplicate { of: 7 })
+        ]
+    );
+    s.server.verify().await;
+}
