@@ -8,17 +8,13 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{Change, ChangeGroup, Replanner, RepoCache, RepositoryConfig};
-use wiremock::matchers::{
-    body_partial_json, header, method, path, query_param, query_param_is_missing,
-};
+use wiremock::matchers::{body_partial_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::support::git::*;
+use crate::support::github::*;
 
 const TOKEN: &str = HTTP_PASSWORD;
-const AUTH: &str = "Bearer correct-horse-battery";
-const BRANCH: &str = "tagpilot/api";
-const PULLS: &str = "/repos/acme/manifests/pulls";
 
 /// Sets the API image line to `tag`, as one group `api`.
 struct ApiPlanner {
@@ -136,70 +132,36 @@ impl Setup {
             .map(|r| serde_json::from_slice(&r.body).unwrap_or(Value::Null))
             .collect()
     }
-}
 
-fn pull(number: u64, body: &str, merged: bool) -> Value {
-    json!({
-        "number": number,
-        "html_url": format!("https://github.example/acme/manifests/pull/{number}"),
-        "node_id": format!("PR_node{number}"),
-        "title": "Update api to 1.2.0",
-        "body": body,
-        "state": if merged { "closed" } else { "open" },
-        "merged_at": if merged { Value::from("2026-01-01T00:00:00Z") } else { Value::Null },
-        "head": {"ref": BRANCH, "sha": "0000000000000000000000000000000000000000"},
-    })
-}
-
-fn list_open(pulls: Value) -> Mock {
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .and(query_param("state", "open"))
-        .and(query_param("base", "main"))
-        .and(query_param_is_missing("head"))
-        .and(header("authorization", AUTH))
-        .respond_with(ResponseTemplate::new(200).set_body_json(pulls))
-}
-
-fn list_closed(pulls: Value) -> Mock {
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .and(query_param("state", "closed"))
-        .and(query_param("head", format!("acme:{BRANCH}")))
-        .and(header("authorization", AUTH))
-        .respond_with(ResponseTemplate::new(200).set_body_json(pulls))
-}
-
-fn ok_json(body: Value) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(body)
+    /// One text field of the first request received with this method and path.
+    async fn first_sent(&self, http_method: &str, at: &str, field: &str) -> String {
+        self.bodies(http_method, at).await[0][field]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
 }
 
 /// Phase one of most scenarios: no pull request yet, tagpilot opens #7 for `api` at 1.2.0.
 /// Returns the body tagpilot sent.
 async fn open_first(s: &Setup, repo: &RepositoryConfig) -> String {
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([])).expect(1).mount(&s.server).await;
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({
+    expect_no_pulls_yet(&s.server).await;
+    expect_create(
+        &s.server,
+        7,
+        json!({
             "title": "Update api to 1.2.0",
             "head": BRANCH,
             "base": "main",
             "draft": false,
-        })))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+        }),
+    )
+    .await;
     let outcome = s.run(repo, &wants("1.2.0"), false).await.unwrap();
     assert_eq!(outcome.pull_requests.len(), 1);
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(outcome.pull_requests[0].number, Some(7));
-    let body = s.bodies("POST", PULLS).await[0]["body"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let body = s.first_sent("POST", PULLS, "body").await;
     s.next_phase().await;
     body
 }
@@ -218,18 +180,15 @@ async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels
     let s = setup().await;
     let repo = s.github("  labels: [dependencies, images]\n  reviewers: [alice, acme/platform]\n");
     let main = s.repo.rev("main").unwrap();
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([])).expect(1).mount(&s.server).await;
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({
+    expect_no_pulls_yet(&s.server).await;
+    expect_create(
+        &s.server,
+        7,
+        json!({
             "title": "Update api to 1.2.0", "head": BRANCH, "base": "main", "draft": false,
-        })))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+        }),
+    )
+    .await;
     Mock::given(method("POST"))
         .and(path("/repos/acme/manifests/issues/7/labels"))
         .and(header("authorization", AUTH))
@@ -246,7 +205,7 @@ async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels
         .and(body_partial_json(
             json!({"reviewers": ["alice"], "team_reviewers": ["platform"]}),
         ))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .respond_with(created(pull(7, "", false)))
         .expect(1)
         .mount(&s.server)
         .await;
@@ -273,10 +232,7 @@ async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels
         main,
         "the base is never pushed"
     );
-    let body = s.bodies("POST", PULLS).await[0]["body"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let body = s.first_sent("POST", PULLS, "body").await;
     assert!(body.contains("| `registry.example/api` | `1.0.0` | `1.2.0` | `apps/api/deployment.yaml:10` | `api` | semver |"), "{body}");
     let marker = Marker::find(&body).expect("marker");
     assert_eq!(
@@ -292,18 +248,8 @@ async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
     let repo = s.github("");
     let first = open_first(&s, &repo).await;
 
-    list_open(json!([pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("{PULLS}/7")))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({"title": "Update api to 1.3.0"})))
-        .respond_with(ok_json(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
+    expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
     let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
     assert_eq!(
         outcome.pull_requests[0].action,
@@ -314,10 +260,7 @@ async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
         api_line(&s.repo, BRANCH),
         "image: registry.example/api:1.3.0"
     );
-    let body = s.bodies("PATCH", &format!("{PULLS}/7")).await[0]["body"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let body = s.first_sent("PATCH", &pull_path(7), "body").await;
     assert!(
         body.contains("`1.3.0`") && !body.contains("`1.2.0`"),
         "{body}"
@@ -332,7 +275,7 @@ async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
     let tip = s.repo.rev(BRANCH).unwrap();
     let mut same = pull(7, &body, false);
     same["title"] = "Update api to 1.3.0".into();
-    list_open(json!([same])).expect(1).mount(&s.server).await;
+    expect_list_open(&s.server, json!([same])).await;
     let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
     assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
     assert_eq!(s.repo.rev(BRANCH).unwrap(), tip);
@@ -348,18 +291,8 @@ async fn a_moved_base_rebuilds_the_branch_on_the_new_base() {
         .push_change("main", "README.md", "manifests, edited\n", "unrelated edit");
     let new_main = s.repo.rev("main").unwrap();
 
-    list_open(json!([pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("{PULLS}/7")))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({"title": "Update api to 1.2.0"})))
-        .respond_with(ok_json(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
+    expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.2.0"})).await;
     let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
     assert_eq!(
         outcome.pull_requests[0].action,
@@ -383,24 +316,9 @@ async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once() {
         .push_change(BRANCH, "apps/api/notes.txt", "keep me\n", "reviewer's fix");
     let human = s.repo.rev(BRANCH).unwrap();
 
-    list_open(json!([pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/manifests/issues/7/comments"))
-        .and(header("authorization", AUTH))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("{PULLS}/7")))
-        .and(header("authorization", AUTH))
-        .respond_with(ok_json(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
+    expect_comment(&s.server, 7).await;
+    expect_edit(&s.server, 7).await;
     let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
     assert_eq!(
         outcome.pull_requests[0].action,
@@ -416,17 +334,12 @@ async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once() {
         human,
         "the human's commit survives"
     );
-    let comment = &s
-        .bodies("POST", "/repos/acme/manifests/issues/7/comments")
-        .await[0];
+    let comment = &s.bodies("POST", &comments_path(7)).await[0];
     assert!(
         comment["body"].as_str().unwrap().contains(&human[..12]),
         "{comment}"
     );
-    let noted = s.bodies("PATCH", &format!("{PULLS}/7")).await[0]["body"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let noted = s.first_sent("PATCH", &pull_path(7), "body").await;
     assert_eq!(
         Marker::find(&noted).unwrap().noted.as_deref(),
         Some(human.as_str())
@@ -434,10 +347,7 @@ async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once() {
     s.next_phase().await;
 
     // Said once: the next run neither comments nor patches.
-    list_open(json!([pull(7, &noted, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([pull(7, &noted, false)])).await;
     let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
     assert!(matches!(
         outcome.pull_requests[0].action,
@@ -457,33 +367,15 @@ async fn a_change_already_in_the_base_closes_the_pull_request_and_deletes_the_br
     s.repo
         .push_change("main", DEPLOYMENT_PATH, &merged, "bump api by hand");
 
-    list_open(json!([pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/manifests/issues/7/comments"))
-        .and(header("authorization", AUTH))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("{PULLS}/7")))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({"state": "closed"})))
-        .respond_with(ok_json(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
+    expect_comment(&s.server, 7).await;
+    expect_close(&s.server, 7).await;
     let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Closed { reached_base: true }
     );
-    let comment = &s
-        .bodies("POST", "/repos/acme/manifests/issues/7/comments")
-        .await[0];
+    let comment = &s.bodies("POST", &comments_path(7)).await[0];
     assert!(
         comment["body"]
             .as_str()
@@ -503,10 +395,7 @@ async fn an_incomplete_plan_does_not_close_pull_requests() {
     let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
     s.repo
         .push_change("main", DEPLOYMENT_PATH, &merged, "bump by hand");
-    list_open(json!([pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     let planner = ApiPlanner {
         tag: "1.2.0",
         complete: false,
@@ -524,14 +413,11 @@ async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives() 
     let first = open_first(&s, &repo).await;
 
     // #7 was closed without merging.
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([])).await;
+    expect_list_closed(&s.server, json!([pull(7, &first, false)])).await;
     Mock::given(method("POST"))
         .and(path(PULLS))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(8, "", false)))
+        .respond_with(created(pull(8, "", false)))
         .expect(0)
         .mount(&s.server)
         .await;
@@ -543,21 +429,14 @@ async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives() 
     s.next_phase().await;
 
     // A newer tag is a new proposal.
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(
-            json!({"title": "Update api to 1.3.0", "head": BRANCH}),
-        ))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(8, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([])).await;
+    expect_list_closed(&s.server, json!([pull(7, &first, false)])).await;
+    expect_create(
+        &s.server,
+        8,
+        json!({"title": "Update api to 1.3.0", "head": BRANCH}),
+    )
+    .await;
     let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(outcome.pull_requests[0].number, Some(8));
@@ -595,8 +474,7 @@ async fn a_403_names_the_missing_permission() {
     s.next_phase().await;
 
     // Without GitHub's header, the permission the call needs is named.
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([])).expect(1).mount(&s.server).await;
+    expect_no_pulls_yet(&s.server).await;
     Mock::given(method("POST"))
         .and(path(PULLS))
         .respond_with(
@@ -622,8 +500,7 @@ async fn a_403_names_the_missing_permission() {
 async fn a_422_already_exists_takes_over_the_existing_pull_request() {
     let s = setup().await;
     let repo = s.github("");
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([])).expect(1).mount(&s.server).await;
+    expect_no_pulls_yet(&s.server).await;
     Mock::given(method("POST"))
         .and(path(PULLS))
         .and(header("authorization", AUTH))
@@ -644,24 +521,14 @@ async fn a_422_already_exists_takes_over_the_existing_pull_request() {
         .expect(1)
         .mount(&s.server)
         .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("{PULLS}/5")))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({"title": "Update api to 1.2.0"})))
-        .respond_with(ok_json(pull(5, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_edit_with(&s.server, 5, json!({"title": "Update api to 1.2.0"})).await;
     let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
     assert_eq!(
         outcome.pull_requests[0].number,
         Some(5),
         "no second pull request"
     );
-    let body = s.bodies("PATCH", &format!("{PULLS}/5")).await[0]["body"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let body = s.first_sent("PATCH", &pull_path(5), "body").await;
     assert_eq!(Marker::find(&body).unwrap().group, "api");
     s.server.verify().await;
 }
@@ -690,8 +557,7 @@ async fn rate_limits_are_waited_out_from_the_headers() {
         .with_priority(1)
         .mount(&s.server)
         .await;
-    list_open(json!([])).expect(1).mount(&s.server).await;
-    list_closed(json!([])).expect(1).mount(&s.server).await;
+    expect_no_pulls_yet(&s.server).await;
     // Secondary rate limit: 429 with Retry-After; then the pull request opens.
     Mock::given(method("POST"))
         .and(path(PULLS))
@@ -704,7 +570,7 @@ async fn rate_limits_are_waited_out_from_the_headers() {
     Mock::given(method("POST"))
         .and(path(PULLS))
         .and(header("authorization", AUTH))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .respond_with(created(pull(7, "", false)))
         .expect(1)
         .mount(&s.server)
         .await;
@@ -774,10 +640,8 @@ fn openssl(args: &[&str], dir: &Path) {
     assert!(status.success(), "openssl {args:?}");
 }
 
-#[tokio::test]
-async fn a_github_app_exchanges_its_jwt_for_an_installation_token_and_plan_writes_nothing() {
-    let s = setup().await;
-    let keys = tempfile::tempdir().unwrap();
+/// Writes a fresh RSA key for a GitHub App to `dir/app.pem`.
+fn generate_app_key(dir: &Path) {
     openssl(
         &[
             "genpkey",
@@ -788,8 +652,15 @@ async fn a_github_app_exchanges_its_jwt_for_an_installation_token_and_plan_write
             "-out",
             "app.pem",
         ],
-        keys.path(),
+        dir,
     );
+}
+
+#[tokio::test]
+async fn a_github_app_exchanges_its_jwt_for_an_installation_token_and_plan_writes_nothing() {
+    let s = setup().await;
+    let keys = tempfile::tempdir().unwrap();
+    generate_app_key(keys.path());
     openssl(
         &["pkey", "-in", "app.pem", "-pubout", "-out", "app.pub.pem"],
         keys.path(),
@@ -808,7 +679,7 @@ async fn a_github_app_exchanges_its_jwt_for_an_installation_token_and_plan_write
             public_pem: std::fs::read(keys.path().join("app.pub.pem")).unwrap(),
             app_id: 4242,
         })
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+        .respond_with(created(json!({
             "token": "ghs_installation-token",
             "expires_at": "2099-01-01T00:00:00Z",
             "permissions": {"contents": "write", "pull_requests": "write"},
@@ -908,7 +779,7 @@ async fn enterprise_draft_and_auto_merge_use_the_api_prefix_and_the_graphql_endp
         .and(path(pulls.as_str()))
         .and(header("authorization", AUTH))
         .and(body_partial_json(json!({"head": BRANCH, "draft": true})))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .respond_with(created(pull(7, "", false)))
         .expect(1)
         .mount(&s.server)
         .await;
@@ -1005,11 +876,7 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
             "labels": "dependencies,images",
             "reviewer_ids": [11],
         })))
-        .respond_with(ResponseTemplate::new(201).set_body_json(merge_request(
-            3,
-            "Draft: Update api to 1.2.0",
-            "",
-        )))
+        .respond_with(created(merge_request(3, "Draft: Update api to 1.2.0", "")))
         .expect(1)
         .mount(&s.server)
         .await;
@@ -1030,10 +897,7 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
         api_line(&s.repo, BRANCH),
         "image: registry.example/api:1.2.0"
     );
-    let description = s.bodies("POST", MRS).await[0]["description"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let description = s.first_sent("POST", MRS, "description").await;
     assert_eq!(Marker::find(&description).unwrap().group, "api");
     s.next_phase().await;
 
@@ -1064,10 +928,9 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
         api_line(&s.repo, BRANCH),
         "image: registry.example/api:1.3.0"
     );
-    let description = s.bodies("PUT", &format!("{MRS}/3")).await[0]["description"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let description = s
+        .first_sent("PUT", &format!("{MRS}/3"), "description")
+        .await;
     s.next_phase().await;
 
     // Merged by hand: a note, closed, branch deleted.
@@ -1084,7 +947,7 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     Mock::given(method("POST"))
         .and(path(format!("{MRS}/3/notes")))
         .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .respond_with(created(json!({"id": 1})))
         .expect(1)
         .mount(&s.server)
         .await;
@@ -1176,6 +1039,7 @@ mod cli {
     use std::process::Output;
 
     use super::*;
+    use crate::support::bin::run_tagpilot;
     use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
     fn deployment(registry: &TestRegistry, api: &str, web: &str) -> String {
@@ -1187,24 +1051,13 @@ mod cli {
     }
 
     fn tagpilot(dir: &Path, args: &[&str]) -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
-            .current_dir(dir)
-            .args(args)
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .env("HOME", dir)
-            .env("DOCKER_CONFIG", dir.join("docker"))
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("TAGPILOT_IT_GH_TOKEN", "cli-token")
-            .output()
-            .expect("run tagpilot")
+        run_tagpilot(dir, args, &[("TAGPILOT_IT_GH_TOKEN", "cli-token")])
     }
 
-    fn created(number: u64, branch: &str) -> ResponseTemplate {
+    fn created_from(number: u64, branch: &str) -> ResponseTemplate {
         let mut pr = pull(number, "", false);
         pr["head"]["ref"] = branch.into();
-        ResponseTemplate::new(201).set_body_json(pr)
+        created(pr)
     }
 
     /// Two policies change two lines of one file: `plan` shows one pull request per policy
@@ -1291,7 +1144,7 @@ mod cli {
                 .and(path(PULLS))
                 .and(header("authorization", auth))
                 .and(body_partial_json(json!({"head": branch, "base": "main"})))
-                .respond_with(created(number, branch))
+                .respond_with(created_from(number, branch))
                 .expect(1)
                 .mount(&server)
                 .await;
@@ -1327,18 +1180,7 @@ async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
     let s = setup().await;
     let git_server = HttpGitServer::start_for(s.repo.dir.path(), "x-access-token", "ghs_for-git");
     let keys = tempfile::tempdir().unwrap();
-    openssl(
-        &[
-            "genpkey",
-            "-algorithm",
-            "RSA",
-            "-pkeyopt",
-            "rsa_keygen_bits:2048",
-            "-out",
-            "app.pem",
-        ],
-        keys.path(),
-    );
+    generate_app_key(keys.path());
     let yaml = format!(
         "name: manifests\nurl: '{}'\nbranch: main\nforge:\n  github: {{apiUrl: '{}', repository: acme/manifests, app: {{appId: 7, installationId: 8, privateKeyFile: '{}'}}}}\nwrite: {{mode: pull-request, group: policy}}\n",
         git_server.url("origin.git"),
@@ -1348,7 +1190,7 @@ async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
     let repo: RepositoryConfig = serde_saphyr::from_str(&yaml).unwrap();
     Mock::given(method("POST"))
         .and(path("/app/installations/8/access_tokens"))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({
+        .respond_with(created(json!({
             "token": "ghs_for-git",
             "expires_at": "2099-01-01T00:00:00Z",
             "permissions": {"contents": "write", "pull_requests": "write"},
@@ -1367,7 +1209,7 @@ async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
     Mock::given(method("POST"))
         .and(path(PULLS))
         .and(header("authorization", installation))
-        .respond_with(ResponseTemplate::new(201).set_body_json(pull(7, "", false)))
+        .respond_with(created(pull(7, "", false)))
         .expect(1)
         .mount(&s.server)
         .await;
@@ -1387,25 +1229,9 @@ async fn a_second_open_pull_request_for_a_group_is_closed_as_a_duplicate() {
     let first = open_first(&s, &repo).await;
     let mut second = pull(9, &first, false);
     second["head"]["ref"] = "tagpilot/old-name-api".into();
-    list_open(json!([second, pull(7, &first, false)]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/manifests/issues/9/comments"))
-        .and(header("authorization", AUTH))
-        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("PATCH"))
-        .and(path(format!("{PULLS}/9")))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({"state": "closed"})))
-        .respond_with(ok_json(pull(9, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_list_open(&s.server, json!([second, pull(7, &first, false)])).await;
+    expect_comment(&s.server, 9).await;
+    expect_close(&s.server, 9).await;
     let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
     let actions: Vec<_> = outcome
         .pull_requests

@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::process::Output;
 
+use crate::support::bin::{output_text, run_tagpilot};
 use crate::support::git::{BareRepo, DEPLOYMENT_PATH, git};
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
@@ -68,25 +69,7 @@ async fn setup(write: &str) -> Setup {
 }
 
 fn tagpilot(dir: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
-        .current_dir(dir)
-        .args(args)
-        .arg("--cache-dir")
-        .arg(dir.join("cache"))
-        .env("HOME", dir)
-        .env("DOCKER_CONFIG", dir.join("docker"))
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("run tagpilot")
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
+    run_tagpilot(dir, args, &[])
 }
 
 #[tokio::test]
@@ -94,7 +77,7 @@ async fn plan_over_a_repository_writes_nothing_and_names_repository_files() {
     let s = setup("      mode: push\n").await;
     let before = s.repo.rev("main").unwrap();
     let out = tagpilot(s.dir.path(), &["plan", "--exit-code"]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("manifests:apps/api/deployment.yaml"),
@@ -109,7 +92,7 @@ async fn plan_over_a_repository_writes_nothing_and_names_repository_files() {
 async fn apply_pushes_one_commit_and_a_second_apply_pushes_nothing() {
     let s = setup("      mode: push\n").await;
     let out = tagpilot(s.dir.path(), &["apply"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     let file = s.repo.show("main", DEPLOYMENT_PATH);
     assert_eq!(
         file,
@@ -126,11 +109,11 @@ async fn apply_pushes_one_commit_and_a_second_apply_pushes_nothing() {
 
     let head = s.repo.rev("main").unwrap();
     let again = tagpilot(s.dir.path(), &["apply"]);
-    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(again.status.code(), Some(0), "{}", output_text(&again));
     assert!(
         String::from_utf8_lossy(&again.stdout).contains("up to date"),
         "{}",
-        text(&again)
+        output_text(&again)
     );
     assert_eq!(
         s.repo.rev("main").unwrap(),
@@ -143,7 +126,7 @@ async fn apply_pushes_one_commit_and_a_second_apply_pushes_nothing() {
 async fn group_by_policy_makes_one_commit_per_policy() {
     let s = setup("      mode: push\n      group: policy\n").await;
     let out = tagpilot(s.dir.path(), &["apply"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
     assert_eq!(
         s.repo.subjects("main").len(),
         4,
@@ -166,7 +149,7 @@ async fn a_failing_repository_is_reported_and_the_others_are_still_written() {
         + "  - name: broken\n    url: file:///nonexistent/tagpilot-test/repo.git\n    branch: main\n";
     std::fs::write(&config_path, config).unwrap();
     let out = tagpilot(s.dir.path(), &["apply"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("broken") && stdout.contains("failed"),

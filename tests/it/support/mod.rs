@@ -1,4 +1,6 @@
 //! Test harness shared by the integration tests: real servers on 127.0.0.1 with free ports.
 
+pub mod bin;
 pub mod git;
+pub mod github;
 pub mod registry;
