@@ -11,10 +11,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, ResponseTemplate};
+use wiremock::{MockServer, ResponseTemplate};
 
 use crate::support::registry::{Auth, ImageSpec, IndexSpec, TestRegistry};
+use crate::support::scripted::{
+    get_tags_list, proxy_login_page, tags_page, too_many_requests_once,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_tagpilot");
 
@@ -73,6 +75,12 @@ impl Tree {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
         self
+    }
+
+    /// Policy `api` following `image` on `1.x`, and `app.yaml` running it at `tag`.
+    fn follow_api_in_app_yaml(&self, image: &str, tag: &str) -> &Self {
+        self.write("policies/api.yaml", &policy("api", image, &semver("1.x")))
+            .write("app.yaml", &deployment("app", &[&format!("{image}:{tag}")]))
     }
 
     fn read(&self, rel: &str) -> String {
@@ -163,6 +171,20 @@ async fn api_setup() -> (TestRegistry, Tree) {
         &deployment("api", &[&format!("{image}:1.2.3")]),
     );
     (reg, tree)
+}
+
+/// `registries:` lines for a plain-HTTP registry at `host` with no credentials.
+fn insecure_registry(host: &str) -> String {
+    format!("  - host: {host}\n    insecure: true\n")
+}
+
+/// `registries:` lines for `reg` logging in with the password in `REG_PASSWORD`.
+fn password_env_registry(reg: &TestRegistry) -> String {
+    format!(
+        "  - host: {}\n    insecure: true\n    credentials:\n      username: {}\n      passwordEnv: REG_PASSWORD\n",
+        reg.host(),
+        reg.user().unwrap()
+    )
 }
 
 /// A local port nothing listens on.
@@ -446,7 +468,7 @@ async fn tags_are_listed_once_per_distinct_repository() {
     reg.push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default())
         .await;
     let proxy = CountingProxy::start(reg.host()).await;
-    let tree = Tree::new(&format!("  - host: {}\n    insecure: true\n", proxy.host));
+    let tree = Tree::new(&insecure_registry(&proxy.host));
     let api = format!("{}/shop/api", proxy.host);
     let web = format!("{}/shop/web", proxy.host);
     // Two policies follow shop/api (for different directories), one follows shop/web; shop/api
@@ -495,14 +517,9 @@ async fn basic_auth_reads_the_password_from_password_env() {
     let reg = TestRegistry::start(Auth::basic()).await;
     reg.push_tags("shop/api", &["1.2.3", "1.3.0"], ImageSpec::default())
         .await;
-    let tree = Tree::new(&format!(
-        "  - host: {}\n    insecure: true\n    credentials:\n      username: {}\n      passwordEnv: REG_PASSWORD\n",
-        reg.host(),
-        reg.user().unwrap()
-    ));
+    let tree = Tree::new(&password_env_registry(&reg));
     let image = reg.image("shop/api");
-    tree.write("policies/api.yaml", &policy("api", &image, &semver("1.x")))
-        .write("app.yaml", &deployment("app", &[&format!("{image}:1.2.3")]));
+    tree.follow_api_in_app_yaml(&image, "1.2.3");
 
     let run = tree
         .run_env(&["plan"], &[("REG_PASSWORD", reg.password().unwrap())])
@@ -517,10 +534,9 @@ async fn docker_config_env_supplies_credentials_when_tagpilot_yaml_has_none() {
     let reg = TestRegistry::start(Auth::basic()).await;
     reg.push_tags("shop/api", &["1.2.3", "1.3.0"], ImageSpec::default())
         .await;
-    let tree = Tree::new(&format!("  - host: {}\n    insecure: true\n", reg.host()));
+    let tree = Tree::new(&insecure_registry(&reg.host()));
     let image = reg.image("shop/api");
-    tree.write("policies/api.yaml", &policy("api", &image, &semver("1.x")))
-        .write("app.yaml", &deployment("app", &[&format!("{image}:1.2.3")]));
+    tree.follow_api_in_app_yaml(&image, "1.2.3");
     let auth = base64::engine::general_purpose::STANDARD.encode(format!(
         "{}:{}",
         reg.user().unwrap(),
@@ -545,14 +561,9 @@ async fn wrong_password_exits_1_naming_registry_and_repository_but_not_the_passw
     let reg = TestRegistry::start(Auth::basic()).await;
     reg.push_tags("shop/api", &["1.2.3", "1.3.0"], ImageSpec::default())
         .await;
-    let tree = Tree::new(&format!(
-        "  - host: {}\n    insecure: true\n    credentials:\n      username: {}\n      passwordEnv: REG_PASSWORD\n",
-        reg.host(),
-        reg.user().unwrap()
-    ));
+    let tree = Tree::new(&password_env_registry(&reg));
     let image = reg.image("shop/api");
-    tree.write("policies/api.yaml", &policy("api", &image, &semver("1.x")))
-        .write("app.yaml", &deployment("app", &[&format!("{image}:1.2.3")]));
+    tree.follow_api_in_app_yaml(&image, "1.2.3");
     let before = tree.snapshot();
 
     let wrong = "wr0ng-pa55word";
@@ -585,8 +596,7 @@ async fn token_auth_through_the_token_server() {
         .await;
     let tree = Tree::new(&reg.registries_yaml());
     let image = reg.image("shop/api");
-    tree.write("policies/api.yaml", &policy("api", &image, &semver("1.x")))
-        .write("app.yaml", &deployment("app", &[&format!("{image}:1.2.3")]));
+    tree.follow_api_in_app_yaml(&image, "1.2.3");
     let tokens_before = reg.token_requests();
 
     let run = tree.run(&["apply"]).await;
@@ -827,10 +837,9 @@ async fn invalid_regex_is_named_with_file_line_column() {
 #[tokio::test]
 async fn unreachable_registry_is_named() {
     let host = format!("127.0.0.1:{}", closed_port());
-    let tree = Tree::new(&format!("  - host: {host}\n    insecure: true\n"));
+    let tree = Tree::new(&insecure_registry(&host));
     let image = format!("{host}/shop/api");
-    tree.write("policies/api.yaml", &policy("api", &image, &semver("1.x")))
-        .write("app.yaml", &deployment("app", &[&format!("{image}:1.0.0")]));
+    tree.follow_api_in_app_yaml(&image, "1.0.0");
 
     let all = apply_fails_writing_nothing(&tree).await;
     assert!(all.contains(&format!("registry {host}")), "{all}");
@@ -947,30 +956,18 @@ async fn a_failing_policy_is_listed_while_another_policy_still_plans() {
 
 async fn mock_tree(server: &MockServer) -> (Tree, String) {
     let host = server.address().to_string();
-    let tree = Tree::new(&format!("  - host: {host}\n    insecure: true\n"));
+    let tree = Tree::new(&insecure_registry(&host));
     let image = format!("{host}/shop/api");
-    tree.write("policies/api.yaml", &policy("api", &image, &semver("1.x")))
-        .write("app.yaml", &deployment("app", &[&format!("{image}:1.0.0")]));
+    tree.follow_api_in_app_yaml(&image, "1.0.0");
     (tree, image)
 }
 
 #[tokio::test]
 async fn too_many_requests_with_retry_after_is_waited_out() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "0"))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .expect(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
-        .respond_with(
-            ResponseTemplate::new(200)
-                .set_body_json(serde_json::json!({"name": "shop/api", "tags": ["1.0.0", "1.4.0"]})),
-        )
+    too_many_requests_once("0").expect(1).mount(&server).await;
+    get_tags_list()
+        .respond_with(tags_page(&["1.0.0", "1.4.0"]))
         .with_priority(2)
         .expect(1)
         .mount(&server)
@@ -988,8 +985,7 @@ async fn too_many_requests_with_retry_after_is_waited_out() {
 #[tokio::test]
 async fn retry_after_beyond_the_wait_limit_fails_at_once_naming_the_registry() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
+    get_tags_list()
         .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
         .expect(1)
         .mount(&server)
@@ -1010,9 +1006,8 @@ async fn retry_after_beyond_the_wait_limit_fails_at_once_naming_the_registry() {
 #[tokio::test]
 async fn malformed_json_from_the_registry_is_named() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("<html>proxy login</html>"))
+    get_tags_list()
+        .respond_with(proxy_login_page())
         .mount(&server)
         .await;
     let (tree, _) = mock_tree(&server).await;

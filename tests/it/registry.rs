@@ -13,6 +13,9 @@ use wiremock::matchers::{method, path, query_param, query_param_is_missing};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::support::registry::{Auth, ImageSpec, IndexSpec, TestRegistry, sha256};
+use crate::support::scripted::{
+    TAGS_LIST, get_tags_list, proxy_login_page, tags_page, too_many_requests_once,
+};
 
 fn ts(s: &str) -> jiff::Timestamp {
     s.parse().unwrap()
@@ -33,6 +36,33 @@ fn assert_names_the_place(err: &RegistryError, registry: &str, repository: &str)
 }
 
 // === a real registry ===
+
+/// `reg`'s registry entry without credentials.
+fn anonymous(reg: &TestRegistry) -> RegistryConfig {
+    RegistryConfig {
+        credentials: None,
+        ..reg.registry_config()
+    }
+}
+
+/// `reg`'s registry entry logging in as `username` with `password` read from a file.
+fn with_password_file(reg: &TestRegistry, username: &str, password: &str) -> RegistryConfig {
+    let file = reg.dir().join("wrong-password");
+    std::fs::write(&file, format!("{password}\n")).unwrap();
+    RegistryConfig {
+        credentials: Some(Credentials {
+            username: username.into(),
+            password_env: None,
+            password_file: Some(file),
+        }),
+        ..reg.registry_config()
+    }
+}
+
+/// A client for `reg` configured with this one registry entry.
+fn client_for(reg: &TestRegistry, config: RegistryConfig) -> RegistryClient {
+    RegistryClient::new(reg.client_options(vec![config])).unwrap()
+}
 
 #[tokio::test]
 async fn anonymous_registry_lists_tags_once_and_inspects_images() {
@@ -295,18 +325,8 @@ async fn htpasswd_basic_auth_right_wrong_and_missing_password() {
     );
     assert_eq!(client.request_stats().tokens, 0);
 
-    let wrong = reg.dir().join("wrong-password");
-    std::fs::write(&wrong, "not-the-password\n").unwrap();
-    let config = RegistryConfig {
-        credentials: Some(Credentials {
-            username: reg.user().unwrap().into(),
-            password_env: None,
-            password_file: Some(wrong),
-        }),
-        ..reg.registry_config()
-    };
-    let client = RegistryClient::new(reg.client_options(vec![config])).unwrap();
-    let err = client.list_tags(&repo).await.unwrap_err();
+    let config = with_password_file(&reg, reg.user().unwrap(), "not-the-password");
+    let err = client_for(&reg, config).list_tags(&repo).await.unwrap_err();
     assert!(matches!(err, RegistryError::Unauthorized { .. }), "{err:?}");
     assert_eq!(err.metric_label(), "unauthorized");
     let msg = err.to_string();
@@ -317,12 +337,10 @@ async fn htpasswd_basic_auth_right_wrong_and_missing_password() {
     );
     assert_names_the_place(&err, &reg.host(), "team/app");
 
-    let anonymous = RegistryConfig {
-        credentials: None,
-        ..reg.registry_config()
-    };
-    let client = RegistryClient::new(reg.client_options(vec![anonymous])).unwrap();
-    let err = client.list_tags(&repo).await.unwrap_err();
+    let err = client_for(&reg, anonymous(&reg))
+        .list_tags(&repo)
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("no credentials"), "{err}");
 }
 
@@ -345,10 +363,7 @@ async fn docker_config_json_supplies_credentials_when_tagpilot_yaml_does_not() {
     .unwrap();
     let options = ClientOptions {
         docker_config: DockerConfigSource::File(config_json),
-        ..reg.client_options(vec![RegistryConfig {
-            credentials: None,
-            ..reg.registry_config()
-        }])
+        ..reg.client_options(vec![anonymous(&reg)])
     };
     let client = RegistryClient::new(options).unwrap();
     assert_eq!(
@@ -405,21 +420,8 @@ async fn token_auth_wrong_password_and_anonymous_are_refused_clearly() {
         .await;
     let repo = reg.repository("team/app");
 
-    let wrong = reg.dir().join("wrong-password");
-    std::fs::write(&wrong, "nope\n").unwrap();
-    let config = RegistryConfig {
-        credentials: Some(Credentials {
-            username: "tester".into(),
-            password_env: None,
-            password_file: Some(wrong),
-        }),
-        ..reg.registry_config()
-    };
-    let err = RegistryClient::new(reg.client_options(vec![config]))
-        .unwrap()
-        .list_tags(&repo)
-        .await
-        .unwrap_err();
+    let config = with_password_file(&reg, "tester", "nope");
+    let err = client_for(&reg, config).list_tags(&repo).await.unwrap_err();
     assert_eq!(err.metric_label(), "unauthorized");
     let msg = err.to_string();
     assert!(
@@ -428,12 +430,7 @@ async fn token_auth_wrong_password_and_anonymous_are_refused_clearly() {
     );
     assert_names_the_place(&err, &reg.host(), "team/app");
 
-    let anonymous = RegistryConfig {
-        credentials: None,
-        ..reg.registry_config()
-    };
-    let err = RegistryClient::new(reg.client_options(vec![anonymous]))
-        .unwrap()
+    let err = client_for(&reg, anonymous(&reg))
         .list_tags(&repo)
         .await
         .unwrap_err();
@@ -446,11 +443,7 @@ async fn anonymous_tokens_work_for_public_repositories() {
     let reg = TestRegistry::start(Auth::public_token()).await;
     reg.push_image("public/app", "1.0.0", ImageSpec::default())
         .await;
-    let anonymous = RegistryConfig {
-        credentials: None,
-        ..reg.registry_config()
-    };
-    let client = RegistryClient::new(reg.client_options(vec![anonymous])).unwrap();
+    let client = client_for(&reg, anonymous(&reg));
     assert_eq!(
         client
             .list_tags(&reg.repository("public/app"))
@@ -477,15 +470,20 @@ async fn the_harness_registries_yaml_drives_a_client_built_from_tagpilot_yaml() 
 
 // === scripted exchanges for what distribution 2.8 does not do ===
 
+/// A registry entry for a plain-HTTP registry on `host` with no credentials.
+fn insecure_registry(host: &str) -> RegistryConfig {
+    RegistryConfig {
+        host: host.into(),
+        insecure: true,
+        credentials: None,
+        rate_limit: None,
+    }
+}
+
 async fn mock_client(server: &MockServer, page_size: usize) -> (RegistryClient, Repository) {
     let host = server.address().to_string();
     let options = ClientOptions {
-        registries: vec![RegistryConfig {
-            host: host.clone(),
-            insecure: true,
-            credentials: None,
-            rate_limit: None,
-        }],
+        registries: vec![insecure_registry(&host)],
         docker_config: DockerConfigSource::Disabled,
         helper_path: Some(Default::default()),
         page_size,
@@ -500,36 +498,29 @@ async fn mock_client(server: &MockServer, page_size: usize) -> (RegistryClient, 
     )
 }
 
-fn tags_page(tags: &[&str]) -> ResponseTemplate {
-    ResponseTemplate::new(200).set_body_json(serde_json::json!({"name": "shop/api", "tags": tags}))
-}
-
 #[tokio::test]
 async fn link_pagination_is_followed_across_three_pages() {
     let server = MockServer::start().await;
-    let list = "/v2/shop/api/tags/list";
-    Mock::given(method("GET"))
-        .and(path(list))
+    get_tags_list()
         .and(query_param_is_missing("last"))
         .and(query_param_is_missing("page"))
         .respond_with(
             tags_page(&["v3", "v1"])
-                .insert_header("link", format!(r#"<{list}?page=2>; rel="next""#)),
+                .insert_header("link", format!(r#"<{TAGS_LIST}?page=2>; rel="next""#)),
         )
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("GET"))
-        .and(path(list))
+    get_tags_list()
         .and(query_param("page", "2"))
         .respond_with(
-            tags_page(&["v2"]).insert_header("link", format!(r#"<{list}?page=3>; rel="next""#)),
+            tags_page(&["v2"])
+                .insert_header("link", format!(r#"<{TAGS_LIST}?page=3>; rel="next""#)),
         )
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("GET"))
-        .and(path(list))
+    get_tags_list()
         .and(query_param("page", "3"))
         .respond_with(tags_page(&["v10", "v0"]))
         .expect(1)
@@ -546,9 +537,7 @@ async fn link_pagination_is_followed_across_three_pages() {
 #[tokio::test]
 async fn without_link_full_pages_continue_with_last() {
     let server = MockServer::start().await;
-    let list = "/v2/shop/api/tags/list";
-    Mock::given(method("GET"))
-        .and(path(list))
+    get_tags_list()
         .and(query_param("n", "2"))
         .and(query_param_is_missing("last"))
         .respond_with(tags_page(&["b", "a"]))
@@ -556,15 +545,13 @@ async fn without_link_full_pages_continue_with_last() {
         .mount(&server)
         .await;
     // Unsorted pages: `last` is the page's last tag, whatever its order.
-    Mock::given(method("GET"))
-        .and(path(list))
+    get_tags_list()
         .and(query_param("last", "a"))
         .respond_with(tags_page(&["d", "c"]))
         .expect(1)
         .mount(&server)
         .await;
-    Mock::given(method("GET"))
-        .and(path(list))
+    get_tags_list()
         .and(query_param("last", "c"))
         .respond_with(
             ResponseTemplate::new(200)
@@ -581,8 +568,7 @@ async fn without_link_full_pages_continue_with_last() {
 async fn a_registry_that_repeats_its_page_does_not_make_the_client_spin() {
     let server = MockServer::start().await;
     // Ignores `last` and sends the same full page forever.
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
+    get_tags_list()
         .respond_with(tags_page(&["a", "b"]))
         .expect(2)
         .mount(&server)
@@ -592,8 +578,7 @@ async fn a_registry_that_repeats_its_page_does_not_make_the_client_spin() {
 
     // A Link that points back at the first page.
     let looping = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
+    get_tags_list()
         .respond_with(
             tags_page(&["x"])
                 .insert_header("link", r#"</v2/shop/api/tags/list?n=100>; rel="next""#),
@@ -608,15 +593,8 @@ async fn a_registry_that_repeats_its_page_does_not_make_the_client_spin() {
 #[tokio::test]
 async fn too_many_requests_is_retried_after_retry_after() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
-        .up_to_n_times(1)
-        .with_priority(1)
-        .mount(&server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
+    too_many_requests_once("1").mount(&server).await;
+    get_tags_list()
         .respond_with(tags_page(&["1.0.0"]))
         .with_priority(2)
         .mount(&server)
@@ -630,8 +608,7 @@ async fn too_many_requests_is_retried_after_retry_after() {
 #[tokio::test]
 async fn retries_are_bounded_and_the_error_says_rate_limited() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
+    get_tags_list()
         .respond_with(ResponseTemplate::new(503).insert_header("retry-after", "0"))
         .mount(&server)
         .await;
@@ -663,9 +640,8 @@ async fn retries_are_bounded_and_the_error_says_rate_limited() {
 #[tokio::test]
 async fn malformed_json_is_a_malformed_response_error() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
-        .respond_with(ResponseTemplate::new(200).set_body_string("<html>proxy login</html>"))
+    get_tags_list()
+        .respond_with(proxy_login_page())
         .mount(&server)
         .await;
     let (client, repo) = mock_client(&server, 100).await;
@@ -687,8 +663,7 @@ async fn malformed_json_is_a_malformed_response_error() {
 #[tokio::test]
 async fn repository_404_from_a_scripted_registry() {
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path("/v2/shop/api/tags/list"))
+    get_tags_list()
         .respond_with(ResponseTemplate::new(404).set_body_json(
             serde_json::json!({"errors": [{"code": "NAME_UNKNOWN", "message": "repository name not known to registry"}]}),
         ))
@@ -735,12 +710,7 @@ async fn an_unreachable_registry_is_named() {
         .port();
     let host = format!("127.0.0.1:{port}");
     let options = ClientOptions {
-        registries: vec![RegistryConfig {
-            host: host.clone(),
-            insecure: true,
-            credentials: None,
-            rate_limit: None,
-        }],
+        registries: vec![insecure_registry(&host)],
         docker_config: DockerConfigSource::Disabled,
         connect_timeout: Duration::from_secs(5),
         ..ClientOptions::default()

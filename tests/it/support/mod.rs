@@ -4,3 +4,4 @@ pub mod bin;
 pub mod git;
 pub mod github;
 pub mod registry;
+pub mod scripted;
