@@ -93,6 +93,16 @@ impl Setup {
         )
     }
 
+    fn gitlab(&self, write_extra: &str) -> RepositoryConfig {
+        self.config(
+            &format!(
+                "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
+                self.server.uri()
+            ),
+            write_extra,
+        )
+    }
+
     fn config(&self, forge: &str, write_extra: &str) -> RepositoryConfig {
         let yaml = format!(
             "name: manifests\nurl: '{}'\nbranch: main\nforge:\n  {forge}\nwrite:\n  mode: pull-request\n  \
@@ -113,6 +123,13 @@ impl Setup {
             forge::sync_all(&cache, std::slice::from_ref(repo), planner, dry_run).await;
         assert_eq!(reports.len(), 1);
         reports.remove(0).result
+    }
+
+    /// Someone commits the branch's deployment to `main` themselves.
+    fn merge_by_hand(&self, message: &str) {
+        let merged = self.repo.show(BRANCH, DEPLOYMENT_PATH);
+        self.repo
+            .push_change("main", DEPLOYMENT_PATH, &merged, message);
     }
 
     /// Checks every mock's expectation, then forgets them for the next phase.
@@ -363,9 +380,7 @@ async fn a_change_already_in_the_base_closes_the_pull_request_and_deletes_the_br
     let repo = s.github("");
     let first = open_first(&s, &repo).await;
     // Someone merges the same change by hand.
-    let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
-    s.repo
-        .push_change("main", DEPLOYMENT_PATH, &merged, "bump api by hand");
+    s.merge_by_hand("bump api by hand");
 
     expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     expect_comment(&s.server, 7).await;
@@ -392,9 +407,7 @@ async fn an_incomplete_plan_does_not_close_pull_requests() {
     let s = setup().await;
     let repo = s.github("");
     let first = open_first(&s, &repo).await;
-    let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
-    s.repo
-        .push_change("main", DEPLOYMENT_PATH, &merged, "bump by hand");
+    s.merge_by_hand("bump by hand");
     expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     let planner = ApiPlanner {
         tag: "1.2.0",
@@ -832,22 +845,18 @@ fn gitlab_list(state: &str, response: Value) -> Mock {
         .respond_with(ok_json(response))
 }
 
+/// Exactly one listing of merge requests in `state`, answered with `response`.
+async fn expect_gitlab_list(server: &MockServer, state: &str, response: Value) {
+    gitlab_list(state, response).expect(1).mount(server).await;
+}
+
 #[tokio::test]
 async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     let s = setup().await;
-    let repo = s.config(
-        &format!(
-            "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
-            s.server.uri()
-        ),
-        "  labels: [dependencies, images]\n  reviewers: [alice]\n  draft: true\n  autoMerge: true\n",
-    );
+    let repo = s.gitlab("  labels: [dependencies, images]\n  reviewers: [alice]\n  draft: true\n  autoMerge: true\n");
 
     // Open: reviewers looked up by name, draft by title prefix, auto-merge after creation.
-    gitlab_list("opened", json!([]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_gitlab_list(&s.server, "opened", json!([])).await;
     Mock::given(method("GET"))
         .and(path(MRS))
         .and(query_param("state", "closed"))
@@ -902,12 +911,11 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     s.next_phase().await;
 
     // A newer tag: the branch and the merge request are updated in place, still a draft.
-    gitlab_list(
+    expect_gitlab_list(
+        &s.server,
         "opened",
         json!([merge_request(3, "Draft: Update api to 1.2.0", &description)]),
     )
-    .expect(1)
-    .mount(&s.server)
     .await;
     Mock::given(method("PUT"))
         .and(path(format!("{MRS}/3")))
@@ -934,15 +942,12 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     s.next_phase().await;
 
     // Merged by hand: a note, closed, branch deleted.
-    let merged = s.repo.show(BRANCH, DEPLOYMENT_PATH);
-    s.repo
-        .push_change("main", DEPLOYMENT_PATH, &merged, "bump by hand");
-    gitlab_list(
+    s.merge_by_hand("bump by hand");
+    expect_gitlab_list(
+        &s.server,
         "opened",
         json!([merge_request(3, "Draft: Update api to 1.3.0", &description)]),
     )
-    .expect(1)
-    .mount(&s.server)
     .await;
     Mock::given(method("POST"))
         .and(path(format!("{MRS}/3/notes")))
@@ -971,13 +976,7 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
 #[tokio::test]
 async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
     let s = setup().await;
-    let repo = s.config(
-        &format!(
-            "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
-            s.server.uri()
-        ),
-        "",
-    );
+    let repo = s.gitlab("");
     Mock::given(method("GET"))
         .and(path(MRS))
         .respond_with(ResponseTemplate::new(403).set_body_json(json!({"message": "403 Forbidden"})))
@@ -1012,14 +1011,8 @@ async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
     };
     let mut closed = merge_request(2, "Update api to 1.2.0", &marker.render());
     closed["state"] = "closed".into();
-    gitlab_list("opened", json!([]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    gitlab_list("closed", json!([closed]))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    expect_gitlab_list(&s.server, "opened", json!([])).await;
+    expect_gitlab_list(&s.server, "closed", json!([closed])).await;
     let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
     assert_eq!(
         outcome.pull_requests[0].action,

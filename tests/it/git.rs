@@ -134,6 +134,21 @@ impl Replanner for LinePlanner {
     }
 }
 
+/// A planner for `edits` that, while it plans the first time, lets another writer push
+/// `content` to `file` on `main`: the push that follows is rejected as non-fast-forward.
+fn raced_by_push(
+    edits: Vec<LineEdit>,
+    origin: &BareRepo,
+    file: &'static str,
+    content: String,
+    message: &'static str,
+) -> LinePlanner {
+    let other = origin.path();
+    LinePlanner::racing(edits, move || {
+        push_change_at(&other, "main", file, &content, message);
+    })
+}
+
 fn config(yaml: &str) -> RepositoryConfig {
     serde_saphyr::from_str(yaml).unwrap_or_else(|e| panic!("{e}\n{yaml}"))
 }
@@ -323,16 +338,13 @@ async fn another_writer_on_an_unrelated_file_is_kept() {
     let origin = BareRepo::new();
     let cache_dir = tempfile::tempdir().unwrap();
     let repo = file_repo(&origin, "");
-    let other = origin.path();
-    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
-        push_to(
-            &other,
-            "main",
-            "README.md",
-            "manifests, edited by a human\n",
-            "docs: edit readme",
-        );
-    });
+    let planner = raced_by_push(
+        vec![api("1.1.0")],
+        &origin,
+        "README.md",
+        "manifests, edited by a human\n".into(),
+        "docs: edit readme",
+    );
     let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap();
@@ -370,16 +382,13 @@ async fn another_writer_on_the_same_line_wins_when_it_already_made_the_change() 
     let origin = BareRepo::new();
     let cache_dir = tempfile::tempdir().unwrap();
     let repo = file_repo(&origin, "");
-    let other = origin.path();
-    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
-        push_to(
-            &other,
-            "main",
-            DEPLOYMENT_PATH,
-            &expected_deployment("1.1.0", "2.0.0"),
-            "bump api by hand",
-        );
-    });
+    let planner = raced_by_push(
+        vec![api("1.1.0")],
+        &origin,
+        DEPLOYMENT_PATH,
+        expected_deployment("1.1.0", "2.0.0"),
+        "bump api by hand",
+    );
     let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap();
@@ -400,16 +409,13 @@ async fn another_writer_on_the_same_line_with_another_tag_is_replanned() {
     let origin = BareRepo::new();
     let cache_dir = tempfile::tempdir().unwrap();
     let repo = file_repo(&origin, "");
-    let other = origin.path();
-    let planner = LinePlanner::racing(vec![api("1.2.0")], move || {
-        push_to(
-            &other,
-            "main",
-            DEPLOYMENT_PATH,
-            &expected_deployment("1.1.0", "2.0.0"),
-            "bump api to 1.1.0",
-        );
-    });
+    let planner = raced_by_push(
+        vec![api("1.2.0")],
+        &origin,
+        DEPLOYMENT_PATH,
+        expected_deployment("1.1.0", "2.0.0"),
+        "bump api to 1.1.0",
+    );
     let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap();
@@ -448,7 +454,7 @@ async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
         ) -> std::io::Result<Vec<ChangeGroup>> {
             let n = self.1.fetch_add(1, Ordering::SeqCst);
             let groups = LinePlanner::new(vec![api("9.9.9")]).plan_sync(checkout)?;
-            push_to(
+            push_change_at(
                 &self.0,
                 "main",
                 "README.md",
@@ -539,7 +545,7 @@ async fn owned_branch_moved_by_someone_else_is_not_overwritten_blindly() {
     // fetches again and only then rebuilds.
     let other = origin.path();
     let planner = LinePlanner::racing(vec![api("1.2.0")], move || {
-        push_to(
+        push_change_at(
             &other,
             "tagpilot/updates",
             "NOTES.md",
@@ -682,22 +688,6 @@ async fn pull_request_mode_is_refused_before_any_work() {
     assert_eq!(planner.calls.load(Ordering::SeqCst), 0);
 }
 
-/// Another writer's push, with the git CLI.
-fn push_to(bare: &Path, branch: &str, file: &str, content: &str, message: &str) {
-    let work = tempfile::tempdir().unwrap();
-    git(
-        work.path(),
-        &["clone", "-q", "-b", branch, bare.to_str().unwrap(), "w"],
-    );
-    let w = work.path().join("w");
-    let path = w.join(file);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, content).unwrap();
-    git(&w, &["add", "."]);
-    git(&w, &["commit", "-q", "-m", message]);
-    git(&w, &["push", "-q", "origin", branch]);
-}
-
 // === HTTP: git http-backend behind lighttpd, Basic auth ===
 
 fn http_repo(server: &HttpGitServer, password_env: &str, extra: &str) -> RepositoryConfig {
@@ -754,10 +744,13 @@ async fn http_race_is_rejected_by_the_server_and_retried() {
     let server = HttpGitServer::start(origin.dir.path());
     let cache_dir = tempfile::tempdir().unwrap();
     let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
-    let other = origin.path();
-    let planner = LinePlanner::racing(vec![api("1.1.0")], move || {
-        push_to(&other, "main", "README.md", "racing edit\n", "racing edit");
-    });
+    let planner = raced_by_push(
+        vec![api("1.1.0")],
+        &origin,
+        "README.md",
+        "racing edit\n".into(),
+        "racing edit",
+    );
     let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
         .await
         .unwrap();

@@ -34,6 +34,23 @@ pub fn set_test_secrets() {
     });
 }
 
+/// Another writer, by the bare repository's path (for closures that cannot borrow a
+/// [`BareRepo`]): clones, writes `content` to `file`, commits and pushes to `branch`.
+pub fn push_change_at(bare: &Path, branch: &str, file: &str, content: &str, message: &str) {
+    let work = tempfile::tempdir().unwrap();
+    git(
+        work.path(),
+        &["clone", "-q", "-b", branch, bare.to_str().unwrap(), "w"],
+    );
+    let w = work.path().join("w");
+    let path = w.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+    git(&w, &["add", "."]);
+    git(&w, &["commit", "-q", "-m", message]);
+    git(&w, &["push", "-q", "origin", branch]);
+}
+
 /// Runs `git` with no user or system config, failing the test on a non-zero exit.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let output = git_command(dir, args).output().expect("run git");
@@ -116,25 +133,7 @@ impl BareRepo {
 
     /// Another writer: clones, writes `content` to `file`, commits and pushes to `branch`.
     pub fn push_change(&self, branch: &str, file: &str, content: &str, message: &str) {
-        let work = tempfile::tempdir().unwrap();
-        git(
-            work.path(),
-            &[
-                "clone",
-                "-q",
-                "-b",
-                branch,
-                self.path().to_str().unwrap(),
-                "w",
-            ],
-        );
-        let w = work.path().join("w");
-        let path = w.join(file);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-        git(&w, &["add", "."]);
-        git(&w, &["commit", "-q", "-m", message]);
-        git(&w, &["push", "-q", "origin", branch]);
+        push_change_at(&self.path(), branch, file, content, message);
     }
 
     pub fn show(&self, rev: &str, file: &str) -> String {
