@@ -125,6 +125,16 @@ impl Setup {
         reports.remove(0).result
     }
 
+    /// Runs tagpilot for the API image at `tag`, writing; it must succeed.
+    async fn apply(&self, repo: &RepositoryConfig, tag: &'static str) -> ForgeOutcome {
+        self.run(repo, &wants(tag), false).await.unwrap()
+    }
+
+    /// Runs tagpilot for the API image at `tag`, writing; it must fail.
+    async fn apply_err(&self, repo: &RepositoryConfig, tag: &'static str) -> ForgeError {
+        self.run(repo, &wants(tag), false).await.unwrap_err()
+    }
+
     /// Someone commits the branch's deployment to `main` themselves.
     fn merge_by_hand(&self, message: &str) {
         let merged = self.repo.show(BRANCH, DEPLOYMENT_PATH);
@@ -174,7 +184,7 @@ async fn open_first(s: &Setup, repo: &RepositoryConfig) -> String {
         }),
     )
     .await;
-    let outcome = s.run(repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests.len(), 1);
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(outcome.pull_requests[0].number, Some(7));
@@ -227,7 +237,7 @@ async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels
         .mount(&s.server)
         .await;
 
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(
         outcome.pull_requests[0].url.as_deref(),
@@ -267,7 +277,7 @@ async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
 
     expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
-    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Updated { rebuilt: false }
@@ -293,7 +303,7 @@ async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
     let mut same = pull(7, &body, false);
     same["title"] = "Update api to 1.3.0".into();
     expect_list_open(&s.server, json!([same])).await;
-    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
     assert_eq!(s.repo.rev(BRANCH).unwrap(), tip);
     s.server.verify().await;
@@ -310,7 +320,7 @@ async fn a_moved_base_rebuilds_the_branch_on_the_new_base() {
 
     expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.2.0"})).await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Updated { rebuilt: true }
@@ -336,7 +346,7 @@ async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once() {
     expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     expect_comment(&s.server, 7).await;
     expect_edit(&s.server, 7).await;
-    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Blocked { tip: human.clone() }
@@ -365,7 +375,7 @@ async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once() {
 
     // Said once: the next run neither comments nor patches.
     expect_list_open(&s.server, json!([pull(7, &noted, false)])).await;
-    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.3.0").await;
     assert!(matches!(
         outcome.pull_requests[0].action,
         Action::Blocked { .. }
@@ -385,7 +395,7 @@ async fn a_change_already_in_the_base_closes_the_pull_request_and_deletes_the_br
     expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     expect_comment(&s.server, 7).await;
     expect_close(&s.server, 7).await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Closed { reached_base: true }
@@ -434,7 +444,7 @@ async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives() 
         .expect(0)
         .mount(&s.server)
         .await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Declined { closed: 7 }
@@ -450,7 +460,7 @@ async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives() 
         json!({"title": "Update api to 1.3.0", "head": BRANCH}),
     )
     .await;
-    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(outcome.pull_requests[0].number, Some(8));
     assert_eq!(
@@ -476,7 +486,7 @@ async fn a_403_names_the_missing_permission() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let err = s.run(&repo, &wants("1.2.0"), false).await.unwrap_err();
+    let err = s.apply_err(&repo, "1.2.0").await;
     let text = err.to_string();
     assert!(matches!(err, ForgeError::Permission { .. }), "{text}");
     assert!(
@@ -497,11 +507,7 @@ async fn a_403_names_the_missing_permission() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let text = s
-        .run(&repo, &wants("1.2.0"), false)
-        .await
-        .unwrap_err()
-        .to_string();
+    let text = s.apply_err(&repo, "1.2.0").await.to_string();
     assert!(
         text.contains("`pull_requests: write`") && text.contains("open a pull request"),
         "{text}"
@@ -535,7 +541,7 @@ async fn a_422_already_exists_takes_over_the_existing_pull_request() {
         .mount(&s.server)
         .await;
     expect_edit_with(&s.server, 5, json!({"title": "Update api to 1.2.0"})).await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(
         outcome.pull_requests[0].number,
         Some(5),
@@ -587,7 +593,7 @@ async fn rate_limits_are_waited_out_from_the_headers() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests[0].number, Some(7));
     s.server.verify().await;
 }
@@ -602,7 +608,7 @@ async fn a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let err = s.run(&repo, &wants("1.2.0"), false).await.unwrap_err();
+    let err = s.apply_err(&repo, "1.2.0").await;
     assert!(
         matches!(
             err,
@@ -806,7 +812,7 @@ async fn enterprise_draft_and_auto_merge_use_the_api_prefix_and_the_graphql_endp
         .expect(1)
         .mount(&s.server)
         .await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     let query = &s.bodies("POST", "/api/graphql").await[0]["query"];
     assert!(
@@ -899,7 +905,7 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(outcome.pull_requests[0].number, Some(3));
     assert_eq!(
@@ -927,7 +933,7 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Updated { rebuilt: false }
@@ -964,7 +970,7 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let outcome = s.run(&repo, &wants("1.3.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Closed { reached_base: true }
@@ -983,11 +989,7 @@ async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let text = s
-        .run(&repo, &wants("1.2.0"), false)
-        .await
-        .unwrap_err()
-        .to_string();
+    let text = s.apply_err(&repo, "1.2.0").await.to_string();
     assert!(
         text.contains("`api scope") && text.contains("GitLab"),
         "{text}"
@@ -1013,7 +1015,7 @@ async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
     closed["state"] = "closed".into();
     expect_gitlab_list(&s.server, "opened", json!([])).await;
     expect_gitlab_list(&s.server, "closed", json!([closed])).await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
         Action::Declined { closed: 2 }
@@ -1206,7 +1208,7 @@ async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
         .expect(1)
         .mount(&s.server)
         .await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(
         api_line(&s.repo, BRANCH),
@@ -1225,7 +1227,7 @@ async fn a_second_open_pull_request_for_a_group_is_closed_as_a_duplicate() {
     expect_list_open(&s.server, json!([second, pull(7, &first, false)])).await;
     expect_comment(&s.server, 9).await;
     expect_close(&s.server, 9).await;
-    let outcome = s.run(&repo, &wants("1.2.0"), false).await.unwrap();
+    let outcome = s.apply(&repo, "1.2.0").await;
     let actions: Vec<_> = outcome
         .pull_requests
         .iter()
