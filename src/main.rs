@@ -271,7 +271,9 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
             }
         }))
     };
-    if !config.repositories.is_empty() {
+    // With no policies, configured repositories are written only by the Applications that
+    // name them (below); a pass here would only list them twice in the report.
+    if !config.repositories.is_empty() && (!policies.is_empty() || config.applications.is_none()) {
         let cache = repo_cache()?;
         let planner = writeback::RepositoryPlanner::new(&policies, &registry, &progress);
         let options = git::WriteOptions { dry_run: !write };
