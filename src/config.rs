@@ -41,6 +41,9 @@ pub struct Config {
     /// Where the config file was read from; relative paths in it resolve against its directory.
     #[serde(skip)]
     pub path: Option<PathBuf>,
+    /// Whether `policies:` was written (rather than defaulted).
+    #[serde(skip)]
+    pub policies_written: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -102,6 +105,14 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     })?;
     let mut config = parse(path, &text)?;
     config.path = Some(path.to_path_buf());
+    // A config that only reads Argo CD Applications needs no `policies/` directory; one that
+    // names `policies:` still gets an error when it is missing.
+    if !config.policies_written
+        && config.applications.is_some()
+        && !config.base_dir().join("policies").exists()
+    {
+        config.policies = PolicySource::Files(Vec::new());
+    }
     Ok(config)
 }
 
@@ -120,9 +131,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     {
         return Ok(Config::default());
     }
-    let config: Config = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    let mut config: Config = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
     // A second pass for the values' positions: the public types stay plain for their users.
     let spans: ConfigSpans = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    config.policies_written = spans.policies.is_some();
     let mut problems = Vec::new();
     let mut at = |s: &Spanned<String>, message: String| {
         problems.push(format!(
@@ -211,6 +223,8 @@ struct ConfigSpans {
     registries: Vec<RegistrySpans>,
     #[serde(default)]
     repositories: Vec<RepositorySpans>,
+    #[serde(default)]
+    policies: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -297,6 +311,27 @@ mod tests {
             err.starts_with("conf/tagpilot.yaml:2:1: unknown field `policy`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn applications_alone_need_no_policies_directory_but_a_named_one_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tagpilot.yaml");
+        std::fs::write(
+            &path,
+            "applications:\n  fromGit: [{paths: [apps/*.yaml]}]\n",
+        )
+        .unwrap();
+        let c = load(&path).unwrap();
+        assert!(matches!(&c.policies, PolicySource::Files(f) if f.is_empty()));
+        std::fs::write(
+            &path,
+            "policies: policies\napplications:\n  fromGit: [{paths: [apps/*.yaml]}]\n",
+        )
+        .unwrap();
+        let c = load(&path).unwrap();
+        assert!(c.policies_written);
+        assert!(matches!(c.policies, PolicySource::Directory(_)));
     }
 
     #[test]

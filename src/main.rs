@@ -9,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
-use tagpilot::registry::{Registry, RegistryClient};
+use tagpilot::registry::{ClientOptions, Registry, RegistryClient};
 use tagpilot::report::{self, Format};
 use tagpilot::{apply, argocd, forge, git, policy, select, writeback};
 
@@ -225,7 +225,23 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         .root
         .clone()
         .unwrap_or_else(|| config.base_dir().to_path_buf());
-    let registry = RegistryClient::from_config(&config).context("setting up registry access")?;
+    // Live Applications and the pull secrets they name are read before the registry client is
+    // built, so those credentials reach it like any other.
+    let cluster = match config
+        .applications
+        .as_ref()
+        .and_then(|a| a.from_cluster.as_ref())
+    {
+        Some(from) => {
+            Some(argocd::cluster::load(argocd::cluster::Cluster::connect().await?, from).await?)
+        }
+        None => None,
+    };
+    let mut client_options = ClientOptions::from_config(&config);
+    if let Some(c) = &cluster {
+        client_options.credentials = c.registry_credentials.clone();
+    }
+    let registry = RegistryClient::new(client_options).context("setting up registry access")?;
 
     let progress = Spinner::new();
     let scope = plan::Scope {
@@ -255,7 +271,9 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
             }
         }))
     };
-    if !config.repositories.is_empty() {
+    // With no policies, configured repositories are written only by the Applications that
+    // name them (below); a pass here would only list them twice in the report.
+    if !config.repositories.is_empty() && (!policies.is_empty() || config.applications.is_none()) {
         let cache = repo_cache()?;
         let planner = writeback::RepositoryPlanner::new(&policies, &registry, &progress);
         let options = git::WriteOptions { dry_run: !write };
@@ -283,7 +301,15 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     let mut applications = None;
     if config.applications.is_some() {
         let options = git::WriteOptions { dry_run: !write };
-        let run = argocd::run(&config, &repo_cache()?, &registry, &progress, options).await?;
+        let run = argocd::run_with(
+            &config,
+            cluster.as_ref(),
+            &repo_cache()?,
+            &registry,
+            &progress,
+            options,
+        )
+        .await?;
         report_plan.merge(run.plan);
         for r in run.repositories {
             failed |= r.result.is_err();

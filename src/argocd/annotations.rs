@@ -375,7 +375,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
         .filter(|i| i.has_alias)
         .map(|i| i.alias.as_str())
         .collect();
-    for (key, _) in annotations {
+    for key in annotations.keys() {
         let Some(rest) = key
             .strip_prefix(TAGPILOT_PREFIX)
             .or_else(|| key.strip_prefix(IMAGE_UPDATER_PREFIX))

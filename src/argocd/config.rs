@@ -34,4 +34,14 @@ pub struct FromCluster {
     /// A label selector (`team=payments`).
     #[serde(default)]
     pub selector: Option<String>,
+    /// Argo CD's own namespace, where its repository Secrets (`git:repocreds`) live; default
+    /// `argocd`.
+    #[serde(default)]
+    pub argocd_namespace: Option<String>,
+}
+
+impl FromCluster {
+    pub fn argocd_namespace(&self) -> &str {
+        self.argocd_namespace.as_deref().unwrap_or("argocd")
+    }
 }

@@ -6,16 +6,18 @@
 //! those annotations ([`annotations`]), turns every annotated app into policies and write places
 //! ([`resolve`]) and plans each repository's apps in one pass for the git writer ([`planner`]),
 //! so apps sharing a repository share one commit and apps sharing an image share one tag
-//! listing. Applications come from git ([`load`]);
-//! [`report`] adds an "Applications" section to `tagpilot plan`.
+//! listing. Applications come from git ([`load`]) or live from the Kubernetes API
+//! ([`cluster`], which also reads credentials from Secrets and patches Applications for
+//! `write-back-method: argocd`); [`report`] adds an "Applications" section to `tagpilot plan`.
 //!
 //! It must never drop an annotation silently: every key under either prefix is honoured or
-//! reported with the reason. Nothing here talks to the Kubernetes API yet; `fromCluster` and
-//! `write-back-method: argocd` are reported as unsupported.
+//! reported with the reason. Only [`cluster`] talks to the Kubernetes API, and it writes
+//! nothing in plan mode.
 
 pub mod annotations;
 pub mod application;
 
+pub mod cluster;
 pub mod config;
 pub mod load;
 pub mod report;
@@ -71,10 +73,26 @@ pub struct Run {
     pub applications: Vec<report::ApplicationReport>,
 }
 
-/// Reads the configured Applications, plans their repositories and writes them through the git
-/// writer (a dry run for `tagpilot plan`).
+/// Reads the Applications kept in git (`applications.fromGit`), plans their repositories and
+/// writes them through the git writer (a dry run for `tagpilot plan`). With
+/// `applications.fromCluster`, use [`run_with`] and what [`cluster::load`] read.
 pub async fn run<R: crate::registry::Registry>(
     config: &crate::config::Config,
+    cache: &crate::git::RepoCache,
+    registry: &R,
+    progress: &dyn crate::plan::Progress,
+    options: crate::git::WriteOptions,
+) -> Result<Run, ArgoError> {
+    run_with(config, None, cache, registry, progress, options).await
+}
+
+/// [`run`], plus the Applications read from the cluster: their git write-back gets credentials
+/// from Argo CD's Secrets, and `write-back-method: argocd` apps are patched through the API
+/// (in plan mode, only shown). The registry should carry `cluster`'s
+/// [`cluster::Loaded::registry_credentials`].
+pub async fn run_with<R: crate::registry::Registry>(
+    config: &crate::config::Config,
+    cluster: Option<&cluster::Loaded>,
     cache: &crate::git::RepoCache,
     registry: &R,
     progress: &dyn crate::plan::Progress,
@@ -87,12 +105,30 @@ pub async fn run<R: crate::registry::Registry>(
             applications: Vec::new(),
         });
     };
-    let (apps, load_problems) = load::from_git(config, &apps_config.from_git, cache).await?;
-    let apps = apps.into_iter().map(|a| (a, Origin::Git)).collect();
-    let resolved = resolve(apps, &config.repositories, &load::remote_default_branch);
+    let (apps, mut load_problems) = load::from_git(config, &apps_config.from_git, cache).await?;
+    let mut apps: Vec<(Application, Origin)> = apps.into_iter().map(|a| (a, Origin::Git)).collect();
+    match (cluster, &apps_config.from_cluster) {
+        (Some(c), _) => {
+            apps.extend(c.apps.iter().cloned().map(|a| (a, Origin::Cluster)));
+            load_problems.extend(c.problems.iter().cloned());
+        }
+        (None, Some(_)) => load_problems
+            .push("applications.fromCluster is set but no cluster was read".to_string()),
+        (None, None) => {}
+    }
+    let mut resolved = resolve(apps, &config.repositories, &load::remote_default_branch);
+    // SSH keys from Secrets live in private files for as long as the git writer runs.
+    let keys = tempfile::tempdir().map_err(|e| ArgoError::Read {
+        path: "a temporary directory for SSH keys".into(),
+        message: e.to_string(),
+    })?;
+    if let Some(c) = cluster {
+        load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
+    }
     let planner = AppPlanner::new(&resolved, registry, progress);
     let repositories =
         crate::git::write_all(cache, &resolved.repositories, &planner, options).await;
+    drop(keys);
     let mut plan = crate::plan::Plan::default();
     let mut images = Vec::new();
     let mut app_problems = Vec::new();
@@ -103,11 +139,21 @@ pub async fn run<R: crate::registry::Registry>(
             app_problems.extend(p.app_problems);
         }
     }
-    if apps_config.from_cluster.is_some() {
-        plan.problems.push(crate::plan::Problem {
-            message: "applications.fromCluster is not supported yet; keep the Application manifests in git and use applications.fromGit".into(),
-            ..Default::default()
-        });
+    let mut patch_reports = Vec::new();
+    if let Some(c) = cluster {
+        let patches = cluster::plan_patches(&resolved, planner.registry()).await;
+        let (reports, problems) =
+            cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
+        for p in patches.patches {
+            plan.changes.extend(p.changes);
+        }
+        plan.holds.extend(patches.holds);
+        plan.problems.extend(patches.problems);
+        plan.problems.extend(problems);
+        plan.up_to_date += patches.up_to_date;
+        images.extend(patches.images);
+        app_problems.extend(patches.app_problems);
+        patch_reports = reports;
     }
     for message in load_problems {
         plan.problems.push(crate::plan::Problem {
@@ -129,7 +175,13 @@ pub async fn run<R: crate::registry::Registry>(
             ..Default::default()
         });
     }
-    let applications = report::collect(&resolved, &images, &app_problems);
+    let mut applications = report::collect(&resolved, &images, &app_problems);
+    for (i, patch) in patch_reports {
+        let id = resolved.apps[i].app.id();
+        if let Some(r) = applications.iter_mut().find(|r| r.application == id) {
+            r.patch = Some(patch);
+        }
+    }
     Ok(Run {
         plan,
         repositories,

@@ -18,6 +18,9 @@ pub struct ApplicationReport {
     pub images: Vec<ImageOutcome>,
     pub skipped_annotations: Vec<SkippedAnnotation>,
     pub problems: Vec<String>,
+    /// `write-back-method: argocd`: the merge patch sent (or, in plan mode, that would be).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<super::cluster::PatchReport>,
 }
 
 /// Collects per-app reports from the repository plans' image outcomes and app problems.
@@ -46,6 +49,7 @@ pub fn collect(
                         .map(|(_, p)| p.clone()),
                 )
                 .collect(),
+            patch: None,
         })
         .collect();
     for r in &mut out {
@@ -86,6 +90,9 @@ pub fn text(reports: &[ApplicationReport]) -> String {
                 out.push_str(&format!(": {reason}"));
             }
             out.push('\n');
+        }
+        if let Some(p) = &r.patch {
+            out.push_str(&format!("    {}: {}\n", p.status, p.body));
         }
         for s in &r.skipped_annotations {
             out.push_str(&format!("    skipped {}: {}\n", s.key, s.reason));

@@ -28,6 +28,7 @@ pub enum Origin {
 #[derive(Debug, Clone)]
 pub struct ManagedApp {
     pub app: Application,
+    pub origin: Origin,
     pub annotations: AppAnnotations,
     /// One per image of `image-list`, in order; `None` where the image's settings are invalid
     /// (the reason is in `annotations.skipped`).
@@ -140,6 +141,7 @@ pub fn resolve(
             .collect();
         let mut managed = ManagedApp {
             app,
+            origin,
             annotations,
             policies,
             units: Vec::new(),
@@ -434,7 +436,9 @@ fn repository_for(
         .as_ref()
         .and_then(|b| b.target.clone())
         .map(|t| render_branch(&t, &managed.app, &mut managed.annotations.skipped));
+    // From the cluster, tagpilot reads these credentials from Argo CD's Secrets instead.
     if matched.is_none()
+        && managed.origin == Origin::Git
         && let WriteBackMethod::Git(c @ (GitCredentials::RepoCreds | GitCredentials::Secret { .. })) =
             &managed.annotations.write_back
         && !url.starts_with("file://")
@@ -726,5 +730,10 @@ mod tests {
             &|_| Ok("main".into()),
         );
         assert!(r.apps[0].problems.is_empty());
+        let r = resolve(vec![(app(&yaml), Origin::Cluster)], &[], &|_| {
+            Ok("main".into())
+        });
+        assert!(r.apps[0].problems.is_empty(), "{:?}", r.apps[0].problems);
+        assert_eq!(r.repositories[0].url, "https://git.example/m.git");
     }
 }

@@ -1,6 +1,10 @@
 //! The clone cache: one bare repository per configured remote under `--cache-dir`, fetched
-//! incrementally (and shallowly over the network), and fresh checkouts of a fetched commit for
-//! the planner to read.
+//! incrementally, and fresh checkouts of a fetched commit for the planner to read.
+//!
+//! Fetches are full, not shallow: libgit2 (1.9) cannot push from a shallow clone whose tip has
+//! parents it never fetched — its pack builder walks into the missing parent and fails with
+//! "object not found" (`http_push_from_a_fresh_shallow_clone_of_a_repository_with_history`).
+//! Manifest repositories are text and small; after the first clone every fetch is incremental.
 //!
 //! The cache is disposable. A repository is marked usable only after its first fetch completed;
 //! anything else found on disk (a crash mid-clone, a corrupted object store) is wiped and cloned
@@ -16,7 +20,7 @@ use sha2::Digest as _;
 
 use super::GitError;
 use super::auth::{ConnectFailure, Connector, redact_url};
-use super::config::{Grouping, RepositoryConfig};
+use super::config::RepositoryConfig;
 
 /// Written into a cached repository once its first fetch completed.
 const READY_MARKER: &str = "tagpilot-ready";
@@ -272,11 +276,6 @@ pub(crate) fn scrub(message: &str, url: &str) -> String {
     message.replace(url, &redact_url(url))
 }
 
-/// Whether the transport supports shallow fetches: libgit2's local transport does not.
-fn is_local(url: &str) -> bool {
-    url.starts_with("file://") || url.starts_with('/') || url.starts_with('.')
-}
-
 /// Fetches the base branch (and an owned target branch) into `refs/remotes/origin/*`.
 fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetched, FetchError> {
     let connector = Connector::new(&repo.url, &repo.auth)
@@ -296,13 +295,6 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
     options
         .remote_callbacks(connector.callbacks())
         .download_tags(AutotagOption::None);
-    // Shallow where the transport allows. An owned branch with one commit per policy is
-    // compared commit by commit with what would be pushed (see `write::same_proposal`), which
-    // needs its history below the tip.
-    let per_policy_owned = repo.owns_target_branch() && repo.write.group == Grouping::Policy;
-    if !is_local(&repo.url) && !per_policy_owned {
-        options.depth(1);
-    }
     let result = remote.fetch(&refspecs, Some(&mut options), None);
     if let Some(failure) = connector.take_failure() {
         return Err(FetchError::Connect(failure));

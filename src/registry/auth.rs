@@ -100,6 +100,9 @@ pub struct CredentialResolver {
     docker_config: DockerConfigSource,
     /// Search path for `docker-credential-*` programs; `None` means the process's `PATH`.
     helper_path: Option<OsString>,
+    /// Credentials handed over in memory by normalised host (pull secrets read from Kubernetes);
+    /// they win over everything else.
+    given: HashMap<String, Credential>,
 }
 
 impl CredentialResolver {
@@ -118,7 +121,18 @@ impl CredentialResolver {
             base_dir: base_dir.to_path_buf(),
             docker_config,
             helper_path,
+            given: HashMap::new(),
         }
+    }
+
+    /// Adds credentials held in memory, by registry host (`host[:port]` as in image
+    /// references). They win over `tagpilot.yaml` and `config.json`.
+    pub fn with_given(mut self, given: &HashMap<String, Credential>) -> Self {
+        self.given = given
+            .iter()
+            .map(|(host, c)| (normalise_host(host), c.clone()))
+            .collect();
+        self
     }
 
     /// The credential for `registry` (a normalised host such as `registry-1.docker.io`), whose
@@ -129,6 +143,9 @@ impl CredentialResolver {
         registry: &str,
         auth_key: &str,
     ) -> Result<Option<Credential>, String> {
+        if let Some(given) = self.given.get(registry) {
+            return Ok(Some(given.clone()));
+        }
         if let Some(creds) = self.explicit.get(registry) {
             return self.explicit_credential(creds).map(Some);
         }
@@ -186,35 +203,7 @@ impl CredentialResolver {
         {
             return Ok(Some(cred));
         }
-        let entry = file.auths.get(auth_key).or_else(|| {
-            file.auths
-                .iter()
-                .find(|(key, _)| config_key_host(key) == host)
-                .map(|(_, e)| e)
-        });
-        let Some(entry) = entry else { return Ok(None) };
-        let source = path.display().to_string();
-        if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
-            return Ok(Some(Credential::new(user, password, source)));
-        }
-        if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
-            let decoded = base64::engine::general_purpose::STANDARD
-                .decode(auth.trim())
-                .ok()
-                .and_then(|bytes| String::from_utf8(bytes).ok())
-                .ok_or_else(|| {
-                    format!(
-                        "the `auth` entry for {auth_key} in {source} is not base64 of user:password"
-                    )
-                })?;
-            let (user, password) = decoded.split_once(':').ok_or_else(|| {
-                format!(
-                    "the `auth` entry for {auth_key} in {source} is not base64 of user:password"
-                )
-            })?;
-            return Ok(Some(Credential::new(user, password, source)));
-        }
-        Ok(None)
+        auths_credential(file, auth_key, &path.display().to_string())
     }
 
     /// Runs `docker-credential-<name> get` with the server URL on stdin, as the Docker CLI does.
@@ -293,6 +282,61 @@ impl CredentialResolver {
             .map(|dir| dir.join(program))
             .find(|p| p.is_file())
     }
+}
+
+/// The credential for `auth_key` in a parsed `config.json` (`auths` only), named after `source`.
+fn auths_credential(
+    file: &DockerConfigFile,
+    auth_key: &str,
+    source: &str,
+) -> Result<Option<Credential>, String> {
+    let host = config_key_host(auth_key);
+    let entry = file.auths.get(auth_key).or_else(|| {
+        file.auths
+            .iter()
+            .find(|(key, _)| config_key_host(key) == host)
+            .map(|(_, e)| e)
+    });
+    let Some(entry) = entry else { return Ok(None) };
+    if let (Some(user), Some(password)) = (&entry.username, &entry.password) {
+        return Ok(Some(Credential::new(user, password, source)));
+    }
+    if let Some(auth) = entry.auth.as_deref().filter(|a| !a.is_empty()) {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(auth.trim())
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .ok_or_else(|| {
+                format!(
+                    "the `auth` entry for {auth_key} in {source} is not base64 of user:password"
+                )
+            })?;
+        let (user, password) = decoded.split_once(':').ok_or_else(|| {
+            format!("the `auth` entry for {auth_key} in {source} is not base64 of user:password")
+        })?;
+        return Ok(Some(Credential::new(user, password, source)));
+    }
+    Ok(None)
+}
+
+/// The credential for `repository`'s registry in a `.dockerconfigjson` text, as a
+/// `kubernetes.io/dockerconfigjson` Secret holds it: the `auths` entry for that host, read as
+/// `config.json`'s are (credential helpers make no sense there and are ignored). `source` names
+/// where the text came from (`Secret argocd/regcred`); errors never quote the text, since
+/// serde_json's messages can contain the values they choke on.
+pub fn docker_config_json_credential(
+    text: &str,
+    repository: &crate::image::Repository,
+    source: &str,
+) -> Result<Option<Credential>, String> {
+    let file: DockerConfigFile = serde_json::from_str(text).map_err(|e| {
+        format!(
+            "{source} is not valid Docker config JSON (line {}, column {})",
+            e.line(),
+            e.column()
+        )
+    })?;
+    auths_credential(&file, repository.auth_key(), source)
 }
 
 /// Docker's `config.json`, the parts that hold credentials.
@@ -423,6 +467,61 @@ mod tests {
 
     fn b64(s: &str) -> String {
         base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    #[test]
+    fn a_dockerconfigjson_secret_gives_the_entry_for_the_image_registry_only() {
+        let repo = |r: &str| crate::image::Repository::parse(r).unwrap();
+        let text = format!(
+            r#"{{"auths":{{"ghcr.io":{{"auth":"{}"}},"https://index.docker.io/v1/":{{"username":"hub","password":"p2"}}}}}}"#,
+            b64("bot:s3cret")
+        );
+        let c = docker_config_json_credential(&text, &repo("ghcr.io/o/app"), "Secret a/b")
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.username.as_str(), c.password()), ("bot", "s3cret"));
+        assert_eq!(c.source, "Secret a/b");
+        let hub = docker_config_json_credential(&text, &repo("nginx"), "Secret a/b")
+            .unwrap()
+            .unwrap();
+        assert_eq!(hub.username, "hub");
+        assert!(
+            docker_config_json_credential(&text, &repo("quay.io/x/y"), "Secret a/b")
+                .unwrap()
+                .is_none()
+        );
+        let e =
+            docker_config_json_credential(r#"{"auths": "s3cret"}"#, &repo("x.io/a"), "Secret a/b")
+                .unwrap_err();
+        assert!(
+            e.starts_with("Secret a/b is not valid") && !e.contains("s3cret"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn given_credentials_win_over_tagpilot_yaml() {
+        let dir = tempfile::tempdir().unwrap();
+        let registries = vec![RegistryConfig {
+            host: "r.example".into(),
+            insecure: false,
+            credentials: Some(Credentials {
+                username: "yaml".into(),
+                password_env: Some("TAGPILOT_TEST_UNSET_VAR".into()),
+                password_file: None,
+            }),
+            rate_limit: None,
+        }];
+        let given = HashMap::from([(
+            "R.example".to_string(),
+            Credential::new("pull", "secret", "Secret a/b"),
+        )]);
+        let r = resolver(dir.path(), &registries, None).with_given(&given);
+        let c = r.resolve("r.example", "r.example").await.unwrap().unwrap();
+        assert_eq!(
+            (c.username.as_str(), c.source.as_str()),
+            ("pull", "Secret a/b")
+        );
     }
 
     #[tokio::test]
@@ -586,9 +685,8 @@ mod tests {
     /// Writes an executable `docker-credential-<name>` that answers like a real helper: it checks
     /// the server URL it reads on stdin and prints `{Username, Secret}`, or "not found".
     fn fake_helper(dir: &Path, name: &str, server_url: &str, user: &str, secret: &str) {
-        use std::os::unix::fs::PermissionsExt;
         let path = dir.join(format!("docker-credential-{name}"));
-        write(
+        write_executable(
             &path,
             &format!(
                 "#!/bin/sh\n[ \"$1\" = get ] || exit 3\nread -r url\n\
@@ -596,7 +694,23 @@ mod tests {
                  else\n  echo 'credentials not found in native keychain'; exit 1\nfi\n"
             ),
         );
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    /// Writes a script through a child process. Written from this process, the script could
+    /// fail to start with "Text file busy" (ETXTBSY): a test on another thread forking at that
+    /// moment holds our write descriptor until its child execs.
+    fn write_executable(path: &Path, text: &str) {
+        let status = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"",
+                "sh",
+                text,
+            ])
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success(), "writing {}", path.display());
     }
 
     #[tokio::test]

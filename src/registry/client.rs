@@ -64,6 +64,9 @@ pub struct ClientOptions {
     pub max_concurrency_per_registry: usize,
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
+    /// Credentials held in memory by registry host, winning over `registries` and
+    /// `config.json`: pull secrets read from Kubernetes for Argo CD Applications.
+    pub credentials: HashMap<String, Credential>,
 }
 
 impl Default for ClientOptions {
@@ -79,6 +82,7 @@ impl Default for ClientOptions {
             max_concurrency_per_registry: 16,
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
+            credentials: HashMap::new(),
         }
     }
 }
@@ -218,7 +222,8 @@ impl RegistryClient {
             &options.base_dir,
             options.docker_config.clone(),
             options.helper_path.clone(),
-        );
+        )
+        .with_given(&options.credentials);
         Ok(RegistryClient {
             http,
             options,

@@ -698,7 +698,7 @@ fn http_repo(server: &HttpGitServer, password_env: &str, extra: &str) -> Reposit
 }
 
 #[tokio::test]
-async fn http_push_with_basic_auth_shallow_and_incremental() {
+async fn http_push_with_basic_auth_and_incremental_fetch() {
     set_test_secrets();
     let origin = BareRepo::new();
     let server = HttpGitServer::start(origin.dir.path());
@@ -715,11 +715,11 @@ async fn http_push_with_basic_auth_shallow_and_incremental() {
         expected_deployment("1.1.0", "2.0.0")
     );
     assert!(
-        cache.repo_dir(&repo).join("shallow").is_file(),
-        "network fetches are shallow"
+        !cache.repo_dir(&repo).join("shallow").exists(),
+        "fetches are full: libgit2 cannot push from a shallow clone"
     );
 
-    // Someone else commits; the next run fetches incrementally on top of the shallow clone.
+    // Someone else commits; the next run fetches incrementally on top of the cache.
     origin.push_change("main", "README.md", "edited\n", "docs");
     let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.2.0")]))
         .await
@@ -1197,4 +1197,36 @@ async fn owned_branch_with_a_commit_per_policy_is_not_repushed_when_unchanged() 
     let again = write_repository(&cache, &repo, &planner).await.unwrap();
     assert_eq!(again.status, WriteStatus::UpToDate);
     assert_eq!(origin.rev("tagpilot/updates").unwrap(), tip);
+}
+
+/// A first run against a repository with history: the shallow clone lacks the tip's parents,
+/// and the push must still work (regression: libgit2's packbuilder walked into the missing
+/// parent and failed with "object not found").
+#[tokio::test]
+async fn http_push_from_a_fresh_shallow_clone_of_a_repository_with_history() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    origin.push_change("main", "README.md", "second\n", "second");
+    origin.push_change("main", "README.md", "third\n", "third");
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    let outcome = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(
+        origin.subjects("main"),
+        [
+            "chore(images): update 1 image(s)",
+            "third",
+            "second",
+            "initial"
+        ]
+    );
+    git(&origin.path(), &["fsck", "--strict"]);
 }

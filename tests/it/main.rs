@@ -2,6 +2,7 @@
 //! Integration Tests"). Real registries and git servers are started by `support`.
 
 mod argocd;
+mod argocd_cluster;
 mod cli;
 mod forge;
 mod git;

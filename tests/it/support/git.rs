@@ -166,18 +166,28 @@ impl BareRepo {
     /// Makes every push to the repository fail in a pre-receive hook, as branch protection does.
     pub fn protect(&self) {
         let hook = self.path().join("hooks/pre-receive");
-        std::fs::write(
+        write_executable(
             &hook,
             "#!/bin/sh\necho 'main is protected: pushes need a review' >&2\nexit 1\n",
-        )
-        .unwrap();
-        make_executable(&hook);
+        );
     }
 }
 
-pub fn make_executable(path: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+/// Writes a script through a child process. Written from this (multi-threaded) process, it could
+/// fail to run with "Text file busy" (ETXTBSY): another test forking at that moment holds the
+/// write descriptor until its child execs.
+pub fn write_executable(path: &Path, text: &str) {
+    let status = Command::new("sh")
+        .args([
+            "-c",
+            "printf '%s' \"$1\" > \"$2\" && chmod 755 \"$2\"",
+            "sh",
+            text,
+        ])
+        .arg(path)
+        .status()
+        .expect("run sh");
+    assert!(status.success(), "writing {}", path.display());
 }
 
 pub fn free_port() -> u16 {
