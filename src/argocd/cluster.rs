@@ -502,11 +502,12 @@ fn use_git_secret(
             repo.auth.ssh_key_file = Some(file);
             Ok(())
         }
-        (_, Some(_)) if !ssh => Err(format!(
-            "{} holds an HTTPS username and password, which the git writer cannot take from memory yet; \
-             configure the repository in tagpilot.yaml `repositories:` with auth.username and auth.passwordEnv",
-            secret.source
-        )),
+        (_, Some(password)) if !ssh => {
+            // Kept in memory only; `ProvidedToken` never prints its value.
+            repo.auth.provided_username = secret.username.clone();
+            repo.auth.provided_token = Some(crate::git::ProvidedToken::new(password.as_str()));
+            Ok(())
+        }
         _ => Err(format!(
             "{} has no {} for {}",
             secret.source,

@@ -286,10 +286,10 @@ impl Connector {
                     .map_err(|m| self.fail(ConnectFailure::Credentials(m)))?;
                 Cred::userpass_plaintext(username, &password)
             }
-            AuthMethod::Provided(token)
+            AuthMethod::Provided { username, secret }
                 if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
             {
-                Cred::userpass_plaintext(TOKEN_USER, token.expose())
+                Cred::userpass_plaintext(username, secret.expose())
             }
             AuthMethod::None => {
                 let hint = if self.url_has_userinfo {
@@ -369,7 +369,9 @@ fn method_name(method: &AuthMethod) -> &'static str {
         AuthMethod::SshAgent => "sshAgent",
         AuthMethod::Token { .. } => "tokenEnv",
         AuthMethod::Password { .. } => "username + passwordEnv",
-        AuthMethod::Provided(_) => "the GitHub App installation token",
+        AuthMethod::Provided { .. } => {
+            "credentials provided at run time (GitHub App or Argo CD Secret)"
+        }
     }
 }
 

@@ -60,10 +60,14 @@ pub struct AuthConfig {
     pub username: Option<String>,
     #[serde(default)]
     pub password_env: Option<String>,
-    /// A token obtained at run time (a GitHub App installation token), used for HTTPS when no
-    /// other method is configured. Never read from the config file.
+    /// A secret obtained at run time (a GitHub App installation token, or the password of an
+    /// Argo CD repository Secret), used for HTTPS when no other method is configured. Never read
+    /// from the config file.
     #[serde(skip)]
     pub provided_token: Option<ProvidedToken>,
+    /// The user name sent with `provided_token`; `x-access-token` when `None`.
+    #[serde(skip)]
+    pub provided_username: Option<String>,
 }
 
 /// A secret handed over at run time. Its `Debug` output never shows the value.
@@ -103,8 +107,12 @@ pub enum AuthMethod {
         username: String,
         password_env: String,
     },
-    /// [`AuthConfig::provided_token`], sent as user `x-access-token`.
-    Provided(ProvidedToken),
+    /// [`AuthConfig::provided_token`], sent as [`AuthConfig::provided_username`] (default
+    /// `x-access-token`).
+    Provided {
+        username: String,
+        secret: ProvidedToken,
+    },
 }
 
 /// How tagpilot writes its commits.
@@ -318,10 +326,16 @@ impl AuthConfig {
             _ => return Err("`auth.username` and `auth.passwordEnv` go together".into()),
         }
         match methods.len() {
-            0 => Ok(self
-                .provided_token
-                .clone()
-                .map_or(AuthMethod::None, AuthMethod::Provided)),
+            0 => Ok(match &self.provided_token {
+                Some(secret) => AuthMethod::Provided {
+                    username: self
+                        .provided_username
+                        .clone()
+                        .unwrap_or_else(|| super::auth::TOKEN_USER.to_string()),
+                    secret: secret.clone(),
+                },
+                None => AuthMethod::None,
+            }),
             1 => Ok(methods.remove(0)),
             _ => Err(
                 "`auth` names more than one method; use one of sshKeyFile, sshAgent, \

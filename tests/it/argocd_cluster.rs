@@ -793,17 +793,8 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
     let deployment = format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          image: {image}:1.0.0\n"
     );
+    // The seeded repository has history (the tip has a parent), as every real one does.
     seed(&repo, &[("apps/web/deployment.yaml", deployment.clone())]);
-    // One commit only: pushing from a shallow (SSH) clone whose tip has a parent fails in the
-    // git writer today ("object not found"); that is the git module's to fix, not this test's.
-    git(
-        &repo.path(),
-        &[
-            "update-ref",
-            "refs/heads/main",
-            &git(&repo.path(), &["commit-tree", "main^{tree}", "-m", "seed"]),
-        ],
-    );
     let url = ssh.url(&repo.path());
     let server = MockServer::start().await;
     Mock::given(method("GET"))
@@ -889,4 +880,76 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
         plan.stdout, plan.stderr, apply.stdout, apply.stderr
     );
     assert!(!all.contains("PRIVATE KEY"), "the key leaked");
+}
+
+/// `git:secret:` with an HTTPS username and password: the credentials reach a real
+/// `git http-backend` with Basic auth, held in memory only, and never printed.
+#[tokio::test]
+async fn git_secret_with_https_credentials_pushes_over_http() {
+    const USER: &str = "argo-bot";
+    const PASSWORD: &str = "s3cret-from-a-secret";
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/web", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    let repo = BareRepo::new();
+    let image = reg.image("shop/web");
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          image: {image}:1.0.0\n"
+    );
+    seed(&repo, &[("apps/web/deployment.yaml", deployment.clone())]);
+    let http = crate::support::git::HttpGitServer::start_for(repo.dir.path(), USER, PASSWORD);
+    let url = http.url("origin.git");
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
+        ))
+        .and(bearer())
+        .respond_with(list(vec![app(
+            "argocd",
+            "web",
+            &[
+                ("image-list", &format!("{image}:^1.0")),
+                ("write-back-method", "git:secret:argocd/web-repo"),
+            ],
+            json!({"repoURL": url, "path": "apps/web", "targetRevision": "main", "directory": {}}),
+            json!({}),
+        )]))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    Mock::given(method("GET"))
+        .and(path("/api/v1/namespaces/argocd/secrets/web-repo"))
+        .and(bearer())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "web-repo", "namespace": "argocd"},
+            "type": "Opaque",
+            "data": {"url": b64(&url), "username": b64(USER), "password": b64(PASSWORD)},
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig_path = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig_path, kubeconfig(&server)).unwrap();
+    std::fs::write(
+        dir.path().join("tagpilot.yaml"),
+        format!(
+            "registries:\n{}applications:\n  fromCluster:\n    namespaces: [argocd]\n",
+            reg.registries_yaml()
+        ),
+    )
+    .unwrap();
+    let env = [("KUBECONFIG", kubeconfig_path.to_str().unwrap())];
+    let apply = tagpilot(dir.path(), &["apply"], &env).await;
+    expect(&apply, 0);
+    assert_eq!(
+        repo.show("main", "apps/web/deployment.yaml"),
+        deployment.replace(":1.0.0", ":1.1.0")
+    );
+    let all = format!("{}{}", apply.stdout, apply.stderr);
+    assert!(!all.contains(PASSWORD), "the password leaked: {all}");
 }
