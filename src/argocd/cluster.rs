@@ -891,7 +891,7 @@ mod tests {
     }
 
     #[test]
-    fn ssh_keys_go_to_private_files_and_https_passwords_are_refused_by_name() {
+    fn ssh_keys_go_to_private_files_and_https_passwords_stay_in_memory() {
         let dir = tempfile::tempdir().unwrap();
         let mut repo: RepositoryConfig =
             serde_saphyr::from_str("name: m\nurl: git@git.example:team/m.git\n").unwrap();
@@ -913,13 +913,27 @@ mod tests {
         let mut repo: RepositoryConfig =
             serde_saphyr::from_str("name: m\nurl: https://git.example/team/m.git\n").unwrap();
         let s = GitSecret {
+            username: Some("argo".into()),
             password: Some("hunter2".into()),
             ..s
         };
-        let e = use_git_secret(&mut repo, &s, dir.path()).unwrap_err();
+        let keys_before = std::fs::read_dir(dir.path()).unwrap().count();
+        use_git_secret(&mut repo, &s, dir.path()).unwrap();
+        assert_eq!(
+            repo.auth.method().unwrap(),
+            AuthMethod::Provided {
+                username: "argo".into(),
+                secret: crate::git::ProvidedToken::new("hunter2"),
+            }
+        );
         assert!(
-            e.contains("Secret argocd/repo") && !e.contains("hunter2"),
-            "{e}"
+            !format!("{:?}", repo.auth).contains("hunter2"),
+            "Debug shows the password"
+        );
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            keys_before,
+            "written to disk"
         );
     }
 }
