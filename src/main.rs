@@ -242,16 +242,23 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         client_options.credentials = c.registry_credentials.clone();
     }
     let registry = RegistryClient::new(client_options).context("setting up registry access")?;
+    let run = Run {
+        config: &config,
+        policies: &policies,
+        registry: &registry,
+        progress: &Spinner::new(),
+        cache_dir: args.cache_dir.as_deref(),
+        dry_run: !write,
+    };
 
-    let progress = Spinner::new();
+    // 1. The local directory.
     let scope = plan::Scope {
         root: root.clone(),
         repository: None,
         exclude: own_files(&config, &policies),
     };
-    let mut report_plan = plan::plan(&scope, &policies, &registry, &progress).await?;
+    let mut report_plan = plan::plan(&scope, &policies, &registry, run.progress).await?;
     let local_files = std::mem::take(&mut report_plan.files);
-    let mut failed = false;
     let mut written = 0;
     if write && !local_files.is_empty() {
         // Like a failing repository, a failed local write is reported and the rest goes on.
@@ -263,65 +270,21 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
             }),
         }
     }
-    let repo_cache = || -> Result<git::RepoCache> {
-        Ok(git::RepoCache::new(match &args.cache_dir {
-            Some(dir) => dir.clone(),
-            None => {
-                git::RepoCache::default_root().context("no cache directory: pass --cache-dir")?
-            }
-        }))
+    // 2. Configured repositories, then 3. Argo CD Applications.
+    let mut failed = run.repositories(&mut report_plan).await?;
+    let applications = match &config.applications {
+        Some(_) => {
+            let (apps_failed, apps) = run.applications(cluster.as_ref(), &mut report_plan).await?;
+            failed |= apps_failed;
+            Some(apps)
+        }
+        None => None,
     };
-    // With no policies, configured repositories are written only by the Applications that
-    // name them (below); a pass here would only list them twice in the report.
-    if !config.repositories.is_empty() && (!policies.is_empty() || config.applications.is_none()) {
-        let cache = repo_cache()?;
-        let planner = writeback::RepositoryPlanner::new(&policies, &registry, &progress);
-        let options = git::WriteOptions { dry_run: !write };
-        let (pull_request, push): (Vec<_>, Vec<_>) = config
-            .repositories
-            .iter()
-            .cloned()
-            .partition(|r| r.write.mode == git::WriteMode::PullRequest);
-        for r in git::write_all(&cache, &push, &planner, options).await {
-            failed |= r.result.is_err();
-            if let Some(p) = planner.last_plan(&r.repository) {
-                report_plan.merge(p);
-            }
-            report_plan.repositories.push(outcome(r));
-        }
-        for r in forge::sync_all(&cache, &pull_request, &planner, !write).await {
-            failed |= r.result.is_err();
-            if let Some(p) = planner.last_plan(&r.repository) {
-                report_plan.merge(p);
-            }
-            report_plan.repositories.push(forge_outcome(r));
-        }
-    }
-    // Argo CD Applications: their own policies, planned per repository they write to.
-    let mut applications = None;
-    if config.applications.is_some() {
-        let options = git::WriteOptions { dry_run: !write };
-        let run = argocd::run_with(
-            &config,
-            cluster.as_ref(),
-            &repo_cache()?,
-            &registry,
-            &progress,
-            options,
-        )
-        .await?;
-        report_plan.merge(run.plan);
-        for r in run.repositories {
-            failed |= r.result.is_err();
-            report_plan.repositories.push(outcome(r));
-        }
-        applications = Some(run.applications);
-    }
-    drop(progress);
+    plan::Progress::done(run.progress);
 
     let shown = Plan {
-        files: local_files.clone(),
-        ..report_plan.clone()
+        files: local_files,
+        ..report_plan
     };
     let rendered = report::render(&shown, args.format);
     match (&applications, args.format) {
@@ -340,6 +303,95 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     }
     let pending = !shown.changes.is_empty();
     Ok(exit_code(&shown, args.exit_code && pending))
+}
+
+/// What every part of one `plan` or `apply` run shares.
+struct Run<'a> {
+    config: &'a Config,
+    policies: &'a [tagpilot::policy::ImagePolicy],
+    registry: &'a RegistryClient,
+    progress: &'a Spinner,
+    cache_dir: Option<&'a Path>,
+    dry_run: bool,
+}
+
+impl Run<'_> {
+    fn cache(&self) -> Result<git::RepoCache> {
+        Ok(git::RepoCache::new(match self.cache_dir {
+            Some(dir) => dir.to_path_buf(),
+            None => {
+                git::RepoCache::default_root().context("no cache directory: pass --cache-dir")?
+            }
+        }))
+    }
+
+    /// Plans, and unless dry-running writes, every configured repository: pushes for
+    /// `mode: push`, pull requests for `mode: pull-request`. Returns whether one failed.
+    async fn repositories(&self, report_plan: &mut Plan) -> Result<bool> {
+        // With no policies, configured repositories are written only by the Applications that
+        // name them; a pass here would only list them twice in the report.
+        let config = self.config;
+        if config.repositories.is_empty()
+            || (self.policies.is_empty() && config.applications.is_some())
+        {
+            return Ok(false);
+        }
+        let cache = self.cache()?;
+        let planner =
+            writeback::RepositoryPlanner::new(self.policies, self.registry, self.progress);
+        let options = git::WriteOptions {
+            dry_run: self.dry_run,
+        };
+        let (pull_request, push): (Vec<_>, Vec<_>) = config
+            .repositories
+            .iter()
+            .cloned()
+            .partition(|r| r.write.mode == git::WriteMode::PullRequest);
+        let mut failed = false;
+        for r in git::write_all(&cache, &push, &planner, options).await {
+            failed |= r.result.is_err();
+            if let Some(p) = planner.last_plan(&r.repository) {
+                report_plan.merge(p);
+            }
+            report_plan.repositories.push(outcome(r));
+        }
+        for r in forge::sync_all(&cache, &pull_request, &planner, self.dry_run).await {
+            failed |= r.result.is_err();
+            if let Some(p) = planner.last_plan(&r.repository) {
+                report_plan.merge(p);
+            }
+            report_plan.repositories.push(forge_outcome(r));
+        }
+        Ok(failed)
+    }
+
+    /// Argo CD Applications: their own policies, planned per repository they write to.
+    /// Returns whether a repository failed, and the per-Application report.
+    async fn applications(
+        &self,
+        cluster: Option<&argocd::cluster::Loaded>,
+        report_plan: &mut Plan,
+    ) -> Result<(bool, Vec<argocd::report::ApplicationReport>)> {
+        let options = git::WriteOptions {
+            dry_run: self.dry_run,
+        };
+        let run = argocd::run_with(
+            self.config,
+            cluster,
+            &self.cache()?,
+            self.registry,
+            self.progress,
+            options,
+        )
+        .await?;
+        report_plan.merge(run.plan);
+        let mut failed = false;
+        for r in run.repositories {
+            failed |= r.result.is_err();
+            report_plan.repositories.push(outcome(r));
+        }
+        Ok((failed, run.applications))
+    }
 }
 
 /// A repository's write result as the report shows it.
