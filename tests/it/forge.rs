@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{Change, ChangeGroup, Replanner, RepoCache, RepositoryConfig};
-use wiremock::matchers::{body_partial_json, header, method, path, query_param};
+use wiremock::matchers::{body_json, body_partial_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::support::git::*;
@@ -310,6 +310,49 @@ async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
 }
 
 #[tokio::test]
+async fn an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added() {
+    let s = setup().await;
+    let first = open_first(&s, &s.github("")).await;
+    // The config gained labels and reviewers after #7 was opened.
+    let repo = s.github(
+        "  labels: [dependencies, images]\n  reviewers: [alice, bob, carol, acme/platform]\n",
+    );
+
+    // A human labelled it (in other case) and added a label of their own; alice is requested,
+    // bob already approved: only `images` and carol are missing. The team is not asked again
+    // once someone reviewed, as GitHub drops a team's request when a member reviews.
+    let mut listed = pull(7, &first, false);
+    listed["labels"] = json!([{"name": "Dependencies"}, {"name": "needs-qa"}]);
+    listed["requested_reviewers"] = json!([{"login": "alice", "id": 1}]);
+    expect_list_open(&s.server, json!([listed])).await;
+    expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
+    expect_labels(&s.server, 7, json!(["images"])).await;
+    expect_reviews(&s.server, 7, &["bob"]).await;
+    expect_review_request(&s.server, 7, &["carol"], &[], 201).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    assert_eq!(outcome.pull_requests[0].warnings, Vec::<String>::new());
+    let body = s.first_sent("PATCH", &pull_path(7), "body").await;
+    s.next_phase().await;
+
+    // Everything wanted is there: no call beyond the listing, not even for reviews.
+    let mut listed = pull(7, &body, false);
+    listed["title"] = "Update api to 1.3.0".into();
+    listed["labels"] = json!([{"name": "dependencies"}, {"name": "images"}, {"name": "needs-qa"}]);
+    listed["requested_reviewers"] = json!([
+        {"login": "alice", "id": 1}, {"login": "bob", "id": 2}, {"login": "carol", "id": 3}
+    ]);
+    listed["requested_teams"] = json!([{"slug": "platform", "id": 4}]);
+    expect_list_open(&s.server, json!([listed])).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
+    s.server.verify().await;
+}
+
+#[tokio::test]
 async fn a_moved_base_rebuilds_the_branch_on_the_new_base() {
     let s = setup().await;
     let repo = s.github("");
@@ -518,7 +561,7 @@ async fn a_403_names_the_missing_permission() {
 #[tokio::test]
 async fn a_422_already_exists_takes_over_the_existing_pull_request() {
     let s = setup().await;
-    let repo = s.github("");
+    let repo = s.github("  labels: [dependencies]\n  reviewers: [alice]\n");
     expect_no_pulls_yet(&s.server).await;
     Mock::given(method("POST"))
         .and(path(PULLS))
@@ -541,6 +584,10 @@ async fn a_422_already_exists_takes_over_the_existing_pull_request() {
         .mount(&s.server)
         .await;
     expect_edit_with(&s.server, 5, json!({"title": "Update api to 1.2.0"})).await;
+    // Taken over, it gets the labels and reviewers it lacks, as if tagpilot had opened it.
+    expect_labels(&s.server, 5, json!(["dependencies"])).await;
+    expect_reviews(&s.server, 5, &[]).await;
+    expect_review_request(&s.server, 5, &["alice"], &[], 201).await;
     let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(
         outcome.pull_requests[0].number,
@@ -916,13 +963,12 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     assert_eq!(Marker::find(&description).unwrap().group, "api");
     s.next_phase().await;
 
-    // A newer tag: the branch and the merge request are updated in place, still a draft.
-    expect_gitlab_list(
-        &s.server,
-        "opened",
-        json!([merge_request(3, "Draft: Update api to 1.2.0", &description)]),
-    )
-    .await;
+    // A newer tag: the branch and the merge request are updated in place, still a draft. It
+    // has its labels and reviewer, so nothing more is sent.
+    let mut listed = merge_request(3, "Draft: Update api to 1.2.0", &description);
+    listed["labels"] = json!(["dependencies", "images"]);
+    listed["reviewers"] = json!([{"id": 11, "username": "alice"}]);
+    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
     Mock::given(method("PUT"))
         .and(path(format!("{MRS}/3")))
         .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
@@ -976,6 +1022,100 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
         Action::Closed { reached_base: true }
     );
     assert_eq!(s.repo.rev(BRANCH), None);
+    s.server.verify().await;
+}
+
+/// Exactly one update of merge request `iid` whose body is exactly `fields`.
+async fn expect_gitlab_put_exactly(server: &MockServer, iid: u64, fields: Value) {
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/{iid}")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_json(fields))
+        .respond_with(ok_json(merge_request(iid, "", "")))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Exactly one update of merge request `iid` setting at least `fields`.
+async fn expect_gitlab_put(server: &MockServer, iid: u64, fields: Value) {
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/{iid}")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(fields))
+        .respond_with(ok_json(merge_request(iid, "", "")))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Exactly one lookup of the GitLab user `username`, answered with `id` (or nobody).
+async fn expect_gitlab_user(server: &MockServer, username: &str, id: Option<u64>) {
+    let users = match id {
+        Some(id) => json!([{"id": id, "username": username}]),
+        None => json!([]),
+    };
+    Mock::given(method("GET"))
+        .and(path("/api/v4/users"))
+        .and(query_param("username", username))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(users))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+#[tokio::test]
+async fn gitlab_an_update_adds_missing_labels_and_reviewers_and_keeps_the_present_ones() {
+    let s = setup().await;
+    let repo = s.gitlab("  labels: [dependencies, images]\n  reviewers: [alice, bob]\n");
+    // !3 was opened before the config named labels and reviewers; a human since labelled it
+    // and made alice (id 11) a reviewer.
+    expect_gitlab_list(&s.server, "opened", json!([])).await;
+    expect_gitlab_list(&s.server, "closed", json!([])).await;
+    expect_gitlab_user(&s.server, "alice", Some(11)).await;
+    expect_gitlab_user(&s.server, "bob", Some(12)).await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(created(merge_request(3, "Update api to 1.2.0", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    s.apply(&repo, "1.2.0").await;
+    let description = s.first_sent("POST", MRS, "description").await;
+    s.next_phase().await;
+
+    let mut listed = merge_request(3, "Update api to 1.2.0", &description);
+    listed["labels"] = json!(["Dependencies", "needs-qa"]);
+    listed["reviewers"] = json!([{"id": 11, "username": "alice"}, {"id": 30, "username": "dave"}]);
+    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
+    expect_gitlab_put(&s.server, 3, json!({"title": "Update api to 1.3.0"})).await;
+    // Only bob is looked up; the present reviewers stay, since `reviewer_ids` replaces the set.
+    expect_gitlab_user(&s.server, "bob", Some(12)).await;
+    expect_gitlab_put_exactly(
+        &s.server,
+        3,
+        json!({"add_labels": "images", "reviewer_ids": [11, 30, 12]}),
+    )
+    .await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    let description = s
+        .first_sent("PUT", &format!("{MRS}/3"), "description")
+        .await;
+    s.next_phase().await;
+
+    // Nothing missing: the listing is the only call.
+    let mut listed = merge_request(3, "Update api to 1.3.0", &description);
+    listed["labels"] = json!(["dependencies", "images", "needs-qa"]);
+    listed["reviewers"] = json!([{"id": 11, "username": "alice"}, {"id": 12, "username": "bob"}]);
+    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
     s.server.verify().await;
 }
 
