@@ -270,6 +270,33 @@ async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels
 }
 
 #[tokio::test]
+async fn a_bare_reviewer_name_that_is_no_collaborator_is_requested_as_a_team_and_an_unknown_one_is_reported()
+ {
+    let s = setup().await;
+    let repo = s.github("  reviewers: [platform-team, ghost, alice]\n");
+    expect_no_pulls_yet(&s.server).await;
+    expect_create(&s.server, 7, json!({"head": BRANCH, "base": "main"})).await;
+    // All at once as users: refused, since not all are collaborators. Then one by one, a bare
+    // name as a user first and, refused again, as a team of the owner `acme`.
+    expect_review_request(&s.server, 7, &["platform-team", "ghost", "alice"], &[], 422).await;
+    expect_review_request(&s.server, 7, &["platform-team"], &[], 422).await;
+    expect_review_request(&s.server, 7, &[], &["platform-team"], 201).await;
+    expect_review_request(&s.server, 7, &["ghost"], &[], 422).await;
+    expect_review_request(&s.server, 7, &[], &["ghost"], 422).await;
+    expect_review_request(&s.server, 7, &["alice"], &[], 201).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    let pr = &outcome.pull_requests[0];
+    assert_eq!((pr.action.clone(), pr.number), (Action::Opened, Some(7)));
+    assert_eq!(pr.warnings.len(), 1, "{:?}", pr.warnings);
+    assert!(
+        pr.warnings[0].contains("reviewer `ghost`") && pr.warnings[0].contains("`acme`"),
+        "{}",
+        pr.warnings[0]
+    );
+    s.server.verify().await;
+}
+
+#[tokio::test]
 async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
     let s = setup().await;
     let repo = s.github("");
