@@ -8,7 +8,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{Change, ChangeGroup, Replanner, RepoCache, RepositoryConfig};
-use wiremock::matchers::{body_json, body_partial_json, header, method, path, query_param};
+use wiremock::matchers::{
+    body_json, body_partial_json, header, method, path, query_param, query_param_is_missing,
+};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::support::git::*;
@@ -1143,6 +1145,146 @@ async fn gitlab_an_update_adds_missing_labels_and_reviewers_and_keeps_the_presen
     expect_gitlab_list(&s.server, "opened", json!([listed])).await;
     let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_409_already_exists_takes_over_the_existing_merge_request() {
+    let s = setup().await;
+    let repo = s.gitlab("  labels: [dependencies]\n");
+    // The listing of tagpilot's merge requests lags behind one opened meanwhile.
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "opened"))
+        .and(query_param("target_branch", "main"))
+        .and(query_param_is_missing("source_branch"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    expect_gitlab_list(&s.server, "closed", json!([])).await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"source_branch": BRANCH, "target_branch": "main"}),
+        ))
+        .respond_with(ResponseTemplate::new(409).set_body_json(json!({
+            "message": ["Another open merge request already exists for this source branch: !3"],
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "opened"))
+        .and(query_param("source_branch", BRANCH))
+        .and(query_param("target_branch", "main"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([merge_request(
+            3,
+            "Bump api",
+            "opened by hand"
+        )])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    expect_gitlab_put(&s.server, 3, json!({"title": "Update api to 1.2.0"})).await;
+    expect_gitlab_put_exactly(&s.server, 3, json!({"add_labels": "dependencies"})).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(
+        (
+            outcome.pull_requests[0].action.clone(),
+            outcome.pull_requests[0].number
+        ),
+        (Action::Opened, Some(3)),
+        "no second merge request"
+    );
+    let description = s
+        .bodies("PUT", &format!("{MRS}/3"))
+        .await
+        .into_iter()
+        .find_map(|b| b["description"].as_str().map(str::to_owned))
+        .expect("the description was updated");
+    assert_eq!(Marker::find(&description).unwrap().group, "api");
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_rate_limits_are_waited_out_from_the_headers() {
+    let s = setup().await;
+    let repo = s.gitlab("");
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    // 429 with Retry-After on the listing, then it answers.
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "opened"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    expect_gitlab_list(&s.server, "opened", json!([])).await;
+    expect_gitlab_list(&s.server, "closed", json!([])).await;
+    // 429 with only GitLab's RateLimit-Reset (epoch seconds) on the create, then it opens.
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("ratelimit-remaining", "0")
+                .insert_header("ratelimit-reset", reset.to_string().as_str()),
+        )
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"source_branch": BRANCH, "title": "Update api to 1.2.0"}),
+        ))
+        .respond_with(created(merge_request(3, "Update api to 1.2.0", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(outcome.pull_requests[0].number, Some(3));
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait() {
+    let s = setup().await;
+    let repo = s.gitlab("");
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let err = s.apply_err(&repo, "1.2.0").await;
+    assert!(
+        matches!(
+            err,
+            ForgeError::RateLimited {
+                forge: "GitLab",
+                wait_seconds: 3600,
+                ..
+            }
+        ),
+        "{err}"
+    );
     s.server.verify().await;
 }
 
