@@ -416,12 +416,14 @@ impl GitHub {
         } else {
             self.reviewed_by(number).await?
         };
+        let answered = !reviewed.is_empty();
         missing.retain(|name| {
-            !reviewed.iter().any(|r| r.eq_ignore_ascii_case(name))
-                && !(name.contains('/') && !reviewed.is_empty())
+            let is_team = name.contains('/');
+            let has_reviewed = reviewed.iter().any(|r| r.eq_ignore_ascii_case(name));
+            let served = has_reviewed || (is_team && answered);
+            !served
         });
-        self.request_reviewers(number, &missing, !reviewed.is_empty())
-            .await
+        self.request_reviewers(number, &missing, answered).await
     }
 
     async fn reviewed_by(&self, number: u64) -> Result<Vec<String>, ForgeError> {
