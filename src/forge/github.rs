@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 
 use super::config::{GitHubConfig, path_from_url};
 use super::{
-    Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest, PullRequest,
-    rate_limit_wait, read_token,
+    Created, Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest,
+    PullRequest, Reviewer, missing_labels, missing_reviewers, rate_limit_wait, read_token,
 };
 use crate::git::ProvidedToken;
 
@@ -49,12 +49,43 @@ struct Pull {
     head: Head,
     #[serde(default)]
     merged_at: Option<String>,
+    #[serde(default)]
+    labels: Vec<Label>,
+    #[serde(default)]
+    requested_reviewers: Vec<Account>,
+    #[serde(default)]
+    requested_teams: Vec<Team>,
 }
 
 #[derive(Deserialize)]
 struct Head {
     #[serde(rename = "ref")]
     branch: String,
+}
+
+#[derive(Deserialize)]
+struct Label {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct Account {
+    login: String,
+    #[serde(default)]
+    id: u64,
+}
+
+#[derive(Deserialize)]
+struct Team {
+    slug: String,
+    #[serde(default)]
+    id: u64,
+}
+
+#[derive(Deserialize)]
+struct Review {
+    #[serde(default)]
+    user: Option<Account>,
 }
 
 impl From<Pull> for PullRequest {
@@ -66,6 +97,21 @@ impl From<Pull> for PullRequest {
             body: p.body.unwrap_or_default(),
             branch: p.head.branch,
             merged: p.merged_at.is_some(),
+            labels: p.labels.into_iter().map(|l| l.name).collect(),
+            reviewers: p
+                .requested_reviewers
+                .into_iter()
+                .map(|u| Reviewer {
+                    name: u.login,
+                    team: false,
+                    id: u.id,
+                })
+                .chain(p.requested_teams.into_iter().map(|t| Reviewer {
+                    name: t.slug,
+                    team: true,
+                    id: t.id,
+                }))
+                .collect(),
         }
     }
 }
@@ -178,6 +224,21 @@ impl GitHub {
         action: &str,
         permission: &str,
     ) -> Result<T, ForgeError> {
+        self.call_status(method, route, body, action, permission)
+            .await
+            .map_err(|(_, e)| e)
+    }
+
+    /// [`Self::call`], keeping GitHub's status code of a refusal for callers that recover
+    /// from one.
+    async fn call_status<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        route: &str,
+        body: Option<&Value>,
+        action: &str,
+        permission: &str,
+    ) -> Result<T, (Option<u16>, ForgeError)> {
         let mut attempt = 0;
         loop {
             let client = if route == "/graphql" {
@@ -194,7 +255,7 @@ impl GitHub {
                 Ok(value) => return Ok(value),
                 Err(octocrab::Error::GitHub { source, .. }) => source,
                 Err(other) => {
-                    return Err(self.api_error(action, short(&other)));
+                    return Err((None, self.api_error(action, short(&other))));
                 }
             };
             let status = error.status_code.as_u16();
@@ -210,35 +271,41 @@ impl GitHub {
                 let wait = rate_limit_wait(&headers).unwrap_or(60);
                 attempt += 1;
                 if wait > MAX_RATE_LIMIT_WAIT || attempt > MAX_RATE_LIMIT_RETRIES {
-                    return Err(ForgeError::RateLimited {
-                        repository: self.repository.clone(),
-                        forge: FORGE,
-                        action: action.to_owned(),
-                        wait_seconds: wait,
-                    });
+                    return Err((
+                        Some(status),
+                        ForgeError::RateLimited {
+                            repository: self.repository.clone(),
+                            forge: FORGE,
+                            action: action.to_owned(),
+                            wait_seconds: wait,
+                        },
+                    ));
                 }
                 tracing::warn!(action, wait_seconds = wait, "GitHub rate limit; waiting");
                 tokio::time::sleep(Duration::from_secs(wait)).await;
                 continue;
             }
-            return Err(match status {
-                401 => ForgeError::Auth {
-                    repository: self.repository.clone(),
-                    forge: FORGE,
-                    message: format!("the token was rejected ({})", error.message),
-                },
-                403 | 404 if status == 403 || permission_hint(&headers).is_some() => {
-                    ForgeError::Permission {
+            return Err((
+                Some(status),
+                match status {
+                    401 => ForgeError::Auth {
                         repository: self.repository.clone(),
                         forge: FORGE,
-                        action: action.to_owned(),
-                        permission: permission_hint(&headers)
-                            .unwrap_or_else(|| permission.to_owned()),
-                        message: error.message.clone(),
+                        message: format!("the token was rejected ({})", error.message),
+                    },
+                    403 | 404 if status == 403 || permission_hint(&headers).is_some() => {
+                        ForgeError::Permission {
+                            repository: self.repository.clone(),
+                            forge: FORGE,
+                            action: action.to_owned(),
+                            permission: permission_hint(&headers)
+                                .unwrap_or_else(|| permission.to_owned()),
+                            message: error.message.clone(),
+                        }
                     }
-                }
-                _ => self.api_error(action, describe(&error)),
-            });
+                    _ => self.api_error(action, describe(&error)),
+                },
+            ));
         }
     }
 
@@ -271,41 +338,17 @@ impl GitHub {
         format!("{}:{branch}", self.owner)
     }
 
+    /// Labels, reviewers and auto-merge for a pull request just opened.
     async fn decorate(
         &self,
-        number: u64,
+        created: &PullRequest,
         node_id: &str,
         pr: &NewPullRequest,
-    ) -> Result<(), ForgeError> {
-        if !pr.labels.is_empty() {
-            let _: Value = self
-                .call(
-                    Method::Post,
-                    &self.route(&format!("/issues/{number}/labels")),
-                    Some(&json!({ "labels": pr.labels })),
-                    &format!("label pull request #{number}"),
-                    "pull_requests: write",
-                )
-                .await?;
-        }
-        if !pr.reviewers.is_empty() {
-            // `org/team` names a team; anything else a user.
-            let (teams, users): (Vec<&String>, Vec<&String>) =
-                pr.reviewers.iter().partition(|r| r.contains('/'));
-            let teams: Vec<&str> = teams
-                .iter()
-                .filter_map(|t| t.split_once('/').map(|(_, slug)| slug))
-                .collect();
-            let _: Value = self
-                .call(
-                    Method::Post,
-                    &self.route(&format!("/pulls/{number}/requested_reviewers")),
-                    Some(&json!({ "reviewers": users, "team_reviewers": teams })),
-                    &format!("request reviewers on pull request #{number}"),
-                    "pull_requests: write",
-                )
-                .await?;
-        }
+    ) -> Result<Vec<String>, ForgeError> {
+        let number = created.number;
+        let warnings = self
+            .add_missing(created, &pr.labels, &pr.reviewers, true)
+            .await?;
         if pr.auto_merge {
             let response: Value = self
                 .call(
@@ -335,7 +378,141 @@ impl GitHub {
                 ));
             }
         }
-        Ok(())
+        Ok(warnings)
+    }
+
+    /// Adds the labels `pr` lacks and requests the reviewers it lacks. `fresh`: just opened,
+    /// so nobody has reviewed yet and GitHub need not be asked.
+    async fn add_missing(
+        &self,
+        pr: &PullRequest,
+        labels: &[String],
+        reviewers: &[String],
+        fresh: bool,
+    ) -> Result<Vec<String>, ForgeError> {
+        let number = pr.number;
+        let labels = missing_labels(&pr.labels, labels);
+        if !labels.is_empty() {
+            // POST adds; labels a human put on the pull request stay.
+            let _: Value = self
+                .call(
+                    Method::Post,
+                    &self.route(&format!("/issues/{number}/labels")),
+                    Some(&json!({ "labels": labels })),
+                    &format!("label pull request #{number}"),
+                    "pull_requests: write",
+                )
+                .await?;
+        }
+        let mut missing = missing_reviewers(&pr.reviewers, reviewers);
+        if missing.is_empty() {
+            return Ok(Vec::new());
+        }
+        // GitHub drops a review request once it is answered: who reviewed is not missing, and
+        // neither is a team once anyone reviewed (a member's review answers the team's request;
+        // telling members apart would need `read:org`).
+        let reviewed = if fresh {
+            Vec::new()
+        } else {
+            self.reviewed_by(number).await?
+        };
+        let answered = !reviewed.is_empty();
+        missing.retain(|name| {
+            let is_team = name.contains('/');
+            let has_reviewed = reviewed.iter().any(|r| r.eq_ignore_ascii_case(name));
+            let served = has_reviewed || (is_team && answered);
+            !served
+        });
+        self.request_reviewers(number, &missing, answered).await
+    }
+
+    async fn reviewed_by(&self, number: u64) -> Result<Vec<String>, ForgeError> {
+        let mut logins = Vec::new();
+        for page in 1.. {
+            let reviews: Vec<Review> = self
+                .call(
+                    Method::Get,
+                    &self.route(&format!("/pulls/{number}/reviews?per_page=100&page={page}")),
+                    None,
+                    &format!("list reviews of pull request #{number}"),
+                    "pull_requests: read",
+                )
+                .await?;
+            let full = reviews.len() == 100;
+            logins.extend(reviews.into_iter().filter_map(|r| r.user.map(|u| u.login)));
+            if !full {
+                break;
+            }
+        }
+        Ok(logins)
+    }
+
+    /// Requests `names` in one call; when GitHub refuses that (422: someone is no
+    /// collaborator), one by one, a bare name first as a user and then as a team of the owner.
+    /// Who is neither is reported, not fatal. `teams_answered`: a bare name that turns out to
+    /// be a team is not requested again, someone reviewed already.
+    async fn request_reviewers(
+        &self,
+        number: u64,
+        names: &[String],
+        teams_answered: bool,
+    ) -> Result<Vec<String>, ForgeError> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        if names.len() > 1 {
+            let (teams, users): (Vec<&String>, Vec<&String>) =
+                names.iter().partition(|r| r.contains('/'));
+            let teams: Vec<&str> = teams
+                .iter()
+                .filter_map(|t| t.split_once('/').map(|(_, slug)| slug))
+                .collect();
+            if self.post_reviewers(number, &users, &teams).await?.is_ok() {
+                return Ok(Vec::new());
+            }
+        }
+        let mut warnings = Vec::new();
+        for name in names {
+            let refused = match name.split_once('/') {
+                Some((_, slug)) => self.post_reviewers(number, &[], &[slug]).await?.err(),
+                None => match self.post_reviewers(number, &[name], &[]).await? {
+                    Ok(()) => None,
+                    Err(_) if teams_answered => None,
+                    Err(_) => self.post_reviewers(number, &[], &[name]).await?.err(),
+                },
+            };
+            if let Some(message) = refused {
+                warnings.push(format!(
+                    "reviewer `{name}` was not requested: GitHub knows no collaborator or team \
+                     of `{}` by that name with access to `{}` ({message})",
+                    self.owner, self.path
+                ));
+            }
+        }
+        Ok(warnings)
+    }
+
+    /// One review request; `Ok(Err(message))` when GitHub refuses it with 422.
+    async fn post_reviewers(
+        &self,
+        number: u64,
+        users: &[&String],
+        teams: &[&str],
+    ) -> Result<Result<(), String>, ForgeError> {
+        let result: Result<Value, _> = self
+            .call_status(
+                Method::Post,
+                &self.route(&format!("/pulls/{number}/requested_reviewers")),
+                Some(&json!({ "reviewers": users, "team_reviewers": teams })),
+                &format!("request reviewers on pull request #{number}"),
+                "pull_requests: write",
+            )
+            .await;
+        match result {
+            Ok(_) => Ok(Ok(())),
+            Err((Some(422), ForgeError::Api { message, .. })) => Ok(Err(message)),
+            Err((_, e)) => Err(e),
+        }
     }
 }
 
@@ -434,7 +611,7 @@ impl Forge for GitHub {
         .await
     }
 
-    async fn create(&self, pr: &NewPullRequest) -> Result<PullRequest, ForgeError> {
+    async fn create(&self, pr: &NewPullRequest) -> Result<Created, ForgeError> {
         let action = format!("open a pull request from `{}`", pr.branch);
         let created: Result<Pull, ForgeError> = self
             .call(
@@ -465,19 +642,36 @@ impl Forge for GitHub {
                     return Err(e);
                 };
                 self.update(existing.number, &pr.title, &pr.body).await?;
-                return Ok(PullRequest {
-                    title: pr.title.clone(),
-                    body: pr.body.clone(),
-                    ..existing
+                let warnings = self
+                    .add_missing(&existing, &pr.labels, &pr.reviewers, false)
+                    .await?;
+                return Ok(Created {
+                    pull_request: PullRequest {
+                        title: pr.title.clone(),
+                        body: pr.body.clone(),
+                        ..existing
+                    },
+                    warnings,
                 });
             }
             Err(e) => return Err(e),
         };
-        let number = created.number;
         let node_id = created.node_id.clone();
         let created = PullRequest::from(created);
-        self.decorate(number, &node_id, pr).await?;
-        Ok(created)
+        let warnings = self.decorate(&created, &node_id, pr).await?;
+        Ok(Created {
+            pull_request: created,
+            warnings,
+        })
+    }
+
+    async fn converge(
+        &self,
+        pr: &PullRequest,
+        labels: &[String],
+        reviewers: &[String],
+    ) -> Result<Vec<String>, ForgeError> {
+        self.add_missing(pr, labels, reviewers, false).await
     }
 
     async fn update(&self, number: u64, title: &str, body: &str) -> Result<(), ForgeError> {

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::config::{GitLabConfig, path_from_url};
 use super::{
-    Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest, PullRequest,
-    rate_limit_wait, read_token,
+    Created, Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest,
+    PullRequest, Reviewer, missing_labels, missing_reviewers, rate_limit_wait, read_token,
 };
 
 const FORGE: &str = "GitLab";
@@ -52,6 +52,10 @@ struct MergeRequest {
     source_branch: String,
     #[serde(default)]
     state: String,
+    #[serde(default)]
+    labels: Vec<String>,
+    #[serde(default)]
+    reviewers: Vec<User>,
 }
 
 impl From<MergeRequest> for PullRequest {
@@ -64,6 +68,16 @@ impl From<MergeRequest> for PullRequest {
             body: mr.description.unwrap_or_default(),
             branch: mr.source_branch,
             merged: mr.state == "merged",
+            labels: mr.labels,
+            reviewers: mr
+                .reviewers
+                .into_iter()
+                .map(|u| Reviewer {
+                    name: u.username,
+                    team: false,
+                    id: u.id,
+                })
+                .collect(),
         }
     }
 }
@@ -71,6 +85,8 @@ impl From<MergeRequest> for PullRequest {
 #[derive(Deserialize)]
 struct User {
     id: u64,
+    #[serde(default)]
+    username: String,
 }
 
 impl GitLab {
@@ -216,16 +232,22 @@ impl GitLab {
         Ok(all)
     }
 
-    async fn user_id(&self, username: &str) -> Result<u64, ForgeError> {
-        let url = format!("{}/users?username={}", self.api, encode(username));
-        let action = format!("look up reviewer `{username}`");
-        let users: Vec<User> = self.call(Method::GET, &url, None, &action).await?;
-        users.first().map(|u| u.id).ok_or_else(|| ForgeError::Api {
-            repository: self.repository.clone(),
-            forge: FORGE,
-            action,
-            message: "no such user".into(),
-        })
+    /// The ids of `usernames`, and a warning for each GitLab does not know.
+    async fn user_ids(&self, usernames: &[String]) -> Result<(Vec<u64>, Vec<String>), ForgeError> {
+        let mut ids = Vec::new();
+        let mut warnings = Vec::new();
+        for username in usernames {
+            let url = format!("{}/users?username={}", self.api, encode(username));
+            let action = format!("look up reviewer `{username}`");
+            let users: Vec<User> = self.call(Method::GET, &url, None, &action).await?;
+            match users.first() {
+                Some(user) => ids.push(user.id),
+                None => warnings.push(format!(
+                    "reviewer `{username}` was not requested: GitLab knows no user by that name"
+                )),
+            }
+        }
+        Ok((ids, warnings))
     }
 }
 
@@ -259,11 +281,8 @@ impl Forge for GitLab {
         .await
     }
 
-    async fn create(&self, pr: &NewPullRequest) -> Result<PullRequest, ForgeError> {
-        let mut reviewer_ids = Vec::new();
-        for reviewer in &pr.reviewers {
-            reviewer_ids.push(self.user_id(reviewer).await?);
-        }
+    async fn create(&self, pr: &NewPullRequest) -> Result<Created, ForgeError> {
+        let (reviewer_ids, warnings) = self.user_ids(&pr.reviewers).await?;
         let title = if pr.draft {
             format!("{DRAFT}{}", pr.title)
         } else {
@@ -308,7 +327,11 @@ impl Forge for GitLab {
                     });
                 };
                 self.update(existing.number, &pr.title, &pr.body).await?;
-                return Ok(existing);
+                let warnings = self.converge(&existing, &pr.labels, &pr.reviewers).await?;
+                return Ok(Created {
+                    pull_request: existing,
+                    warnings,
+                });
             }
             Err(e) => return Err(e),
         };
@@ -323,7 +346,45 @@ impl Forge for GitLab {
                 )
                 .await?;
         }
-        Ok(created.into())
+        Ok(Created {
+            pull_request: created.into(),
+            warnings,
+        })
+    }
+
+    async fn converge(
+        &self,
+        pr: &PullRequest,
+        labels: &[String],
+        reviewers: &[String],
+    ) -> Result<Vec<String>, ForgeError> {
+        // GitLab lists reviewers also after they reviewed, so the listing is all it takes.
+        let labels = missing_labels(&pr.labels, labels);
+        let (new_ids, warnings) = self
+            .user_ids(&missing_reviewers(&pr.reviewers, reviewers))
+            .await?;
+        let mut changes = serde_json::Map::new();
+        if !labels.is_empty() {
+            // `add_labels` adds; `labels` would replace what a human added.
+            changes.insert("add_labels".into(), labels.join(",").into());
+        }
+        if !new_ids.is_empty() {
+            // `reviewer_ids` replaces the set: the present reviewers stay in it.
+            let ids: Vec<u64> = pr.reviewers.iter().map(|r| r.id).chain(new_ids).collect();
+            changes.insert("reviewer_ids".into(), ids.into());
+        }
+        if !changes.is_empty() {
+            let number = pr.number;
+            let _: Value = self
+                .call(
+                    Method::PUT,
+                    &self.route(&format!("/merge_requests/{number}")),
+                    Some(&Value::Object(changes)),
+                    &format!("add labels and reviewers to merge request !{number}"),
+                )
+                .await?;
+        }
+        Ok(warnings)
     }
 
     async fn update(&self, number: u64, title: &str, body: &str) -> Result<(), ForgeError> {

@@ -6,7 +6,9 @@
 //! on the base and pushed with a lease) lives in [`crate::git::proposal`]. This module decides,
 //! per group, whether to open, update, leave alone or close. It must never open a second pull
 //! request for a group, never overwrite a commit someone else pushed to tagpilot's branch, never
-//! re-propose what a reviewer declined, and never print a token.
+//! re-propose what a reviewer declined, and never print a token. Labels and reviewers converge on
+//! every pull request tagpilot keeps: what the config names and the pull request lacks is added;
+//! what humans added is never removed.
 
 pub mod body;
 pub mod config;
@@ -89,6 +91,28 @@ pub struct PullRequest {
     /// The source branch.
     pub branch: String,
     pub merged: bool,
+    /// Labels on it, whoever added them.
+    pub labels: Vec<String>,
+    /// Review requests pending (GitHub) or reviewers assigned (GitLab), as the listing shows.
+    pub reviewers: Vec<Reviewer>,
+}
+
+/// A reviewer a pull request names: a user, or a team of the repository's owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reviewer {
+    /// A login, or a team's slug.
+    pub name: String,
+    pub team: bool,
+    /// The forge's id, which GitLab needs to keep a reviewer when adding another.
+    pub id: u64,
+}
+
+/// A pull request just opened (or taken over), with what the forge would not apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub pull_request: PullRequest,
+    /// E.g. a reviewer that is neither a user nor a team; the pull request stands without it.
+    pub warnings: Vec<String>,
 }
 
 /// What to open.
@@ -118,11 +142,21 @@ pub trait Forge: Sync {
         base: &str,
     ) -> impl Future<Output = Result<Vec<PullRequest>, ForgeError>> + Send;
     /// Opens a pull request with its labels, reviewers, draft state and auto-merge. When the
-    /// forge says one already exists for the branch, that one is updated and returned.
+    /// forge says one already exists for the branch, that one is updated, given the labels and
+    /// reviewers it lacks, and returned.
     fn create(
         &self,
         pr: &NewPullRequest,
-    ) -> impl Future<Output = Result<PullRequest, ForgeError>> + Send;
+    ) -> impl Future<Output = Result<Created, ForgeError>> + Send;
+    /// Adds the `labels` that `pr` lacks and requests the `reviewers` not yet requested and
+    /// not yet reviewing; removes nothing a human added. Makes no call when nothing is missing.
+    /// Returns warnings for reviewers the forge does not know.
+    fn converge(
+        &self,
+        pr: &PullRequest,
+        labels: &[String],
+        reviewers: &[String],
+    ) -> impl Future<Output = Result<Vec<String>, ForgeError>> + Send;
     fn update(
         &self,
         number: u64,
@@ -175,6 +209,8 @@ pub struct PullRequestOutcome {
     pub number: Option<u64>,
     pub url: Option<String>,
     pub changes: Vec<git::Change>,
+    /// What the forge would not apply, e.g. an unknown reviewer; the pull request stands.
+    pub warnings: Vec<String>,
 }
 
 impl PullRequestOutcome {
@@ -292,6 +328,7 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
             number: None,
             url: None,
             changes: group.changes.clone(),
+            warnings: Vec::new(),
         };
         let tip = tip_of(&branch);
         if let Some((old, pr)) = open.remove(&group.key) {
@@ -349,6 +386,13 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
                     }
                     forge.update(pr.number, &title, &new_body).await?;
                 }
+            }
+            // Labels and reviewers converge too (the config may have changed, or the pull
+            // request was opened elsewhere); a listed pull request says what it has.
+            if !dry_run {
+                outcome.warnings = forge
+                    .converge(&pr, &repo.write.labels, &repo.write.reviewers)
+                    .await?;
             }
         } else {
             let closed = forge.closed_pull_requests(&branch, &repo.branch).await?;
@@ -411,8 +455,9 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
                         auto_merge: repo.write.auto_merge,
                     })
                     .await?;
-                outcome.number = Some(created.number);
-                outcome.url = Some(created.url);
+                outcome.number = Some(created.pull_request.number);
+                outcome.url = Some(created.pull_request.url);
+                outcome.warnings = created.warnings;
             }
         }
         outcomes.push(outcome);
@@ -435,6 +480,7 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
             number: Some(pr.number),
             url: Some(pr.url.clone()),
             changes: Vec::new(),
+            warnings: Vec::new(),
         });
     }
 
@@ -447,6 +493,7 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
             number: Some(pr.number),
             url: Some(pr.url.clone()),
             changes: Vec::new(),
+            warnings: Vec::new(),
         };
         if !prepared.complete {
             outcomes.push(outcome);
@@ -479,6 +526,11 @@ pub async fn sync_pull_requests<P: Replanner, F: Forge>(
         outcomes.push(outcome);
     }
 
+    for outcome in &outcomes {
+        for warning in &outcome.warnings {
+            tracing::warn!(group = %outcome.group, "{warning}");
+        }
+    }
     Ok(ForgeOutcome {
         repository: repo.name.clone(),
         base: repo.branch.clone(),
@@ -507,6 +559,34 @@ fn replace_marker(text: &str, marker: &Marker) -> String {
         }
         None => format!("{text}\n\n{}\n", marker.render()),
     }
+}
+
+/// The `wanted` labels `have` lacks; forges compare labels without regard to case.
+pub(crate) fn missing_labels(have: &[String], wanted: &[String]) -> Vec<String> {
+    let mut missing: Vec<String> = Vec::new();
+    for label in wanted {
+        let known = |l: &String| l.eq_ignore_ascii_case(label);
+        if !have.iter().any(known) && !missing.iter().any(known) {
+            missing.push(label.clone());
+        }
+    }
+    missing
+}
+
+/// The `wanted` reviewers `have` does not name. `org/team` is a team; a bare name may be a
+/// user or a team (GitHub tells only when asked), so either satisfies it.
+pub(crate) fn missing_reviewers(have: &[Reviewer], wanted: &[String]) -> Vec<String> {
+    let mut missing: Vec<String> = Vec::new();
+    for name in wanted {
+        let named = have.iter().any(|r| match name.split_once('/') {
+            Some((_, slug)) => r.team && r.name.eq_ignore_ascii_case(slug),
+            None => r.name.eq_ignore_ascii_case(name),
+        });
+        if !named && !missing.iter().any(|m| m.eq_ignore_ascii_case(name)) {
+            missing.push(name.clone());
+        }
+    }
+    missing
 }
 
 /// Checks the pull-request templates of a repository (for `validate` and `tagpilot check`).
@@ -662,6 +742,37 @@ mod tests {
         assert_eq!(
             replace_marker(&body, &new),
             format!("table\n\n{}\n", new.render())
+        );
+    }
+
+    #[test]
+    fn only_what_is_missing_is_added() {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            missing_labels(
+                &strings(&["Dependencies", "keep-me"]),
+                &strings(&["dependencies", "images", "images"])
+            ),
+            ["images"]
+        );
+        let have = [
+            Reviewer {
+                name: "alice".into(),
+                team: false,
+                id: 1,
+            },
+            Reviewer {
+                name: "platform".into(),
+                team: true,
+                id: 2,
+            },
+        ];
+        assert_eq!(
+            missing_reviewers(
+                &have,
+                &strings(&["Alice", "platform", "acme/platform", "acme/sre", "bob"])
+            ),
+            ["acme/sre", "bob"]
         );
     }
 

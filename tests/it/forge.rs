@@ -8,7 +8,9 @@ use std::path::Path;
 use serde_json::{Value, json};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{Change, ChangeGroup, Replanner, RepoCache, RepositoryConfig};
-use wiremock::matchers::{body_partial_json, header, method, path, query_param};
+use wiremock::matchers::{
+    body_json, body_partial_json, header, method, path, query_param, query_param_is_missing,
+};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::support::git::*;
@@ -270,6 +272,33 @@ async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels
 }
 
 #[tokio::test]
+async fn a_bare_reviewer_name_that_is_no_collaborator_is_requested_as_a_team_and_an_unknown_one_is_reported()
+ {
+    let s = setup().await;
+    let repo = s.github("  reviewers: [platform-team, ghost, alice]\n");
+    expect_no_pulls_yet(&s.server).await;
+    expect_create(&s.server, 7, json!({"head": BRANCH, "base": "main"})).await;
+    // All at once as users: refused, since not all are collaborators. Then one by one, a bare
+    // name as a user first and, refused again, as a team of the owner `acme`.
+    expect_review_request(&s.server, 7, &["platform-team", "ghost", "alice"], &[], 422).await;
+    expect_review_request(&s.server, 7, &["platform-team"], &[], 422).await;
+    expect_review_request(&s.server, 7, &[], &["platform-team"], 201).await;
+    expect_review_request(&s.server, 7, &["ghost"], &[], 422).await;
+    expect_review_request(&s.server, 7, &[], &["ghost"], 422).await;
+    expect_review_request(&s.server, 7, &["alice"], &[], 201).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    let pr = &outcome.pull_requests[0];
+    assert_eq!((pr.action.clone(), pr.number), (Action::Opened, Some(7)));
+    assert_eq!(pr.warnings.len(), 1, "{:?}", pr.warnings);
+    assert!(
+        pr.warnings[0].contains("reviewer `ghost`") && pr.warnings[0].contains("`acme`"),
+        "{}",
+        pr.warnings[0]
+    );
+    s.server.verify().await;
+}
+
+#[tokio::test]
 async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
     let s = setup().await;
     let repo = s.github("");
@@ -306,6 +335,49 @@ async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
     let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
     assert_eq!(s.repo.rev(BRANCH).unwrap(), tip);
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added() {
+    let s = setup().await;
+    let first = open_first(&s, &s.github("")).await;
+    // The config gained labels and reviewers after #7 was opened.
+    let repo = s.github(
+        "  labels: [dependencies, images]\n  reviewers: [alice, bob, carol, acme/platform]\n",
+    );
+
+    // A human labelled it (in other case) and added a label of their own; alice is requested,
+    // bob already approved: only `images` and carol are missing. The team is not asked again
+    // once someone reviewed, as GitHub drops a team's request when a member reviews.
+    let mut listed = pull(7, &first, false);
+    listed["labels"] = json!([{"name": "Dependencies"}, {"name": "needs-qa"}]);
+    listed["requested_reviewers"] = json!([{"login": "alice", "id": 1}]);
+    expect_list_open(&s.server, json!([listed])).await;
+    expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
+    expect_labels(&s.server, 7, json!(["images"])).await;
+    expect_reviews(&s.server, 7, &["bob"]).await;
+    expect_review_request(&s.server, 7, &["carol"], &[], 201).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    assert_eq!(outcome.pull_requests[0].warnings, Vec::<String>::new());
+    let body = s.first_sent("PATCH", &pull_path(7), "body").await;
+    s.next_phase().await;
+
+    // Everything wanted is there: no call beyond the listing, not even for reviews.
+    let mut listed = pull(7, &body, false);
+    listed["title"] = "Update api to 1.3.0".into();
+    listed["labels"] = json!([{"name": "dependencies"}, {"name": "images"}, {"name": "needs-qa"}]);
+    listed["requested_reviewers"] = json!([
+        {"login": "alice", "id": 1}, {"login": "bob", "id": 2}, {"login": "carol", "id": 3}
+    ]);
+    listed["requested_teams"] = json!([{"slug": "platform", "id": 4}]);
+    expect_list_open(&s.server, json!([listed])).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
     s.server.verify().await;
 }
 
@@ -518,7 +590,7 @@ async fn a_403_names_the_missing_permission() {
 #[tokio::test]
 async fn a_422_already_exists_takes_over_the_existing_pull_request() {
     let s = setup().await;
-    let repo = s.github("");
+    let repo = s.github("  labels: [dependencies]\n  reviewers: [alice]\n");
     expect_no_pulls_yet(&s.server).await;
     Mock::given(method("POST"))
         .and(path(PULLS))
@@ -541,6 +613,10 @@ async fn a_422_already_exists_takes_over_the_existing_pull_request() {
         .mount(&s.server)
         .await;
     expect_edit_with(&s.server, 5, json!({"title": "Update api to 1.2.0"})).await;
+    // Taken over, it gets the labels and reviewers it lacks, as if tagpilot had opened it.
+    expect_labels(&s.server, 5, json!(["dependencies"])).await;
+    expect_reviews(&s.server, 5, &[]).await;
+    expect_review_request(&s.server, 5, &["alice"], &[], 201).await;
     let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(
         outcome.pull_requests[0].number,
@@ -916,13 +992,12 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     assert_eq!(Marker::find(&description).unwrap().group, "api");
     s.next_phase().await;
 
-    // A newer tag: the branch and the merge request are updated in place, still a draft.
-    expect_gitlab_list(
-        &s.server,
-        "opened",
-        json!([merge_request(3, "Draft: Update api to 1.2.0", &description)]),
-    )
-    .await;
+    // A newer tag: the branch and the merge request are updated in place, still a draft. It
+    // has its labels and reviewer, so nothing more is sent.
+    let mut listed = merge_request(3, "Draft: Update api to 1.2.0", &description);
+    listed["labels"] = json!(["dependencies", "images"]);
+    listed["reviewers"] = json!([{"id": 11, "username": "alice"}]);
+    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
     Mock::given(method("PUT"))
         .and(path(format!("{MRS}/3")))
         .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
@@ -976,6 +1051,240 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
         Action::Closed { reached_base: true }
     );
     assert_eq!(s.repo.rev(BRANCH), None);
+    s.server.verify().await;
+}
+
+/// Exactly one update of merge request `iid` whose body is exactly `fields`.
+async fn expect_gitlab_put_exactly(server: &MockServer, iid: u64, fields: Value) {
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/{iid}")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_json(fields))
+        .respond_with(ok_json(merge_request(iid, "", "")))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Exactly one update of merge request `iid` setting at least `fields`.
+async fn expect_gitlab_put(server: &MockServer, iid: u64, fields: Value) {
+    Mock::given(method("PUT"))
+        .and(path(format!("{MRS}/{iid}")))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(fields))
+        .respond_with(ok_json(merge_request(iid, "", "")))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Exactly one lookup of the GitLab user `username`, answered with `id` (or nobody).
+async fn expect_gitlab_user(server: &MockServer, username: &str, id: Option<u64>) {
+    let users = match id {
+        Some(id) => json!([{"id": id, "username": username}]),
+        None => json!([]),
+    };
+    Mock::given(method("GET"))
+        .and(path("/api/v4/users"))
+        .and(query_param("username", username))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(users))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+#[tokio::test]
+async fn gitlab_an_update_adds_missing_labels_and_reviewers_and_keeps_the_present_ones() {
+    let s = setup().await;
+    let repo = s.gitlab("  labels: [dependencies, images]\n  reviewers: [alice, bob]\n");
+    // !3 was opened before the config named labels and reviewers; a human since labelled it
+    // and made alice (id 11) a reviewer.
+    expect_gitlab_list(&s.server, "opened", json!([])).await;
+    expect_gitlab_list(&s.server, "closed", json!([])).await;
+    expect_gitlab_user(&s.server, "alice", Some(11)).await;
+    expect_gitlab_user(&s.server, "bob", Some(12)).await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(created(merge_request(3, "Update api to 1.2.0", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    s.apply(&repo, "1.2.0").await;
+    let description = s.first_sent("POST", MRS, "description").await;
+    s.next_phase().await;
+
+    let mut listed = merge_request(3, "Update api to 1.2.0", &description);
+    listed["labels"] = json!(["Dependencies", "needs-qa"]);
+    listed["reviewers"] = json!([{"id": 11, "username": "alice"}, {"id": 30, "username": "dave"}]);
+    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
+    expect_gitlab_put(&s.server, 3, json!({"title": "Update api to 1.3.0"})).await;
+    // Only bob is looked up; the present reviewers stay, since `reviewer_ids` replaces the set.
+    expect_gitlab_user(&s.server, "bob", Some(12)).await;
+    expect_gitlab_put_exactly(
+        &s.server,
+        3,
+        json!({"add_labels": "images", "reviewer_ids": [11, 30, 12]}),
+    )
+    .await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    let description = s
+        .first_sent("PUT", &format!("{MRS}/3"), "description")
+        .await;
+    s.next_phase().await;
+
+    // Nothing missing: the listing is the only call.
+    let mut listed = merge_request(3, "Update api to 1.3.0", &description);
+    listed["labels"] = json!(["dependencies", "images", "needs-qa"]);
+    listed["reviewers"] = json!([{"id": 11, "username": "alice"}, {"id": 12, "username": "bob"}]);
+    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_409_already_exists_takes_over_the_existing_merge_request() {
+    let s = setup().await;
+    let repo = s.gitlab("  labels: [dependencies]\n");
+    // The listing of tagpilot's merge requests lags behind one opened meanwhile.
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "opened"))
+        .and(query_param("target_branch", "main"))
+        .and(query_param_is_missing("source_branch"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    expect_gitlab_list(&s.server, "closed", json!([])).await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"source_branch": BRANCH, "target_branch": "main"}),
+        ))
+        .respond_with(ResponseTemplate::new(409).set_body_json(json!({
+            "message": ["Another open merge request already exists for this source branch: !3"],
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "opened"))
+        .and(query_param("source_branch", BRANCH))
+        .and(query_param("target_branch", "main"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!([merge_request(
+            3,
+            "Bump api",
+            "opened by hand"
+        )])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    expect_gitlab_put(&s.server, 3, json!({"title": "Update api to 1.2.0"})).await;
+    expect_gitlab_put_exactly(&s.server, 3, json!({"add_labels": "dependencies"})).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(
+        (
+            outcome.pull_requests[0].action.clone(),
+            outcome.pull_requests[0].number
+        ),
+        (Action::Opened, Some(3)),
+        "no second merge request"
+    );
+    let description = s
+        .bodies("PUT", &format!("{MRS}/3"))
+        .await
+        .into_iter()
+        .find_map(|b| b["description"].as_str().map(str::to_owned))
+        .expect("the description was updated");
+    assert_eq!(Marker::find(&description).unwrap().group, "api");
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_rate_limits_are_waited_out_from_the_headers() {
+    let s = setup().await;
+    let repo = s.gitlab("");
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    // 429 with Retry-After on the listing, then it answers.
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(query_param("state", "opened"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    expect_gitlab_list(&s.server, "opened", json!([])).await;
+    expect_gitlab_list(&s.server, "closed", json!([])).await;
+    // 429 with only GitLab's RateLimit-Reset (epoch seconds) on the create, then it opens.
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(
+            ResponseTemplate::new(429)
+                .insert_header("ratelimit-remaining", "0")
+                .insert_header("ratelimit-reset", reset.to_string().as_str()),
+        )
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .and(body_partial_json(
+            json!({"source_branch": BRANCH, "title": "Update api to 1.2.0"}),
+        ))
+        .respond_with(created(merge_request(3, "Update api to 1.2.0", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(outcome.pull_requests[0].number, Some(3));
+    s.server.verify().await;
+}
+
+#[tokio::test]
+async fn gitlab_a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait() {
+    let s = setup().await;
+    let repo = s.gitlab("");
+    Mock::given(method("GET"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let err = s.apply_err(&repo, "1.2.0").await;
+    assert!(
+        matches!(
+            err,
+            ForgeError::RateLimited {
+                forge: "GitLab",
+                wait_seconds: 3600,
+                ..
+            }
+        ),
+        "{err}"
+    );
     s.server.verify().await;
 }
 

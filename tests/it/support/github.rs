@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use wiremock::matchers::{
-    body_partial_json, header, method, path, query_param, query_param_is_missing,
+    body_json, body_partial_json, header, method, path, query_param, query_param_is_missing,
 };
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -133,4 +133,61 @@ pub async fn expect_edit_with(server: &MockServer, number: u64, fields: Value) {
 /// Exactly one edit that closes pull request `number`.
 pub async fn expect_close(server: &MockServer, number: u64) {
     expect_edit_with(server, number, json!({"state": "closed"})).await;
+}
+
+/// Exactly one label request on pull request `number`, adding exactly `labels`.
+pub async fn expect_labels(server: &MockServer, number: u64, labels: Value) {
+    Mock::given(method("POST"))
+        .and(path(format!(
+            "/repos/acme/manifests/issues/{number}/labels"
+        )))
+        .and(header("authorization", AUTH))
+        .and(body_json(json!({ "labels": labels })))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Exactly one listing of the reviews of pull request `number` by `logins`.
+pub async fn expect_reviews(server: &MockServer, number: u64, logins: &[&str]) {
+    let reviews: Vec<Value> = logins
+        .iter()
+        .map(|login| json!({"user": {"login": login, "id": 1}, "state": "APPROVED"}))
+        .collect();
+    Mock::given(method("GET"))
+        .and(path(format!("{PULLS}/{number}/reviews")))
+        .and(header("authorization", AUTH))
+        .respond_with(ok_json(json!(reviews)))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
+/// Exactly one review request on pull request `number` for exactly these `users` and `teams`,
+/// answered with `status`: 201, or 422 as GitHub refuses someone who is no collaborator.
+pub async fn expect_review_request(
+    server: &MockServer,
+    number: u64,
+    users: &[&str],
+    teams: &[&str],
+    status: u16,
+) {
+    let response = if status == 422 {
+        ResponseTemplate::new(422).set_body_json(json!({
+            "message": "Reviews may only be requested from collaborators. One or more of the users or teams you specified is not a collaborator of the acme/manifests repository.",
+        }))
+    } else {
+        created(pull(number, "", false))
+    };
+    Mock::given(method("POST"))
+        .and(path(format!("{PULLS}/{number}/requested_reviewers")))
+        .and(header("authorization", AUTH))
+        .and(body_json(
+            json!({ "reviewers": users, "team_reviewers": teams }),
+        ))
+        .respond_with(response)
+        .expect(1)
+        .mount(server)
+        .await;
 }
