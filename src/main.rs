@@ -440,6 +440,7 @@ fn forge_outcome(r: forge::ForgeReport) -> plan::RepositoryOutcome {
                     status: p.status(o.dry_run),
                     number: p.number,
                     url: p.url.clone(),
+                    warnings: p.warnings.clone(),
                 })
                 .collect();
             let status = if prs.is_empty() {

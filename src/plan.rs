@@ -119,6 +119,9 @@ pub struct PullRequestSummary {
     pub number: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// What did not go as configured but did not stop the pull request (an unknown reviewer).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -204,6 +204,9 @@ fn repository_line(r: &RepositoryOutcome) -> String {
             "\n    {} ({}){number}: {}",
             pr.group, pr.branch, pr.status
         ));
+        for w in &pr.warnings {
+            line.push_str(&format!("\n      warning: {w}"));
+        }
     }
     line
 }
@@ -358,4 +361,46 @@ pub fn tags(image: &str, ranked: &[RankedTag]) -> String {
         None => out.push_str("\nno tag satisfies the policy\n"),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::PullRequestSummary;
+
+    fn with_pull_request(warnings: Vec<String>) -> Plan {
+        Plan {
+            repositories: vec![RepositoryOutcome {
+                repository: "manifests".into(),
+                url: "https://git.example/acme/manifests.git".into(),
+                branch: "main".into(),
+                status: "pull requests".into(),
+                commits: vec![],
+                pull_requests: vec![PullRequestSummary {
+                    group: "api".into(),
+                    branch: "tagpilot/api".into(),
+                    status: "opened".into(),
+                    number: Some(7),
+                    url: None,
+                    warnings,
+                }],
+                error: None,
+            }],
+            ..Plan::default()
+        }
+    }
+
+    #[test]
+    fn pull_request_warnings_reach_every_format() {
+        let plan = with_pull_request(vec![
+            "reviewer \"ghost\" is neither a user nor a team".into(),
+        ]);
+        let table = table(&plan);
+        assert!(table.contains("api (tagpilot/api) #7: opened"), "{table}");
+        assert!(table.contains("warning: reviewer \"ghost\""), "{table}");
+        assert!(json(&plan).contains("\"warnings\""));
+        assert!(markdown(&plan).contains("ghost"));
+        // No warnings, no noise.
+        assert!(!json(&with_pull_request(vec![])).contains("\"warnings\""));
+    }
 }
