@@ -399,3 +399,92 @@ async fn an_unknown_git_branch_field_is_refused_and_nothing_is_written() {
     );
     assert_eq!(repo.rev("main").unwrap(), main);
 }
+
+/// Counts the planner's walks of a checkout (its "scanning manifests" phase).
+#[derive(Default)]
+struct Scans(std::sync::atomic::AtomicUsize);
+
+impl tagpilot::plan::Progress for Scans {
+    fn phase(&self, name: &str, _total: u64) {
+        if name == "scanning manifests" {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_repository_s_apps_are_planned_in_one_walk_with_each_image_reported() {
+    let repo = repo_with(&[
+        (
+            "argocd/shop.yaml".into(),
+            directory_app(
+                "shop",
+                "api=registry.example/shop/api, web=registry.example/shop/web",
+                "",
+            ),
+        ),
+        (
+            "argocd/jobs.yaml".into(),
+            directory_app("jobs", "worker=registry.example/shop/worker", ""),
+        ),
+        (
+            "argocd/lost.yaml".into(),
+            directory_app("lost", "cron=registry.example/shop/cron", ""),
+        ),
+        (
+            "apps/shop/api.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/shop/web.yaml".into(),
+            deployment("registry.example/shop/web:2.0.0"),
+        ),
+        (
+            "apps/jobs/worker.yaml".into(),
+            deployment("registry.example/shop/worker:3.0.0"),
+        ),
+        (
+            "apps/lost/readme.yaml".into(),
+            "note: nothing here\n".into(),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/web: {tags: [\"2.0.0\"]}\nregistry.example/shop/worker: {tags: [\"3.0.0\", \"3.1.0\"]}\nregistry.example/shop/cron: {tags: [\"1.0.0\"]}\n",
+    )
+    .unwrap();
+    let scans = Scans::default();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let planned = argocd::run(
+        &config,
+        &cache,
+        &registry,
+        &scans,
+        WriteOptions { dry_run: true },
+    )
+    .await
+    .expect("argocd run");
+    assert_eq!(
+        scans.0.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "four images of three apps, one walk of the checkout"
+    );
+    let statuses: Vec<(String, String)> = planned
+        .applications
+        .iter()
+        .flat_map(|a| a.images.iter())
+        .map(|i| (i.alias.clone(), i.status.clone()))
+        .collect();
+    let s = |a: &str, st: &str| (a.to_string(), st.to_string());
+    assert_eq!(
+        statuses,
+        vec![
+            s("worker", "update"),
+            s("cron", "not found"),
+            s("api", "update"),
+            s("web", "up to date"),
+        ]
+    );
+    assert_eq!(planned.plan.changes.len(), 2, "{:?}", planned.plan.changes);
+}
