@@ -147,7 +147,10 @@ pub enum WriteBackTarget {
 /// `git-branch`: `branch`, `base:target` or `:target`; either part may be a template.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GitBranch {
+    /// The annotation key as written, with its prefix (for reports about the template).
+    pub key: String,
     pub base: Option<String>,
+    /// A template (see [`super::branch`]), rendered when the write happens.
     pub target: Option<String>,
 }
 
@@ -360,8 +363,8 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
         }
     }
     if let Some((key, v)) = lookup.get("git-branch") {
+        out.git_branch = Some(parse_branch(&key, v.trim()));
         used.insert(key);
-        out.git_branch = Some(parse_branch(v.trim()));
     }
     if let Some((key, v)) = lookup.get("git-repository") {
         used.insert(key);
@@ -555,14 +558,16 @@ fn parse_target(v: &str) -> Result<WriteBackTarget, String> {
     }
 }
 
-fn parse_branch(v: &str) -> GitBranch {
+fn parse_branch(key: &str, v: &str) -> GitBranch {
     let opt = |s: &str| Some(s.trim().to_string()).filter(|s| !s.is_empty());
     match v.split_once(':') {
         Some((base, target)) => GitBranch {
+            key: key.to_string(),
             base: opt(base),
             target: opt(target),
         },
         None => GitBranch {
+            key: key.to_string(),
             base: opt(v),
             target: None,
         },
@@ -702,15 +707,17 @@ mod tests {
             Ok(WriteBackTarget::HelmValues(None))
         );
         assert_eq!(
-            parse_branch("main:image-updater-{{.SHA256}}"),
+            parse_branch("k", "main:image-updater-{{.SHA256}}"),
             GitBranch {
+                key: "k".into(),
                 base: Some("main".into()),
                 target: Some("image-updater-{{.SHA256}}".into())
             }
         );
         assert_eq!(
-            parse_branch(":updates"),
+            parse_branch("k", ":updates"),
             GitBranch {
+                key: "k".into(),
                 base: None,
                 target: Some("updates".into())
             }

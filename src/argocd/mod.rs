@@ -9,6 +9,7 @@
 //! listing. Applications come from git ([`load`]) or live from the Kubernetes API
 //! ([`cluster`], which also reads credentials from Secrets and patches Applications for
 //! `write-back-method: argocd`); [`report`] adds an "Applications" section to `tagpilot plan`.
+//! [`branch`] renders `git-branch` templates, once the changes they name are planned.
 //!
 //! It must never drop an annotation silently: every key under either prefix is honoured or
 //! reported with the reason. Only [`cluster`] talks to the Kubernetes API, and it writes
@@ -16,6 +17,7 @@
 
 pub mod annotations;
 pub mod application;
+pub mod branch;
 
 pub mod cluster;
 pub mod config;
@@ -64,6 +66,48 @@ impl ArgoError {
 }
 
 // === a whole run ===
+
+/// `repo` with its `git-branch` target named after the changes, as Image Updater names it:
+/// planned on a checkout of the base, so the same updates always go to the same branch and a
+/// run with nothing new pushes nothing.
+async fn render_branch<R: crate::registry::Registry>(
+    resolved: &Resolved,
+    planner: &AppPlanner<'_, R>,
+    cache: &crate::git::RepoCache,
+    repo: &crate::git::RepositoryConfig,
+    template: &branch::BranchTemplate,
+) -> Result<crate::git::RepositoryConfig, crate::git::GitError> {
+    let mut base = repo.clone();
+    // Only the base is read here; the rendered branch is fetched by the writer.
+    base.write.branch = None;
+    let checkout = crate::git::checkout(cache, &base).await?;
+    let plan = planner
+        .plan_checkout(&base, checkout.path())
+        .await
+        .map_err(|e| crate::git::GitError::Plan {
+            repository: repo.name.clone(),
+            source: Box::new(e),
+        })?;
+    let changes: Vec<branch::BranchChange> = plan
+        .images
+        .iter()
+        .filter(|o| o.status == "update")
+        .map(|o| branch::BranchChange {
+            name: resolved.apps[o.app]
+                .annotations
+                .images
+                .iter()
+                .find(|i| i.alias == o.alias)
+                .map_or_else(|| o.image.clone(), |i| i.image.clone()),
+            alias: o.alias.clone(),
+            old_tag: o.from.clone().unwrap_or_default(),
+            new_tag: o.to.clone().unwrap_or_default(),
+        })
+        .collect();
+    let mut repo = repo.clone();
+    repo.write.branch = Some(template.render(None, &changes));
+    Ok(repo)
+}
 
 /// Everything an Applications run produced, for the CLI to print.
 pub struct Run {
@@ -126,8 +170,25 @@ pub async fn run_with<R: crate::registry::Registry>(
         load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
     }
     let planner = AppPlanner::new(&resolved, registry, progress);
-    let repositories =
-        crate::git::write_all(cache, &resolved.repositories, &planner, options).await;
+    let mut repositories = Vec::with_capacity(resolved.repositories.len());
+    for repo in &resolved.repositories {
+        let repo = match resolved.branch_templates.get(&repo.name) {
+            None => repo.clone(),
+            Some(template) => match render_branch(&resolved, &planner, cache, repo, template).await
+            {
+                Ok(repo) => repo,
+                Err(e) => {
+                    repositories.push(crate::git::RepositoryReport {
+                        repository: repo.name.clone(),
+                        url: crate::git::auth::redact_url(&repo.url),
+                        result: Err(e),
+                    });
+                    continue;
+                }
+            },
+        };
+        repositories.extend(crate::git::write_all(cache, &[repo], &planner, options).await);
+    }
     drop(keys);
     let mut plan = crate::plan::Plan::default();
     let mut images = Vec::new();

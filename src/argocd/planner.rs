@@ -3,8 +3,9 @@
 //! apps sharing an image share one tag listing.
 //!
 //! In-place writes (Directory manifests, a kustomization or values file named by
-//! `write-back-target`) go through the ordinary planner ([`crate::plan::plan`]), one policy at a
-//! time so each image's outcome is known exactly. `.argocd-source-<app>.yaml` files are Image
+//! `write-back-target`) go through the ordinary planner ([`crate::plan::plan`]), every app's
+//! images in as few walks of the checkout as possible: one, unless two policies could claim the
+//! same field (see [`InPlace::fits_with`]); each image's outcome is still reported on its own. `.argocd-source-<app>.yaml` files are Image
 //! Updater's format, written whole as Image Updater does, with the same tag selection.
 //! Writes nothing: the checkout is read, the result is returned.
 
@@ -120,6 +121,7 @@ pub struct AppPlanner<'a, R> {
     registry: Shared<'a, R>,
     progress: &'a dyn Progress,
     last: Mutex<HashMap<String, RepositoryPlan>>,
+    scans: std::sync::atomic::AtomicUsize,
 }
 
 impl<'a, R: Registry> AppPlanner<'a, R> {
@@ -129,6 +131,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             registry: Shared::new(registry),
             progress,
             last: Mutex::new(HashMap::new()),
+            scans: Default::default(),
         }
     }
 
@@ -154,12 +157,17 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
     ) -> Result<RepositoryPlan, ArgoError> {
         let name = repository.name.as_str();
         let mut out = RepositoryPlan::default();
-        let mut merged = Merged::default();
+        let mut jobs = Vec::new();
         for (a, app) in self.resolved.apps_in(name) {
             for unit in app.units.iter().filter(|u| u.repository == name) {
-                self.plan_unit(a, app, unit, repository, checkout, &mut out, &mut merged)
+                self.plan_unit(a, app, unit, repository, checkout, &mut out, &mut jobs)
                     .await?;
             }
+        }
+        let mut merged = Merged::default();
+        for batch in batches(&jobs) {
+            self.plan_batch(&batch, repository, checkout, &mut out, &mut merged)
+                .await?;
         }
         out.plan = merged.finish(name, &mut out.plan);
         self.last
@@ -167,6 +175,71 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             .expect("planner lock")
             .insert(name.to_string(), out.clone());
         Ok(out)
+    }
+
+    /// How many times the planner has walked a checkout, over all repositories.
+    pub fn scans(&self) -> usize {
+        self.scans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Plans a batch of in-place images in one walk of the checkout and fills in their
+    /// outcomes. The batch's images are distinct, so an image's tag listing tells whether its
+    /// policy found a reference at all: the planner lists the images of exactly the policies
+    /// that matched one.
+    async fn plan_batch(
+        &self,
+        batch: &[&InPlace],
+        repository: &RepositoryConfig,
+        checkout: &Path,
+        out: &mut RepositoryPlan,
+        merged: &mut Merged,
+    ) -> Result<(), ArgoError> {
+        let scope = Scope {
+            root: checkout.to_path_buf(),
+            repository: Some(repository.name.clone()),
+            exclude: vec![],
+        };
+        let policies: Vec<ImagePolicy> = batch.iter().map(|j| j.policy.clone()).collect();
+        let registry = Recording::new(&self.registry);
+        self.scans
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = plan::plan(&scope, &policies, &registry, self.progress).await?;
+        for job in batch {
+            let name = job.policy.name.as_str();
+            let outcome = &mut out.images[job.outcome];
+            let names = |policy: &str| policy.split(", ").any(|n| n == name);
+            if let Some(c) = p.changes.iter().find(|c| c.policy == name) {
+                outcome.status = "update".into();
+                outcome.file = Some(c.file.clone());
+                outcome.from = Some(c.from.clone());
+                outcome.to = Some(c.to.clone());
+            } else if let Some(h) = p.holds.iter().find(|h| h.policy == name) {
+                outcome.status = "held".into();
+                outcome.file = Some(h.file.clone());
+                outcome.from = Some(h.current.clone());
+                outcome.reason = Some(h.reason.clone());
+            } else if let Some(pr) = p.problems.iter().find(|pr| match &pr.policy {
+                Some(policy) => names(policy),
+                // A file-level problem (unreadable, two policies on one field) concerns every
+                // image planned on that file.
+                None => pr.file.as_ref().is_some_and(|f| job.files.contains(f)),
+            }) {
+                outcome.status = "problem".into();
+                outcome.file = pr.file.clone();
+                outcome.reason = Some(pr.message.clone());
+            } else if registry.listed(&job.policy.image) {
+                outcome.status = "up to date".into();
+            } else {
+                outcome.status = "not found".into();
+                outcome.reason = Some(format!(
+                    "no reference to {} in {}",
+                    job.policy.image,
+                    describe_files(&job.files)
+                ));
+            }
+        }
+        merged.add(p);
+        Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -178,7 +251,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         repository: &RepositoryConfig,
         checkout: &Path,
         out: &mut RepositoryPlan,
-        merged: &mut Merged,
+        jobs: &mut Vec<InPlace>,
     ) -> Result<(), ArgoError> {
         let kind = unit
             .kind
@@ -251,19 +324,8 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             };
             let mut policy = policy.clone();
             policy.targets = targets(&files, &repository.name, image, helm_target);
-            let scope = Scope {
-                root: checkout.to_path_buf(),
-                repository: Some(repository.name.clone()),
-                exclude: vec![],
-            };
-            let p = plan::plan(
-                &scope,
-                std::slice::from_ref(&policy),
-                &self.registry,
-                self.progress,
-            )
-            .await?;
-            let mut outcome = ImageOutcome {
+            // The outcome keeps its place in the report; its batch fills it in.
+            out.images.push(ImageOutcome {
                 app: a,
                 alias: image.alias.clone(),
                 image: policy.image.to_string(),
@@ -275,33 +337,13 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 to: None,
                 status: String::new(),
                 reason: None,
-            };
-            if let Some(c) = p.changes.first() {
-                outcome.status = "update".into();
-                outcome.file = Some(c.file.clone());
-                outcome.from = Some(c.from.clone());
-                outcome.to = Some(c.to.clone());
-            } else if let Some(h) = p.holds.first() {
-                outcome.status = "held".into();
-                outcome.file = Some(h.file.clone());
-                outcome.from = Some(h.current.clone());
-                outcome.reason = Some(h.reason.clone());
-            } else if let Some(pr) = p.problems.first() {
-                outcome.status = "problem".into();
-                outcome.file = pr.file.clone();
-                outcome.reason = Some(pr.message.clone());
-            } else if p.up_to_date > 0 {
-                outcome.status = "up to date".into();
-            } else {
-                outcome.status = "not found".into();
-                outcome.reason = Some(format!(
-                    "no reference to {} in {}",
-                    policy.image,
-                    describe_files(&files)
-                ));
-            }
-            out.images.push(outcome);
-            merged.add(p);
+            });
+            jobs.push(InPlace {
+                policy,
+                files: files.clone(),
+                helm: helm_target,
+                outcome: out.images.len() - 1,
+            });
         }
         Ok(())
     }
@@ -540,6 +582,99 @@ impl Merged {
         out.changes
             .sort_by(|a, b| (&a.file, a.line, &a.policy).cmp(&(&b.file, b.line, &b.policy)));
         out
+    }
+}
+
+// === batches ===
+
+/// One image of one app unit, written in place: planned by the ordinary planner.
+struct InPlace {
+    /// With targets naming exactly `files`.
+    policy: ImagePolicy,
+    files: Vec<String>,
+    /// Its targets carry Helm value paths.
+    helm: bool,
+    /// Index into [`RepositoryPlan::images`].
+    outcome: usize,
+}
+
+impl InPlace {
+    /// Whether the two can share one walk without changing what either finds. The planner
+    /// refuses a field two policies claim, which is the conflict to keep: the same image in
+    /// one file (two apps on one manifest), so one image appears once per batch and is
+    /// merged, and checked, afterwards. Helm value paths without a repository, and
+    /// kustomize image names, can be claimed by any policy on the file, so those share a
+    /// walk only on disjoint files.
+    fn fits_with(&self, other: &InPlace) -> bool {
+        if self.policy.image == other.policy.image || self.policy.name == other.policy.name {
+            return false;
+        }
+        let aliased = |j: &InPlace| {
+            j.policy
+                .targets
+                .iter()
+                .any(|t| t.kustomize_image_name.is_some())
+        };
+        let shared = self.files.iter().any(|f| other.files.contains(f));
+        !shared || !((self.helm && other.helm) || aliased(self) || aliased(other))
+    }
+}
+
+/// Groups the in-place images into as few walks of the checkout as [`InPlace::fits_with`]
+/// allows: first fit, in plan order, so apps on distinct images share one walk.
+fn batches(jobs: &[InPlace]) -> Vec<Vec<&InPlace>> {
+    let mut out: Vec<Vec<&InPlace>> = Vec::new();
+    for job in jobs {
+        match out
+            .iter_mut()
+            .find(|b| b.iter().all(|other| job.fits_with(other)))
+        {
+            Some(batch) => batch.push(job),
+            None => out.push(vec![job]),
+        }
+    }
+    out
+}
+
+/// A registry that remembers which images it was asked to list.
+struct Recording<'r, R> {
+    inner: &'r R,
+    listed: Mutex<BTreeSet<Repository>>,
+}
+
+impl<'r, R: Registry> Recording<'r, R> {
+    fn new(inner: &'r R) -> Self {
+        Recording {
+            inner,
+            listed: Default::default(),
+        }
+    }
+
+    fn listed(&self, repo: &Repository) -> bool {
+        self.listed.lock().expect("listing lock").contains(repo)
+    }
+}
+
+impl<R: Registry> Registry for Recording<'_, R> {
+    async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
+        self.listed
+            .lock()
+            .expect("listing lock")
+            .insert(repo.clone());
+        self.inner.list_tags(repo).await
+    }
+
+    async fn inspect(
+        &self,
+        repo: &Repository,
+        reference: &str,
+        platforms: &[crate::image::Platform],
+    ) -> Result<ImageInfo, RegistryError> {
+        self.inner.inspect(repo, reference, platforms).await
+    }
+
+    async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
+        self.inner.digest(repo, reference).await
     }
 }
 
@@ -1020,6 +1155,46 @@ mod tests {
             ]
         );
         assert!(h.other.contains_key("valueFiles"), "{text}");
+    }
+
+    #[test]
+    fn distinct_images_share_a_walk_and_one_image_twice_does_not() {
+        let job = |name: &str, image_list: &str, files: &[&str], helm: bool| {
+            let (img, mut policy) = image(&[("image-list", image_list)]);
+            let files: Vec<String> = files.iter().map(|f| f.to_string()).collect();
+            policy.name = name.to_string();
+            policy.targets = targets(&files, "m", &img, helm);
+            InPlace {
+                policy,
+                files,
+                helm,
+                outcome: 0,
+            }
+        };
+        let names = |jobs: &[InPlace]| -> Vec<Vec<String>> {
+            batches(jobs)
+                .iter()
+                .map(|b| b.iter().map(|j| j.policy.name.clone()).collect())
+                .collect()
+        };
+        let jobs = [
+            job("a/api", "r.example/api", &["a/d.yaml"], false),
+            job("a/web", "r.example/web", &["a/d.yaml"], false),
+            job("b/worker", "r.example/worker", &["b/d.yaml"], false),
+            // Two apps on one image: separate walks, so their edits meet (and are checked)
+            // when the plans are merged.
+            job("c/api", "r.example/api", &["c/d.yaml"], false),
+            // Helm paths on one values file could be claimed by either policy.
+            job("h/ui", "r.example/ui", &["h/values.yaml"], true),
+            job("h/worker2", "r.example/worker2", &["h/values.yaml"], true),
+        ];
+        assert_eq!(
+            names(&jobs),
+            vec![
+                vec!["a/api", "a/web", "b/worker", "h/ui"],
+                vec!["c/api", "h/worker2"],
+            ]
+        );
     }
 
     #[test]

@@ -12,10 +12,11 @@ use crate::git::RepositoryConfig;
 use crate::policy::{ImagePolicy, Strategy};
 
 use super::annotations::{
-    self, AnnotatedImage, AppAnnotations, GitCredentials, SkippedAnnotation, UpdateStrategy,
-    WriteBackMethod, WriteBackTarget,
+    self, AnnotatedImage, AppAnnotations, GitBranch, GitCredentials, SkippedAnnotation,
+    UpdateStrategy, WriteBackMethod, WriteBackTarget,
 };
 use super::application::{Application, Source};
+use super::branch::BranchTemplate;
 
 /// Where an Application came from decides what `write-back-method: argocd` can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +101,9 @@ pub struct Resolved {
     pub apps: Vec<ManagedApp>,
     /// The repositories the units name, in first-use order.
     pub repositories: Vec<RepositoryConfig>,
+    /// `git-branch` targets whose name depends on the changes, by repository name: their
+    /// `write.branch` holds the template until the changes are planned.
+    pub branch_templates: BTreeMap<String, BranchTemplate>,
 }
 
 impl Resolved {
@@ -430,12 +434,38 @@ fn repository_for(
             },
         },
     };
-    let target = managed
-        .annotations
-        .git_branch
-        .as_ref()
-        .and_then(|b| b.target.clone())
-        .map(|t| render_branch(&t, &managed.app, &mut managed.annotations.skipped));
+    let target = match managed.annotations.git_branch.as_ref() {
+        Some(GitBranch {
+            key,
+            target: Some(t),
+            ..
+        }) => match BranchTemplate::parse(t) {
+            Ok(template) => Some(
+                template.render_app(
+                    &managed.app.metadata.name,
+                    managed
+                        .app
+                        .metadata
+                        .namespace
+                        .as_deref()
+                        .unwrap_or_default(),
+                ),
+            ),
+            Err(reason) => {
+                // Writing to the base instead would push where the user did not ask.
+                managed.annotations.skipped.push(SkippedAnnotation {
+                    key: key.clone(),
+                    reason: format!("template {t:?}: {reason}"),
+                });
+                managed.problems.push(format!(
+                    "{key}: the branch template cannot be rendered, so nothing is written to {}",
+                    crate::git::auth::redact_url(url)
+                ));
+                return None;
+            }
+        },
+        _ => None,
+    };
     // From the cluster, tagpilot reads these credentials from Argo CD's Secrets instead.
     if matched.is_none()
         && managed.origin == Origin::Git
@@ -455,7 +485,11 @@ fn repository_for(
         ));
         return None;
     }
-    let key = (key_url.clone(), branch.clone(), target.clone());
+    let key = (
+        key_url.clone(),
+        branch.clone(),
+        target.as_ref().map(BranchTemplate::source),
+    );
     if let Some(name) = repos.get(&key) {
         return Some(name.clone());
     }
@@ -475,9 +509,16 @@ fn repository_for(
         config.name = format!("{base_name}@{branch}");
     }
     config.branch = branch;
-    if let Some(t) = target {
-        config.name = format!("{}:{t}", config.name);
-        config.write.branch = Some(t);
+    if let Some(t) = &target {
+        // A name that depends on the changes is rendered once they are planned
+        // ([`super::render_branches`]); until then the template stands in for it.
+        let text = if t.depends_on_changes() {
+            t.source()
+        } else {
+            t.render(None, &[])
+        };
+        config.name = format!("{}:{text}", config.name);
+        config.write.branch = Some(text);
     }
     // Another app may already use this name for a different branch pairing.
     let mut name = config.name.clone();
@@ -492,41 +533,11 @@ fn repository_for(
     }
     config.name = name.clone();
     out.repositories.push(config);
+    if let Some(t) = target.filter(BranchTemplate::depends_on_changes) {
+        out.branch_templates.insert(name.clone(), t);
+    }
     repos.insert(key, name.clone());
     Some(name)
-}
-
-/// Renders `git-branch` templates: `{{.AppName}}` is the app's name; `{{.SHA256}}` (a hash of
-/// the changes in Image Updater) becomes a hash of the app's identity, so the owned branch is
-/// stable across runs (tagpilot rebuilds it each run rather than opening a new one).
-fn render_branch(
-    template: &str,
-    app: &Application,
-    skipped: &mut Vec<SkippedAnnotation>,
-) -> String {
-    use sha2::Digest as _;
-    let mut out = template.replace("{{.AppName}}", &app.metadata.name);
-    if out.contains("{{.SHA256}}") {
-        let hash = sha2::Sha256::digest(app.id().as_bytes());
-        let hash: String = hash.iter().take(8).map(|b| format!("{b:02x}")).collect();
-        out = out.replace("{{.SHA256}}", &hash);
-        skipped.push(SkippedAnnotation {
-            key: format!("{}git-branch", annotations::IMAGE_UPDATER_PREFIX),
-            reason: format!(
-                "{{{{.SHA256}}}} hashes the application, not each change set: tagpilot keeps one branch `{out}` and rebuilds it every run"
-            ),
-        });
-    }
-    if out.contains("{{") {
-        skipped.push(SkippedAnnotation {
-            key: format!("{}git-branch", annotations::IMAGE_UPDATER_PREFIX),
-            reason: format!(
-                "template {template:?}: only {{{{.AppName}}}} and {{{{.SHA256}}}} are rendered"
-            ),
-        });
-        out = out.replace(['{', '}', ' '], "");
-    }
-    out
 }
 
 /// A URL reduced to what identifies the repository: no scheme, userinfo, `.git` or trailing

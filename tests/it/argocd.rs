@@ -202,3 +202,289 @@ async fn five_apps_on_one_repository_make_one_commit_and_one_tag_listing() {
         );
     }
 }
+
+/// A repository whose Applications are the given `(path, content)` files, pushed to `main`.
+fn repo_with(files: &[(String, String)]) -> BareRepo {
+    let repo = BareRepo::new();
+    let extra: Vec<(&str, String)> = files
+        .iter()
+        .map(|(f, t)| (f.as_str(), t.replace("REPO_URL", &repo.file_url())))
+        .collect();
+    let empty = tempfile::tempdir().unwrap();
+    push_tree(&repo, empty.path(), &extra);
+    repo
+}
+
+fn deployment(image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  template:\n    spec:\n      containers:\n        - name: x\n          image: {image}\n"
+    )
+}
+
+/// A Directory app on `apps/<name>` with these extra annotation lines.
+fn directory_app(name: &str, image_list: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: {image_list}\n    argocd-image-updater.argoproj.io/write-back-method: git\n{extra}spec:\n  source: {{repoURL: REPO_URL, path: apps/{name}, directory: {{}}}}\n"
+    )
+}
+
+fn hex_sha256(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn status(run: &argocd::Run, repository: &str) -> (String, tagpilot::git::WriteStatus) {
+    let r = run
+        .repositories
+        .iter()
+        .find(|r| r.repository.starts_with(repository))
+        .unwrap_or_else(|| {
+            let names: Vec<&str> = run
+                .repositories
+                .iter()
+                .map(|r| r.repository.as_str())
+                .collect();
+            panic!(
+                "no report for {repository} in {names:?}; problems {:?}",
+                run.plan.problems
+            )
+        });
+    let outcome = r.result.as_ref().expect("write-back succeeded");
+    (outcome.branch.clone(), outcome.status.clone())
+}
+
+#[tokio::test]
+async fn git_branch_templates_name_the_branch_after_the_changes() {
+    let branch_key = "    argocd-image-updater.argoproj.io/git-branch: ";
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app(
+                "web",
+                "api=registry.example/shop/api",
+                &format!("{branch_key}\"main:image-updater-{{{{.SHA256}}}}\"\n"),
+            ),
+        ),
+        (
+            "argocd/jobs.yaml".into(),
+            directory_app(
+                "jobs",
+                "worker=registry.example/shop/worker",
+                &format!(
+                    "{branch_key}\":{{{{.AppName}}}}{{{{range .Images}}}}-{{{{.Alias}}}}-{{{{.NewTag}}}}{{{{end}}}}\"\n"
+                ),
+            ),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/jobs/deployment.yaml".into(),
+            deployment("registry.example/shop/worker:3.0.0"),
+        ),
+    ]);
+    let main = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = |api: &str| {
+        MemoryRegistry::from_yaml(&format!(
+            "registry.example/shop/api: {{tags: [\"1.0.0\", {api}]}}\nregistry.example/shop/worker: {{tags: [\"3.0.0\", \"3.1.0\"]}}\n"
+        ))
+        .unwrap()
+    };
+    let first = format!(
+        "image-updater-{}",
+        hex_sha256("registry.example/shop/api-1.0.0-1.1.0,")
+    );
+
+    let applied = run(&config, dir.path(), &registry("\"1.1.0\""), false).await;
+    assert!(
+        applied.plan.problems.is_empty(),
+        "{:?}",
+        applied.plan.problems
+    );
+    let (branch, pushed) = status(&applied, "manifests@main:image-updater-");
+    assert_eq!(branch, first);
+    assert!(matches!(pushed, tagpilot::git::WriteStatus::Pushed { .. }));
+    assert!(
+        repo.show(&first, "apps/web/deployment.yaml")
+            .contains("api:1.1.0")
+    );
+    assert_eq!(
+        status(&applied, "manifests@main:jobs").0,
+        "jobs-worker-3.1.0"
+    );
+    assert!(
+        repo.show("jobs-worker-3.1.0", "apps/jobs/deployment.yaml")
+            .contains("worker:3.1.0")
+    );
+    assert_eq!(repo.rev("main").unwrap(), main, "the base is never written");
+
+    // Nothing new: the same name, and nothing pushed.
+    let tip = repo.rev(&first).unwrap();
+    let again = run(&config, dir.path(), &registry("\"1.1.0\""), false).await;
+    assert_eq!(
+        status(&again, "manifests@main:image-updater-"),
+        (first.clone(), tagpilot::git::WriteStatus::UpToDate)
+    );
+    assert_eq!(repo.rev(&first).unwrap(), tip);
+
+    // Another set of updates goes to another branch; the first is left as it was.
+    let newer = run(
+        &config,
+        dir.path(),
+        &registry("\"1.1.0\", \"1.2.0\""),
+        false,
+    )
+    .await;
+    let second = format!(
+        "image-updater-{}",
+        hex_sha256("registry.example/shop/api-1.0.0-1.2.0,")
+    );
+    assert_eq!(status(&newer, "manifests@main:image-updater-").0, second);
+    assert!(
+        repo.show(&second, "apps/web/deployment.yaml")
+            .contains("api:1.2.0")
+    );
+    assert_eq!(repo.rev(&first).unwrap(), tip);
+}
+
+#[tokio::test]
+async fn an_unknown_git_branch_field_is_refused_and_nothing_is_written() {
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app(
+                "web",
+                "registry.example/shop/api",
+                "    tagpilot.dev/git-branch: \"main:updates-{{.Commit}}\"\n",
+            ),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+    ]);
+    let main = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert!(applied.repositories.is_empty());
+    let problems: Vec<&str> = applied
+        .plan
+        .problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("tagpilot.dev/git-branch") && p.contains("nothing is written")),
+        "{problems:?}"
+    );
+    let skipped = &applied.applications[0].skipped_annotations;
+    assert!(
+        skipped
+            .iter()
+            .any(|s| s.key == "tagpilot.dev/git-branch"
+                && s.reason.contains("unknown field .Commit")),
+        "{skipped:?}"
+    );
+    assert_eq!(repo.rev("main").unwrap(), main);
+}
+
+/// Counts the planner's walks of a checkout (its "scanning manifests" phase).
+#[derive(Default)]
+struct Scans(std::sync::atomic::AtomicUsize);
+
+impl tagpilot::plan::Progress for Scans {
+    fn phase(&self, name: &str, _total: u64) {
+        if name == "scanning manifests" {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_repository_s_apps_are_planned_in_one_walk_with_each_image_reported() {
+    let repo = repo_with(&[
+        (
+            "argocd/shop.yaml".into(),
+            directory_app(
+                "shop",
+                "api=registry.example/shop/api, web=registry.example/shop/web",
+                "",
+            ),
+        ),
+        (
+            "argocd/jobs.yaml".into(),
+            directory_app("jobs", "worker=registry.example/shop/worker", ""),
+        ),
+        (
+            "argocd/lost.yaml".into(),
+            directory_app("lost", "cron=registry.example/shop/cron", ""),
+        ),
+        (
+            "apps/shop/api.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/shop/web.yaml".into(),
+            deployment("registry.example/shop/web:2.0.0"),
+        ),
+        (
+            "apps/jobs/worker.yaml".into(),
+            deployment("registry.example/shop/worker:3.0.0"),
+        ),
+        (
+            "apps/lost/readme.yaml".into(),
+            "note: nothing here\n".into(),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/web: {tags: [\"2.0.0\"]}\nregistry.example/shop/worker: {tags: [\"3.0.0\", \"3.1.0\"]}\nregistry.example/shop/cron: {tags: [\"1.0.0\"]}\n",
+    )
+    .unwrap();
+    let scans = Scans::default();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let planned = argocd::run(
+        &config,
+        &cache,
+        &registry,
+        &scans,
+        WriteOptions { dry_run: true },
+    )
+    .await
+    .expect("argocd run");
+    assert_eq!(
+        scans.0.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "four images of three apps, one walk of the checkout"
+    );
+    let statuses: Vec<(String, String)> = planned
+        .applications
+        .iter()
+        .flat_map(|a| a.images.iter())
+        .map(|i| (i.alias.clone(), i.status.clone()))
+        .collect();
+    let s = |a: &str, st: &str| (a.to_string(), st.to_string());
+    assert_eq!(
+        statuses,
+        vec![
+            s("worker", "update"),
+            s("cron", "not found"),
+            s("api", "update"),
+            s("web", "up to date"),
+        ]
+    );
+    assert_eq!(planned.plan.changes.len(), 2, "{:?}", planned.plan.changes);
+}
