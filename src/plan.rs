@@ -365,7 +365,7 @@ pub async fn plan<R: Registry>(
                 let (from_tag, from_digest) = f.field.current();
                 let update = Update {
                     name: &policy.image_name,
-                    tag: tag.as_deref(),
+                    tag: Some(&tag),
                     digest: digest.as_deref(),
                 };
                 let field_edits = match f.field.edits(&update) {
@@ -400,7 +400,7 @@ pub async fn plan<R: Registry>(
                     }
                     _ => (
                         version_text(from_tag, from_digest),
-                        version_text(tag.as_deref(), digest.as_deref()),
+                        version_text(Some(&tag), digest.as_deref()),
                     ),
                 };
                 let change = Change {
@@ -593,19 +593,16 @@ impl Plan {
     }
 }
 
-/// What one field should become.
-enum Outcome {
-    Move {
-        tag: Option<String>,
-        digest: Option<String>,
-    },
+/// What one image reference should become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Move { tag: String, digest: Option<String> },
     Stay,
     Hold(String),
 }
 
-/// Decides one field. Digest pinning applies when the policy asks for it, when its strategy is
-/// `digest`, or when the reference already carries a digest (leaving an old digest beside a new
-/// tag would pin the old image).
+/// Decides one field: a `:name` or `:digest` marker holds no tag (the policy's best tag is the
+/// target), and a `:digest` marker always pins.
 async fn decide<R: Registry>(
     policy: &ImagePolicy,
     field: &ImageField,
@@ -613,14 +610,40 @@ async fn decide<R: Registry>(
     inspector: &Inspector<'_, R>,
 ) -> Result<Outcome, String> {
     let (current_tag, current_digest) = field.current();
-    let current_tag = match field.kind {
-        // A `:name` or `:digest` marker holds no tag; the policy's best tag is the target.
+    let (current_tag, pin) = match field.kind {
         FieldKind::Marker {
-            part: MarkerPart::Name | MarkerPart::Digest,
+            part: MarkerPart::Name,
             ..
-        } => None,
-        _ => current_tag,
+        } => (None, false),
+        FieldKind::Marker {
+            part: MarkerPart::Digest,
+            ..
+        } => (None, true),
+        _ => (current_tag, false),
     };
+    decide_reference(
+        policy,
+        current_tag,
+        current_digest,
+        pin,
+        candidates,
+        inspector,
+    )
+    .await
+}
+
+/// Decides a reference currently on `current_tag`/`current_digest`, wherever it is written (a
+/// manifest field, an Argo CD override). Digest pinning applies when `pin` is set, when the
+/// policy asks for it, when its strategy is `digest`, or when the reference already carries a
+/// digest (leaving an old digest beside a new tag would pin the old image).
+pub async fn decide_reference<R: Registry>(
+    policy: &ImagePolicy,
+    current_tag: Option<&str>,
+    current_digest: Option<&str>,
+    pin: bool,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<Outcome, String> {
     let tag = match &policy.strategy {
         Strategy::Digest { tag } => tag.clone(),
         _ => match select::choose(policy, current_tag, candidates) {
@@ -632,16 +655,10 @@ async fn decide<R: Registry>(
             Decision::Hold(reason) => return Ok(Outcome::Hold(reason)),
         },
     };
-    let pin = policy.pin_digest
+    let pin = pin
+        || policy.pin_digest
         || matches!(policy.strategy, Strategy::Digest { .. })
-        || current_digest.is_some()
-        || matches!(
-            field.kind,
-            FieldKind::Marker {
-                part: MarkerPart::Digest,
-                ..
-            }
-        );
+        || current_digest.is_some();
     let digest = if pin {
         Some(inspector.digest(policy, &tag).await?)
     } else {
@@ -650,10 +667,7 @@ async fn decide<R: Registry>(
     if Some(tag.as_str()) == current_tag && digest.as_deref() == current_digest {
         return Ok(Outcome::Stay);
     }
-    Ok(Outcome::Move {
-        tag: Some(tag),
-        digest,
-    })
+    Ok(Outcome::Move { tag, digest })
 }
 
 /// Registry look-ups by (repository, tag), each done at most once per plan.
@@ -853,7 +867,8 @@ fn display_path(p: &Path) -> String {
         .join("/")
 }
 
-fn version_text(tag: Option<&str>, digest: Option<&str>) -> String {
+/// `tag`, `tag@digest` or `digest`, as reports show a reference's version.
+pub fn version_text(tag: Option<&str>, digest: Option<&str>) -> String {
     match (tag, digest) {
         (Some(t), Some(d)) => format!("{t}@{d}"),
         (Some(t), None) => t.to_string(),

@@ -664,11 +664,11 @@ pub async fn plan_patches<R: Registry>(resolved: &Resolved, registry: &R) -> Pat
                     continue;
                 }
             };
-            let from = version(tag.as_deref(), digest.as_deref());
+            let from = crate::plan::version_text(tag.as_deref(), digest.as_deref());
             outcome.from = Some(from.clone());
             match decide(policy, tag.as_deref(), digest.as_deref(), registry).await {
                 Ok(Decided::Move { tag, digest }) => {
-                    let to = version(Some(&tag), digest.as_deref());
+                    let to = crate::plan::version_text(Some(&tag), digest.as_deref());
                     overrides.set(kind, image, policy, &tag, digest.as_deref());
                     outcome.status = "update".into();
                     outcome.to = Some(to.clone());
@@ -772,15 +772,6 @@ fn live_image(
         let r = crate::image::ImageRef::parse(i).ok()?;
         (Repository::parse(&r.name).ok()? == *repository).then_some((r.tag, r.digest))
     })
-}
-
-fn version(tag: Option<&str>, digest: Option<&str>) -> String {
-    match (tag, digest) {
-        (Some(t), Some(d)) => format!("{t}@{d}"),
-        (Some(t), None) => t.to_string(),
-        (None, Some(d)) => d.to_string(),
-        (None, None) => "(none)".to_string(),
-    }
 }
 
 /// What became of one Application's patch, for the report.

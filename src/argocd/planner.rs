@@ -19,9 +19,8 @@ use crate::git::{self, ChangeGroup, Replanner, RepositoryConfig};
 use crate::image::{ImageRef, Repository};
 use crate::manifest::{self, FieldKind};
 use crate::plan::{self, Change, FileUpdate, Hold, Inspector, Plan, Problem, Progress, Scope};
-use crate::policy::{HelmPaths, ImagePolicy, Strategy, Target};
+use crate::policy::{HelmPaths, ImagePolicy, Target};
 use crate::registry::{ImageInfo, Registry, RegistryError};
-use crate::select::{self, Decision};
 
 use super::ArgoError;
 use super::annotations::AnnotatedImage;
@@ -413,10 +412,10 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                     continue;
                 }
             };
-            outcome.from = Some(version_text(tag.as_deref(), digest.as_deref()));
+            outcome.from = Some(plan::version_text(tag.as_deref(), digest.as_deref()));
             match decide(policy, tag.as_deref(), digest.as_deref(), &self.registry).await {
                 Ok(Decided::Move { tag, digest }) => {
-                    let to = version_text(Some(&tag), digest.as_deref());
+                    let to = plan::version_text(Some(&tag), digest.as_deref());
                     overrides.set(kind, image, policy, &tag, digest.as_deref());
                     outcome.status = "update".into();
                     outcome.to = Some(to.clone());
@@ -797,15 +796,6 @@ fn describe_files(files: &[String]) -> String {
     }
 }
 
-fn version_text(tag: Option<&str>, digest: Option<&str>) -> String {
-    match (tag, digest) {
-        (Some(t), Some(d)) => format!("{t}@{d}"),
-        (Some(t), None) => t.to_string(),
-        (None, Some(d)) => d.to_string(),
-        (None, None) => "(none)".to_string(),
-    }
-}
-
 fn line_of(text: &str, needle: &str) -> usize {
     text.lines()
         .position(|l| l.contains(needle))
@@ -850,15 +840,11 @@ fn current_in_source(
 
 // === decisions ===
 
-/// What an image should become, decided as the planner decides a field.
-pub enum Decided {
-    Move { tag: String, digest: Option<String> },
-    Stay,
-    Hold(String),
-}
+/// What an image should become: the planner's own outcome for a reference.
+pub use crate::plan::Outcome as Decided;
 
-/// Decides one image currently on `tag`/`digest`: the strategy's choice, with a digest when the
-/// strategy is `digest` or the reference already pins one.
+/// Decides one image currently on `tag`/`digest` exactly as the planner decides a manifest
+/// field (same strategy, same digest pinning).
 pub async fn decide<R: Registry>(
     policy: &ImagePolicy,
     tag: Option<&str>,
@@ -874,35 +860,7 @@ pub async fn decide<R: Registry>(
         .candidates(policy, &tags, &())
         .await
         .map_err(|e| e.to_string())?;
-    let chosen = match &policy.strategy {
-        Strategy::Digest { tag } => tag.clone(),
-        _ => match select::choose(policy, tag, &candidates) {
-            Decision::Update(c) => c.tag,
-            Decision::UpToDate => match tag {
-                Some(t) => t.to_string(),
-                None => return Ok(Decided::Stay),
-            },
-            Decision::Hold(reason) => return Ok(Decided::Hold(reason)),
-        },
-    };
-    let pin = matches!(policy.strategy, Strategy::Digest { .. }) || digest.is_some();
-    let new_digest = if pin {
-        Some(
-            registry
-                .digest(&policy.image, &chosen)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-    } else {
-        None
-    };
-    if Some(chosen.as_str()) == tag && new_digest.as_deref() == digest {
-        return Ok(Decided::Stay);
-    }
-    Ok(Decided::Move {
-        tag: chosen,
-        digest: new_digest,
-    })
+    plan::decide_reference(policy, tag, digest, false, &candidates, &inspector).await
 }
 
 // === .argocd-source-<app>.yaml ===
@@ -1040,7 +998,10 @@ impl OverrideFile {
                     Some(spec) => put(spec, ImageRef::render(&image.image, Some(tag), digest)),
                     None => {
                         put(image.helm.name_or_default(), image.image.clone());
-                        put(image.helm.tag_or_default(), version_text(Some(tag), digest));
+                        put(
+                            image.helm.tag_or_default(),
+                            plan::version_text(Some(tag), digest),
+                        );
                     }
                 }
             }
@@ -1065,6 +1026,7 @@ fn kustomize_entry_names(entry: &str, image: &AnnotatedImage, policy: &ImagePoli
 mod tests {
     use super::*;
     use crate::argocd::annotations;
+    use crate::policy::Strategy;
     use std::collections::BTreeMap as Map;
 
     fn image(pairs: &[(&str, &str)]) -> (AnnotatedImage, ImagePolicy) {
