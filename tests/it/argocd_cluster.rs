@@ -782,9 +782,16 @@ async fn the_binary_reads_applications_through_kubeconfig_and_plan_patches_nothi
     assert!(!all.contains(TOKEN), "the bearer token leaked");
 }
 
-#[tokio::test]
-async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
-    let ssh = crate::support::git::SshGitServer::start();
+/// A registry with `shop/web` 1.0.0 and 1.1.0, and a bare repository (with history, as every real
+/// one has) whose `apps/web` Deployment runs 1.0.0.
+struct WebFixture {
+    reg: TestRegistry,
+    repo: BareRepo,
+    image: String,
+    deployment: String,
+}
+
+async fn web_fixture() -> WebFixture {
     let reg = TestRegistry::start(Auth::None).await;
     reg.push_tags("shop/web", &["1.0.0", "1.1.0"], ImageSpec::default())
         .await;
@@ -793,10 +800,18 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
     let deployment = format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          image: {image}:1.0.0\n"
     );
-    // The seeded repository has history (the tip has a parent), as every real one does.
     seed(&repo, &[("apps/web/deployment.yaml", deployment.clone())]);
-    let url = ssh.url(&repo.path());
-    let server = MockServer::start().await;
+    WebFixture {
+        reg,
+        repo,
+        image,
+        deployment,
+    }
+}
+
+/// The API lists one Application `argocd/web` on `url`, written back with `write_back`,
+/// exactly `times` times.
+async fn list_web_app(server: &MockServer, image: &str, write_back: &str, url: &str, times: u64) {
     Mock::given(method("GET"))
         .and(path(
             "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
@@ -807,14 +822,44 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
             "web",
             &[
                 ("image-list", &format!("{image}:^1.0")),
-                ("write-back-method", "git:repocreds"),
+                ("write-back-method", write_back),
             ],
             json!({"repoURL": url, "path": "apps/web", "targetRevision": "main", "directory": {}}),
             json!({}),
         )]))
-        .expect(2)
-        .mount(&server)
+        .expect(times)
+        .mount(server)
         .await;
+}
+
+/// Writes a kubeconfig for `server` and a tagpilot.yaml reading Applications from its `argocd`
+/// namespace; returns the kubeconfig's path.
+fn write_cluster_config(dir: &Path, server: &MockServer, reg: &TestRegistry) -> String {
+    let kubeconfig_path = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig_path, kubeconfig(server)).unwrap();
+    std::fs::write(
+        dir.join("tagpilot.yaml"),
+        format!(
+            "registries:\n{}applications:\n  fromCluster:\n    namespaces: [argocd]\n",
+            reg.registries_yaml()
+        ),
+    )
+    .unwrap();
+    kubeconfig_path.to_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
+    let ssh = crate::support::git::SshGitServer::start();
+    let WebFixture {
+        reg,
+        repo,
+        image,
+        deployment,
+    } = web_fixture().await;
+    let url = ssh.url(&repo.path());
+    let server = MockServer::start().await;
+    list_web_app(&server, &image, "git:repocreds", &url, 2).await;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     let key = std::fs::read_to_string(&ssh.user_key.private).unwrap();
     let secret = |name: &str, kind: &str, url: &str, key: &str| {
@@ -850,17 +895,8 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
     let home = dir.path().join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
     std::fs::copy(ssh.known_hosts(), home.join(".ssh/known_hosts")).unwrap();
-    let kubeconfig_path = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig_path, kubeconfig(&server)).unwrap();
-    std::fs::write(
-        dir.path().join("tagpilot.yaml"),
-        format!(
-            "registries:\n{}applications:\n  fromCluster:\n    namespaces: [argocd]\n",
-            reg.registries_yaml()
-        ),
-    )
-    .unwrap();
-    let env = [("KUBECONFIG", kubeconfig_path.to_str().unwrap())];
+    let kubeconfig_path = write_cluster_config(dir.path(), &server, &reg);
+    let env = [("KUBECONFIG", kubeconfig_path.as_str())];
     let before = repo.rev("main").unwrap();
 
     let plan = tagpilot(dir.path(), &["plan"], &env).await;
@@ -888,36 +924,16 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
 async fn git_secret_with_https_credentials_pushes_over_http() {
     const USER: &str = "argo-bot";
     const PASSWORD: &str = "s3cret-from-a-secret";
-    let reg = TestRegistry::start(Auth::None).await;
-    reg.push_tags("shop/web", &["1.0.0", "1.1.0"], ImageSpec::default())
-        .await;
-    let repo = BareRepo::new();
-    let image = reg.image("shop/web");
-    let deployment = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          image: {image}:1.0.0\n"
-    );
-    seed(&repo, &[("apps/web/deployment.yaml", deployment.clone())]);
+    let WebFixture {
+        reg,
+        repo,
+        image,
+        deployment,
+    } = web_fixture().await;
     let http = crate::support::git::HttpGitServer::start_for(repo.dir.path(), USER, PASSWORD);
     let url = http.url("origin.git");
     let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
-        .and(bearer())
-        .respond_with(list(vec![app(
-            "argocd",
-            "web",
-            &[
-                ("image-list", &format!("{image}:^1.0")),
-                ("write-back-method", "git:secret:argocd/web-repo"),
-            ],
-            json!({"repoURL": url, "path": "apps/web", "targetRevision": "main", "directory": {}}),
-            json!({}),
-        )]))
-        .expect(1)
-        .mount(&server)
-        .await;
+    list_web_app(&server, &image, "git:secret:argocd/web-repo", &url, 1).await;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     Mock::given(method("GET"))
         .and(path("/api/v1/namespaces/argocd/secrets/web-repo"))
@@ -933,17 +949,8 @@ async fn git_secret_with_https_credentials_pushes_over_http() {
         .await;
 
     let dir = tempfile::tempdir().unwrap();
-    let kubeconfig_path = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig_path, kubeconfig(&server)).unwrap();
-    std::fs::write(
-        dir.path().join("tagpilot.yaml"),
-        format!(
-            "registries:\n{}applications:\n  fromCluster:\n    namespaces: [argocd]\n",
-            reg.registries_yaml()
-        ),
-    )
-    .unwrap();
-    let env = [("KUBECONFIG", kubeconfig_path.to_str().unwrap())];
+    let kubeconfig_path = write_cluster_config(dir.path(), &server, &reg);
+    let env = [("KUBECONFIG", kubeconfig_path.as_str())];
     let apply = tagpilot(dir.path(), &["apply"], &env).await;
     expect(&apply, 0);
     assert_eq!(
