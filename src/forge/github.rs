@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::config::{GitHubConfig, path_from_url};
+use super::query_value;
 use super::{
     Created, Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest,
     PullRequest, Reviewer, missing_labels, missing_reviewers, rate_limit_wait, read_token,
@@ -589,7 +590,7 @@ fn already_exists(error: &ForgeError) -> bool {
 impl Forge for GitHub {
     async fn open_pull_requests(&self, base: &str) -> Result<Vec<PullRequest>, ForgeError> {
         self.list(
-            &format!("state=open&base={}", encode(base)),
+            &format!("state=open&base={}", query_value(base)),
             "list open pull requests",
         )
         .await
@@ -603,8 +604,8 @@ impl Forge for GitHub {
         self.list(
             &format!(
                 "state=closed&head={}&base={}",
-                encode(&self.head(branch)),
-                encode(base)
+                query_value(&self.head(branch)),
+                query_value(base)
             ),
             "list closed pull requests",
         )
@@ -634,7 +635,7 @@ impl Forge for GitHub {
             Err(e) if already_exists(&e) => {
                 let existing = self
                     .list(
-                        &format!("state=open&head={}", encode(&self.head(&pr.branch))),
+                        &format!("state=open&head={}", query_value(&self.head(&pr.branch))),
                         "find the existing pull request",
                     )
                     .await?;
@@ -712,11 +713,6 @@ impl Forge for GitHub {
             .await?;
         Ok(())
     }
-}
-
-/// Query values: branch names may hold `/`, `+` and `#`.
-fn encode(value: &str) -> String {
-    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::config::{GitLabConfig, path_from_url};
+use super::query_value;
 use super::{
     Created, Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest,
     PullRequest, Reviewer, missing_labels, missing_reviewers, rate_limit_wait, read_token,
@@ -237,7 +238,7 @@ impl GitLab {
         let mut ids = Vec::new();
         let mut warnings = Vec::new();
         for username in usernames {
-            let url = format!("{}/users?username={}", self.api, encode(username));
+            let url = format!("{}/users?username={}", self.api, query_value(username));
             let action = format!("look up reviewer `{username}`");
             let users: Vec<User> = self.call(Method::GET, &url, None, &action).await?;
             match users.first() {
@@ -251,14 +252,10 @@ impl GitLab {
     }
 }
 
-fn encode(value: &str) -> String {
-    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
-}
-
 impl Forge for GitLab {
     async fn open_pull_requests(&self, base: &str) -> Result<Vec<PullRequest>, ForgeError> {
         self.list(
-            &format!("state=opened&target_branch={}", encode(base)),
+            &format!("state=opened&target_branch={}", query_value(base)),
             "list open merge requests",
         )
         .await
@@ -273,8 +270,8 @@ impl Forge for GitLab {
         self.list(
             &format!(
                 "state=closed&source_branch={}&target_branch={}",
-                encode(branch),
-                encode(base)
+                query_value(branch),
+                query_value(base)
             ),
             "list closed merge requests",
         )
@@ -312,8 +309,8 @@ impl Forge for GitLab {
                     .list(
                         &format!(
                             "state=opened&source_branch={}&target_branch={}",
-                            encode(&pr.branch),
-                            encode(&pr.base)
+                            query_value(&pr.branch),
+                            query_value(&pr.base)
                         ),
                         "find the existing merge request",
                     )

@@ -790,3 +790,8 @@ mod tests {
         assert_eq!(rate_limit_wait(&headers), Some(7));
     }
 }
+
+/// A value for a forge API query string: branch names may hold `/`, `+` and `#`.
+pub(crate) fn query_value(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
