@@ -722,6 +722,11 @@ pub(crate) const MAX_RATE_LIMIT_WAIT: u64 = 300;
 /// How many times one request is retried after rate limits.
 pub(crate) const MAX_RATE_LIMIT_RETRIES: u32 = 3;
 
+/// A value for a forge API query string: branch names may hold `/`, `+` and `#`.
+pub(crate) fn query_value(value: &str) -> String {
+    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -789,9 +794,4 @@ mod tests {
         headers.insert("retry-after", "7".parse().unwrap());
         assert_eq!(rate_limit_wait(&headers), Some(7));
     }
-}
-
-/// A value for a forge API query string: branch names may hold `/`, `+` and `#`.
-pub(crate) fn query_value(value: &str) -> String {
-    url::form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
