@@ -2,11 +2,13 @@
 """Generate the plan-vs-renovate benchmark's manifest repository (stdlib only).
 
 Usage: bench/generate.py --registry 127.0.0.1:PORT --out DIR [--files 1000] [--repos 100]
+                         [--outdated PERCENT]
 
 Writes into DIR:
   repo/apps/app-NNNN/deployment.yaml   FILES Deployments, two containers each, so 2*FILES image
-                                       references spread evenly over REPOS repositories, all on
-                                       older tags
+                                       references spread evenly over REPOS repositories, on older
+                                       tags (in PERCENT of the files, default 100; the others are
+                                       on the newest tag already)
   repo/tagpilot.yaml, repo/policies/   tagpilot's config and one semver ImagePolicy per repository
   renovate.json                        Renovate's global config (kubernetes manager, insecure host)
   tags.txt                             the REPOS x 20 tags to push (scripts/push-images.py format)
@@ -79,19 +81,23 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--repos", type=int, default=100)
+    parser.add_argument("--outdated", type=int, default=100, help="percent of files on older tags")
     args = parser.parse_args()
 
     repos = [f"bench/svc-{r:03d}" for r in range(args.repos)]
     repo_dir = os.path.join(args.out, "repo")
-    refs = 0
+    refs = outdated = 0
     for i in range(args.files):
         images = []
+        # Files i with i % 100 < PERCENT are outdated: spread evenly over the tree.
+        old = i % 100 < args.outdated
         for n in range(2):
             k = 2 * i + n
             repo = repos[k % len(repos)]
-            tag = OLD_TAGS[(k // len(repos)) % len(OLD_TAGS)]
+            tag = OLD_TAGS[(k // len(repos)) % len(OLD_TAGS)] if old else TAGS[-1]
             images.append(f"{args.registry}/{repo}:{tag}")
             refs += 1
+            outdated += old
         write(os.path.join(repo_dir, "apps", f"app-{i:04d}", "deployment.yaml"), deployment(i, images))
 
     write(
@@ -126,6 +132,7 @@ policies: policies/
     expected = {
         "files": args.files,
         "references": refs,
+        "outdated_references": outdated,
         "repositories": len(repos),
         "tags_per_repository": len(TAGS),
         "newest": TAGS[-1],

@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# The one test command: installs what the tests need, then runs the whole test suite.
+# The one test command: installs what the tests need, checks formatting and lints, then runs
+# the whole test suite.
 #
 # Usage: scripts/test.sh [extra cargo test args...]
 #   scripts/test.sh                       # everything, as CI runs it
 #   scripts/test.sh --test it registry::  # one area of the integration tests
 #   scripts/test.sh -- --nocapture
+#   TAGPILOT_NO_LINT=1 scripts/test.sh ... # skip fmt and clippy while iterating
 #
 # On a fresh Debian 12 machine it apt-installs the real servers and tools the tests start
 # (registry, sshd, lighttpd + git http-backend, gpg, ...): as root directly, otherwise via sudo.
 # When every package is already installed apt is not touched, so repeated runs start at once.
-# Then `cargo test --locked`, a debug build: CI has 90 minutes on 2 cores.
+# Then, cheapest first so a mistake fails fast:
+#   1. `cargo fmt --check` (and rustfmt on the fuzz target, which is its own workspace);
+#   2. `cargo clippy --all-targets --locked -- -D warnings` (the lints in Cargo.toml's [lints]);
+#   3. `cargo test --locked`, a debug build.
+# CI has 90 minutes on 2 cores: clippy and the tests share the target directory, so clippy's
+# check of the dependencies is the only extra build, and nothing is built in release mode.
+# The tests read the real-world manifests in ../shared/corpus (beside the checkout); the editor's
+# property test fails when that directory is missing.
 set -euo pipefail
 
 # Everything the test suite needs from Debian, in one place.
@@ -36,6 +45,29 @@ ensure_packages "${PACKAGES[@]}"
 # rustup installs cargo under ~/.cargo/bin, which a non-login shell may not have on PATH.
 if ! command -v cargo >/dev/null && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
     PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+if [[ -z "${TAGPILOT_NO_LINT:-}" ]]; then
+    # rustup (the supported toolchain) ships rustfmt and clippy as components; add them when the
+    # toolchain lacks them. Another toolchain must bring its own.
+    for component in rustfmt clippy; do
+        probe=fmt
+        [[ $component == clippy ]] && probe=clippy
+        if ! cargo "$probe" --version >/dev/null 2>&1; then
+            if command -v rustup >/dev/null; then
+                rustup component add "$component"
+            else
+                echo "cargo $probe is missing and there is no rustup to add $component" >&2
+                exit 1
+            fi
+        fi
+    done
+
+    cargo fmt --check
+    # fuzz/ is its own workspace, so `cargo fmt` does not see it, and resolving it would fetch
+    # libfuzzer-sys; rustfmt checks its source file directly instead.
+    rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
+    cargo clippy --all-targets --locked -- -D warnings
 fi
 
 exec cargo test --locked "$@"

@@ -30,6 +30,8 @@ pub enum ImageError {
     InvalidDigest { reference: String, digest: String },
     #[error("{reference:?} names an image repository and must not carry a tag or digest")]
     UnexpectedTag { reference: String },
+    #[error("platform {platform:?} is not of the form os/arch[/variant]")]
+    InvalidPlatform { platform: String },
 }
 
 /// A repository in a registry, normalised so that every spelling of it compares equal.
@@ -201,7 +203,7 @@ pub struct Platform {
 }
 
 impl std::str::FromStr for Platform {
-    type Err = String;
+    type Err = ImageError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parts: Vec<&str> = s.split('/').collect();
         let ok = |p: &str| {
@@ -220,20 +222,65 @@ impl std::str::FromStr for Platform {
                 architecture: arch.to_string(),
                 variant: Some(variant.to_string()),
             }),
-            _ => Err(format!(
-                "platform {s:?} is not of the form os/arch[/variant]"
-            )),
+            _ => Err(ImageError::InvalidPlatform {
+                platform: s.to_string(),
+            }),
         }
     }
 }
 
 impl Platform {
-    /// Whether an index entry's platform satisfies this wanted platform. A wanted platform without
-    /// a variant accepts any variant.
-    pub fn matches(&self, os: &str, architecture: &str, variant: Option<&str>) -> bool {
-        self.os == os
-            && self.architecture == architecture
-            && (self.variant.is_none() || self.variant.as_deref() == variant)
+    /// Whether an image built for `offered` (an index entry's or a config's platform) is one for
+    /// this wanted platform. Both are compared in containerd's normal form (see
+    /// [`Platform::normalized`]), so `linux/arm64/v8` wants an entry that says only `linux/arm64`,
+    /// and `linux/arm` wants `linux/arm/v7`: the spellings Docker and containerd treat as one.
+    pub fn matches(&self, offered: &Platform) -> bool {
+        self.normalized() == offered.normalized()
+    }
+
+    /// The platform in the normal form containerd's `platforms.Normalize` gives it: lower case,
+    /// `macos` is `darwin`; `x86_64`/`x86-64` are `amd64` and `aarch64` is `arm64`; a default
+    /// variant is no variant (`amd64/v1`, `arm64/v8`) while 32-bit `arm` without one is `arm/v7`
+    /// (`armhf` is `arm/v7`, `armel` `arm/v6`); bare variant numbers get their `v` (`arm/6`,
+    /// `arm64/9.0` is `arm64/v9`); `i386` is `386`.
+    pub fn normalized(&self) -> Platform {
+        let os = match self.os.to_ascii_lowercase().as_str() {
+            "macos" => "darwin".to_string(),
+            other => other.to_string(),
+        };
+        let variant = self.variant.as_deref().map(str::to_ascii_lowercase);
+        let (architecture, variant) = match self.architecture.to_ascii_lowercase().as_str() {
+            "i386" => ("386".to_string(), None),
+            "x86_64" | "x86-64" | "amd64" => (
+                "amd64".to_string(),
+                variant.filter(|v| v != "v1" && v != "1"),
+            ),
+            "aarch64" | "arm64" => {
+                let variant = match variant.as_deref() {
+                    None | Some("8" | "v8" | "8.0" | "v8.0") => None,
+                    Some("9" | "9.0" | "v9.0") => Some("v9".to_string()),
+                    Some(v) if v.starts_with('v') => Some(v.to_string()),
+                    Some(v) => Some(format!("v{v}")),
+                };
+                ("arm64".to_string(), variant)
+            }
+            "armhf" => ("arm".to_string(), Some("v7".to_string())),
+            "armel" => ("arm".to_string(), Some("v6".to_string())),
+            "arm" => {
+                let variant = match variant.as_deref() {
+                    None | Some("7") => "v7".to_string(),
+                    Some(v) if v.starts_with('v') => v.to_string(),
+                    Some(v) => format!("v{v}"),
+                };
+                ("arm".to_string(), Some(variant))
+            }
+            other => (other.to_string(), variant),
+        };
+        Platform {
+            os,
+            architecture,
+            variant,
+        }
     }
 }
 
@@ -367,15 +414,38 @@ mod tests {
         assert!(Repository::parse("nginx:1.2").is_err());
     }
 
+    fn platform(s: &str) -> Platform {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn platforms_parse_and_match() {
-        let p: Platform = "linux/arm64/v8".parse().unwrap();
-        assert!(p.matches("linux", "arm64", Some("v8")));
-        assert!(!p.matches("linux", "arm64", Some("v7")));
-        let any: Platform = "linux/arm64".parse().unwrap();
-        assert!(any.matches("linux", "arm64", Some("v8")));
-        assert_eq!(any.to_string(), "linux/arm64");
+        let p = platform("linux/arm64/v8");
+        assert!(p.matches(&platform("linux/arm64/v8")));
+        assert!(!p.matches(&platform("linux/arm64/v9")));
+        assert!(!p.matches(&platform("linux/amd64")));
+        assert_eq!(platform("linux/arm64").to_string(), "linux/arm64");
         assert!("linux".parse::<Platform>().is_err());
+    }
+
+    #[test]
+    fn platforms_match_as_containerd_normalises_them() {
+        // arm64 without a variant is arm64/v8, whichever side says it.
+        assert!(platform("linux/arm64/v8").matches(&platform("linux/arm64")));
+        assert!(platform("linux/arm64").matches(&platform("linux/arm64/v8")));
+        assert!(platform("linux/aarch64").matches(&platform("linux/arm64")));
+        // 32-bit arm without a variant is arm/v7.
+        assert!(platform("linux/arm").matches(&platform("linux/arm/v7")));
+        assert!(platform("linux/arm/7").matches(&platform("linux/arm")));
+        assert!(!platform("linux/arm").matches(&platform("linux/arm/v6")));
+        assert!(platform("linux/armhf").matches(&platform("linux/arm/v7")));
+        // amd64/v1 is amd64; later levels are other platforms.
+        assert!(platform("linux/amd64").matches(&platform("linux/amd64/v1")));
+        assert!(platform("linux/x86_64").matches(&platform("linux/amd64")));
+        assert!(!platform("linux/amd64").matches(&platform("linux/amd64/v3")));
+        assert!(platform("Linux/AMD64").matches(&platform("linux/amd64")));
+        assert!(platform("linux/386").matches(&platform("linux/i386")));
+        assert!(platform("macos/arm64").matches(&platform("darwin/arm64")));
     }
 
     #[test]

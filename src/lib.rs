@@ -2,6 +2,8 @@
 //!
 //! Codemap (ARCHITECTURE.md has the data flow and the invariants):
 //! - [`image`] — image references and repository identity (pure).
+//! - [`version`] — tags read as versions, and version constraints (pure).
+//! - `yaml_error` — one rendering of YAML errors with `file:line:column`.
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
 //! - [`select`] — tag selection (pure).
@@ -11,13 +13,17 @@
 //! - [`report`] — table, JSON, Markdown and diff renderings of a plan (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
-//! - [`writeback`] — the seam between the planner and the git writer.
 //! - [`argocd`] — Argo CD Applications and Image Updater annotations as policies.
 //! - [`forge`] — pull requests on GitHub and merge requests on GitLab.
+//! - [`engine`] — one cycle: sources grouped into targets, each planned once and written once;
+//!   `plan`, `apply` and the long-running mode all call [`engine::run`].
+//! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics and
+//!   shutdown on signals.
 
 pub mod apply;
 pub mod argocd;
 pub mod config;
+pub mod engine;
 pub mod forge;
 pub mod git;
 pub mod image;
@@ -26,5 +32,7 @@ pub mod plan;
 pub mod policy;
 pub mod registry;
 pub mod report;
+pub mod run;
 pub mod select;
-pub mod writeback;
+pub mod version;
+pub mod yaml_error;

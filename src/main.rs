@@ -11,7 +11,7 @@ use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
 use tagpilot::registry::{ClientOptions, Registry, RegistryClient};
 use tagpilot::report::{self, Format};
-use tagpilot::{apply, argocd, forge, git, policy, select, writeback};
+use tagpilot::{argocd, engine, policy, select};
 
 /// Keeps container image references in GitOps manifest repositories up to date.
 #[derive(Parser, Debug)]
@@ -19,9 +19,25 @@ use tagpilot::{apply, argocd, forge, git, policy, select, writeback};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// Log filter (`info`, `tagpilot=debug`, …); logs go to stderr.
-    #[arg(long, global = true, env = "TAGPILOT_LOG", default_value = "warn")]
-    log: String,
+    /// Log filter (`info`, `tagpilot=debug`, …); logs go to stderr [default: `info` for
+    /// `run`, `warn` otherwise].
+    #[arg(long, global = true, env = "TAGPILOT_LOG")]
+    log: Option<String>,
+    /// Log lines as text, or as one JSON object per line for a log collector.
+    #[arg(
+        long,
+        global = true,
+        env = "TAGPILOT_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    log_format: LogFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -34,6 +50,26 @@ enum Command {
     Check(ConfigArgs),
     /// List an image's tags in policy order and mark the one a policy would choose.
     Tags(TagsArgs),
+    /// Keep running: apply on an interval, serving /livez, /readyz and /metrics.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Time between cycles (`90s`, `2m`, `1h`); each wait has jitter.
+    #[arg(long, env = "TAGPILOT_INTERVAL", default_value = "2m", value_parser = parse_interval)]
+    interval: std::time::Duration,
+    /// Address for /livez, /readyz and /metrics.
+    #[arg(long, env = "TAGPILOT_LISTEN", default_value = "0.0.0.0:8080")]
+    listen: std::net::SocketAddr,
+    /// Where state is kept; one process per directory (a second one refuses to start).
+    #[arg(long, env = "TAGPILOT_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Where clones of configured repositories are kept (default: the XDG cache directory).
+    #[arg(long, env = "TAGPILOT_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -143,10 +179,11 @@ impl StrategyArgs {
             policy.set_ignore_tags(&self.ignore_tags)?;
         }
         for p in &self.platform {
-            policy.platforms.push(
-                p.parse()
-                    .map_err(|e: String| anyhow::anyhow!("--platform: {e}"))?,
-            );
+            policy
+                .platforms
+                .push(p.parse().map_err(|e: tagpilot::image::ImageError| {
+                    anyhow::anyhow!("--platform: {e}")
+                })?);
         }
         Ok(policy)
     }
@@ -154,7 +191,12 @@ impl StrategyArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log);
+    // A service says what it does; a one-shot command only what went wrong.
+    let default_filter = match cli.command {
+        Command::Run(_) => "info",
+        _ => "warn",
+    };
+    init_logging(cli.log.as_deref().unwrap_or(default_filter), cli.log_format);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -177,14 +219,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "warn".into());
-    // Colour codes only for a person at a terminal; a log collector would store them verbatim.
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        // Colour codes only for a person at a terminal; a log collector would store them verbatim.
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -193,6 +237,31 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Apply(args) => plan_or_apply(args, true).await,
         Command::Check(args) => check(args),
         Command::Tags(args) => tags(args).await,
+        Command::Run(args) => run_service(args).await,
+    }
+}
+
+/// A duration in humantime's words (`2m`, `90s`); zero would spin without pause.
+fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("the interval must be longer than zero".to_string()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+async fn run_service(args: RunArgs) -> Result<ExitCode> {
+    let config = load_config(&args.config)?;
+    let settings = tagpilot::run::Settings {
+        interval: args.interval,
+        listen: args.listen,
+        state_dir: args.state_dir,
+        cache_dir: args.cache_dir,
+    };
+    match tagpilot::run::serve(config, settings).await? {
+        tagpilot::run::Stopped::Drained => Ok(ExitCode::SUCCESS),
+        // Like a process killed by SIGINT: 128 + 2.
+        tagpilot::run::Stopped::Aborted => Ok(ExitCode::from(130)),
     }
 }
 
@@ -220,7 +289,8 @@ fn load_config(args: &ConfigArgs) -> Result<Config> {
 async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     // Check what the user wrote first; talk to registries and git servers second.
     let config = load_config(&args.config)?;
-    let policies = policy::load(&config)?;
+    // A broken policy file is reported with its location; every valid policy is still planned.
+    let policies = policy::load_all(&config);
     let root = args
         .root
         .clone()
@@ -242,52 +312,30 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         client_options.credentials = c.registry_credentials.clone();
     }
     let registry = RegistryClient::new(client_options).context("setting up registry access")?;
-    let run = Run {
+    let cache = engine::repo_cache(args.cache_dir.as_deref());
+    let progress = Spinner::new();
+    let input = engine::Input {
         config: &config,
-        policies: &policies,
+        policies: &policies.policies,
+        broken_policies: &policies.errors,
+        local: Some(root.clone()),
+        cluster: cluster.as_ref(),
+    };
+    let context = engine::Context {
         registry: &registry,
-        progress: &Spinner::new(),
-        cache_dir: args.cache_dir.as_deref(),
-        dry_run: !write,
+        cache: cache.as_ref(),
+        progress: &progress,
+        cancel: Default::default(),
     };
-
-    // 1. The local directory.
-    let scope = plan::Scope {
-        root: root.clone(),
-        repository: None,
-        exclude: own_files(&config, &policies),
-    };
-    let mut report_plan = plan::plan(&scope, &policies, &registry, run.progress).await?;
-    let local_files = std::mem::take(&mut report_plan.files);
-    let mut written = 0;
-    if write && !local_files.is_empty() {
-        // Like a failing repository, a failed local write is reported and the rest goes on.
-        match apply::write_files(&root, &local_files) {
-            Ok(files) => written = files.len(),
-            Err(e) => report_plan.problems.push(plan::Problem {
-                message: e.to_string(),
-                ..Default::default()
-            }),
-        }
-    }
-    // 2. Configured repositories, then 3. Argo CD Applications.
-    let mut failed = run.repositories(&mut report_plan).await?;
-    let applications = match &config.applications {
-        Some(_) => {
-            let (apps_failed, apps) = run.applications(cluster.as_ref(), &mut report_plan).await?;
-            failed |= apps_failed;
-            Some(apps)
-        }
-        None => None,
-    };
-    plan::Progress::done(run.progress);
+    let cycle = engine::run(&input, &context, engine::Options { dry_run: !write }).await?;
+    drop(progress);
 
     let shown = Plan {
-        files: local_files,
-        ..report_plan
+        files: cycle.local_files,
+        ..cycle.plan
     };
     let rendered = report::render(&shown, args.format);
-    match (&applications, args.format) {
+    match (&cycle.applications, args.format) {
         (Some(apps), Format::Json) => print!("{}", argocd::report::json(&rendered, apps)),
         (Some(apps), _) => print!("{rendered}{}", argocd::report::text(apps)),
         (None, _) => print!("{rendered}"),
@@ -295,182 +343,14 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     if args.diff {
         print!("{}", report::diff(&shown));
     }
-    if written > 0 {
-        eprintln!("wrote {written} file(s) under {}", root.display());
+    if cycle.written > 0 {
+        eprintln!("wrote {} file(s) under {}", cycle.written, root.display());
     }
-    if failed {
+    if cycle.failed {
         return Ok(ExitCode::from(1));
     }
     let pending = !shown.changes.is_empty();
     Ok(exit_code(&shown, args.exit_code && pending))
-}
-
-/// What every part of one `plan` or `apply` run shares.
-struct Run<'a> {
-    config: &'a Config,
-    policies: &'a [tagpilot::policy::ImagePolicy],
-    registry: &'a RegistryClient,
-    progress: &'a Spinner,
-    cache_dir: Option<&'a Path>,
-    dry_run: bool,
-}
-
-impl Run<'_> {
-    fn cache(&self) -> Result<git::RepoCache> {
-        Ok(git::RepoCache::new(match self.cache_dir {
-            Some(dir) => dir.to_path_buf(),
-            None => {
-                git::RepoCache::default_root().context("no cache directory: pass --cache-dir")?
-            }
-        }))
-    }
-
-    /// Plans, and unless dry-running writes, every configured repository: pushes for
-    /// `mode: push`, pull requests for `mode: pull-request`. Returns whether one failed.
-    async fn repositories(&self, report_plan: &mut Plan) -> Result<bool> {
-        // With no policies, configured repositories are written only by the Applications that
-        // name them; a pass here would only list them twice in the report.
-        let config = self.config;
-        if config.repositories.is_empty()
-            || (self.policies.is_empty() && config.applications.is_some())
-        {
-            return Ok(false);
-        }
-        let cache = self.cache()?;
-        let planner =
-            writeback::RepositoryPlanner::new(self.policies, self.registry, self.progress);
-        let options = git::WriteOptions {
-            dry_run: self.dry_run,
-        };
-        let (pull_request, push): (Vec<_>, Vec<_>) = config
-            .repositories
-            .iter()
-            .cloned()
-            .partition(|r| r.write.mode == git::WriteMode::PullRequest);
-        let mut failed = false;
-        for r in git::write_all(&cache, &push, &planner, options).await {
-            failed |= r.result.is_err();
-            if let Some(p) = planner.last_plan(&r.repository) {
-                report_plan.merge(p);
-            }
-            report_plan.repositories.push(outcome(r));
-        }
-        for r in forge::sync_all(&cache, &pull_request, &planner, self.dry_run).await {
-            failed |= r.result.is_err();
-            if let Some(p) = planner.last_plan(&r.repository) {
-                report_plan.merge(p);
-            }
-            report_plan.repositories.push(forge_outcome(r));
-        }
-        Ok(failed)
-    }
-
-    /// Argo CD Applications: their own policies, planned per repository they write to.
-    /// Returns whether a repository failed, and the per-Application report.
-    async fn applications(
-        &self,
-        cluster: Option<&argocd::cluster::Loaded>,
-        report_plan: &mut Plan,
-    ) -> Result<(bool, Vec<argocd::report::ApplicationReport>)> {
-        let options = git::WriteOptions {
-            dry_run: self.dry_run,
-        };
-        let run = argocd::run_with(
-            self.config,
-            cluster,
-            &self.cache()?,
-            self.registry,
-            self.progress,
-            options,
-        )
-        .await?;
-        report_plan.merge(run.plan);
-        let mut failed = false;
-        for r in run.repositories {
-            failed |= r.result.is_err();
-            report_plan.repositories.push(outcome(r));
-        }
-        Ok((failed, run.applications))
-    }
-}
-
-/// A repository's write result as the report shows it.
-fn outcome(r: git::RepositoryReport) -> plan::RepositoryOutcome {
-    let commits = |cs: &[git::PushedCommit]| {
-        cs.iter()
-            .map(|c| plan::CommitSummary {
-                id: c.id.clone(),
-                summary: c.summary.clone(),
-            })
-            .collect()
-    };
-    let (branch, status, commits, error) = match &r.result {
-        Ok(o) => match &o.status {
-            git::WriteStatus::Pushed { commits: cs } => {
-                (o.branch.clone(), "pushed", commits(cs), None)
-            }
-            git::WriteStatus::WouldPush { commits: cs } => {
-                (o.branch.clone(), "would push", commits(cs), None)
-            }
-            git::WriteStatus::UpToDate => (o.branch.clone(), "up to date", Vec::new(), None),
-        },
-        Err(e) => (String::new(), "failed", Vec::new(), Some(e.to_string())),
-    };
-    plan::RepositoryOutcome {
-        repository: r.repository,
-        url: r.url,
-        branch,
-        status: status.to_string(),
-        commits,
-        pull_requests: Vec::new(),
-        error,
-    }
-}
-
-/// A repository's pull-request result as the report shows it.
-fn forge_outcome(r: forge::ForgeReport) -> plan::RepositoryOutcome {
-    let (branch, status, pull_requests, error) = match &r.result {
-        Ok(o) => {
-            let prs: Vec<_> = o
-                .pull_requests
-                .iter()
-                .map(|p| plan::PullRequestSummary {
-                    group: p.group.clone(),
-                    branch: p.branch.clone(),
-                    status: p.status(o.dry_run),
-                    number: p.number,
-                    url: p.url.clone(),
-                    warnings: p.warnings.clone(),
-                })
-                .collect();
-            let status = if prs.is_empty() {
-                "up to date"
-            } else {
-                "pull requests"
-            };
-            (o.base.clone(), status, prs, None)
-        }
-        Err(e) => (String::new(), "failed", Vec::new(), Some(e.to_string())),
-    };
-    plan::RepositoryOutcome {
-        repository: r.repository,
-        url: r.url,
-        branch,
-        status: status.to_string(),
-        commits: Vec::new(),
-        pull_requests,
-        error,
-    }
-}
-
-/// tagpilot's own config and policy files: YAML, but never manifests to rewrite.
-fn own_files(config: &Config, policies: &[tagpilot::policy::ImagePolicy]) -> Vec<PathBuf> {
-    config
-        .path
-        .iter()
-        .cloned()
-        .chain(policies.iter().map(|p| p.source.file.clone()))
-        .collect()
 }
 
 fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
@@ -486,6 +366,11 @@ fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
 fn check(args: ConfigArgs) -> Result<ExitCode> {
     let config = load_config(&args)?;
     let summary = policy::check(&config)?;
+    let problems = engine::check::check_repositories(&config);
+    if !problems.is_empty() {
+        let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        bail!("{}", list.join("\n"));
+    }
     println!("{}", summary.to_string().trim_end());
     Ok(ExitCode::SUCCESS)
 }

@@ -191,6 +191,9 @@ fn repository_line(r: &RepositoryOutcome) -> String {
     if let Some(e) = &r.error {
         line.push_str(&format!(": {}", first_line(e)));
     }
+    if r.sources.len() > 1 {
+        line.push_str(&format!("\n    named by: {}", r.sources.join(", ")));
+    }
     for c in &r.commits {
         line.push_str(&format!(
             "\n    {} {}",
@@ -199,7 +202,11 @@ fn repository_line(r: &RepositoryOutcome) -> String {
         ));
     }
     for pr in &r.pull_requests {
-        let number = pr.number.map(|n| format!(" #{n}")).unwrap_or_default();
+        let number = pr
+            .reference
+            .as_ref()
+            .map(|r| format!(" {r}"))
+            .unwrap_or_default();
         line.push_str(&format!(
             "\n    {} ({}){number}: {}",
             pr.group, pr.branch, pr.status
@@ -374,13 +381,15 @@ mod tests {
                 repository: "manifests".into(),
                 url: "https://git.example/acme/manifests.git".into(),
                 branch: "main".into(),
-                status: "pull requests".into(),
+                status: crate::plan::RepositoryStatus::PullRequests,
+                sources: vec![],
                 commits: vec![],
                 pull_requests: vec![PullRequestSummary {
                     group: "api".into(),
                     branch: "tagpilot/api".into(),
                     status: "opened".into(),
                     number: Some(7),
+                    reference: Some("#7".into()),
                     url: None,
                     warnings,
                 }],

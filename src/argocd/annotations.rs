@@ -15,6 +15,30 @@ pub const IMAGE_UPDATER_PREFIX: &str = "argocd-image-updater.argoproj.io/";
 /// tagpilot's own prefix; a key set under both prefixes takes tagpilot's value.
 pub const TAGPILOT_PREFIX: &str = "tagpilot.dev/";
 
+/// Why one annotation's value is not understood; the message becomes the skipped annotation's
+/// reason, so it quotes the value and says what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AnnotationError {
+    #[error("{0:?}: empty alias")]
+    EmptyAlias(String),
+    #[error("{0:?}: no image name")]
+    NoImageName(String),
+    #[error("{0:?} is not <namespace>/<name>")]
+    NotNamespaceName(String),
+    #[error("{0:?}: `secret:` needs `<namespace>/<name>#<field>`")]
+    SecretWithoutField(String),
+    #[error(
+        "{0:?}: expected pullsecret:<ns>/<name>, secret:<ns>/<name>#<field>, env:<VAR> or ext:<script>"
+    )]
+    PullSecret(String),
+    #[error("{0:?}: expected argocd, git, git:repocreds or git:secret:<ns>/<name>; using argocd")]
+    WriteBackMethod(String),
+    #[error(
+        "{0:?}: expected kustomization[:<dir>] or helmvalues[:<file>]; writing .argocd-source-<app>.yaml instead"
+    )]
+    WriteBackTarget(String),
+}
+
 /// Everything the annotations of one Application say.
 #[derive(Debug, Clone, Default)]
 pub struct AppAnnotations {
@@ -221,9 +245,9 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                     kustomize_image_name: None,
                 });
             }
-            Err(reason) => out.skipped.push(SkippedAnnotation {
+            Err(e) => out.skipped.push(SkippedAnnotation {
                 key: list_key.clone(),
-                reason,
+                reason: e.to_string(),
             }),
         }
     }
@@ -259,7 +283,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                     Ok(_) => image.allow_tags = Some(re.to_string()),
                     Err(e) => out.skipped.push(SkippedAnnotation {
                         key,
-                        reason: format!("invalid regexp {re:?}: {e}; the image is not updated"),
+                        reason: format!("invalid regexp `{re}`: {e}; the image is not updated"),
                     }),
                 }
             } else {
@@ -290,7 +314,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                     Ok(p) => image.platforms.push(p),
                     Err(e) => out.skipped.push(SkippedAnnotation {
                         key: key.clone(),
-                        reason: e,
+                        reason: e.to_string(),
                     }),
                 }
             }
@@ -304,7 +328,10 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                     ),
                 }),
                 Ok(secret) => image.pull_secret = Some(secret),
-                Err(reason) => out.skipped.push(SkippedAnnotation { key, reason }),
+                Err(e) => out.skipped.push(SkippedAnnotation {
+                    key,
+                    reason: e.to_string(),
+                }),
             }
         }
         if let Some((key, v)) = get("force-update") {
@@ -352,14 +379,20 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                 out.write_back = m;
                 out.write_back_explicit = true;
             }
-            Err(reason) => out.skipped.push(SkippedAnnotation { key, reason }),
+            Err(e) => out.skipped.push(SkippedAnnotation {
+                key,
+                reason: e.to_string(),
+            }),
         }
     }
     if let Some((key, v)) = lookup.get("write-back-target") {
         used.insert(key.clone());
         match parse_target(v.trim()) {
             Ok(t) => out.write_back_target = Some(t),
-            Err(reason) => out.skipped.push(SkippedAnnotation { key, reason }),
+            Err(e) => out.skipped.push(SkippedAnnotation {
+                key,
+                reason: e.to_string(),
+            }),
         }
     }
     if let Some((key, v)) = lookup.get("git-branch") {
@@ -463,14 +496,16 @@ fn split_image_list(list: &str) -> Vec<String> {
 }
 
 /// `[alias=]image[:constraint]` → (alias, image, constraint).
-fn parse_image_entry(entry: &str) -> Result<(Option<String>, String, Option<String>), String> {
+fn parse_image_entry(
+    entry: &str,
+) -> Result<(Option<String>, String, Option<String>), AnnotationError> {
     let (alias, rest) = match entry.split_once('=') {
         // A `=` inside a constraint (`img:>=1.0`) comes after a `:`.
         Some((a, r)) if !a.contains([':', '/']) => (Some(a.trim().to_string()), r.trim()),
         _ => (None, entry.trim()),
     };
     if alias.as_deref() == Some("") {
-        return Err(format!("{entry:?}: empty alias"));
+        return Err(AnnotationError::EmptyAlias(entry.to_string()));
     }
     // The constraint starts at the first `:` after the last `/` of the name part; a registry
     // port (`host:5000/x`) comes before a `/`.
@@ -484,18 +519,18 @@ fn parse_image_entry(entry: &str) -> Result<(Option<String>, String, Option<Stri
     let image = rest[..name_end].trim().to_string();
     let constraint = rest[name_end..].trim_start_matches(':').trim().to_string();
     if image.is_empty() {
-        return Err(format!("{entry:?}: no image name"));
+        return Err(AnnotationError::NoImageName(entry.to_string()));
     }
     Ok((alias, image, (!constraint.is_empty()).then_some(constraint)))
 }
 
-fn parse_pull_secret(v: &str) -> Result<PullSecret, String> {
-    let ns_name = |s: &str| -> Result<(String, String), String> {
+fn parse_pull_secret(v: &str) -> Result<PullSecret, AnnotationError> {
+    let ns_name = |s: &str| -> Result<(String, String), AnnotationError> {
         match s.split_once('/') {
             Some((ns, name)) if !ns.is_empty() && !name.is_empty() => {
                 Ok((ns.to_string(), name.to_string()))
             }
-            _ => Err(format!("{s:?} is not <namespace>/<name>")),
+            _ => Err(AnnotationError::NotNamespaceName(s.to_string())),
         }
     };
     if let Some(rest) = v.strip_prefix("pullsecret:") {
@@ -504,7 +539,7 @@ fn parse_pull_secret(v: &str) -> Result<PullSecret, String> {
     } else if let Some(rest) = v.strip_prefix("secret:") {
         let (secret, field) = rest
             .split_once('#')
-            .ok_or_else(|| format!("{v:?}: `secret:` needs `<namespace>/<name>#<field>`"))?;
+            .ok_or_else(|| AnnotationError::SecretWithoutField(v.to_string()))?;
         let (namespace, name) = ns_name(secret)?;
         Ok(PullSecret::Secret {
             namespace,
@@ -516,13 +551,11 @@ fn parse_pull_secret(v: &str) -> Result<PullSecret, String> {
     } else if let Some(script) = v.strip_prefix("ext:") {
         Ok(PullSecret::Ext(script.to_string()))
     } else {
-        Err(format!(
-            "{v:?}: expected pullsecret:<ns>/<name>, secret:<ns>/<name>#<field>, env:<VAR> or ext:<script>"
-        ))
+        Err(AnnotationError::PullSecret(v.to_string()))
     }
 }
 
-fn parse_write_back(v: &str) -> Result<WriteBackMethod, String> {
+fn parse_write_back(v: &str) -> Result<WriteBackMethod, AnnotationError> {
     match v {
         "argocd" => Ok(WriteBackMethod::Argocd),
         "git" => Ok(WriteBackMethod::Git(GitCredentials::Configured)),
@@ -537,14 +570,12 @@ fn parse_write_back(v: &str) -> Result<WriteBackMethod, String> {
                     name: name.to_string(),
                 }))
             }
-            _ => Err(format!(
-                "{v:?}: expected argocd, git, git:repocreds or git:secret:<ns>/<name>; using argocd"
-            )),
+            _ => Err(AnnotationError::WriteBackMethod(v.to_string())),
         },
     }
 }
 
-fn parse_target(v: &str) -> Result<WriteBackTarget, String> {
+fn parse_target(v: &str) -> Result<WriteBackTarget, AnnotationError> {
     let (kind, arg) = match v.split_once(':') {
         Some((k, a)) => (k, Some(a.trim().to_string()).filter(|a| !a.is_empty())),
         None => (v, None),
@@ -552,9 +583,7 @@ fn parse_target(v: &str) -> Result<WriteBackTarget, String> {
     match kind {
         "kustomization" => Ok(WriteBackTarget::Kustomization(arg)),
         "helmvalues" => Ok(WriteBackTarget::HelmValues(arg)),
-        _ => Err(format!(
-            "{v:?}: expected kustomization[:<dir>] or helmvalues[:<file>]; writing .argocd-source-<app>.yaml instead"
-        )),
+        _ => Err(AnnotationError::WriteBackTarget(v.to_string())),
     }
 }
 
@@ -746,5 +775,17 @@ mod tests {
         );
         assert!(got[2].0 == "tagpilot.dev/api.allow-tags" && got[2].1.contains("regexp"));
         assert_eq!(a.images[0].allow_tags.as_deref(), Some("$^"));
+    }
+
+    #[test]
+    fn an_invalid_allow_tags_regexp_is_shown_as_written() {
+        let a = parse(&annotations(&[
+            (&iu("image-list"), "api=r.example/api"),
+            (&iu("api.allow-tags"), "regexp:^v\\d+($"),
+        ]))
+        .unwrap();
+        let reason = &a.skipped[0].reason;
+        assert!(reason.contains("`^v\\d+($`"), "{reason}");
+        assert!(!reason.contains("\\\\"), "backslashes doubled: {reason}");
     }
 }

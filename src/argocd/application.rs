@@ -37,6 +37,22 @@ pub struct Metadata {
     pub annotations: BTreeMap<String, String>,
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// The objects that own this one; an ApplicationSet's controller owns the Applications it
+    /// generates and puts back any change made to them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+/// `metadata.ownerReferences[]`, as far as tagpilot reads it.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    #[serde(default)]
+    pub api_version: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub name: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -141,6 +157,15 @@ impl Application {
         !self.spec.sources.is_empty()
     }
 
+    /// The ApplicationSet that generated this Application, by name, if one owns it.
+    pub fn application_set(&self) -> Option<&str> {
+        self.metadata
+            .owner_references
+            .iter()
+            .find(|o| o.kind == "ApplicationSet" && o.api_version.starts_with("argoproj.io/"))
+            .map(|o| o.name.as_str())
+    }
+
     /// `namespace/name`, or `name` when no namespace is known.
     pub fn id(&self) -> String {
         match &self.metadata.namespace {
@@ -150,9 +175,34 @@ impl Application {
     }
 }
 
+/// A YAML document that is not YAML, or not an Application's shape. `message` is serde-saphyr's,
+/// rendered with `file:line:column` and a snippet.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DocumentError {
+    pub message: String,
+    #[source]
+    pub source: Box<serde_saphyr::Error>,
+}
+
+impl DocumentError {
+    fn new(
+        source: serde_saphyr::Error,
+        path: &Path,
+        line_offset: usize,
+        context: Option<&str>,
+    ) -> DocumentError {
+        let message = crate::yaml_error::render(&source, path, line_offset, context).2;
+        DocumentError {
+            message,
+            source: Box::new(source),
+        }
+    }
+}
+
 /// Reads every `kind: Application` document of a (multi-document) YAML text. Documents of other
 /// kinds are skipped; a document that is not YAML makes the whole file an error.
-pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, String> {
+pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, DocumentError> {
     #[derive(Deserialize)]
     struct Head {
         #[serde(default)]
@@ -173,7 +223,7 @@ pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, Strin
             continue;
         }
         let head: Head = serde_saphyr::from_str(doc)
-            .map_err(|e| crate::config::render_yaml_error(&e, path, start - 1, None).2)?;
+            .map_err(|e| DocumentError::new(e, path, start - 1, None))?;
         if head.kind.as_deref() != Some("Application")
             || !head
                 .api_version
@@ -182,9 +232,8 @@ pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, Strin
         {
             continue;
         }
-        let mut app: Application = serde_saphyr::from_str(doc).map_err(|e| {
-            crate::config::render_yaml_error(&e, path, start - 1, Some("Application")).2
-        })?;
+        let mut app: Application = serde_saphyr::from_str(doc)
+            .map_err(|e| DocumentError::new(e, path, start - 1, Some("Application")))?;
         app.origin = format!("{}:{start}", path.display());
         apps.push(app);
     }
@@ -226,12 +275,23 @@ mod tests {
     }
 
     #[test]
+    fn an_application_generated_by_an_applicationset_names_it() {
+        let text = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop-prod\n  ownerReferences:\n    - apiVersion: argoproj.io/v1alpha1\n      kind: ApplicationSet\n      name: shop\n      uid: 1\n";
+        let apps = read_documents(Path::new("apps.yaml"), text).unwrap();
+        assert_eq!(apps[0].application_set(), Some("shop"));
+        let plain = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: web}\n";
+        let apps = read_documents(Path::new("apps.yaml"), plain).unwrap();
+        assert_eq!(apps[0].application_set(), None);
+    }
+
+    #[test]
     fn a_broken_document_names_the_file_and_line() {
         let err = read_documents(
             Path::new("a.yaml"),
             "kind: X\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: [\n",
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("a.yaml:"), "{err}");
     }
 }

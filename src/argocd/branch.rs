@@ -64,9 +64,31 @@ enum Token<'t> {
     Action(Action<'t>),
 }
 
+/// The part of a `git-branch` template tagpilot does not understand.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("a {{{{range}}}} inside {{{{range .Images}}}}")]
+    NestedRange,
+    #[error("{{{{end}}}} without {{{{range .Images}}}}")]
+    EndWithoutRange,
+    #[error("{{{{range .Images}}}} without {{{{end}}}}")]
+    RangeWithoutEnd,
+    #[error("unknown field {0} in {{{{range .Images}}}}; known: .Name, .Alias, .OldTag, .NewTag")]
+    UnknownImageField(String),
+    #[error("unknown field {0}; known: .SHA256, .AppName, .AppNamespace, {{{{range .Images}}}}")]
+    UnknownField(String),
+    /// The action's body, trimmed.
+    #[error("unsupported action {{{{{0}}}}}")]
+    Unsupported(String),
+    #[error("unclosed {{{{ in {0:?}")]
+    Unclosed(String),
+    #[error("}}}} without {{{{ in {0:?}")]
+    Unopened(String),
+}
+
 impl BranchTemplate {
     /// Parses `template`; the error says which part is not understood.
-    pub fn parse(template: &str) -> Result<BranchTemplate, String> {
+    pub fn parse(template: &str) -> Result<BranchTemplate, TemplateError> {
         let tokens = tokenize(template)?;
         let mut parts = Vec::new();
         let mut range: Option<Vec<ImagePart>> = None;
@@ -81,12 +103,12 @@ impl BranchTemplate {
                     match (&mut range, words.as_slice()) {
                         (None, ["range", ".Images"]) => range = Some(Vec::new()),
                         (Some(_), ["range", ..]) => {
-                            return Err("a {{range}} inside {{range .Images}}".into());
+                            return Err(TemplateError::NestedRange);
                         }
                         (Some(_), ["end"]) => {
                             parts.push(Part::Images(range.take().expect("inside a range")));
                         }
-                        (None, ["end"]) => return Err("{{end}} without {{range .Images}}".into()),
+                        (None, ["end"]) => return Err(TemplateError::EndWithoutRange),
                         (None, [".AppName"]) => parts.push(Part::AppName),
                         (None, [".AppNamespace"]) => parts.push(Part::AppNamespace),
                         (None, [".SHA256"]) => parts.push(Part::Sha256),
@@ -96,23 +118,19 @@ impl BranchTemplate {
                             ".OldTag" => ImagePart::OldTag,
                             ".NewTag" => ImagePart::NewTag,
                             other => {
-                                return Err(format!(
-                                    "unknown field {other} in {{{{range .Images}}}}; known: .Name, .Alias, .OldTag, .NewTag"
-                                ));
+                                return Err(TemplateError::UnknownImageField(other.to_string()));
                             }
                         }),
                         (None, [other]) if other.starts_with('.') => {
-                            return Err(format!(
-                                "unknown field {other}; known: .SHA256, .AppName, .AppNamespace, {{{{range .Images}}}}"
-                            ));
+                            return Err(TemplateError::UnknownField(other.to_string()));
                         }
-                        _ => return Err(format!("unsupported action {{{{{}}}}}", a.body.trim())),
+                        _ => return Err(TemplateError::Unsupported(a.body.trim().to_string())),
                     }
                 }
             }
         }
         if range.is_some() {
-            return Err("{{range .Images}} without {{end}}".into());
+            return Err(TemplateError::RangeWithoutEnd);
         }
         Ok(BranchTemplate { parts })
     }
@@ -223,7 +241,7 @@ pub fn sha256(changes: &[BranchChange]) -> String {
         .collect()
 }
 
-fn tokenize(template: &str) -> Result<Vec<Token<'_>>, String> {
+fn tokenize(template: &str) -> Result<Vec<Token<'_>>, TemplateError> {
     let mut out = Vec::new();
     let mut rest = template;
     while let Some(start) = rest.find("{{") {
@@ -233,7 +251,7 @@ fn tokenize(template: &str) -> Result<Vec<Token<'_>>, String> {
         let after = &rest[start + 2..];
         let end = after
             .find("}}")
-            .ok_or_else(|| format!("unclosed {{{{ in {template:?}"))?;
+            .ok_or_else(|| TemplateError::Unclosed(template.to_string()))?;
         let mut body = &after[..end];
         // `{{- x -}}` trims the whitespace around the action, as in Go.
         let trim_before = body.starts_with("- ") || body == "-";
@@ -252,7 +270,7 @@ fn tokenize(template: &str) -> Result<Vec<Token<'_>>, String> {
         rest = &after[end + 2..];
     }
     if rest.contains("}}") {
-        return Err(format!("}}}} without {{{{ in {template:?}"));
+        return Err(TemplateError::Unopened(template.to_string()));
     }
     if !rest.is_empty() {
         out.push(Token::Text(rest));
@@ -349,7 +367,7 @@ mod tests {
 
     #[test]
     fn unknown_fields_and_actions_are_refused_with_the_reason() {
-        let err = |t: &str| BranchTemplate::parse(t).unwrap_err();
+        let err = |t: &str| BranchTemplate::parse(t).unwrap_err().to_string();
         assert!(err("x-{{.Commit}}").contains("unknown field .Commit"));
         assert!(err("{{range .Images}}{{.Digest}}{{end}}").contains(".Digest"));
         assert!(err("{{range .Images}}x").contains("without {{end}}"));

@@ -9,7 +9,7 @@ use crate::git::{self, RepoCache};
 
 use super::ArgoError;
 use super::application::{Application, read_documents};
-use super::config::FromGit;
+use crate::config::applications::FromGit;
 
 /// Every Application found by the `fromGit` entries, and the problems met on the way (a file
 /// that is not YAML, say), each naming the file.
@@ -63,15 +63,15 @@ pub fn read_tree(
             globset::GlobBuilder::new(g)
                 .literal_separator(true)
                 .build()
-                .map_err(|e| ArgoError::Read {
-                    path: format!("applications.fromGit paths {g:?}"),
-                    message: e.to_string(),
+                .map_err(|source| ArgoError::Paths {
+                    what: format!("applications.fromGit paths {g:?}"),
+                    source,
                 })?,
         );
     }
-    let set = builder.build().map_err(|e| ArgoError::Read {
-        path: "applications.fromGit paths".into(),
-        message: e.to_string(),
+    let set = builder.build().map_err(|source| ArgoError::Paths {
+        what: "applications.fromGit paths".into(),
+        source,
     })?;
     let walker = walkdir::WalkDir::new(root)
         .sort_by_file_name()
@@ -94,7 +94,7 @@ pub fn read_tree(
         match std::fs::read_to_string(entry.path()) {
             Ok(text) => match read_documents(Path::new(&shown), &text) {
                 Ok(found) => apps.extend(found),
-                Err(e) => problems.push(e),
+                Err(e) => problems.push(e.to_string()),
             },
             Err(e) => problems.push(format!("{shown}: cannot read: {e}")),
         }
@@ -104,16 +104,22 @@ pub fn read_tree(
 
 /// The branch a remote's `HEAD` points at (`git ls-remote --symref URL HEAD`). Only for
 /// repositories not configured in `tagpilot.yaml`, so without credentials.
-pub fn remote_default_branch(url: &str) -> Result<String, String> {
-    let mut remote = git2::Remote::create_detached(url).map_err(|e| e.message().to_string())?;
-    remote
-        .connect(git2::Direction::Fetch)
-        .map_err(|e| e.message().to_string())?;
-    let head = remote
-        .default_branch()
-        .map_err(|e| e.message().to_string())?;
+pub fn remote_default_branch(url: &str) -> Result<String, DefaultBranchError> {
+    let mut remote = git2::Remote::create_detached(url)?;
+    remote.connect(git2::Direction::Fetch)?;
+    let head = remote.default_branch()?;
     let head = head.as_str().unwrap_or_default();
     head.strip_prefix("refs/heads/")
         .map(str::to_string)
-        .ok_or_else(|| format!("HEAD points at {head:?}, not a branch"))
+        .ok_or_else(|| DefaultBranchError::NotABranch(head.to_string()))
+}
+
+/// Why a remote's default branch is unknown.
+#[derive(Debug, thiserror::Error)]
+pub enum DefaultBranchError {
+    /// libgit2's message alone: its class and code add nothing for a user.
+    #[error("{}", .0.message())]
+    Git(#[from] git2::Error),
+    #[error("HEAD points at {0:?}, not a branch")]
+    NotABranch(String),
 }

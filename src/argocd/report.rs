@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::annotations::SkippedAnnotation;
-use super::planner::ImageOutcome;
+use super::outcome::{ImageOutcome, ImageStatus};
 use super::resolve::Resolved;
 
 /// One Application in the report.
@@ -74,9 +74,9 @@ pub fn text(reports: &[ApplicationReport]) -> String {
                 Some(f) => format!("{}:{f}", i.repository),
                 None => i.repository.clone(),
             };
-            let what = match (i.status.as_str(), &i.from, &i.to) {
-                ("update", Some(f), Some(t)) => format!("{f} -> {t}"),
-                ("held", Some(f), _) => format!("held at {f}"),
+            let what = match (i.status, &i.from, &i.to) {
+                (ImageStatus::Update, Some(f), Some(t)) => format!("{f} -> {t}"),
+                (ImageStatus::Held, Some(f), _) => format!("held at {f}"),
                 (s, _, _) => s.to_string(),
             };
             out.push_str(&format!(

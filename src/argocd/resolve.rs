@@ -6,10 +6,11 @@
 //! this module opens no connection itself.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
 use crate::git::RepositoryConfig;
-use crate::policy::{ImagePolicy, Strategy};
+use crate::policy::{ImagePolicy, PolicyError, Strategy};
 
 use super::annotations::{
     self, AnnotatedImage, AppAnnotations, GitBranch, GitCredentials, SkippedAnnotation,
@@ -117,11 +118,12 @@ impl Resolved {
 }
 
 /// Resolves every annotated Application (the others are left out). `default_branch` answers
-/// `targetRevision: HEAD` for repositories not configured in `tagpilot.yaml`.
-pub fn resolve(
+/// `targetRevision: HEAD` for repositories not configured in `tagpilot.yaml` (its error, of
+/// whatever type the asker has, is shown in the app's problems).
+pub fn resolve<E: fmt::Display>(
     apps: Vec<(Application, Origin)>,
     configured: &[RepositoryConfig],
-    default_branch: &dyn Fn(&str) -> Result<String, String>,
+    default_branch: &dyn Fn(&str) -> Result<String, E>,
 ) -> Resolved {
     let mut out = Resolved::default();
     let mut repos: BTreeMap<(String, String, Option<String>), String> = BTreeMap::new();
@@ -168,11 +170,9 @@ pub fn resolve(
 
 /// The policy for one annotated image. Its targets are set per checkout, when the files are
 /// known.
-fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, String> {
+fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, PolicyError> {
     let strategy = match image.strategy {
-        UpdateStrategy::Semver => {
-            Strategy::semver(image.constraint.as_deref(), false).map_err(|e| e.to_string())?
-        }
+        UpdateStrategy::Semver => Strategy::semver(image.constraint.as_deref(), false)?,
         UpdateStrategy::NewestBuild => Strategy::NewestBuild,
         UpdateStrategy::Alphabetical => Strategy::Alphabetical { descending: true },
         UpdateStrategy::Digest => Strategy::Digest {
@@ -182,14 +182,13 @@ fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, Stri
                 .unwrap_or_else(|| "latest".to_string()),
         },
     };
-    let mut p = ImagePolicy::adhoc(&image.image, strategy).map_err(|e| e.to_string())?;
+    let mut p = ImagePolicy::adhoc(&image.image, strategy)?;
     p.name = policy_name(app, &image.alias);
     p.namespace = app.metadata.namespace.clone();
     if let Some(re) = &image.allow_tags {
-        p.set_allow_tags(re).map_err(|e| e.to_string())?;
+        p.set_allow_tags(re)?;
     }
-    p.set_ignore_tags(&image.ignore_tags)
-        .map_err(|e| e.to_string())?;
+    p.set_ignore_tags(&image.ignore_tags)?;
     p.platforms = image.platforms.clone();
     Ok(p)
 }
@@ -208,11 +207,11 @@ pub fn override_file_name(app: &Application) -> String {
     }
 }
 
-fn plan_units(
+fn plan_units<E: fmt::Display>(
     managed: &mut ManagedApp,
     origin: Origin,
     configured: &[RepositoryConfig],
-    default_branch: &dyn Fn(&str) -> Result<String, String>,
+    default_branch: &dyn Fn(&str) -> Result<String, E>,
     repos: &mut BTreeMap<(String, String, Option<String>), String>,
     out: &mut Resolved,
 ) {
@@ -407,12 +406,12 @@ fn ref_values_file(sources: &[Source], file: &str) -> Option<(String, String)> {
 /// The repository config for a write to `url` at `revision`: the configured entry with that
 /// URL (on the revision's branch), or a synthesised one named after the URL.
 #[allow(clippy::too_many_arguments)]
-fn repository_for(
+fn repository_for<E: fmt::Display>(
     managed: &mut ManagedApp,
     url: &str,
     revision: Option<&str>,
     configured: &[RepositoryConfig],
-    default_branch: &dyn Fn(&str) -> Result<String, String>,
+    default_branch: &dyn Fn(&str) -> Result<String, E>,
     repos: &mut BTreeMap<(String, String, Option<String>), String>,
     out: &mut Resolved,
 ) -> Option<String> {
@@ -646,7 +645,7 @@ mod tests {
         let r = resolve(
             vec![(a, Origin::Git)],
             &[configured("manifests", "https://github.com/acme/m")],
-            &|_| Err("not asked".into()),
+            &|_| Err("not asked"),
         );
         let app = &r.apps[0];
         assert!(app.problems.is_empty(), "{:?}", app.problems);
@@ -685,7 +684,7 @@ mod tests {
                 (app(&yaml("c", "release")), Origin::Git),
             ],
             &[],
-            &|_| Ok("trunk".into()),
+            &|_| Ok::<_, &str>("trunk".into()),
         );
         let names: Vec<(&str, &str)> = r
             .repositories
@@ -708,14 +707,16 @@ mod tests {
         let yaml = format!(
             "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: team-a\n  annotations:\n    {IU}image-list: r.example/api\nspec:\n  source: {{repoURL: 'file:///srv/m.git', path: web, helm: {{}}}}\n"
         );
-        let r = resolve(vec![(app(&yaml), Origin::Git)], &[], &|_| Ok("main".into()));
+        let r = resolve(vec![(app(&yaml), Origin::Git)], &[], &|_| {
+            Ok::<_, &str>("main".into())
+        });
         assert!(
             r.apps[0].problems[0].contains("fromGit"),
             "{:?}",
             r.apps[0].problems
         );
         let r = resolve(vec![(app(&yaml), Origin::Cluster)], &[], &|_| {
-            Ok("main".into())
+            Ok::<_, &str>("main".into())
         });
         assert!(r.apps[0].patch && r.apps[0].units.is_empty());
         assert_eq!(
@@ -729,7 +730,9 @@ mod tests {
         let yaml = format!(
             "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  annotations:\n    {IU}image-list: r.example/api\n    {IU}write-back-method: git:repocreds\nspec:\n  source: {{repoURL: 'https://git.example/m.git', path: web}}\n"
         );
-        let r = resolve(vec![(app(&yaml), Origin::Git)], &[], &|_| Ok("main".into()));
+        let r = resolve(vec![(app(&yaml), Origin::Git)], &[], &|_| {
+            Ok::<_, &str>("main".into())
+        });
         assert!(
             r.apps[0].problems[0].contains("git:repocreds"),
             "{:?}",
@@ -738,11 +741,11 @@ mod tests {
         let r = resolve(
             vec![(app(&yaml), Origin::Git)],
             &[configured("m", "https://git.example/m")],
-            &|_| Ok("main".into()),
+            &|_| Ok::<_, &str>("main".into()),
         );
         assert!(r.apps[0].problems.is_empty());
         let r = resolve(vec![(app(&yaml), Origin::Cluster)], &[], &|_| {
-            Ok("main".into())
+            Ok::<_, &str>("main".into())
         });
         assert!(r.apps[0].problems.is_empty(), "{:?}", r.apps[0].problems);
         assert_eq!(r.repositories[0].url, "https://git.example/m.git");

@@ -1,13 +1,39 @@
-//! What a pull request says: its branch name and title (from the user's templates), its body (a
-//! Markdown table of the changes), and the hidden marker by which tagpilot recognises its own
-//! pull requests and remembers what it proposed.
+//! What a pull request says: its branch name and title (from the user's templates) and its body
+//! (a Markdown table of the changes, ending in the [`Marker`]).
 //!
 //! Pure: strings in, strings out.
 
 use serde::Serialize;
 use sha2::Digest as _;
 
-use crate::git::{Change, ChangeGroup};
+use super::{ForgeKind, Marker};
+use crate::git::{self, Change, ChangeGroup};
+
+/// Why a `write.branch` or `write.title` template gives no usable text.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("invalid `write.{name}` template: {source}")]
+    Invalid {
+        name: &'static str,
+        source: minijinja::Error,
+    },
+    #[error("cannot render `write.{name}` for group `{group}`: {source}")]
+    Render {
+        name: &'static str,
+        group: String,
+        source: minijinja::Error,
+    },
+    #[error("`write.{name}` rendered nothing for group `{group}`")]
+    Empty { name: &'static str, group: String },
+    #[error(
+        "`write.branch` gives `{branch}` for group `{group}`, which is not a valid branch name"
+    )]
+    InvalidBranch { branch: String, group: String },
+    #[error(
+        "`write.branch` gives the base branch `{base}`; pull requests need a branch tagpilot owns"
+    )]
+    BaseBranch { base: String },
+}
 
 /// The branch used when `write.branch` is not set in pull-request mode.
 pub const DEFAULT_BRANCH: &str = "tagpilot/{{ group }}";
@@ -17,91 +43,6 @@ pub const DEFAULT_BRANCH: &str = "tagpilot/{{ group }}";
 /// `policies`.
 pub const DEFAULT_TITLE: &str = "chore(images): update {{ group }}\
 {% if changes | length == 1 %} to {{ changes[0].to }}{% endif %}";
-
-/// What the marker at the end of a body records.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Marker {
-    /// The group key (policy, repository or path).
-    pub group: String,
-    /// [`proposal_id`] of the changes proposed.
-    pub proposal: String,
-    /// The commit tagpilot last pushed to the branch.
-    pub head: String,
-    /// A foreign tip tagpilot already said it would not overwrite, so it says so only once.
-    pub noted: Option<String>,
-}
-
-impl Marker {
-    pub fn render(&self) -> String {
-        let mut text = format!(
-            "<!-- tagpilot:group={} proposal={} head={}",
-            encode(&self.group),
-            self.proposal,
-            self.head
-        );
-        if let Some(noted) = &self.noted {
-            text.push_str(&format!(" noted={noted}"));
-        }
-        text.push_str(" -->");
-        text
-    }
-
-    /// The marker in a pull request body, if tagpilot wrote it.
-    pub fn find(body: &str) -> Option<Marker> {
-        let start = body.rfind("<!-- tagpilot:")?;
-        let rest = &body[start + "<!-- tagpilot:".len()..];
-        let inner = &rest[..rest.find("-->")?];
-        let mut marker = Marker {
-            group: String::new(),
-            proposal: String::new(),
-            head: String::new(),
-            noted: None,
-        };
-        for field in inner.split_whitespace() {
-            match field.split_once('=')? {
-                ("group", v) => marker.group = decode(v)?,
-                ("proposal", v) => marker.proposal = v.to_owned(),
-                ("head", v) => marker.head = v.to_owned(),
-                ("noted", v) => marker.noted = Some(v.to_owned()),
-                _ => {}
-            }
-        }
-        (!marker.group.is_empty() && !marker.proposal.is_empty()).then_some(marker)
-    }
-}
-
-/// Group keys can be paths: spaces, `-->` and `%` are percent-encoded so the marker stays one
-/// HTML comment that splits on whitespace.
-fn encode(key: &str) -> String {
-    let mut out = String::new();
-    for c in key.chars() {
-        match c {
-            '%' | '>' | '<' | '=' => out.push_str(&format!("%{:02X}", c as u32)),
-            c if c.is_whitespace() || c.is_control() => {
-                let mut buf = [0u8; 4];
-                for b in c.encode_utf8(&mut buf).bytes() {
-                    out.push_str(&format!("%{b:02X}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn decode(text: &str) -> Option<String> {
-    let mut bytes = Vec::new();
-    let mut iter = text.bytes();
-    while let Some(b) = iter.next() {
-        if b == b'%' {
-            let hex = [iter.next()?, iter.next()?];
-            bytes.push(u8::from_str_radix(std::str::from_utf8(&hex).ok()?, 16).ok()?);
-        } else {
-            bytes.push(b);
-        }
-    }
-    String::from_utf8(bytes).ok()
-}
 
 /// Names what a group proposes: the images and the tags they move to. Two runs proposing the
 /// same tags for the same images get the same id, so a proposal a reviewer declined is
@@ -126,18 +67,18 @@ struct TemplateContext<'a> {
 }
 
 fn render(
-    name: &str,
+    name: &'static str,
     template: &str,
     repository: &str,
     group: &ChangeGroup,
-) -> Result<String, String> {
+) -> Result<String, TemplateError> {
     let mut policies: Vec<&str> = group.changes.iter().map(|c| c.policy.as_str()).collect();
     policies.sort_unstable();
     policies.dedup();
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template(name, template)
-        .map_err(|e| format!("invalid `write.{name}` template: {e}"))?;
+        .map_err(|source| TemplateError::Invalid { name, source })?;
     let context = TemplateContext {
         group: &group.key,
         repository,
@@ -147,18 +88,17 @@ fn render(
     let text = env
         .get_template(name)
         .and_then(|t| t.render(minijinja::value::Serde(&context)))
-        .map_err(|e| {
-            format!(
-                "cannot render `write.{name}` for group `{}`: {e}",
-                group.key
-            )
+        .map_err(|source| TemplateError::Render {
+            name,
+            group: group.key.clone(),
+            source,
         })?;
     let text = text.trim().to_owned();
     if text.is_empty() {
-        return Err(format!(
-            "`write.{name}` rendered nothing for group `{}`",
-            group.key
-        ));
+        return Err(TemplateError::Empty {
+            name,
+            group: group.key.clone(),
+        });
     }
     Ok(text)
 }
@@ -168,7 +108,7 @@ pub fn branch_name(
     template: Option<&str>,
     repository: &str,
     group: &ChangeGroup,
-) -> Result<String, String> {
+) -> Result<String, TemplateError> {
     let name = render(
         "branch",
         template.unwrap_or(DEFAULT_BRANCH),
@@ -176,10 +116,10 @@ pub fn branch_name(
         group,
     )?;
     if !git2::Reference::is_valid_name(&format!("refs/heads/{name}")) {
-        return Err(format!(
-            "`write.branch` gives `{name}` for group `{}`, which is not a valid branch name",
-            group.key
-        ));
+        return Err(TemplateError::InvalidBranch {
+            branch: name,
+            group: group.key.clone(),
+        });
     }
     Ok(name)
 }
@@ -189,7 +129,7 @@ pub fn title(
     template: Option<&str>,
     repository: &str,
     group: &ChangeGroup,
-) -> Result<String, String> {
+) -> Result<String, TemplateError> {
     let title = render(
         "title",
         template.unwrap_or(DEFAULT_TITLE),
@@ -200,8 +140,15 @@ pub fn title(
     Ok(title.lines().next().unwrap_or_default().to_owned())
 }
 
-/// The pull request body: a sentence, the table of changes, and the marker.
-pub fn body(repository: &str, base: &str, group: &ChangeGroup, marker: &Marker) -> String {
+/// The pull request body: a sentence, the table of changes, and the marker; in the forge's
+/// words (a merge request on GitLab).
+pub fn body(
+    kind: ForgeKind,
+    repository: &str,
+    base: &str,
+    group: &ChangeGroup,
+    marker: &Marker,
+) -> String {
     let mut out = format!(
         "tagpilot proposes {} in `{}` (base `{}`):\n\n",
         if group.changes.len() == 1 {
@@ -226,13 +173,39 @@ pub fn body(repository: &str, base: &str, group: &ChangeGroup, marker: &Marker) 
             cell(&c.strategy),
         ));
     }
-    out.push_str(
-        "\nA newer tag updates this pull request in place. Commits pushed here by anyone \
-         else stop tagpilot from updating it.\n\n",
-    );
+    out.push_str(&format!(
+        "\nA newer tag updates this {} in place. Commits pushed here by anyone else stop \
+         tagpilot from updating it.\n\n",
+        kind.noun()
+    ));
     out.push_str(&marker.render());
     out.push('\n');
     out
+}
+
+/// Checks the pull-request templates of a repository (for `validate` and `tagpilot check`).
+pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), TemplateError> {
+    let sample = ChangeGroup {
+        key: "example".into(),
+        files: Default::default(),
+        changes: vec![Change {
+            policy: "example".into(),
+            image: "registry.example/app".into(),
+            file: "apps/app.yaml".into(),
+            line: 1,
+            from: "1.0.0".into(),
+            to: "1.1.0".into(),
+            strategy: "semver".into(),
+        }],
+    };
+    let branch = branch_name(write.branch.as_deref(), "example", &sample)?;
+    if branch == base {
+        return Err(TemplateError::BaseBranch {
+            base: base.to_owned(),
+        });
+    }
+    title(write.title.as_deref(), "example", &sample)?;
+    Ok(())
 }
 
 /// Table cells cannot hold `|`, newlines or backticks inside code spans.
@@ -266,21 +239,6 @@ mod tests {
     }
 
     #[test]
-    fn marker_round_trips_odd_group_keys() {
-        for key in ["api", "apps/a b.yaml", "x-->y", "100%=<"] {
-            let marker = Marker {
-                group: key.into(),
-                proposal: "0123abcd".into(),
-                head: "f".repeat(40),
-                noted: Some("e".repeat(40)),
-            };
-            let body = format!("text\n\n{}\n", marker.render());
-            assert_eq!(Marker::find(&body), Some(marker), "{key}");
-        }
-        assert_eq!(Marker::find("a pull request a human wrote"), None);
-    }
-
-    #[test]
     fn proposal_id_names_images_and_tags_not_order_or_files() {
         let a = proposal_id(&[change("r/api", "1.2.0"), change("r/web", "2.0.0")]);
         let b = proposal_id(&[change("r/web", "2.0.0"), change("r/api", "1.2.0")]);
@@ -303,9 +261,11 @@ mod tests {
             title(Some("Update {{ group }} to {{ changes[0].to }}"), "m", &g).unwrap(),
             "Update api to 1.2.0"
         );
-        let err = branch_name(Some("bad..{{ group }}"), "m", &g).unwrap_err();
+        let err = branch_name(Some("bad..{{ group }}"), "m", &g)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not a valid branch name"), "{err}");
-        let err = title(Some("{{ nope }}"), "m", &g).unwrap_err();
+        let err = title(Some("{{ nope }}"), "m", &g).unwrap_err().to_string();
         assert!(
             err.contains("write.title") && err.contains("`api`"),
             "{err}"

@@ -11,14 +11,15 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::config::{GitLabConfig, path_from_url};
 use super::query_value;
+use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
 use super::{
-    Created, Forge, ForgeError, MAX_RATE_LIMIT_RETRIES, MAX_RATE_LIMIT_WAIT, NewPullRequest,
-    PullRequest, Reviewer, missing_labels, missing_reviewers, rate_limit_wait, read_token,
+    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, Reviewer, missing_labels,
+    missing_reviewers, read_token,
 };
+use crate::config::forge::{GitLabConfig, path_from_url};
 
-const FORGE: &str = "GitLab";
+const FORGE: &str = ForgeKind::GitLab.name();
 const DRAFT: &str = "Draft: ";
 
 /// A connection to one GitLab project's merge requests.
@@ -155,8 +156,7 @@ impl GitLab {
             action: action.to_owned(),
             message,
         };
-        let mut attempt = 0;
-        loop {
+        let attempt = || async {
             let mut request = self
                 .http
                 .request(method.clone(), url)
@@ -165,15 +165,24 @@ impl GitLab {
                 request = request.json(body);
             }
             // reqwest's error text names the URL, which holds no secret here.
-            let response = request.send().await.map_err(|e| api_error(e.to_string()))?;
+            let response = match request.send().await {
+                Ok(response) => response,
+                Err(e) => return Attempt::Done(Err(api_error(e.to_string()))),
+            };
             let status = response.status();
             if status.is_success() {
-                return response
-                    .json()
-                    .await
-                    .map_err(|e| api_error(format!("unexpected response: {e}")));
+                return Attempt::Done(
+                    response
+                        .json()
+                        .await
+                        .map_err(|e| api_error(format!("unexpected response: {e}"))),
+                );
             }
-            let headers = response.headers().clone();
+            if status == StatusCode::TOO_MANY_REQUESTS {
+                return Attempt::RateLimited {
+                    wait: rate_limit_wait(response.headers()),
+                };
+            }
             let text = response.text().await.unwrap_or_default();
             let message = serde_json::from_str::<Value>(&text)
                 .ok()
@@ -186,22 +195,7 @@ impl GitLab {
                         })
                 })
                 .unwrap_or(text);
-            if status == StatusCode::TOO_MANY_REQUESTS {
-                let wait = rate_limit_wait(&headers).unwrap_or(60);
-                attempt += 1;
-                if wait > MAX_RATE_LIMIT_WAIT || attempt > MAX_RATE_LIMIT_RETRIES {
-                    return Err(ForgeError::RateLimited {
-                        repository: self.repository.clone(),
-                        forge: FORGE,
-                        action: action.to_owned(),
-                        wait_seconds: wait,
-                    });
-                }
-                tracing::warn!(action, wait_seconds = wait, "GitLab rate limit; waiting");
-                tokio::time::sleep(Duration::from_secs(wait)).await;
-                continue;
-            }
-            return Err(match status {
+            Attempt::Done(Err(match status {
                 StatusCode::UNAUTHORIZED => ForgeError::Auth {
                     repository: self.repository.clone(),
                     forge: FORGE,
@@ -215,8 +209,15 @@ impl GitLab {
                     message,
                 },
                 _ => api_error(format!("{message} ({status})")),
-            });
-        }
+            }))
+        };
+        let give_up = |wait_seconds| ForgeError::RateLimited {
+            repository: self.repository.clone(),
+            forge: FORGE,
+            action: action.to_owned(),
+            wait_seconds,
+        };
+        waiting_out_rate_limits(FORGE, action, attempt, give_up).await
     }
 
     async fn list(&self, query: &str, action: &str) -> Result<Vec<PullRequest>, ForgeError> {
@@ -253,6 +254,10 @@ impl GitLab {
 }
 
 impl Forge for GitLab {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::GitLab
+    }
+
     async fn open_pull_requests(&self, base: &str) -> Result<Vec<PullRequest>, ForgeError> {
         self.list(
             &format!("state=opened&target_branch={}", query_value(base)),
@@ -328,6 +333,7 @@ impl Forge for GitLab {
                 return Ok(Created {
                     pull_request: existing,
                     warnings,
+                    taken_over: true,
                 });
             }
             Err(e) => return Err(e),
@@ -346,6 +352,7 @@ impl Forge for GitLab {
         Ok(Created {
             pull_request: created.into(),
             warnings,
+            taken_over: false,
         })
     }
 

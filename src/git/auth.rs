@@ -12,11 +12,12 @@ use hmac::{Hmac, Mac};
 use ssh_key::known_hosts::{Entry, HostPatterns, KnownHosts, Marker};
 use ssh_key::{HashAlg, PublicKey};
 
-use super::config::{AuthConfig, AuthMethod};
+use super::Libgit2Error;
+use crate::config::repository::{AuthConfig, AuthMethod, ConfigError};
 
 /// The user name HTTPS token authentication uses (GitHub's and Gitea's convention; GitLab
 /// accepts any).
-pub const TOKEN_USER: &str = "x-access-token";
+pub use crate::config::repository::TOKEN_USER;
 
 /// `url` with any userinfo removed, for logs, errors and reports.
 pub fn redact_url(url: &str) -> String {
@@ -33,6 +34,12 @@ pub fn redact_url(url: &str) -> String {
         Some((_, rest)) if !url.contains("://") => rest.to_owned(),
         _ => url.to_owned(),
     }
+}
+
+/// `message` with `url` redacted: libgit2 sometimes quotes the URL it was given, and the URL
+/// may carry userinfo.
+pub fn scrub(message: &str, url: &str) -> String {
+    message.replace(url, &redact_url(url))
 }
 
 /// Where an SSH remote lives, for host key checking.
@@ -164,15 +171,88 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
     go(&pattern, &name)
 }
 
+/// Why the remote did not accept us: no credentials could be offered, or the ones offered
+/// were refused. Names environment variables and files, never their contents.
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("the remote rejected the configured credentials")]
+    Rejected,
+    #[error("environment variable {name} is not set")]
+    EnvNotSet { name: String },
+    #[error("environment variable {name} is not valid UTF-8")]
+    EnvNotUnicode { name: String },
+    #[error("SSH key file {} does not exist", path.display())]
+    KeyFileMissing { path: PathBuf },
+    #[error(
+        "the remote asks for credentials but `auth` is not configured{}",
+        if *url_has_userinfo {
+            " (a password in the URL is not used: set `auth.tokenEnv` or `auth.username` \
+             and `auth.passwordEnv`)"
+        } else {
+            ""
+        }
+    )]
+    NotConfigured { url_has_userinfo: bool },
+    #[error("the remote does not accept the configured method ({method}); it accepts {accepted}")]
+    MethodNotAccepted {
+        method: &'static str,
+        accepted: String,
+    },
+    /// libgit2 could not make the credential (e.g. a key that fails to decrypt); its message
+    /// carries no secret.
+    #[error("{0}")]
+    Credential(#[source] Libgit2Error),
+    /// The remote answered with an authentication failure (HTTP 401).
+    #[error("{0}")]
+    Remote(#[source] Libgit2Error),
+}
+
+/// Why the SSH server was not trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum HostKeyError {
+    #[error("cannot find ~/.ssh/known_hosts; set `auth.knownHostsFile`")]
+    NoKnownHostsFile,
+    #[error("cannot read known_hosts file {}: {source}", file.display())]
+    ReadKnownHosts {
+        file: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot parse the host key of {host}: {source}")]
+    Parse {
+        host: String,
+        #[source]
+        source: ssh_key::Error,
+    },
+    #[error(
+        "host key of {name} ({fingerprint}) is not in {}; add it after checking its fingerprint",
+        file.display()
+    )]
+    Unknown {
+        name: String,
+        fingerprint: String,
+        file: PathBuf,
+    },
+    #[error(
+        "host key of {name} does not match {}: the server presented {presented}; \
+         refusing to connect (the host key changed, or someone is intercepting the connection)",
+        file.display()
+    )]
+    Mismatch {
+        name: String,
+        presented: String,
+        file: PathBuf,
+    },
+    #[error("host key of {name} is marked @revoked in {}", file.display())]
+    Revoked { name: String, file: PathBuf },
+}
+
 /// What went wrong while connecting, noticed inside libgit2 callbacks (whose own error text
 /// is generic), so the writer can report it precisely.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum ConnectFailure {
-    /// The remote refused the credentials we offered.
-    AuthRejected,
-    /// Credentials could not be assembled (missing env var, no method configured).
-    Credentials(String),
-    HostKey(String),
+    Auth(AuthError),
+    HostKey(HostKeyError),
 }
 
 /// Everything needed to authenticate one remote, resolved from the config. Holds no secret:
@@ -190,7 +270,7 @@ pub struct Connector {
 }
 
 impl Connector {
-    pub fn new(url: &str, auth: &AuthConfig) -> Result<Connector, String> {
+    pub fn new(url: &str, auth: &AuthConfig) -> Result<Connector, ConfigError> {
         Ok(Connector {
             method: auth.method()?,
             ssh: SshHost::from_url(url),
@@ -207,13 +287,18 @@ impl Connector {
         self.failure.borrow_mut().take()
     }
 
+    /// Keeps `failure` for [`Connector::take_failure`] and gives libgit2 an error to abort with.
     fn fail(&self, failure: ConnectFailure) -> git2::Error {
         let message = match &failure {
-            ConnectFailure::AuthRejected => "authentication failed".to_owned(),
-            ConnectFailure::Credentials(m) | ConnectFailure::HostKey(m) => m.clone(),
+            ConnectFailure::Auth(e) => e.to_string(),
+            ConnectFailure::HostKey(e) => e.to_string(),
         };
         self.failure.borrow_mut().get_or_insert(failure);
         git2::Error::from_str(&message)
+    }
+
+    fn fail_auth(&self, error: AuthError) -> git2::Error {
+        self.fail(ConnectFailure::Auth(error))
     }
 
     /// Callbacks for one fetch or push. Push-specific callbacks are added by the caller.
@@ -250,7 +335,7 @@ impl Connector {
         let attempt = self.attempts.get() + 1;
         self.attempts.set(attempt);
         if attempt > 1 {
-            return Err(self.fail(ConnectFailure::AuthRejected));
+            return Err(self.fail_auth(AuthError::Rejected));
         }
         let cred = match &self.method {
             AuthMethod::SshKey {
@@ -258,13 +343,11 @@ impl Connector {
                 passphrase_env,
             } if allowed.contains(CredentialType::SSH_KEY) => {
                 let passphrase = passphrase_env.as_deref().map(read_env).transpose();
-                let passphrase =
-                    passphrase.map_err(|m| self.fail(ConnectFailure::Credentials(m)))?;
+                let passphrase = passphrase.map_err(|e| self.fail_auth(e))?;
                 if !key_file.exists() {
-                    return Err(self.fail(ConnectFailure::Credentials(format!(
-                        "SSH key file {} does not exist",
-                        key_file.display()
-                    ))));
+                    return Err(self.fail_auth(AuthError::KeyFileMissing {
+                        path: key_file.clone(),
+                    }));
                 }
                 Cred::ssh_key(&ssh_user(), None, key_file, passphrase.as_deref())
             }
@@ -274,16 +357,14 @@ impl Connector {
             AuthMethod::Token { token_env }
                 if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) =>
             {
-                let token =
-                    read_env(token_env).map_err(|m| self.fail(ConnectFailure::Credentials(m)))?;
+                let token = read_env(token_env).map_err(|e| self.fail_auth(e))?;
                 Cred::userpass_plaintext(TOKEN_USER, &token)
             }
             AuthMethod::Password {
                 username,
                 password_env,
             } if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) => {
-                let password = read_env(password_env)
-                    .map_err(|m| self.fail(ConnectFailure::Credentials(m)))?;
+                let password = read_env(password_env).map_err(|e| self.fail_auth(e))?;
                 Cred::userpass_plaintext(username, &password)
             }
             AuthMethod::Provided { username, secret }
@@ -291,75 +372,76 @@ impl Connector {
             {
                 Cred::userpass_plaintext(username, secret.expose())
             }
-            AuthMethod::None => {
-                let hint = if self.url_has_userinfo {
-                    " (a password in the URL is not used: set `auth.tokenEnv` or `auth.username` \
-                     and `auth.passwordEnv`)"
-                } else {
-                    ""
-                };
-                Err(self.fail(ConnectFailure::Credentials(format!(
-                    "the remote asks for credentials but `auth` is not configured{hint}"
-                ))))
-            }
-            method => Err(self.fail(ConnectFailure::Credentials(format!(
-                "the remote does not accept the configured method ({}); it accepts {}",
-                method_name(method),
-                accepted_names(allowed)
-            )))),
+            AuthMethod::None => Err(self.fail_auth(AuthError::NotConfigured {
+                url_has_userinfo: self.url_has_userinfo,
+            })),
+            method => Err(self.fail_auth(AuthError::MethodNotAccepted {
+                method: method_name(method),
+                accepted: accepted_names(allowed),
+            })),
         };
-        cred.map_err(|e| {
-            // libgit2's own message (e.g. a key that fails to decrypt) carries no secret.
-            self.fail(ConnectFailure::Credentials(e.message().to_owned()))
-        })
+        // libgit2's own message (e.g. a key that fails to decrypt) carries no secret.
+        cred.map_err(|e| self.fail_auth(AuthError::Credential(e.into())))
     }
 
     fn check_ssh_host(&self, ssh: &SshHost, blob: &[u8]) -> Result<(), git2::Error> {
-        let host_key_failure = |m: String| self.fail(ConnectFailure::HostKey(m));
-        let file = match &self.known_hosts_file {
-            Some(file) => file.clone(),
-            None => default_known_hosts().ok_or_else(|| {
-                host_key_failure("cannot find ~/.ssh/known_hosts; set `auth.knownHostsFile`".into())
-            })?,
-        };
-        let text = std::fs::read_to_string(&file).map_err(|e| {
-            host_key_failure(format!(
-                "cannot read known_hosts file {}: {e}",
-                file.display()
-            ))
-        })?;
-        let key = PublicKey::from_bytes(blob).map_err(|e| {
-            host_key_failure(format!("cannot parse the host key of {}: {e}", ssh.host))
-        })?;
-        let name = ssh.known_hosts_name();
-        match check_host_key(&text, ssh, &key) {
-            HostKeyCheck::Known => Ok(()),
-            HostKeyCheck::Unknown => Err(host_key_failure(format!(
-                "host key of {name} ({}) is not in {}; add it after checking its fingerprint",
-                key.fingerprint(HashAlg::Sha256),
-                file.display()
-            ))),
-            HostKeyCheck::Mismatch { presented } => Err(host_key_failure(format!(
-                "host key of {name} does not match {}: the server presented {presented}; \
-                 refusing to connect (the host key changed, or someone is intercepting the connection)",
-                file.display()
-            ))),
-            HostKeyCheck::Revoked => Err(host_key_failure(format!(
-                "host key of {name} is marked @revoked in {}",
-                file.display()
-            ))),
-        }
+        verify_host_key(self.known_hosts_file.as_deref(), ssh, blob)
+            .map_err(|e| self.fail(ConnectFailure::HostKey(e)))
     }
 }
 
-fn default_known_hosts() -> Option<PathBuf> {
+/// Checks the key `blob` an SSH server presented against `known_hosts` (the configured file,
+/// or the user's).
+fn verify_host_key(
+    known_hosts_file: Option<&std::path::Path>,
+    ssh: &SshHost,
+    blob: &[u8],
+) -> Result<(), HostKeyError> {
+    let file = match known_hosts_file {
+        Some(file) => file.to_owned(),
+        None => default_known_hosts().ok_or(HostKeyError::NoKnownHostsFile)?,
+    };
+    let text = std::fs::read_to_string(&file).map_err(|source| HostKeyError::ReadKnownHosts {
+        file: file.clone(),
+        source,
+    })?;
+    let key = PublicKey::from_bytes(blob).map_err(|source| HostKeyError::Parse {
+        host: ssh.host.clone(),
+        source,
+    })?;
+    let name = ssh.known_hosts_name();
+    match check_host_key(&text, ssh, &key) {
+        HostKeyCheck::Known => Ok(()),
+        HostKeyCheck::Unknown => Err(HostKeyError::Unknown {
+            name,
+            fingerprint: key.fingerprint(HashAlg::Sha256).to_string(),
+            file,
+        }),
+        HostKeyCheck::Mismatch { presented } => Err(HostKeyError::Mismatch {
+            name,
+            presented,
+            file,
+        }),
+        HostKeyCheck::Revoked => Err(HostKeyError::Revoked { name, file }),
+    }
+}
+
+pub(crate) fn default_known_hosts() -> Option<PathBuf> {
     etcetera::home_dir()
         .ok()
         .map(|home| home.join(".ssh").join("known_hosts"))
 }
 
-fn read_env(name: &str) -> Result<String, String> {
-    std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))
+/// The value of the environment variable `name`; the error names the variable only.
+pub(crate) fn read_env(name: &str) -> Result<String, AuthError> {
+    std::env::var(name).map_err(|e| match e {
+        std::env::VarError::NotPresent => AuthError::EnvNotSet {
+            name: name.to_owned(),
+        },
+        std::env::VarError::NotUnicode(_) => AuthError::EnvNotUnicode {
+            name: name.to_owned(),
+        },
+    })
 }
 
 fn method_name(method: &AuthMethod) -> &'static str {
@@ -427,6 +509,36 @@ mod tests {
             "github.com:acme/m.git"
         );
         assert_eq!(redact_url("file:///srv/m.git"), "file:///srv/m.git");
+    }
+
+    #[test]
+    fn scrub_removes_credentials_from_messages() {
+        let url = "https://bot:hunter2@git.example/m.git";
+        let message = scrub(&format!("failed to connect to {url}: timeout"), url);
+        assert!(!message.contains("hunter2"), "{message}");
+        assert!(message.contains("https://git.example/m.git"));
+    }
+
+    #[test]
+    fn missing_auth_hints_that_a_password_in_the_url_is_not_used() {
+        let plain = AuthError::NotConfigured {
+            url_has_userinfo: false,
+        };
+        assert_eq!(
+            plain.to_string(),
+            "the remote asks for credentials but `auth` is not configured"
+        );
+        let hinted = AuthError::NotConfigured {
+            url_has_userinfo: true,
+        }
+        .to_string();
+        assert!(
+            hinted.ends_with(
+                "(a password in the URL is not used: set `auth.tokenEnv` or `auth.username` \
+                 and `auth.passwordEnv`)"
+            ),
+            "{hinted}"
+        );
     }
 
     #[test]

@@ -18,15 +18,45 @@ use git2::{
 };
 use sha2::Digest as _;
 
-use super::GitError;
-use super::auth::{ConnectFailure, Connector, redact_url};
-use super::config::RepositoryConfig;
+use super::auth::{AuthError, ConnectFailure, Connector, redact_url};
+use super::{GitError, Libgit2Error};
+use crate::config::repository::RepositoryConfig;
 
 /// Written into a cached repository once its first fetch completed.
 const READY_MARKER: &str = "tagpilot-ready";
 
 /// Where remote-tracking refs of the cache live.
 const TRACKING_PREFIX: &str = "refs/remotes/origin/";
+
+/// What is wrong with the clone cache on disk (never with the remote).
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    #[error("cannot remove the broken clone: {0}")]
+    Remove(#[source] std::io::Error),
+    #[error("{0}")]
+    Io(#[source] std::io::Error),
+    #[error("{0}")]
+    Git(#[source] Libgit2Error),
+    /// A file of the tree could not be written out for the planner.
+    #[error("{}: {source}", path.display())]
+    Export {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    SymlinkTarget {
+        path: PathBuf,
+        #[source]
+        source: std::str::Utf8Error,
+    },
+}
+
+impl From<git2::Error> for CacheError {
+    fn from(error: git2::Error) -> CacheError {
+        CacheError::Git(error.into())
+    }
+}
 
 /// The directory holding one bare clone per configured repository.
 #[derive(Debug, Clone)]
@@ -117,8 +147,8 @@ pub(crate) struct Fetched {
 pub(crate) fn sync(dir: &Path, repo: &RepositoryConfig) -> Result<(Repository, Fetched), GitError> {
     let git = open(dir, repo)?;
     match fetch(&git, dir, repo) {
-        Err(FetchError::Local(message)) => {
-            tracing::warn!(repository = %repo.name, %message, "clone cache is broken; cloning again");
+        Err(FetchError::Local(error)) => {
+            tracing::warn!(repository = %repo.name, %error, "clone cache is broken; cloning again");
             drop(git);
             wipe(dir, repo)?;
             let git = open(dir, repo)?;
@@ -132,11 +162,15 @@ pub(crate) fn sync(dir: &Path, repo: &RepositoryConfig) -> Result<(Repository, F
     }
 }
 
-fn cache_error(repo: &RepositoryConfig, dir: &Path, message: impl std::fmt::Display) -> GitError {
+pub(crate) fn cache_error(
+    repo: &RepositoryConfig,
+    dir: &Path,
+    source: impl Into<CacheError>,
+) -> GitError {
     GitError::Cache {
         repository: repo.name.clone(),
         path: dir.to_owned(),
-        message: message.to_string(),
+        source: source.into(),
     }
 }
 
@@ -144,11 +178,7 @@ fn wipe(dir: &Path, repo: &RepositoryConfig) -> Result<(), GitError> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(cache_error(
-            repo,
-            dir,
-            format!("cannot remove the broken clone: {e}"),
-        )),
+        Err(e) => Err(cache_error(repo, dir, CacheError::Remove(e))),
     }
 }
 
@@ -168,8 +198,8 @@ fn open(dir: &Path, repo: &RepositoryConfig) -> Result<Repository, GitError> {
         tracing::info!(repository = %repo.name, "clone cache was left half-written; cloning again");
     }
     wipe(dir, repo)?;
-    std::fs::create_dir_all(dir).map_err(|e| cache_error(repo, dir, e))?;
-    Repository::init_bare(dir).map_err(|e| cache_error(repo, dir, e.message()))
+    std::fs::create_dir_all(dir).map_err(|e| cache_error(repo, dir, CacheError::Io(e)))?;
+    Repository::init_bare(dir).map_err(|e| cache_error(repo, dir, e))
 }
 
 /// Lock files a crashed run left behind would make every later ref update fail.
@@ -195,7 +225,9 @@ fn remove_stale_locks(dir: &Path) {
 
 pub(crate) enum FetchError {
     /// The cache itself is broken: wipe and clone again.
-    Local(String),
+    Local(CacheError),
+    /// The auth config does not name one method (caught by validation before any fetch).
+    Config(super::ConfigError),
     Connect(ConnectFailure),
     Remote(git2::Error),
     BranchNotFound,
@@ -206,38 +238,40 @@ impl FetchError {
         let url = redact_url(&repo.url);
         let repository = repo.name.clone();
         match self {
-            FetchError::Local(message) => cache_error(repo, dir, message),
+            FetchError::Local(error) => cache_error(repo, dir, error),
+            FetchError::Config(error) => GitError::config(repo, error),
             FetchError::Connect(failure) => connect_error(repo, failure),
             FetchError::Remote(e) => {
-                let message = scrub(e.message(), &repo.url);
+                let source = Libgit2Error::scrubbed(e, &repo.url);
+                let e = source.git2();
                 match e.class() {
                     ErrorClass::Net | ErrorClass::Os | ErrorClass::Ssl => GitError::Unreachable {
                         repository,
                         url,
-                        message,
+                        source,
                     },
                     ErrorClass::Http
-                        if e.code() == git2::ErrorCode::Auth || message.contains("401") =>
+                        if e.code() == git2::ErrorCode::Auth || e.message().contains("401") =>
                     {
                         GitError::Auth {
                             repository,
                             url,
-                            message,
+                            source: AuthError::Remote(source),
                         }
                     }
                     ErrorClass::Ssh
-                        if message.contains("connect") || message.contains("resolve") =>
+                        if e.message().contains("connect") || e.message().contains("resolve") =>
                     {
                         GitError::Unreachable {
                             repository,
                             url,
-                            message,
+                            source,
                         }
                     }
                     _ => GitError::Fetch {
                         repository,
                         url,
-                        message,
+                        source,
                     },
                 }
             }
@@ -253,33 +287,22 @@ impl FetchError {
 pub(crate) fn connect_error(repo: &RepositoryConfig, failure: ConnectFailure) -> GitError {
     let (repository, url) = (repo.name.clone(), redact_url(&repo.url));
     match failure {
-        ConnectFailure::AuthRejected => GitError::Auth {
+        ConnectFailure::Auth(source) => GitError::Auth {
             repository,
             url,
-            message: "the remote rejected the configured credentials".into(),
+            source,
         },
-        ConnectFailure::Credentials(message) => GitError::Auth {
+        ConnectFailure::HostKey(source) => GitError::HostKey {
             repository,
             url,
-            message,
-        },
-        ConnectFailure::HostKey(message) => GitError::HostKey {
-            repository,
-            url,
-            message,
+            source: Box::new(source),
         },
     }
 }
 
-/// libgit2 sometimes quotes the URL it was given; the URL may carry userinfo.
-pub(crate) fn scrub(message: &str, url: &str) -> String {
-    message.replace(url, &redact_url(url))
-}
-
 /// Fetches the base branch (and an owned target branch) into `refs/remotes/origin/*`.
 fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetched, FetchError> {
-    let connector = Connector::new(&repo.url, &repo.auth)
-        .map_err(|m| FetchError::Connect(ConnectFailure::Credentials(m)))?;
+    let connector = Connector::new(&repo.url, &repo.auth).map_err(FetchError::Config)?;
     let mut branches = vec![repo.branch.as_str()];
     if repo.owns_target_branch() {
         branches.push(repo.target_branch());
@@ -290,7 +313,7 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
         .collect();
     let mut remote = git
         .remote_anonymous(&repo.url)
-        .map_err(|e| FetchError::Local(e.message().to_owned()))?;
+        .map_err(|e| FetchError::Local(CacheError::Git(Libgit2Error::scrubbed(e, &repo.url))))?;
     let mut options = FetchOptions::new();
     options
         .remote_callbacks(connector.callbacks())
@@ -307,7 +330,9 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
             | ErrorClass::Index
             | ErrorClass::Repository
             | ErrorClass::Zlib
-            | ErrorClass::Filesystem => FetchError::Local(e.message().to_owned()),
+            | ErrorClass::Filesystem => {
+                FetchError::Local(CacheError::Git(Libgit2Error::scrubbed(e, &repo.url)))
+            }
             _ => FetchError::Remote(e),
         });
     }
@@ -335,10 +360,10 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
     };
     // A missing object means the fetch left the cache inconsistent.
     git.find_commit(base_tip)
-        .map_err(|e| FetchError::Local(e.message().to_owned()))?;
+        .map_err(|e| FetchError::Local(e.into()))?;
     if !dir.join(READY_MARKER).is_file() {
         std::fs::write(dir.join(READY_MARKER), b"")
-            .map_err(|e| FetchError::Local(e.to_string()))?;
+            .map_err(|e| FetchError::Local(CacheError::Io(e)))?;
     }
     Ok(Fetched {
         base_tip,
@@ -355,19 +380,15 @@ pub(crate) fn checkout_commit(
     let dir = tempfile::Builder::new()
         .prefix("tagpilot-checkout-")
         .tempdir()
-        .map_err(|e| cache_error(repo, Path::new("(temporary checkout)"), e))?;
-    export_tree(git, commit, dir.path())
-        .map_err(|message| cache_error(repo, dir.path(), message))?;
+        .map_err(|e| cache_error(repo, Path::new("(temporary checkout)"), CacheError::Io(e)))?;
+    export_tree(git, commit, dir.path()).map_err(|e| cache_error(repo, dir.path(), e))?;
     Ok(Checkout { dir, commit })
 }
 
-fn export_tree(git: &Repository, commit: Oid, target: &Path) -> Result<(), String> {
-    let tree = git
-        .find_commit(commit)
-        .and_then(|c| c.tree())
-        .map_err(|e| e.message().to_owned())?;
+fn export_tree(git: &Repository, commit: Oid, target: &Path) -> Result<(), CacheError> {
+    let tree = git.find_commit(commit).and_then(|c| c.tree())?;
     let mut failure = None;
-    tree.walk(TreeWalkMode::PreOrder, |parent, entry| {
+    let walked = tree.walk(TreeWalkMode::PreOrder, |parent, entry| {
         let Ok(name) = entry.name() else {
             return TreeWalkResult::Skip;
         };
@@ -378,7 +399,10 @@ fn export_tree(git: &Repository, commit: Oid, target: &Path) -> Result<(), Strin
         let path = target.join(parent).join(name);
         let result = match entry.kind() {
             Some(git2::ObjectType::Tree) => {
-                std::fs::create_dir_all(&path).map_err(|e| e.to_string())
+                std::fs::create_dir_all(&path).map_err(|source| CacheError::Export {
+                    path: path.clone(),
+                    source,
+                })
             }
             Some(git2::ObjectType::Blob) => write_blob(git, entry.id(), entry.filemode(), &path),
             // Submodules are other repositories: not ours to plan on.
@@ -387,30 +411,41 @@ fn export_tree(git: &Repository, commit: Oid, target: &Path) -> Result<(), Strin
         match result {
             Ok(()) => TreeWalkResult::Ok,
             Err(e) => {
-                failure = Some(format!("{}: {e}", path.display()));
+                failure = Some(e);
                 TreeWalkResult::Abort
             }
         }
-    })
-    .map_err(|e| failure.clone().unwrap_or_else(|| e.message().to_owned()))?;
-    failure.map_or(Ok(()), Err)
+    });
+    match (failure, walked) {
+        (Some(e), _) => Err(e),
+        (None, Err(e)) => Err(e.into()),
+        (None, Ok(())) => Ok(()),
+    }
 }
 
-fn write_blob(git: &Repository, id: Oid, mode: i32, path: &Path) -> Result<(), String> {
-    let blob = git.find_blob(id).map_err(|e| e.message().to_owned())?;
+fn write_blob(git: &Repository, id: Oid, mode: i32, path: &Path) -> Result<(), CacheError> {
+    let blob = git.find_blob(id)?;
+    let export = |source| CacheError::Export {
+        path: path.to_owned(),
+        source,
+    };
     if mode == i32::from(git2::FileMode::Link) {
         #[cfg(unix)]
         {
-            let target = std::str::from_utf8(blob.content()).map_err(|e| e.to_string())?;
-            return std::os::unix::fs::symlink(target, path).map_err(|e| e.to_string());
+            let target = std::str::from_utf8(blob.content()).map_err(|source| {
+                CacheError::SymlinkTarget {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
+            return std::os::unix::fs::symlink(target, path).map_err(export);
         }
     }
-    std::fs::write(path, blob.content()).map_err(|e| e.to_string())?;
+    std::fs::write(path, blob.content()).map_err(export)?;
     #[cfg(unix)]
     if mode == i32::from(git2::FileMode::BlobExecutable) {
         use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| e.to_string())?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(export)?;
     }
     Ok(())
 }
@@ -443,13 +478,5 @@ mod tests {
                 .starts_with(".._x_y-")
         );
         assert_eq!(odd.parent().unwrap(), Path::new("/c/repos"));
-    }
-
-    #[test]
-    fn scrub_removes_credentials_from_messages() {
-        let url = "https://bot:hunter2@git.example/m.git";
-        let message = scrub(&format!("failed to connect to {url}: timeout"), url);
-        assert!(!message.contains("hunter2"), "{message}");
-        assert!(message.contains("https://git.example/m.git"));
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::config::Grouping;
+use crate::config::repository::Grouping;
 
 /// The message used when `write.commitMessage` is not set.
 ///
@@ -96,12 +96,23 @@ pub fn regroup(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -
     }
 }
 
+/// Why no commit message could be made from `write.commitMessage`.
+#[derive(Debug, thiserror::Error)]
+pub enum TemplateError {
+    #[error("invalid `write.commitMessage` template: {0}")]
+    Invalid(#[source] minijinja::Error),
+    #[error("cannot render `write.commitMessage`: {0}")]
+    Render(#[source] minijinja::Error),
+    #[error("`write.commitMessage` rendered an empty message")]
+    Empty,
+}
+
 /// Checks that a commit message template parses, for `tagpilot check`.
-pub fn check_template(template: &str) -> Result<(), String> {
+pub fn check_template(template: &str) -> Result<(), TemplateError> {
     let mut env = minijinja::Environment::new();
     env.add_template("commitMessage", template)
         .map(|_| ())
-        .map_err(|e| format!("invalid `write.commitMessage` template: {e}"))
+        .map_err(TemplateError::Invalid)
 }
 
 #[derive(Serialize)]
@@ -119,14 +130,14 @@ pub fn render_message(
     template: Option<&str>,
     repository: &str,
     group: &ChangeGroup,
-) -> Result<String, String> {
+) -> Result<String, TemplateError> {
     let mut policies: Vec<&str> = group.changes.iter().map(|c| c.policy.as_str()).collect();
     policies.sort_unstable();
     policies.dedup();
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template("commitMessage", template.unwrap_or(DEFAULT_COMMIT_MESSAGE))
-        .map_err(|e| format!("invalid `write.commitMessage` template: {e}"))?;
+        .map_err(TemplateError::Invalid)?;
     let context = MessageContext {
         changes: &group.changes,
         group: &group.key,
@@ -136,10 +147,10 @@ pub fn render_message(
     let body = env
         .get_template("commitMessage")
         .and_then(|t| t.render(minijinja::value::Serde(&context)))
-        .map_err(|e| format!("cannot render `write.commitMessage`: {e}"))?;
+        .map_err(TemplateError::Render)?;
     let body = body.trim_end();
     if body.trim().is_empty() {
-        return Err("`write.commitMessage` rendered an empty message".into());
+        return Err(TemplateError::Empty);
     }
     let mut message = String::from(body);
     message.push_str("\n\n");
@@ -215,7 +226,9 @@ mod tests {
     #[test]
     fn unknown_variable_is_an_error_not_an_empty_string() {
         let g = group("api", &[("a", "x")], vec![change("api", "a", "1", "2")]);
-        let err = render_message(Some("{{ nope.field }}"), "m", &g).unwrap_err();
+        let err = render_message(Some("{{ nope.field }}"), "m", &g)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("commitMessage"), "{err}");
     }
 

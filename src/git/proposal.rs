@@ -13,20 +13,22 @@ use std::sync::Arc;
 
 use git2::{AutotagOption, FetchOptions, Oid, Repository};
 
-use super::GitError;
 use super::auth::{Connector, redact_url};
-use super::cache::{self, RepoCache, connect_error, scrub};
-use super::config::RepositoryConfig;
+use super::cache::{self, RepoCache, cache_error, connect_error};
+use super::commit::{CommitError, apply_files, make_commit};
 use super::message::{ChangeGroup, POLICY_TRAILER, regroup, render_message};
+use super::push::{AttemptError, push};
 use super::sign::Signer;
-use super::write::{AttemptError, Replanner, apply_files, make_commit, push};
+use super::write::Replanner;
+use super::{GitError, Libgit2Error};
+use crate::config::repository::RepositoryConfig;
 
 /// The base branch as fetched, and the change groups planned on it.
 #[derive(Debug, Clone)]
 pub struct Prepared {
     pub base_tip: Oid,
     pub groups: Vec<ChangeGroup>,
-    /// Whether the plan covered every policy (see [`Replanner::complete`]).
+    /// Whether the plan covered every policy (see [`super::Planned::complete`]).
     pub complete: bool,
 }
 
@@ -45,12 +47,13 @@ pub struct BranchTip {
     pub by_tagpilot: bool,
 }
 
-/// Fetches the base branch, plans on its tip and groups the changes per `write.group`.
+/// Fetches the base branch, plans on its tip and groups the changes per `write.group`. The
+/// planner's own plan comes back beside the groups.
 pub async fn prepare<P: Replanner>(
     cache: &RepoCache,
     repo: &RepositoryConfig,
     planner: &P,
-) -> Result<Prepared, GitError> {
+) -> Result<(Prepared, P::Plan), GitError> {
     repo.validate()?;
     let dir = cache.repo_dir(repo);
     // In pull-request mode the target branch is the base, so only the base is fetched here;
@@ -62,7 +65,7 @@ pub async fn prepare<P: Replanner>(
         Ok((fetched.base_tip, checkout))
     })
     .await?;
-    let groups = planner
+    let planned = planner
         .plan(repo, checkout.path())
         .await
         .map_err(|e| GitError::Plan {
@@ -70,23 +73,17 @@ pub async fn prepare<P: Replanner>(
             source: Box::new(e),
         })?;
     drop(checkout);
-    Ok(Prepared {
+    let prepared = Prepared {
         base_tip,
-        groups: regroup(&repo.name, repo.write.group, groups),
-        complete: planner.complete(repo),
-    })
+        groups: regroup(&repo.name, repo.write.group, planned.groups),
+        complete: planned.complete,
+    };
+    Ok((prepared, planned.plan))
 }
 
 /// The signer for `repo`'s commits, if it signs them.
 pub fn load_signer(repo: &RepositoryConfig) -> Result<Arc<Option<Signer>>, GitError> {
-    let signer = match &repo.write.signing {
-        Some(config) => Some(Signer::load(config).map_err(|message| GitError::Signing {
-            repository: repo.name.clone(),
-            message,
-        })?),
-        None => None,
-    };
-    Ok(Arc::new(signer))
+    super::sign::signer_for(repo)
 }
 
 /// Fetches `branches` (those that exist) and tells what each holds; a missing branch maps to
@@ -103,13 +100,10 @@ pub async fn fetch_branches(
         let fetch_error = |e: git2::Error| GitError::Fetch {
             repository: repo.name.clone(),
             url: redact_url(&repo.url),
-            message: scrub(e.message(), &repo.url),
+            source: Libgit2Error::scrubbed(e, &repo.url),
         };
         let connector =
-            Connector::new(&repo.url, &repo.auth).map_err(|message| GitError::Config {
-                repository: repo.name.clone(),
-                message,
-            })?;
+            Connector::new(&repo.url, &repo.auth).map_err(|e| GitError::config(&repo, e))?;
         let mut remote = git.remote_anonymous(&repo.url).map_err(fetch_error)?;
         let connected =
             remote.connect_auth(git2::Direction::Fetch, Some(connector.callbacks()), None);
@@ -186,19 +180,18 @@ pub async fn build_commit(
         let cache_error = |e: git2::Error| cache_error(&repo, &dir, e);
         let base = git.find_commit(base).map_err(cache_error)?;
         let base_tree = base.tree().map_err(cache_error)?;
-        let commit_error = |message: String| GitError::Commit {
+        let commit_error = |source: CommitError| GitError::Commit {
             repository: repo.name.clone(),
             group: group.key.clone(),
-            message,
+            source,
         };
         let tree = apply_files(&git, &base_tree, &group.files).map_err(commit_error)?;
         if tree == base_tree.id() {
             return Ok(None);
         }
         let message = render_message(repo.write.commit_message.as_deref(), &repo.name, &group)
-            .map_err(commit_error)?;
-        let id = make_commit(&git, &repo, &base, tree, &message, signer.as_ref().as_ref())
-            .map_err(|e| attempt_error(&repo, e))?;
+            .map_err(|e| commit_error(e.into()))?;
+        let id = make_commit(&git, &repo, &base, tree, &message, signer.as_ref().as_ref())?;
         Ok(Some(BuiltCommit {
             id,
             summary: message.lines().next().unwrap_or_default().to_owned(),
@@ -314,38 +307,14 @@ async fn update_branch(
                     "the branch moved since tagpilot fetched it; left alone until the next run"
                         .into(),
             },
-            other => attempt_error(&repo, other),
+            other => other.into_git_error(&repo),
         })
     })
     .await
 }
 
-fn attempt_error(repo: &RepositoryConfig, e: AttemptError) -> GitError {
-    match e {
-        AttemptError::Fatal(e) => e,
-        AttemptError::Moved => GitError::Push {
-            repository: repo.name.clone(),
-            url: redact_url(&repo.url),
-            message: "the branch moved".into(),
-        },
-        AttemptError::Refused(message) => GitError::Push {
-            repository: repo.name.clone(),
-            url: redact_url(&repo.url),
-            message,
-        },
-    }
-}
-
 fn open(dir: &Path, repo: &RepositoryConfig) -> Result<Repository, GitError> {
     Repository::open_bare(dir).map_err(|e| cache_error(repo, dir, e))
-}
-
-fn cache_error(repo: &RepositoryConfig, dir: &Path, e: git2::Error) -> GitError {
-    GitError::Cache {
-        repository: repo.name.clone(),
-        path: dir.to_owned(),
-        message: e.message().to_owned(),
-    }
 }
 
 async fn blocking<T: Send + 'static>(

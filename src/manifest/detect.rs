@@ -219,10 +219,13 @@ impl Scan<'_> {
         let Some((policy, namespace, part)) = parse_marker(comment) else {
             return;
         };
+        // A marked scalar without a valid value yet (a CI placeholder) stays the marker's: no
+        // other reading may take it, or the field would change kind once a value is written.
         let value = slot.value.as_str();
         let fields = match part {
             MarkerPart::Whole => {
                 let Ok(r) = ImageRef::parse(value) else {
+                    self.claimed.insert(slot.range.start);
                     return;
                 };
                 Fields {
@@ -245,7 +248,10 @@ impl Scan<'_> {
                 let digest = (!value.is_empty()).then(|| value.to_string());
                 Fields::single(None, digest, slot.clone(), OnePart::Digest)
             }
-            _ => return,
+            _ => {
+                self.claimed.insert(slot.range.start);
+                return;
+            }
         };
         self.push(
             FieldKind::Marker {
@@ -346,9 +352,29 @@ impl Scan<'_> {
             let Ok(repository) = Repository::parse(repo_text) else {
                 continue;
             };
-            let Some((tag, digest)) = self.tag_and_digest(entry, "newTag", "digest") else {
+            let Some((mut tag, mut digest)) = self.tag_and_digest(entry, "newTag", "digest") else {
                 continue;
             };
+            // Only an entry that sets nothing but its name (`newTag` or `digest` may be there,
+            // empty) asks for the keys to be added; any other entry is written only in the keys
+            // it has.
+            let sets_only_its_name = entry.entries().iter().all(|(k, v)| {
+                let key = k.scalar().unwrap_or_default();
+                key == "name"
+                    || (matches!(key, "newTag" | "digest")
+                        && (v.range.is_empty() || v.scalar() == Some("")))
+            });
+            if !sets_only_its_name {
+                let missing = |p: &Part| matches!(p, Part::Missing { .. });
+                if missing(&tag) && missing(&digest) {
+                    continue;
+                }
+                for part in [&mut tag, &mut digest] {
+                    if missing(part) {
+                        *part = Part::Unpinned;
+                    }
+                }
+            }
             let mut claims: Vec<&Slot> = vec![&name];
             claims.extend(new_name.as_ref());
             let main = part_slot(&tag).unwrap_or(&name).clone();

@@ -39,6 +39,20 @@ impl<K: Eq + Hash, V: Clone> Memo<K, V> {
             .clone();
         cell.get_or_init(init).await.clone()
     }
+
+    /// Forgets every result, so the next caller computes it again.
+    pub(crate) fn clear(&self) {
+        self.cells.lock().expect("memo lock poisoned").clear();
+    }
+
+    /// Keeps only the results `keep` accepts. A computation still running is forgotten too;
+    /// the callers already waiting on it still get its result.
+    pub(crate) fn retain(&self, keep: impl Fn(&V) -> bool) {
+        self.cells
+            .lock()
+            .expect("memo lock poisoned")
+            .retain(|_, cell| cell.get().is_some_and(&keep));
+    }
 }
 
 #[cfg(test)]
@@ -63,5 +77,33 @@ mod tests {
         );
         assert_eq!((a, b, c), (7, 7, 7));
         assert_eq!(runs.load(Ordering::SeqCst), 2, "one run per distinct key");
+    }
+
+    #[tokio::test]
+    async fn forgotten_results_are_computed_again() {
+        let memo: Memo<&str, Result<u32, ()>> = Memo::default();
+        let runs = AtomicUsize::new(0);
+        let count = |v: Result<u32, ()>| {
+            let runs = &runs;
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                v
+            }
+        };
+        memo.get_or_init("ok", || count(Ok(1))).await.unwrap();
+        memo.get_or_init("failed", || count(Err(())))
+            .await
+            .unwrap_err();
+        memo.retain(Result::is_ok);
+        memo.get_or_init("ok", || count(Ok(1))).await.unwrap();
+        memo.get_or_init("failed", || count(Ok(2))).await.unwrap();
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            3,
+            "only the failure was asked again"
+        );
+        memo.clear();
+        memo.get_or_init("ok", || count(Ok(1))).await.unwrap();
+        assert_eq!(runs.load(Ordering::SeqCst), 4);
     }
 }

@@ -10,7 +10,20 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{ImageInfo, Registry, RegistryError};
-use crate::image::{Platform, Repository};
+use crate::image::{ImageError, Platform, Repository};
+
+/// A `registry.yaml` that does not describe a registry.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryRegistryError {
+    #[error("registry.yaml: {0}")]
+    Yaml(#[from] serde_saphyr::Error),
+    #[error("registry.yaml: repository {name:?}: {source}")]
+    Repository {
+        name: String,
+        #[source]
+        source: ImageError,
+    },
+}
 
 #[derive(Default)]
 pub struct MemoryRegistry {
@@ -51,17 +64,17 @@ impl MemoryRegistry {
 
     /// Builds a registry from YAML: a map from repository (`host/path`) to
     /// `{tags: [...], digests: {tag: sha256:…}, created: {tag: RFC 3339}, error: message}`.
-    pub fn from_yaml(yaml: &str) -> Result<Self, String> {
-        let map: BTreeMap<String, RepositoryYaml> =
-            serde_saphyr::from_str(yaml).map_err(|e| e.to_string())?;
+    pub fn from_yaml(yaml: &str) -> Result<Self, MemoryRegistryError> {
+        let map: BTreeMap<String, RepositoryYaml> = serde_saphyr::from_str(yaml)?;
         let reg = MemoryRegistry::new();
         for (name, spec) in map {
-            let repo = Repository::parse(&name).map_err(|e| e.to_string())?;
+            let repo = Repository::parse(&name)
+                .map_err(|source| MemoryRegistryError::Repository { name, source })?;
             for tag in &spec.tags {
                 let digest = spec.digests.get(tag).cloned().unwrap_or_else(|| {
                     format!(
                         "sha256:{}",
-                        super::client::sha256_hex(format!("{repo}:{tag}").as_bytes())
+                        super::manifest::sha256_hex(format!("{repo}:{tag}").as_bytes())
                     )
                 });
                 let info = ImageInfo {
@@ -78,14 +91,15 @@ impl MemoryRegistry {
                     .entry(repo.clone())
                     .or_default();
             }
-            if let Some(detail) = spec.error {
+            if let Some(body) = spec.error {
                 reg.fail(
                     &repo,
                     RegistryError::Http {
                         registry: repo.registry.clone(),
                         repository: repo.path.clone(),
                         status: 500,
-                        detail,
+                        token_server: None,
+                        body,
                     },
                 );
             }
@@ -110,7 +124,7 @@ impl MemoryRegistry {
         for tag in tags {
             let digest = format!(
                 "sha256:{}",
-                super::client::sha256_hex(format!("{repo}:{tag}").as_bytes())
+                super::manifest::sha256_hex(format!("{repo}:{tag}").as_bytes())
             );
             self.add(
                 repo,

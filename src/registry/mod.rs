@@ -14,7 +14,7 @@
 //! `oci-client` 0.18 supplies the wire types we parse manifests into
 //! ([`oci_client::manifest::OciManifest`]) and the media-type constants, and the test harness
 //! pushes images with it. The requests themselves go through one small function,
-//! `client::RegistryClient::send`, built on `reqwest` (the stack `oci-client` itself uses),
+//! `send.rs`'s `RegistryClient::send`, built on `reqwest` (the stack `oci-client` itself uses),
 //! because `oci-client`'s request path cannot meet four requirements of tagpilot:
 //!
 //! - **Headers.** `Client::list_tags` returns only the body, so the `Link: <…>; rel="next"`
@@ -42,104 +42,27 @@
 
 pub mod auth;
 mod client;
+mod digest;
+mod error;
+mod inspect;
+mod manifest;
 mod memo;
 mod memory;
+mod options;
+mod send;
+mod state;
 mod tags;
 
 use std::future::Future;
 
 pub use auth::{Credential, DockerConfigSource};
-pub use client::{ClientOptions, RegistryClient, RequestStats};
-pub use memory::MemoryRegistry;
+pub use client::{RequestStats, ResponseCount};
+pub use error::{Malformation, Refusal, Refused, RegistryError};
+pub use memory::{MemoryRegistry, MemoryRegistryError};
+pub use options::ClientOptions;
+pub use state::RegistryClient;
 
 use crate::image::{Platform, Repository};
-
-/// Everything that can go wrong talking to a registry. Each message names the registry host and
-/// the repository (and the tag or digest where one is involved), and never a secret.
-///
-/// `Clone` because results are shared: every caller waiting on one repository's tag list gets the
-/// same answer, error included.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
-    #[error("registry {registry} is unreachable (repository {repository}): {detail}")]
-    Unreachable {
-        registry: String,
-        repository: String,
-        detail: String,
-    },
-
-    #[error("registry {registry} denied access to repository {repository}: {detail}")]
-    Unauthorized {
-        registry: String,
-        repository: String,
-        detail: String,
-    },
-
-    #[error("repository {repository} does not exist on registry {registry}")]
-    RepositoryNotFound {
-        registry: String,
-        repository: String,
-    },
-
-    #[error("{reference} not found in repository {repository} on registry {registry}")]
-    NotFound {
-        registry: String,
-        repository: String,
-        reference: String,
-    },
-
-    #[error(
-        "registry {registry} kept refusing requests for repository {repository} with HTTP {status} \
-         (rate limited or unavailable); gave up after {attempts} attempts{}",
-        retry_after.map(|s| format!(", last Retry-After was {s} s")).unwrap_or_default()
-    )]
-    RateLimited {
-        registry: String,
-        repository: String,
-        status: u16,
-        attempts: u32,
-        retry_after: Option<u64>,
-    },
-
-    #[error("registry {registry} sent a malformed {what} for repository {repository}: {detail}")]
-    Malformed {
-        registry: String,
-        repository: String,
-        what: &'static str,
-        detail: String,
-    },
-
-    #[error("registry {registry} answered HTTP {status} for repository {repository}: {detail}")]
-    Http {
-        registry: String,
-        repository: String,
-        status: u16,
-        detail: String,
-    },
-
-    #[error("cannot get credentials for registry {registry} (repository {repository}): {detail}")]
-    Credentials {
-        registry: String,
-        repository: String,
-        detail: String,
-    },
-}
-
-impl RegistryError {
-    /// A short, stable label for metrics and reports.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            RegistryError::Unreachable { .. } => "unreachable",
-            RegistryError::Unauthorized { .. } => "unauthorized",
-            RegistryError::RepositoryNotFound { .. } => "repository_not_found",
-            RegistryError::NotFound { .. } => "not_found",
-            RegistryError::RateLimited { .. } => "rate_limited",
-            RegistryError::Malformed { .. } => "malformed_response",
-            RegistryError::Http { .. } => "http_error",
-            RegistryError::Credentials { .. } => "credentials",
-        }
-    }
-}
 
 /// What tagpilot learns about one tag or digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -152,6 +75,24 @@ pub struct ImageInfo {
     /// Platforms the image offers: every entry of an index, or the single image's own platform
     /// from its config blob (empty when the image does not say).
     pub platforms: Vec<Platform>,
+}
+
+impl ImageInfo {
+    /// Whether the image has an image for at least one of `wanted` (matched as
+    /// [`Platform::matches`] does). An image that does not say its platforms (a config without
+    /// `os`/`architecture`, index entries without `platform`) is taken to be for any, as
+    /// [`Registry::inspect`] takes it for the build time; so is any image when nothing is wanted.
+    ///
+    /// When this is false, [`ImageInfo::created`] is `None` because there is no image to have a
+    /// build time, which a caller should say as "no image for linux/arm64", not "no build time".
+    pub fn offers_any(&self, wanted: &[Platform]) -> bool {
+        wanted.is_empty()
+            || self.platforms.is_empty()
+            || self
+                .platforms
+                .iter()
+                .any(|offered| wanted.iter().any(|w| w.matches(offered)))
+    }
 }
 
 /// What the planner needs from registries. The real client implements it over HTTP; unit tests of

@@ -12,7 +12,75 @@
 
 use std::collections::HashSet;
 
-use reqwest::Url;
+use reqwest::header::LINK;
+use reqwest::{Method, Url};
+use serde::Deserialize;
+use tracing::warn;
+
+use super::RegistryError;
+use super::error::{Malformation, malformed, unreachable};
+use super::send::Target;
+use super::state::{Kind, RegistryClient};
+use crate::image::Repository;
+
+impl RegistryClient {
+    /// Every tag of `repo`, following pagination as [`TagPager`] decides.
+    pub(super) async fn fetch_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
+        let reg = self.registry(&repo.registry);
+        let base = Url::parse(&format!("{}/v2/{}/tags/list", reg.base, repo.path))
+            .map_err(|e| malformed(repo, "repository URL", e))?;
+        let mut pager = TagPager::new(base, self.options.page_size.max(1));
+        while let Some(url) = pager.next_url().cloned() {
+            let resp = self
+                .send(
+                    &reg,
+                    repo,
+                    Kind::TagList,
+                    Method::GET,
+                    url.clone(),
+                    None,
+                    Target::Tags,
+                )
+                .await?;
+            let link = link_next(
+                resp.headers()
+                    .get_all(LINK)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok()),
+            );
+            let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
+            #[derive(Deserialize)]
+            struct TagPage {
+                #[serde(default)]
+                tags: Option<Vec<String>>,
+            }
+            let page: TagPage =
+                serde_json::from_slice(&body).map_err(|e| malformed(repo, "tag list", e))?;
+            let next = match link {
+                Some(link) => {
+                    let next = url
+                        .join(&link)
+                        .map_err(|e| malformed(repo, "tag list Link header", e))?;
+                    // Credentials go to the registry only; a Link elsewhere is a registry bug.
+                    if next.origin() != url.origin() {
+                        return Err(malformed(
+                            repo,
+                            "tag list Link header",
+                            Malformation::LinkOutsideRegistry(next.to_string()),
+                        ));
+                    }
+                    Some(next)
+                }
+                None => None,
+            };
+            pager.accept(page.tags.unwrap_or_default(), next);
+        }
+        if pager.stopped_on_repeat {
+            warn!("the registry repeated a page of tags; stopped paginating");
+        }
+        Ok(pager.into_tags())
+    }
+}
 
 pub(crate) struct TagPager {
     /// The first page's URL without query; `last` pages are built from it.

@@ -3,28 +3,30 @@
 //!
 //! Pure code, no I/O: everything it needs is passed in, so every rule is unit-tested without a
 //! registry. It must never move a reference backwards by the policy's own order unless the policy
-//! says `allowDowngrade: true`, and never move it out of its variant family (see [`version`]).
+//! says `allowDowngrade: true`, and never move it out of its variant family (see
+//! [`crate::version`]).
 //!
 //! Rules that are choices, documented here because users will ask:
-//! - A current tag the strategy cannot order (`latest` under semver, a tag the regex does not
-//!   match, a tag without a build time under newestBuild) is replaced by the best candidate, as
-//!   Argo CD Image Updater does: it cannot be "above" anything, and a policy names the image on
-//!   purpose. Under semver such a file is treated as being on the plain `x.y.z` family.
+//! - A current tag the strategy cannot read as one of its versions (`latest` or a CI placeholder
+//!   such as `TAG` under semver, a tag the regex does not match, a tag without a build time under
+//!   newestBuild, another tag than the followed one under digest, anything that is not tag syntax
+//!   such as `${TAG}`) is held, with the reason: its authors may not mean it as a version at all,
+//!   and a CI step may substitute it. `replaceUnreadableTags: true` on the policy replaces it by
+//!   the best candidate instead, as Argo CD Image Updater does; under semver such a file is then
+//!   treated as being on the plain `x.y.z` family.
 //! - A current tag that ranks above every candidate (a file pinned above the range, or on a tag
 //!   the filters now exclude) stays: `Hold` with the reason.
 //! - A candidate that ranks equal to the current tag (`v1.2.0` vs `1.2.0`) is not a change.
 //! - Digest: the choice is always the followed tag; the planner compares its digest with the
 //!   file's, since the tag name alone cannot say whether the image moved.
 
-mod constraint;
-pub mod version;
-
 use std::cmp::Ordering;
 use std::fmt;
 
-pub use constraint::Constraint;
-pub use version::{Family, TagVersion};
+// Re-exported where they were before they moved to their own leaf module.
+pub use crate::version::{self, Constraint, Family, TagVersion};
 
+use crate::image::is_valid_tag;
 use crate::policy::{ImagePolicy, RegexOrder, Strategy};
 
 /// A tag as seen in the registry, with metadata where the strategy needed it.
@@ -34,6 +36,9 @@ pub struct TagCandidate {
     /// Build time, from the image config or the `org.opencontainers.image.created` annotation.
     pub created: Option<jiff::Timestamp>,
     pub digest: Option<String>,
+    /// The registry said the tag has no image for any of the policy's `platforms`, so there is
+    /// no build time to have (see `registry::ImageInfo::offers_any`).
+    pub no_image_for_platform: bool,
 }
 
 impl TagCandidate {
@@ -43,6 +48,7 @@ impl TagCandidate {
             tag: tag.into(),
             created: None,
             digest: None,
+            no_image_for_platform: false,
         }
     }
 }
@@ -56,12 +62,6 @@ pub enum Decision {
     UpToDate,
     /// Nothing to do, and why (no candidate in range, pinned above range, …).
     Hold(String),
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectError {
-    #[error("invalid version constraint {constraint:?}: {reason}")]
-    InvalidConstraint { constraint: String, reason: String },
 }
 
 /// Why a tag is not a candidate for a reference.
@@ -85,6 +85,8 @@ pub enum Exclusion {
     NoSortKey { value: Option<String> },
     /// newestBuild: the registry gave no build time.
     NoBuildTime,
+    /// newestBuild: the tag has no image for the policy's platforms (`linux/arm64 or linux/amd64`).
+    NoImageForPlatform { platforms: String },
     /// digest: not the followed tag.
     NotTheTag,
 }
@@ -106,6 +108,7 @@ impl fmt::Display for Exclusion {
             }
             Exclusion::NoSortKey { value: None } => f.write_str("sort group did not match"),
             Exclusion::NoBuildTime => f.write_str("no build time"),
+            Exclusion::NoImageForPlatform { platforms } => write!(f, "no image for {platforms}"),
             Exclusion::NotTheTag => f.write_str("not the followed tag"),
         }
     }
@@ -183,6 +186,51 @@ pub fn rank(
             .map(|(c, why)| line(&c.tag, Some(why.clone()))),
     );
     out
+}
+
+/// Why `current` is not a version `policy`'s strategy can read, as a hold reason; `None` when it
+/// is one. Under newestBuild a tag reads only when it is among `candidates` with a build time.
+/// `replaceUnreadableTags` is not looked at here; [`choose`] and the planner's digest path do.
+pub fn unreadable_current(
+    policy: &ImagePolicy,
+    current: &str,
+    candidates: &[TagCandidate],
+) -> Option<String> {
+    let why = if !is_valid_tag(current) {
+        "is not a tag a registry can hold (a placeholder?)".to_string()
+    } else {
+        match &policy.strategy {
+            Strategy::Semver { .. } if TagVersion::parse(current).is_some() => return None,
+            Strategy::Semver { .. } => "is not a version semver can read".to_string(),
+            Strategy::Regex {
+                pattern,
+                sort_by,
+                order,
+            } => match regex_key(pattern, sort_by.as_deref(), *order, current) {
+                Ok(_) => return None,
+                Err(Exclusion::NoMatch) => {
+                    // As written: Debug would double every backslash.
+                    format!("does not match the policy's pattern `{}`", pattern.as_str())
+                }
+                Err(why) => format!("has no sort key the policy can order: {why}"),
+            },
+            Strategy::NewestBuild => {
+                let built = candidates
+                    .iter()
+                    .any(|c| c.tag == current && c.created.is_some());
+                if built {
+                    return None;
+                }
+                "has no build time among the registry's tags".to_string()
+            }
+            Strategy::Digest { tag } if tag == current => return None,
+            Strategy::Digest { tag } => format!("is not the followed tag {tag:?}"),
+            Strategy::Alphabetical { .. } => return None,
+        }
+    };
+    Some(format!(
+        "current tag {current:?} {why}; left as written (replaceUnreadableTags: true would replace it)"
+    ))
 }
 
 // === impl Selection ===
@@ -340,6 +388,7 @@ struct Selection<'a> {
     policy: &'a ImagePolicy,
     current: Option<&'a str>,
     current_key: Option<Key>,
+    candidates: &'a [TagCandidate],
     /// Best first.
     eligible: Vec<(&'a TagCandidate, Key)>,
     excluded: Vec<(&'a TagCandidate, Exclusion)>,
@@ -387,6 +436,11 @@ impl<'a> Selection<'a> {
         for candidate in candidates {
             match cx.evaluate(&candidate.tag, candidate.created) {
                 Ok(key) => eligible.push((candidate, key)),
+                Err(Exclusion::NoBuildTime) if candidate.no_image_for_platform => {
+                    let platforms = policy.platforms.iter().map(ToString::to_string);
+                    let platforms = platforms.collect::<Vec<_>>().join(" or ");
+                    excluded.push((candidate, Exclusion::NoImageForPlatform { platforms }));
+                }
                 Err(why) => excluded.push((candidate, why)),
             }
         }
@@ -394,6 +448,7 @@ impl<'a> Selection<'a> {
             policy,
             current,
             current_key,
+            candidates,
             eligible,
             excluded,
         };
@@ -418,7 +473,13 @@ impl<'a> Selection<'a> {
     fn decision(&self) -> Decision {
         if let Strategy::Digest { tag } = &self.policy.strategy {
             return match self.eligible.first() {
-                Some((c, _)) => Decision::Update((*c).clone()),
+                Some((c, _)) => match self
+                    .current
+                    .and_then(|current| unreadable_current(self.policy, current, self.candidates))
+                {
+                    Some(why) if !self.policy.replace_unreadable_tags => Decision::Hold(why),
+                    _ => Decision::Update((*c).clone()),
+                },
                 None => match self.excluded.iter().find(|(c, _)| &c.tag == tag) {
                     Some((_, why)) => Decision::Hold(format!("tag {tag:?} is {why}")),
                     None => Decision::Hold(format!("tag {tag:?} is not in the registry")),
@@ -434,7 +495,14 @@ impl<'a> Selection<'a> {
         if best.tag == current {
             return Decision::UpToDate;
         }
+        if let Some(why) = unreadable_current(self.policy, current, self.candidates) {
+            return match self.policy.replace_unreadable_tags {
+                true => Decision::Update((*best).clone()),
+                false => Decision::Hold(why),
+            };
+        }
         let Some(current_key) = &self.current_key else {
+            // Unreachable: a readable current tag has a key. Keep the old answer anyway.
             return Decision::Update((*best).clone());
         };
         match selection_order(self.policy, best_key, current_key) {
@@ -461,6 +529,14 @@ impl<'a> Selection<'a> {
                 .all(|(_, why)| matches!(why, Exclusion::NoBuildTime))
         {
             return format!("none of the {total} tags has a build time");
+        }
+        if let Some((_, Exclusion::NoImageForPlatform { platforms })) = self.excluded.first()
+            && self
+                .excluded
+                .iter()
+                .all(|(_, why)| matches!(why, Exclusion::NoImageForPlatform { .. }))
+        {
+            return format!("no image for {platforms} in any of the {total} tags");
         }
         // Count reasons in first-seen order, for a one-line summary.
         let mut counts: Vec<(String, usize)> = Vec::new();

@@ -38,6 +38,7 @@ fn at(tag: &str, secs: i64) -> TagCandidate {
         tag: tag.into(),
         created: Some(jiff::Timestamp::from_second(secs).unwrap()),
         digest: None,
+        no_image_for_platform: false,
     }
 }
 
@@ -217,17 +218,57 @@ fn up_to_date_including_synonyms() {
 }
 
 #[test]
-fn an_unorderable_current_tag_is_replaced() {
-    let p = semver(None);
-    assert_eq!(
-        pick(
-            &p,
-            Some("latest"),
-            &["1.0.0", "1.1.0", "1.2.0-alpine", "latest"]
-        ),
-        "1.1.0"
-    );
+fn an_unreadable_current_tag_is_held_unless_the_policy_replaces_it() {
+    let mut p = semver(None);
+    let registry = ["1.0.0", "1.1.0", "1.2.0-alpine", "latest"];
+    // Placeholders a CI step substitutes, in the shapes real repositories use.
+    for placeholder in [
+        "latest",
+        "TAG",
+        "CONTAINER_IMAGES_TAG",
+        "${TAG}",
+        "{{ .Values.tag }}",
+    ] {
+        let held = pick(&p, Some(placeholder), &registry);
+        assert!(
+            held.starts_with(&format!("hold: current tag {placeholder:?} is not")),
+            "{placeholder}: {held}"
+        );
+        assert!(
+            held.ends_with("(replaceUnreadableTags: true would replace it)"),
+            "{held}"
+        );
+    }
     assert_eq!(pick(&p, None, &["1.0.0", "1.1.0"]), "1.1.0");
+    p.replace_unreadable_tags = true;
+    assert_eq!(pick(&p, Some("latest"), &registry), "1.1.0");
+    assert_eq!(pick(&p, Some("${TAG}"), &registry), "1.1.0");
+}
+
+#[test]
+fn unreadable_under_every_strategy() {
+    let desc = policy(Strategy::Alphabetical { descending: true });
+    assert_eq!(pick(&desc, Some("b"), &["a", "c"]), "c");
+    assert!(
+        pick(&desc, Some("${TAG}"), &["a", "c"])
+            .starts_with("hold: current tag \"${TAG}\" is not a tag")
+    );
+    let newest = policy(Strategy::NewestBuild);
+    assert!(
+        outcome(choose(&newest, Some("TAG"), &[at("a", 100)]))
+            .starts_with("hold: current tag \"TAG\" has no build time")
+    );
+    let digest = policy(Strategy::Digest {
+        tag: "stable".into(),
+    });
+    assert_eq!(
+        unreadable_current(&digest, "TAG", &[]).as_deref(),
+        Some(
+            "current tag \"TAG\" is not the followed tag \"stable\"; left as written \
+             (replaceUnreadableTags: true would replace it)"
+        )
+    );
+    assert_eq!(unreadable_current(&digest, "stable", &[]), None);
 }
 
 #[test]
@@ -333,8 +374,15 @@ fn regex_semver_order_and_no_downgrade() {
         pick(&n, Some("b-20"), &["b-10", "b-3"])
             .starts_with("hold: current tag \"b-20\" ranks above")
     );
-    // A current tag the pattern does not match is replaced.
-    assert_eq!(pick(&n, Some("latest"), &["b-10", "b-3"]), "b-10");
+    // A current tag the pattern does not match is held, unless the policy says to replace it.
+    assert_eq!(
+        pick(&n, Some("latest"), &["b-10", "b-3"]),
+        "hold: current tag \"latest\" does not match the policy's pattern `^b-(?P<n>\\d+)$`; \
+         left as written (replaceUnreadableTags: true would replace it)"
+    );
+    let mut replacing = n.clone();
+    replacing.replace_unreadable_tags = true;
+    assert_eq!(pick(&replacing, Some("latest"), &["b-10", "b-3"]), "b-10");
 }
 
 #[test]
@@ -382,6 +430,28 @@ fn newest_build_without_build_times() {
         ranked
             .iter()
             .all(|r| r.excluded == Some(Exclusion::NoBuildTime))
+    );
+}
+
+#[test]
+fn newest_build_without_an_image_for_the_platform_says_so() {
+    let mut p = policy(Strategy::NewestBuild);
+    p.platforms = vec!["linux/arm64".parse().unwrap()];
+    let mut registry = tags(&["a", "b"]);
+    for c in &mut registry {
+        c.no_image_for_platform = true;
+    }
+    assert_eq!(
+        outcome(choose(&p, Some("a"), &registry)),
+        "hold: no image for linux/arm64 in any of the 2 tags"
+    );
+    let ranked = rank(&p, Some("a"), &registry);
+    assert!(
+        ranked
+            .iter()
+            .all(|r| r.excluded.as_ref().map(ToString::to_string).as_deref()
+                == Some("no image for linux/arm64")),
+        "{ranked:?}"
     );
 }
 

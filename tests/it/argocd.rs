@@ -1,21 +1,23 @@
 //! Argo CD Applications end to end through the library: Application manifests in a test git
 //! repository (file:// bare repository), the in-memory registry, the real git writer.
-//! The golden case lives in `tests/golden-argocd/` (set `TAGPILOT_BLESS=1` to rewrite
-//! `plan.txt` and `out/` after a deliberate change).
+//! The golden case lives in `tests/golden/argocd/applications/` (set `TAGPILOT_BLESS=1` to
+//! rewrite `plan.txt` and `out/` after a deliberate change).
 
 use std::path::{Path, PathBuf};
 
 use tagpilot::argocd;
 use tagpilot::config;
-use tagpilot::git::{RepoCache, WriteOptions};
+use tagpilot::engine::Cycle;
+use tagpilot::git::RepoCache;
+use tagpilot::plan::RepositoryStatus;
 use tagpilot::registry::MemoryRegistry;
 
+use crate::golden::{self, bless};
+use crate::support::engine::cycle;
 use crate::support::git::{BareRepo, git};
 
-const GOLDEN: &str = "tests/golden-argocd";
-
 fn golden() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(GOLDEN)
+    golden::case_dir("argocd", "applications")
 }
 
 /// Every file under `dir`, relative, sorted.
@@ -85,15 +87,9 @@ async fn run(
     dir: &Path,
     registry: &MemoryRegistry,
     dry_run: bool,
-) -> argocd::Run {
+) -> Cycle {
     let cache = RepoCache::new(dir.join("cache"));
-    argocd::run(config, &cache, registry, &(), WriteOptions { dry_run })
-        .await
-        .expect("argocd run")
-}
-
-fn bless() -> bool {
-    std::env::var_os("TAGPILOT_BLESS").is_some()
+    cycle(config, None, &cache, registry, &(), dry_run).await
 }
 
 #[tokio::test]
@@ -110,16 +106,13 @@ async fn golden_applications_plan_then_apply_in_one_commit() {
 
     let planned = run(&config, dir.path(), &registry, true).await;
     assert_eq!(repo.rev("main").unwrap(), before, "plan pushed something");
-    let text = argocd::report::text(&planned.applications).replace(&repo.file_url(), "REPO_URL");
-    let expected_path = golden().join("plan.txt");
-    if bless() {
-        std::fs::write(&expected_path, &text).unwrap();
-    }
-    pretty_assertions::assert_eq!(text, std::fs::read_to_string(&expected_path).unwrap());
+    let text = argocd::report::text(planned.applications.as_deref().unwrap())
+        .replace(&repo.file_url(), "REPO_URL");
+    golden::assert_text(&golden().join("plan.txt"), &text);
 
     let applied = run(&config, dir.path(), &registry, false).await;
-    for r in &applied.repositories {
-        assert!(r.result.is_ok(), "{}: {:?}", r.repository, r.result);
+    for r in &applied.plan.repositories {
+        assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
     let subjects = repo.subjects("main");
     assert_eq!(
@@ -182,8 +175,8 @@ async fn five_apps_on_one_repository_make_one_commit_and_one_tag_listing() {
     )
     .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
-    assert_eq!(applied.repositories.len(), 1);
-    assert!(applied.repositories[0].result.is_ok());
+    assert_eq!(applied.plan.repositories.len(), 1);
+    assert!(applied.plan.repositories[0].error.is_none());
     assert_eq!(applied.plan.changes.len(), 5, "{:?}", applied.plan.changes);
     assert_eq!(
         registry.tag_list_calls(),
@@ -204,7 +197,7 @@ async fn five_apps_on_one_repository_make_one_commit_and_one_tag_listing() {
 }
 
 /// A repository whose Applications are the given `(path, content)` files, pushed to `main`.
-fn repo_with(files: &[(String, String)]) -> BareRepo {
+pub(crate) fn repo_with(files: &[(String, String)]) -> BareRepo {
     let repo = BareRepo::new();
     let extra: Vec<(&str, String)> = files
         .iter()
@@ -215,20 +208,20 @@ fn repo_with(files: &[(String, String)]) -> BareRepo {
     repo
 }
 
-fn deployment(image: &str) -> String {
+pub(crate) fn deployment(image: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  template:\n    spec:\n      containers:\n        - name: x\n          image: {image}\n"
     )
 }
 
 /// A Directory app on `apps/<name>` with these extra annotation lines.
-fn directory_app(name: &str, image_list: &str, extra: &str) -> String {
+pub(crate) fn directory_app(name: &str, image_list: &str, extra: &str) -> String {
     format!(
         "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: {image_list}\n    argocd-image-updater.argoproj.io/write-back-method: git\n{extra}spec:\n  source: {{repoURL: REPO_URL, path: apps/{name}, directory: {{}}}}\n"
     )
 }
 
-fn hex_sha256(text: &str) -> String {
+pub(crate) fn hex_sha256(text: &str) -> String {
     use sha2::Digest as _;
     sha2::Sha256::digest(text.as_bytes())
         .iter()
@@ -236,13 +229,15 @@ fn hex_sha256(text: &str) -> String {
         .collect()
 }
 
-fn status(run: &argocd::Run, repository: &str) -> (String, tagpilot::git::WriteStatus) {
+fn status(run: &Cycle, repository: &str) -> (String, RepositoryStatus) {
     let r = run
+        .plan
         .repositories
         .iter()
         .find(|r| r.repository.starts_with(repository))
         .unwrap_or_else(|| {
             let names: Vec<&str> = run
+                .plan
                 .repositories
                 .iter()
                 .map(|r| r.repository.as_str())
@@ -252,8 +247,8 @@ fn status(run: &argocd::Run, repository: &str) -> (String, tagpilot::git::WriteS
                 run.plan.problems
             )
         });
-    let outcome = r.result.as_ref().expect("write-back succeeded");
-    (outcome.branch.clone(), outcome.status.clone())
+    assert!(r.error.is_none(), "write-back failed: {:?}", r.error);
+    (r.branch.clone(), r.status)
 }
 
 #[tokio::test]
@@ -309,7 +304,7 @@ async fn git_branch_templates_name_the_branch_after_the_changes() {
     );
     let (branch, pushed) = status(&applied, "manifests@main:image-updater-");
     assert_eq!(branch, first);
-    assert!(matches!(pushed, tagpilot::git::WriteStatus::Pushed { .. }));
+    assert_eq!(pushed, RepositoryStatus::Pushed);
     assert!(
         repo.show(&first, "apps/web/deployment.yaml")
             .contains("api:1.1.0")
@@ -329,7 +324,7 @@ async fn git_branch_templates_name_the_branch_after_the_changes() {
     let again = run(&config, dir.path(), &registry("\"1.1.0\""), false).await;
     assert_eq!(
         status(&again, "manifests@main:image-updater-"),
-        (first.clone(), tagpilot::git::WriteStatus::UpToDate)
+        (first.clone(), RepositoryStatus::UpToDate)
     );
     assert_eq!(repo.rev(&first).unwrap(), tip);
 
@@ -376,7 +371,7 @@ async fn an_unknown_git_branch_field_is_refused_and_nothing_is_written() {
         MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
             .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
-    assert!(applied.repositories.is_empty());
+    assert!(applied.plan.repositories.is_empty());
     let problems: Vec<&str> = applied
         .plan
         .problems
@@ -389,7 +384,7 @@ async fn an_unknown_git_branch_field_is_refused_and_nothing_is_written() {
             .any(|p| p.contains("tagpilot.dev/git-branch") && p.contains("nothing is written")),
         "{problems:?}"
     );
-    let skipped = &applied.applications[0].skipped_annotations;
+    let skipped = &applied.applications.as_ref().unwrap()[0].skipped_annotations;
     assert!(
         skipped
             .iter()
@@ -402,7 +397,7 @@ async fn an_unknown_git_branch_field_is_refused_and_nothing_is_written() {
 
 /// Counts the planner's walks of a checkout (its "scanning manifests" phase).
 #[derive(Default)]
-struct Scans(std::sync::atomic::AtomicUsize);
+pub(crate) struct Scans(pub(crate) std::sync::atomic::AtomicUsize);
 
 impl tagpilot::plan::Progress for Scans {
     fn phase(&self, name: &str, _total: u64) {
@@ -456,15 +451,7 @@ async fn a_repository_s_apps_are_planned_in_one_walk_with_each_image_reported() 
     .unwrap();
     let scans = Scans::default();
     let cache = RepoCache::new(dir.path().join("cache"));
-    let planned = argocd::run(
-        &config,
-        &cache,
-        &registry,
-        &scans,
-        WriteOptions { dry_run: true },
-    )
-    .await
-    .expect("argocd run");
+    let planned = cycle(&config, None, &cache, &registry, &scans, true).await;
     assert_eq!(
         scans.0.load(std::sync::atomic::Ordering::Relaxed),
         1,
@@ -473,8 +460,9 @@ async fn a_repository_s_apps_are_planned_in_one_walk_with_each_image_reported() 
     let statuses: Vec<(String, String)> = planned
         .applications
         .iter()
+        .flatten()
         .flat_map(|a| a.images.iter())
-        .map(|i| (i.alias.clone(), i.status.clone()))
+        .map(|i| (i.alias.clone(), i.status.to_string()))
         .collect();
     let s = |a: &str, st: &str| (a.to_string(), st.to_string());
     assert_eq!(

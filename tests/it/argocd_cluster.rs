@@ -14,9 +14,10 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use tagpilot::argocd::{self, FromCluster, cluster::Cluster};
 use tagpilot::config;
-use tagpilot::git::{RepoCache, WriteOptions};
+use tagpilot::git::RepoCache;
 use tagpilot::registry::{MemoryRegistry, Registry, RegistryClient};
 
+use crate::support::engine::cycle;
 use crate::support::git::{BareRepo, git};
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
@@ -308,16 +309,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
     let registry = RegistryClient::new(options).unwrap();
 
     let (_dir, cache) = fresh_cache();
-    let run = argocd::run_with(
-        &config,
-        Some(&loaded),
-        &cache,
-        &registry,
-        &(),
-        WriteOptions { dry_run: true },
-    )
-    .await
-    .unwrap();
+    let run = cycle(&config, Some(&loaded), &cache, &registry, &(), true).await;
     assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
     let changes: Vec<(String, String, String, String)> = run
         .plan
@@ -349,7 +341,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
             ),
         ]
     );
-    let text = argocd::report::text(&run.applications);
+    let text = argocd::report::text(run.applications.as_deref().unwrap());
     assert!(
         text.contains(&format!(
             r#"would patch: {{"spec":{{"source":{{"kustomize":{{"images":["{image}:1.1.0"]}}}}}}}}"#
@@ -498,25 +490,17 @@ async fn apply_patches_each_application_once_with_the_exact_merge_patch() {
             argocd::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
                 .await
                 .unwrap();
-        let run = argocd::run_with(
-            &config,
-            Some(&loaded),
-            &cache,
-            &registry,
-            &(),
-            WriteOptions { dry_run },
-        )
-        .await
-        .unwrap();
+        let run = cycle(&config, Some(&loaded), &cache, &registry, &(), dry_run).await;
         assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
         assert_eq!(run.plan.changes.len(), 2);
         let statuses: Vec<(String, Option<String>)> = run
             .applications
             .iter()
+            .flatten()
             .map(|a| {
                 (
                     a.application.clone(),
-                    a.patch.as_ref().map(|p| p.status.clone()),
+                    a.patch.as_ref().map(|p| p.status.to_string()),
                 )
             })
             .collect();
@@ -576,16 +560,7 @@ async fn a_rejected_patch_is_a_problem_naming_the_application() {
     let loaded = argocd::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
         .await
         .unwrap();
-    let run = argocd::run_with(
-        &config,
-        Some(&loaded),
-        &cache,
-        &registry,
-        &(),
-        WriteOptions { dry_run: false },
-    )
-    .await
-    .unwrap();
+    let run = cycle(&config, Some(&loaded), &cache, &registry, &(), false).await;
     assert_eq!(run.plan.problems.len(), 1, "{:?}", run.plan.problems);
     let p = &run.plan.problems[0];
     assert_eq!(p.file.as_deref(), Some("Application argocd/shop"));
@@ -594,6 +569,65 @@ async fn a_rejected_patch_is_a_problem_naming_the_application() {
         "{}",
         p.message
     );
+}
+
+#[tokio::test]
+async fn an_application_owned_by_an_applicationset_is_not_patched_and_git_write_back_is_suggested()
+{
+    let server = MockServer::start().await;
+    let mut generated = app(
+        "argocd",
+        "shop-prod",
+        &[("image-list", "r.example/shop/api")],
+        kustomize(&["r.example/shop/api:1.0.0"]),
+        json!({"sourceType": "Kustomize"}),
+    );
+    generated["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet", "name": "shop",
+        "uid": "0b5e2c1a-6a0e-4a53-9f4e-1a2b3c4d5e6f", "controller": true, "blockOwnerDeletion": true,
+    }]);
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
+        ))
+        .respond_with(list(vec![generated]))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // The controller would put the old tag back: nothing is sent.
+    Mock::given(method("PATCH"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let config = cluster_config("");
+    let registry = MemoryRegistry::from_yaml(MEMORY_REGISTRY).unwrap();
+    let (_dir, cache) = fresh_cache();
+    let loaded = argocd::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+        .await
+        .unwrap();
+    let run = cycle(&config, Some(&loaded), &cache, &registry, &(), false).await;
+    assert!(run.plan.changes.is_empty(), "{:?}", run.plan.changes);
+    let apps = run.applications.as_deref().unwrap();
+    assert_eq!(apps.len(), 1);
+    assert_eq!(apps[0].application, "argocd/shop-prod");
+    assert!(apps[0].patch.is_none(), "{:?}", apps[0].patch);
+    assert_eq!(apps[0].problems.len(), 1, "{:?}", apps[0].problems);
+    let problem = &apps[0].problems[0];
+    assert!(
+        problem.contains("ApplicationSet shop") && problem.contains("use write-back-method git"),
+        "{problem}"
+    );
+    assert_eq!(run.plan.problems.len(), 1, "{:?}", run.plan.problems);
+    assert!(
+        run.plan.problems[0]
+            .message
+            .starts_with("application argocd/shop-prod: write-back-method argocd:"),
+        "{}",
+        run.plan.problems[0].message
+    );
+    let text = argocd::report::text(apps);
+    assert!(text.contains("problem: write-back-method argocd"), "{text}");
 }
 
 // === the binary ===

@@ -788,16 +788,24 @@ async fn apply_fails_writing_nothing(tree: &Tree) -> String {
 }
 
 #[tokio::test]
-async fn malformed_policy_yaml_is_reported_with_file_line_column() {
+async fn a_malformed_policy_file_is_reported_with_file_line_column_and_the_others_still_apply() {
     let (_reg, tree) = api_setup().await;
     tree.write(
         "policies/broken.yaml",
         "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: broken\nspec:\n  image: [unclosed\n",
     );
 
-    let all = apply_fails_writing_nothing(&tree).await;
+    let run = tree.run(&["apply"]).await;
+    run.expect_code(1);
+    let all = run.all();
     // The flow sequence where the image name should be.
     assert!(all.contains("policies/broken.yaml:6:10: "), "{all}");
+    // The valid policy is planned and written all the same.
+    assert!(
+        tree.read("apps/api/deployment.yaml").contains(":1.3.0"),
+        "{all}"
+    );
+    assert!(all.contains("1 change in 1 file"), "{all}");
 }
 
 #[tokio::test]
@@ -1103,5 +1111,39 @@ async fn tags_marks_the_chosen_tag_and_says_why_others_are_out() {
             .contains(&format!("chosen: {}:1.5.0", reg.image("shop/api"))),
         "{}",
         run.stdout
+    );
+}
+
+#[tokio::test]
+async fn check_catches_an_unset_passphrase_variable_and_a_bad_commit_template_offline() {
+    let tree = Tree::new("  []\n");
+    std::fs::create_dir_all(tree.path().join("policies")).unwrap();
+    let key = tree.path().join("signing-key");
+    std::fs::write(&key, "not read before the variable is found missing").unwrap();
+    tree.write(
+        "tagpilot.yaml",
+        &format!(
+            "registries: []\npolicies: policies/\nrepositories:\n  - name: manifests\n    url: file:///nowhere\n    write:\n      signing: {{pgpKeyFile: '{}', passphraseEnv: TAGPILOT_IT_UNSET_PASSPHRASE}}\n",
+            key.display()
+        ),
+    );
+    let run = tree.run(&["check"]).await;
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains("manifests") && run.stderr.contains("TAGPILOT_IT_UNSET_PASSPHRASE"),
+        "{}",
+        run.all()
+    );
+
+    tree.write(
+        "tagpilot.yaml",
+        "registries: []\npolicies: policies/\nrepositories:\n  - name: manifests\n    url: file:///nowhere\n    write: {commitMessage: '{% for %}'}\n",
+    );
+    let run = tree.run(&["check"]).await;
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains("manifests") && run.stderr.contains("template"),
+        "{}",
+        run.all()
     );
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
-use tagpilot::git::{Change, ChangeGroup, Replanner, RepoCache, RepositoryConfig};
+use tagpilot::git::{Change, ChangeGroup, Planned, Replanner, RepoCache, RepositoryConfig};
 use wiremock::matchers::{
     body_json, body_partial_json, header, method, path, query_param, query_param_is_missing,
 };
@@ -31,14 +31,8 @@ fn wants(tag: &'static str) -> ApiPlanner {
     }
 }
 
-impl Replanner for ApiPlanner {
-    type Error = std::io::Error;
-
-    async fn plan(
-        &self,
-        _repository: &RepositoryConfig,
-        checkout: &Path,
-    ) -> std::io::Result<Vec<ChangeGroup>> {
+impl ApiPlanner {
+    fn groups(&self, checkout: &Path) -> std::io::Result<Vec<ChangeGroup>> {
         let text = std::fs::read_to_string(checkout.join(DEPLOYMENT_PATH))?;
         let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
         let old = lines[API_LINE - 1].clone();
@@ -63,9 +57,21 @@ impl Replanner for ApiPlanner {
             }],
         }])
     }
+}
 
-    fn complete(&self, _repository: &RepositoryConfig) -> bool {
-        self.complete
+impl Replanner for ApiPlanner {
+    type Plan = ();
+    type Error = std::io::Error;
+
+    async fn plan(
+        &self,
+        _repository: &RepositoryConfig,
+        checkout: &Path,
+    ) -> std::io::Result<Planned<()>> {
+        Ok(Planned {
+            complete: self.complete,
+            ..Planned::groups(self.groups(checkout)?)
+        })
     }
 }
 
@@ -623,6 +629,11 @@ async fn a_422_already_exists_takes_over_the_existing_pull_request() {
         Some(5),
         "no second pull request"
     );
+    assert_eq!(outcome.pull_requests[0].action, Action::TakenOver);
+    assert_eq!(
+        outcome.pull_requests[0].status(false),
+        "taken over: one was open for the branch already"
+    );
     let body = s.first_sent("PATCH", &pull_path(5), "body").await;
     assert_eq!(Marker::find(&body).unwrap().group, "api");
     s.server.verify().await;
@@ -840,14 +851,17 @@ fn pull_request_body_matches_the_golden_file() {
         head: "0123456789abcdef0123456789abcdef01234567".into(),
         noted: None,
     };
-    let actual = forge::body::body("manifests", "main", &group, &marker);
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden-pr/body.md");
-    if std::env::var_os("TAGPILOT_BLESS").is_some() {
-        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-        std::fs::write(&golden, &actual).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden).expect("tests/golden-pr/body.md");
-    pretty_assertions::assert_eq!(actual, expected);
+    let actual = forge::body::body(
+        forge::ForgeKind::GitHub,
+        "manifests",
+        "main",
+        &group,
+        &marker,
+    );
+    crate::golden::assert_text(
+        &crate::golden::case_dir("pull-request-body", "two-images").join("body.md"),
+        &actual,
+    );
     assert_eq!(Marker::find(&actual), Some(marker));
 }
 
@@ -990,6 +1004,12 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     );
     let description = s.first_sent("POST", MRS, "description").await;
     assert_eq!(Marker::find(&description).unwrap().group, "api");
+    // In GitLab's words: a merge request, numbered `!3`.
+    assert!(
+        description.contains("this merge request") && !description.contains("pull request"),
+        "{description}"
+    );
+    assert_eq!(outcome.pull_requests[0].reference().as_deref(), Some("!3"));
     s.next_phase().await;
 
     // A newer tag: the branch and the merge request are updated in place, still a draft. It
@@ -1198,8 +1218,8 @@ async fn gitlab_409_already_exists_takes_over_the_existing_merge_request() {
             outcome.pull_requests[0].action.clone(),
             outcome.pull_requests[0].number
         ),
-        (Action::Opened, Some(3)),
-        "no second merge request"
+        (Action::TakenOver, Some(3)),
+        "no second merge request, and reported as taken over"
     );
     let description = s
         .bodies("PUT", &format!("{MRS}/3"))
@@ -1548,6 +1568,107 @@ async fn a_second_open_pull_request_for_a_group_is_closed_as_a_duplicate() {
             (Some(7), Action::UpToDate),
             (Some(9), Action::Duplicate { of: 7 })
         ]
+    );
+    s.server.verify().await;
+}
+
+/// Two groups: `api` to 1.2.0 and `web` to 2.1.0, each changing its own line only.
+struct ApiAndWeb;
+
+impl Replanner for ApiAndWeb {
+    type Plan = ();
+    type Error = std::io::Error;
+
+    async fn plan(
+        &self,
+        _repository: &RepositoryConfig,
+        checkout: &Path,
+    ) -> std::io::Result<Planned<()>> {
+        let text = std::fs::read_to_string(checkout.join(DEPLOYMENT_PATH))?;
+        let group = |key: &str, line: usize, to: &str| {
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            let old = lines[line - 1].clone();
+            lines[line - 1] = format!("          image: registry.example/{key}:{to}");
+            ChangeGroup {
+                key: key.into(),
+                files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
+                    .into_iter()
+                    .collect(),
+                changes: vec![Change {
+                    policy: key.into(),
+                    image: format!("registry.example/{key}"),
+                    file: DEPLOYMENT_PATH.into(),
+                    line,
+                    from: old.rsplit(':').next().unwrap().to_owned(),
+                    to: to.into(),
+                    strategy: "semver".into(),
+                }],
+            }
+        };
+        Ok(Planned::groups(vec![
+            group("api", API_LINE, "1.2.0"),
+            group("web", WEB_LINE, "2.1.0"),
+        ]))
+    }
+}
+
+#[tokio::test]
+async fn a_forge_error_for_one_group_fails_that_group_and_the_others_go_on() {
+    let s = setup().await;
+    let repo = s.github("");
+    expect_no_pulls_yet(&s.server).await;
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(query_param("state", "closed"))
+        .and(query_param("head", "acme:tagpilot/web"))
+        .and(header("authorization", AUTH))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    // GitHub refuses the first group's pull request ...
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .and(body_partial_json(json!({"head": BRANCH})))
+        .respond_with(ResponseTemplate::new(422).set_body_json(json!({
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "code": "custom",
+                        "message": "The base branch was modified meanwhile."}],
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    // ... and opens the second's.
+    expect_create(&s.server, 8, json!({"head": "tagpilot/web"})).await;
+
+    let cache = RepoCache::new(s.cache.path());
+    let mut reports = forge::sync_all(&cache, std::slice::from_ref(&repo), &ApiAndWeb, false).await;
+    let report = reports.remove(0);
+    assert!(report.failed(), "a failed group fails the repository");
+    let outcome = report
+        .result
+        .expect("the repository's other groups went on");
+    let api = &outcome.pull_requests[0];
+    assert!(
+        matches!(&api.action, Action::Failed { error } if error.contains("base branch was modified")),
+        "{:?}",
+        api.action
+    );
+    assert!(
+        api.status(false).starts_with("failed: "),
+        "{}",
+        api.status(false)
+    );
+    let web = &outcome.pull_requests[1];
+    assert_eq!(
+        (web.group.as_str(), web.action.clone(), web.number),
+        ("web", Action::Opened, Some(8))
+    );
+    assert_eq!(
+        api_line(&s.repo, "tagpilot/web"),
+        "image: registry.example/api:1.0.0",
+        "the web branch carries only the web change"
     );
     s.server.verify().await;
 }

@@ -10,8 +10,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tagpilot::git::{
-    Change, ChangeGroup, GitError, Replanner, RepoCache, RepositoryConfig, WriteOptions,
-    WriteStatus, write_all, write_repository, write_repository_with,
+    AuthError, Change, ChangeGroup, ConfigError, GitError, Planned, Replanner, RepoCache,
+    RepositoryConfig, SignError, WriteOptions, WriteStatus, write_all, write_planned,
+    write_repository, write_repository_with,
 };
 
 use crate::support::git::*;
@@ -123,14 +124,15 @@ impl LinePlanner {
 }
 
 impl Replanner for LinePlanner {
+    type Plan = ();
     type Error = std::io::Error;
 
     async fn plan(
         &self,
         _repository: &RepositoryConfig,
         checkout: &Path,
-    ) -> std::io::Result<Vec<ChangeGroup>> {
-        self.plan_sync(checkout)
+    ) -> std::io::Result<Planned<()>> {
+        self.plan_sync(checkout).map(Planned::groups)
     }
 }
 
@@ -446,12 +448,13 @@ async fn another_writer_on_the_same_line_with_another_tag_is_replanned() {
 async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
     struct AlwaysRacing(PathBuf, AtomicU32);
     impl Replanner for AlwaysRacing {
+        type Plan = ();
         type Error = std::io::Error;
         async fn plan(
             &self,
             _: &RepositoryConfig,
             checkout: &Path,
-        ) -> std::io::Result<Vec<ChangeGroup>> {
+        ) -> std::io::Result<Planned<()>> {
             let n = self.1.fetch_add(1, Ordering::SeqCst);
             let groups = LinePlanner::new(vec![api("9.9.9")]).plan_sync(checkout)?;
             push_change_at(
@@ -461,7 +464,7 @@ async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
                 &format!("edit {n}\n"),
                 &format!("edit {n}"),
             );
-            Ok(groups)
+            Ok(Planned::groups(groups))
         }
     }
     let origin = BareRepo::new();
@@ -1025,6 +1028,102 @@ async fn ssh_key_not_authorized_is_an_auth_error() {
     assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
 }
 
+/// What [`ssh_agent_child`] is told by its parent test, through its environment.
+const AGENT_CHILD_URL: &str = "TAGPILOT_IT_AGENT_URL";
+const AGENT_CHILD_KNOWN_HOSTS: &str = "TAGPILOT_IT_AGENT_KNOWN_HOSTS";
+/// `pushed` or `refused`: what the child expects of the write.
+const AGENT_CHILD_EXPECT: &str = "TAGPILOT_IT_AGENT_EXPECT";
+
+/// Runs [`ssh_agent_child`] in a child process of this test binary, with `SSH_AUTH_SOCK` set
+/// to `agent`'s socket from the start. libssh2 reads `SSH_AUTH_SOCK` from the process
+/// environment; setting it here would race with the other tests' threads reading theirs.
+fn run_agent_child(agent: &SshAgent, url: &str, known_hosts: &Path, expect: &str) {
+    let output = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "git::ssh_agent_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("SSH_AUTH_SOCK", &agent.socket)
+        .env(AGENT_CHILD_URL, url)
+        .env(AGENT_CHILD_KNOWN_HOSTS, known_hosts)
+        .env(AGENT_CHILD_EXPECT, expect)
+        .output()
+        .expect("run the test binary");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    eprintln!("{stderr}");
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "ssh_agent_child ({expect}) failed:\n{stdout}\n{stderr}"
+    );
+}
+
+#[test]
+fn ssh_agent_authenticates_against_sshd() {
+    let origin = BareRepo::new();
+    let server = SshGitServer::start();
+    let agent = SshAgent::start();
+    let url = server.url(&origin.path());
+    let known_hosts = server.known_hosts();
+    // An agent without the authorized key: the server refuses what it offers.
+    let stranger = ssh_keygen(server.dir.path(), "stranger_ed25519", "");
+    agent.add(&stranger.private);
+    run_agent_child(&agent, &url, &known_hosts, "refused");
+    assert_eq!(origin.subjects("main"), ["initial"]);
+    // With the authorized key added, the same configuration pushes.
+    agent.add(&server.user_key.private);
+    run_agent_child(&agent, &url, &known_hosts, "pushed");
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+/// The half of [`ssh_agent_authenticates_against_sshd`] that runs with `SSH_AUTH_SOCK` set.
+#[tokio::test]
+#[ignore = "run by ssh_agent_authenticates_against_sshd, in a child process with SSH_AUTH_SOCK"]
+async fn ssh_agent_child() {
+    let (Ok(url), Ok(known_hosts), Ok(expect)) = (
+        std::env::var(AGENT_CHILD_URL),
+        std::env::var(AGENT_CHILD_KNOWN_HOSTS),
+        std::env::var(AGENT_CHILD_EXPECT),
+    ) else {
+        panic!("run by ssh_agent_authenticates_against_sshd, which sets up its environment");
+    };
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = config(&format!(
+        "name: manifests\nurl: '{url}'\nauth: {{sshAgent: true, knownHostsFile: '{known_hosts}'}}\n"
+    ));
+    repo.check_offline().unwrap();
+    let result = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await;
+    match expect.as_str() {
+        "pushed" => assert_eq!(pushed(&result.unwrap().status), 1),
+        "refused" => {
+            let err = result.unwrap_err();
+            eprintln!("{err}");
+            assert!(
+                matches!(
+                    err,
+                    GitError::Auth {
+                        source: AuthError::Rejected,
+                        ..
+                    }
+                ),
+                "{err:?}"
+            );
+        }
+        other => panic!("unknown expectation {other}"),
+    }
+}
+
 // === Signing ===
 
 #[tokio::test]
@@ -1079,39 +1178,42 @@ async fn ssh_signed_commit_passes_git_verify_commit() {
     assert!(stderr.contains("Good \"git\" signature"), "{stderr}");
 }
 
-#[tokio::test]
-async fn openpgp_signed_commit_passes_git_verify_commit() {
-    set_test_secrets();
-    let gnupg = tempfile::tempdir().unwrap();
-    let gpg = |args: &[&str]| {
-        let output = Command::new("gpg")
-            .env("GNUPGHOME", gnupg.path())
-            .args([
-                "--batch",
-                "--pinentry-mode",
-                "loopback",
-                "--passphrase",
-                PASSPHRASE,
-            ])
-            .args(args)
-            .output()
-            .expect("run gpg");
-        assert!(
-            output.status.success(),
-            "gpg {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        output.stdout
-    };
-    // A certify-only primary key with a signing subkey, the usual layout.
-    gpg(&[
-        "--quick-gen-key",
-        "tagpilot <tagpilot@users.noreply.example>",
-        "ed25519",
-        "cert",
-        "never",
-    ]);
-    let fingerprint = String::from_utf8(gpg(&["--list-keys", "--with-colons"]))
+/// Runs `gpg` in the home directory `gnupg`, with [`PASSPHRASE`] for any key it unlocks.
+fn gpg(gnupg: &Path, args: &[&str]) -> Vec<u8> {
+    let output = Command::new("gpg")
+        .env("GNUPGHOME", gnupg)
+        .args([
+            "--batch",
+            "--pinentry-mode",
+            "loopback",
+            "--passphrase",
+            PASSPHRASE,
+        ])
+        .args(args)
+        .output()
+        .expect("run gpg");
+    assert!(
+        output.status.success(),
+        "gpg {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+/// An armoured OpenPGP secret key protected by [`PASSPHRASE`], written to `gnupg/signing.asc`:
+/// a certify-only primary key with a signing subkey, the usual layout.
+fn openpgp_key(gnupg: &Path) -> PathBuf {
+    gpg(
+        gnupg,
+        &[
+            "--quick-gen-key",
+            "tagpilot <tagpilot@users.noreply.example>",
+            "ed25519",
+            "cert",
+            "never",
+        ],
+    );
+    let fingerprint = String::from_utf8(gpg(gnupg, &["--list-keys", "--with-colons"]))
         .unwrap()
         .lines()
         .find(|l| l.starts_with("fpr:"))
@@ -1120,10 +1222,21 @@ async fn openpgp_signed_commit_passes_git_verify_commit() {
         .nth(9)
         .unwrap()
         .to_owned();
-    gpg(&["--quick-add-key", &fingerprint, "ed25519", "sign", "never"]);
-    let secret = gpg(&["--armor", "--export-secret-keys", &fingerprint]);
-    let key_file = gnupg.path().join("signing.asc");
+    gpg(
+        gnupg,
+        &["--quick-add-key", &fingerprint, "ed25519", "sign", "never"],
+    );
+    let secret = gpg(gnupg, &["--armor", "--export-secret-keys", &fingerprint]);
+    let key_file = gnupg.join("signing.asc");
     std::fs::write(&key_file, secret).unwrap();
+    key_file
+}
+
+#[tokio::test]
+async fn openpgp_signed_commit_passes_git_verify_commit() {
+    set_test_secrets();
+    let gnupg = tempfile::tempdir().unwrap();
+    let key_file = openpgp_key(gnupg.path());
 
     let origin = BareRepo::new();
     let cache_dir = tempfile::tempdir().unwrap();
@@ -1169,16 +1282,188 @@ async fn wrong_signing_passphrase_fails_before_any_push() {
         ),
     );
     let planner = LinePlanner::new(vec![api("1.1.0")]);
-    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
-        .await
-        .unwrap_err();
+    let report = write_planned(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &planner,
+        WriteOptions::default(),
+    )
+    .await;
+    let err = report.result.unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, GitError::Signing { .. }), "{err:?}");
     assert!(
-        err.to_string().contains("signing_ed25519") && !err.to_string().contains(PASSPHRASE),
+        err.to_string().contains("signing_ed25519")
+            && err.to_string().contains("`manifests`")
+            && !err.to_string().contains(PASSPHRASE),
         "{err}"
     );
     assert_eq!(origin.subjects("main"), ["initial"]);
+    // The change that was pending is still reported: the plan was made before the key failed.
+    assert!(
+        report.plan.is_some(),
+        "the plan is kept on a signing failure"
+    );
+    assert_eq!(report.branch, "main");
+    assert_eq!(planner.calls.load(Ordering::SeqCst), 1);
+}
+
+/// Regression (issue 12): a wrong OpenPGP passphrase said only "OpenPGP signing failed: invalid
+/// input", and the report lost the plan.
+#[tokio::test]
+async fn wrong_openpgp_passphrase_says_the_key_could_not_be_unlocked() {
+    set_test_secrets();
+    let gnupg = tempfile::tempdir().unwrap();
+    let key_file = openpgp_key(gnupg.path());
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(
+        &origin,
+        &format!(
+            "write: {{signing: {{pgpKeyFile: '{}', passphraseEnv: {WRONG_PASSWORD_ENV}}}}}\n",
+            key_file.display()
+        ),
+    );
+    let report = write_planned(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+        WriteOptions::default(),
+    )
+    .await;
+    let err = report.result.unwrap_err();
+    eprintln!("{err}");
+    let GitError::Signing { source, .. } = &err else {
+        panic!("{err:?}")
+    };
+    assert!(
+        matches!(**source, SignError::PgpLocked { .. }),
+        "{source:?}"
+    );
+    let shown = err.to_string();
+    assert!(
+        shown.contains("wrong passphrase")
+            && shown.contains("signing.asc")
+            && shown.contains(WRONG_PASSWORD_ENV)
+            && shown.contains("`manifests`")
+            && !shown.contains(WRONG_PASSWORD)
+            && !shown.contains(PASSPHRASE),
+        "{shown}"
+    );
+    assert!(
+        report.plan.is_some(),
+        "the plan is kept on a signing failure"
+    );
+    assert_eq!(origin.subjects("main"), ["initial"]);
+
+    // `tagpilot check` finds the same without fetching anything.
+    let err = repo.check_offline().unwrap_err().to_string();
+    assert!(
+        err.contains("wrong passphrase") && !err.contains(WRONG_PASSWORD),
+        "{err}"
+    );
+}
+
+// === tagpilot check: what plan would find offline ===
+
+#[test]
+fn check_offline_names_unset_variables_and_unreadable_files_without_values() {
+    set_test_secrets();
+    let unset = "TAGPILOT_IT_NEVER_SET";
+    let https = |auth: &str| {
+        config(&format!(
+            "name: manifests\nurl: 'https://git.example/m.git'\nauth: {auth}\n"
+        ))
+    };
+    let err = https(&format!("{{tokenEnv: {unset}}}"))
+        .check_offline()
+        .unwrap_err();
+    eprintln!("{err}");
+    assert!(
+        matches!(
+            &err,
+            GitError::Config {
+                source: ConfigError::EnvNotSet { .. },
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("auth.tokenEnv") && err.to_string().contains(unset),
+        "{err}"
+    );
+    let err = https(&format!("{{username: bot, passwordEnv: {unset}}}"))
+        .check_offline()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("auth.passwordEnv") && err.contains(unset),
+        "{err}"
+    );
+    https(&format!(
+        "{{username: bot, passwordEnv: {HTTP_PASSWORD_ENV}}}"
+    ))
+    .check_offline()
+    .unwrap();
+
+    let keys = tempfile::tempdir().unwrap();
+    let key = ssh_keygen(keys.path(), "user_ed25519", "");
+    let ssh = |auth: String| {
+        config(&format!(
+            "name: manifests\nurl: 'ssh://git@git.example/m.git'\nauth: {auth}\n"
+        ))
+    };
+    let err = ssh(format!(
+        "{{sshKeyFile: '{}', passphraseEnv: {unset}}}",
+        key.private.display()
+    ))
+    .check_offline()
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("auth.passphraseEnv") && err.contains(unset),
+        "{err}"
+    );
+    let missing = keys.path().join("nonexistent_ed25519");
+    let err = ssh(format!("{{sshKeyFile: '{}'}}", missing.display()))
+        .check_offline()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("nonexistent_ed25519"), "{err}");
+    let err = ssh(format!(
+        "{{sshKeyFile: '{}', knownHostsFile: '{}'}}",
+        key.private.display(),
+        missing.display()
+    ))
+    .check_offline()
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("auth.knownHostsFile"), "{err}");
+
+    // Signing: the variable must be set, and the key must unlock with it.
+    let signing = |key: &Path, env: &str| {
+        config(&format!(
+            "name: manifests\nurl: 'file:///srv/m.git'\n\
+             write: {{signing: {{sshKeyFile: '{}', passphraseEnv: {env}}}}}\n",
+            key.display()
+        ))
+    };
+    let locked = ssh_keygen(keys.path(), "signing_ed25519", PASSPHRASE);
+    let err = signing(&locked.private, unset).check_offline().unwrap_err();
+    eprintln!("{err}");
+    assert!(
+        err.to_string().contains("write.signing.passphraseEnv") && err.to_string().contains(unset),
+        "{err}"
+    );
+    let err = signing(&locked.private, WRONG_PASSWORD_ENV)
+        .check_offline()
+        .unwrap_err();
+    assert!(matches!(err, GitError::Signing { .. }), "{err:?}");
+    assert!(!err.to_string().contains(WRONG_PASSWORD), "{err}");
+    signing(&locked.private, PASSPHRASE_ENV)
+        .check_offline()
+        .unwrap();
 }
 
 #[tokio::test]

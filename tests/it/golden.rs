@@ -1,14 +1,20 @@
-//! Golden-directory tests for rewrites and reports.
+//! Golden directories, and the one helper that checks a result against them.
 //!
-//! Each directory under `tests/golden/` is one case:
+//! Every golden case is a directory `tests/golden/<suite>/<case>/` (see `tests/golden/README.md`):
+//! `in/` what tagpilot starts from, `out/` the files expected afterwards (written by hand), and
+//! the expected renderings beside them (`plan.txt`, `body.md`, ...), plus `registry.yaml` where a
+//! registry is involved. This module runs the `rewrite` suite (plan then apply in a local
+//! directory); `argocd.rs` and `forge.rs` run theirs, all comparing through [`check_text`].
+//!
+//! A `rewrite` case:
 //! - `in/`: the root tagpilot runs in (`tagpilot.yaml`, `policies/`, manifests);
 //! - `registry.yaml`: what the in-memory registry serves (repository → tags, digests, created);
 //! - `out/`: the whole tree expected after `apply`, written by hand;
 //! - `plan.txt`: the expected table report (and `plan.md` / `plan.json` / `plan.diff` when present,
 //!   the other formats).
 //!
-//! `TAGPILOT_BLESS=1 cargo test --test it golden` rewrites the report files (never `out/`, which
-//! states intent and is edited by hand); review the diff before committing.
+//! `TAGPILOT_BLESS=1 cargo test --test it golden` rewrites the report files (never a `rewrite`
+//! case's `out/`, which states intent and is edited by hand); review the diff before committing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,8 +22,28 @@ use std::path::{Path, PathBuf};
 use tagpilot::registry::MemoryRegistry;
 use tagpilot::{apply, config, plan, policy, report};
 
-fn golden_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+/// The directory of one golden case.
+pub fn case_dir(suite: &str, case: &str) -> PathBuf {
+    suite_dir(suite).join(case)
+}
+
+fn suite_dir(suite: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(suite)
+}
+
+/// Every case of a suite, sorted.
+pub fn cases(suite: &str) -> Vec<PathBuf> {
+    let dir = suite_dir(suite);
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    cases.sort();
+    assert!(!cases.is_empty(), "no golden cases in {}", dir.display());
+    cases
 }
 
 /// Every file under `dir`, relative path → bytes.
@@ -46,13 +72,15 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-fn bless() -> bool {
+/// `TAGPILOT_BLESS` is set: expected files are rewritten from the actual results.
+pub fn bless() -> bool {
     std::env::var_os("TAGPILOT_BLESS").is_some()
 }
 
 /// Compares `actual` with the file at `path` (or writes it when blessing). Returns a failure text.
-fn check_text(path: &Path, actual: &str) -> Option<String> {
+pub fn check_text(path: &Path, actual: &str) -> Option<String> {
     if bless() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, actual).unwrap();
         return None;
     }
@@ -66,6 +94,13 @@ fn check_text(path: &Path, actual: &str) -> Option<String> {
                 .header("expected", "actual")
         )
     })
+}
+
+/// [`check_text`], failing the test on a difference.
+pub fn assert_text(path: &Path, actual: &str) {
+    if let Some(failure) = check_text(path, actual) {
+        panic!("{failure}");
+    }
 }
 
 async fn run_case(case: &Path) -> Vec<String> {
@@ -148,13 +183,7 @@ async fn run_case(case: &Path) -> Vec<String> {
 
 #[tokio::test]
 async fn golden_cases() {
-    let mut cases: Vec<PathBuf> = std::fs::read_dir(golden_root())
-        .expect("tests/golden exists")
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("in").is_dir())
-        .collect();
-    cases.sort();
-    assert!(!cases.is_empty(), "no golden cases found");
+    let cases = cases("rewrite");
     let mut failures = Vec::new();
     for case in &cases {
         for f in run_case(case).await {

@@ -4,9 +4,14 @@
 mod argocd;
 mod argocd_cluster;
 mod cli;
+mod corpus;
+mod daemon;
+mod editor_fuzz;
+mod engine;
 mod forge;
 mod git;
 mod golden;
+mod layers;
 mod manifest;
 mod policy;
 mod registry;

@@ -97,6 +97,84 @@ fn invalid_regex_points_at_the_pattern() {
     );
 }
 
+/// Regression (issue 12): the pattern was echoed with `{:?}`, doubling every backslash, so the
+/// message showed a pattern the user never wrote.
+#[test]
+fn an_invalid_regex_is_shown_as_written() {
+    let text = doc(
+        "app",
+        "    regex:\n      pattern: '^main-(?P<ts>\\d+$'\n      sortBy: ts\n",
+    );
+    let errs = errors(&[("regex.yaml", &text)]);
+    assert!(
+        errs[0].contains(r#"invalid regex "^main-(?P<ts>\d+$""#),
+        "{}",
+        errs[0]
+    );
+    let allow =
+        doc("app", "    semver: {}\n").replace("  strategy:", "  allowTags: '\\d+('\n  strategy:");
+    let errs = errors(&[("allow.yaml", &allow)]);
+    assert!(
+        errs[0].contains(r#"allowTags: invalid regex "\d+(""#),
+        "{}",
+        errs[0]
+    );
+    let adhoc = Strategy::regex(r"^(\d+", None, policy::RegexOrder::Numerical).unwrap_err();
+    assert!(
+        adhoc.to_string().starts_with(r#"invalid regex "^(\d+": "#),
+        "{adhoc}"
+    );
+}
+
+/// Regression (issue 12): one broken policy file stopped the whole plan. `load_all` keeps every
+/// valid policy and returns the problems of the others, each with its place.
+#[test]
+fn load_all_keeps_the_valid_policies_and_reports_the_broken_ones() {
+    let broken = doc("broken", "    semver: {range: '>=1.0, <<2'}\n");
+    let unknown_repo = format!(
+        "{}  targets:\n    - repository: elsewhere\n",
+        doc("elsewhere", "    semver: {}\n")
+    );
+    let (_dir, config_path) = repo(&[
+        ("a-good.yaml", &doc("good", "    semver: {}\n")),
+        ("b-broken.yaml", &broken),
+        ("c-twice.yaml", &doc("twice", "    semver: {}\n")),
+        ("d-twice.yaml", &doc("twice", "    newestBuild:\n")),
+        (
+            "e-syntax.yaml",
+            &format!("{HEADER}metadata:\n  name: bad\nspec: [unclosed\n"),
+        ),
+        ("f-repo.yaml", &unknown_repo),
+        ("g-also-good.yaml", &doc("also-good", "    newestBuild:\n")),
+    ]);
+    let config = config::load(&config_path).unwrap();
+    assert!(policy::load(&config).is_err(), "load stays all or nothing");
+
+    let loaded = policy::load_all(&config);
+    assert_eq!(
+        loaded
+            .policies
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["good", "also-good"],
+        "a duplicated name is ambiguous, so neither definition is kept"
+    );
+    let errs: Vec<String> = loaded.errors.iter().map(|e| e.to_string()).collect();
+    assert_eq!(errs.len(), 4, "{errs:#?}");
+    let at = |file: &str, line_col: &str| {
+        let place = format!("{}:{line_col}", Path::new("policies").join(file).display());
+        assert!(
+            errs.iter().any(|e| e.contains(&place)),
+            "no {place:?} in {errs:#?}"
+        );
+    };
+    at("b-broken.yaml", "8:21");
+    at("d-twice.yaml", "4:");
+    at("e-syntax.yaml", "5:");
+    at("f-repo.yaml", "4:");
+}
+
 #[test]
 fn sort_by_naming_a_missing_group() {
     let text = doc(

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tagpilot::config::{Credentials, RegistryConfig};
 use tagpilot::image::{Platform, Repository};
+use tagpilot::plan::Inspector;
+use tagpilot::policy::{ImagePolicy, Strategy};
 use tagpilot::registry::{
     ClientOptions, DockerConfigSource, Registry, RegistryClient, RegistryError,
 };
@@ -197,6 +199,152 @@ async fn docker_schema2_images_keep_their_digest_and_annotations_give_a_build_ti
     assert_eq!(info.created, Some(ts("2024-06-01T12:00:00Z")));
 }
 
+/// Regression: `platforms: [linux/arm64/v8]` found no build time in an index whose arm64 entry
+/// names no variant, and the policy was held with "none of the tags has a build time".
+#[tokio::test]
+async fn platforms_match_with_containerd_normalisation() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_index(
+        "shop/multi",
+        "2.0.0",
+        IndexSpec::new()
+            .platform(
+                "linux/amd64",
+                ImageSpec::default().created("2024-02-01T00:00:00Z"),
+            )
+            .platform(
+                "linux/arm64",
+                ImageSpec::default().created("2024-03-01T00:00:00Z"),
+            )
+            .platform(
+                "linux/arm",
+                ImageSpec::default().created("2024-04-01T00:00:00Z"),
+            ),
+    )
+    .await;
+    let client = reg.client();
+    let repo = reg.repository("shop/multi");
+    let created = |wanted: &'static str| {
+        let (client, repo) = (&client, &repo);
+        async move {
+            let info = client
+                .inspect(repo, "2.0.0", &platforms(&[wanted]))
+                .await
+                .unwrap();
+            assert!(info.offers_any(&platforms(&[wanted])), "{wanted}");
+            info.created
+        }
+    };
+    assert_eq!(
+        created("linux/arm64/v8").await,
+        Some(ts("2024-03-01T00:00:00Z"))
+    );
+    assert_eq!(
+        created("linux/arm/v7").await,
+        Some(ts("2024-04-01T00:00:00Z"))
+    );
+    assert_eq!(
+        created("linux/amd64/v1").await,
+        Some(ts("2024-02-01T00:00:00Z"))
+    );
+    let info = client
+        .inspect(&repo, "2.0.0", &platforms(&["linux/arm/v6"]))
+        .await
+        .unwrap();
+    assert_eq!(info.created, None);
+    assert!(!info.offers_any(&platforms(&["linux/arm/v6"])));
+}
+
+/// Regression: two policies on one image with different `platforms` got the same build time
+/// within one run, whichever asked first: the plan's inspection cache was keyed by image and tag.
+#[tokio::test]
+async fn build_times_follow_each_policys_platforms_within_one_plan() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_index(
+        "shop/multi",
+        "2.0.0",
+        IndexSpec::new()
+            .platform(
+                "linux/amd64",
+                ImageSpec::default().created("2024-02-01T00:00:00Z"),
+            )
+            .platform(
+                "linux/arm64",
+                ImageSpec::default().created("2024-03-01T00:00:00Z"),
+            ),
+    )
+    .await;
+    let client = reg.client();
+    let policy = |platform: &str| {
+        let mut p = ImagePolicy::adhoc(&reg.image("shop/multi"), Strategy::NewestBuild).unwrap();
+        p.platforms = platforms(&[platform]);
+        p
+    };
+    let (amd64, arm64) = (policy("linux/amd64"), policy("linux/arm64"));
+    let tags = vec!["2.0.0".to_string()];
+    let inspector = Inspector::new(&client);
+    for (policy, want) in [
+        (&amd64, "2024-02-01T00:00:00Z"),
+        (&arm64, "2024-03-01T00:00:00Z"),
+        (&amd64, "2024-02-01T00:00:00Z"),
+    ] {
+        let got = inspector.candidates(policy, &tags, &()).await.unwrap();
+        assert_eq!(got[0].created, Some(ts(want)), "{:?}", policy.platforms);
+    }
+}
+
+/// A policy whose platforms no tag has an image for is held saying so, not "no build time".
+#[tokio::test]
+async fn a_hold_for_a_missing_platform_names_the_platform() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_index(
+        "shop/multi",
+        "2.0.0",
+        IndexSpec::new().platform(
+            "linux/amd64",
+            ImageSpec::default().created("2024-02-01T00:00:00Z"),
+        ),
+    )
+    .await;
+    let client = reg.client();
+    let mut policy = ImagePolicy::adhoc(&reg.image("shop/multi"), Strategy::NewestBuild).unwrap();
+    policy.platforms = platforms(&["linux/arm64"]);
+    let tags = vec!["2.0.0".to_string()];
+    let candidates = Inspector::new(&client)
+        .candidates(&policy, &tags, &())
+        .await
+        .unwrap();
+    assert_eq!(
+        tagpilot::select::choose(&policy, None, &candidates),
+        tagpilot::select::Decision::Hold("no image for linux/arm64 in any of the 1 tags".into())
+    );
+}
+
+/// Regression: HTTPS to a registry that speaks plain HTTP failed with rustls's "received corrupt
+/// message of type InvalidContentType" and no hint.
+#[tokio::test]
+async fn https_to_a_plain_http_registry_says_so_and_names_insecure() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/api", &["1.0.0"], ImageSpec::default())
+        .await;
+    let config = RegistryConfig {
+        insecure: false,
+        ..anonymous(&reg)
+    };
+    let err = client_for(&reg, config)
+        .list_tags(&reg.repository("shop/api"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::PlainHttp { .. }), "{err:?}");
+    assert_eq!(err.metric_label(), "plain_http");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("plain HTTP") && msg.contains("insecure: true"),
+        "{msg}"
+    );
+    assert_names_the_place(&err, &reg.host(), "shop/api");
+}
+
 #[tokio::test]
 async fn multi_arch_index_is_filtered_by_platform() {
     let reg = TestRegistry::start(Auth::None).await;
@@ -236,7 +384,7 @@ async fn multi_arch_index_is_filtered_by_platform() {
     assert_eq!(
         arm64.created,
         Some(ts("2024-03-01T00:00:00Z")),
-        "a wanted platform without variant takes any"
+        "linux/arm64 is linux/arm64/v8"
     );
     let any = client.inspect(&repo, "2.0.0", &[]).await.unwrap();
     assert_eq!(

@@ -22,6 +22,11 @@ pub const PASSPHRASE: &str = "open sesame";
 
 /// Sets the secrets the tests reference by name. Environment writes race with C code reading
 /// the environment, so they happen once, before any server or git operation of these tests.
+#[allow(
+    unsafe_code,
+    reason = "`set_var` is unsafe since edition 2024; the tests have no other way to give git \
+              and tagpilot secrets by environment variable"
+)]
 pub fn set_test_secrets() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -387,5 +392,63 @@ impl SshGitServer {
         )
         .unwrap();
         path
+    }
+}
+
+/// `ssh-agent` listening on a socket of its own, killed when dropped. The tests that use it run
+/// in a child process started with `SSH_AUTH_SOCK` pointing here, never by setting the variable
+/// in the test binary, where other tests' threads read the environment.
+pub struct SshAgent {
+    _server: Server,
+    _dir: TempDir,
+    pub socket: PathBuf,
+}
+
+impl SshAgent {
+    pub fn start() -> SshAgent {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("agent.sock");
+        let log = dir.path().join("ssh-agent.log");
+        let mut child = Command::new("ssh-agent")
+            .arg("-D")
+            .arg("-a")
+            .arg(&socket)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start ssh-agent");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !socket.exists() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "ssh-agent exited with {status}: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "ssh-agent did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        SshAgent {
+            _server: Server(child),
+            _dir: dir,
+            socket,
+        }
+    }
+
+    /// `ssh-add`s the private key `key`.
+    pub fn add(&self, key: &Path) {
+        let output = Command::new("ssh-add")
+            .arg(key)
+            .env("SSH_AUTH_SOCK", &self.socket)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run ssh-add");
+        assert!(
+            output.status.success(),
+            "ssh-add {}: {}",
+            key.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
     }
 }

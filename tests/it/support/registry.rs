@@ -195,6 +195,12 @@ impl TestRegistry {
     /// Starts a registry and waits until it answers `/v2/`. Panics with the registry's log if it
     /// does not come up.
     pub async fn start(auth: Auth) -> Self {
+        Self::start_with(auth, "").await
+    }
+
+    /// Like [`TestRegistry::start`], with `extra` appended to the registry's `config.yml` (a
+    /// `notifications:` section, say).
+    pub async fn start_with(auth: Auth, extra: &str) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let token_server = match &auth {
             Auth::Token {
@@ -227,7 +233,9 @@ impl TestRegistry {
             // Every response carries this id, so a registry of another test that happens to get
             // the same port is never mistaken for ours.
             let id = unique();
-            let config = registry_config_yaml(dir.path(), port, &id, &auth, token_server.as_ref());
+            let mut config =
+                registry_config_yaml(dir.path(), port, &id, &auth, token_server.as_ref());
+            config.push_str(extra);
             let config_path = dir.path().join("config.yml");
             std::fs::write(&config_path, config).unwrap();
             let log_path = dir.path().join(format!("registry-{port}.log"));

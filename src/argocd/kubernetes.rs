@@ -1,0 +1,189 @@
+//! The Kubernetes API client of the Argo CD module: list Applications, read Secrets, send a
+//! merge patch to an Application. Pure I/O.
+//!
+//! Why it stands alone: it is the edge. It decides nothing (which patch to send is
+//! [`super::patch`]'s business, what a Secret means is [`super::credentials`]'), so it imports
+//! only `kube`, `k8s-openapi`, the Application type and the config that selects them — never
+//! the planner.
+//!
+//! What it must never do: put a Secret's value in an error (only `namespace/name`), or send
+//! anything but the merge patch it is given.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
+};
+
+use super::application::Application;
+use crate::config::applications::FromCluster;
+
+/// The label Argo CD puts on its repository Secrets.
+pub const SECRET_TYPE_LABEL: &str = "argocd.argoproj.io/secret-type";
+/// The field manager tagpilot's patches are recorded under.
+pub const FIELD_MANAGER: &str = "tagpilot";
+
+/// A failed request to the Kubernetes API. The messages about Applications say "Kubernetes
+/// API" (they end a run or name a patch); the ones about Secrets end up inside a problem that
+/// already names the application and the annotation.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    #[error(
+        "Kubernetes API: applications.fromCluster: no usable kubeconfig or in-cluster configuration: {0}"
+    )]
+    Connect(#[source] kube::Error),
+    /// `place` is `namespace team-a` or `all namespaces`.
+    #[error("Kubernetes API: listing Applications in {place}: {source}")]
+    ListApplications {
+        place: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Kubernetes API: Application {id} cannot be read: {source}")]
+    ReadApplication {
+        id: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("Kubernetes API: patching Application {namespace}/{name}: {source}")]
+    PatchApplication {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read Secret {namespace}/{name}: {source}")]
+    ReadSecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot list Argo CD repository Secrets in {namespace}: {source}")]
+    ListRepositorySecrets {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A connection to the Kubernetes API.
+#[derive(Clone)]
+pub struct Cluster {
+    client: kube::Client,
+}
+
+impl Cluster {
+    /// Connects as kube-rs does by default: `$KUBECONFIG` or `~/.kube/config`, else the
+    /// in-cluster service account.
+    pub async fn connect() -> Result<Cluster, KubeError> {
+        kube::Client::try_default()
+            .await
+            .map(Cluster::new)
+            .map_err(KubeError::Connect)
+    }
+
+    /// A cluster reached through `client` (tests build one against a local URL).
+    pub fn new(client: kube::Client) -> Cluster {
+        Cluster { client }
+    }
+
+    fn applications_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"),
+            "applications",
+        );
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        }
+    }
+
+    /// The Applications `from` selects: in each of its namespaces, or across all namespaces
+    /// when it names none, filtered by its label selector.
+    pub async fn applications(&self, from: &FromCluster) -> Result<Vec<Application>, KubeError> {
+        let mut params = ListParams::default();
+        if let Some(selector) = from.selector.as_deref().filter(|s| !s.trim().is_empty()) {
+            params = params.labels(selector);
+        }
+        let namespaces: Vec<Option<&str>> = if from.namespaces.is_empty() {
+            vec![None]
+        } else {
+            from.namespaces.iter().map(|n| Some(n.as_str())).collect()
+        };
+        let mut apps = Vec::new();
+        for ns in namespaces {
+            let list = self
+                .applications_api(ns)
+                .list(&params)
+                .await
+                .map_err(|source| KubeError::ListApplications {
+                    place: match ns {
+                        Some(ns) => format!("namespace {ns}"),
+                        None => "all namespaces".to_string(),
+                    },
+                    source,
+                })?;
+            for object in list.items {
+                let id = format!(
+                    "{}/{}",
+                    object.metadata.namespace.as_deref().unwrap_or_default(),
+                    object.metadata.name.as_deref().unwrap_or_default()
+                );
+                let value = serde_json::to_value(&object).expect("a listed object serialises");
+                let mut app: Application = serde_json::from_value(value)
+                    .map_err(|source| KubeError::ReadApplication { id, source })?;
+                app.origin = "cluster".to_string();
+                apps.push(app);
+            }
+        }
+        apps.sort_by_key(Application::id);
+        Ok(apps)
+    }
+
+    pub async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, KubeError> {
+        Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .get(name)
+            .await
+            .map_err(|source| KubeError::ReadSecret {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            })
+    }
+
+    /// Argo CD's repository Secrets in its namespace (`repository` and `repo-creds`).
+    pub async fn repository_secrets(&self, namespace: &str) -> Result<Vec<Secret>, KubeError> {
+        let params = ListParams::default()
+            .labels(&format!("{SECRET_TYPE_LABEL} in (repository,repo-creds)"));
+        Api::<Secret>::namespaced(self.client.clone(), namespace)
+            .list(&params)
+            .await
+            .map(|l| l.items)
+            .map_err(|source| KubeError::ListRepositorySecrets {
+                namespace: namespace.to_string(),
+                source,
+            })
+    }
+
+    /// Sends `patch` as a JSON merge patch to the Application `namespace/name`.
+    pub async fn patch_application(
+        &self,
+        namespace: &str,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> Result<(), KubeError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        self.applications_api(Some(namespace))
+            .patch(name, &params, &Patch::Merge(patch))
+            .await
+            .map(drop)
+            .map_err(|source| KubeError::PatchApplication {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            })
+    }
+}

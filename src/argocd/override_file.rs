@@ -1,0 +1,272 @@
+//! `.argocd-source-<app>.yaml`: Argo CD's parameter-override file, in Image Updater's shape,
+//! read and rewritten whole as Image Updater does. The same overrides sit in a live
+//! Application's spec, so [`super::patch`] edits them with this type too. Pure.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::image::{ImageRef, Repository};
+use crate::plan;
+use crate::policy::ImagePolicy;
+
+use super::annotations::AnnotatedImage;
+use super::resolve::SourceKind;
+
+/// Argo CD's parameter-override file, in Image Updater's shape. Keys tagpilot does not know are
+/// kept as they were.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct OverrideFile {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub helm: Option<HelmOverrides>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kustomize: Option<KustomizeOverrides>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HelmOverrides {
+    #[serde(default)]
+    pub parameters: Vec<OverrideParameter>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverrideParameter {
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+    #[serde(default)]
+    pub forcestring: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct KustomizeOverrides {
+    #[serde(default)]
+    pub images: Vec<String>,
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+impl OverrideFile {
+    /// An empty file is an empty override, as Argo CD reads it.
+    pub fn parse(text: &str) -> Result<OverrideFile, serde_saphyr::Error> {
+        if text.trim().is_empty() {
+            return Ok(OverrideFile::default());
+        }
+        serde_saphyr::from_str(text)
+    }
+
+    pub fn render(&self) -> String {
+        serde_saphyr::to_string(self).expect("override file serialises")
+    }
+
+    /// The image's current tag and digest in this file, if it names the image.
+    pub fn current(
+        &self,
+        kind: SourceKind,
+        image: &AnnotatedImage,
+        policy: &ImagePolicy,
+    ) -> Option<(Option<String>, Option<String>)> {
+        match kind {
+            SourceKind::Kustomize | SourceKind::Directory => {
+                let k = self.kustomize.as_ref()?;
+                let entry = k
+                    .images
+                    .iter()
+                    .find(|e| kustomize_entry_names(e, image, policy))?;
+                let reference = entry.split_once('=').map_or(entry.as_str(), |(_, r)| r);
+                let r = ImageRef::parse(reference).ok()?;
+                Some((r.tag, r.digest))
+            }
+            SourceKind::Helm => {
+                let params = &self.helm.as_ref()?.parameters;
+                let get = |n: &str| params.iter().find(|p| p.name == n).map(|p| p.value.clone());
+                if let Some(spec) = &image.helm.spec {
+                    let r = ImageRef::parse(&get(spec)?).ok()?;
+                    return Some((r.tag, r.digest));
+                }
+                let tag = get(image.helm.tag_or_default())?;
+                match tag.split_once('@') {
+                    Some((t, d)) => Some((
+                        Some(t.to_string()).filter(|t| !t.is_empty()),
+                        Some(d.to_string()),
+                    )),
+                    None => Some((Some(tag), None)),
+                }
+            }
+        }
+    }
+
+    /// Sets the image to `tag` (and `digest`), replacing its entry or adding one.
+    pub fn set(
+        &mut self,
+        kind: SourceKind,
+        image: &AnnotatedImage,
+        policy: &ImagePolicy,
+        tag: &str,
+        digest: Option<&str>,
+    ) {
+        match kind {
+            SourceKind::Kustomize | SourceKind::Directory => {
+                let reference = ImageRef::render(&image.image, Some(tag), digest);
+                let entry = match &image.kustomize_image_name {
+                    Some(k) if *k != image.image => format!("{k}={reference}"),
+                    _ => reference,
+                };
+                let k = self.kustomize.get_or_insert_with(Default::default);
+                match k
+                    .images
+                    .iter_mut()
+                    .find(|e| kustomize_entry_names(e, image, policy))
+                {
+                    Some(e) => *e = entry,
+                    None => k.images.push(entry),
+                }
+            }
+            SourceKind::Helm => {
+                let h = self.helm.get_or_insert_with(Default::default);
+                let mut put = |name: &str, value: String| match h
+                    .parameters
+                    .iter_mut()
+                    .find(|p| p.name == name)
+                {
+                    Some(p) => {
+                        p.value = value;
+                        p.forcestring = true;
+                    }
+                    None => h.parameters.push(OverrideParameter {
+                        name: name.to_string(),
+                        value,
+                        forcestring: true,
+                    }),
+                };
+                match &image.helm.spec {
+                    Some(spec) => put(spec, ImageRef::render(&image.image, Some(tag), digest)),
+                    None => {
+                        put(image.helm.name_or_default(), image.image.clone());
+                        put(
+                            image.helm.tag_or_default(),
+                            plan::version_text(Some(tag), digest),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether a kustomize override entry (`[old=]image[:tag][@digest]`) is the one for `image`.
+fn kustomize_entry_names(entry: &str, image: &AnnotatedImage, policy: &ImagePolicy) -> bool {
+    let name = match entry.split_once('=') {
+        Some((old, _)) => old.to_string(),
+        None => match ImageRef::parse(entry) {
+            Ok(r) => r.name,
+            Err(_) => return false,
+        },
+    };
+    image.kustomize_image_name.as_deref() == Some(name.as_str())
+        || Repository::parse(&name).is_ok_and(|r| r == policy.image)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::argocd::annotations;
+    use crate::policy::Strategy;
+    use std::collections::BTreeMap as Map;
+
+    /// The first image of an `image-list` annotation (with `pairs` under Image Updater's
+    /// prefix) and a newest-build policy for it.
+    pub(crate) fn image(pairs: &[(&str, &str)]) -> (AnnotatedImage, ImagePolicy) {
+        let mut m: Map<String, String> = pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    format!("{}{k}", annotations::IMAGE_UPDATER_PREFIX),
+                    v.to_string(),
+                )
+            })
+            .collect();
+        m.entry(format!(
+            "{}write-back-method",
+            annotations::IMAGE_UPDATER_PREFIX
+        ))
+        .or_insert("git".into());
+        let a = annotations::parse(&m).unwrap();
+        let i = a.images[0].clone();
+        let p = ImagePolicy::adhoc(&i.image, Strategy::NewestBuild).unwrap();
+        (i, p)
+    }
+
+    #[test]
+    fn kustomize_override_entries_are_replaced_by_name_or_added() {
+        let (img, pol) = image(&[("image-list", "api=r.example/shop/api")]);
+        let mut f = OverrideFile::parse(
+            "kustomize:\n  images:\n  - r.example/shop/web:1.0.0\n  - r.example/shop/api:1.0.0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            f.current(SourceKind::Kustomize, &img, &pol),
+            Some((Some("1.0.0".into()), None))
+        );
+        f.set(SourceKind::Kustomize, &img, &pol, "1.2.0", None);
+        assert_eq!(
+            f.kustomize.as_ref().unwrap().images,
+            vec!["r.example/shop/web:1.0.0", "r.example/shop/api:1.2.0"]
+        );
+        let (img, pol) = image(&[
+            ("image-list", "api=r.example/shop/api"),
+            ("api.kustomize.image-name", "api"),
+        ]);
+        let mut f = OverrideFile::default();
+        f.set(SourceKind::Kustomize, &img, &pol, "2.0.0", None);
+        assert_eq!(
+            f.kustomize.as_ref().unwrap().images,
+            vec!["api=r.example/shop/api:2.0.0"]
+        );
+        assert_eq!(
+            f.current(SourceKind::Kustomize, &img, &pol),
+            Some((Some("2.0.0".into()), None))
+        );
+    }
+
+    #[test]
+    fn helm_override_parameters_use_image_updater_names_and_keep_other_keys() {
+        let (img, pol) = image(&[
+            ("image-list", "api=r.example/shop/api"),
+            ("api.helm.image-name", "api.image.repository"),
+            ("api.helm.image-tag", "api.image.tag"),
+        ]);
+        let mut f = OverrideFile::parse(
+            "helm:\n  parameters:\n  - name: api.image.tag\n    value: 1.0.0\n    forcestring: true\n  valueFiles: [prod.yaml]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            f.current(SourceKind::Helm, &img, &pol),
+            Some((Some("1.0.0".into()), None))
+        );
+        f.set(SourceKind::Helm, &img, &pol, "1.1.0", None);
+        let text = f.render();
+        let back = OverrideFile::parse(&text).unwrap();
+        let h = back.helm.unwrap();
+        assert_eq!(
+            h.parameters,
+            vec![
+                OverrideParameter {
+                    name: "api.image.tag".into(),
+                    value: "1.1.0".into(),
+                    forcestring: true
+                },
+                OverrideParameter {
+                    name: "api.image.repository".into(),
+                    value: "r.example/shop/api".into(),
+                    forcestring: true
+                },
+            ]
+        );
+        assert!(h.other.contains_key("valueFiles"), "{text}");
+    }
+}

@@ -1,0 +1,142 @@
+//! The `forge:` block of a repository: which forge opens the pull requests and how tagpilot
+//! authenticates to its API. Types and checks only; secrets are named (environment variable,
+//! key file), never inlined.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Where pull requests are opened. Exactly one of `github` and `gitlab`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ForgeConfig {
+    #[serde(default)]
+    pub github: Option<GitHubConfig>,
+    #[serde(default)]
+    pub gitlab: Option<GitLabConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GitHubConfig {
+    /// `https://api.github.com`, or `https://ghe.example/api/v3` for GitHub Enterprise Server.
+    #[serde(default = "default_github_api")]
+    pub api_url: String,
+    /// Environment variable holding a token (classic with `repo`, or fine-grained with
+    /// Contents and Pull requests read/write).
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// A GitHub App installation instead of a token.
+    #[serde(default)]
+    pub app: Option<GitHubApp>,
+    /// `owner/name`; default: taken from the repository URL.
+    #[serde(default)]
+    pub repository: Option<String>,
+}
+
+fn default_github_api() -> String {
+    "https://api.github.com".to_owned()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GitHubApp {
+    pub app_id: u64,
+    /// The App's private key (PEM), as downloaded from the App's settings.
+    pub private_key_file: PathBuf,
+    pub installation_id: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GitLabConfig {
+    /// `https://gitlab.com/api/v4`, or your instance's.
+    #[serde(default = "default_gitlab_api")]
+    pub api_url: String,
+    /// Environment variable holding a token with the `api` scope.
+    pub token_env: String,
+    /// `group/project` (or its numeric id); default: taken from the repository URL.
+    #[serde(default)]
+    pub project: Option<String>,
+}
+
+fn default_gitlab_api() -> String {
+    "https://gitlab.com/api/v4".to_owned()
+}
+
+/// What serde cannot check in a `forge:` block.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("`forge` needs exactly one of `github` and `gitlab`")]
+    NotOneForge,
+    #[error("`forge.github` needs exactly one of `tokenEnv` and `app`")]
+    NotOneGitHubAuth,
+}
+
+impl ForgeConfig {
+    /// Checks what serde cannot: one forge, one GitHub auth method.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.github, &self.gitlab) {
+            (Some(github), None) => match (&github.token_env, &github.app) {
+                (Some(_), None) | (None, Some(_)) => Ok(()),
+                _ => Err(ConfigError::NotOneGitHubAuth),
+            },
+            (None, Some(_)) => Ok(()),
+            _ => Err(ConfigError::NotOneForge),
+        }
+    }
+}
+
+/// `owner/name` from a repository URL (`https://host/owner/name.git`, `git@host:owner/name.git`,
+/// `ssh://git@host/owner/name`); `None` for URLs that carry no such path (file://).
+pub fn path_from_url(url: &str) -> Option<String> {
+    let path = match url::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "https" | "http" | "ssh" | "git+ssh") => {
+            parsed.path().to_owned()
+        }
+        Ok(_) => return None,
+        // scp-like `git@host:owner/name.git`
+        Err(_) => url.split_once(':')?.1.to_owned(),
+    };
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    path.contains('/').then(|| path.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_paths_come_from_the_usual_url_shapes() {
+        for url in [
+            "https://github.com/acme/manifests.git",
+            "git@github.com:acme/manifests.git",
+            "ssh://git@github.com/acme/manifests",
+        ] {
+            assert_eq!(
+                path_from_url(url).as_deref(),
+                Some("acme/manifests"),
+                "{url}"
+            );
+        }
+        assert_eq!(
+            path_from_url("https://gitlab.example/group/sub/project.git").as_deref(),
+            Some("group/sub/project")
+        );
+        assert_eq!(path_from_url("file:///srv/m.git"), None);
+    }
+
+    #[test]
+    fn exactly_one_forge_and_one_github_method() {
+        let parse = |y: &str| serde_saphyr::from_str::<ForgeConfig>(y).unwrap().validate();
+        assert_eq!(parse("github: {tokenEnv: T}"), Ok(()));
+        assert_eq!(
+            parse("github: {tokenEnv: T, app: {appId: 1, privateKeyFile: k, installationId: 2}}"),
+            Err(ConfigError::NotOneGitHubAuth)
+        );
+        assert_eq!(parse("github: {}"), Err(ConfigError::NotOneGitHubAuth));
+        assert_eq!(parse("gitlab: {tokenEnv: T}"), Ok(()));
+        assert_eq!(parse("{}"), Err(ConfigError::NotOneForge));
+    }
+}

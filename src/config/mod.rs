@@ -1,0 +1,341 @@
+//! `tagpilot.yaml`: which registries to talk to and how, and where the policies live.
+//!
+//! Deserialised with `serde-saphyr` into typed structs with `deny_unknown_fields`, so a typo is
+//! an error with `file:line:column`, never a silently ignored key. Reads files; no network.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+// Argo CD Application files render their YAML errors the same way; they still import it from here.
+pub mod applications;
+pub mod forge;
+pub mod repository;
+
+pub(crate) use crate::yaml_error::render as render_yaml_error;
+
+/// The name tagpilot looks for in the working directory when `--config` is not given.
+pub const DEFAULT_CONFIG_FILE: &str = "tagpilot.yaml";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `message` already carries `file:line:column` (and a snippet when serde-saphyr has one).
+    #[error("{message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The whole of `tagpilot.yaml`, after parsing.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    #[serde(default)]
+    pub registries: Vec<RegistryConfig>,
+    /// A directory searched recursively, or a list of files; relative to the config file.
+    #[serde(default)]
+    pub policies: PolicySource,
+    /// Remote manifest repositories tagpilot clones, edits, commits to and pushes.
+    #[serde(default)]
+    pub repositories: Vec<repository::RepositoryConfig>,
+    /// Argo CD Applications whose Image Updater annotations act as policies.
+    #[serde(default)]
+    pub applications: Option<applications::ApplicationsConfig>,
+    /// Registry notifications `tagpilot run` accepts on `/webhooks/<kind>`.
+    #[serde(default)]
+    pub webhooks: Option<WebhooksConfig>,
+    /// Where the config file was read from; relative paths in it resolve against its directory.
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+    /// Whether `policies:` was written (rather than defaulted).
+    #[serde(skip)]
+    pub policies_written: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum PolicySource {
+    Directory(PathBuf),
+    Files(Vec<PathBuf>),
+}
+
+impl Default for PolicySource {
+    fn default() -> Self {
+        PolicySource::Directory(PathBuf::from("policies"))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RegistryConfig {
+    /// `host[:port]` as written in image references.
+    pub host: String,
+    /// Plain HTTP instead of HTTPS.
+    #[serde(default)]
+    pub insecure: bool,
+    #[serde(default)]
+    pub credentials: Option<Credentials>,
+    /// Requests per second to this registry.
+    #[serde(default)]
+    pub rate_limit: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Credentials {
+    pub username: String,
+    #[serde(default)]
+    pub password_env: Option<String>,
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+}
+
+/// `webhooks:`: the secret a notification must carry (`Authorization: Bearer <secret>`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WebhooksConfig {
+    /// The environment variable holding the secret.
+    #[serde(default)]
+    pub secret_env: Option<String>,
+    /// A file holding the secret (a mounted Secret); relative to the config file.
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+}
+
+impl Config {
+    /// The directory relative paths in the config resolve against.
+    pub fn base_dir(&self) -> &Path {
+        // `tagpilot.yaml` has the parent "", which is no directory to walk.
+        self.path
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    }
+}
+
+/// Reads and validates `tagpilot.yaml` at `path`. Relative paths in it resolve against its
+/// directory ([`Config::base_dir`]).
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut config = parse(path, &text)?;
+    config.path = Some(path.to_path_buf());
+    // A config that only reads Argo CD Applications needs no `policies/` directory; one that
+    // names `policies:` still gets an error when it is missing.
+    if !config.policies_written
+        && config.applications.is_some()
+        && !config.base_dir().join("policies").exists()
+    {
+        config.policies = PolicySource::Files(Vec::new());
+    }
+    Ok(config)
+}
+
+/// Parses and validates config text; `path` is only used in messages.
+pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let name = path.display().to_string();
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let render = |e: serde_saphyr::Error| render_yaml_error(&e, path, 0, None).2;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Ok(Config::default());
+    }
+    let mut config: Config = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    // A second pass for the values' positions: the public types stay plain for their users.
+    let spans: ConfigSpans = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    config.policies_written = spans.policies.is_some();
+    let mut problems = Vec::new();
+    let mut at = |s: &Spanned<String>, message: String| {
+        problems.push(format!(
+            "{name}:{}:{}: {message}",
+            s.referenced.line(),
+            s.referenced.column()
+        ));
+    };
+    let mut names: Vec<&Spanned<String>> = Vec::new();
+    for (r, span) in config.repositories.iter().zip(&spans.repositories) {
+        if let Some(first) = names.iter().find(|n| n.value == r.name) {
+            at(
+                &span.name,
+                format!(
+                    "repository {:?} is configured twice (first at line {})",
+                    r.name,
+                    first.referenced.line()
+                ),
+            );
+        }
+        names.push(&span.name);
+        if let Err(e) = r.check_structure() {
+            at(&span.name, e.to_string());
+        }
+    }
+    let mut hosts: Vec<&Spanned<String>> = Vec::new();
+    for (r, span) in config.registries.iter().zip(&spans.registries) {
+        let host = &span.host;
+        if r.host.is_empty()
+            || r.host.contains("://")
+            || r.host.contains('/')
+            || r.host.contains(char::is_whitespace)
+        {
+            at(
+                host,
+                format!(
+                    "registry host {:?} must be host[:port] as written in image references, without a scheme or path",
+                    r.host
+                ),
+            );
+        }
+        if let Some(first) = hosts.iter().find(|h| h.value.eq_ignore_ascii_case(&r.host)) {
+            at(
+                host,
+                format!(
+                    "registry {:?} is configured twice (first at line {})",
+                    r.host,
+                    first.referenced.line()
+                ),
+            );
+        }
+        hosts.push(host);
+        if let Some(c) = &r.credentials
+            && c.password_env.is_some() == c.password_file.is_some()
+        {
+            at(
+                host,
+                format!(
+                    "registry {:?}: credentials need exactly one of passwordEnv, passwordFile",
+                    r.host
+                ),
+            );
+        }
+        if let Some(rate) = r.rate_limit
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            at(
+                host,
+                format!(
+                    "registry {:?}: rateLimit must be a positive number of requests per second",
+                    r.host
+                ),
+            );
+        }
+    }
+    if let (Some(w), Some(span)) = (&config.webhooks, &spans.webhooks)
+        && w.secret_env.is_some() == w.secret_file.is_some()
+    {
+        problems.push(format!(
+            "{name}:{}:{}: webhooks need exactly one of secretEnv, secretFile",
+            span.referenced.line(),
+            span.referenced.column()
+        ));
+    }
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(invalid(problems.join("\n")))
+    }
+}
+
+#[derive(Deserialize)]
+struct ConfigSpans {
+    #[serde(default)]
+    registries: Vec<RegistrySpans>,
+    #[serde(default)]
+    repositories: Vec<RepositorySpans>,
+    #[serde(default)]
+    policies: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    webhooks: Option<Spanned<serde::de::IgnoredAny>>,
+}
+
+#[derive(Deserialize)]
+struct RepositorySpans {
+    name: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+struct RegistrySpans {
+    host: Spanned<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhooks_need_exactly_one_secret_source() {
+        let ok = parse(
+            Path::new("tagpilot.yaml"),
+            "webhooks:\n  secretEnv: TAGPILOT_WEBHOOK_SECRET\n",
+        )
+        .unwrap();
+        let w = ok.webhooks.unwrap();
+        assert_eq!(w.secret_env.as_deref(), Some("TAGPILOT_WEBHOOK_SECRET"));
+        for text in [
+            "registries: []\nwebhooks: {}\n",
+            "registries: []\nwebhooks:\n  secretEnv: A\n  secretFile: b\n",
+        ] {
+            let err = parse(Path::new("tagpilot.yaml"), text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.starts_with("tagpilot.yaml:") && err.contains("exactly one of secretEnv"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_config_means_defaults() {
+        let c = parse(Path::new("tagpilot.yaml"), "# nothing yet\n").unwrap();
+        assert!(c.registries.is_empty());
+        assert!(matches!(c.policies, PolicySource::Directory(ref d) if d == Path::new("policies")));
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_with_file_line_and_column() {
+        let err = parse(
+            Path::new("conf/tagpilot.yaml"),
+            "registries: []\npolicy: p/\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("conf/tagpilot.yaml:2:1: unknown field `policy`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn applications_alone_need_no_policies_directory_but_a_named_one_must_exist() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tagpilot.yaml");
+        std::fs::write(
+            &path,
+            "applications:\n  fromGit: [{paths: [apps/*.yaml]}]\n",
+        )
+        .unwrap();
+        let c = load(&path).unwrap();
+        assert!(matches!(&c.policies, PolicySource::Files(f) if f.is_empty()));
+        std::fs::write(
+            &path,
+            "policies: policies\napplications:\n  fromGit: [{paths: [apps/*.yaml]}]\n",
+        )
+        .unwrap();
+        let c = load(&path).unwrap();
+        assert!(c.policies_written);
+        assert!(matches!(c.policies, PolicySource::Directory(_)));
+    }
+}

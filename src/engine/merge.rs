@@ -1,0 +1,341 @@
+//! Joins the plans that several sources made of one checkout into the target's one plan.
+//!
+//! Policy files, Applications from git and Applications from the cluster may all name one
+//! repository. Each is planned on the same checkout; here their edits of one file are applied
+//! together and verified again, so the target gets one commit (or one pull request per group)
+//! whatever named it. When two sources want different values for one field, neither wins: the
+//! field is held and the hold names both, so a misconfiguration shows instead of flapping.
+//! Pure: plans in, plan out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use crate::manifest::{self, Edit};
+use crate::plan::{FileUpdate, Hold, Plan, Problem};
+
+/// One field two sources disagree on.
+struct Conflict {
+    /// 1-based line of the field in the original file.
+    line: usize,
+    policies: BTreeSet<String>,
+}
+
+/// Merges `parts` (plans of one checkout by different sources or walks) into one plan.
+/// `source_of` names where a policy comes from (`policy file policies/api.yaml`,
+/// `Application argocd/shop`), for the holds that name both sides of a conflict.
+pub fn merge(
+    repository: Option<&str>,
+    parts: Vec<Plan>,
+    source_of: &dyn Fn(&str) -> String,
+) -> Plan {
+    let mut out = Plan::default();
+    let mut files: BTreeMap<PathBuf, FileUpdate> = BTreeMap::new();
+    let mut skipped = BTreeSet::new();
+    for p in parts {
+        out.changes.extend(p.changes);
+        out.holds.extend(p.holds);
+        out.problems.extend(p.problems);
+        for s in p.skipped {
+            if skipped.insert(s.file.clone()) {
+                out.skipped.push(s);
+            }
+        }
+        out.repositories.extend(p.repositories);
+        out.up_to_date += p.up_to_date;
+        out.policies_used += p.policies_used;
+        for f in p.files {
+            match files.get_mut(&f.path) {
+                None => {
+                    files.insert(f.path.clone(), f);
+                }
+                Some(have) => {
+                    for (policy, edits) in f.edits {
+                        match have.edits.iter_mut().find(|(p, _)| *p == policy) {
+                            Some((_, mine)) => mine.extend(edits),
+                            None => have.edits.push((policy, edits)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    for (path, mut f) in files {
+        let file = path.to_string_lossy().replace('\\', "/");
+        let conflicts = conflicts(&f);
+        if !conflicts.is_empty() {
+            hold_conflicts(&mut out, &mut f, &file, &conflicts, repository, source_of);
+        }
+        f.edits.retain(|(_, e)| !e.is_empty());
+        if f.edits.is_empty() {
+            continue;
+        }
+        let mut all: Vec<Edit> = f
+            .edits
+            .iter()
+            .flat_map(|(_, e)| e.iter().cloned())
+            .collect();
+        all.sort_by_key(|e| (e.span.start, e.span.end));
+        all.dedup();
+        match manifest::apply_edits(&path, &f.original, &all) {
+            Ok(updated) => {
+                f.updated = updated;
+                out.files.push(f);
+            }
+            Err(e) => {
+                let policies: BTreeSet<&str> = f.edits.iter().map(|(p, _)| p.as_str()).collect();
+                out.problems.push(Problem {
+                    repository: repository.map(str::to_owned),
+                    policy: Some(policies.into_iter().collect::<Vec<_>>().join(", ")),
+                    file: Some(file.clone()),
+                    message: format!(
+                        "edits of several sources cannot be joined; file left alone: {e}"
+                    ),
+                    ..Problem::default()
+                });
+                out.changes.retain(|c| c.file != file);
+            }
+        }
+    }
+    out.changes
+        .sort_by(|a, b| (&a.file, a.line, &a.policy).cmp(&(&b.file, b.line, &b.policy)));
+    out.changes.dedup();
+    out.holds
+        .sort_by(|a, b| (&a.file, a.line, &a.policy).cmp(&(&b.file, b.line, &b.policy)));
+    out.files.sort_by(|a, b| a.path.cmp(&b.path));
+    out
+}
+
+/// Overlapping edits of different policies that do not write the same text.
+fn conflicts(f: &FileUpdate) -> Vec<Conflict> {
+    let mut all: Vec<(&str, &Edit)> = f
+        .edits
+        .iter()
+        .flat_map(|(p, edits)| edits.iter().map(move |e| (p.as_str(), e)))
+        .collect();
+    all.sort_by_key(|(_, e)| (e.span.start, e.span.end));
+    let mut out: Vec<Conflict> = Vec::new();
+    for (i, (p, e)) in all.iter().enumerate() {
+        for (q, other) in &all[i + 1..] {
+            let overlap = other.span.start < e.span.end
+                || (other.span.start == e.span.start
+                    && (e.span.is_empty() || other.span.is_empty()));
+            if !overlap {
+                break;
+            }
+            if p == q || (e.span == other.span && e.text == other.text) {
+                continue;
+            }
+            let line = line_of(&f.original, e.span.start);
+            match out.iter_mut().find(|c| c.line == line) {
+                Some(c) => {
+                    c.policies.insert(p.to_string());
+                    c.policies.insert(q.to_string());
+                }
+                None => out.push(Conflict {
+                    line,
+                    policies: BTreeSet::from([p.to_string(), q.to_string()]),
+                }),
+            }
+        }
+    }
+    out
+}
+
+/// Drops the conflicting edits and turns the changes behind them into holds naming every side.
+fn hold_conflicts(
+    out: &mut Plan,
+    f: &mut FileUpdate,
+    file: &str,
+    conflicts: &[Conflict],
+    repository: Option<&str>,
+    source_of: &dyn Fn(&str) -> String,
+) {
+    for conflict in conflicts {
+        for (policy, edits) in &mut f.edits {
+            if conflict.policies.contains(policy) {
+                edits.retain(|e| line_of(&f.original, e.span.start) != conflict.line);
+            }
+        }
+    }
+    let emptied: BTreeSet<String> = f
+        .edits
+        .iter()
+        .filter(|(_, e)| e.is_empty())
+        .map(|(p, _)| p.clone())
+        .collect();
+    let involved = |policy: &str, line: usize| {
+        conflicts
+            .iter()
+            .any(|c| c.policies.contains(policy) && (c.line == line || emptied.contains(policy)))
+    };
+    let (held, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut out.changes)
+        .into_iter()
+        .partition(|c| c.file == file && involved(&c.policy, c.line));
+    out.changes = kept;
+    for c in &held {
+        let others: Vec<String> = held
+            .iter()
+            .filter(|o| o.policy != c.policy && o.line == c.line)
+            .map(|o| format!("{} ({}) wants {}", o.policy, source_of(&o.policy), o.to))
+            .collect();
+        let others = if others.is_empty() {
+            // The other side's change sits on another line of the same entry.
+            held.iter()
+                .filter(|o| o.policy != c.policy)
+                .map(|o| format!("{} ({}) wants {}", o.policy, source_of(&o.policy), o.to))
+                .collect::<Vec<_>>()
+        } else {
+            others
+        };
+        out.holds.push(Hold {
+            repository: repository.map(str::to_owned),
+            policy: c.policy.clone(),
+            file: file.to_owned(),
+            line: c.line,
+            current: c.from.clone(),
+            reason: format!(
+                "sources disagree: {} ({}) wants {}, {}; held until they agree",
+                c.policy,
+                source_of(&c.policy),
+                c.to,
+                others.join(", ")
+            ),
+        });
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::manifest::Update;
+    use crate::plan::Change;
+
+    const FILE: &str = "apps/web.yaml";
+    const TEXT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: registry.example/api:1.0.0\n        - name: web\n          image: registry.example/web:2.0.0\n";
+
+    /// One source's plan of `FILE`: `policy` moves `image` to `tag`.
+    fn part(policy: &str, image: &str, tag: &str) -> Plan {
+        let fields = manifest::scan(Path::new(FILE), TEXT, &[]).unwrap();
+        let field = fields
+            .iter()
+            .find(|f| f.repository().is_some_and(|r| r.to_string() == image))
+            .unwrap();
+        let edits = field
+            .edits(&Update {
+                name: image,
+                tag: Some(tag),
+                digest: None,
+            })
+            .unwrap();
+        Plan {
+            changes: vec![Change {
+                repository: Some("manifests".into()),
+                policy: policy.into(),
+                image: image.into(),
+                file: FILE.into(),
+                line: field.line,
+                field: "Deployment/web container".into(),
+                strategy: "semver",
+                from: field.current().0.unwrap().into(),
+                to: tag.into(),
+            }],
+            files: vec![FileUpdate {
+                path: FILE.into(),
+                original: TEXT.into(),
+                updated: String::new(),
+                edits: vec![(policy.into(), edits)],
+            }],
+            ..Plan::default()
+        }
+    }
+
+    fn names(policy: &str) -> String {
+        format!("source of {policy}")
+    }
+
+    #[test]
+    fn edits_of_different_fields_from_two_sources_are_joined_in_one_file() {
+        let plan = merge(
+            Some("manifests"),
+            vec![
+                part("api", "registry.example/api", "1.1.0"),
+                part("shop/web", "registry.example/web", "2.1.0"),
+            ],
+            &names,
+        );
+        assert!(plan.holds.is_empty() && plan.problems.is_empty());
+        assert_eq!(plan.files.len(), 1);
+        let text = &plan.files[0].updated;
+        assert!(
+            text.contains("api:1.1.0") && text.contains("web:2.1.0"),
+            "{text}"
+        );
+        assert_eq!(plan.changes.len(), 2);
+    }
+
+    #[test]
+    fn two_sources_on_one_field_with_one_value_make_one_edit() {
+        let plan = merge(
+            Some("manifests"),
+            vec![
+                part("api", "registry.example/api", "1.1.0"),
+                part("shop/api", "registry.example/api", "1.1.0"),
+            ],
+            &names,
+        );
+        assert!(plan.holds.is_empty(), "{:?}", plan.holds);
+        assert_eq!(
+            plan.files[0].updated,
+            TEXT.replace("api:1.0.0", "api:1.1.0")
+        );
+        assert_eq!(plan.changes.len(), 2, "each source's change is reported");
+    }
+
+    #[test]
+    fn two_sources_on_one_field_with_two_values_hold_it_and_keep_the_rest() {
+        let plan = merge(
+            Some("manifests"),
+            vec![
+                part("api", "registry.example/api", "1.1.0"),
+                part("shop/api", "registry.example/api", "1.2.0"),
+                part("shop/web", "registry.example/web", "2.1.0"),
+            ],
+            &names,
+        );
+        let held: Vec<(&str, &str)> = plan
+            .holds
+            .iter()
+            .map(|h| (h.policy.as_str(), h.current.as_str()))
+            .collect();
+        assert_eq!(held, [("api", "1.0.0"), ("shop/api", "1.0.0")]);
+        for h in &plan.holds {
+            assert!(
+                h.reason.contains("api (source of api) wants 1.1.0")
+                    && h.reason
+                        .contains("shop/api (source of shop/api) wants 1.2.0"),
+                "{}",
+                h.reason
+            );
+            assert_eq!(h.line, 10);
+        }
+        assert_eq!(plan.changes.len(), 1);
+        assert_eq!(plan.changes[0].policy, "shop/web");
+        assert_eq!(
+            plan.files[0].updated,
+            TEXT.replace("web:2.0.0", "web:2.1.0"),
+            "the other field still moves"
+        );
+    }
+}

@@ -1,0 +1,403 @@
+//! One cycle of tagpilot: collect sources → group them into targets → plan each target once →
+//! write each target once → one report.
+//!
+//! ```text
+//! sources                 targets                         plan (pure, once)     write (once)
+//! policy files      ─┐    local directory               ─┐                     ─ files in place
+//! Applications (git) ├─▶  repository + branch            ├─▶ edits, holds,   ──▶ ─ push / pull request
+//! Applications (k8s) ┘    Application (argocd method)   ─┘   problems            ─ Application patch
+//! ```
+//!
+//! `tagpilot plan` and `tagpilot apply` are [`run`] with and without [`Options::dry_run`], and
+//! a long-running process calls the same function every cycle: what it keeps between cycles
+//! (the registry client and its caches, the clone cache, the cancellation token) comes in as
+//! [`Context`], never as globals. Every step returns what it found; nothing is handed back
+//! through shared state. The engine decides nothing about tags or YAML itself: it calls the
+//! planner ([`crate::plan`]) and the writers ([`crate::git`], [`crate::forge`], the
+//! Application patches in [`crate::argocd::cluster`]).
+
+pub mod check;
+pub mod merge;
+pub mod outcome;
+pub mod shared;
+pub mod target;
+
+use std::path::{Path, PathBuf};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::argocd::cluster::{self, Loaded};
+use crate::argocd::planner::AppPlanner;
+use crate::argocd::report::ApplicationReport;
+use crate::argocd::resolve::{Origin, Resolved};
+use crate::argocd::{self, Application, ArgoError};
+use crate::config::Config;
+use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
+use crate::manifest::ManifestError;
+use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
+use crate::policy::{ImagePolicy, PolicyError};
+use crate::registry::Registry;
+
+pub use shared::Shared;
+pub use target::{SourceNames, TargetPlan, TargetPlanner};
+
+/// Why a cycle could not run at all. Failures of one target are not errors: they are in the
+/// report, and the other targets still run.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("splitting the plan into commits: {0}")]
+    Split(#[from] ManifestError),
+    #[error(transparent)]
+    Applications(#[from] ArgoError),
+    #[error("no cache directory for clones of configured repositories: pass --cache-dir")]
+    NoCacheDir,
+    #[error("a temporary directory for SSH keys: {0}")]
+    KeyDir(#[source] std::io::Error),
+}
+
+impl EngineError {
+    /// A bounded label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            EngineError::Plan(_) => "plan",
+            EngineError::Split(_) => "split",
+            EngineError::Applications(e) => e.metric_label(),
+            EngineError::NoCacheDir => "no_cache_dir",
+            EngineError::KeyDir(_) => "key_dir",
+        }
+    }
+}
+
+/// What a cycle reads: the configuration and the policies, as loaded and checked by the caller.
+pub struct Input<'a> {
+    pub config: &'a Config,
+    pub policies: &'a [ImagePolicy],
+    /// Policy files that did not load: reported, and never read as manifests. The valid
+    /// policies are still planned.
+    pub broken_policies: &'a [PolicyError],
+    /// The local directory of manifests, written in place (`None`: no local target).
+    pub local: Option<PathBuf>,
+    /// Applications and credentials read from the cluster this cycle (`applications.fromCluster`).
+    pub cluster: Option<&'a Loaded>,
+}
+
+/// What a cycle uses and a long-running process keeps from one cycle to the next.
+pub struct Context<'a, R> {
+    pub registry: &'a R,
+    /// The clone cache; needed only when a target is a repository.
+    pub cache: Option<&'a RepoCache>,
+    pub progress: &'a dyn Progress,
+    /// Once cancelled, no new target is started; the write in flight finishes, so no group is
+    /// left half-pushed.
+    pub cancel: CancellationToken,
+}
+
+/// How a cycle runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Plan everything, write nothing: `tagpilot plan`.
+    pub dry_run: bool,
+}
+
+/// Everything one cycle found and did.
+#[derive(Debug, Default)]
+pub struct Cycle {
+    /// Every target's changes, holds and problems, and each repository's outcome.
+    pub plan: Plan,
+    /// The local directory's new file texts (written unless dry-running).
+    pub local_files: Vec<plan::FileUpdate>,
+    /// Files written in the local directory.
+    pub written: usize,
+    /// The Applications section, when `applications:` is configured.
+    pub applications: Option<Vec<ApplicationReport>>,
+    /// A target failed (a repository could not be written, a patch was refused).
+    pub failed: bool,
+    /// The cycle stopped early because it was cancelled.
+    pub cancelled: bool,
+}
+
+/// Runs one cycle: every source planned once per target and written once (unless
+/// `options.dry_run`).
+#[tracing::instrument(skip_all, fields(dry_run = options.dry_run))]
+pub async fn run<R: Registry>(
+    input: &Input<'_>,
+    ctx: &Context<'_, R>,
+    options: Options,
+) -> Result<Cycle, EngineError> {
+    // One tag listing per repository for the whole cycle, whichever targets need it.
+    let registry = Shared::new(ctx.registry);
+    let mut cycle = Cycle::default();
+    for e in input.broken_policies {
+        cycle.plan.problems.push(Problem {
+            message: e.to_string(),
+            ..Default::default()
+        });
+    }
+
+    // 1. Sources: policy files are the caller's; Applications are read here.
+    let apps = match &input.config.applications {
+        Some(_) => Some(collect_applications(input, ctx).await?),
+        None => None,
+    };
+    let resolved = apps.as_ref().map(|a| &a.resolved);
+
+    // 2. The local directory: a target of its own, written in place.
+    if let Some(root) = &input.local {
+        let scope = Scope {
+            root: root.clone(),
+            repository: None,
+            exclude: own_files(input),
+        };
+        let mut local = plan::plan(&scope, input.policies, &registry, ctx.progress).await?;
+        cycle.local_files = std::mem::take(&mut local.files);
+        if !options.dry_run && !cycle.local_files.is_empty() {
+            // Like a failing repository, a failed local write is reported and the rest goes on.
+            match crate::apply::write_files(root, &cycle.local_files) {
+                Ok(files) => cycle.written = files.len(),
+                Err(e) => local.problems.push(Problem {
+                    message: e.to_string(),
+                    ..Default::default()
+                }),
+            }
+        }
+        cycle.plan.merge(local);
+    }
+
+    // 3. Repository targets: each planned once, with every source that names it.
+    let targets = repository_targets(input, resolved);
+    let sources = SourceNames::new(input.policies, resolved);
+    let no_templates = Default::default();
+    let planner = TargetPlanner {
+        policies: input.policies,
+        apps: resolved.map(|r| AppPlanner::new(r, &registry, ctx.progress)),
+        resolved,
+        registry: &registry,
+        progress: ctx.progress,
+        branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
+        sources: &sources,
+    };
+    let mut images = Vec::new();
+    let mut app_problems = Vec::new();
+    if !targets.is_empty() {
+        let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
+        for repository in &targets {
+            if ctx.cancel.is_cancelled() {
+                cycle.cancelled = true;
+                break;
+            }
+            let (outcome, planned) = write_target(cache, repository, &planner, options).await;
+            cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
+            if let Some(p) = planned {
+                cycle.plan.merge(p.plan);
+                images.extend(p.images);
+                app_problems.extend(p.app_problems);
+            }
+            let mut outcome = outcome;
+            outcome.sources = planner.sources_of(&repository.name);
+            cycle.plan.repositories.push(outcome);
+        }
+    }
+
+    // 4. Application targets (`write-back-method: argocd`), and the Applications section.
+    if let Some(apps) = apps {
+        let mut patch_reports = Vec::new();
+        if let Some(c) = input.cluster
+            && !cycle.cancelled
+        {
+            let patches = cluster::plan_patches(&apps.resolved, &registry).await;
+            let (reports, problems) =
+                cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
+            cycle.failed |= !problems.is_empty();
+            for p in patches.patches {
+                cycle.plan.changes.extend(p.changes);
+            }
+            cycle.plan.holds.extend(patches.holds);
+            cycle.plan.problems.extend(patches.problems);
+            cycle.plan.problems.extend(problems);
+            cycle.plan.up_to_date += patches.up_to_date;
+            images.extend(patches.images);
+            app_problems.extend(patches.app_problems);
+            patch_reports = reports;
+        }
+        cycle.applications =
+            Some(apps.report(&mut cycle.plan, &images, &app_problems, patch_reports));
+    }
+    plan::Progress::done(ctx.progress);
+    Ok(cycle)
+}
+
+/// Writes one repository target by its `write.mode`: a push, or pull requests.
+async fn write_target<R: Registry>(
+    cache: &RepoCache,
+    repository: &RepositoryConfig,
+    planner: &TargetPlanner<'_, R>,
+    options: Options,
+) -> (RepositoryOutcome, Option<TargetPlan>) {
+    let mut repository = repository.clone();
+    if planner.branch_templates.contains_key(&repository.name) {
+        // The branch is named by the plan (`Planned::branch`); until then only the base is read.
+        repository.write.branch = None;
+    }
+    let repository = &repository;
+    match repository.write.mode {
+        WriteMode::Push => {
+            let mut report = git::write_planned(
+                cache,
+                repository,
+                planner,
+                WriteOptions {
+                    dry_run: options.dry_run,
+                },
+            )
+            .await;
+            let plan = report.plan.take();
+            (outcome::pushed(report), plan)
+        }
+        WriteMode::PullRequest => {
+            let mut report =
+                crate::forge::sync_repository(cache, repository, planner, options.dry_run).await;
+            let plan = report.plan.take();
+            (outcome::pull_requests(report), plan)
+        }
+    }
+}
+
+/// The repositories to plan: each configured one that policy files may name, and each one the
+/// Applications write to; a repository named by both is one target.
+fn repository_targets(input: &Input<'_>, resolved: Option<&Resolved>) -> Vec<RepositoryConfig> {
+    let mut targets: Vec<RepositoryConfig> = Vec::new();
+    // With no policies, configured repositories are written only by the Applications that name
+    // them; a pass of their own would only list them twice in the report.
+    if !input.policies.is_empty() {
+        targets.extend(input.config.repositories.iter().cloned());
+    }
+    for repo in resolved.iter().flat_map(|r| r.repositories.iter()) {
+        match targets.iter_mut().find(|t| t.name == repo.name) {
+            // The Applications' view carries what they add (credentials from Argo CD's Secrets).
+            Some(t) => *t = repo.clone(),
+            None => targets.push(repo.clone()),
+        }
+    }
+    targets
+}
+
+/// The Applications of one cycle, resolved into policies and write places.
+struct Applications {
+    resolved: Resolved,
+    /// Problems met reading them (a file that is not YAML, a pull secret that is missing).
+    load_problems: Vec<String>,
+    /// SSH keys from Argo CD's Secrets live in private files for as long as the cycle runs.
+    _keys: tempfile::TempDir,
+}
+
+async fn collect_applications<R: Registry>(
+    input: &Input<'_>,
+    ctx: &Context<'_, R>,
+) -> Result<Applications, EngineError> {
+    let config = input.config;
+    let apps_config = config
+        .applications
+        .as_ref()
+        .expect("called with applications configured");
+    let mut apps: Vec<(Application, Origin)> = Vec::new();
+    let mut load_problems = Vec::new();
+    if !apps_config.from_git.is_empty() {
+        let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
+        let (found, problems) =
+            argocd::load::from_git(config, &apps_config.from_git, cache).await?;
+        apps.extend(found.into_iter().map(|a| (a, Origin::Git)));
+        load_problems.extend(problems);
+    }
+    match (input.cluster, &apps_config.from_cluster) {
+        (Some(c), _) => {
+            apps.extend(c.apps.iter().cloned().map(|a| (a, Origin::Cluster)));
+            load_problems.extend(c.problems.iter().cloned());
+        }
+        (None, Some(_)) => load_problems
+            .push("applications.fromCluster is set but no cluster was read".to_string()),
+        (None, None) => {}
+    }
+    let mut resolved = argocd::resolve(
+        apps,
+        &config.repositories,
+        &argocd::load::remote_default_branch,
+    );
+    let keys = tempfile::tempdir().map_err(EngineError::KeyDir)?;
+    if let Some(c) = input.cluster {
+        load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
+    }
+    Ok(Applications {
+        resolved,
+        load_problems,
+        _keys: keys,
+    })
+}
+
+impl Applications {
+    /// The Applications section, and their problems added to the plan.
+    fn report(
+        &self,
+        plan: &mut Plan,
+        images: &[argocd::ImageOutcome],
+        app_problems: &[(usize, String)],
+        patch_reports: Vec<(usize, cluster::PatchReport)>,
+    ) -> Vec<ApplicationReport> {
+        let resolved = &self.resolved;
+        for message in &self.load_problems {
+            plan.problems.push(Problem {
+                message: message.clone(),
+                ..Default::default()
+            });
+        }
+        for a in &resolved.apps {
+            for p in &a.problems {
+                plan.problems.push(Problem {
+                    message: format!("application {}: {p}", a.app.id()),
+                    ..Default::default()
+                });
+            }
+        }
+        for (i, p) in app_problems {
+            plan.problems.push(Problem {
+                message: format!("application {}: {p}", resolved.apps[*i].app.id()),
+                ..Default::default()
+            });
+        }
+        let mut applications = argocd::report::collect(resolved, images, app_problems);
+        for (i, patch) in patch_reports {
+            let id = resolved.apps[i].app.id();
+            if let Some(r) = applications.iter_mut().find(|r| r.application == id) {
+                r.patch = Some(patch);
+            }
+        }
+        applications
+    }
+}
+
+/// tagpilot's own config and policy files (broken ones too): YAML, but never manifests to
+/// rewrite.
+fn own_files(input: &Input<'_>) -> Vec<PathBuf> {
+    input
+        .config
+        .path
+        .iter()
+        .cloned()
+        .chain(input.policies.iter().map(|p| p.source.file.clone()))
+        .chain(
+            input
+                .broken_policies
+                .iter()
+                .filter_map(|e| e.file().map(Path::to_path_buf)),
+        )
+        .collect()
+}
+
+/// The clone cache under `dir`, or the user's cache directory.
+pub fn repo_cache(dir: Option<&Path>) -> Option<RepoCache> {
+    match dir {
+        Some(dir) => Some(RepoCache::new(dir.to_path_buf())),
+        None => RepoCache::default_root().map(RepoCache::new),
+    }
+}

@@ -1,0 +1,247 @@
+//! A target is one repository and branch, whatever named it: policy files, Applications kept in
+//! git, Applications read from the cluster. [`TargetPlanner`] plans every source of a target on
+//! the one checkout the writer hands it, joins their plans ([`super::merge`]) and returns the
+//! change groups with the plan itself, so one target costs one clone, one plan and one commit
+//! (or one pull request per group).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use crate::argocd::branch::{BranchChange, BranchTemplate};
+use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan, git_change};
+use crate::argocd::resolve::{self, Resolved};
+use crate::git::{self, ChangeGroup, Planned, Replanner, RepositoryConfig};
+use crate::plan::{self, Plan, Progress, Scope};
+use crate::policy::ImagePolicy;
+use crate::registry::Registry;
+
+use super::EngineError;
+use super::merge::merge;
+
+/// What planning one target found, handed back with its write outcome.
+#[derive(Debug, Clone, Default)]
+pub struct TargetPlan {
+    pub plan: Plan,
+    /// Each Application image's outcome in this target.
+    pub images: Vec<ImageOutcome>,
+    /// Application problems found on the checkout, by index into [`Resolved::apps`].
+    pub app_problems: Vec<(usize, String)>,
+}
+
+/// Where each policy comes from, in the words a report uses.
+#[derive(Debug, Default)]
+pub struct SourceNames {
+    by_policy: HashMap<String, String>,
+}
+
+impl SourceNames {
+    pub fn new(policies: &[ImagePolicy], resolved: Option<&Resolved>) -> Self {
+        let mut by_policy = HashMap::new();
+        for p in policies {
+            by_policy.insert(
+                p.name.clone(),
+                format!("policy file {}", p.source.file.display()),
+            );
+        }
+        for app in resolved.iter().flat_map(|r| r.apps.iter()) {
+            for image in &app.annotations.images {
+                by_policy.insert(
+                    resolve::policy_name(&app.app, &image.alias),
+                    application_source(app),
+                );
+            }
+        }
+        SourceNames { by_policy }
+    }
+
+    /// `policy file policies/api.yaml`, `Application argocd/shop (git)`, or the name itself.
+    pub fn of(&self, policy: &str) -> String {
+        self.by_policy
+            .get(policy)
+            .cloned()
+            .unwrap_or_else(|| policy.to_owned())
+    }
+}
+
+/// How the report names an Application as a source.
+pub fn application_source(app: &resolve::ManagedApp) -> String {
+    let origin = match app.origin {
+        resolve::Origin::Git => "git",
+        resolve::Origin::Cluster => "cluster",
+    };
+    format!("Application {} ({origin})", app.app.id())
+}
+
+/// Plans a target's every source on one checkout.
+pub struct TargetPlanner<'a, R> {
+    pub policies: &'a [ImagePolicy],
+    pub apps: Option<AppPlanner<'a, R>>,
+    pub resolved: Option<&'a Resolved>,
+    pub registry: &'a R,
+    pub progress: &'a dyn Progress,
+    /// `git-branch` templates that name the branch after the changes, by repository name.
+    pub branch_templates: &'a BTreeMap<String, BranchTemplate>,
+    pub sources: &'a SourceNames,
+}
+
+impl<R: Registry> TargetPlanner<'_, R> {
+    /// Whether a policy file names `repository` in one of its targets.
+    fn files_name(&self, repository: &str) -> bool {
+        self.policies.iter().any(|p| {
+            p.targets
+                .iter()
+                .any(|t| t.repository.as_deref() == Some(repository))
+        })
+    }
+
+    /// The sources that name `repository`, for the report.
+    pub fn sources_of(&self, repository: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .policies
+            .iter()
+            .filter(|p| {
+                p.targets
+                    .iter()
+                    .any(|t| t.repository.as_deref() == Some(repository))
+            })
+            .map(|p| format!("policy file {}", p.source.file.display()))
+            .collect();
+        out.dedup();
+        if let Some(resolved) = self.resolved {
+            out.extend(
+                resolved
+                    .apps_in(repository)
+                    .map(|(_, app)| application_source(app)),
+            );
+        }
+        out
+    }
+
+    async fn plan_target(
+        &self,
+        repository: &RepositoryConfig,
+        checkout: &Path,
+    ) -> Result<Planned<TargetPlan>, EngineError> {
+        let name = repository.name.as_str();
+        let mut parts = Vec::new();
+        if self.files_name(name) {
+            let scope = Scope {
+                root: checkout.to_path_buf(),
+                repository: Some(name.to_owned()),
+                exclude: vec![],
+            };
+            parts.push(plan::plan(&scope, self.policies, self.registry, self.progress).await?);
+        }
+        let mut apps = RepositoryPlan::default();
+        if let Some(planner) = self.apps.as_ref().filter(|a| a.writes_to(name)) {
+            apps = planner.plan_checkout(repository, checkout).await?;
+            parts.append(&mut apps.in_place);
+            parts.push(std::mem::take(&mut apps.plan));
+        }
+        let plan = merge(Some(name), parts, &|p| self.sources.of(p));
+        let images = self.reconcile(apps.images, &plan);
+
+        // A pull request per policy starts from the base, so it must carry only its own edits.
+        let alone = repository.write.mode == git::WriteMode::PullRequest
+            && repository.write.group == git::Grouping::Policy;
+        let groups = if alone {
+            plan.groups_by_policy_alone()?
+        } else {
+            plan.groups_by_policy()?
+        };
+        let mut groups: Vec<ChangeGroup> = groups
+            .into_iter()
+            .map(|g| ChangeGroup {
+                key: g.policy,
+                files: g.files,
+                changes: g.changes.iter().map(git_change).collect(),
+            })
+            .collect();
+        groups.extend(apps.override_groups);
+        let branch = self
+            .branch_templates
+            .get(name)
+            .map(|t| t.render(None, &self.branch_changes(&images)));
+        Ok(Planned {
+            groups,
+            complete: plan.problems.is_empty(),
+            branch,
+            plan: TargetPlan {
+                plan,
+                images,
+                app_problems: apps.app_problems,
+            },
+        })
+    }
+
+    /// An image whose change was held because another source disagrees says so.
+    fn reconcile(&self, mut images: Vec<ImageOutcome>, plan: &Plan) -> Vec<ImageOutcome> {
+        let Some(resolved) = self.resolved else {
+            return images;
+        };
+        // By (policy, file): thousands of Applications on one repository must not make this
+        // images × changes.
+        let changed: HashSet<(&str, &str)> = plan
+            .changes
+            .iter()
+            .map(|c| (c.policy.as_str(), c.file.as_str()))
+            .collect();
+        let held: HashMap<(&str, &str), &str> = plan
+            .holds
+            .iter()
+            .map(|h| ((h.policy.as_str(), h.file.as_str()), h.reason.as_str()))
+            .collect();
+        for o in images
+            .iter_mut()
+            .filter(|o| o.status == ImageStatus::Update)
+        {
+            let policy = resolve::policy_name(&resolved.apps[o.app].app, &o.alias);
+            let key = (policy.as_str(), o.file.as_deref().unwrap_or_default());
+            if changed.contains(&key) {
+                continue;
+            }
+            if let Some(reason) = held.get(&key) {
+                o.status = ImageStatus::Held;
+                o.to = None;
+                o.reason = Some(reason.to_string());
+            }
+        }
+        images
+    }
+
+    /// The changes a `git-branch` template names, as Image Updater lists them.
+    fn branch_changes(&self, images: &[ImageOutcome]) -> Vec<BranchChange> {
+        images
+            .iter()
+            .filter(|o| o.status == ImageStatus::Update)
+            .map(|o| BranchChange {
+                name: self
+                    .resolved
+                    .and_then(|r| {
+                        r.apps[o.app]
+                            .annotations
+                            .images
+                            .iter()
+                            .find(|i| i.alias == o.alias)
+                    })
+                    .map_or_else(|| o.image.clone(), |i| i.image.clone()),
+                alias: o.alias.clone(),
+                old_tag: o.from.clone().unwrap_or_default(),
+                new_tag: o.to.clone().unwrap_or_default(),
+            })
+            .collect()
+    }
+}
+
+impl<R: Registry> Replanner for TargetPlanner<'_, R> {
+    type Plan = TargetPlan;
+    type Error = EngineError;
+
+    async fn plan(
+        &self,
+        repository: &RepositoryConfig,
+        checkout: &Path,
+    ) -> Result<Planned<TargetPlan>, EngineError> {
+        self.plan_target(repository, checkout).await
+    }
+}

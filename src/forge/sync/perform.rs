@@ -1,0 +1,81 @@
+//! The perform step: the calls a decision lists, in order, with what the forge answers (the
+//! number of a pull request just opened, the reviewers it did not know) put into the outcome.
+//! It decides nothing.
+
+use super::decide::{Decision, Step};
+use crate::forge::{Action, Forge, ForgeError, PullRequestOutcome};
+use crate::git::{self, RepoCache, RepositoryConfig};
+
+/// Performs every decision's steps. A call that fails for one group marks that group failed
+/// and the others go on; an error that concerns the whole repository ends the run for it.
+pub(crate) async fn perform<F: Forge>(
+    cache: &RepoCache,
+    repo: &RepositoryConfig,
+    forge: &F,
+    decisions: Vec<Decision>,
+) -> Result<Vec<PullRequestOutcome>, ForgeError> {
+    let mut outcomes = Vec::with_capacity(decisions.len());
+    for Decision { mut outcome, steps } in decisions {
+        for step in steps {
+            match perform_step(cache, repo, forge, step, &mut outcome).await {
+                Ok(()) => {}
+                Err(e) if e.stops_the_repository() => return Err(e),
+                // This group's pull request is left as the failed call left it; the next
+                // run decides again from what it finds.
+                Err(e) => {
+                    tracing::error!(group = %outcome.group, error = %e, "pull request failed");
+                    outcome.action = Action::Failed {
+                        error: e.to_string(),
+                    };
+                    break;
+                }
+            }
+        }
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}
+
+async fn perform_step<F: Forge>(
+    cache: &RepoCache,
+    repo: &RepositoryConfig,
+    forge: &F,
+    step: Step,
+    outcome: &mut PullRequestOutcome,
+) -> Result<(), ForgeError> {
+    match step {
+        Step::Push {
+            branch,
+            commit,
+            lease,
+        } => git::proposal::push_branch(cache, repo, &branch, commit, lease).await?,
+        Step::Open(new) => {
+            let created = forge.create(&new).await?;
+            if created.taken_over {
+                outcome.action = Action::TakenOver;
+            }
+            outcome.number = Some(created.pull_request.number);
+            outcome.url = Some(created.pull_request.url);
+            outcome.warnings.extend(created.warnings);
+        }
+        Step::Update {
+            number,
+            title,
+            body,
+        } => forge.update(number, &title, &body).await?,
+        Step::Comment { number, body } => forge.comment(number, &body).await?,
+        Step::Close { number } => forge.close(number).await?,
+        Step::DeleteBranch { branch, lease } => {
+            git::proposal::delete_branch(cache, repo, &branch, lease).await?;
+        }
+        Step::Converge {
+            pull_request,
+            labels,
+            reviewers,
+        } => {
+            let warnings = forge.converge(&pull_request, &labels, &reviewers).await?;
+            outcome.warnings.extend(warnings);
+        }
+    }
+    Ok(())
+}

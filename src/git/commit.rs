@@ -1,0 +1,218 @@
+//! Commits made from change groups: each group's files written over the tree of its parent,
+//! with the configured author and message, signed when asked.
+//!
+//! Commits are made in the cache's object store and are referenced by no branch: only a push
+//! makes them visible. No empty commits: a group that changes nothing is skipped.
+
+use std::collections::BTreeMap;
+use std::path::{Component, PathBuf};
+
+use git2::{Oid, Repository};
+
+use super::cache::cache_error;
+use super::message::{Change, ChangeGroup, TemplateError, render_message};
+use super::sign::{SignError, Signer};
+use super::{GitError, Libgit2Error};
+use crate::config::repository::RepositoryConfig;
+
+/// Why a change group's commit could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("{} is not a path inside the repository", path.display())]
+    OutsideRepository { path: PathBuf },
+    #[error("{} is not a regular file in the repository", path.display())]
+    NotRegularFile { path: PathBuf },
+    #[error("{} is not UTF-8", path.display())]
+    PathNotUtf8 { path: PathBuf },
+    #[error("{0}")]
+    Git(#[source] Libgit2Error),
+    #[error(transparent)]
+    Message(#[from] TemplateError),
+}
+
+impl From<git2::Error> for CommitError {
+    fn from(error: git2::Error) -> CommitError {
+        CommitError::Git(error.into())
+    }
+}
+
+/// A commit tagpilot pushed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushedCommit {
+    pub id: String,
+    /// The group key: repository or policy name.
+    pub group: String,
+    /// The first line of the message.
+    pub summary: String,
+    pub changes: Vec<Change>,
+}
+
+/// One commit per group, each on the previous one, starting at `base`. Returns the new tip
+/// (`base` when no group changed anything) and the commits made.
+pub(crate) fn build_commits(
+    git: &Repository,
+    repo: &RepositoryConfig,
+    base: Oid,
+    groups: Vec<ChangeGroup>,
+    signer: Option<&Signer>,
+) -> Result<(Oid, Vec<PushedCommit>), GitError> {
+    let fatal_cache = |e: git2::Error| cache_error(repo, git.path(), e);
+    let mut tip = git.find_commit(base).map_err(fatal_cache)?;
+    let mut commits = Vec::new();
+    for group in groups {
+        let commit_error = |source: CommitError| GitError::Commit {
+            repository: repo.name.clone(),
+            group: group.key.clone(),
+            source,
+        };
+        let base_tree = tip.tree().map_err(fatal_cache)?;
+        let tree_id = apply_files(git, &base_tree, &group.files).map_err(commit_error)?;
+        if tree_id == base_tree.id() {
+            // Already there (another writer made the change): no empty commits.
+            continue;
+        }
+        let message = render_message(repo.write.commit_message.as_deref(), &repo.name, &group)
+            .map_err(|e| commit_error(e.into()))?;
+        let id = make_commit(git, repo, &tip, tree_id, &message, signer)?;
+        tip = git.find_commit(id).map_err(fatal_cache)?;
+        commits.push(PushedCommit {
+            id: id.to_string(),
+            group: group.key.clone(),
+            summary: message.lines().next().unwrap_or_default().to_owned(),
+            changes: group.changes,
+        });
+    }
+    Ok((tip.id(), commits))
+}
+
+/// Writes a commit of `tree_id` on `parent` with the configured author, signed when a signer
+/// is configured. The commit is not referenced by any branch.
+pub(crate) fn make_commit(
+    git: &Repository,
+    repo: &RepositoryConfig,
+    parent: &git2::Commit<'_>,
+    tree_id: Oid,
+    message: &str,
+    signer: Option<&Signer>,
+) -> Result<Oid, GitError> {
+    let fatal_cache = |e: git2::Error| cache_error(repo, git.path(), e);
+    let signing = |source: SignError| GitError::Signing {
+        repository: repo.name.clone(),
+        source: Box::new(source),
+    };
+    let tree = git.find_tree(tree_id).map_err(fatal_cache)?;
+    let author =
+        git2::Signature::now(&repo.write.author.name, &repo.write.author.email).map_err(|e| {
+            GitError::InvalidAuthor {
+                repository: repo.name.clone(),
+                source: e.into(),
+            }
+        })?;
+    match signer {
+        None => git.commit(None, &author, &author, message, &tree, &[parent]),
+        Some(signer) => {
+            let buffer = git
+                .commit_create_buffer(&author, &author, message, &tree, &[parent])
+                .map_err(fatal_cache)?;
+            let content =
+                std::str::from_utf8(&buffer).map_err(|e| signing(SignError::CommitNotUtf8(e)))?;
+            let signature = signer.sign(&buffer).map_err(signing)?;
+            git.commit_signed(content, &signature, None)
+        }
+    }
+    .map_err(fatal_cache)
+}
+
+/// Whether the owned branch at `old` already holds what we would push as `new`: the same trees
+/// and messages, commit by commit, on the same base. Rebuilding it anyway would push a new
+/// commit on every run.
+pub(crate) fn same_proposal(git: &Repository, old: Oid, new: Oid, base: Oid, count: usize) -> bool {
+    let (mut old, mut new) = (old, new);
+    for _ in 0..count {
+        let (Ok(o), Ok(n)) = (git.find_commit(old), git.find_commit(new)) else {
+            return false;
+        };
+        if o.tree_id() != n.tree_id()
+            || o.message_bytes() != n.message_bytes()
+            || o.parent_count() != 1
+        {
+            return false;
+        }
+        let (Ok(op), Ok(np)) = (o.parent_id(0), n.parent_id(0)) else {
+            return false;
+        };
+        (old, new) = (op, np);
+    }
+    old == base && new == base
+}
+
+/// Writes `files` over `base` and returns the new tree.
+pub(crate) fn apply_files(
+    git: &Repository,
+    base: &git2::Tree<'_>,
+    files: &BTreeMap<PathBuf, String>,
+) -> Result<Oid, CommitError> {
+    let mut update = git2::build::TreeUpdateBuilder::new();
+    for (path, content) in files {
+        if path.as_os_str().is_empty()
+            || !path
+                .components()
+                .all(|c| matches!(c, Component::Normal(n) if n != ".git"))
+        {
+            return Err(CommitError::OutsideRepository { path: path.clone() });
+        }
+        let mode = match base.get_path(path) {
+            Ok(entry) if entry.filemode() == i32::from(git2::FileMode::BlobExecutable) => {
+                git2::FileMode::BlobExecutable
+            }
+            Ok(entry)
+                if entry.kind() != Some(git2::ObjectType::Blob)
+                    || entry.filemode() == i32::from(git2::FileMode::Link) =>
+            {
+                return Err(CommitError::NotRegularFile { path: path.clone() });
+            }
+            _ => git2::FileMode::Blob,
+        };
+        let blob = git.blob(content.as_bytes())?;
+        let path_str = path
+            .to_str()
+            .ok_or_else(|| CommitError::PathNotUtf8 { path: path.clone() })?;
+        update.upsert(path_str, blob, mode);
+    }
+    Ok(update.create_updated(git, base)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    #[test]
+    fn apply_files_refuses_paths_outside_the_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = Repository::init_bare(dir.path()).unwrap();
+        let empty = git
+            .find_tree(git.treebuilder(None).unwrap().write().unwrap())
+            .unwrap();
+        for bad in ["../x.yaml", "/etc/passwd", ".git/config", ""] {
+            let files = [(PathBuf::from(bad), "x".to_owned())].into_iter().collect();
+            assert!(
+                matches!(
+                    apply_files(&git, &empty, &files),
+                    Err(CommitError::OutsideRepository { .. })
+                ),
+                "{bad}"
+            );
+        }
+        let files = [(PathBuf::from("apps/a.yaml"), "image: x\n".to_owned())]
+            .into_iter()
+            .collect();
+        let tree = git
+            .find_tree(apply_files(&git, &empty, &files).unwrap())
+            .unwrap();
+        assert!(tree.get_path(Path::new("apps/a.yaml")).is_ok());
+        // Writing the same content again gives the same tree: the basis of "no empty commits".
+        assert_eq!(apply_files(&git, &tree, &files).unwrap(), tree.id());
+    }
+}

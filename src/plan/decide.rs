@@ -1,0 +1,219 @@
+//! Deciding one reference: the policy's choice among the candidates, and the digest when the
+//! reference pins one. Registry look-ups go through [`Inspector`], once per (repository, tag).
+
+use std::collections::HashMap;
+
+use futures_util::stream::{self, StreamExt};
+
+use super::{Progress, REGISTRY_CONCURRENCY};
+use crate::image::{Platform, Repository};
+use crate::manifest::{FieldKind, ImageField, MarkerPart};
+use crate::policy::{ImagePolicy, Strategy};
+use crate::registry::{ImageInfo, Registry, RegistryError};
+use crate::select::{self, Decision, TagCandidate};
+
+/// Why a reference could not be decided: the registry did not answer what was needed.
+pub type DecideError = RegistryError;
+
+/// What one image reference should become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Move { tag: String, digest: Option<String> },
+    Stay,
+    Hold(String),
+}
+
+/// Decides one field: a `:name` or `:digest` marker holds no tag (the policy's best tag is the
+/// target), and a `:digest` marker always pins.
+pub(super) async fn decide<R: Registry>(
+    policy: &ImagePolicy,
+    field: &ImageField,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<Outcome, DecideError> {
+    let (current_tag, current_digest) = field.current();
+    let (current_tag, pin) = match field.kind {
+        FieldKind::Marker {
+            part: MarkerPart::Name,
+            ..
+        } => (None, false),
+        FieldKind::Marker {
+            part: MarkerPart::Digest,
+            ..
+        } => (None, true),
+        _ => (current_tag, false),
+    };
+    // A kustomize entry is written only in the keys it has: tag strategies need `newTag`, the
+    // digest strategy needs `digest`.
+    let pins = field.pins();
+    let digest_strategy = matches!(policy.strategy, Strategy::Digest { .. });
+    if digest_strategy && !pins.digest {
+        return Ok(Outcome::Hold(
+            "the entry pins no digest, and the digest strategy writes only a digest; add `digest:` \
+             to have it pinned"
+                .to_string(),
+        ));
+    }
+    if !digest_strategy && !pins.tag {
+        return Ok(Outcome::Hold(format!(
+            "the entry pins no tag (only a digest), and the {} strategy writes a tag; add \
+             `newTag:` to have it updated",
+            policy.strategy.name()
+        )));
+    }
+    decide_reference(
+        policy,
+        current_tag,
+        current_digest,
+        pin,
+        candidates,
+        inspector,
+    )
+    .await
+}
+
+/// Decides a reference currently on `current_tag`/`current_digest`, wherever it is written (a
+/// manifest field, an Argo CD override). Digest pinning applies when `pin` is set, when the
+/// policy asks for it, when its strategy is `digest`, or when the reference already carries a
+/// digest (leaving an old digest beside a new tag would pin the old image).
+pub async fn decide_reference<R: Registry>(
+    policy: &ImagePolicy,
+    current_tag: Option<&str>,
+    current_digest: Option<&str>,
+    pin: bool,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<Outcome, DecideError> {
+    let tag = match &policy.strategy {
+        Strategy::Digest { tag } => {
+            // `choose` is not asked here (the followed tag is the answer even when the listing
+            // lacks it), so the unreadable-tag rule is applied here too.
+            if let Some(why) = current_tag.and_then(|c| select::unreadable_current(policy, c, &[]))
+                && !policy.replace_unreadable_tags
+            {
+                return Ok(Outcome::Hold(why));
+            }
+            tag.clone()
+        }
+        _ => match select::choose(policy, current_tag, candidates) {
+            Decision::Update(c) => c.tag,
+            Decision::UpToDate => match current_tag {
+                Some(t) => t.to_string(),
+                None => return Ok(Outcome::Stay),
+            },
+            Decision::Hold(reason) => return Ok(Outcome::Hold(reason)),
+        },
+    };
+    let pin = pin
+        || policy.pin_digest
+        || matches!(policy.strategy, Strategy::Digest { .. })
+        || current_digest.is_some();
+    let digest = if pin {
+        Some(inspector.digest(policy, &tag).await?)
+    } else {
+        None
+    };
+    if Some(tag.as_str()) == current_tag && digest.as_deref() == current_digest {
+        return Ok(Outcome::Stay);
+    }
+    Ok(Outcome::Move { tag, digest })
+}
+
+/// Registry look-ups by (repository, tag, wanted platforms), each done at most once per plan.
+/// The platforms are part of the key because the build time depends on them.
+pub struct Inspector<'r, R> {
+    registry: &'r R,
+    seen: tokio::sync::Mutex<HashMap<InspectionKey, ImageInfo>>,
+}
+
+type InspectionKey = (Repository, String, Vec<Platform>);
+
+impl<'r, R: Registry> Inspector<'r, R> {
+    pub fn new(registry: &'r R) -> Self {
+        Inspector {
+            registry,
+            seen: Default::default(),
+        }
+    }
+
+    async fn info(&self, policy: &ImagePolicy, tag: &str) -> Result<ImageInfo, RegistryError> {
+        let key = (
+            policy.image.clone(),
+            tag.to_string(),
+            policy.platforms.clone(),
+        );
+        if let Some(info) = self.seen.lock().await.get(&key) {
+            return Ok(info.clone());
+        }
+        let info = self
+            .registry
+            .inspect(&policy.image, tag, &policy.platforms)
+            .await?;
+        self.seen.lock().await.insert(key, info.clone());
+        Ok(info)
+    }
+
+    /// The digest a tag points at: from an earlier inspection when there was one, else one HEAD
+    /// request (which Docker Hub does not count as a pull).
+    async fn digest(&self, policy: &ImagePolicy, tag: &str) -> Result<String, RegistryError> {
+        let key = (
+            policy.image.clone(),
+            tag.to_string(),
+            policy.platforms.clone(),
+        );
+        if let Some(info) = self.seen.lock().await.get(&key) {
+            return Ok(info.digest.clone());
+        }
+        self.registry.digest(&policy.image, tag).await
+    }
+
+    /// The tags that pass the policy's filters, with build times when its strategy needs them.
+    pub async fn candidates(
+        &self,
+        policy: &ImagePolicy,
+        tags: &[String],
+        progress: &dyn Progress,
+    ) -> Result<Vec<TagCandidate>, RegistryError> {
+        let kept = select::filter_tags(policy, tags);
+        if !select::needs_build_time(policy) {
+            return Ok(kept.into_iter().map(TagCandidate::new).collect());
+        }
+        progress.phase("reading build times", kept.len() as u64);
+        self.inspect_many(policy, &kept, progress).await
+    }
+
+    /// Build times for every kept tag; the strategy that needs them cannot rank without them.
+    async fn inspect_many(
+        &self,
+        policy: &ImagePolicy,
+        tags: &[&str],
+        progress: &dyn Progress,
+    ) -> Result<Vec<TagCandidate>, RegistryError> {
+        let owned: Vec<String> = tags.iter().map(|t| t.to_string()).collect();
+        let results: Vec<Result<TagCandidate, RegistryError>> = stream::iter(owned)
+            .map(|tag| async move {
+                let info = self.info(policy, &tag).await;
+                progress.advance();
+                info.map(|i| TagCandidate {
+                    tag,
+                    created: i.created,
+                    no_image_for_platform: !i.offers_any(&policy.platforms),
+                    digest: Some(i.digest),
+                })
+            })
+            .buffered(REGISTRY_CONCURRENCY)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+}
+
+/// `tag`, `tag@digest` or `digest`, as reports show a reference's version.
+pub fn version_text(tag: Option<&str>, digest: Option<&str>) -> String {
+    match (tag, digest) {
+        (Some(t), Some(d)) => format!("{t}@{d}"),
+        (Some(t), None) => t.to_string(),
+        (None, Some(d)) => d.to_string(),
+        (None, None) => "(none)".to_string(),
+    }
+}

@@ -1,0 +1,388 @@
+//! Which policies may touch a file, and which policy may own a field, in time that does not grow
+//! with the number of policies.
+//!
+//! A monorepo holds tens of thousands of files and hundreds of policies: testing every file
+//! against every policy's targets, and every field against every policy, makes a plan cost
+//! files × policies. Instead, one combined glob set over every target of the scope's repository
+//! says whether any policy applies to a file (one match per file), and the policies are indexed
+//! by the image, name and kustomize alias a field can name, so owning a field only looks at the
+//! few policies that could own it.
+//!
+//! The index is a faster way to the same answers as [`applies_to`], never a different rule: every
+//! candidate the combined sets find is confirmed with the target's own matcher.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
+
+use crate::image::Repository;
+use crate::policy::{HelmPaths, ImagePolicy};
+
+/// A target: (policy index, target index within the policy).
+type TargetRef = (usize, usize);
+
+/// Globs of many targets in one set; each glob leads back to the targets that wrote it.
+struct CombinedGlobs {
+    /// `None` when the combined set could not be built (e.g. too large for the regex engine);
+    /// every target is then tested on its own.
+    set: Option<GlobSet>,
+    /// Per glob of `set`, the targets that wrote it (identical globs are added once).
+    targets: Vec<Vec<TargetRef>>,
+    /// Every target in the set, for the fallback.
+    all: Vec<TargetRef>,
+}
+
+impl CombinedGlobs {
+    /// Builds one set from the targets' `paths`. A target's own `path_set` is compiled either from
+    /// `paths` as written (policy files) or from `paths` escaped as literal file names (Argo CD
+    /// Applications); both spellings go in, so the set finds a superset of each target's matches,
+    /// and [`CombinedGlobs::candidates`]' callers confirm with the target itself.
+    fn new(policies: &[ImagePolicy], targets: Vec<TargetRef>) -> Self {
+        let mut builder = GlobSetBuilder::new();
+        let mut by_glob: HashMap<String, usize> = HashMap::new();
+        let mut owners: Vec<Vec<TargetRef>> = Vec::new();
+        for &(i, j) in &targets {
+            for path in &policies[i].targets[j].paths {
+                let escaped = globset::escape(path);
+                let spellings = if &escaped == path {
+                    vec![escaped]
+                } else {
+                    vec![path.clone(), escaped]
+                };
+                for glob in spellings {
+                    let index = match by_glob.get(&glob) {
+                        Some(&index) => index,
+                        None => {
+                            // A glob that does not compile is not in the target's own set either.
+                            let Ok(compiled) =
+                                GlobBuilder::new(&glob).literal_separator(true).build()
+                            else {
+                                continue;
+                            };
+                            builder.add(compiled);
+                            owners.push(Vec::new());
+                            by_glob.insert(glob, owners.len() - 1);
+                            owners.len() - 1
+                        }
+                    };
+                    if owners[index].last() != Some(&(i, j)) {
+                        owners[index].push((i, j));
+                    }
+                }
+            }
+        }
+        CombinedGlobs {
+            set: builder.build().ok(),
+            targets: owners,
+            all: targets,
+        }
+    }
+
+    /// Targets that may match `path`, in no particular order and possibly repeated.
+    fn candidates<'a>(&'a self, path: &Candidate<'_>) -> Box<dyn Iterator<Item = TargetRef> + 'a> {
+        match &self.set {
+            Some(set) => {
+                let globs = set.matches_candidate(path);
+                Box::new(
+                    globs
+                        .into_iter()
+                        .flat_map(move |g| self.targets[g].iter().copied()),
+                )
+            }
+            None => Box::new(self.all.iter().copied()),
+        }
+    }
+}
+
+/// The policies of one plan, indexed for one scope (the local directory or one repository).
+pub(super) struct PolicyIndex<'p> {
+    policies: &'p [ImagePolicy],
+    repository: Option<String>,
+    /// Some policy applies to every file of this scope: one without targets (local directory
+    /// only), or a target without `paths`.
+    every_file: bool,
+    /// Every target of this scope that has `paths`.
+    paths: CombinedGlobs,
+    /// Targets of this scope with Helm value paths and `paths`.
+    helm: CombinedGlobs,
+    /// Targets of this scope with Helm value paths and no `paths` (every file).
+    helm_every_file: Vec<TargetRef>,
+    by_image: HashMap<&'p Repository, Vec<usize>>,
+    by_name: HashMap<&'p str, Vec<usize>>,
+    /// Policies with a target whose `kustomize.imageName` is the key (any repository).
+    by_kustomize_alias: HashMap<&'p str, Vec<usize>>,
+    /// Policies with at least one Helm target (any repository).
+    with_helm: Vec<usize>,
+}
+
+impl<'p> PolicyIndex<'p> {
+    pub(super) fn new(policies: &'p [ImagePolicy], repository: Option<&str>) -> Self {
+        let mut every_file = false;
+        let mut with_paths = Vec::new();
+        let mut helm_with_paths = Vec::new();
+        let mut helm_every_file = Vec::new();
+        let mut by_image: HashMap<&Repository, Vec<usize>> = HashMap::new();
+        let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut by_kustomize_alias: HashMap<&str, Vec<usize>> = HashMap::new();
+        let mut with_helm = Vec::new();
+        for (i, policy) in policies.iter().enumerate() {
+            by_image.entry(&policy.image).or_default().push(i);
+            by_name.entry(policy.name.as_str()).or_default().push(i);
+            if policy.targets.is_empty() && repository.is_none() {
+                every_file = true;
+            }
+            if policy.targets.iter().any(|t| t.helm.is_some()) {
+                with_helm.push(i);
+            }
+            for (j, target) in policy.targets.iter().enumerate() {
+                if let Some(alias) = target.kustomize_image_name.as_deref() {
+                    let owners = by_kustomize_alias.entry(alias).or_default();
+                    if owners.last() != Some(&i) {
+                        owners.push(i);
+                    }
+                }
+                if target.repository.as_deref() != repository {
+                    continue;
+                }
+                if target.paths.is_empty() {
+                    every_file = true;
+                    if target.helm.is_some() {
+                        helm_every_file.push((i, j));
+                    }
+                } else {
+                    with_paths.push((i, j));
+                    if target.helm.is_some() {
+                        helm_with_paths.push((i, j));
+                    }
+                }
+            }
+        }
+        PolicyIndex {
+            policies,
+            repository: repository.map(str::to_string),
+            every_file,
+            paths: CombinedGlobs::new(policies, with_paths),
+            helm: CombinedGlobs::new(policies, helm_with_paths),
+            helm_every_file,
+            by_image,
+            by_name,
+            by_kustomize_alias,
+            with_helm,
+        }
+    }
+
+    pub(super) fn policies(&self) -> &'p [ImagePolicy] {
+        self.policies
+    }
+
+    /// Whether at least one policy applies to `rel`: whether the file is worth reading.
+    pub(super) fn any_applies(&self, rel: &Path) -> bool {
+        if self.every_file {
+            return true;
+        }
+        let candidate = Candidate::new(rel);
+        self.paths
+            .candidates(&candidate)
+            .any(|(i, j)| self.policies[i].targets[j].matches(rel))
+    }
+
+    /// Whether policy `i` applies to `rel` ([`applies_to`] for this scope).
+    pub(super) fn applies(&self, i: usize, rel: &Path) -> bool {
+        applies_to(&self.policies[i], self.repository.as_deref(), rel)
+    }
+
+    /// The Helm value paths of every target that covers `rel`, in policy order, then target order.
+    pub(super) fn helm_paths(&self, rel: &Path) -> Vec<HelmPaths> {
+        if self.helm_every_file.is_empty() && self.helm.all.is_empty() {
+            return Vec::new();
+        }
+        let candidate = Candidate::new(rel);
+        let mut found: Vec<TargetRef> = self
+            .helm
+            .candidates(&candidate)
+            .chain(self.helm_every_file.iter().copied())
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+            .into_iter()
+            .map(|(i, j)| &self.policies[i].targets[j])
+            .filter(|t| t.matches(rel))
+            .filter_map(|t| t.helm.clone())
+            .collect()
+    }
+
+    /// Policies following `image`, in policy order.
+    pub(super) fn following(&self, image: &Repository) -> &[usize] {
+        self.by_image.get(image).map_or(&[], Vec::as_slice)
+    }
+
+    /// Policies named `name` (in any namespace), in policy order.
+    pub(super) fn named(&self, name: &str) -> &[usize] {
+        self.by_name.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Policies with a target that calls their image `alias` in kustomizations, in policy order.
+    pub(super) fn kustomize_alias(&self, alias: &str) -> &[usize] {
+        self.by_kustomize_alias
+            .get(alias)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Policies with at least one Helm target, in policy order.
+    pub(super) fn with_helm(&self) -> &[usize] {
+        &self.with_helm
+    }
+}
+
+/// A policy without targets covers every file of the local directory; otherwise a target must
+/// name this scope's repository (or none, for the local directory) and match the path.
+pub(super) fn applies_to(policy: &ImagePolicy, repository: Option<&str>, rel: &Path) -> bool {
+    if policy.targets.is_empty() {
+        return repository.is_none();
+    }
+    policy
+        .targets
+        .iter()
+        .any(|t| t.repository.as_deref() == repository && t.matches(rel))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::policy::{Strategy, Target};
+
+    /// A target built the way policy files build theirs (`escape: false`) or the way Argo CD
+    /// Applications do, from literal file names (`escape: true`).
+    fn target(paths: &[&str], repository: Option<&str>, escape: bool, helm: bool) -> Target {
+        let mut builder = GlobSetBuilder::new();
+        for p in paths {
+            let glob = if escape {
+                globset::escape(p)
+            } else {
+                p.to_string()
+            };
+            builder.add(
+                GlobBuilder::new(&glob)
+                    .literal_separator(true)
+                    .build()
+                    .unwrap(),
+            );
+        }
+        Target {
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+            path_set: builder.build().unwrap(),
+            repository: repository.map(str::to_string),
+            helm: helm.then(|| HelmPaths {
+                tag: Some(format!("{}.tag", paths.first().unwrap_or(&"all"))),
+                ..HelmPaths::default()
+            }),
+            kustomize_image_name: None,
+        }
+    }
+
+    fn policy(image: &str, targets: Vec<Target>) -> ImagePolicy {
+        let mut p = ImagePolicy::adhoc(
+            image,
+            Strategy::Semver {
+                range: None,
+                prerelease: false,
+            },
+        )
+        .unwrap();
+        p.targets = targets;
+        p
+    }
+
+    const PATHS: &[&str] = &[
+        "apps/a/deploy.yaml",
+        "apps/b/deploy.yaml",
+        "apps/[x].yaml",
+        "apps/x.yaml",
+        "top.yaml",
+        "charts/c/values.yaml",
+        "other/deep/file.yaml",
+    ];
+
+    #[test]
+    fn any_applies_agrees_with_trying_every_policy() {
+        let sets = [
+            vec![policy(
+                "a",
+                vec![target(&["apps/a/**"], None, false, false)],
+            )],
+            vec![policy("a", vec![target(&["*.yaml"], None, false, false)])],
+            // A literal file name with glob characters, as Argo CD Applications write them.
+            vec![policy(
+                "a",
+                vec![target(&["apps/[x].yaml"], Some("infra"), true, false)],
+            )],
+            vec![policy(
+                "a",
+                vec![target(&["apps/[x].yaml"], None, false, false)],
+            )],
+            vec![policy("a", vec![target(&[], Some("infra"), false, false)])],
+            vec![policy("a", Vec::new())],
+            vec![
+                policy(
+                    "a",
+                    vec![target(&["apps/b/**"], Some("infra"), false, false)],
+                ),
+                policy("b", vec![target(&["charts/**"], None, false, true)]),
+                policy("c", vec![target(&["nowhere/**"], None, false, false)]),
+            ],
+            Vec::new(),
+        ];
+        for policies in &sets {
+            for repository in [None, Some("infra"), Some("elsewhere")] {
+                let index = PolicyIndex::new(policies, repository);
+                for path in PATHS {
+                    let rel = Path::new(path);
+                    let expected = policies.iter().any(|p| applies_to(p, repository, rel));
+                    assert_eq!(
+                        index.any_applies(rel),
+                        expected,
+                        "{path} in {repository:?} with {:?}",
+                        policies
+                            .iter()
+                            .map(|p| &p.targets)
+                            .map(|t| t.iter().map(|t| &t.paths).collect::<Vec<_>>())
+                            .collect::<Vec<_>>()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn helm_paths_come_in_policy_then_target_order() {
+        let policies = vec![
+            policy(
+                "a",
+                vec![
+                    target(&["charts/**"], None, false, true),
+                    target(&["charts/c/*.yaml"], None, false, true),
+                ],
+            ),
+            policy("b", vec![target(&[], None, false, true)]),
+            policy(
+                "c",
+                vec![target(&["charts/**"], Some("infra"), false, true)],
+            ),
+            policy("d", vec![target(&["apps/**"], None, false, true)]),
+        ];
+        let index = PolicyIndex::new(&policies, None);
+        let rel = Path::new("charts/c/values.yaml");
+        let expected: Vec<HelmPaths> = policies
+            .iter()
+            .flat_map(|p| p.targets.iter())
+            .filter(|t| t.repository.is_none() && t.matches(rel))
+            .filter_map(|t| t.helm.clone())
+            .collect();
+        assert_eq!(expected.len(), 3);
+        assert_eq!(index.helm_paths(rel), expected);
+    }
+}

@@ -1,0 +1,77 @@
+//! The planner: from a directory of manifests, the policies and a registry, the complete set of
+//! edits tagpilot would make, held in memory.
+//!
+//! Plan first, write last: nothing here writes a file. `tagpilot plan` renders a [`Plan`];
+//! `tagpilot apply` renders it and then writes [`Plan::files`]. A problem with one policy, file
+//! or repository is recorded in the plan and the rest is still planned.
+//!
+//! Registry traffic is bounded by design: each distinct repository is listed once however many
+//! policies and files name it, and each (repository, tag) is inspected at most once per plan.
+//!
+//! - [`model`]: what a plan holds (changes, holds, problems, file updates, outcomes).
+//! - [`walk`]: the planner proper: scan the files, match fields to policies, decide, edit.
+//! - [`index`]: which policies may touch a file or own a field, without trying them all.
+//! - [`decide`]: one reference's decision, and the registry look-ups behind it.
+//! - [`groups`]: a plan split into change groups for commits and pull requests.
+
+mod decide;
+mod groups;
+mod index;
+pub mod model;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+
+pub use decide::{DecideError, Inspector, Outcome, decide_reference, version_text};
+pub use groups::PolicyGroup;
+pub use model::{
+    Change, CommitSummary, FileUpdate, Hold, Plan, Problem, PullRequestSummary, RepositoryOutcome,
+    RepositoryStatus, SkippedFile,
+};
+pub use walk::plan;
+
+/// How many registry requests the planner keeps in flight at once. The registry client applies
+/// per-registry rate limits underneath; this only bounds fan-out.
+const REGISTRY_CONCURRENCY: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read manifest directory {path}: {source}")]
+    Walk {
+        path: PathBuf,
+        source: walkdir::Error,
+    },
+}
+
+/// Reports progress to whoever is watching (a terminal spinner in the CLI, nothing in tests).
+pub trait Progress: Sync {
+    fn phase(&self, _name: &str, _total: u64) {}
+    fn advance(&self) {}
+    fn done(&self) {}
+}
+
+impl Progress for () {}
+
+/// Where a plan looks: a directory, and which repository it is (targets name repositories; a
+/// target without one means the local directory).
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub root: PathBuf,
+    /// The `repositories[].name` this root is a checkout of; `None` for the local directory.
+    pub repository: Option<String>,
+    /// Files to leave out: tagpilot's own config and policy files when they live under the root
+    /// (they are YAML, but not manifests).
+    pub exclude: Vec<PathBuf>,
+}
+
+impl Scope {
+    pub fn local(root: impl Into<PathBuf>) -> Self {
+        Scope {
+            root: root.into(),
+            ..Scope::default()
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! What a plan holds: the report's model. Plain data, shared by every renderer.
+
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::manifest::Edit;
+
+/// One image field that will move.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// The configured repository (`repositories[].name`); absent for the local directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    pub policy: String,
+    /// The repository the policy follows (`127.0.0.1:5000/shop/api`).
+    pub image: String,
+    /// Path relative to the root, with `/` separators.
+    pub file: String,
+    pub line: usize,
+    /// What kind of field: `Deployment/web container app`, `kustomize images[web]`, …
+    pub field: String,
+    pub strategy: &'static str,
+    pub from: String,
+    pub to: String,
+}
+
+/// A reference the policy found but chose not to move, with the reason (pinned above the range,
+/// no candidate, …). Shown so that "why didn't it update?" has an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Hold {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    pub policy: String,
+    pub file: String,
+    pub line: usize,
+    pub current: String,
+    pub reason: String,
+}
+
+/// Something that stopped part of the plan. The rest of the plan is still valid.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// A file that was not read as YAML and is left alone (a Helm template, say).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedFile {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    pub file: String,
+    pub reason: String,
+}
+
+/// What tagpilot did, or would do, in one configured repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepositoryOutcome {
+    pub repository: String,
+    /// Without userinfo.
+    pub url: String,
+    pub branch: String,
+    pub status: RepositoryStatus,
+    /// What named this repository: policy files and Applications.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<String>,
+    pub commits: Vec<CommitSummary>,
+    /// Pull-request mode: what happened (or would) to each group's pull request.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pull_requests: Vec<PullRequestSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Where a repository stands after a cycle; words only in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RepositoryStatus {
+    Pushed,
+    WouldPush,
+    UpToDate,
+    /// Pull-request mode: see each group's pull request.
+    PullRequests,
+    Failed,
+}
+
+impl RepositoryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RepositoryStatus::Pushed => "pushed",
+            RepositoryStatus::WouldPush => "would push",
+            RepositoryStatus::UpToDate => "up to date",
+            RepositoryStatus::PullRequests => "pull requests",
+            RepositoryStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RepositoryStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for RepositoryStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One change group's pull request in a repository's outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PullRequestSummary {
+    pub group: String,
+    pub branch: String,
+    /// `would open`, `opened`, `updated`, `closed`, `up to date`, `left alone: …`, …
+    pub status: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub number: Option<u64>,
+    /// The number as the forge writes it: `#7` on GitHub, `!7` on GitLab.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// What did not go as configured but did not stop the pull request (an unknown reviewer).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommitSummary {
+    pub id: String,
+    pub summary: String,
+}
+
+/// The new text of one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileUpdate {
+    /// Relative to the root.
+    pub path: PathBuf,
+    pub original: String,
+    pub updated: String,
+    /// The edits behind `updated`, per policy, so the plan can be split into commits per policy.
+    pub edits: Vec<(String, Vec<Edit>)>,
+}
+
+/// Everything tagpilot would do, and everything that stopped it.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    pub holds: Vec<Hold>,
+    pub problems: Vec<Problem>,
+    pub skipped: Vec<SkippedFile>,
+    pub files: Vec<FileUpdate>,
+    /// What happened in each configured repository (`tagpilot apply`) or would (`plan`).
+    pub repositories: Vec<RepositoryOutcome>,
+    /// References found that are already where their policy wants them.
+    pub up_to_date: usize,
+    /// Policies that matched at least one reference.
+    pub policies_used: usize,
+}
+
+impl Plan {
+    pub fn has_changes(&self) -> bool {
+        !self.files.is_empty()
+    }
+}
+
+impl Plan {
+    /// Marks everything in the plan as belonging to the repository `name`.
+    pub fn set_repository(&mut self, name: &str) {
+        let name = Some(name.to_string());
+        self.changes
+            .iter_mut()
+            .for_each(|c| c.repository = name.clone());
+        self.holds
+            .iter_mut()
+            .for_each(|h| h.repository = name.clone());
+        self.problems
+            .iter_mut()
+            .for_each(|p| p.repository = name.clone());
+        self.skipped
+            .iter_mut()
+            .for_each(|s| s.repository = name.clone());
+    }
+
+    /// Adds another scope's plan to this one, for one report over every repository.
+    pub fn merge(&mut self, other: Plan) {
+        self.changes.extend(other.changes);
+        self.holds.extend(other.holds);
+        self.problems.extend(other.problems);
+        self.skipped.extend(other.skipped);
+        self.files.extend(other.files);
+        self.repositories.extend(other.repositories);
+        self.up_to_date += other.up_to_date;
+        self.policies_used += other.policies_used;
+    }
+}

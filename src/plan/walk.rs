@@ -1,0 +1,688 @@
+//! The planner proper: read every file a policy may touch, find its image fields, match each
+//! field to the policy that owns it, ask the registry once per repository, decide, and apply
+//! the edits in memory (verified by re-parsing).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{DefaultHasher, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures_util::stream::{self, StreamExt};
+use tracing::{debug, instrument, warn};
+
+use super::decide::{Inspector, Outcome, decide, version_text};
+use super::index::PolicyIndex;
+use super::model::{Change, FileUpdate, Hold, Plan, Problem, SkippedFile};
+use super::{PlanError, Progress, REGISTRY_CONCURRENCY, Scope};
+use crate::image::Repository;
+use crate::manifest::{self, Edit, FieldKind, ImageField, MarkerPart, Update};
+use crate::policy::{HelmPaths, ImagePolicy};
+use crate::registry::{Registry, RegistryError};
+use crate::select::TagCandidate;
+
+/// Two policies claiming one field, or a marker naming no policy: the field is left alone.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerError {
+    #[error("marker names policy {policy:?}, which is not defined")]
+    UndefinedMarker { policy: String },
+    #[error(
+        "policies {} all follow {image}; the reference is left alone until one policy owns it",
+        policies.join(", ")
+    )]
+    Contested {
+        policies: Vec<String>,
+        image: String,
+    },
+}
+
+/// A field matched to the policy that owns it.
+struct Found<'a> {
+    file: usize,
+    field: &'a ImageField,
+    policy: usize,
+}
+
+/// A file with at least one owned field. Its text is not kept: most files of a large tree need
+/// no edit, so holding every text until the end would make memory grow with the tree instead of
+/// with the edits. The few files that get edits are read again, and the fingerprint makes sure
+/// they still hold the text the fields were found in.
+struct ScannedFile {
+    rel: PathBuf,
+    fingerprint: Fingerprint,
+    /// Owned fields, with the owning policy. They stay where the scan put them: moving 100,000
+    /// fields into one list would leave the scan's copies behind as freed but unreturned memory.
+    fields: Vec<(ImageField, usize)>,
+}
+
+/// Length and hash of a file's text as scanned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fingerprint {
+    len: usize,
+    hash: u64,
+}
+
+impl Fingerprint {
+    fn of(text: &str) -> Self {
+        let mut hasher = DefaultHasher::new();
+        hasher.write(text.as_bytes());
+        Fingerprint {
+            len: text.len(),
+            hash: hasher.finish(),
+        }
+    }
+}
+
+/// What scanning one file came to.
+enum Scan {
+    /// No policy applies to the file.
+    NotTargeted,
+    Skipped(SkippedFile),
+    Unreadable(Problem),
+    Scanned {
+        fingerprint: Fingerprint,
+        /// Owned fields, with the owning policy.
+        fields: Vec<(ImageField, usize)>,
+        /// Fields that two policies claim, or whose marker names no policy.
+        problems: Vec<Problem>,
+    },
+}
+
+/// What the registry said for one policy.
+enum Candidates {
+    Ready(Vec<TagCandidate>),
+    Failed(String),
+}
+
+/// A change waiting for its file to be edited.
+struct PendingChange {
+    change: Change,
+    edits: Vec<Edit>,
+    /// A `:name` marker moves a name, not a version: `change.from` is the name found in the
+    /// file, filled in when the file is read for editing.
+    from_source: bool,
+}
+
+/// Builds the plan for every policy over the manifests in `scope`.
+#[instrument(skip_all, fields(root = %scope.root.display(), repository = scope.repository.as_deref().unwrap_or("(local)"), policies = policies.len()))]
+pub async fn plan<R: Registry>(
+    scope: &Scope,
+    policies: &[ImagePolicy],
+    registry: &R,
+    progress: &dyn Progress,
+) -> Result<Plan, PlanError> {
+    let root = scope.root.as_path();
+    let excluded: BTreeSet<PathBuf> = scope
+        .exclude
+        .iter()
+        .filter_map(|p| {
+            let p = std::fs::canonicalize(p).ok()?;
+            let root = std::fs::canonicalize(root).ok()?;
+            p.strip_prefix(root).ok().map(Path::to_path_buf)
+        })
+        .collect();
+    let mut plan = Plan::default();
+    let index = PolicyIndex::new(policies, scope.repository.as_deref());
+
+    // 1. Read and scan every file at least one policy may touch, on every core.
+    let paths: Vec<PathBuf> = discover(root)?
+        .into_iter()
+        .filter(|p| !excluded.contains(p))
+        .collect();
+    let charts = manifest::HelmCharts::from_paths(&paths);
+    progress.phase("scanning manifests", paths.len() as u64);
+    let scans = blocking(|| {
+        parallel_map(&paths, |rel| {
+            progress.advance();
+            scan_file(root, rel, &index)
+        })
+    });
+    let mut files = Vec::new();
+    for (rel, scan) in paths.into_iter().zip(scans) {
+        // A chart's templates are Go templates, not manifests: never edited, even when a
+        // policy's targets cover them.
+        if !matches!(scan, Scan::NotTargeted)
+            && let Some(chart) = charts.template_of(&rel)
+        {
+            plan.skipped.push(SkippedFile {
+                repository: None,
+                file: display_path(&rel),
+                reason: format!(
+                    "a template of the Helm chart {}/; tagpilot edits values files, never templates",
+                    display_path(chart)
+                ),
+            });
+            continue;
+        }
+        match scan {
+            Scan::NotTargeted => {}
+            Scan::Skipped(skipped) => plan.skipped.push(skipped),
+            Scan::Unreadable(problem) => plan.problems.push(problem),
+            Scan::Scanned {
+                fingerprint,
+                fields,
+                problems,
+            } => {
+                plan.problems.extend(problems);
+                if fields.is_empty() {
+                    continue;
+                }
+                files.push(ScannedFile {
+                    rel,
+                    fingerprint,
+                    fields,
+                });
+            }
+        }
+    }
+    let found: Vec<Found<'_>> = files
+        .iter()
+        .enumerate()
+        .flat_map(|(file, scanned)| {
+            scanned.fields.iter().map(move |(field, policy)| Found {
+                file,
+                field,
+                policy: *policy,
+            })
+        })
+        .collect();
+
+    // 2. Ask the registries: one tag listing per distinct repository.
+    let used: BTreeSet<usize> = found.iter().map(|f| f.policy).collect();
+    plan.policies_used = used.len();
+    // Owned items: borrowed ones make the stream's future not provably `Send` (rust#100013).
+    let repositories: BTreeSet<Repository> =
+        used.iter().map(|&i| policies[i].image.clone()).collect();
+    progress.phase("listing tags", repositories.len() as u64);
+    let listings: HashMap<Repository, Result<Vec<String>, RegistryError>> =
+        stream::iter(repositories)
+            .map(|repo| async move {
+                let result = registry.list_tags(&repo).await;
+                progress.advance();
+                (repo, result)
+            })
+            .buffer_unordered(REGISTRY_CONCURRENCY)
+            .collect()
+            .await;
+
+    // 3. Per policy, the candidates its strategy ranks (with build times where it needs them).
+    let inspector = Inspector::new(registry);
+    let mut candidates: HashMap<usize, Candidates> = HashMap::new();
+    for &i in &used {
+        let policy = &policies[i];
+        let entry = match &listings[&policy.image] {
+            Err(e) => Candidates::Failed(e.to_string()),
+            Ok(tags) => match inspector.candidates(policy, tags, progress).await {
+                Ok(c) => Candidates::Ready(c),
+                Err(e) => Candidates::Failed(e.to_string()),
+            },
+        };
+        candidates.insert(i, entry);
+    }
+
+    // 4. Decide every field, and collect the edits per file.
+    let mut failed_policies = BTreeSet::new();
+    let mut pending: BTreeMap<usize, Vec<PendingChange>> = BTreeMap::new();
+    for f in &found {
+        let policy = &policies[f.policy];
+        let file = display_path(&files[f.file].rel);
+        let list = match &candidates[&f.policy] {
+            Candidates::Failed(message) => {
+                if failed_policies.insert(f.policy) {
+                    plan.problems.push(Problem {
+                        policy: Some(policy.name.clone()),
+                        image: Some(policy.image.to_string()),
+                        message: message.clone(),
+                        ..Problem::default()
+                    });
+                }
+                continue;
+            }
+            Candidates::Ready(list) => list,
+        };
+        match decide(policy, f.field, list, &inspector).await {
+            Ok(Outcome::Move { tag, digest }) => {
+                let (from_tag, from_digest) = f.field.current();
+                let update = Update {
+                    name: &policy.image_name,
+                    tag: Some(&tag),
+                    digest: digest.as_deref(),
+                };
+                let field_edits = match f.field.edits(&update) {
+                    Ok(edits) => edits,
+                    Err(e) => {
+                        plan.problems.push(Problem {
+                            repository: None,
+                            policy: Some(policy.name.clone()),
+                            image: Some(policy.image.to_string()),
+                            file: Some(file),
+                            line: Some(f.field.line),
+                            message: e.to_string(),
+                        });
+                        continue;
+                    }
+                };
+                if field_edits.is_empty() {
+                    plan.up_to_date += 1;
+                    continue;
+                }
+                // A `:name` marker moves a name, not a version: show the names (the old one is
+                // read from the file when it is edited).
+                let from_source = matches!(
+                    f.field.kind,
+                    FieldKind::Marker {
+                        part: MarkerPart::Name,
+                        ..
+                    }
+                );
+                let (from, to) = if from_source {
+                    (String::new(), policy.image_name.clone())
+                } else {
+                    (
+                        version_text(from_tag, from_digest),
+                        // A kustomize entry that pins only a digest keeps its tag from the base.
+                        version_text(
+                            f.field.pins().tag.then_some(tag.as_str()),
+                            digest.as_deref(),
+                        ),
+                    )
+                };
+                let change = Change {
+                    repository: None,
+                    policy: policy.name.clone(),
+                    image: policy.image.to_string(),
+                    file: file.clone(),
+                    line: f.field.line,
+                    field: describe(&f.field.kind),
+                    strategy: policy.strategy.name(),
+                    from,
+                    to,
+                };
+                pending.entry(f.file).or_default().push(PendingChange {
+                    change,
+                    edits: field_edits,
+                    from_source,
+                });
+            }
+            Ok(Outcome::Stay) => plan.up_to_date += 1,
+            Ok(Outcome::Hold(reason)) => {
+                let (tag, digest) = f.field.current();
+                plan.holds.push(Hold {
+                    repository: None,
+                    policy: policy.name.clone(),
+                    file,
+                    line: f.field.line,
+                    current: version_text(tag, digest),
+                    reason,
+                });
+            }
+            Err(e) => plan.problems.push(Problem {
+                repository: None,
+                policy: Some(policy.name.clone()),
+                image: Some(policy.image.to_string()),
+                file: Some(file),
+                line: Some(f.field.line),
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    // 5. Apply the edits in memory, one file at a time (files in parallel); a file whose edit
+    // fails verification is left out whole, with the reason.
+    let pending: Vec<(&ScannedFile, Vec<PendingChange>)> = pending
+        .into_iter()
+        .map(|(index, changes)| (&files[index], changes))
+        .collect();
+    let edited =
+        blocking(|| parallel_map(&pending, |(file, changes)| edit_file(root, file, changes)));
+    for ((file, changes), result) in pending.into_iter().zip(edited) {
+        match result {
+            Ok((update, names)) => {
+                plan.changes.extend(
+                    changes
+                        .into_iter()
+                        .zip(names)
+                        .map(|(pending, from)| Change {
+                            from: from.unwrap_or(pending.change.from),
+                            ..pending.change
+                        }),
+                );
+                plan.files.push(update);
+            }
+            Err(message) => {
+                let names: BTreeSet<String> =
+                    changes.iter().map(|p| p.change.policy.clone()).collect();
+                warn!(file = %display_path(&file.rel), error = %message, "edit dropped");
+                plan.problems.push(Problem {
+                    policy: Some(names.into_iter().collect::<Vec<_>>().join(", ")),
+                    file: Some(display_path(&file.rel)),
+                    message: format!("edit dropped: {message}"),
+                    ..Problem::default()
+                });
+            }
+        }
+    }
+
+    plan.changes
+        .sort_by(|a, b| (&a.file, a.line, &a.policy).cmp(&(&b.file, b.line, &b.policy)));
+    plan.holds
+        .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+    plan.files.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Some(name) = &scope.repository {
+        plan.set_repository(name);
+    }
+    progress.done();
+    Ok(plan)
+}
+
+pub(super) fn apply_sorted(
+    path: &Path,
+    src: &str,
+    mut edits: Vec<Edit>,
+) -> Result<String, manifest::ManifestError> {
+    edits.sort_by_key(|e| (e.span.start, e.span.end));
+    edits.dedup();
+    manifest::apply_edits(path, src, &edits)
+}
+
+/// Reads and scans one file: which fields it holds, and which policy owns each.
+fn scan_file(root: &Path, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
+    if !index.any_applies(rel) {
+        return Scan::NotTargeted;
+    }
+    let display = display_path(rel);
+    let src = match std::fs::read(root.join(rel)) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(_) => {
+                return Scan::Skipped(SkippedFile {
+                    repository: None,
+                    file: display,
+                    reason: "not UTF-8 text".into(),
+                });
+            }
+        },
+        Err(e) => {
+            return Scan::Unreadable(Problem {
+                file: Some(display),
+                message: format!("cannot read: {e}"),
+                ..Problem::default()
+            });
+        }
+    };
+    let helm = index.helm_paths(rel);
+    let fields = match manifest::scan(rel, &src, &helm) {
+        Ok(fields) => fields,
+        Err(e) => {
+            debug!(file = %rel.display(), error = %e, "not a YAML document tagpilot can edit");
+            return Scan::Skipped(SkippedFile {
+                repository: None,
+                file: display,
+                reason: e.to_string(),
+            });
+        }
+    };
+    let mut owned = Vec::new();
+    let mut problems = Vec::new();
+    for field in fields {
+        match owner(&field, rel, index, &helm) {
+            Ok(Some(policy)) => owned.push((field, policy)),
+            Ok(None) => {}
+            Err(e) => problems.push(Problem {
+                file: Some(display.clone()),
+                line: Some(field.line),
+                message: e.to_string(),
+                ..Problem::default()
+            }),
+        }
+    }
+    Scan::Scanned {
+        fingerprint: Fingerprint::of(&src),
+        fields: owned,
+        problems,
+    }
+}
+
+/// Reads a file again and applies its changes' edits. The error is the reason the file's edits
+/// are dropped. Also returns, per change, the name a `:name` marker had in the file.
+fn edit_file(
+    root: &Path,
+    file: &ScannedFile,
+    changes: &[PendingChange],
+) -> Result<(FileUpdate, Vec<Option<String>>), String> {
+    let original = match std::fs::read(root.join(&file.rel)).map(String::from_utf8) {
+        Ok(Ok(text)) if Fingerprint::of(&text) == file.fingerprint => text,
+        Ok(_) => return Err("the file changed while tagpilot was planning; plan again".into()),
+        Err(e) => return Err(format!("cannot read: {e}")),
+    };
+    let mut by_policy: BTreeMap<String, Vec<Edit>> = BTreeMap::new();
+    for pending in changes {
+        by_policy
+            .entry(pending.change.policy.clone())
+            .or_default()
+            .extend(pending.edits.iter().cloned());
+    }
+    let all: Vec<Edit> = by_policy.values().flatten().cloned().collect();
+    let updated = apply_sorted(&file.rel, &original, all).map_err(|e| e.to_string())?;
+    let names = changes
+        .iter()
+        .map(|pending| {
+            let span = pending.edits.first()?.span.clone();
+            pending.from_source.then(|| {
+                original
+                    .get(span)
+                    .unwrap_or_default()
+                    .trim_matches(|c| c == '"' || c == '\'')
+                    .to_string()
+            })
+        })
+        .collect();
+    let update = FileUpdate {
+        path: file.rel.clone(),
+        original,
+        updated,
+        edits: by_policy.into_iter().collect(),
+    };
+    Ok((update, names))
+}
+
+/// Which policy owns a field, if any. Two policies claiming one field is an error: picking one
+/// silently would make the result depend on file order. Only the policies that could own the
+/// field (by image, name or alias) are looked at, in policy order.
+fn owner(
+    field: &ImageField,
+    rel: &Path,
+    index: &PolicyIndex<'_>,
+    helm: &[HelmPaths],
+) -> Result<Option<usize>, OwnerError> {
+    let policies = index.policies();
+    if let FieldKind::Marker {
+        policy, namespace, ..
+    } = &field.kind
+    {
+        // `named` only holds policies of that name; the namespace must agree where both give one.
+        let in_namespace = |i: usize| match (namespace, &policies[i].namespace) {
+            (Some(want), Some(have)) => want == have,
+            _ => true,
+        };
+        let named = index.named(policy);
+        return match named
+            .iter()
+            .copied()
+            .find(|&i| in_namespace(i) && index.applies(i, rel))
+        {
+            Some(i) => Ok(Some(i)),
+            None if named.iter().any(|&i| in_namespace(i)) => Ok(None),
+            None => Err(OwnerError::UndefinedMarker {
+                policy: policy.clone(),
+            }),
+        };
+    }
+    let matching: Vec<usize> = match field.repository() {
+        Some(repo) => {
+            let mut candidates = index.following(repo).to_vec();
+            // A kustomization may call the image by another name (`kustomize.imageName` on the
+            // target).
+            if let FieldKind::Kustomize { name } = &field.kind {
+                candidates.extend_from_slice(index.kustomize_alias(name));
+                candidates.sort_unstable();
+                candidates.dedup();
+            }
+            candidates.retain(|&i| index.applies(i, rel));
+            candidates
+        }
+        // An explicit Helm path without a repository value belongs to the policy that declared it.
+        None if matches!(field.kind, FieldKind::HelmValues { .. }) && !helm.is_empty() => index
+            .with_helm()
+            .iter()
+            .copied()
+            .filter(|&i| index.applies(i, rel))
+            .collect(),
+        None => Vec::new(),
+    };
+    match matching.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        many => Err(OwnerError::Contested {
+            policies: many.iter().map(|&i| policies[i].name.clone()).collect(),
+            image: policies[many[0]].image.to_string(),
+        }),
+    }
+}
+
+/// Runs CPU- and file-bound work from the async planner. On a multi-threaded runtime the worker
+/// thread is handed over for the duration, so other tasks (other repositories' plans) go on.
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(work)
+        }
+        _ => work(),
+    }
+}
+
+/// How many items a thread takes at a time: enough to make taking them cheap, few enough that
+/// the threads finish together.
+const CHUNK: usize = 32;
+
+/// `items.iter().map(f).collect()` on every core, in the same order.
+fn parallel_map<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(items.len().div_ceil(CHUNK));
+    if threads <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut chunks: Vec<(usize, Vec<U>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                        if start >= items.len() {
+                            break done;
+                        }
+                        let end = (start + CHUNK).min(items.len());
+                        done.push((start, items[start..end].iter().map(&f).collect()));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    });
+    chunks.sort_unstable_by_key(|(start, _)| *start);
+    chunks.into_iter().flat_map(|(_, out)| out).collect()
+}
+
+/// Every `.yaml`/`.yml` file under the root, relative, sorted; hidden directories (`.git`) are
+/// skipped.
+fn discover(root: &Path) -> Result<Vec<PathBuf>, PlanError> {
+    let mut out = Vec::new();
+    let walker = walkdir::WalkDir::new(root)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(|e| {
+            e.depth() == 0
+                || !e.file_name().to_string_lossy().starts_with('.')
+                || e.file_type().is_file()
+        });
+    for entry in walker {
+        let entry = entry.map_err(|source| PlanError::Walk {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
+        if name.ends_with(".yaml") || name.ends_with(".yml") {
+            let rel = entry
+                .path()
+                .strip_prefix(root)
+                .unwrap_or(entry.path())
+                .to_path_buf();
+            out.push(rel);
+        }
+    }
+    Ok(out)
+}
+
+fn display_path(p: &Path) -> String {
+    p.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn describe(kind: &FieldKind) -> String {
+    match kind {
+        FieldKind::Container {
+            resource,
+            container,
+        } => format!("{resource} container {container}"),
+        FieldKind::Kustomize { name } => format!("kustomize image {name}"),
+        FieldKind::HelmValues { path } => format!("helm value {path}"),
+        FieldKind::Marker { policy, part, .. } => {
+            let part = match part {
+                MarkerPart::Whole => "",
+                MarkerPart::Name => ":name",
+                MarkerPart::Tag => ":tag",
+                MarkerPart::Digest => ":digest",
+            };
+            format!("marker {policy}{part}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parallel_map_keeps_the_input_order() {
+        let items: Vec<usize> = (0..1000).collect();
+        let out = parallel_map(&items, |&i| i * 2);
+        assert_eq!(out, items.iter().map(|&i| i * 2).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_file_changed_after_scanning_gets_no_edits() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.yaml"), "image: x:1\n").unwrap();
+        let file = ScannedFile {
+            rel: PathBuf::from("a.yaml"),
+            fingerprint: Fingerprint::of("image: x:0\n"),
+            fields: Vec::new(),
+        };
+        let err = edit_file(dir.path(), &file, &[]).unwrap_err();
+        assert!(err.contains("changed while tagpilot was planning"), "{err}");
+    }
+}

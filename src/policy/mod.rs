@@ -1,0 +1,424 @@
+//! `ImagePolicy` documents: which image a policy follows, how it picks a tag, and which files it
+//! may rewrite.
+//!
+//! Loading validates everything that can be checked without the network (strategy shape, regexes,
+//! ranges, globs, platforms, image names, duplicate names) and reports every problem it finds,
+//! across all files, each with `file:line:column` and the policy's name where it is known. A user
+//! fixing a policy repository should see the whole list at once, not one error per run.
+//!
+//! This module reads policy files and nothing else: no network, no writes. Its types are
+//! configuration that `select`, `manifest` and the planner read, so it imports none of them.
+//!
+//! - this file: the validated types and the errors;
+//! - [`load`](self::load()): finding and reading policy files, and the cross-file checks;
+//! - `validate`: one document as written, checked value by value into an [`ImagePolicy`].
+
+mod load;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::image::{ImageError, Platform, Repository};
+use crate::version::{Constraint, VersionError};
+
+pub use load::{CheckSummary, FileSummary, Loaded, check, load, load_all, parse_file};
+
+/// The `apiVersion` every policy document carries.
+pub const API_VERSION: &str = "tagpilot.dev/v1alpha1";
+/// The `kind` every policy document carries.
+pub const KIND: &str = "ImagePolicy";
+
+/// Where something was defined, for error messages and reports. `column` is 0 when unknown.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SourceLocation {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl SourceLocation {
+    fn new(file: &Path, line: usize, column: usize) -> Self {
+        SourceLocation {
+            file: file.to_path_buf(),
+            line,
+            column,
+        }
+    }
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)?;
+        if self.column > 0 {
+            write!(f, ":{}", self.column)?;
+        }
+        Ok(())
+    }
+}
+
+/// A validated policy, ready for selection.
+#[derive(Debug, Clone)]
+pub struct ImagePolicy {
+    pub name: String,
+    /// `metadata.namespace`; Flux markers name policies as `namespace:name`.
+    pub namespace: Option<String>,
+    /// Where `metadata.name` was written.
+    pub source: SourceLocation,
+    /// The repository the policy follows, normalised.
+    pub image: Repository,
+    /// `spec.image` exactly as written (what a `:name` marker receives).
+    pub image_name: String,
+    pub strategy: Strategy,
+    pub allow_tags: Option<regex::Regex>,
+    /// `ignoreTags` globs, kept as written for reports and compiled for matching.
+    pub ignore_tags: Vec<String>,
+    pub ignore_set: globset::GlobSet,
+    pub platforms: Vec<Platform>,
+    pub pin_digest: bool,
+    /// Lets an ordered strategy move a reference to a tag it ranks lower than the current one
+    /// (e.g. back into a range the file was pinned above).
+    pub allow_downgrade: bool,
+    /// Lets the policy replace a current tag its strategy cannot read as one of its versions (a
+    /// placeholder a CI step substitutes, a tag outside a regex pattern). Off by default: such a
+    /// tag is held, since its authors may not mean it as a version at all.
+    pub replace_unreadable_tags: bool,
+    /// Empty means every file under the root.
+    pub targets: Vec<Target>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Strategy {
+    /// Highest version in `range` (any version when `None`), within the current tag's variant
+    /// family. Pre-releases only when `prerelease`.
+    Semver {
+        range: Option<Constraint>,
+        prerelease: bool,
+    },
+    /// Tags matching `pattern`, ordered by the `sort_by` capture group (the whole match when
+    /// `None`).
+    Regex {
+        pattern: regex::Regex,
+        sort_by: Option<String>,
+        order: RegexOrder,
+    },
+    /// The tag whose image was built last.
+    NewestBuild,
+    /// Follow one mutable tag; the planner pins its digest.
+    Digest { tag: String },
+    /// Highest tag by byte order when `descending`, else lowest.
+    Alphabetical { descending: bool },
+}
+
+impl Strategy {
+    /// The strategy's name as users write it in `spec.strategy`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::Semver { .. } => "semver",
+            Strategy::Regex { .. } => "regex",
+            Strategy::NewestBuild => "newestBuild",
+            Strategy::Digest { .. } => "digest",
+            Strategy::Alphabetical { .. } => "alphabetical",
+        }
+    }
+
+    /// `semver` from a `--semver RANGE` flag; an empty or absent range means any version.
+    pub fn semver(range: Option<&str>, prerelease: bool) -> Result<Strategy, PolicyError> {
+        let range = match range.map(str::trim) {
+            None | Some("") => None,
+            Some(r) => {
+                Some(Constraint::parse(r).map_err(|e| PolicyError::adhoc(e.to_string(), e))?)
+            }
+        };
+        Ok(Strategy::Semver { range, prerelease })
+    }
+
+    /// `regex` from `--regex PATTERN [--sort-by GROUP] [--order ORDER]` flags.
+    pub fn regex(
+        pattern: &str,
+        sort_by: Option<&str>,
+        order: RegexOrder,
+    ) -> Result<Strategy, PolicyError> {
+        // The pattern as the user typed it: `{:?}` would double every backslash.
+        let compiled = regex::Regex::new(pattern)
+            .map_err(|e| PolicyError::adhoc(format!("invalid regex \"{pattern}\": {e}"), e))?;
+        if let Some(group) = sort_by {
+            validate::check_group(&compiled, group)
+                .map_err(|e| PolicyError::adhoc(e.to_string(), e))?;
+        }
+        Ok(Strategy::Regex {
+            pattern: compiled,
+            sort_by: sort_by.map(str::to_string),
+            order,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RegexOrder {
+    /// The capture read as a non-negative integer (timestamps, build numbers).
+    Numerical,
+    /// The capture compared byte by byte.
+    Alphabetical,
+    /// The capture read as a version (`v` prefix and two-part versions allowed).
+    Semver,
+}
+
+impl std::str::FromStr for RegexOrder {
+    type Err = PolicyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "numerical" => Ok(RegexOrder::Numerical),
+            "alphabetical" => Ok(RegexOrder::Alphabetical),
+            "semver" => Ok(RegexOrder::Semver),
+            _ => Err(PolicyError::UnknownOrder {
+                order: s.to_string(),
+            }),
+        }
+    }
+}
+
+/// Which files a policy may rewrite, and how to find the image in Helm values there.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Globs relative to the root, as written. Empty means every file.
+    pub paths: Vec<String>,
+    /// `paths` compiled; `*` stays within one directory, `**` crosses directories.
+    pub path_set: globset::GlobSet,
+    /// `targets[].repository`: a repository configured in `tagpilot.yaml` (`repositories:`);
+    /// `None` means the local directory.
+    pub repository: Option<String>,
+    pub helm: Option<HelmPaths>,
+    /// `kustomize.imageName`: the name the kustomization's `images:` entry uses when it differs
+    /// from the policy's image (Image Updater's `kustomize.image-name`).
+    pub kustomize_image_name: Option<String>,
+}
+
+impl Target {
+    /// Whether this target covers `path` (relative to the root it applies to).
+    pub fn matches(&self, path: &Path) -> bool {
+        self.paths.is_empty() || self.path_set.is_match(path)
+    }
+}
+
+/// Explicit dotted value paths (`image.repository`, `images[1].tag`) into a Helm values file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HelmPaths {
+    #[serde(default)]
+    pub registry: Option<String>,
+    #[serde(default)]
+    pub repository: Option<String>,
+    #[serde(default)]
+    pub tag: Option<String>,
+    #[serde(default)]
+    pub digest: Option<String>,
+    /// A single value holding the whole `repo:tag` reference.
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+impl ImagePolicy {
+    /// A policy built from command-line flags (`tagpilot tags IMAGE --semver RANGE`), with no
+    /// filters and no targets. Set `allow_tags` / [`ImagePolicy::set_ignore_tags`] afterwards.
+    pub fn adhoc(image: &str, strategy: Strategy) -> Result<ImagePolicy, PolicyError> {
+        let repository =
+            Repository::parse(image).map_err(|e| PolicyError::adhoc(e.to_string(), e))?;
+        Ok(ImagePolicy {
+            name: "adhoc".to_string(),
+            namespace: None,
+            source: SourceLocation::new(Path::new("<command line>"), 0, 0),
+            image: repository,
+            image_name: image.to_string(),
+            strategy,
+            allow_tags: None,
+            ignore_tags: Vec::new(),
+            ignore_set: globset::GlobSet::empty(),
+            platforms: Vec::new(),
+            pin_digest: false,
+            allow_downgrade: false,
+            replace_unreadable_tags: false,
+            targets: Vec::new(),
+        })
+    }
+
+    /// Replaces `ignoreTags` with `globs`.
+    pub fn set_ignore_tags(&mut self, globs: &[String]) -> Result<(), PolicyError> {
+        let mut builder = globset::GlobSetBuilder::new();
+        for g in globs {
+            builder.add(
+                globset::Glob::new(g)
+                    .map_err(|e| PolicyError::adhoc(format!("invalid glob {g:?}: {e}"), e))?,
+            );
+        }
+        self.ignore_set = builder
+            .build()
+            .map_err(|e| PolicyError::adhoc(e.to_string(), e))?;
+        self.ignore_tags = globs.to_vec();
+        Ok(())
+    }
+
+    /// Sets `allowTags` from a regex.
+    pub fn set_allow_tags(&mut self, pattern: &str) -> Result<(), PolicyError> {
+        self.allow_tags = Some(regex::Regex::new(pattern).map_err(|e| {
+            PolicyError::adhoc(format!("invalid allowTags regex \"{pattern}\": {e}"), e)
+        })?);
+        Ok(())
+    }
+
+    /// `namespace:name` when a namespace is set, else `name` (how Flux markers name policies).
+    pub fn qualified_name(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}:{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+// === errors ===
+
+/// One problem found while loading policies.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not YAML, or a document does not have the shape of an `ImagePolicy` (unknown
+    /// key, wrong type, missing field). `message` is serde-saphyr's, with `file:line:column` and
+    /// a snippet.
+    #[error("{message}")]
+    Syntax {
+        location: SourceLocation,
+        message: String,
+    },
+    /// A document has the right shape but a value is wrong (bad regex, range, glob, …).
+    /// `message` names the key and the value; `source` is the underlying error, when there is one.
+    #[error("{location}: {}{message}", policy_prefix(.policy))]
+    Invalid {
+        location: SourceLocation,
+        policy: Option<String>,
+        message: String,
+        #[source]
+        source: Option<Box<ValueError>>,
+    },
+    #[error("{location}: policy {name:?} is defined twice; first at {first}")]
+    Duplicate {
+        name: String,
+        location: SourceLocation,
+        first: SourceLocation,
+    },
+    /// A policy built from command-line flags is invalid.
+    #[error("{message}")]
+    Adhoc {
+        message: String,
+        #[source]
+        source: Box<ValueError>,
+    },
+    /// `--order` names no regex order.
+    #[error("unknown order {order:?}: expected numerical, alphabetical or semver")]
+    UnknownOrder { order: String },
+}
+
+impl PolicyError {
+    /// The policy file the problem is in, when it is in one.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            PolicyError::Read { path, .. } => Some(path),
+            PolicyError::Syntax { location, .. }
+            | PolicyError::Invalid { location, .. }
+            | PolicyError::Duplicate { location, .. } => Some(&location.file),
+            PolicyError::Adhoc { .. } | PolicyError::UnknownOrder { .. } => None,
+        }
+    }
+}
+
+/// The error underneath a wrong value: what a regex, glob, version constraint or image parser
+/// said, or one of the policy's own rules about a value.
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    #[error(transparent)]
+    Regex(#[from] regex::Error),
+    #[error(transparent)]
+    Glob(#[from] globset::Error),
+    #[error(transparent)]
+    Constraint(#[from] VersionError),
+    #[error(transparent)]
+    Image(#[from] ImageError),
+    #[error(
+        "sortBy names group {group:?} but the pattern has no named groups (write (?P<{group}>…))"
+    )]
+    NoNamedGroups { group: String },
+    #[error("sortBy names group {group:?} but the pattern's named groups are {}", names.join(", "))]
+    UnknownGroup { group: String, names: Vec<String> },
+    #[error("{path:?} is not a value path like image.tag or images[0].tag")]
+    NotAValuePath { path: String },
+}
+
+fn policy_prefix(policy: &Option<String>) -> String {
+    match policy {
+        Some(p) => format!("policy {p:?}: "),
+        None => String::new(),
+    }
+}
+
+impl PolicyError {
+    fn adhoc(message: impl Into<String>, source: impl Into<ValueError>) -> Self {
+        PolicyError::Adhoc {
+            message: message.into(),
+            source: Box::new(source.into()),
+        }
+    }
+
+    /// Where the problem is, when it is in a file.
+    pub fn location(&self) -> Option<&SourceLocation> {
+        match self {
+            PolicyError::Syntax { location, .. }
+            | PolicyError::Invalid { location, .. }
+            | PolicyError::Duplicate { location, .. } => Some(location),
+            PolicyError::Read { .. }
+            | PolicyError::Adhoc { .. }
+            | PolicyError::UnknownOrder { .. } => None,
+        }
+    }
+
+    /// A short stable name for metrics and JSON reports.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            PolicyError::Read { .. } => "read",
+            PolicyError::Syntax { .. } => "syntax",
+            PolicyError::Invalid { .. } => "invalid",
+            PolicyError::Duplicate { .. } => "duplicate",
+            PolicyError::Adhoc { .. } | PolicyError::UnknownOrder { .. } => "adhoc",
+        }
+    }
+}
+
+/// Every problem found while loading policies, in file order.
+#[derive(Debug)]
+pub struct PolicyErrors(pub Vec<PolicyError>);
+
+impl fmt::Display for PolicyErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0.len();
+        writeln!(
+            f,
+            "{n} problem{} in policies:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for PolicyErrors {}

@@ -1,0 +1,643 @@
+//! One policy document as written, checked value by value into an [`ImagePolicy`]. Every
+//! problem is recorded with the `file:line:column` of the value, and checking goes on, so a
+//! user sees them all at once.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::image::{ImageRef, Platform, Repository, is_valid_tag};
+use crate::version::Constraint;
+
+use super::{
+    API_VERSION, HelmPaths, ImagePolicy, KIND, PolicyError, RegexOrder, SourceLocation, Strategy,
+    Target, ValueError,
+};
+
+/// Parses and checks one document of a policy file (`offset`: lines before it in the file).
+/// `None` when the document is blank, or broken (its problems are pushed onto `errors`).
+pub(super) fn document(
+    path: &Path,
+    offset: usize,
+    doc: &str,
+    errors: &mut Vec<PolicyError>,
+) -> Option<ImagePolicy> {
+    let parsed: Result<Option<RawDocument>, serde_saphyr::Error> = serde_saphyr::from_str(doc);
+    match parsed {
+        Ok(Some(raw)) => Validator {
+            path,
+            offset,
+            errors,
+            policy: None,
+        }
+        .policy(raw),
+        Ok(None) => None,
+        Err(e) => {
+            // The document did not deserialise; its name may still be readable, and helps.
+            let name = serde_saphyr::from_str::<NameOnly>(doc)
+                .ok()
+                .and_then(|n| n.metadata?.name);
+            let context = name.map(|n| format!("policy {n:?}"));
+            let (line, column, message) =
+                crate::yaml_error::render(&e, path, offset, context.as_deref());
+            let location = SourceLocation::new(path, line, column);
+            errors.push(PolicyError::Syntax { location, message });
+            None
+        }
+    }
+}
+
+// === the documents as written ===
+
+/// Just enough of a document to name it in an error about the rest.
+#[derive(Deserialize)]
+struct NameOnly {
+    metadata: Option<NameOnlyMetadata>,
+}
+
+#[derive(Deserialize)]
+struct NameOnlyMetadata {
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawDocument {
+    api_version: Spanned<String>,
+    kind: Spanned<String>,
+    metadata: RawMetadata,
+    spec: Spanned<RawSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMetadata {
+    name: Spanned<String>,
+    #[serde(default)]
+    namespace: Option<Spanned<String>>,
+    // Accepted so policies can be kept next to Kubernetes resources and labelled like them.
+    #[serde(default)]
+    #[allow(dead_code)]
+    labels: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSpec {
+    image: Spanned<String>,
+    strategy: Spanned<RawStrategy>,
+    #[serde(default)]
+    allow_tags: Option<Spanned<String>>,
+    #[serde(default)]
+    ignore_tags: Vec<Spanned<String>>,
+    #[serde(default)]
+    platforms: Vec<Spanned<String>>,
+    #[serde(default)]
+    pin_digest: bool,
+    #[serde(default)]
+    allow_downgrade: bool,
+    #[serde(default)]
+    replace_unreadable_tags: bool,
+    #[serde(default)]
+    targets: Vec<Spanned<RawTarget>>,
+}
+
+/// Every strategy is an optional key so that "none" and "two" can be reported as such rather than
+/// as serde's enum errors. A key written with no value (`newestBuild:`) counts as present.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawStrategy {
+    #[serde(default, deserialize_with = "present")]
+    semver: Option<Spanned<Option<RawSemver>>>,
+    #[serde(default, deserialize_with = "present")]
+    regex: Option<Spanned<Option<RawRegex>>>,
+    #[serde(default, deserialize_with = "present")]
+    newest_build: Option<Spanned<Option<RawEmpty>>>,
+    #[serde(default, deserialize_with = "present")]
+    digest: Option<Spanned<Option<RawDigest>>>,
+    #[serde(default, deserialize_with = "present")]
+    alphabetical: Option<Spanned<Option<RawAlphabetical>>>,
+}
+
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEmpty {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSemver {
+    #[serde(default)]
+    range: Option<Spanned<String>>,
+    #[serde(default)]
+    prerelease: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawRegex {
+    pattern: Spanned<String>,
+    #[serde(default)]
+    sort_by: Option<Spanned<String>>,
+    #[serde(default)]
+    order: Option<RegexOrder>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDigest {
+    tag: Spanned<String>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum SortOrder {
+    Asc,
+    Desc,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAlphabetical {
+    #[serde(default)]
+    order: Option<SortOrder>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawTarget {
+    #[serde(default)]
+    paths: Vec<Spanned<String>>,
+    #[serde(default)]
+    repository: Option<Spanned<String>>,
+    #[serde(default)]
+    helm: Option<Spanned<HelmPaths>>,
+    #[serde(default)]
+    kustomize: Option<RawKustomize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawKustomize {
+    image_name: Spanned<String>,
+}
+
+// === validation ===
+
+struct Validator<'a> {
+    path: &'a Path,
+    /// Lines before the document in its file.
+    offset: usize,
+    errors: &'a mut Vec<PolicyError>,
+    policy: Option<String>,
+}
+
+impl Validator<'_> {
+    fn at<T>(&self, s: &Spanned<T>) -> SourceLocation {
+        let loc = s.referenced;
+        SourceLocation::new(
+            self.path,
+            loc.line() as usize + self.offset,
+            loc.column() as usize,
+        )
+    }
+
+    fn error<T>(&mut self, s: &Spanned<T>, message: impl Into<String>) {
+        self.push(s, message.into(), None);
+    }
+
+    /// An error whose cause is another error (a regex's, a glob's, …), kept as its source.
+    fn error_from<T>(&mut self, s: &Spanned<T>, message: String, source: impl Into<ValueError>) {
+        self.push(s, message, Some(Box::new(source.into())));
+    }
+
+    fn push<T>(&mut self, s: &Spanned<T>, message: String, source: Option<Box<ValueError>>) {
+        let location = self.at(s);
+        self.errors.push(PolicyError::Invalid {
+            location,
+            policy: self.policy.clone(),
+            message,
+            source,
+        });
+    }
+
+    fn policy(&mut self, raw: RawDocument) -> Option<ImagePolicy> {
+        let before = self.errors.len();
+        let name = raw.metadata.name.value.clone();
+        if is_valid_name(&name) {
+            self.policy = Some(name.clone());
+        } else {
+            self.error(
+                &raw.metadata.name,
+                format!(
+                    "metadata.name {name:?} is not a valid name (lower-case letters, digits, '-', '.', '_'; \
+                     starting and ending with a letter or digit)"
+                ),
+            );
+        }
+        if raw.api_version.value != API_VERSION {
+            self.error(
+                &raw.api_version,
+                format!(
+                    "apiVersion must be {API_VERSION:?}, not {:?}",
+                    raw.api_version.value
+                ),
+            );
+        }
+        if raw.kind.value != KIND {
+            self.error(
+                &raw.kind,
+                format!("kind must be {KIND:?}, not {:?}", raw.kind.value),
+            );
+        }
+        let namespace = raw.metadata.namespace.map(|ns| {
+            if !is_valid_name(&ns.value) {
+                self.error(
+                    &ns,
+                    format!("metadata.namespace {:?} is not a valid name", ns.value),
+                );
+            }
+            ns.value
+        });
+        let source = self.at(&raw.metadata.name);
+        let spec = raw.spec.value;
+
+        let image = match Repository::parse(&spec.image.value) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.error_from(&spec.image, format!("spec.image: {e}"), e);
+                None
+            }
+        };
+        let strategy = self.strategy(spec.strategy);
+        let allow_tags = spec
+            .allow_tags
+            .and_then(|a| match regex::Regex::new(&a.value) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    self.error_from(
+                        &a,
+                        format!(
+                            "allowTags: invalid regex {}: {}",
+                            as_written(&a.value),
+                            one_line(&e.to_string())
+                        ),
+                        e,
+                    );
+                    None
+                }
+            });
+        let mut ignore_builder = globset::GlobSetBuilder::new();
+        let mut ignore_tags = Vec::new();
+        for g in spec.ignore_tags {
+            match globset::Glob::new(&g.value) {
+                Ok(glob) => {
+                    ignore_builder.add(glob);
+                }
+                Err(e) => self.error_from(
+                    &g,
+                    format!("ignoreTags: invalid glob {:?}: {}", g.value, e.kind()),
+                    e,
+                ),
+            }
+            ignore_tags.push(g.value);
+        }
+        let ignore_set = ignore_builder
+            .build()
+            .unwrap_or_else(|_| globset::GlobSet::empty());
+        let mut platforms = Vec::new();
+        for p in spec.platforms {
+            match p.value.parse::<Platform>() {
+                Ok(platform) => platforms.push(platform),
+                Err(e) => self.error_from(&p, format!("platforms: {e}"), e),
+            }
+        }
+        let targets: Vec<Target> = spec
+            .targets
+            .into_iter()
+            .filter_map(|t| self.target(t))
+            .collect();
+
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(ImagePolicy {
+            name,
+            namespace,
+            source,
+            image: image?,
+            image_name: spec.image.value,
+            strategy: strategy?,
+            allow_tags,
+            ignore_tags,
+            ignore_set,
+            platforms,
+            pin_digest: spec.pin_digest,
+            allow_downgrade: spec.allow_downgrade,
+            replace_unreadable_tags: spec.replace_unreadable_tags,
+            targets,
+        })
+    }
+
+    fn strategy(&mut self, raw: Spanned<RawStrategy>) -> Option<Strategy> {
+        let s = &raw.value;
+        let given: Vec<&str> = [
+            s.semver.as_ref().map(|_| "semver"),
+            s.regex.as_ref().map(|_| "regex"),
+            s.newest_build.as_ref().map(|_| "newestBuild"),
+            s.digest.as_ref().map(|_| "digest"),
+            s.alphabetical.as_ref().map(|_| "alphabetical"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match given.len() {
+            0 => {
+                self.error(
+                    &raw,
+                    "spec.strategy names no strategy; set exactly one of semver, regex, newestBuild, digest, alphabetical",
+                );
+                return None;
+            }
+            1 => {}
+            _ => {
+                self.error(
+                    &raw,
+                    format!(
+                        "spec.strategy sets {}; set exactly one",
+                        given.join(" and ")
+                    ),
+                );
+                return None;
+            }
+        }
+        let RawStrategy {
+            semver,
+            regex,
+            newest_build,
+            digest,
+            alphabetical,
+        } = raw.value;
+        if let Some(s) = semver {
+            let (range, prerelease) = match s.value {
+                Some(RawSemver { range, prerelease }) => (range, prerelease),
+                None => (None, false),
+            };
+            let range = match range {
+                None => None,
+                Some(r) => match Constraint::parse(&r.value) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        self.error_from(&r, format!("semver.range: {e}"), e);
+                        return None;
+                    }
+                },
+            };
+            return Some(Strategy::Semver { range, prerelease });
+        }
+        if let Some(r) = regex {
+            let Some(RawRegex {
+                pattern,
+                sort_by,
+                order,
+            }) = r.value
+            else {
+                self.error(&r, "strategy regex needs a `pattern`");
+                return None;
+            };
+            let compiled = match regex::Regex::new(&pattern.value) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.error_from(
+                        &pattern,
+                        format!(
+                            "regex.pattern: invalid regex {}: {}",
+                            as_written(&pattern.value),
+                            one_line(&e.to_string())
+                        ),
+                        e,
+                    );
+                    return None;
+                }
+            };
+            if let Some(group) = &sort_by
+                && let Err(e) = check_group(&compiled, &group.value)
+            {
+                self.error_from(group, format!("regex.sortBy: {e}"), e);
+                return None;
+            }
+            return Some(Strategy::Regex {
+                pattern: compiled,
+                sort_by: sort_by.map(|s| s.value),
+                // Alphabetical works for any capture and equals numerical order for the
+                // fixed-width timestamps most build tags carry.
+                order: order.unwrap_or(RegexOrder::Alphabetical),
+            });
+        }
+        if newest_build.is_some() {
+            return Some(Strategy::NewestBuild);
+        }
+        if let Some(d) = digest {
+            let Some(RawDigest { tag }) = d.value else {
+                self.error(&d, "strategy digest needs the `tag` to follow");
+                return None;
+            };
+            if !is_valid_tag(&tag.value) {
+                self.error(
+                    &tag,
+                    format!("digest.tag {:?} is not a valid tag", tag.value),
+                );
+                return None;
+            }
+            return Some(Strategy::Digest { tag: tag.value });
+        }
+        if let Some(a) = alphabetical {
+            let order = a.value.and_then(|a| a.order).unwrap_or(SortOrder::Desc);
+            return Some(Strategy::Alphabetical {
+                descending: matches!(order, SortOrder::Desc),
+            });
+        }
+        None
+    }
+
+    fn target(&mut self, raw: Spanned<RawTarget>) -> Option<Target> {
+        let before = self.errors.len();
+        let t = raw.value;
+        let mut builder = globset::GlobSetBuilder::new();
+        let mut paths = Vec::new();
+        for p in t.paths {
+            match globset::GlobBuilder::new(&p.value)
+                .literal_separator(true)
+                .build()
+            {
+                Ok(g) => {
+                    builder.add(g);
+                }
+                Err(e) => self.error_from(
+                    &p,
+                    format!("targets[].paths: invalid glob {:?}: {}", p.value, e.kind()),
+                    e,
+                ),
+            }
+            paths.push(p.value);
+        }
+        let path_set = builder
+            .build()
+            .unwrap_or_else(|_| globset::GlobSet::empty());
+        let helm = t.helm.map(|h| {
+            let fields = [
+                ("registry", &h.value.registry),
+                ("repository", &h.value.repository),
+                ("tag", &h.value.tag),
+                ("digest", &h.value.digest),
+                ("image", &h.value.image),
+            ];
+            for (field, value) in fields {
+                if let Some(v) = value
+                    && let Err(e) = check_value_path(v)
+                {
+                    self.error_from(&h, format!("targets[].helm.{field}: {e}"), e);
+                }
+            }
+            if h.value.tag.is_none() && h.value.image.is_none() && h.value.digest.is_none() {
+                self.error(
+                    &h,
+                    "targets[].helm needs `tag`, `digest` or `image`: the value tagpilot rewrites",
+                );
+            }
+            h.value
+        });
+        let repository = t.repository.map(|r| {
+            if r.value.trim().is_empty() {
+                self.error(&r, "targets[].repository is empty");
+            }
+            r.value
+        });
+        let kustomize_image_name = t.kustomize.map(|k| {
+            if let Err(e) = ImageRef::parse(&k.image_name.value) {
+                self.error_from(
+                    &k.image_name,
+                    format!("targets[].kustomize.imageName: {e}"),
+                    e,
+                );
+            }
+            k.image_name.value
+        });
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(Target {
+            paths,
+            path_set,
+            repository,
+            helm,
+            kustomize_image_name,
+        })
+    }
+}
+
+pub(super) fn check_group(pattern: &regex::Regex, group: &str) -> Result<(), ValueError> {
+    if pattern.capture_names().flatten().any(|n| n == group) {
+        return Ok(());
+    }
+    let names: Vec<String> = pattern
+        .capture_names()
+        .flatten()
+        .map(str::to_string)
+        .collect();
+    let group = group.to_string();
+    Err(if names.is_empty() {
+        ValueError::NoNamedGroups { group }
+    } else {
+        ValueError::UnknownGroup { group, names }
+    })
+}
+
+/// Dotted Helm value paths: `image.tag`, `images[1].tag`, `a.b[0][2].c`.
+fn check_value_path(path: &str) -> Result<(), ValueError> {
+    let bad = || {
+        Err(ValueError::NotAValuePath {
+            path: path.to_string(),
+        })
+    };
+    if path.is_empty() {
+        return bad();
+    }
+    for segment in path.split('.') {
+        let (key, mut rest) = match segment.find('[') {
+            Some(i) => (&segment[..i], &segment[i..]),
+            None => (segment, ""),
+        };
+        if key.is_empty() {
+            return bad();
+        }
+        while !rest.is_empty() {
+            let Some(end) = rest.find(']') else {
+                return bad();
+            };
+            if !rest.starts_with('[')
+                || end < 2
+                || !rest[1..end].chars().all(|c| c.is_ascii_digit())
+            {
+                return bad();
+            }
+            rest = &rest[end + 1..];
+        }
+    }
+    Ok(())
+}
+
+fn is_valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    let edge = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 253
+        && edge(b[0])
+        && edge(b[b.len() - 1])
+        && b.iter()
+            .all(|&c| edge(c) || c == b'-' || c == b'.' || c == b'_')
+}
+
+/// regex's errors span several lines with a caret diagram; keep the last line, which says what
+/// is wrong, so that each problem stays one line in a list.
+fn one_line(message: &str) -> String {
+    message
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(message)
+        .trim()
+        .to_string()
+}
+
+/// A value in quotes exactly as the user wrote it; `{:?}` would double every backslash of a
+/// regex, and `\d` is not what anyone typed.
+fn as_written(value: &str) -> String {
+    format!("\"{value}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_paths() {
+        for ok in ["image.tag", "images[1].tag", "a.b[0][2].c", "tag"] {
+            assert!(check_value_path(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "image..tag", "images[x].tag", "images[1", ".tag", "a[]"] {
+            assert!(check_value_path(bad).is_err(), "{bad}");
+        }
+    }
+}

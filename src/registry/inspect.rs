@@ -1,0 +1,220 @@
+//! What a tag or digest is: its manifest (an image, or an index of images per platform), its
+//! config blob, and from them the build time and platforms in [`ImageInfo`].
+//!
+//! Manifests and configs are fetched by digest and so cached for the client's lifetime. The build
+//! time depends on the platforms asked for, so it is computed per question from those caches,
+//! never cached by tag alone.
+
+use std::collections::BTreeMap;
+
+use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
+use reqwest::{Method, Url};
+use tracing::warn;
+
+use super::error::{malformed, unreachable};
+use super::manifest::{manifest_url, parse_manifest, verify_digest};
+use super::send::Target;
+use super::state::{ConfigFacts, Kind, RegistryClient, SharedManifest};
+use super::{ImageInfo, RegistryError};
+use crate::image::{Platform, Repository};
+
+/// The annotation builders put the build time in.
+const CREATED_ANNOTATION: &str = "org.opencontainers.image.created";
+
+impl RegistryClient {
+    /// The manifest with this digest, verified against it.
+    async fn manifest(
+        &self,
+        repo: &Repository,
+        digest: &str,
+    ) -> Result<SharedManifest, RegistryError> {
+        self.manifests
+            .get_or_init((repo.clone(), digest.to_string()), || async {
+                let reg = self.registry(&repo.registry);
+                let url = manifest_url(&reg, repo, digest)?;
+                let what = format!("manifest {digest}");
+                let body = self.manifest_bytes(&reg, repo, url, &what).await?;
+                verify_digest(repo, "manifest", digest, &body)?;
+                parse_manifest(repo, &body)
+            })
+            .await
+    }
+
+    async fn config(&self, repo: &Repository, digest: &str) -> Result<ConfigFacts, RegistryError> {
+        self.configs
+            .get_or_init((repo.clone(), digest.to_string()), || async {
+                let reg = self.registry(&repo.registry);
+                let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
+                    .map_err(|e| malformed(repo, "blob URL", e))?;
+                let what = format!("config blob {digest}");
+                let resp = self
+                    .send(
+                        &reg,
+                        repo,
+                        Kind::Blob,
+                        Method::GET,
+                        url,
+                        None,
+                        Target::Blob(&what),
+                    )
+                    .await?;
+                let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
+                verify_digest(repo, "config blob", digest, &body)?;
+                serde_json::from_slice(&body).map_err(|e| malformed(repo, "image config", e))
+            })
+            .await
+    }
+
+    /// Build time and platform of one single-platform image manifest.
+    async fn image_facts(
+        &self,
+        repo: &Repository,
+        manifest: &OciImageManifest,
+    ) -> Result<(Option<jiff::Timestamp>, Option<Platform>), RegistryError> {
+        let config = self.config(repo, &manifest.config.digest).await?;
+        let created = config
+            .created
+            .as_deref()
+            .and_then(|c| parse_created(repo, c))
+            .or_else(|| annotation_created(repo, manifest.annotations.as_ref()));
+        let platform = match (&config.os, &config.architecture) {
+            (Some(os), Some(arch)) if !os.is_empty() && !arch.is_empty() => Some(Platform {
+                os: os.clone(),
+                architecture: arch.clone(),
+                variant: config.variant.clone().filter(|v| !v.is_empty()),
+            }),
+            _ => None,
+        };
+        Ok((created, platform))
+    }
+
+    /// [`ImageInfo`] of the manifest `digest`, the build time taken from the images for `wanted`.
+    pub(super) async fn inspect_digest(
+        &self,
+        repo: &Repository,
+        digest: String,
+        wanted: &[Platform],
+    ) -> Result<ImageInfo, RegistryError> {
+        let manifest = self.manifest(repo, &digest).await?;
+        let wants = |p: &Platform| wanted.is_empty() || wanted.iter().any(|w| w.matches(p));
+        match &*manifest {
+            OciManifest::Image(image) => {
+                let (created, platform) = self.image_facts(repo, image).await?;
+                let created = if platform.as_ref().is_none_or(wants) {
+                    created
+                } else {
+                    None
+                };
+                Ok(ImageInfo {
+                    digest,
+                    created,
+                    platforms: platform.into_iter().collect(),
+                })
+            }
+            OciManifest::ImageIndex(index) => {
+                let entries: Vec<(&ImageIndexEntry, Option<Platform>)> = index
+                    .manifests
+                    .iter()
+                    .filter(|e| !is_attestation(e))
+                    .map(|e| (e, e.platform.as_ref().map(entry_platform)))
+                    .collect();
+                let mut platforms: Vec<Platform> = Vec::new();
+                for p in entries.iter().filter_map(|(_, p)| p.clone()) {
+                    if !platforms.contains(&p) {
+                        platforms.push(p);
+                    }
+                }
+                let mut created: Option<jiff::Timestamp> = None;
+                for (entry, platform) in &entries {
+                    let matches = match platform {
+                        Some(p) => wants(p),
+                        None => wanted.is_empty(),
+                    };
+                    if !matches {
+                        continue;
+                    }
+                    // Nested indexes are legal but unused in practice; their build time is not
+                    // worth the requests.
+                    let OciManifest::Image(image) = &*self.manifest(repo, &entry.digest).await?
+                    else {
+                        continue;
+                    };
+                    let (entry_created, _) = self.image_facts(repo, image).await?;
+                    created = created.max(entry_created);
+                }
+                let created =
+                    created.or_else(|| annotation_created(repo, index.annotations.as_ref()));
+                Ok(ImageInfo {
+                    digest,
+                    created,
+                    platforms,
+                })
+            }
+        }
+    }
+}
+
+fn parse_created(repo: &Repository, value: &str) -> Option<jiff::Timestamp> {
+    match value.parse::<jiff::Timestamp>() {
+        // Reproducible builds (ko, nix, Bazel, `SOURCE_DATE_EPOCH=0`) write the Unix epoch: that
+        // is "unknown", not "built in 1970", so the annotation gets its chance.
+        Ok(ts) if ts == jiff::Timestamp::UNIX_EPOCH => None,
+        Ok(ts) => Some(ts),
+        Err(e) => {
+            warn!(registry = %repo.registry, repository = %repo.path, value, "ignoring unparsable build time: {e}");
+            None
+        }
+    }
+}
+
+fn annotation_created(
+    repo: &Repository,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> Option<jiff::Timestamp> {
+    parse_created(repo, annotations?.get(CREATED_ANNOTATION)?)
+}
+
+fn entry_platform(p: &oci_client::manifest::Platform) -> Platform {
+    Platform {
+        os: p.os.to_string(),
+        architecture: p.architecture.to_string(),
+        variant: p.variant.clone().filter(|v| !v.is_empty()),
+    }
+}
+
+/// BuildKit adds attestation manifests (`unknown/unknown`) to indexes; they are not images.
+fn is_attestation(entry: &ImageIndexEntry) -> bool {
+    let by_annotation = entry
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("vnd.docker.reference.type"))
+        .is_some_and(|t| t == "attestation-manifest");
+    let unknown = entry
+        .platform
+        .as_ref()
+        .is_some_and(|p| p.os.to_string() == "unknown");
+    by_annotation || unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> Repository {
+        Repository {
+            registry: "r".into(),
+            path: "p".into(),
+        }
+    }
+
+    #[test]
+    fn epoch_zero_build_times_are_unknown() {
+        let repo = repo();
+        assert_eq!(parse_created(&repo, "1970-01-01T00:00:00Z"), None);
+        assert_eq!(
+            parse_created(&repo, "2024-01-01T00:00:00Z"),
+            Some("2024-01-01T00:00:00Z".parse().unwrap())
+        );
+        assert_eq!(parse_created(&repo, "yesterday"), None);
+    }
+}

@@ -1,0 +1,126 @@
+//! What a [`RegistryClient`] holds: its caches, its request counters and, per registry host, the
+//! rate limiter, the credential and the auth scheme learned so far. Plain data at the bottom of
+//! the registry edge: the request layer (`send.rs`, `auth/token.rs`), the questions asked of a
+//! registry (`tags.rs`, `digest.rs`, `inspect.rs`) and `client.rs` on top build on it, and it
+//! builds on none of them.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use governor::DefaultDirectRateLimiter;
+use oci_client::manifest::OciManifest;
+use serde::Deserialize;
+use tokio::sync::{OnceCell, Semaphore};
+
+use super::RegistryError;
+use super::auth::{Credential, CredentialError, CredentialResolver};
+use super::memo::Memo;
+use super::options::ClientOptions;
+use crate::image::Repository;
+
+/// The registry client tagpilot uses: see the module doc of [`crate::registry`].
+///
+/// Every cache here is keyed by everything its value depends on: tag lists by repository, tag
+/// digests by repository and tag (the `Accept` header is fixed), manifests and configs by
+/// repository and digest. What depends on the wanted platforms
+/// ([`ImageInfo::created`](super::ImageInfo::created)) is computed per call from those and never
+/// cached under a key without them.
+pub struct RegistryClient {
+    pub(super) http: reqwest::Client,
+    pub(super) options: ClientOptions,
+    pub(super) credentials: CredentialResolver,
+    pub(super) registries: Mutex<HashMap<String, Arc<RegistryState>>>,
+    pub(super) counters: Counters,
+    /// Answers by registry, request kind and status (`None`: unreachable).
+    pub(super) responses: Mutex<BTreeMap<ResponseKey, u64>>,
+    pub(super) tags: Memo<Repository, Result<Vec<String>, RegistryError>>,
+    pub(super) tag_digests: Memo<(Repository, String), Result<String, RegistryError>>,
+    pub(super) manifests: Memo<(Repository, String), Result<SharedManifest, RegistryError>>,
+    pub(super) configs: Memo<(Repository, String), Result<ConfigFacts, RegistryError>>,
+}
+
+/// What the client knows about one registry host.
+pub(super) struct RegistryState {
+    pub(super) host: String,
+    /// `http://host` or `https://host`.
+    pub(super) base: String,
+    pub(super) limiter: Option<DefaultDirectRateLimiter>,
+    pub(super) in_flight: Semaphore,
+    /// Resolved on the first challenge.
+    pub(super) credential: OnceCell<Result<Option<Credential>, CredentialError>>,
+    /// Learned from the first 401, so later requests (other repositories included) authenticate
+    /// up front instead of each collecting its own 401.
+    pub(super) scheme: Mutex<Scheme>,
+    /// Bearer tokens by scope; the per-scope lock makes concurrent requests share one token fetch.
+    pub(super) tokens: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<CachedToken>>>>>,
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) tag_lists: AtomicU64,
+    pub(super) manifests: AtomicU64,
+    pub(super) blobs: AtomicU64,
+    pub(super) tokens: AtomicU64,
+}
+
+/// Registry host, request kind, HTTP status (`None`: unreachable).
+pub(super) type ResponseKey = (String, Kind, Option<u16>);
+
+impl RegistryClient {
+    /// Counts an answer (`None`: the registry could not be reached), for metrics.
+    pub(super) fn record(&self, registry: &str, kind: Kind, status: Option<u16>) {
+        let mut responses = self
+            .responses
+            .lock()
+            .expect("response counts lock poisoned");
+        *responses
+            .entry((registry.to_string(), kind, status))
+            .or_default() += 1;
+    }
+}
+
+/// What a request is for, to count it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Kind {
+    TagList,
+    Manifest,
+    Blob,
+    Token,
+}
+
+/// How the client authenticates to one registry, as learned from its first 401.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Scheme {
+    Anonymous,
+    Basic,
+    Bearer {
+        realm: String,
+        service: Option<String>,
+    },
+}
+
+/// A Bearer token for one scope, and until when to use it.
+pub(super) struct CachedToken {
+    pub(super) token: String,
+    pub(super) valid_until: Instant,
+}
+
+/// A parsed manifest, shared between the callers that asked for one digest.
+pub(super) type SharedManifest = Arc<OciManifest>;
+
+/// What tagpilot needs from an image config blob. Not `oci_client::config::ConfigFile`, which
+/// requires `rootfs` and `architecture` and so would reject configs that lack fields tagpilot never
+/// reads.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct ConfigFacts {
+    #[serde(default)]
+    pub(super) created: Option<String>,
+    #[serde(default)]
+    pub(super) os: Option<String>,
+    #[serde(default)]
+    pub(super) architecture: Option<String>,
+    #[serde(default)]
+    pub(super) variant: Option<String>,
+}

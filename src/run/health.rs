@@ -1,0 +1,53 @@
+//! Liveness and readiness of the loop, as `/livez` and `/readyz` report them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set by the loop, read by the HTTP handlers.
+#[derive(Debug, Default)]
+pub struct Health {
+    live: AtomicBool,
+    ready: AtomicBool,
+}
+
+impl Health {
+    /// The loop has started (or stopped: `false`).
+    pub fn set_live(&self, live: bool) {
+        self.live.store(live, Ordering::Relaxed);
+    }
+
+    /// A cycle completed: from now on the process is ready. Only shutdown takes it back, so
+    /// one failed cycle does not take a replica out of a Service.
+    pub fn cycle_completed(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Shutdown started: not ready any more, though still live while the last write finishes.
+    pub fn draining(&self) {
+        self.ready.store(false, Ordering::Relaxed);
+    }
+
+    pub fn is_live(&self) -> bool {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.live.load(Ordering::Relaxed) && self.ready.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_only_after_a_completed_cycle_and_until_draining() {
+        let health = Health::default();
+        assert!(!health.is_live() && !health.is_ready());
+        health.set_live(true);
+        assert!(health.is_live() && !health.is_ready());
+        health.cycle_completed();
+        assert!(health.is_ready());
+        health.draining();
+        assert!(health.is_live() && !health.is_ready());
+    }
+}

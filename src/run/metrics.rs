@@ -1,0 +1,486 @@
+//! Every metric `tagpilot run` exports, registered once here, and how a cycle's outcome becomes
+//! them. Labels are bounded sets (results, error kinds, policy names from the configuration);
+//! never tags, digests or commit ids, which would grow without end.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::engine::{Cycle, EngineError};
+use crate::plan::RepositoryStatus;
+use crate::policy::PolicyError;
+use crate::registry::ResponseCount;
+
+use super::webhook::Verdict;
+
+/// How a cycle ended, as `tagpilot_cycles_total{result}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CycleResult {
+    /// Every target was planned and written.
+    Ok,
+    /// The cycle ran, but a target failed (a push refused, a patch rejected).
+    Partial,
+    /// The cycle could not run at all.
+    Error,
+    /// Shutdown stopped it before every target was done.
+    Cancelled,
+}
+
+impl CycleResult {
+    pub fn of(result: &Result<Cycle, EngineError>) -> Self {
+        match result {
+            Err(_) => CycleResult::Error,
+            Ok(c) if c.cancelled => CycleResult::Cancelled,
+            Ok(c) if c.failed => CycleResult::Partial,
+            Ok(_) => CycleResult::Ok,
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            CycleResult::Ok => "ok",
+            CycleResult::Partial => "partial",
+            CycleResult::Error => "error",
+            CycleResult::Cancelled => "cancelled",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpdateLabels {
+    policy: String,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    kind: &'static str,
+    result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RegistryStatusLabels {
+    registry: String,
+    status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RegistryLabel {
+    registry: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+/// The metrics, and the registry that renders them.
+pub struct Metrics {
+    // A `Mutex` only because `Registry` is not `Sync`; it is locked for rendering, which is rare.
+    registry: Mutex<Registry>,
+    cycles: Family<ResultLabel, Counter>,
+    cycle_duration: Histogram,
+    last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
+    updates: Family<UpdateLabels, Counter>,
+    errors: Family<KindLabel, Counter>,
+    webhooks: Family<WebhookLabels, Counter>,
+    registry_requests: Family<RegistryStatusLabels, Counter>,
+    tag_listings: Family<RegistryLabel, Counter>,
+    /// The registry client's counts when last taken, so each cycle adds only what is new.
+    registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let cycles = Family::<ResultLabel, Counter>::default();
+        // Every result shows from the start, at zero, so that `rate()` and `absent()` in alerts
+        // work before the first failure.
+        for result in [
+            CycleResult::Ok,
+            CycleResult::Partial,
+            CycleResult::Error,
+            CycleResult::Cancelled,
+        ] {
+            cycles
+                .get_or_create(&ResultLabel {
+                    result: result.label(),
+                })
+                .inc_by(0);
+        }
+        // Counters get their `_total` suffix when rendered.
+        registry.register(
+            "tagpilot_cycles",
+            "Cycles run, by how they ended (ok, partial, error, cancelled)",
+            cycles.clone(),
+        );
+        // From a tenth of a second (a few cached repositories) to about seven minutes.
+        let cycle_duration = Histogram::new(
+            prometheus_client::metrics::histogram::exponential_buckets(0.1, 2.0, 13),
+        );
+        registry.register(
+            "tagpilot_cycle_duration_seconds",
+            "How long each cycle took",
+            cycle_duration.clone(),
+        );
+        let last_success = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "tagpilot_last_successful_cycle_timestamp_seconds",
+            "When the last cycle with no failed target ended (Unix time)",
+            last_success.clone(),
+        );
+        let updates = Family::<UpdateLabels, Counter>::default();
+        registry.register(
+            "tagpilot_updates",
+            "Image reference updates by policy and result (proposed, pushed, pull_request, held, failed)",
+            updates.clone(),
+        );
+        let errors = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "tagpilot_errors",
+            "Errors by kind (the error enums' variants)",
+            errors.clone(),
+        );
+        let webhooks = Family::<WebhookLabels, Counter>::default();
+        registry.register(
+            "tagpilot_webhook_requests",
+            "Webhook requests by kind and result (accepted, ignored, unauthorized, malformed, too_large)",
+            webhooks.clone(),
+        );
+        let registry_requests = Family::<RegistryStatusLabels, Counter>::default();
+        registry.register(
+            "tagpilot_registry_requests",
+            "Requests to registries by registry and HTTP status (unreachable: no answer)",
+            registry_requests.clone(),
+        );
+        let tag_listings = Family::<RegistryLabel, Counter>::default();
+        registry.register(
+            "tagpilot_tag_listings",
+            "Tag list requests by registry",
+            tag_listings.clone(),
+        );
+        Metrics {
+            registry: Mutex::new(registry),
+            registry_requests,
+            tag_listings,
+            registry_seen: Mutex::default(),
+            webhooks,
+            cycles,
+            cycle_duration,
+            last_success,
+            updates,
+            errors,
+        }
+    }
+
+    /// Counts one cycle: its result, its duration, its updates and its errors.
+    pub fn record_cycle(
+        &self,
+        result: &Result<Cycle, EngineError>,
+        broken_policies: &[PolicyError],
+        took: Duration,
+    ) {
+        let kind = CycleResult::of(result);
+        self.cycles
+            .get_or_create(&ResultLabel {
+                result: kind.label(),
+            })
+            .inc();
+        self.cycle_duration.observe(took.as_secs_f64());
+        if kind == CycleResult::Ok {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            self.last_success.set(now.as_secs_f64());
+        }
+        for e in broken_policies {
+            // `syntax` or `invalid` alone would not say what was invalid.
+            self.errors
+                .get_or_create(&KindLabel {
+                    kind: format!("policy_{}", e.metric_label()),
+                })
+                .inc();
+        }
+        match result {
+            Err(e) => self.error(e.metric_label()),
+            Ok(cycle) => {
+                for (policy, result) in updates(cycle) {
+                    self.updates
+                        .get_or_create(&UpdateLabels {
+                            policy: policy.to_string(),
+                            result,
+                        })
+                        .inc();
+                }
+                let failed_repositories = cycle
+                    .plan
+                    .repositories
+                    .iter()
+                    .filter(|r| r.status == RepositoryStatus::Failed)
+                    .count();
+                for _ in 0..failed_repositories {
+                    self.error("repository");
+                }
+            }
+        }
+    }
+
+    /// Adds the registry client's answers since the last call (its counts only grow).
+    pub fn record_registry(&self, responses: &[ResponseCount]) {
+        let mut seen = self.registry_seen.lock().unwrap_or_else(|e| e.into_inner());
+        for r in responses {
+            let before = seen
+                .insert((r.registry.clone(), r.request, r.status.clone()), r.count)
+                .unwrap_or(0);
+            let new = r.count.saturating_sub(before);
+            if new == 0 {
+                continue;
+            }
+            self.registry_requests
+                .get_or_create(&RegistryStatusLabels {
+                    registry: r.registry.clone(),
+                    status: r.status.clone(),
+                })
+                .inc_by(new);
+            if r.request == "tag_list" {
+                self.tag_listings
+                    .get_or_create(&RegistryLabel {
+                        registry: r.registry.clone(),
+                    })
+                    .inc_by(new);
+            }
+        }
+    }
+
+    /// Counts one webhook request of `kind` (`distribution`) and what became of it.
+    pub fn webhook(&self, kind: &'static str, verdict: Verdict) {
+        self.webhooks
+            .get_or_create(&WebhookLabels {
+                kind,
+                result: verdict.label(),
+            })
+            .inc();
+    }
+
+    /// Counts one error of `kind` (a bounded label: an error variant's `metric_label`).
+    pub fn error(&self, kind: &'static str) {
+        self.errors
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// The Prometheus text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        // Writing into a `String` cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+        text
+    }
+}
+
+/// Each update of a cycle as (policy, result): a change is `pushed`, `pull_request` or `failed`
+/// by what happened to its repository, and `proposed` where nothing was written (the local
+/// directory is not a target of `tagpilot run`); a hold is `held`; a problem naming a policy is
+/// `failed`.
+fn updates(cycle: &Cycle) -> Vec<(&str, &'static str)> {
+    let plan = &cycle.plan;
+    let status_of = |repository: &Option<String>| {
+        repository.as_deref().and_then(|name| {
+            plan.repositories
+                .iter()
+                .find(|r| r.repository == name)
+                .map(|r| r.status)
+        })
+    };
+    let mut out = Vec::new();
+    for change in &plan.changes {
+        let result = match status_of(&change.repository) {
+            Some(RepositoryStatus::Pushed) => "pushed",
+            Some(RepositoryStatus::PullRequests) => "pull_request",
+            Some(RepositoryStatus::Failed) => "failed",
+            Some(RepositoryStatus::WouldPush | RepositoryStatus::UpToDate) | None => "proposed",
+        };
+        out.push((change.policy.as_str(), result));
+    }
+    for hold in &plan.holds {
+        out.push((hold.policy.as_str(), "held"));
+    }
+    for problem in &plan.problems {
+        if let Some(policy) = &problem.policy {
+            out.push((policy.as_str(), "failed"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome};
+
+    fn outcome(name: &str, status: RepositoryStatus) -> RepositoryOutcome {
+        RepositoryOutcome {
+            repository: name.to_string(),
+            url: String::new(),
+            branch: "main".to_string(),
+            status,
+            sources: Vec::new(),
+            commits: Vec::new(),
+            pull_requests: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn change(repository: &str, policy: &str) -> Change {
+        Change {
+            repository: Some(repository.to_string()),
+            policy: policy.to_string(),
+            image: "registry/app".to_string(),
+            file: "deploy.yaml".to_string(),
+            line: 1,
+            field: String::new(),
+            strategy: "semver",
+            from: "1.0.0".to_string(),
+            to: "1.1.0".to_string(),
+        }
+    }
+
+    fn cycle() -> Cycle {
+        Cycle {
+            plan: Plan {
+                changes: vec![
+                    change("pushed", "api"),
+                    change("prs", "api"),
+                    change("broken", "web"),
+                ],
+                holds: vec![Hold {
+                    repository: None,
+                    policy: "web".to_string(),
+                    file: "deploy.yaml".to_string(),
+                    line: 3,
+                    current: "2.0.0".to_string(),
+                    reason: "pinned".to_string(),
+                }],
+                problems: vec![Problem {
+                    policy: Some("db".to_string()),
+                    message: "no tags".to_string(),
+                    ..Default::default()
+                }],
+                repositories: vec![
+                    outcome("pushed", RepositoryStatus::Pushed),
+                    outcome("prs", RepositoryStatus::PullRequests),
+                    outcome("broken", RepositoryStatus::Failed),
+                ],
+                ..Default::default()
+            },
+            failed: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn updates_take_their_result_from_their_repository() {
+        assert_eq!(
+            updates(&cycle()),
+            vec![
+                ("api", "pushed"),
+                ("api", "pull_request"),
+                ("web", "failed"),
+                ("web", "held"),
+                ("db", "failed"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cycle_is_rendered_with_bounded_labels() {
+        let metrics = Metrics::new();
+        metrics.record_cycle(&Ok(cycle()), &[], Duration::from_millis(300));
+        metrics.record_cycle(&Ok(Cycle::default()), &[], Duration::from_secs(1));
+        let text = metrics.render();
+        for line in [
+            "tagpilot_cycles_total{result=\"partial\"} 1",
+            "tagpilot_cycles_total{result=\"ok\"} 1",
+            "tagpilot_cycle_duration_seconds_count 2",
+            "tagpilot_updates_total{policy=\"api\",result=\"pushed\"} 1",
+            "tagpilot_updates_total{policy=\"web\",result=\"held\"} 1",
+            "tagpilot_errors_total{kind=\"repository\"} 1",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(!text.contains("1.1.0"), "a tag became a label:\n{text}");
+        let last = text
+            .lines()
+            .find(|l| l.starts_with("tagpilot_last_successful_cycle_timestamp_seconds "))
+            .expect("the timestamp is exported");
+        let value: f64 = last.split(' ').nth(1).unwrap().parse().unwrap();
+        assert!(value > 1.7e9, "{last}");
+    }
+
+    #[test]
+    fn registry_answers_are_added_once() {
+        let metrics = Metrics::new();
+        let count = |request, status: &str, count| ResponseCount {
+            registry: "ghcr.io".to_string(),
+            request,
+            status: status.to_string(),
+            count,
+        };
+        metrics.record_registry(&[count("tag_list", "200", 2), count("manifest", "200", 1)]);
+        metrics.record_registry(&[
+            count("tag_list", "200", 3),
+            count("manifest", "200", 1),
+            count("manifest", "unreachable", 1),
+        ]);
+        let text = metrics.render();
+        for line in [
+            "tagpilot_registry_requests_total{registry=\"ghcr.io\",status=\"200\"} 4",
+            "tagpilot_registry_requests_total{registry=\"ghcr.io\",status=\"unreachable\"} 1",
+            "tagpilot_tag_listings_total{registry=\"ghcr.io\"} 3",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    #[test]
+    fn an_engine_error_counts_its_kind() {
+        let metrics = Metrics::new();
+        metrics.record_cycle(&Err(EngineError::NoCacheDir), &[], Duration::ZERO);
+        let text = metrics.render();
+        assert!(
+            text.contains("tagpilot_cycles_total{result=\"error\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tagpilot_errors_total{kind=\"no_cache_dir\"} 1"),
+            "{text}"
+        );
+    }
+}

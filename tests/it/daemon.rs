@@ -1,0 +1,562 @@
+//! `tagpilot run` end to end: the real binary, a real registry, a bare git repository over
+//! file://, and its HTTP endpoints on a free port of 127.0.0.1.
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::git::{BareRepo, DEPLOYMENT_PATH, free_port};
+use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+
+struct Setup {
+    registry: TestRegistry,
+    repo: BareRepo,
+    dir: tempfile::TempDir,
+}
+
+fn deployment(registry: &TestRegistry, api: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {}:{api}\n",
+        registry.image("shop/api"),
+    )
+}
+
+/// A registry with `shop/api` 1.0.0 and 1.1.0, a bare repository whose Deployment is on 1.0.0,
+/// and a tagpilot.yaml with one policy pushing to it.
+async fn setup() -> Setup {
+    setup_with(TestRegistry::start(Auth::None).await).await
+}
+
+async fn setup_with(registry: TestRegistry) -> Setup {
+    registry
+        .push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    let repo = BareRepo::new();
+    repo.push_change(
+        "main",
+        DEPLOYMENT_PATH,
+        &deployment(&registry, "1.0.0"),
+        "old tag",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    write:\n      mode: push\n",
+        registry.registries_yaml(),
+        repo.file_url()
+    );
+    std::fs::write(dir.path().join("tagpilot.yaml"), config).unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    std::fs::write(
+        dir.path().join("policies/api.yaml"),
+        format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n",
+            registry.image("shop/api")
+        ),
+    )
+    .unwrap();
+    Setup {
+        registry,
+        repo,
+        dir,
+    }
+}
+
+/// A running `tagpilot run`, killed (by its own id) if a test ends without stopping it.
+struct Daemon {
+    child: Child,
+    base: String,
+    log: std::path::PathBuf,
+}
+
+impl Daemon {
+    /// Starts `tagpilot run --interval 1s` in `dir` with its state in `dir/state`.
+    fn start(dir: &Path) -> Daemon {
+        Daemon::start_with(dir, "1s", &[])
+    }
+
+    fn start_with(dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
+        Daemon::start_on(free_port(), dir, interval, env)
+    }
+
+    fn start_on(port: u16, dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
+        let log = dir.join(format!("daemon-{port}.log"));
+        let child = daemon_command(dir, port)
+            .env("TAGPILOT_INTERVAL", interval)
+            .envs(env.iter().copied())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start tagpilot run");
+        Daemon {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The status of `GET path`, or `None` while nothing listens.
+    async fn status(&self, path: &str) -> Option<u16> {
+        let response = reqwest::get(format!("{}{path}", self.base)).await.ok()?;
+        Some(response.status().as_u16())
+    }
+
+    async fn text(&self, path: &str) -> String {
+        reqwest::get(format!("{}{path}", self.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Waits until `GET path` answers `want`, and returns every status seen before.
+    async fn wait_for(&mut self, path: &str, want: u16) -> Vec<Option<u16>> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut seen = Vec::new();
+        loop {
+            let status = self.status(path).await;
+            if status == Some(want) {
+                return seen;
+            }
+            if let Ok(Some(exit)) = self.child.try_wait() {
+                panic!("tagpilot run exited with {exit}:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{path} never answered {want} (saw {seen:?}):\n{}",
+                self.log()
+            );
+            if seen.last() != Some(&status) {
+                seen.push(status);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    fn terminate(mut self) -> (ExitStatus, String) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no exit after SIGTERM:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// `tagpilot run` in `dir` on `port`; cache, state, `HOME` and git config all kept in `dir`.
+fn daemon_command(dir: &Path, port: u16) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tagpilot"));
+    command
+        .current_dir(dir)
+        .arg("run")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .env("TAGPILOT_STATE_DIR", dir.join("state"))
+        .env("TAGPILOT_CACHE_DIR", dir.join("cache"))
+        .env("HOME", dir)
+        .env("DOCKER_CONFIG", dir.join("docker"))
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    command
+}
+
+/// Waits until the bare repository's Deployment is on `tag`.
+async fn wait_for_tag(s: &Setup, daemon: &Daemon, tag: &str, within: Duration) {
+    let want = deployment(&s.registry, tag);
+    let deadline = Instant::now() + within;
+    while s.repo.show("main", DEPLOYMENT_PATH) != want {
+        assert!(
+            Instant::now() < deadline,
+            "{tag} not pushed within {within:?}; the repository has\n{}\nlog:\n{}",
+            s.repo.show("main", DEPLOYMENT_PATH),
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn ready_after_the_first_cycle_then_a_pushed_tag_reaches_the_repository_and_sigterm_exits_0()
+{
+    let s = setup().await;
+    let mut daemon = Daemon::start(s.dir.path());
+
+    // Not ready until the first cycle has pushed 1.1.0; ready from then on.
+    let before = daemon.wait_for("/readyz", 200).await;
+    assert!(
+        before.contains(&Some(503)),
+        "/readyz was never 503 before the first cycle: {before:?}"
+    );
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        deployment(&s.registry, "1.1.0"),
+        "ready before the first cycle was done"
+    );
+    assert_eq!(daemon.status("/livez").await, Some(200));
+
+    // A new tag in the registry reaches a commit within a couple of intervals.
+    s.registry
+        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+        .await;
+    wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(4)).await;
+    let subjects = s.repo.subjects("main");
+    assert_eq!(subjects.len(), 4, "one commit per new tag: {subjects:?}");
+
+    let metrics = daemon.text("/metrics").await;
+    for want in [
+        "tagpilot_cycles_total{result=\"ok\"}",
+        "tagpilot_cycle_duration_seconds_count",
+        "tagpilot_last_successful_cycle_timestamp_seconds",
+        "tagpilot_updates_total{policy=\"api\",result=\"pushed\"} 2",
+        &format!(
+            "tagpilot_registry_requests_total{{registry=\"{}\",status=\"200\"}}",
+            s.registry.host()
+        ),
+        &format!(
+            "tagpilot_tag_listings_total{{registry=\"{}\"}}",
+            s.registry.host()
+        ),
+    ] {
+        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
+    }
+
+    let (status, log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("shutting down"), "{log}");
+}
+
+#[tokio::test]
+async fn a_second_process_on_the_same_state_dir_refuses_to_start_naming_it() {
+    let s = setup().await;
+    let mut first = Daemon::start(s.dir.path());
+    first.wait_for("/livez", 200).await;
+
+    let second = daemon_command(s.dir.path(), free_port())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run a second tagpilot run");
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    let state = s.dir.path().join("state");
+    assert!(
+        stderr.contains(&format!("state directory {}", state.display())),
+        "{stderr}"
+    );
+
+    // The first is unaffected, and stops cleanly.
+    assert_eq!(first.status("/livez").await, Some(200));
+    let (status, log) = first.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+}
+
+/// A push notification as distribution sends it to `notifications.endpoints`, for `repository`.
+fn push_event(repository: &str) -> String {
+    format!(
+        r#"{{"events":[{{"id":"e1","timestamp":"2026-01-01T00:00:00Z","action":"push","target":{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:fea8895f450959fa676bcc1df0611ea93823a735a01205fd8622846041d0c7cf","repository":"{repository}","tag":"1.2.0"}},"request":{{"id":"r1","method":"PUT"}},"actor":{{}},"source":{{}}}}]}}"#
+    )
+}
+
+#[tokio::test]
+async fn a_webhook_with_the_right_secret_starts_a_cycle_at_once_and_bad_ones_start_nothing() {
+    let s = setup().await;
+    let config = s.dir.path().join("tagpilot.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("webhooks:\n  secretEnv: IT_WEBHOOK_SECRET\n");
+    std::fs::write(&config, text).unwrap();
+    // An hour between cycles: only a webhook can bring 1.2.0 in during the test.
+    let mut daemon = Daemon::start_with(s.dir.path(), "1h", &[("IT_WEBHOOK_SECRET", "s3cret")]);
+    daemon.wait_for("/readyz", 200).await;
+    s.registry
+        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+        .await;
+
+    let url = format!("{}/webhooks/distribution", daemon.base);
+    let client = reqwest::Client::new();
+    let post = |secret: &str, body: String| {
+        client
+            .post(&url)
+            .header("Authorization", format!("Bearer {secret}"))
+            .header(
+                "Content-Type",
+                "application/vnd.docker.distribution.events.v2+json",
+            )
+            .body(body)
+            .send()
+    };
+    let event = push_event("shop/api");
+    let wrong = post("s3cre", event.clone()).await.unwrap();
+    assert_eq!(wrong.status().as_u16(), 401);
+    let malformed = post("s3cret", "{\"events\": 1}".to_string()).await.unwrap();
+    assert_eq!(malformed.status().as_u16(), 400);
+    let reason = malformed.text().await.unwrap();
+    assert!(
+        reason.contains("not a distribution notification"),
+        "{reason}"
+    );
+    // The server answers 413 before reading the whole body and drops the connection, so the
+    // oversized request goes on a connection of its own, not one the next request would reuse.
+    let huge = reqwest::Client::new()
+        .post(&url)
+        .header("Authorization", "Bearer s3cret")
+        .header("Connection", "close")
+        .body("x".repeat(1 << 20))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(huge.status().as_u16(), 413);
+    let unknown = client
+        .post(format!("{}/webhooks/unknown", daemon.base))
+        .body(event.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
+    // None of those started a cycle.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        deployment(&s.registry, "1.1.0")
+    );
+
+    // A burst of valid notifications: answered at once, and one cycle brings the new tag in.
+    for _ in 0..5 {
+        let ok = post("s3cret", event.clone()).await.unwrap();
+        assert_eq!(ok.status().as_u16(), 202);
+    }
+    wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(3)).await;
+    let metrics = daemon.text("/metrics").await;
+    for want in [
+        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"accepted\"} 5",
+        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"} 1",
+        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"malformed\"} 1",
+        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"too_large\"} 1",
+    ] {
+        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
+    }
+    let cycles: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tagpilot_cycles_total{result=\"ok\"} "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        (2..=3).contains(&cycles),
+        "five notifications were coalesced into one or two cycles, not {cycles}"
+    );
+    let (status, log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+}
+
+/// A "registry" that accepts connections and never answers, so a cycle hangs in its first
+/// request; returns its host and how many connections it has taken.
+fn hanging_registry() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(stream);
+        }
+    });
+    (host, accepted)
+}
+
+#[tokio::test]
+async fn sigterm_waits_for_the_cycle_in_flight_and_a_second_signal_aborts() {
+    let (host, accepted) = hanging_registry();
+    let repo = BareRepo::new();
+    repo.push_change(
+        "main",
+        DEPLOYMENT_PATH,
+        &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {host}/shop/api:1.0.0\n"),
+        "an image on the hanging registry",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tagpilot.yaml"),
+        format!(
+            "registries:\n  - host: {host}\n    insecure: true\npolicies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    write:\n      mode: push\n",
+            repo.file_url()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    std::fs::write(
+        dir.path().join("policies/api.yaml"),
+        format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: {host}/shop/api\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n"
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(dir.path());
+    daemon.wait_for("/livez", 200).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the cycle never asked the registry:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(daemon.status("/readyz").await, Some(503));
+
+    // The first signal waits for the cycle in flight, and takes the process out of service.
+    let pid = daemon.child.id().to_string();
+    let term = || {
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+    };
+    term();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        daemon.child.try_wait().unwrap().is_none(),
+        "exited before the cycle in flight ended:\n{}",
+        daemon.log()
+    );
+    assert_eq!(daemon.status("/livez").await, Some(200));
+
+    // The second one does not wait.
+    term();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a second SIGTERM did not abort:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(130), "{}", daemon.log());
+    assert!(daemon.log().contains("aborting"), "{}", daemon.log());
+}
+
+/// A registry whose notifications go to a `tagpilot run` (an hour between cycles, so only a
+/// notification can bring a new tag in) that expects the secret `s3cret`; the registry sends
+/// `sent`. Returns them once the first cycle has pushed 1.1.0.
+async fn notified_daemon(sent: &str) -> (Setup, Daemon) {
+    let port = free_port();
+    let notifications = format!(
+        "notifications:\n  endpoints:\n    - name: tagpilot\n      url: http://127.0.0.1:{port}/webhooks/distribution\n      headers:\n        Authorization: [\"Bearer {sent}\"]\n      timeout: 1s\n      threshold: 3\n      backoff: 100ms\n"
+    );
+    let s = setup_with(TestRegistry::start_with(Auth::None, &notifications).await).await;
+    let config = s.dir.path().join("tagpilot.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("webhooks:\n  secretEnv: IT_WEBHOOK_SECRET\n");
+    std::fs::write(&config, text).unwrap();
+    let mut daemon = Daemon::start_on(port, s.dir.path(), "1h", &[("IT_WEBHOOK_SECRET", "s3cret")]);
+    daemon.wait_for("/readyz", 200).await;
+    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(3)).await;
+    (s, daemon)
+}
+
+#[tokio::test]
+async fn a_registry_notifying_tagpilot_gets_a_pushed_tag_committed_within_seconds() {
+    let (s, daemon) = notified_daemon("s3cret").await;
+    let pushed = Instant::now();
+    s.registry
+        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+        .await;
+    wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(5)).await;
+    eprintln!("push to commit: {:?}", pushed.elapsed());
+    let metrics = daemon.text("/metrics").await;
+    assert!(
+        metrics
+            .contains("tagpilot_webhook_requests_total{kind=\"distribution\",result=\"accepted\"}"),
+        "{metrics}"
+    );
+    let (status, log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+}
+
+#[tokio::test]
+async fn a_registry_sending_the_wrong_secret_triggers_nothing() {
+    let (s, daemon) = notified_daemon("not-the-secret").await;
+    s.registry
+        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !daemon
+        .text("/metrics")
+        .await
+        .contains("tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"}")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no notification came:\n{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        deployment(&s.registry, "1.1.0"),
+        "a notification with the wrong secret started a cycle"
+    );
+    let (status, log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+}
+
+#[tokio::test]
+async fn policies_are_read_again_each_cycle_and_a_broken_one_stops_only_itself() {
+    let s = setup().await;
+    let mut daemon = Daemon::start(s.dir.path());
+    daemon.wait_for("/readyz", 200).await;
+
+    std::fs::write(
+        s.dir.path().join("policies/broken.yaml"),
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: [not, a, map\n",
+    )
+    .unwrap();
+    s.registry
+        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+        .await;
+    wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(4)).await;
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let metrics = daemon.text("/metrics").await;
+        if metrics.contains("tagpilot_errors_total{kind=\"policy_syntax\"}") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no policy error counted:\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(daemon.log().contains("broken.yaml"), "{}", daemon.log());
+    assert_eq!(daemon.status("/readyz").await, Some(200));
+    let (status, log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+}

@@ -1,0 +1,437 @@
+//! The engine's promises across sources: a repository named by policy files and by
+//! Applications is one target (one plan, one commit), sources that disagree on a field hold
+//! it, Applications on a pull-request repository get pull requests, and a branch named after
+//! the changes costs one plan.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+use serde_json::json;
+use tagpilot::config;
+use tagpilot::engine::{self, Cycle};
+use tagpilot::git::RepoCache;
+use tagpilot::plan::{Progress, RepositoryStatus};
+use tagpilot::policy;
+use tagpilot::registry::MemoryRegistry;
+
+use crate::argocd::{Scans, deployment, directory_app, hex_sha256, repo_with};
+use crate::support::git::{BareRepo, HTTP_PASSWORD_ENV, set_test_secrets};
+use crate::support::github::{
+    BRANCH, PULLS, expect_create, expect_edit, expect_list_open, expect_no_pulls_yet, pull,
+};
+
+/// `tagpilot.yaml` with the repository `manifests` (plus `write`), Applications from its
+/// `argocd/` folder, and `policies` as policy files under `policies/`.
+fn setup(
+    dir: &Path,
+    repo: &BareRepo,
+    repository_extra: &str,
+    policies: &[(&str, &str)],
+) -> config::Config {
+    let text = format!(
+        "repositories:\n  - name: manifests\n    url: {}\n    branch: main\n{repository_extra}applications:\n  fromGit:\n    - repository: manifests\n      paths: [\"argocd/*.yaml\"]\n",
+        repo.file_url()
+    );
+    std::fs::create_dir_all(dir.join("policies")).unwrap();
+    for (name, text) in policies {
+        std::fs::write(dir.join("policies").join(name), text).unwrap();
+    }
+    let path = dir.join("tagpilot.yaml");
+    std::fs::write(&path, text).unwrap();
+    config::load(&path).unwrap()
+}
+
+/// A policy file for `image` on the repository `manifests` under `paths`.
+fn policy_file(name: &str, image: &str, range: &str, paths: &str) -> String {
+    format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: {name}\nspec:\n  image: {image}\n  strategy:\n    semver: {{range: \"{range}\"}}\n  targets:\n    - repository: manifests\n      paths: [\"{paths}\"]\n"
+    )
+}
+
+/// A repository with the Directory Application `web` (`image_list`, `extra` annotation lines)
+/// over `apps/web`, whose Deployment runs `registry.example/shop/api:1.0.0`.
+fn web_app_on_api_1_0_0(image_list: &str, extra: &str) -> BareRepo {
+    repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", image_list, extra),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+    ])
+}
+
+/// One cycle as `tagpilot apply` (or `plan`) runs it, without a local directory.
+async fn cycle(
+    config: &config::Config,
+    dir: &Path,
+    registry: &MemoryRegistry,
+    progress: &dyn Progress,
+    dry_run: bool,
+) -> Cycle {
+    let policies = policy::load(config).expect("policies load");
+    let cache = RepoCache::new(dir.join("cache"));
+    let input = engine::Input {
+        config,
+        policies: &policies,
+        broken_policies: &[],
+        local: None,
+        cluster: None,
+    };
+    let context = engine::Context {
+        registry,
+        cache: Some(&cache),
+        progress,
+        cancel: Default::default(),
+    };
+    engine::run(&input, &context, engine::Options { dry_run })
+        .await
+        .expect("engine cycle")
+}
+
+#[tokio::test]
+async fn a_repository_named_by_a_policy_file_and_two_applications_gets_one_plan_and_one_commit() {
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", "api=registry.example/shop/api", ""),
+        ),
+        (
+            "argocd/jobs.yaml".into(),
+            directory_app("jobs", "worker=registry.example/shop/worker", ""),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/jobs/deployment.yaml".into(),
+            deployment("registry.example/shop/worker:3.0.0"),
+        ),
+        (
+            "apps/cron/deployment.yaml".into(),
+            deployment("registry.example/shop/cron:1.0.0"),
+        ),
+    ]);
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(
+        dir.path(),
+        &repo,
+        "",
+        &[(
+            "cron.yaml",
+            &policy_file("cron", "registry.example/shop/cron", "^1", "apps/cron/**"),
+        )],
+    );
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/worker: {tags: [\"3.0.0\", \"3.1.0\"]}\nregistry.example/shop/cron: {tags: [\"1.0.0\", \"1.2.0\"]}\n",
+    )
+    .unwrap();
+    let scans = Scans::default();
+    let applied = cycle(&config, dir.path(), &registry, &scans, false).await;
+
+    assert!(
+        applied.plan.problems.is_empty(),
+        "{:?}",
+        applied.plan.problems
+    );
+    assert_eq!(
+        applied.plan.repositories.len(),
+        1,
+        "one target: {:?}",
+        applied.plan.repositories
+    );
+    let outcome = &applied.plan.repositories[0];
+    assert_eq!(outcome.status, RepositoryStatus::Pushed);
+    assert_eq!(
+        outcome.commits.len(),
+        1,
+        "one commit: {:?}",
+        outcome.commits
+    );
+    assert_eq!(
+        outcome.sources,
+        vec![
+            format!(
+                "policy file {}",
+                dir.path().join("policies/cron.yaml").display()
+            ),
+            "Application jobs (git)".to_string(),
+            "Application web (git)".to_string(),
+        ]
+    );
+    assert_eq!(
+        scans.0.load(Ordering::Relaxed),
+        2,
+        "one walk for the policy files, one for the Applications' images, on one checkout"
+    );
+    assert_eq!(repo.rev("main~1").unwrap(), before, "one commit on main");
+    assert!(
+        repo.show("main", "apps/web/deployment.yaml")
+            .contains("api:1.1.0")
+    );
+    assert!(
+        repo.show("main", "apps/jobs/deployment.yaml")
+            .contains("worker:3.1.0")
+    );
+    assert!(
+        repo.show("main", "apps/cron/deployment.yaml")
+            .contains("cron:1.2.0")
+    );
+    let mut changed: Vec<&str> = applied
+        .plan
+        .changes
+        .iter()
+        .map(|c| c.policy.as_str())
+        .collect();
+    changed.sort();
+    assert_eq!(changed, ["cron", "jobs/worker", "web/api"]);
+    assert_eq!(registry.tag_list_calls(), 3, "one listing per image");
+
+    let table = tagpilot::report::table(&applied.plan);
+    assert!(table.contains("named by: policy file"), "{table}");
+    assert!(table.contains("Application jobs (git)"), "{table}");
+}
+
+#[tokio::test]
+async fn two_sources_that_want_different_tags_for_one_field_hold_it_and_name_both() {
+    let repo = web_app_on_api_1_0_0("api=registry.example/shop/api:2.x", "");
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(
+        dir.path(),
+        &repo,
+        "",
+        &[(
+            "api.yaml",
+            &policy_file("api", "registry.example/shop/api", "^1", "apps/web/**"),
+        )],
+    );
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\", \"2.0.0\"]}\n",
+    )
+    .unwrap();
+    let applied = cycle(&config, dir.path(), &registry, &(), false).await;
+
+    assert!(
+        applied.plan.changes.is_empty(),
+        "{:?}",
+        applied.plan.changes
+    );
+    assert_eq!(repo.rev("main").unwrap(), before, "nothing written");
+    assert_eq!(
+        applied.plan.repositories[0].status,
+        RepositoryStatus::UpToDate
+    );
+    let holds = &applied.plan.holds;
+    assert_eq!(holds.len(), 2, "{holds:?}");
+    for h in holds {
+        assert_eq!(h.file, "apps/web/deployment.yaml");
+        assert_eq!(h.current, "1.0.0");
+        assert!(
+            h.reason.contains("api (policy file") && h.reason.contains("wants 1.1.0"),
+            "{}",
+            h.reason
+        );
+        assert!(
+            h.reason
+                .contains("web/api (Application web (git)) wants 2.0.0"),
+            "{}",
+            h.reason
+        );
+    }
+    let image = &applied.applications.as_ref().unwrap()[0].images[0];
+    assert_eq!(image.status, "held", "{image:?}");
+}
+
+#[tokio::test]
+async fn two_sources_that_agree_on_a_field_make_one_edit() {
+    let repo = web_app_on_api_1_0_0("api=registry.example/shop/api", "");
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(
+        dir.path(),
+        &repo,
+        "",
+        &[(
+            "api.yaml",
+            &policy_file("api", "registry.example/shop/api", "^1", "apps/web/**"),
+        )],
+    );
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let applied = cycle(&config, dir.path(), &registry, &(), false).await;
+    assert!(applied.plan.holds.is_empty(), "{:?}", applied.plan.holds);
+    assert!(
+        applied.plan.problems.is_empty(),
+        "{:?}",
+        applied.plan.problems
+    );
+    assert_eq!(
+        applied.plan.changes.len(),
+        2,
+        "each source reports its change"
+    );
+    assert_eq!(
+        repo.show("main", "apps/web/deployment.yaml"),
+        deployment("registry.example/shop/api:1.1.0")
+    );
+}
+
+#[tokio::test]
+async fn applications_on_a_pull_request_repository_open_a_pull_request_and_then_update_it() {
+    set_test_secrets();
+    let server = wiremock::MockServer::start().await;
+    let repo = web_app_on_api_1_0_0("api=registry.example/shop/api", "");
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let forge = format!(
+        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      branch: {BRANCH}\n      title: 'Update images'\n",
+        server.uri()
+    );
+    let config = setup(dir.path(), &repo, &forge, &[]);
+    let registry = |tags: &str| {
+        MemoryRegistry::from_yaml(&format!("registry.example/shop/api: {{tags: [{tags}]}}\n"))
+            .unwrap()
+    };
+
+    expect_no_pulls_yet(&server).await;
+    expect_create(
+        &server,
+        7,
+        json!({"head": BRANCH, "base": "main", "title": "Update images"}),
+    )
+    .await;
+    let opened = cycle(
+        &config,
+        dir.path(),
+        &registry("\"1.0.0\", \"1.1.0\""),
+        &(),
+        false,
+    )
+    .await;
+    assert!(
+        opened.plan.problems.is_empty(),
+        "{:?}",
+        opened.plan.problems
+    );
+    let outcome = &opened.plan.repositories[0];
+    assert_eq!(
+        outcome.status,
+        RepositoryStatus::PullRequests,
+        "{outcome:?}"
+    );
+    assert_eq!(outcome.pull_requests[0].status, "opened");
+    assert_eq!(outcome.pull_requests[0].number, Some(7));
+    assert_eq!(
+        repo.rev("main").unwrap(),
+        before,
+        "the base is never pushed"
+    );
+    assert!(
+        repo.show(BRANCH, "apps/web/deployment.yaml")
+            .contains("api:1.1.0")
+    );
+    let requests = server.received_requests().await.unwrap();
+    let body: serde_json::Value = requests
+        .iter()
+        .find(|r| r.method.as_str() == "POST" && r.url.path() == PULLS)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .unwrap();
+    let body = body["body"].as_str().unwrap().to_owned();
+    server.verify().await;
+    server.reset().await;
+
+    // A newer tag: the same pull request is updated in place.
+    expect_list_open(&server, json!([pull(7, &body, false)])).await;
+    expect_edit(&server, 7).await;
+    let updated = cycle(
+        &config,
+        dir.path(),
+        &registry("\"1.0.0\", \"1.1.0\", \"1.2.0\""),
+        &(),
+        false,
+    )
+    .await;
+    let outcome = &updated.plan.repositories[0];
+    assert_eq!(outcome.pull_requests[0].status, "updated", "{outcome:?}");
+    assert!(
+        repo.show(BRANCH, "apps/web/deployment.yaml")
+            .contains("api:1.2.0")
+    );
+    assert_eq!(repo.rev("main").unwrap(), before);
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn a_branch_named_after_the_changes_is_planned_once() {
+    let key = "argocd-image-updater.argoproj.io/git-branch";
+    let repo = web_app_on_api_1_0_0(
+        "api=registry.example/shop/api",
+        &format!("    {key}: \"main:image-updater-{{{{.SHA256}}}}\"\n"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path(), &repo, "", &[]);
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let branch = format!(
+        "image-updater-{}",
+        hex_sha256("registry.example/shop/api-1.0.0-1.1.0,")
+    );
+    for dry_run in [true, false] {
+        let scans = Scans::default();
+        let run = cycle(&config, dir.path(), &registry, &scans, dry_run).await;
+        assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+        assert_eq!(run.plan.repositories[0].branch, branch);
+        assert_eq!(
+            scans.0.load(Ordering::Relaxed),
+            1,
+            "the branch is named from the one plan (dry run: {dry_run})"
+        );
+    }
+    assert!(
+        repo.show(&branch, "apps/web/deployment.yaml")
+            .contains("api:1.1.0")
+    );
+}
+
+#[tokio::test]
+async fn a_cancelled_cycle_starts_no_repository_target() {
+    let repo = web_app_on_api_1_0_0("api=registry.example/shop/api", "");
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path(), &repo, "", &[]);
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    cancel.cancel();
+    let input = engine::Input {
+        config: &config,
+        policies: &[],
+        broken_policies: &[],
+        local: None,
+        cluster: None,
+    };
+    let context = engine::Context {
+        registry: &registry,
+        cache: Some(&cache),
+        progress: &(),
+        cancel,
+    };
+    let cycle = engine::run(&input, &context, engine::Options { dry_run: false })
+        .await
+        .unwrap();
+    assert!(cycle.cancelled);
+    assert!(cycle.plan.repositories.is_empty());
+    assert_eq!(
+        repo.rev("main").unwrap(),
+        before,
+        "nothing written once cancelled"
+    );
+}

@@ -1,0 +1,239 @@
+//! The import graph runs one way (ARCHITECTURE.md, "Layers"): leaf types at the bottom,
+//! selection and manifest editing over them, the edges beside those, planning above, the
+//! Argo CD sources above that, the engine on top. This test reads every `crate::`/`super::`
+//! path in `src/` (test modules and comments left out) and fails on an import against the
+//! layering or on a circle between modules, naming the file and the path.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Layer {
+    /// Image references, versions, YAML error rendering, configuration and policy types.
+    Leaf,
+    /// Tag selection and YAML editing: pure functions over leaf types.
+    Core,
+    /// I/O with the outside world: registries, git, forges, the Kubernetes API.
+    Edge,
+    /// The planner, its report and the local writer.
+    Planning,
+    /// Argo CD Applications as a source of policies.
+    Sources,
+    /// One cycle over every source and target.
+    Engine,
+    /// The long-running mode: its loop, webhooks, metrics and lock, calling only the engine.
+    Service,
+}
+
+/// The unit a module belongs to, and its layer.
+fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
+    let units: &[(&str, &str, Layer)] = &[
+        ("image", "image", Layer::Leaf),
+        ("version", "version", Layer::Leaf),
+        ("yaml_error", "yaml_error", Layer::Leaf),
+        ("config", "config", Layer::Leaf),
+        ("policy", "policy", Layer::Leaf),
+        ("argocd::application", "argocd::application", Layer::Leaf),
+        ("select", "select", Layer::Core),
+        ("manifest", "manifest", Layer::Core),
+        ("registry", "registry", Layer::Edge),
+        ("git", "git", Layer::Edge),
+        ("forge", "forge", Layer::Edge),
+        ("argocd::kubernetes", "argocd::kubernetes", Layer::Edge),
+        ("plan", "plan", Layer::Planning),
+        ("apply", "apply", Layer::Planning),
+        ("report", "report", Layer::Planning),
+        ("argocd", "argocd", Layer::Sources),
+        ("engine", "engine", Layer::Engine),
+        ("run", "run", Layer::Service),
+    ];
+    // The longest prefix wins: `argocd::kubernetes` before `argocd`.
+    units
+        .iter()
+        .filter(|(prefix, _, _)| module == *prefix || module.starts_with(&format!("{prefix}::")))
+        .max_by_key(|(prefix, _, _)| prefix.len())
+        .map(|(_, unit, layer)| (*unit, *layer))
+}
+
+/// What each layer may import besides itself. Edges stand beside the core, not on it.
+fn may_import(from: Layer, to: Layer, to_unit: &str) -> bool {
+    match from {
+        Layer::Leaf => to == Layer::Leaf,
+        Layer::Core => matches!(to, Layer::Leaf | Layer::Core),
+        Layer::Edge => matches!(to, Layer::Leaf | Layer::Edge),
+        // The planner reaches the registry only through its trait; never git, a forge or
+        // Kubernetes.
+        Layer::Planning => {
+            matches!(to, Layer::Leaf | Layer::Core | Layer::Planning) || to_unit == "registry"
+        }
+        Layer::Sources => !matches!(to, Layer::Engine | Layer::Service),
+        Layer::Engine => to != Layer::Service,
+        Layer::Service => true,
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `src/a/b.rs` → `a::b`; `src/a/mod.rs` → `a`.
+fn module_path(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .filter(|c| c != "mod")
+        .collect();
+    parts.join("::")
+}
+
+/// The code of a file without comments and without its `#[cfg(test)]` module.
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => &l[..i],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every module path a file names through `crate::` or `super::`.
+fn imports(module: &str, text: &str) -> BTreeSet<String> {
+    let re = regex::Regex::new(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)").unwrap();
+    // Inside `use crate::{a::x, b}` the braces hold more paths.
+    let braced = regex::Regex::new(r"\bcrate::\{([^}]*)\}").unwrap();
+    let mut out = BTreeSet::new();
+    let parent: Vec<&str> = {
+        let mut p: Vec<&str> = module.split("::").collect();
+        p.pop();
+        p
+    };
+    for c in re.captures_iter(text) {
+        let path: Vec<&str> = c[2].trim_start_matches("::").split("::").collect();
+        let full = match &c[1] {
+            "crate" => path.join("::"),
+            _ => parent
+                .iter()
+                .copied()
+                .chain(path.iter().copied())
+                .collect::<Vec<_>>()
+                .join("::"),
+        };
+        out.insert(full);
+    }
+    for c in braced.captures_iter(text) {
+        for item in c[1].split(',') {
+            let item = item.trim();
+            if !item.is_empty() && item != "self" {
+                out.insert(item.split(" as ").next().unwrap().trim().to_owned());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn modules_import_only_along_the_layers_and_in_no_circle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let mut violations = Vec::new();
+    let mut graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for file in &files {
+        let module = module_path(&src, file);
+        if module == "main" || module == "lib" || module.ends_with("tests") {
+            continue;
+        }
+        let Some((unit, layer)) = unit_of(&module) else {
+            violations.push(format!(
+                "{}: module `{module}` is in no layer; add it to tests/it/layers.rs and ARCHITECTURE.md",
+                file.display()
+            ));
+            continue;
+        };
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        for path in imports(&module, &text) {
+            let Some((to_unit, to_layer)) = unit_of(&path) else {
+                continue;
+            };
+            if to_unit == unit {
+                continue;
+            }
+            graph.entry(unit).or_default().insert(to_unit);
+            if !may_import(layer, to_layer, to_unit) {
+                violations.push(format!(
+                    "{}: `{unit}` ({layer:?}) imports `{path}` ({to_layer:?})",
+                    file.strip_prefix(&src).unwrap().display()
+                ));
+            }
+        }
+    }
+    // A circle between units, found by depth-first search.
+    fn visit<'a>(
+        node: &'a str,
+        graph: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+        stack: &mut Vec<&'a str>,
+        done: &mut BTreeSet<&'a str>,
+        circles: &mut Vec<String>,
+    ) {
+        if let Some(i) = stack.iter().position(|n| *n == node) {
+            let mut circle = stack[i..].to_vec();
+            circle.push(node);
+            circles.push(circle.join(" -> "));
+            return;
+        }
+        if !done.insert(node) {
+            return;
+        }
+        stack.push(node);
+        for next in graph.get(node).into_iter().flatten() {
+            visit(next, graph, stack, done, circles);
+        }
+        stack.pop();
+    }
+    let mut circles = Vec::new();
+    let mut done = BTreeSet::new();
+    for node in graph.keys() {
+        visit(node, &graph, &mut Vec::new(), &mut done, &mut circles);
+    }
+    violations.extend(circles.into_iter().map(|c| format!("circle: {c}")));
+    assert!(
+        violations.is_empty(),
+        "imports against the layering:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_layer_check_sees_imports_in_every_form() {
+    let found = imports(
+        "argocd::planner",
+        "use crate::plan::{self, Change};\nuse super::resolve::Unit;\nuse crate::{image::Repository, git};\nlet x = crate::engine::run;",
+    );
+    for want in [
+        "plan",
+        "argocd::resolve",
+        "image::Repository",
+        "git",
+        "engine::run",
+    ] {
+        assert!(found.iter().any(|f| f == want), "{want} in {found:?}");
+    }
+    assert!(!may_import(Layer::Leaf, Layer::Sources, "argocd"));
+    assert!(!may_import(Layer::Planning, Layer::Edge, "git"));
+    assert!(may_import(Layer::Planning, Layer::Edge, "registry"));
+    assert!(!may_import(Layer::Edge, Layer::Core, "manifest"));
+}
