@@ -126,6 +126,17 @@ pub async fn run<R: Registry>(
     ctx: &Context<'_, R>,
     options: Options,
 ) -> Result<Cycle, EngineError> {
+    // Boxed: a cycle (Applications, git, forge, re-plans) is a deep chain of futures; inlined
+    // into every caller's future it overflows rustc's query depth limit where the binary's
+    // `block_on` lays it out. One allocation per cycle costs nothing.
+    Box::pin(run_cycle(input, ctx, options)).await
+}
+
+async fn run_cycle<R: Registry>(
+    input: &Input<'_>,
+    ctx: &Context<'_, R>,
+    options: Options,
+) -> Result<Cycle, EngineError> {
     // One tag listing per repository for the whole cycle, whichever targets need it.
     let registry = Shared::new(ctx.registry);
     let mut cycle = Cycle::default();
