@@ -51,6 +51,25 @@ pub struct AppAnnotations {
     pub git_repository: Option<String>,
     /// Annotations tagpilot read but cannot honour (fully or at all), with the reason.
     pub skipped: Vec<SkippedAnnotation>,
+    /// Open pull requests instead of pushing (`gitConfig.pullRequest` of an `ImageUpdater`
+    /// resource; no annotation sets it).
+    pub pull_request: Option<PullRequestSettings>,
+}
+
+/// Pull requests asked for by an `ImageUpdater` resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullRequestSettings {
+    pub provider: PullRequestProvider,
+    /// Labels for the pull request, trimmed and without duplicates.
+    pub labels: Vec<String>,
+    /// The resource and field that asked, for reports.
+    pub field: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PullRequestProvider {
+    GitHub,
+    GitLab,
 }
 
 /// One image of `image-list`, with its per-alias (or app-wide) settings resolved.

@@ -203,6 +203,28 @@ impl DocumentError {
 /// Reads every `kind: Application` document of a (multi-document) YAML text. Documents of other
 /// kinds are skipped; a document that is not YAML makes the whole file an error.
 pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, DocumentError> {
+    let found = read_objects(path, text, "Application", |kind, api_version| {
+        kind == "Application" && api_version.starts_with("argoproj.io/")
+    })?;
+    Ok(found
+        .into_iter()
+        .map(|(line, mut app): (usize, Application)| {
+            app.origin = format!("{}:{line}", path.display());
+            app
+        })
+        .collect())
+}
+
+/// Reads the documents of a (multi-document) YAML text whose `kind` and `apiVersion` `wanted`
+/// accepts, each with the line it starts on. Other documents are skipped; a document that is
+/// not YAML, or a wanted one that does not fit `T`, makes the whole file an error whose message
+/// names `what`, the file, the line and the column.
+pub fn read_objects<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    what: &str,
+    wanted: impl Fn(&str, &str) -> bool,
+) -> Result<Vec<(usize, T)>, DocumentError> {
     #[derive(Deserialize)]
     struct Head {
         #[serde(default)]
@@ -211,7 +233,7 @@ pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, Docum
         api_version: Option<String>,
     }
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut apps = Vec::new();
+    let mut out = Vec::new();
     let mut line = 1;
     for doc in split_documents(text) {
         let start = line;
@@ -224,20 +246,17 @@ pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, Docum
         }
         let head: Head = serde_saphyr::from_str(doc)
             .map_err(|e| DocumentError::new(e, path, start - 1, None))?;
-        if head.kind.as_deref() != Some("Application")
-            || !head
-                .api_version
-                .as_deref()
-                .is_some_and(|v| v.starts_with("argoproj.io/"))
-        {
+        if !wanted(
+            head.kind.as_deref().unwrap_or_default(),
+            head.api_version.as_deref().unwrap_or_default(),
+        ) {
             continue;
         }
-        let mut app: Application = serde_saphyr::from_str(doc)
-            .map_err(|e| DocumentError::new(e, path, start - 1, Some("Application")))?;
-        app.origin = format!("{}:{start}", path.display());
-        apps.push(app);
+        let object: T = serde_saphyr::from_str(doc)
+            .map_err(|e| DocumentError::new(e, path, start - 1, Some(what)))?;
+        out.push((start, object));
     }
-    Ok(apps)
+    Ok(out)
 }
 
 /// Splits at `---` lines, keeping line counts (the separator line is dropped).

@@ -9,16 +9,24 @@ use crate::git::{self, RepoCache};
 
 use super::ArgoError;
 use super::application::{Application, read_documents};
+use super::image_updater::{self, ImageUpdater};
 use crate::config::applications::FromGit;
 
-/// Every Application found by the `fromGit` entries, and the problems met on the way (a file
-/// that is not YAML, say), each naming the file.
+/// What the `fromGit` files hold: Applications and `ImageUpdater` resources.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub apps: Vec<Application>,
+    pub updaters: Vec<ImageUpdater>,
+}
+
+/// Every Application and `ImageUpdater` found by the `fromGit` entries, and the problems met
+/// on the way (a file that is not YAML, say), each naming the file.
 pub async fn from_git(
     config: &Config,
     entries: &[FromGit],
     cache: &RepoCache,
-) -> Result<(Vec<Application>, Vec<String>), ArgoError> {
-    let mut apps = Vec::new();
+) -> Result<(Found, Vec<String>), ArgoError> {
+    let mut found = Found::default();
     let mut problems = Vec::new();
     for entry in entries {
         match &entry.repository {
@@ -33,7 +41,7 @@ pub async fn from_git(
                     checkout.path(),
                     &format!("{name}:"),
                     &entry.paths,
-                    &mut apps,
+                    &mut found,
                     &mut problems,
                 )?;
             }
@@ -41,20 +49,21 @@ pub async fn from_git(
                 config.base_dir(),
                 "",
                 &entry.paths,
-                &mut apps,
+                &mut found,
                 &mut problems,
             )?,
         }
     }
-    Ok((apps, problems))
+    Ok((found, problems))
 }
 
-/// Reads the Applications in files under `root` matching `globs` (relative, `/`-separated).
+/// Reads the Applications and `ImageUpdater` resources in files under `root` matching `globs`
+/// (relative, `/`-separated).
 pub fn read_tree(
     root: &Path,
     label: &str,
     globs: &[String],
-    apps: &mut Vec<Application>,
+    found: &mut Found,
     problems: &mut Vec<String>,
 ) -> Result<(), ArgoError> {
     let mut builder = globset::GlobSetBuilder::new();
@@ -92,10 +101,20 @@ pub fn read_tree(
         }
         let shown = format!("{label}{rel_s}");
         match std::fs::read_to_string(entry.path()) {
-            Ok(text) => match read_documents(Path::new(&shown), &text) {
-                Ok(found) => apps.extend(found),
-                Err(e) => problems.push(e.to_string()),
-            },
+            Ok(text) => {
+                let path = Path::new(&shown);
+                match read_documents(path, &text) {
+                    Ok(apps) => found.apps.extend(apps),
+                    Err(e) => problems.push(e.to_string()),
+                }
+                // A broken ImageUpdater is an error of its own, beside the file's Applications.
+                if text.contains(image_updater::KIND) {
+                    match image_updater::read_documents(path, &text) {
+                        Ok(updaters) => found.updaters.extend(updaters),
+                        Err(e) => problems.push(e.to_string()),
+                    }
+                }
+            }
             Err(e) => problems.push(format!("{shown}: cannot read: {e}")),
         }
     }

@@ -35,6 +35,7 @@ pub mod kubernetes;
 pub mod load;
 pub mod report;
 
+pub mod image_updater;
 pub mod in_place;
 pub mod outcome;
 pub mod override_file;

@@ -15,6 +15,9 @@ pub struct ApplicationReport {
     pub application: String,
     /// Where it was read from.
     pub origin: String,
+    /// The `ImageUpdater` resource entry that configures it; absent: its annotations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configured_by: Option<String>,
     pub images: Vec<ImageOutcome>,
     pub skipped_annotations: Vec<SkippedAnnotation>,
     pub problems: Vec<String>,
@@ -36,6 +39,7 @@ pub fn collect(
         .map(|(i, a)| ApplicationReport {
             application: a.app.id(),
             origin: a.app.origin.clone(),
+            configured_by: a.configured_by.clone(),
             images: images.iter().filter(|o| o.app == i).cloned().collect(),
             skipped_annotations: a.annotations.skipped.clone(),
             problems: a
@@ -69,6 +73,9 @@ pub fn text(reports: &[ApplicationReport]) -> String {
     let mut out = String::from("\nApplications:\n");
     for r in reports {
         out.push_str(&format!("  {} ({})\n", r.application, r.origin));
+        if let Some(by) = &r.configured_by {
+            out.push_str(&format!("    configured by {by}\n"));
+        }
         for i in &r.images {
             let place = match &i.file {
                 Some(f) => format!("{}:{f}", i.repository),

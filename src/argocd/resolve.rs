@@ -9,15 +9,17 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
+use crate::config::repository::WriteMode;
 use crate::git::RepositoryConfig;
 use crate::policy::{ImagePolicy, PolicyError, Strategy};
 
 use super::annotations::{
-    self, AnnotatedImage, AppAnnotations, GitBranch, GitCredentials, SkippedAnnotation,
-    UpdateStrategy, WriteBackMethod, WriteBackTarget,
+    self, AnnotatedImage, AppAnnotations, GitBranch, GitCredentials, PullRequestProvider,
+    SkippedAnnotation, UpdateStrategy, WriteBackMethod, WriteBackTarget,
 };
 use super::application::{Application, Source};
 use super::branch::BranchTemplate;
+use super::image_updater::Selected;
 
 /// Where an Application came from decides what `write-back-method: argocd` can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,7 +45,13 @@ pub struct ManagedApp {
     pub git_write: bool,
     /// App-level problems (no repository to write to, a method that cannot work here).
     pub problems: Vec<String>,
+    /// The `ImageUpdater` resource entry that configures it; `None`: its annotations.
+    pub configured_by: Option<String>,
 }
+
+/// What makes two units one repository target: the URL, the branch, the branch template and
+/// whether changes go through pull requests.
+type RepositoryKey = (String, String, Option<String>, bool);
 
 /// One source of an app, and where in which repository its changes go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,10 +133,32 @@ pub fn resolve<E: fmt::Display>(
     configured: &[RepositoryConfig],
     default_branch: &dyn Fn(&str) -> Result<String, E>,
 ) -> Resolved {
+    resolve_selected(
+        super::image_updater::select(apps, &[]).apps,
+        configured,
+        default_branch,
+    )
+}
+
+/// Resolves Applications whose configuration is already chosen
+/// ([`super::image_updater::select`]: from their annotations or an `ImageUpdater` resource);
+/// those with none are left out.
+pub fn resolve_selected<E: fmt::Display>(
+    apps: Vec<Selected>,
+    configured: &[RepositoryConfig],
+    default_branch: &dyn Fn(&str) -> Result<String, E>,
+) -> Resolved {
     let mut out = Resolved::default();
-    let mut repos: BTreeMap<(String, String, Option<String>), String> = BTreeMap::new();
-    for (app, origin) in apps {
-        let Some(mut annotations) = annotations::parse(&app.metadata.annotations) else {
+    let mut repos: BTreeMap<RepositoryKey, String> = BTreeMap::new();
+    for selected in apps {
+        let Selected {
+            app,
+            origin,
+            settings,
+            configured_by,
+            problems,
+        } = selected;
+        let Some(mut annotations) = settings else {
             continue;
         };
         let policies = annotations
@@ -153,16 +183,21 @@ pub fn resolve<E: fmt::Display>(
             units: Vec::new(),
             patch: false,
             git_write: false,
-            problems: Vec::new(),
+            problems,
+            configured_by,
         };
-        plan_units(
-            &mut managed,
-            origin,
-            configured,
-            default_branch,
-            &mut repos,
-            &mut out,
-        );
+        // Nothing to write for an app whose configuration names no image (a conflict between
+        // resources, say): it is only reported.
+        if !managed.annotations.images.is_empty() {
+            plan_units(
+                &mut managed,
+                origin,
+                configured,
+                default_branch,
+                &mut repos,
+                &mut out,
+            );
+        }
         out.apps.push(managed);
     }
     out
@@ -212,7 +247,7 @@ fn plan_units<E: fmt::Display>(
     origin: Origin,
     configured: &[RepositoryConfig],
     default_branch: &dyn Fn(&str) -> Result<String, E>,
-    repos: &mut BTreeMap<(String, String, Option<String>), String>,
+    repos: &mut BTreeMap<RepositoryKey, String>,
     out: &mut Resolved,
 ) {
     let sources: Vec<Source> = managed.app.sources().into_iter().cloned().collect();
@@ -412,7 +447,7 @@ fn repository_for<E: fmt::Display>(
     revision: Option<&str>,
     configured: &[RepositoryConfig],
     default_branch: &dyn Fn(&str) -> Result<String, E>,
-    repos: &mut BTreeMap<(String, String, Option<String>), String>,
+    repos: &mut BTreeMap<RepositoryKey, String>,
     out: &mut Resolved,
 ) -> Option<String> {
     let key_url = normalise_url(url);
@@ -484,10 +519,12 @@ fn repository_for<E: fmt::Display>(
         ));
         return None;
     }
+    let pull_request = managed.annotations.pull_request.clone();
     let key = (
         key_url.clone(),
         branch.clone(),
         target.as_ref().map(BranchTemplate::source),
+        pull_request.is_some(),
     );
     if let Some(name) = repos.get(&key) {
         return Some(name.clone());
@@ -503,8 +540,39 @@ fn repository_for<E: fmt::Display>(
             forge: None,
         },
     };
+    if let Some(pr) = &pull_request {
+        let (has_forge, name) = match pr.provider {
+            PullRequestProvider::GitHub => (
+                config.forge.as_ref().is_some_and(|f| f.github.is_some()),
+                "github",
+            ),
+            PullRequestProvider::GitLab => (
+                config.forge.as_ref().is_some_and(|f| f.gitlab.is_some()),
+                "gitlab",
+            ),
+        };
+        if !has_forge {
+            managed.problems.push(format!(
+                "{} asks for pull requests on {name}, and {} has no `forge.{name}` (API URL and \
+                 token) in tagpilot.yaml `repositories:`; nothing is written",
+                pr.field,
+                crate::git::auth::redact_url(url)
+            ));
+            return None;
+        }
+        config.write.mode = WriteMode::PullRequest;
+        for l in &pr.labels {
+            if !config.write.labels.contains(l) {
+                config.write.labels.push(l.clone());
+            }
+        }
+    }
     let base_name = config.name.clone();
-    if config.branch != branch || (matched.is_some() && target.is_some()) {
+    if config.branch != branch
+        || (matched.is_some() && target.is_some())
+        || (matched.is_some_and(|m| m.write.mode != WriteMode::PullRequest)
+            && pull_request.is_some())
+    {
         config.name = format!("{base_name}@{branch}");
     }
     config.branch = branch;

@@ -313,12 +313,14 @@ async fn collect_applications<R: Registry>(
         .as_ref()
         .expect("called with applications configured");
     let mut apps: Vec<(Application, Origin)> = Vec::new();
+    let mut updaters = Vec::new();
     let mut load_problems = Vec::new();
     if !apps_config.from_git.is_empty() {
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         let (found, problems) =
             argocd::load::from_git(config, &apps_config.from_git, cache).await?;
-        apps.extend(found.into_iter().map(|a| (a, Origin::Git)));
+        apps.extend(found.apps.into_iter().map(|a| (a, Origin::Git)));
+        updaters.extend(found.updaters);
         load_problems.extend(problems);
     }
     match (input.cluster, &apps_config.from_cluster) {
@@ -330,8 +332,15 @@ async fn collect_applications<R: Registry>(
             .push("applications.fromCluster is set but no cluster was read".to_string()),
         (None, None) => {}
     }
-    let mut resolved = argocd::resolve(
-        apps,
+    // Which configuration counts for each Application: its annotations, or the ImageUpdater
+    // resource that selects it.
+    let selection = argocd::image_updater::select(apps, &updaters);
+    load_problems.extend(selection.problems);
+    for warning in &selection.warnings {
+        tracing::warn!("{warning}");
+    }
+    let mut resolved = argocd::resolve::resolve_selected(
+        selection.apps,
         &config.repositories,
         &argocd::load::remote_default_branch,
     );

@@ -147,6 +147,81 @@ async fn golden_applications_plan_then_apply_in_one_commit() {
     assert!(again.plan.changes.is_empty(), "{:?}", again.plan.changes);
 }
 
+/// The Applications of the `applications` golden case, configured by `ImageUpdater` resources
+/// instead of annotations (`tests/golden/argocd/image-updater/`): name patterns, a label
+/// selector, per-image settings, Helm and kustomize targets, a field not honoured, and git
+/// write-back to a branch of its own. The same files change in the same way.
+#[tokio::test]
+async fn image_updater_resources_give_the_same_updates_as_the_annotations() {
+    let case = golden::case_dir("argocd", "image-updater");
+    let registry =
+        MemoryRegistry::from_yaml(&std::fs::read_to_string(case.join("registry.yaml")).unwrap())
+            .unwrap();
+
+    // Once from annotations, to main ...
+    let annotated = BareRepo::new();
+    push_tree(&annotated, &golden().join("in"), &[]);
+    let dir_a = tempfile::tempdir().unwrap();
+    let config_a = tagpilot_yaml(dir_a.path(), &annotated, "\"argocd/**\"");
+    let by_annotations = run(&config_a, dir_a.path(), &registry, false).await;
+
+    // ... once from resources, to the branch `image-updates` they name.
+    let repo = BareRepo::new();
+    push_tree(&repo, &case.join("in"), &[]);
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/**\"");
+    let planned = run(&config, dir.path(), &registry, true).await;
+    let text = argocd::report::text(planned.applications.as_deref().unwrap())
+        .replace(&repo.file_url(), "REPO_URL");
+    golden::assert_text(&case.join("plan.txt"), &text);
+    assert!(
+        planned.plan.problems.is_empty(),
+        "{:?}",
+        planned.plan.problems
+    );
+    let by_resources = run(&config, dir.path(), &registry, false).await;
+    for r in &by_resources.plan.repositories {
+        assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
+    }
+    assert_eq!(repo.rev("main").unwrap(), before, "main is left alone");
+    assert_eq!(
+        repo.rev("image-updates~1").as_deref(),
+        Some(before.as_str()),
+        "one commit on the branch for every app"
+    );
+
+    // The same plan: every change the same file, from the same value to the same value.
+    let changes = |c: &Cycle| {
+        let mut v: Vec<(String, String, String)> = c
+            .plan
+            .changes
+            .iter()
+            .map(|c| (c.file.clone(), c.from.clone(), c.to.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(!changes(&by_annotations).is_empty());
+    pretty_assertions::assert_eq!(changes(&by_resources), changes(&by_annotations));
+    // And the same files written, byte for byte.
+    let changed = |r: &BareRepo, branch: &str| -> Vec<(String, String)> {
+        git(&r.path(), &["diff", "--name-only", "main~1", branch])
+            .lines()
+            .map(|f| (f.to_string(), r.show(branch, f)))
+            .collect()
+    };
+    let annotated_files = changed(&annotated, "main");
+    let resource_files: Vec<(String, String)> = git(
+        &repo.path(),
+        &["diff", "--name-only", "main", "image-updates"],
+    )
+    .lines()
+    .map(|f| (f.to_string(), repo.show("image-updates", f)))
+    .collect();
+    pretty_assertions::assert_eq!(resource_files, annotated_files);
+}
+
 #[tokio::test]
 async fn five_apps_on_one_repository_make_one_commit_and_one_tag_listing() {
     let repo = BareRepo::new();
