@@ -6,6 +6,7 @@
 //! - `yaml_error` — one rendering of YAML errors with `file:line:column`.
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
+//! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
 //! - [`select`] — tag selection (pure).
 //! - [`registry`] — the OCI registry edge, and an in-memory registry for tests.
 //! - [`manifest`] — finding image fields in YAML and editing them surgically (pure).
@@ -24,6 +25,7 @@ pub mod apply;
 pub mod argocd;
 pub mod config;
 pub mod engine;
+pub mod files;
 pub mod forge;
 pub mod git;
 pub mod image;

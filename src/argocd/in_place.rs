@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::files::{self, Files};
 use crate::image::Repository;
 use crate::manifest::{self, FieldKind};
 use crate::policy::{HelmPaths, ImagePolicy, Target};
@@ -156,14 +157,15 @@ pub(crate) fn targets(
     }
 }
 
-/// What Argo CD would detect in `dir`.
-pub(crate) fn detect(dir: &Path) -> SourceKind {
+/// What Argo CD would detect in the directory `root` of `files`.
+pub(crate) fn detect(files: &dyn Files, root: &str) -> SourceKind {
+    let dir = Path::new(root);
     if ["kustomization.yaml", "kustomization.yml", "Kustomization"]
         .iter()
-        .any(|f| dir.join(f).is_file())
+        .any(|f| files.is_file(&dir.join(f)))
     {
         SourceKind::Kustomize
-    } else if dir.join("Chart.yaml").is_file() {
+    } else if files.is_file(&dir.join("Chart.yaml")) {
         SourceKind::Helm
     } else {
         SourceKind::Directory
@@ -186,9 +188,11 @@ pub enum FilesError {
 
 /// The manifests of a Directory source, repository-relative: `.yaml`/`.yml` files under `root`
 /// (below it only with `recurse`), kept by `include` and dropped by `exclude`. A pattern
-/// matches the path relative to `root` or the file name.
+/// matches the path relative to `root` or the file name. Hidden files and directories are left
+/// out, as Argo CD leaves them out. Found by binary search in the tree's sorted list, so a
+/// repository of thousands of Applications is not walked once per Application.
 pub(crate) fn manifest_files(
-    checkout: &Path,
+    files: &dyn Files,
     root: &str,
     recurse: bool,
     include: Option<&str>,
@@ -206,25 +210,26 @@ pub(crate) fn manifest_files(
     };
     let include = include.filter(|s| !s.is_empty()).map(glob).transpose()?;
     let exclude = exclude.filter(|s| !s.is_empty()).map(glob).transpose()?;
-    let dir = checkout.join(root);
-    if !dir.is_dir() {
+    let dir = Path::new(root);
+    if !files.is_dir(dir) {
         return Err(FilesError::NoPath(resolve::display(root).to_string()));
     }
     let mut out = Vec::new();
-    let walker = walkdir::WalkDir::new(&dir)
-        .sort_by_file_name()
-        .max_depth(if recurse { usize::MAX } else { 1 })
-        .into_iter()
-        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
-    for entry in walker.filter_map(Result::ok) {
-        if !entry.file_type().is_file() {
+    for path in files::manifests_under(files, dir) {
+        let rel = path.strip_prefix(dir).unwrap_or(path);
+        if !recurse && rel.components().count() > 1 {
             continue;
         }
-        let name = entry.file_name().to_string_lossy().to_string();
-        if !(name.ends_with(".yaml") || name.ends_with(".yml")) {
+        if rel
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        {
             continue;
         }
-        let rel = entry.path().strip_prefix(&dir).unwrap_or(entry.path());
+        let name = rel
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let rel_s = slash(rel);
         let hit = |m: &globset::GlobMatcher| m.is_match(&rel_s) || m.is_match(&name);
         if include.as_ref().is_some_and(|m| !hit(m)) || exclude.as_ref().is_some_and(hit) {
@@ -253,18 +258,18 @@ pub(crate) fn describe_files(files: &[String]) -> String {
 /// The image's current tag and digest as the source's own files hold it (the kustomization's
 /// `images:`, a workload, Helm values): where Argo CD starts before any override.
 pub(crate) fn current_in_source(
-    checkout: &Path,
+    files: &dyn Files,
     root: &str,
     image: &AnnotatedImage,
     policy: &ImagePolicy,
 ) -> Option<(Option<String>, Option<String>)> {
-    let files = manifest_files(checkout, root, true, None, None).ok()?;
+    let paths = manifest_files(files, root, true, None, None).ok()?;
     let helm = targets(&[], "", image, true)
         .into_iter()
         .filter_map(|t| t.helm)
         .collect::<Vec<_>>();
-    for f in files {
-        let Ok(text) = std::fs::read_to_string(checkout.join(&f)) else {
+    for f in paths {
+        let Ok(Ok(text)) = files.read(Path::new(&f)).map(String::from_utf8) else {
             continue;
         };
         let Ok(fields) = manifest::scan(Path::new(&f), &text, &helm) else {
@@ -346,9 +351,10 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, "a: 1\n").unwrap();
         }
-        let flat = manifest_files(dir.path(), "app", false, None, Some("skip.yaml")).unwrap();
+        let files = crate::files::Directory::open(dir.path()).unwrap();
+        let flat = manifest_files(&files, "app", false, None, Some("skip.yaml")).unwrap();
         assert_eq!(flat, vec!["app/a.yaml", "app/b.yml"]);
-        let deep = manifest_files(dir.path(), "app", true, Some("{a.yaml,sub/*}"), None).unwrap();
+        let deep = manifest_files(&files, "app", true, Some("{a.yaml,sub/*}"), None).unwrap();
         assert_eq!(deep, vec!["app/a.yaml", "app/sub/c.yaml"]);
     }
 }

@@ -2,9 +2,10 @@
 //! default branch (`targetRevision: HEAD`). Reads only; a file that cannot be read or parsed is
 //! reported and the others are still used.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::config::Config;
+use crate::files::{self, Directory, Files};
 use crate::git::{self, RepoCache};
 
 use super::ArgoError;
@@ -36,9 +37,9 @@ pub async fn from_git(
                     .iter()
                     .find(|r| &r.name == name)
                     .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
-                let checkout = git::checkout(cache, repo).await?;
+                let files = git::snapshot(cache, repo).await?;
                 read_tree(
-                    checkout.path(),
+                    &files,
                     &format!("{name}:"),
                     &entry.paths,
                     &mut found,
@@ -46,7 +47,7 @@ pub async fn from_git(
                 )?;
             }
             None => read_tree(
-                config.base_dir(),
+                &Directory::open(config.base_dir()).map_err(crate::plan::PlanError::from)?,
                 "",
                 &entry.paths,
                 &mut found,
@@ -57,10 +58,10 @@ pub async fn from_git(
     Ok((found, problems))
 }
 
-/// Reads the Applications and `ImageUpdater` resources in files under `root` matching `globs`
-/// (relative, `/`-separated).
+/// Reads the Applications and `ImageUpdater` resources in the manifests of `files` matching
+/// `globs` (relative, `/`-separated).
 pub fn read_tree(
-    root: &Path,
+    files: &dyn Files,
     label: &str,
     globs: &[String],
     found: &mut Found,
@@ -82,43 +83,57 @@ pub fn read_tree(
         what: "applications.fromGit paths".into(),
         source,
     })?;
-    let walker = walkdir::WalkDir::new(root)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.'));
-    for entry in walker.filter_map(Result::ok) {
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
-        let rel_s = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/");
-        if !set.is_match(&rel_s) || !(rel_s.ends_with(".yaml") || rel_s.ends_with(".yml")) {
-            continue;
-        }
-        let shown = format!("{label}{rel_s}");
-        match std::fs::read_to_string(entry.path()) {
-            Ok(text) => {
+    let paths: Vec<&Path> = files
+        .manifests()
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|rel| {
+            // Hidden files are not Applications' places either (`.argocd-source-*.yaml`).
+            !rel.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                && set.is_match(rel)
+        })
+        .collect();
+    // Thousands of Applications: read and parse them on every core, keep the file order.
+    let read = |rel: &&Path| {
+        let shown = format!("{label}{}", slash(rel));
+        let mut out = Found::default();
+        let mut problems = Vec::new();
+        match files.read(rel).map(String::from_utf8) {
+            Ok(Ok(text)) => {
                 let path = Path::new(&shown);
                 match read_documents(path, &text) {
-                    Ok(apps) => found.apps.extend(apps),
+                    Ok(apps) => out.apps.extend(apps),
                     Err(e) => problems.push(e.to_string()),
                 }
                 // A broken ImageUpdater is an error of its own, beside the file's Applications.
                 if text.contains(image_updater::KIND) {
                     match image_updater::read_documents(path, &text) {
-                        Ok(updaters) => found.updaters.extend(updaters),
+                        Ok(updaters) => out.updaters.extend(updaters),
                         Err(e) => problems.push(e.to_string()),
                     }
                 }
             }
+            Ok(Err(_)) => problems.push(format!("{shown}: not UTF-8 text")),
             Err(e) => problems.push(format!("{shown}: cannot read: {e}")),
         }
+        (out, problems)
+    };
+    let results = files::blocking(|| files::parallel_map(&paths, read));
+    for (out, mut p) in results {
+        found.apps.extend(out.apps);
+        found.updaters.extend(out.updaters);
+        problems.append(&mut p);
     }
     Ok(())
+}
+
+/// `a/b/c.yaml`, whatever the platform's separator.
+fn slash(p: &Path) -> String {
+    p.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// The branch a remote's `HEAD` points at (`git ls-remote --symref URL HEAD`). Only for

@@ -8,13 +8,15 @@
 //! same field (see [`super::in_place`]); each image's outcome is still reported on its own.
 //! `.argocd-source-<app>.yaml` files ([`super::override_file`]) are Image
 //! Updater's format, written whole as Image Updater does, with the same tag selection.
-//! Writes nothing: the checkout is read, the result is returned.
+//! Writes nothing: the repository's tree is read (a commit, through [`crate::files::Files`]),
+//! the result is returned.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::files::{Files, FilesError};
 use crate::git::{self, ChangeGroup, RepositoryConfig};
-use crate::plan::{self, Change, Plan, Progress, Scope};
+use crate::plan::{self, Change, Plan, Progress};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 
@@ -70,25 +72,23 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         self.resolved.apps_in(repository).next().is_some()
     }
 
-    /// Plans every app unit in `repository` on `checkout`.
-    pub async fn plan_checkout(
+    /// Plans every app unit in `repository` on its tree `files`.
+    pub async fn plan_files(
         &self,
         repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &dyn Files,
     ) -> Result<RepositoryPlan, ArgoError> {
         let name = repository.name.as_str();
         let mut out = RepositoryPlan::default();
         let mut jobs = Vec::new();
         for (a, app) in self.resolved.apps_in(name) {
             for unit in app.units.iter().filter(|u| u.repository == name) {
-                self.plan_unit(a, app, unit, repository, checkout, &mut out, &mut jobs)
+                self.plan_unit(a, app, unit, repository, files, &mut out, &mut jobs)
                     .await?;
             }
         }
         for batch in batches(&jobs) {
-            let walked = self
-                .plan_batch(&batch, repository, checkout, &mut out)
-                .await?;
+            let walked = self.plan_batch(&batch, repository, files, &mut out).await?;
             out.in_place.push(walked);
         }
         Ok(out)
@@ -102,17 +102,13 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         &self,
         batch: &[&InPlace],
         repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &dyn Files,
         out: &mut RepositoryPlan,
     ) -> Result<Plan, ArgoError> {
-        let scope = Scope {
-            root: checkout.to_path_buf(),
-            repository: Some(repository.name.clone()),
-            exclude: vec![],
-        };
         let policies: Vec<ImagePolicy> = batch.iter().map(|j| j.policy.clone()).collect();
         let registry = Recording::new(self.registry);
-        let p = plan::plan(&scope, &policies, &registry, self.progress).await?;
+        let p =
+            plan::plan_files(files, &repository.name, &policies, &registry, self.progress).await?;
         for job in batch {
             let name = job.policy.name.as_str();
             let outcome = &mut out.images[job.outcome];
@@ -157,13 +153,11 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         app: &ManagedApp,
         unit: &Unit,
         repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &dyn Files,
         out: &mut RepositoryPlan,
         jobs: &mut Vec<InPlace>,
     ) -> Result<(), ArgoError> {
-        let kind = unit
-            .kind
-            .unwrap_or_else(|| detect(&checkout.join(&unit.root)));
+        let kind = unit.kind.unwrap_or_else(|| detect(files, &unit.root));
         let source = app.app.sources()[unit.source];
         let problem = |out: &mut RepositoryPlan, message: String| {
             out.app_problems
@@ -174,7 +168,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             | (UnitWrite::OverrideFile { .. }, SourceKind::Directory) => {
                 let d = source.directory.clone().unwrap_or_default();
                 match manifest_files(
-                    checkout,
+                    files,
                     &unit.root,
                     d.recurse,
                     d.include.as_deref(),
@@ -191,7 +185,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 match ["kustomization.yaml", "kustomization.yml", "Kustomization"]
                     .iter()
                     .map(|f| resolve::join(dir, f))
-                    .find(|f| checkout.join(f).is_file())
+                    .find(|f| files.is_file(Path::new(f)))
                 {
                     Some(f) => (vec![f], false),
                     None => {
@@ -207,7 +201,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 }
             }
             (UnitWrite::HelmValues { file }, _) => {
-                if !checkout.join(file).is_file() {
+                if !files.is_file(Path::new(file)) {
                     problem(
                         out,
                         format!("write-back-target: values file {file} does not exist"),
@@ -222,7 +216,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                     return Ok(());
                 }
                 return self
-                    .plan_override(a, app, unit, kind, file, repository, checkout, out)
+                    .plan_override(a, app, unit, kind, file, repository, files, out)
                     .await;
             }
         };
@@ -267,13 +261,17 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         kind: SourceKind,
         file: &str,
         repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &dyn Files,
         out: &mut RepositoryPlan,
     ) -> Result<(), ArgoError> {
-        let path = checkout.join(file);
-        let original = match std::fs::read_to_string(&path) {
-            Ok(t) => Some(t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        let original = match files.read(Path::new(file)).map(String::from_utf8) {
+            Ok(Ok(t)) => Some(t),
+            Err(FilesError::NotFound) => None,
+            Ok(Err(_)) => {
+                out.app_problems
+                    .push((a, format!("cannot read {file}: not UTF-8 text")));
+                return Ok(());
+            }
             Err(e) => {
                 out.app_problems
                     .push((a, format!("cannot read {file}: {e}")));
@@ -304,7 +302,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             &mut overrides,
             kind,
             &target,
-            |image, policy| current_in_source(checkout, &unit.root, image, policy),
+            |image, policy| current_in_source(files, &unit.root, image, policy),
             |policy| {
                 format!(
                     "no reference to {} under {}; set force-update to write it anyway",

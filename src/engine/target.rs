@@ -1,17 +1,17 @@
 //! A target is one repository and branch, whatever named it: policy files, Applications kept in
 //! git, Applications read from the cluster. [`TargetPlanner`] plans every source of a target on
-//! the one checkout the writer hands it, joins their plans ([`super::merge`]) and returns the
+//! the one tree the writer hands it (a commit read from the clone cache), joins their plans ([`super::merge`]) and returns the
 //! change groups with the plan itself, so one target costs one clone, one plan and one commit
 //! (or one pull request per group).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
 
 use crate::argocd::branch::{BranchChange, BranchTemplate};
 use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan, git_change};
 use crate::argocd::resolve::{self, Resolved};
-use crate::git::{self, ChangeGroup, Planned, Replanner, RepositoryConfig};
-use crate::plan::{self, Plan, Progress, Scope};
+use crate::files::Files;
+use crate::git::{self, ChangeGroup, CommitFiles, Planned, Replanner, RepositoryConfig};
+use crate::plan::{self, Plan, Progress};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 
@@ -120,21 +120,18 @@ impl<R: Registry> TargetPlanner<'_, R> {
     async fn plan_target(
         &self,
         repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &dyn Files,
     ) -> Result<Planned<TargetPlan>, EngineError> {
         let name = repository.name.as_str();
         let mut parts = Vec::new();
         if self.files_name(name) {
-            let scope = Scope {
-                root: checkout.to_path_buf(),
-                repository: Some(name.to_owned()),
-                exclude: vec![],
-            };
-            parts.push(plan::plan(&scope, self.policies, self.registry, self.progress).await?);
+            parts.push(
+                plan::plan_files(files, name, self.policies, self.registry, self.progress).await?,
+            );
         }
         let mut apps = RepositoryPlan::default();
         if let Some(planner) = self.apps.as_ref().filter(|a| a.writes_to(name)) {
-            apps = planner.plan_checkout(repository, checkout).await?;
+            apps = planner.plan_files(repository, files).await?;
             parts.append(&mut apps.in_place);
             parts.push(std::mem::take(&mut apps.plan));
         }
@@ -237,11 +234,13 @@ impl<R: Registry> Replanner for TargetPlanner<'_, R> {
     type Plan = TargetPlan;
     type Error = EngineError;
 
+    /// The repository's tree is read from the clone cache's object database (the writer's
+    /// [`CommitFiles`]); the planners see it only as [`Files`].
     async fn plan(
         &self,
         repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &CommitFiles,
     ) -> Result<Planned<TargetPlan>, EngineError> {
-        self.plan_target(repository, checkout).await
+        self.plan_target(repository, files).await
     }
 }

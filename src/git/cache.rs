@@ -1,5 +1,5 @@
 //! The clone cache: one bare repository per configured remote under `--cache-dir`, fetched
-//! incrementally, and fresh checkouts of a fetched commit for the planner to read.
+//! incrementally, and a fetched commit's files for the planner to read.
 //!
 //! Fetches are full, not shallow: libgit2 (1.9) cannot push from a shallow clone whose tip has
 //! parents it never fetched — its pack builder walks into the missing parent and fails with
@@ -8,17 +8,17 @@
 //!
 //! The cache is disposable. A repository is marked usable only after its first fetch completed;
 //! anything else found on disk (a crash mid-clone, a corrupted object store) is wiped and cloned
-//! again rather than trusted. The planner never sees the cache itself, only a temporary checkout,
-//! so nothing it does can leave the cache dirty. One tagpilot process per cache directory.
+//! again rather than trusted. The planner never sees the cache itself, only a commit's files read
+//! from its object database ([`super::tree`]), so nothing it does can leave the cache dirty, and
+//! no work tree is ever written. One tagpilot process per cache directory.
 
 use std::path::{Path, PathBuf};
 
-use git2::{
-    AutotagOption, ErrorClass, FetchOptions, Oid, Repository, TreeWalkMode, TreeWalkResult,
-};
+use git2::{AutotagOption, ErrorClass, FetchOptions, Oid, Repository};
 use sha2::Digest as _;
 
 use super::auth::{AuthError, ConnectFailure, Connector, redact_url};
+use super::tree::CommitFiles;
 use super::{GitError, Libgit2Error};
 use crate::config::repository::RepositoryConfig;
 
@@ -37,19 +37,6 @@ pub enum CacheError {
     Io(#[source] std::io::Error),
     #[error("{0}")]
     Git(#[source] Libgit2Error),
-    /// A file of the tree could not be written out for the planner.
-    #[error("{}: {source}", path.display())]
-    Export {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{}: {source}", path.display())]
-    SymlinkTarget {
-        path: PathBuf,
-        #[source]
-        source: std::str::Utf8Error,
-    },
 }
 
 impl From<git2::Error> for CacheError {
@@ -101,36 +88,18 @@ impl RepoCache {
     }
 }
 
-/// A commit of the base branch written out for the planner; deleted on drop.
-#[derive(Debug)]
-pub struct Checkout {
-    dir: tempfile::TempDir,
-    commit: Oid,
-}
-
-impl Checkout {
-    /// The root of the checked-out tree.
-    pub fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// The commit checked out (the fetched tip of the base branch).
-    pub fn commit(&self) -> String {
-        self.commit.to_string()
-    }
-}
-
-/// Fetches `repo`'s base branch into the cache and checks its tip out into a temporary
-/// directory, for `tagpilot plan` on a remote repository. Writes nothing remote.
-pub async fn checkout(cache: &RepoCache, repo: &RepositoryConfig) -> Result<Checkout, GitError> {
+/// Fetches `repo`'s base branch into the cache and opens its tip's files for reading, straight
+/// from the object database: `tagpilot plan` on a remote repository, and Applications kept in
+/// git. Writes nothing remote and no work tree.
+pub async fn snapshot(cache: &RepoCache, repo: &RepositoryConfig) -> Result<CommitFiles, GitError> {
     let (cache, repo) = (cache.clone(), repo.clone());
     tokio::task::spawn_blocking(move || {
         let dir = cache.repo_dir(&repo);
         let (git, fetched) = sync(&dir, &repo)?;
-        checkout_commit(&git, &repo, fetched.base_tip)
+        commit_files(git, &dir, &repo, fetched.base_tip)
     })
     .await
-    .expect("git checkout task panicked")
+    .expect("git snapshot task panicked")
 }
 
 /// What a fetch found on the remote.
@@ -371,83 +340,14 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
     })
 }
 
-/// Writes the tree of `commit` into a fresh temporary directory.
-pub(crate) fn checkout_commit(
-    git: &Repository,
+/// The files of `commit` in the cached repository `git` (at `dir`), for the planner.
+pub(crate) fn commit_files(
+    git: Repository,
+    dir: &Path,
     repo: &RepositoryConfig,
     commit: Oid,
-) -> Result<Checkout, GitError> {
-    let dir = tempfile::Builder::new()
-        .prefix("tagpilot-checkout-")
-        .tempdir()
-        .map_err(|e| cache_error(repo, Path::new("(temporary checkout)"), CacheError::Io(e)))?;
-    export_tree(git, commit, dir.path()).map_err(|e| cache_error(repo, dir.path(), e))?;
-    Ok(Checkout { dir, commit })
-}
-
-fn export_tree(git: &Repository, commit: Oid, target: &Path) -> Result<(), CacheError> {
-    let tree = git.find_commit(commit).and_then(|c| c.tree())?;
-    let mut failure = None;
-    let walked = tree.walk(TreeWalkMode::PreOrder, |parent, entry| {
-        let Ok(name) = entry.name() else {
-            return TreeWalkResult::Skip;
-        };
-        // A hostile tree could name an entry `..` or `.git`; never write outside the target.
-        if name == "." || name == ".." || name.eq_ignore_ascii_case(".git") || name.contains('/') {
-            return TreeWalkResult::Skip;
-        }
-        let path = target.join(parent).join(name);
-        let result = match entry.kind() {
-            Some(git2::ObjectType::Tree) => {
-                std::fs::create_dir_all(&path).map_err(|source| CacheError::Export {
-                    path: path.clone(),
-                    source,
-                })
-            }
-            Some(git2::ObjectType::Blob) => write_blob(git, entry.id(), entry.filemode(), &path),
-            // Submodules are other repositories: not ours to plan on.
-            _ => Ok(()),
-        };
-        match result {
-            Ok(()) => TreeWalkResult::Ok,
-            Err(e) => {
-                failure = Some(e);
-                TreeWalkResult::Abort
-            }
-        }
-    });
-    match (failure, walked) {
-        (Some(e), _) => Err(e),
-        (None, Err(e)) => Err(e.into()),
-        (None, Ok(())) => Ok(()),
-    }
-}
-
-fn write_blob(git: &Repository, id: Oid, mode: i32, path: &Path) -> Result<(), CacheError> {
-    let blob = git.find_blob(id)?;
-    let export = |source| CacheError::Export {
-        path: path.to_owned(),
-        source,
-    };
-    if mode == i32::from(git2::FileMode::Link) {
-        #[cfg(unix)]
-        {
-            let target = std::str::from_utf8(blob.content()).map_err(|source| {
-                CacheError::SymlinkTarget {
-                    path: path.to_owned(),
-                    source,
-                }
-            })?;
-            return std::os::unix::fs::symlink(target, path).map_err(export);
-        }
-    }
-    std::fs::write(path, blob.content()).map_err(export)?;
-    #[cfg(unix)]
-    if mode == i32::from(git2::FileMode::BlobExecutable) {
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).map_err(export)?;
-    }
-    Ok(())
+) -> Result<CommitFiles, GitError> {
+    CommitFiles::open(git, dir, commit).map_err(|e| cache_error(repo, dir, e))
 }
 
 #[cfg(test)]

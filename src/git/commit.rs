@@ -215,4 +215,77 @@ mod tests {
         // Writing the same content again gives the same tree: the basis of "no empty commits".
         assert_eq!(apply_files(&git, &tree, &files).unwrap(), tree.id());
     }
+
+    #[test]
+    fn a_commit_tree_holds_exactly_the_changed_blobs_and_keeps_file_modes() {
+        use git2::FileMode;
+        let dir = tempfile::tempdir().unwrap();
+        let git = Repository::init_bare(dir.path()).unwrap();
+        let empty = git.treebuilder(None).unwrap().write().unwrap();
+        let mut seed = git2::build::TreeUpdateBuilder::new();
+        for (path, content, mode) in [
+            ("apps/a.yaml", "image: a:1\n", FileMode::Blob),
+            ("apps/b.yaml", "image: b:1\n", FileMode::Blob),
+            ("bin/render.yaml", "image: r:1\n", FileMode::BlobExecutable),
+            ("apps/link.yaml", "a.yaml", FileMode::Link),
+        ] {
+            seed.upsert(path, git.blob(content.as_bytes()).unwrap(), mode);
+        }
+        let base = git
+            .find_tree(
+                seed.create_updated(&git, &git.find_tree(empty).unwrap())
+                    .unwrap(),
+            )
+            .unwrap();
+        let files: BTreeMap<PathBuf, String> = [
+            ("apps/a.yaml", "image: a:2\n"),
+            ("bin/render.yaml", "image: r:2\n"),
+        ]
+        .into_iter()
+        .map(|(p, t)| (PathBuf::from(p), t.to_owned()))
+        .collect();
+        let new = git
+            .find_tree(apply_files(&git, &base, &files).unwrap())
+            .unwrap();
+        let diff = git
+            .diff_tree_to_tree(Some(&base), Some(&new), None)
+            .unwrap();
+        let changed: Vec<(String, i32, i32)> = diff
+            .deltas()
+            .map(|d| {
+                (
+                    d.new_file().path().unwrap().display().to_string(),
+                    i32::from(d.old_file().mode()),
+                    i32::from(d.new_file().mode()),
+                )
+            })
+            .collect();
+        let (blob, exec) = (
+            i32::from(FileMode::Blob),
+            i32::from(FileMode::BlobExecutable),
+        );
+        assert_eq!(
+            changed,
+            [
+                ("apps/a.yaml".to_owned(), blob, blob),
+                ("bin/render.yaml".to_owned(), exec, exec),
+            ]
+        );
+        let content = |tree: &git2::Tree<'_>, p: &str| {
+            let id = tree.get_path(Path::new(p)).unwrap().id();
+            String::from_utf8(git.find_blob(id).unwrap().content().to_vec()).unwrap()
+        };
+        assert_eq!(content(&new, "bin/render.yaml"), "image: r:2\n");
+        let link = new.get_path(Path::new("apps/link.yaml")).unwrap();
+        assert_eq!(link.filemode(), i32::from(FileMode::Link));
+        assert_eq!(content(&new, "apps/link.yaml"), "a.yaml");
+        // A link is never written through or replaced.
+        let over_link = [(PathBuf::from("apps/link.yaml"), "image: x\n".to_owned())]
+            .into_iter()
+            .collect();
+        assert!(matches!(
+            apply_files(&git, &base, &over_link),
+            Err(CommitError::NotRegularFile { .. })
+        ));
+    }
 }

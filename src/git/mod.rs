@@ -1,7 +1,9 @@
 //! Git write-back: keep a clone of each remote manifest repository, let the planner plan on
 //! its base branch, and push the result as commits that never lose anyone else's work.
 //!
-//! This is the only module that touches a git repository or a work tree. It never force-pushes
+//! This is the only module that touches a git repository. It writes no work tree: the planner
+//! reads a commit's blobs through [`crate::files::Files`], and commits are built from the
+//! changed blobs over the base tree. It never force-pushes
 //! a shared branch: the base branch is pushed fast-forward only, and a rejected push means
 //! fetch, plan again on the new tip, and retry. Only a branch tagpilot owns (`write.branch`
 //! other than the base) is rewritten, and then only with a lease on the value last fetched.
@@ -11,7 +13,9 @@
 //! - [`message`]: change groups and commit messages (pure).
 //! - [`auth`]: credentials, SSH host key checking, URL redaction.
 //! - [`sign`]: SSH and OpenPGP commit signatures, in-process.
-//! - [`cache`]: the clone cache under `--cache-dir`, and checkouts for the planner.
+//! - [`cache`]: the clone cache under `--cache-dir`.
+//! - [`tree`]: a fetched commit's files read from the object database for the planner (no
+//!   work tree is written).
 //! - [`write`]: the fetch/plan/push/retry loop.
 //! - [`commit`]: commits built from change groups in the cache's object store, signed if asked.
 //! - [`push`]: pushes without force, or with a lease on a branch tagpilot owns.
@@ -28,14 +32,16 @@ pub mod message;
 pub mod proposal;
 pub mod push;
 pub mod sign;
+pub mod tree;
 pub mod write;
 
-pub use cache::{Checkout, RepoCache, checkout};
+pub use cache::{RepoCache, snapshot};
 pub use config::{
     AuthConfig, Author, Grouping, ProvidedToken, RepositoryConfig, SigningConfig, WriteConfig,
     WriteMode,
 };
 pub use message::{Change, ChangeGroup, DEFAULT_COMMIT_MESSAGE, POLICY_TRAILER};
+pub use tree::CommitFiles;
 pub use write::{
     Planned, PushedCommit, Replanner, RepositoryReport, WriteOptions, WriteOutcome, WriteStatus,
     write_all, write_planned, write_repository, write_repository_with,

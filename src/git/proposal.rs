@@ -59,20 +59,20 @@ pub async fn prepare<P: Replanner>(
     // In pull-request mode the target branch is the base, so only the base is fetched here;
     // the group branches are fetched by name once the groups are known.
     let base_only = repo.clone();
-    let (base_tip, checkout) = blocking(move || {
+    let (base_tip, files) = blocking(move || {
         let (git, fetched) = cache::sync(&dir, &base_only)?;
-        let checkout = cache::checkout_commit(&git, &base_only, fetched.base_tip)?;
-        Ok((fetched.base_tip, checkout))
+        let files = cache::commit_files(git, &dir, &base_only, fetched.base_tip)?;
+        Ok((fetched.base_tip, files))
     })
     .await?;
     let planned = planner
-        .plan(repo, checkout.path())
+        .plan(repo, &files)
         .await
         .map_err(|e| GitError::Plan {
             repository: repo.name.clone(),
             source: Box::new(e),
         })?;
-    drop(checkout);
+    drop(files);
     let prepared = Prepared {
         base_tip,
         groups: regroup(&repo.name, repo.write.group, planned.groups),

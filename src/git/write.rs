@@ -22,6 +22,7 @@ use super::commit::{build_commits, same_proposal};
 use super::message::{ChangeGroup, regroup};
 use super::push::{AttemptError, push};
 use super::sign::{self, Signer};
+use super::tree::CommitFiles;
 use crate::config::repository::{ConfigError, RepositoryConfig};
 
 /// What a planner found on one checkout: the change groups to commit, and its own account of
@@ -53,20 +54,20 @@ impl Planned<()> {
     }
 }
 
-/// Plans the changes of one repository on a checkout of its base branch. The writer calls it
-/// once per attempt: after a rejected push it runs again on the new tip, where another writer
+/// Plans the changes of one repository on the files of its base branch's tip. The writer calls
+/// it once per attempt: after a rejected push it runs again on the new tip, where another writer
 /// may already have made some of the changes.
 pub trait Replanner {
     /// What the planner reports besides the groups (`()` when nothing).
     type Plan: Send + 'static;
     type Error: std::error::Error + Send + Sync + 'static;
 
-    /// The change groups for `repository`, planned on the files under `checkout` (a fresh
-    /// checkout of the base branch's tip; read it, don't keep it).
+    /// The change groups for `repository`, planned on `files` (the base branch's tip, read
+    /// from the clone cache's object database; read them, don't keep them).
     fn plan(
         &self,
         repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &CommitFiles,
     ) -> impl Future<Output = Result<Planned<Self::Plan>, Self::Error>> + Send;
 }
 
@@ -207,12 +208,12 @@ async fn write_attempts<P: Replanner>(
     let mut refused: Option<(cache::Fetched, String)> = None;
 
     for attempt in 1..=max_attempts {
-        let (fetched, checkout) = blocking({
+        let (fetched, files) = blocking({
             let (dir, repo) = (dir.clone(), repo.clone());
             move || {
                 let (git, fetched) = cache::sync(&dir, &repo)?;
-                let checkout = cache::checkout_commit(&git, &repo, fetched.base_tip)?;
-                Ok((fetched, checkout))
+                let files = cache::commit_files(git, &dir, &repo, fetched.base_tip)?;
+                Ok((fetched, files))
             }
         })
         .await?;
@@ -228,13 +229,13 @@ async fn write_attempts<P: Replanner>(
             });
         }
         let planned = planner
-            .plan(&repo, checkout.path())
+            .plan(&repo, &files)
             .await
             .map_err(|e| GitError::Plan {
                 repository: repo.name.clone(),
                 source: Box::new(e),
             })?;
-        drop(checkout);
+        drop(files);
         let groups = regroup(&repo.name, repo.write.group, planned.groups);
         last.plan = Some(planned.plan);
         let signer = match &signer {

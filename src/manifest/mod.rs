@@ -272,11 +272,16 @@ pub struct HelmCharts {
 
 impl HelmCharts {
     /// From every file path of a checkout (relative or not, as long as they agree).
-    pub fn from_paths<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> Self {
+    pub fn from_paths<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> Self {
         let roots = paths
             .into_iter()
-            .filter(|p| p.file_name().is_some_and(|n| n == "Chart.yaml"))
-            .map(|p| p.parent().map(Path::to_path_buf).unwrap_or_default())
+            .filter(|p| p.as_ref().file_name().is_some_and(|n| n == "Chart.yaml"))
+            .map(|p| {
+                p.as_ref()
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default()
+            })
             .collect();
         HelmCharts { roots }
     }

@@ -1,5 +1,6 @@
-//! The planner: from a directory of manifests, the policies and a registry, the complete set of
-//! edits tagpilot would make, held in memory.
+//! The planner: from a tree of manifests (a directory, or a commit read from git, behind
+//! [`crate::files::Files`]), the policies and a registry, the complete set of edits tagpilot
+//! would make, held in memory.
 //!
 //! Plan first, write last: nothing here writes a file. `tagpilot plan` renders a [`Plan`];
 //! `tagpilot apply` renders it and then writes [`Plan::files`]. A problem with one policy, file
@@ -31,7 +32,7 @@ pub use model::{
     Change, CommitSummary, FileUpdate, Hold, Plan, Problem, PullRequestSummary, RepositoryOutcome,
     RepositoryStatus, SkippedFile,
 };
-pub use walk::plan;
+pub use walk::{plan, plan_files};
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
 /// per-registry rate limits underneath; this only bounds fan-out.
@@ -39,11 +40,8 @@ const REGISTRY_CONCURRENCY: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("cannot read manifest directory {path}: {source}")]
-    Walk {
-        path: PathBuf,
-        source: walkdir::Error,
-    },
+    #[error("manifest directory: {0}")]
+    Files(#[from] crate::files::FilesError),
 }
 
 /// Reports progress to whoever is watching (a terminal spinner in the CLI, nothing in tests).
@@ -55,8 +53,9 @@ pub trait Progress: Sync {
 
 impl Progress for () {}
 
-/// Where a plan looks: a directory, and which repository it is (targets name repositories; a
-/// target without one means the local directory).
+/// Where a plan of a local directory looks: the directory, and which repository it is (targets
+/// name repositories; a target without one means the local directory). A tree read from git is
+/// planned with [`plan_files`].
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub root: PathBuf,

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::stream::{self, StreamExt};
 use tracing::{debug, instrument, warn};
@@ -14,6 +13,7 @@ use super::decide::{Inspector, Outcome, decide, version_text};
 use super::index::PolicyIndex;
 use super::model::{Change, FileUpdate, Hold, Plan, Problem, SkippedFile};
 use super::{PlanError, Progress, REGISTRY_CONCURRENCY, Scope};
+use crate::files::{Directory, Files, blocking, parallel_map};
 use crate::image::Repository;
 use crate::manifest::{self, Edit, FieldKind, ImageField, MarkerPart, Update};
 use crate::policy::{HelmPaths, ImagePolicy};
@@ -102,7 +102,7 @@ struct PendingChange {
     from_source: bool,
 }
 
-/// Builds the plan for every policy over the manifests in `scope`.
+/// Builds the plan for every policy over the manifests in the directory `scope.root`.
 #[instrument(skip_all, fields(root = %scope.root.display(), repository = scope.repository.as_deref().unwrap_or("(local)"), policies = policies.len()))]
 pub async fn plan<R: Registry>(
     scope: &Scope,
@@ -120,20 +120,63 @@ pub async fn plan<R: Registry>(
             p.strip_prefix(root).ok().map(Path::to_path_buf)
         })
         .collect();
+    let files = blocking(|| Directory::open(root))?;
+    plan_tree(
+        &files,
+        scope.repository.as_deref(),
+        &excluded,
+        policies,
+        registry,
+        progress,
+    )
+    .await
+}
+
+/// Builds the plan for every policy over the manifests of `files` (a repository's tree), for
+/// the repository named `repository`.
+#[instrument(skip_all, fields(repository, policies = policies.len()))]
+pub async fn plan_files<R: Registry>(
+    files: &dyn Files,
+    repository: &str,
+    policies: &[ImagePolicy],
+    registry: &R,
+    progress: &dyn Progress,
+) -> Result<Plan, PlanError> {
+    plan_tree(
+        files,
+        Some(repository),
+        &BTreeSet::new(),
+        policies,
+        registry,
+        progress,
+    )
+    .await
+}
+
+async fn plan_tree<R: Registry>(
+    files_in: &dyn Files,
+    repository: Option<&str>,
+    excluded: &BTreeSet<PathBuf>,
+    policies: &[ImagePolicy],
+    registry: &R,
+    progress: &dyn Progress,
+) -> Result<Plan, PlanError> {
     let mut plan = Plan::default();
-    let index = PolicyIndex::new(policies, scope.repository.as_deref());
+    let index = PolicyIndex::new(policies, repository);
 
     // 1. Read and scan every file at least one policy may touch, on every core.
-    let paths: Vec<PathBuf> = discover(root)?
-        .into_iter()
-        .filter(|p| !excluded.contains(p))
+    let paths: Vec<&Path> = files_in
+        .manifests()
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| !excluded.contains(*p))
         .collect();
     let charts = manifest::HelmCharts::from_paths(&paths);
     progress.phase("scanning manifests", paths.len() as u64);
     let scans = blocking(|| {
         parallel_map(&paths, |rel| {
             progress.advance();
-            scan_file(root, rel, &index)
+            scan_file(files_in, rel, &index)
         })
     });
     let mut files = Vec::new();
@@ -141,11 +184,11 @@ pub async fn plan<R: Registry>(
         // A chart's templates are Go templates, not manifests: never edited, even when a
         // policy's targets cover them.
         if !matches!(scan, Scan::NotTargeted)
-            && let Some(chart) = charts.template_of(&rel)
+            && let Some(chart) = charts.template_of(rel)
         {
             plan.skipped.push(SkippedFile {
                 repository: None,
-                file: display_path(&rel),
+                file: display_path(rel),
                 reason: format!(
                     "a template of the Helm chart {}/; tagpilot edits values files, never templates",
                     display_path(chart)
@@ -167,7 +210,7 @@ pub async fn plan<R: Registry>(
                     continue;
                 }
                 files.push(ScannedFile {
-                    rel,
+                    rel: rel.to_path_buf(),
                     fingerprint,
                     fields,
                 });
@@ -332,8 +375,11 @@ pub async fn plan<R: Registry>(
         .into_iter()
         .map(|(index, changes)| (&files[index], changes))
         .collect();
-    let edited =
-        blocking(|| parallel_map(&pending, |(file, changes)| edit_file(root, file, changes)));
+    let edited = blocking(|| {
+        parallel_map(&pending, |(file, changes)| {
+            edit_file(files_in, file, changes)
+        })
+    });
     for ((file, changes), result) in pending.into_iter().zip(edited) {
         match result {
             Ok((update, names)) => {
@@ -367,7 +413,7 @@ pub async fn plan<R: Registry>(
     plan.holds
         .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
     plan.files.sort_by(|a, b| a.path.cmp(&b.path));
-    if let Some(name) = &scope.repository {
+    if let Some(name) = repository {
         plan.set_repository(name);
     }
     progress.done();
@@ -385,12 +431,12 @@ pub(super) fn apply_sorted(
 }
 
 /// Reads and scans one file: which fields it holds, and which policy owns each.
-fn scan_file(root: &Path, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
+fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
     if !index.any_applies(rel) {
         return Scan::NotTargeted;
     }
     let display = display_path(rel);
-    let src = match std::fs::read(root.join(rel)) {
+    let src = match files.read(rel) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(s) => s,
             Err(_) => {
@@ -445,11 +491,11 @@ fn scan_file(root: &Path, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
 /// Reads a file again and applies its changes' edits. The error is the reason the file's edits
 /// are dropped. Also returns, per change, the name a `:name` marker had in the file.
 fn edit_file(
-    root: &Path,
+    files: &dyn Files,
     file: &ScannedFile,
     changes: &[PendingChange],
 ) -> Result<(FileUpdate, Vec<Option<String>>), String> {
-    let original = match std::fs::read(root.join(&file.rel)).map(String::from_utf8) {
+    let original = match files.read(&file.rel).map(String::from_utf8) {
         Ok(Ok(text)) if Fingerprint::of(&text) == file.fingerprint => text,
         Ok(_) => return Err("the file changed while tagpilot was planning; plan again".into()),
         Err(e) => return Err(format!("cannot read: {e}")),
@@ -549,92 +595,6 @@ fn owner(
     }
 }
 
-/// Runs CPU- and file-bound work from the async planner. On a multi-threaded runtime the worker
-/// thread is handed over for the duration, so other tasks (other repositories' plans) go on.
-fn blocking<T>(work: impl FnOnce() -> T) -> T {
-    use tokio::runtime::{Handle, RuntimeFlavor};
-    match Handle::try_current() {
-        Ok(handle) if handle.runtime_flavor() == RuntimeFlavor::MultiThread => {
-            tokio::task::block_in_place(work)
-        }
-        _ => work(),
-    }
-}
-
-/// How many items a thread takes at a time: enough to make taking them cheap, few enough that
-/// the threads finish together.
-const CHUNK: usize = 32;
-
-/// `items.iter().map(f).collect()` on every core, in the same order.
-fn parallel_map<T: Sync, U: Send>(items: &[T], f: impl Fn(&T) -> U + Sync) -> Vec<U> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(items.len().div_ceil(CHUNK));
-    if threads <= 1 {
-        return items.iter().map(f).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let mut chunks: Vec<(usize, Vec<U>)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut done = Vec::new();
-                    loop {
-                        let start = next.fetch_add(CHUNK, Ordering::Relaxed);
-                        if start >= items.len() {
-                            break done;
-                        }
-                        let end = (start + CHUNK).min(items.len());
-                        done.push((start, items[start..end].iter().map(&f).collect()));
-                    }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| {
-                w.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
-    });
-    chunks.sort_unstable_by_key(|(start, _)| *start);
-    chunks.into_iter().flat_map(|(_, out)| out).collect()
-}
-
-/// Every `.yaml`/`.yml` file under the root, relative, sorted; hidden directories (`.git`) are
-/// skipped.
-fn discover(root: &Path) -> Result<Vec<PathBuf>, PlanError> {
-    let mut out = Vec::new();
-    let walker = walkdir::WalkDir::new(root)
-        .sort_by_file_name()
-        .into_iter()
-        .filter_entry(|e| {
-            e.depth() == 0
-                || !e.file_name().to_string_lossy().starts_with('.')
-                || e.file_type().is_file()
-        });
-    for entry in walker {
-        let entry = entry.map_err(|source| PlanError::Walk {
-            path: root.to_path_buf(),
-            source,
-        })?;
-        if !entry.file_type().is_file() {
-            continue;
-        }
-        let name = entry.file_name().to_string_lossy();
-        if name.ends_with(".yaml") || name.ends_with(".yml") {
-            let rel = entry
-                .path()
-                .strip_prefix(root)
-                .unwrap_or(entry.path())
-                .to_path_buf();
-            out.push(rel);
-        }
-    }
-    Ok(out)
-}
-
 fn display_path(p: &Path) -> String {
     p.components()
         .map(|c| c.as_os_str().to_string_lossy())
@@ -667,13 +627,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parallel_map_keeps_the_input_order() {
-        let items: Vec<usize> = (0..1000).collect();
-        let out = parallel_map(&items, |&i| i * 2);
-        assert_eq!(out, items.iter().map(|&i| i * 2).collect::<Vec<_>>());
-    }
-
-    #[test]
     fn a_file_changed_after_scanning_gets_no_edits() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("a.yaml"), "image: x:1\n").unwrap();
@@ -682,7 +635,8 @@ mod tests {
             fingerprint: Fingerprint::of("image: x:0\n"),
             fields: Vec::new(),
         };
-        let err = edit_file(dir.path(), &file, &[]).unwrap_err();
+        let files = Directory::open(dir.path()).unwrap();
+        let err = edit_file(&files, &file, &[]).unwrap_err();
         assert!(err.contains("changed while tagpilot was planning"), "{err}");
     }
 }

@@ -7,7 +7,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
-use tagpilot::git::{Change, ChangeGroup, Planned, Replanner, RepoCache, RepositoryConfig};
+use tagpilot::git::{
+    Change, ChangeGroup, CommitFiles, Planned, Replanner, RepoCache, RepositoryConfig,
+};
 use wiremock::matchers::{
     body_json, body_partial_json, header, method, path, query_param, query_param_is_missing,
 };
@@ -32,8 +34,8 @@ fn wants(tag: &'static str) -> ApiPlanner {
 }
 
 impl ApiPlanner {
-    fn groups(&self, checkout: &Path) -> std::io::Result<Vec<ChangeGroup>> {
-        let text = std::fs::read_to_string(checkout.join(DEPLOYMENT_PATH))?;
+    fn groups(&self, files: &CommitFiles) -> std::io::Result<Vec<ChangeGroup>> {
+        let text = read_text(files, DEPLOYMENT_PATH)?;
         let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
         let old = lines[API_LINE - 1].clone();
         let new = format!("          image: registry.example/api:{}", self.tag);
@@ -66,11 +68,11 @@ impl Replanner for ApiPlanner {
     async fn plan(
         &self,
         _repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &CommitFiles,
     ) -> std::io::Result<Planned<()>> {
         Ok(Planned {
             complete: self.complete,
-            ..Planned::groups(self.groups(checkout)?)
+            ..Planned::groups(self.groups(files)?)
         })
     }
 }
@@ -1582,9 +1584,9 @@ impl Replanner for ApiAndWeb {
     async fn plan(
         &self,
         _repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &CommitFiles,
     ) -> std::io::Result<Planned<()>> {
-        let text = std::fs::read_to_string(checkout.join(DEPLOYMENT_PATH))?;
+        let text = read_text(files, DEPLOYMENT_PATH)?;
         let group = |key: &str, line: usize, to: &str| {
             let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
             let old = lines[line - 1].clone();

@@ -10,8 +10,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use tagpilot::git::{
-    AuthError, Change, ChangeGroup, ConfigError, GitError, Planned, Replanner, RepoCache,
-    RepositoryConfig, SignError, WriteOptions, WriteStatus, write_all, write_planned,
+    AuthError, Change, ChangeGroup, CommitFiles, ConfigError, GitError, Planned, Replanner,
+    RepoCache, RepositoryConfig, SignError, WriteOptions, WriteStatus, write_all, write_planned,
     write_repository, write_repository_with,
 };
 
@@ -74,7 +74,7 @@ impl LinePlanner {
         }
     }
 
-    fn plan_sync(&self, checkout: &Path) -> std::io::Result<Vec<ChangeGroup>> {
+    fn plan_sync(&self, files: &CommitFiles) -> std::io::Result<Vec<ChangeGroup>> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut contents: BTreeMap<PathBuf, String> = BTreeMap::new();
         let mut groups: Vec<ChangeGroup> = Vec::new();
@@ -82,7 +82,7 @@ impl LinePlanner {
             let path = PathBuf::from(edit.file);
             let text = match contents.get(&path) {
                 Some(text) => text.clone(),
-                None => std::fs::read_to_string(checkout.join(&path))?,
+                None => read_text(files, edit.file)?,
             };
             let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
             let old = lines[edit.line - 1].clone();
@@ -130,9 +130,9 @@ impl Replanner for LinePlanner {
     async fn plan(
         &self,
         _repository: &RepositoryConfig,
-        checkout: &Path,
+        files: &CommitFiles,
     ) -> std::io::Result<Planned<()>> {
-        self.plan_sync(checkout).map(Planned::groups)
+        self.plan_sync(files).map(Planned::groups)
     }
 }
 
@@ -453,10 +453,10 @@ async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
         async fn plan(
             &self,
             _: &RepositoryConfig,
-            checkout: &Path,
+            files: &CommitFiles,
         ) -> std::io::Result<Planned<()>> {
             let n = self.1.fetch_add(1, Ordering::SeqCst);
-            let groups = LinePlanner::new(vec![api("9.9.9")]).plan_sync(checkout)?;
+            let groups = LinePlanner::new(vec![api("9.9.9")]).plan_sync(files)?;
             push_change_at(
                 &self.0,
                 "main",
@@ -633,20 +633,84 @@ async fn dry_run_builds_the_commits_and_pushes_nothing() {
 }
 
 #[tokio::test]
-async fn checkout_for_plan_writes_nothing() {
+async fn a_snapshot_for_plan_reads_the_object_database_and_writes_nothing() {
+    use tagpilot::files::Files as _;
     let origin = BareRepo::new();
     let cache_dir = tempfile::tempdir().unwrap();
     let repo = file_repo(&origin, "");
     let before = origin.rev("main").unwrap();
-    let checkout = tagpilot::git::checkout(&RepoCache::new(cache_dir.path()), &repo)
+    let files = tagpilot::git::snapshot(&RepoCache::new(cache_dir.path()), &repo)
         .await
         .unwrap();
-    assert_eq!(checkout.commit(), before);
-    assert_eq!(
-        std::fs::read_to_string(checkout.path().join(DEPLOYMENT_PATH)).unwrap(),
-        DEPLOYMENT
-    );
+    assert_eq!(files.commit(), before);
+    assert_eq!(files.manifests(), [PathBuf::from(DEPLOYMENT_PATH)]);
+    assert_eq!(read_text(&files, DEPLOYMENT_PATH).unwrap(), DEPLOYMENT);
     assert_eq!(origin.rev("main").unwrap(), before);
+    assert_eq!(work_tree_files(cache_dir.path()), Vec::<PathBuf>::new());
+}
+
+/// Files of the test repository's tree found on disk under `dir` (a work tree written out).
+fn work_tree_files(dir: &Path) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name() == "deployment.yaml" || e.file_name() == "README.md")
+        .map(|e| e.path().to_path_buf())
+        .collect()
+}
+
+/// Temporary directories a checkout for planning would have been written to.
+fn temporary_checkouts() -> Vec<PathBuf> {
+    std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("tagpilot-checkout-")
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
+#[tokio::test]
+async fn planning_a_repository_writes_no_work_tree() {
+    /// Looks at the disk while it plans: the tree it reads must exist nowhere as files.
+    struct Watching {
+        inner: LinePlanner,
+        cache: PathBuf,
+        seen: Mutex<Vec<PathBuf>>,
+    }
+    impl Replanner for Watching {
+        type Plan = ();
+        type Error = std::io::Error;
+        async fn plan(
+            &self,
+            repository: &RepositoryConfig,
+            files: &CommitFiles,
+        ) -> std::io::Result<Planned<()>> {
+            let found: Vec<PathBuf> = temporary_checkouts()
+                .into_iter()
+                .chain(work_tree_files(&self.cache))
+                .collect();
+            self.seen.lock().unwrap().extend(found);
+            self.inner.plan(repository, files).await
+        }
+    }
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "");
+    let planner = Watching {
+        inner: LinePlanner::new(vec![api("1.1.0")]),
+        cache: cache_dir.path().to_path_buf(),
+        seen: Mutex::new(Vec::new()),
+    };
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(*planner.seen.lock().unwrap(), Vec::<PathBuf>::new());
+    assert_eq!(work_tree_files(cache_dir.path()), Vec::<PathBuf>::new());
 }
 
 #[tokio::test]

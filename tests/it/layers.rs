@@ -33,6 +33,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("yaml_error", "yaml_error", Layer::Leaf),
         ("config", "config", Layer::Leaf),
         ("policy", "policy", Layer::Leaf),
+        ("files", "files", Layer::Leaf),
         ("argocd::application", "argocd::application", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),

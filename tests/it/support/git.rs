@@ -57,6 +57,15 @@ pub fn push_change_at(bare: &Path, branch: &str, file: &str, content: &str, mess
 }
 
 /// Runs `git` with no user or system config, failing the test on a non-zero exit.
+/// The text of `path` in the tree a writer hands its planner.
+pub fn read_text(files: &tagpilot::git::CommitFiles, path: &str) -> std::io::Result<String> {
+    use tagpilot::files::Files as _;
+    let bytes = files
+        .read(Path::new(path))
+        .map_err(|e| std::io::Error::other(format!("{path}: {e}")))?;
+    String::from_utf8(bytes).map_err(std::io::Error::other)
+}
+
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let output = git_command(dir, args).output().expect("run git");
     assert!(

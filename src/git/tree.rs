@@ -1,0 +1,272 @@
+//! A commit's files read straight from the clone cache's object database, for the planner:
+//! no work tree is written. Writing out tens of thousands of files per run only to read them
+//! back cost more than everything else together (and removing them again as much).
+//!
+//! Opening walks the commit's tree objects once and keeps the manifests' paths with their blob
+//! ids; the blobs themselves are read when the planner asks, on as many threads as it scans
+//! with. A `git2::Repository` must not be shared between threads, so each reading thread takes
+//! a handle of its own from a small pool (one per thread that ever read at once).
+//!
+//! Symbolic links are not followed ([`crate::files`]): a link's blob is its target's path, not
+//! a manifest, and a commit built on the tree leaves links as they are
+//! ([`super::commit::apply_files`] refuses to write over one). Submodules are other
+//! repositories and are not listed either.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use git2::{FileMode, ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
+
+use super::cache::CacheError;
+use crate::files::{Files, FilesError, is_manifest_name, position};
+
+/// The files of one commit, read from the object database.
+pub struct CommitFiles {
+    /// The bare repository holding the objects.
+    dir: PathBuf,
+    commit: Oid,
+    tree: Oid,
+    manifests: Vec<PathBuf>,
+    /// The blob of each of `manifests`, by index.
+    blobs: Vec<Oid>,
+    /// Repository handles not in use by a reading thread.
+    pool: Mutex<Vec<Repository>>,
+}
+
+impl std::fmt::Debug for CommitFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitFiles")
+            .field("dir", &self.dir)
+            .field("commit", &self.commit)
+            .field("manifests", &self.manifests.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CommitFiles {
+    /// Lists the manifests of `commit` in the bare repository `git` (opened at `dir`).
+    pub(crate) fn open(git: Repository, dir: &Path, commit: Oid) -> Result<Self, CacheError> {
+        let tree = git.find_commit(commit)?.tree()?;
+        let mut found: Vec<(PathBuf, Oid)> = Vec::new();
+        tree.walk(TreeWalkMode::PreOrder, |parent, entry| {
+            let name = entry.name_bytes();
+            match entry.kind() {
+                // Hidden directories (`.github`) are not manifests' places, as on disk.
+                Some(ObjectType::Tree) if name.starts_with(b".") => TreeWalkResult::Skip,
+                Some(ObjectType::Blob)
+                    if is_regular(entry.filemode()) && is_manifest_name(name) =>
+                {
+                    let mut path = path_from_bytes(parent.as_bytes());
+                    path.push(path_from_bytes(name));
+                    found.push((path, entry.id()));
+                    TreeWalkResult::Ok
+                }
+                _ => TreeWalkResult::Ok,
+            }
+        })?;
+        // Tree order sorts `a.yaml` before the directory `a/`; the planner wants path order.
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let (manifests, blobs) = found.into_iter().unzip();
+        let tree_id = tree.id();
+        drop(tree);
+        Ok(CommitFiles {
+            dir: dir.to_path_buf(),
+            commit,
+            tree: tree_id,
+            manifests,
+            blobs,
+            pool: Mutex::new(vec![git]),
+        })
+    }
+
+    /// The commit the files are of.
+    pub fn commit(&self) -> String {
+        self.commit.to_string()
+    }
+
+    /// Runs `f` with a repository handle this thread has to itself.
+    fn with_repo<T>(
+        &self,
+        f: impl FnOnce(&Repository) -> Result<T, git2::Error>,
+    ) -> Result<T, git2::Error> {
+        let taken = self.pool.lock().expect("repository pool").pop();
+        let git = match taken {
+            Some(git) => git,
+            None => Repository::open_bare(&self.dir)?,
+        };
+        let result = f(&git);
+        self.pool.lock().expect("repository pool").push(git);
+        result
+    }
+
+    /// The tree entry at `path`: its blob id and mode, or `None` when there is none.
+    fn entry(&self, path: &Path) -> Result<Option<(Oid, i32, Option<ObjectType>)>, git2::Error> {
+        if path.as_os_str().is_empty() {
+            return Ok(Some((
+                self.tree,
+                i32::from(FileMode::Tree),
+                Some(ObjectType::Tree),
+            )));
+        }
+        self.with_repo(|git| {
+            let tree = git.find_tree(self.tree)?;
+            match tree.get_path(path) {
+                Ok(e) => Ok(Some((e.id(), e.filemode(), e.kind()))),
+                Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        })
+    }
+}
+
+impl Files for CommitFiles {
+    fn manifests(&self) -> &[PathBuf] {
+        &self.manifests
+    }
+
+    fn read(&self, path: &Path) -> Result<Vec<u8>, FilesError> {
+        let store = |e: git2::Error| FilesError::Store(e.message().to_owned());
+        let blob = match position(&self.manifests, path) {
+            Some(i) => self.blobs[i],
+            None => match self.entry(path).map_err(store)? {
+                None => return Err(FilesError::NotFound),
+                Some((id, mode, Some(ObjectType::Blob))) if is_regular(mode) => id,
+                Some((_, mode, _)) => return Err(FilesError::NotAFile(kind_name(mode))),
+            },
+        };
+        self.with_repo(|git| Ok(git.find_blob(blob)?.content().to_vec()))
+            .map_err(store)
+    }
+
+    fn is_file(&self, path: &Path) -> bool {
+        position(&self.manifests, path).is_some()
+            || matches!(
+                self.entry(path),
+                Ok(Some((_, mode, Some(ObjectType::Blob)))) if is_regular(mode)
+            )
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        matches!(self.entry(path), Ok(Some((_, _, Some(ObjectType::Tree)))))
+    }
+}
+
+/// A plain or executable file; not a link, not a submodule.
+fn is_regular(mode: i32) -> bool {
+    mode == i32::from(FileMode::Blob) || mode == i32::from(FileMode::BlobExecutable)
+}
+
+fn kind_name(mode: i32) -> &'static str {
+    if mode == i32::from(FileMode::Link) {
+        "a symbolic link, not followed"
+    } else if mode == i32::from(FileMode::Commit) {
+        "a submodule"
+    } else {
+        "a directory"
+    }
+}
+
+/// Git paths are bytes; on Unix every byte string is a path.
+#[cfg(unix)]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    use std::os::unix::ffi::OsStrExt as _;
+    PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+}
+
+#[cfg(not(unix))]
+fn path_from_bytes(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(String::from_utf8_lossy(bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bare repository with one commit of `files` (path, content, mode).
+    fn commit_of(files: &[(&str, &str, FileMode)]) -> (tempfile::TempDir, Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let git = Repository::init_bare(dir.path()).unwrap();
+        let empty = git.treebuilder(None).unwrap().write().unwrap();
+        let mut update = git2::build::TreeUpdateBuilder::new();
+        for (path, content, mode) in files {
+            let blob = git.blob(content.as_bytes()).unwrap();
+            update.upsert(*path, blob, *mode);
+        }
+        let tree = update
+            .create_updated(&git, &git.find_tree(empty).unwrap())
+            .unwrap();
+        let sig = git2::Signature::now("t", "t@example").unwrap();
+        let commit = git
+            .commit(None, &sig, &sig, "seed", &git.find_tree(tree).unwrap(), &[])
+            .unwrap();
+        (dir, commit)
+    }
+
+    #[test]
+    fn lists_manifests_in_path_order_and_reads_them_without_a_work_tree() {
+        let (dir, commit) = commit_of(&[
+            ("a.yaml", "a: 1\n", FileMode::Blob),
+            ("a/b.yml", "b: 1\n", FileMode::Blob),
+            ("a-b/c.yaml", "c: 1\n", FileMode::BlobExecutable),
+            ("a/notes.txt", "x", FileMode::Blob),
+            (".github/workflows/ci.yaml", "on: push\n", FileMode::Blob),
+            (".argocd-source-x.yaml", "helm: {}\n", FileMode::Blob),
+            ("z/Kustomization", "resources: []\n", FileMode::Blob),
+            ("link.yaml", "a.yaml", FileMode::Link),
+        ]);
+        let git = Repository::open_bare(dir.path()).unwrap();
+        let files = CommitFiles::open(git, dir.path(), commit).unwrap();
+        let listed: Vec<&str> = files
+            .manifests()
+            .iter()
+            .map(|p| p.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            listed,
+            [".argocd-source-x.yaml", "a/b.yml", "a-b/c.yaml", "a.yaml"]
+        );
+        assert_eq!(files.read(Path::new("a-b/c.yaml")).unwrap(), b"c: 1\n");
+        // Not listed, still read by path: a hidden directory's file, a name without extension.
+        assert_eq!(
+            files.read(Path::new(".github/workflows/ci.yaml")).unwrap(),
+            b"on: push\n"
+        );
+        assert!(files.is_file(Path::new("z/Kustomization")));
+        assert!(files.is_dir(Path::new("z")) && files.is_dir(Path::new("")));
+        assert!(!files.is_dir(Path::new("a.yaml")));
+        // A link is not followed: not listed, not a file, not read.
+        assert!(!files.is_file(Path::new("link.yaml")));
+        assert!(matches!(
+            files.read(Path::new("link.yaml")),
+            Err(FilesError::NotAFile(_))
+        ));
+        assert!(matches!(
+            files.read(Path::new("nope.yaml")),
+            Err(FilesError::NotFound)
+        ));
+    }
+
+    #[test]
+    fn threads_read_with_their_own_repository_handles() {
+        let names: Vec<String> = (0..64).map(|i| format!("apps/a{i:02}.yaml")).collect();
+        let entries: Vec<(&str, &str, FileMode)> = names
+            .iter()
+            .map(|n| (n.as_str(), n.as_str(), FileMode::Blob))
+            .collect();
+        let (dir, commit) = commit_of(&entries);
+        let git = Repository::open_bare(dir.path()).unwrap();
+        let files = CommitFiles::open(git, dir.path(), commit).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let files = &files;
+                let names = &names;
+                s.spawn(move || {
+                    for n in names.iter().skip(t) {
+                        assert_eq!(files.read(Path::new(n)).unwrap(), n.as_bytes());
+                    }
+                });
+            }
+        });
+        assert!(files.pool.lock().unwrap().len() <= 4);
+    }
+}
