@@ -6,15 +6,13 @@
 //!
 //! Reads the checkout's file tree; writes nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::Mutex;
 
 use crate::files::{self, Files};
 use crate::image::Repository;
 use crate::manifest::{self, FieldKind};
 use crate::policy::{HelmPaths, ImagePolicy, Target};
-use crate::registry::{ImageInfo, Registry, RegistryError};
 
 use super::annotations::AnnotatedImage;
 use super::resolve::{self, SourceKind};
@@ -31,83 +29,83 @@ pub(crate) struct InPlace {
 }
 
 impl InPlace {
-    /// Whether the two can share one walk without changing what either finds. The planner
-    /// refuses a field two policies claim, which is the conflict to keep: the same image in
-    /// one file (two apps on one manifest), so one image appears once per batch and is
-    /// merged, and checked, afterwards. Helm value paths without a repository, and
-    /// kustomize image names, can be claimed by any policy on the file, so those share a
-    /// walk only on disjoint files.
-    fn fits_with(&self, other: &InPlace) -> bool {
-        if self.policy.image == other.policy.image || self.policy.name == other.policy.name {
+    fn aliased(&self) -> bool {
+        self.policy
+            .targets
+            .iter()
+            .any(|t| t.kustomize_image_name.is_some())
+    }
+}
+
+/// What one walk already holds, to tell whether another image can join it without changing
+/// what either finds. The planner refuses a field two policies claim, which is the conflict to
+/// keep: the same image in one file (two apps on one manifest), so one image appears once per
+/// file of a walk and is merged, and checked, afterwards. Helm value paths without a
+/// repository, and kustomize image names, can be claimed by any policy on the file, so those
+/// share a walk only on disjoint files. One policy name is in a walk once, so each image's
+/// outcome is found by its name. Apps on one image with files of their own share a walk:
+/// thousands of Applications on a few images are one walk, not one per Application.
+#[derive(Default)]
+struct Walk<'j> {
+    jobs: Vec<&'j InPlace>,
+    names: HashSet<&'j str>,
+    /// Per file: the images on it, and whether a Helm or an aliased job touches it.
+    files: HashMap<&'j str, FileUse<'j>>,
+}
+
+#[derive(Default)]
+struct FileUse<'j> {
+    images: Vec<&'j Repository>,
+    helm: bool,
+    aliased: bool,
+}
+
+impl<'j> Walk<'j> {
+    fn fits(&self, job: &InPlace) -> bool {
+        if self.names.contains(job.policy.name.as_str()) {
             return false;
         }
-        let aliased = |j: &InPlace| {
-            j.policy
-                .targets
-                .iter()
-                .any(|t| t.kustomize_image_name.is_some())
-        };
-        let shared = self.files.iter().any(|f| other.files.contains(f));
-        !shared || !((self.helm && other.helm) || aliased(self) || aliased(other))
+        let aliased = job.aliased();
+        job.files.iter().all(|f| match self.files.get(f.as_str()) {
+            None => true,
+            Some(u) => {
+                !(u.images.contains(&&job.policy.image)
+                    || aliased
+                    || u.aliased
+                    || (job.helm && u.helm))
+            }
+        })
+    }
+
+    fn add(&mut self, job: &'j InPlace) {
+        self.names.insert(&job.policy.name);
+        let aliased = job.aliased();
+        for f in &job.files {
+            let u = self.files.entry(f.as_str()).or_default();
+            u.images.push(&job.policy.image);
+            u.helm |= job.helm;
+            u.aliased |= aliased;
+        }
+        self.jobs.push(job);
     }
 }
 
-/// Groups the in-place images into as few walks of the checkout as [`InPlace::fits_with`]
-/// allows: first fit, in plan order, so apps on distinct images share one walk.
+/// Groups the in-place images into as few walks of the tree as [`Walk::fits`] allows: first
+/// fit, in plan order. Each job is checked against each walk by lookups, never against every
+/// job placed before it.
 pub(crate) fn batches(jobs: &[InPlace]) -> Vec<Vec<&InPlace>> {
-    let mut out: Vec<Vec<&InPlace>> = Vec::new();
+    let mut walks: Vec<Walk<'_>> = Vec::new();
     for job in jobs {
-        match out
-            .iter_mut()
-            .find(|b| b.iter().all(|other| job.fits_with(other)))
-        {
-            Some(batch) => batch.push(job),
-            None => out.push(vec![job]),
+        match walks.iter_mut().find(|w| w.fits(job)) {
+            Some(walk) => walk.add(job),
+            None => {
+                let mut walk = Walk::default();
+                walk.add(job);
+                walks.push(walk);
+            }
         }
     }
-    out
-}
-
-/// A registry that remembers which images it was asked to list.
-pub(crate) struct Recording<'r, R> {
-    inner: &'r R,
-    listed: Mutex<BTreeSet<Repository>>,
-}
-
-impl<'r, R: Registry> Recording<'r, R> {
-    pub(crate) fn new(inner: &'r R) -> Self {
-        Recording {
-            inner,
-            listed: Default::default(),
-        }
-    }
-
-    pub(crate) fn listed(&self, repo: &Repository) -> bool {
-        self.listed.lock().expect("listing lock").contains(repo)
-    }
-}
-
-impl<R: Registry> Registry for Recording<'_, R> {
-    async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
-        self.listed
-            .lock()
-            .expect("listing lock")
-            .insert(repo.clone());
-        self.inner.list_tags(repo).await
-    }
-
-    async fn inspect(
-        &self,
-        repo: &Repository,
-        reference: &str,
-        platforms: &[crate::image::Platform],
-    ) -> Result<ImageInfo, RegistryError> {
-        self.inner.inspect(repo, reference, platforms).await
-    }
-
-    async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
-        self.inner.digest(repo, reference).await
-    }
+    walks.into_iter().map(|w| w.jobs).collect()
 }
 
 /// The targets that let `image`'s policy touch exactly `files`.
@@ -297,7 +295,7 @@ mod tests {
     use crate::argocd::override_file::tests::image;
 
     #[test]
-    fn distinct_images_share_a_walk_and_one_image_twice_does_not() {
+    fn images_share_a_walk_unless_they_could_claim_one_field() {
         let job = |name: &str, image_list: &str, files: &[&str], helm: bool| {
             let (img, mut policy) = image(&[("image-list", image_list)]);
             let files: Vec<String> = files.iter().map(|f| f.to_string()).collect();
@@ -320,9 +318,11 @@ mod tests {
             job("a/api", "r.example/api", &["a/d.yaml"], false),
             job("a/web", "r.example/web", &["a/d.yaml"], false),
             job("b/worker", "r.example/worker", &["b/d.yaml"], false),
-            // Two apps on one image: separate walks, so their edits meet (and are checked)
-            // when the plans are merged.
+            // Two apps on one image, each on its own file: one walk.
             job("c/api", "r.example/api", &["c/d.yaml"], false),
+            // Two apps on one image and one file: separate walks, so their edits meet (and are
+            // checked) when the plans are merged.
+            job("d/api", "r.example/api", &["a/d.yaml"], false),
             // Helm paths on one values file could be claimed by either policy.
             job("h/ui", "r.example/ui", &["h/values.yaml"], true),
             job("h/worker2", "r.example/worker2", &["h/values.yaml"], true),
@@ -330,8 +330,8 @@ mod tests {
         assert_eq!(
             names(&jobs),
             vec![
-                vec!["a/api", "a/web", "b/worker", "h/ui"],
-                vec!["c/api", "h/worker2"],
+                vec!["a/api", "a/web", "b/worker", "c/api", "h/ui"],
+                vec!["d/api", "h/worker2"],
             ]
         );
     }

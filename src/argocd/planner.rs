@@ -11,7 +11,7 @@
 //! Writes nothing: the repository's tree is read (a commit, through [`crate::files::Files`]),
 //! the result is returned.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use crate::files::{Files, FilesError};
@@ -22,7 +22,7 @@ use crate::registry::Registry;
 
 use super::ArgoError;
 use super::in_place::{
-    InPlace, Recording, batches, current_in_source, describe_files, detect, manifest_files, targets,
+    InPlace, batches, current_in_source, describe_files, detect, manifest_files, targets,
 };
 use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
 
@@ -94,10 +94,9 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         Ok(out)
     }
 
-    /// Plans a batch of in-place images in one walk of the checkout and fills in their
-    /// outcomes. The batch's images are distinct, so an image's tag listing tells whether its
-    /// policy found a reference at all: the planner lists the images of exactly the policies
-    /// that matched one.
+    /// Plans a batch of in-place images in one walk of the tree and fills in their outcomes.
+    /// Each image's outcome is looked up by its policy's name (one per batch), so a batch of
+    /// thousands of Applications costs lookups, not a search of the plan per image.
     async fn plan_batch(
         &self,
         batch: &[&InPlace],
@@ -106,33 +105,62 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         out: &mut RepositoryPlan,
     ) -> Result<Plan, ArgoError> {
         let policies: Vec<ImagePolicy> = batch.iter().map(|j| j.policy.clone()).collect();
-        let registry = Recording::new(self.registry);
-        let p =
-            plan::plan_files(files, &repository.name, &policies, &registry, self.progress).await?;
-        for job in batch {
+        let (p, matched) = plan::plan_files(
+            files,
+            &repository.name,
+            &policies,
+            self.registry,
+            self.progress,
+        )
+        .await?;
+        let mut changes: HashMap<&str, &Change> = HashMap::new();
+        for c in &p.changes {
+            changes.entry(c.policy.as_str()).or_insert(c);
+        }
+        let mut holds: HashMap<&str, &plan::Hold> = HashMap::new();
+        for h in &p.holds {
+            holds.entry(h.policy.as_str()).or_insert(h);
+        }
+        // A problem may name several policies (`a, b`); a file-level one (unreadable, two
+        // policies on one field) concerns every image planned on that file.
+        let mut by_policy: HashMap<&str, &plan::Problem> = HashMap::new();
+        let mut by_file: HashMap<&str, &plan::Problem> = HashMap::new();
+        for pr in &p.problems {
+            match (&pr.policy, &pr.file) {
+                (Some(names), _) => {
+                    for name in names.split(", ") {
+                        by_policy.entry(name).or_insert(pr);
+                    }
+                }
+                (None, Some(file)) => {
+                    by_file.entry(file.as_str()).or_insert(pr);
+                }
+                (None, None) => {}
+            }
+        }
+        for (k, job) in batch.iter().enumerate() {
             let name = job.policy.name.as_str();
             let outcome = &mut out.images[job.outcome];
-            let names = |policy: &str| policy.split(", ").any(|n| n == name);
-            if let Some(c) = p.changes.iter().find(|c| c.policy == name) {
+            let problem = by_policy.get(name).copied().or_else(|| {
+                job.files
+                    .iter()
+                    .find_map(|f| by_file.get(f.as_str()).copied())
+            });
+            if let Some(c) = changes.get(name) {
                 outcome.status = ImageStatus::Update;
                 outcome.file = Some(c.file.clone());
                 outcome.from = Some(c.from.clone());
                 outcome.to = Some(c.to.clone());
-            } else if let Some(h) = p.holds.iter().find(|h| h.policy == name) {
+            } else if let Some(h) = holds.get(name) {
                 outcome.status = ImageStatus::Held;
                 outcome.file = Some(h.file.clone());
                 outcome.from = Some(h.current.clone());
                 outcome.reason = Some(h.reason.clone());
-            } else if let Some(pr) = p.problems.iter().find(|pr| match &pr.policy {
-                Some(policy) => names(policy),
-                // A file-level problem (unreadable, two policies on one field) concerns every
-                // image planned on that file.
-                None => pr.file.as_ref().is_some_and(|f| job.files.contains(f)),
-            }) {
+            } else if let Some(pr) = problem {
                 outcome.status = ImageStatus::Problem;
                 outcome.file = pr.file.clone();
                 outcome.reason = Some(pr.message.clone());
-            } else if registry.listed(&job.policy.image) {
+            } else if matched[k] {
                 outcome.status = ImageStatus::UpToDate;
             } else {
                 outcome.status = ImageStatus::NotFound;

@@ -32,27 +32,30 @@ pub fn collect(
     images: &[ImageOutcome],
     app_problems: &[(usize, String)],
 ) -> Vec<ApplicationReport> {
+    // Grouped by app first: thousands of Applications must not make this apps × images.
+    let mut images_of: Vec<Vec<ImageOutcome>> = vec![Vec::new(); resolved.apps.len()];
+    for o in images {
+        if let Some(list) = images_of.get_mut(o.app) {
+            list.push(o.clone());
+        }
+    }
+    let mut problems_of: Vec<Vec<String>> = vec![Vec::new(); resolved.apps.len()];
+    for (app, p) in app_problems {
+        if let Some(list) = problems_of.get_mut(*app) {
+            list.push(p.clone());
+        }
+    }
     let mut out: Vec<ApplicationReport> = resolved
         .apps
         .iter()
-        .enumerate()
-        .map(|(i, a)| ApplicationReport {
+        .zip(images_of.into_iter().zip(problems_of))
+        .map(|(a, (images, problems))| ApplicationReport {
             application: a.app.id(),
             origin: a.app.origin.clone(),
             configured_by: a.configured_by.clone(),
-            images: images.iter().filter(|o| o.app == i).cloned().collect(),
+            images,
             skipped_annotations: a.annotations.skipped.clone(),
-            problems: a
-                .problems
-                .iter()
-                .cloned()
-                .chain(
-                    app_problems
-                        .iter()
-                        .filter(|(app, _)| *app == i)
-                        .map(|(_, p)| p.clone()),
-                )
-                .collect(),
+            problems: a.problems.iter().cloned().chain(problems).collect(),
             patch: None,
         })
         .collect();

@@ -388,7 +388,10 @@ impl Applications {
         let mut applications = argocd::report::collect(resolved, images, app_problems);
         for (i, patch) in patch_reports {
             let id = resolved.apps[i].app.id();
-            if let Some(r) = applications.iter_mut().find(|r| r.application == id) {
+            // The section is sorted by Application: found by binary search, not per patch
+            // through every Application.
+            let at = applications.partition_point(|r| r.application < id);
+            if let Some(r) = applications.get_mut(at).filter(|r| r.application == id) {
                 r.patch = Some(patch);
             }
         }

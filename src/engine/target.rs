@@ -125,9 +125,9 @@ impl<R: Registry> TargetPlanner<'_, R> {
         let name = repository.name.as_str();
         let mut parts = Vec::new();
         if self.files_name(name) {
-            parts.push(
-                plan::plan_files(files, name, self.policies, self.registry, self.progress).await?,
-            );
+            let (plan, _) =
+                plan::plan_files(files, name, self.policies, self.registry, self.progress).await?;
+            parts.push(plan);
         }
         let mut apps = RepositoryPlan::default();
         if let Some(planner) = self.apps.as_ref().filter(|a| a.writes_to(name)) {

@@ -5,7 +5,7 @@
 //! makes them visible. No empty commits: a group that changes nothing is skipped.
 
 use std::collections::BTreeMap;
-use std::path::{Component, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use git2::{Oid, Repository};
 
@@ -146,13 +146,15 @@ pub(crate) fn same_proposal(git: &Repository, old: Oid, new: Oid, base: Oid, cou
     old == base && new == base
 }
 
-/// Writes `files` over `base` and returns the new tree.
+/// Writes `files` over `base` and returns the new tree. Only the changed blobs and the trees
+/// above them are written; every other entry, its mode included, stays as it was.
 pub(crate) fn apply_files(
     git: &Repository,
     base: &git2::Tree<'_>,
     files: &BTreeMap<PathBuf, String>,
 ) -> Result<Oid, CommitError> {
     let mut update = git2::build::TreeUpdateBuilder::new();
+    let mut trees = Subtrees::new(git, base);
     for (path, content) in files {
         if path.as_os_str().is_empty()
             || !path
@@ -161,13 +163,16 @@ pub(crate) fn apply_files(
         {
             return Err(CommitError::OutsideRepository { path: path.clone() });
         }
-        let mode = match base.get_path(path) {
-            Ok(entry) if entry.filemode() == i32::from(git2::FileMode::BlobExecutable) => {
+        let mode = match trees.entry(path)? {
+            Some((kind, mode))
+                if kind == Some(git2::ObjectType::Blob)
+                    && mode == i32::from(git2::FileMode::BlobExecutable) =>
+            {
                 git2::FileMode::BlobExecutable
             }
-            Ok(entry)
-                if entry.kind() != Some(git2::ObjectType::Blob)
-                    || entry.filemode() == i32::from(git2::FileMode::Link) =>
+            Some((kind, mode))
+                if kind != Some(git2::ObjectType::Blob)
+                    || mode == i32::from(git2::FileMode::Link) =>
             {
                 return Err(CommitError::NotRegularFile { path: path.clone() });
             }
@@ -182,10 +187,58 @@ pub(crate) fn apply_files(
     Ok(update.create_updated(git, base)?)
 }
 
+/// The directories of a tree, each read from the object database once: with thousands of
+/// Applications under one `apps/` directory, looking each changed file up from the root would
+/// parse that large tree again per file.
+struct Subtrees<'r> {
+    git: &'r Repository,
+    /// By directory path; `""` is the root.
+    trees: std::collections::HashMap<PathBuf, Option<git2::Tree<'r>>>,
+}
+
+impl<'r> Subtrees<'r> {
+    fn new(git: &'r Repository, root: &git2::Tree<'_>) -> Self {
+        let mut trees = std::collections::HashMap::new();
+        trees.insert(PathBuf::new(), git.find_tree(root.id()).ok());
+        Subtrees { git, trees }
+    }
+
+    /// The tree at `dir`, or `None` when there is no directory there.
+    fn tree(&mut self, dir: &Path) -> Result<Option<&git2::Tree<'r>>, git2::Error> {
+        if !self.trees.contains_key(dir) {
+            let parent = dir.parent().unwrap_or(Path::new(""));
+            let found = match (self.tree(parent)?, dir.file_name()) {
+                (Some(parent), Some(name)) => match parent.get_path(Path::new(name)) {
+                    Ok(e) if e.kind() == Some(git2::ObjectType::Tree) => {
+                        Some(self.git.find_tree(e.id())?)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            self.trees.insert(dir.to_path_buf(), found);
+        }
+        Ok(self.trees[dir].as_ref())
+    }
+
+    /// The kind and mode of the entry at `path`, if there is one.
+    fn entry(
+        &mut self,
+        path: &Path,
+    ) -> Result<Option<(Option<git2::ObjectType>, i32)>, git2::Error> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Ok(None);
+        };
+        Ok(self.tree(parent)?.and_then(|t| {
+            t.get_path(Path::new(name))
+                .ok()
+                .map(|e| (e.kind(), e.filemode()))
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
 
     #[test]

@@ -2,8 +2,9 @@
 //! no work tree is written. Writing out tens of thousands of files per run only to read them
 //! back cost more than everything else together (and removing them again as much).
 //!
-//! Opening walks the commit's tree objects once and keeps the manifests' paths with their blob
-//! ids; the blobs themselves are read when the planner asks, on as many threads as it scans
+//! Opening walks the commit's tree objects once and keeps every path with its blob id and mode,
+//! so whether a path is a file or a directory is a lookup; the blobs themselves are read when
+//! the planner asks, on as many threads as it scans
 //! with. A `git2::Repository` must not be shared between threads, so each reading thread takes
 //! a handle of its own from a small pool (one per thread that ever read at once).
 //!
@@ -25,10 +26,16 @@ pub struct CommitFiles {
     /// The bare repository holding the objects.
     dir: PathBuf,
     commit: Oid,
-    tree: Oid,
     manifests: Vec<PathBuf>,
     /// The blob of each of `manifests`, by index.
     blobs: Vec<Oid>,
+    /// Every other entry that is not a directory (files in hidden directories, other names,
+    /// links, submodules), in path order, with its id and mode: asking about one is a binary
+    /// search, never a walk of the tree objects (a tree of 20,000 entries parsed again per
+    /// Application would cost more than the plan).
+    others: Vec<(PathBuf, Oid, i32)>,
+    /// Every directory, in path order.
+    dirs: Vec<PathBuf>,
     /// Repository handles not in use by a reading thread.
     pool: Mutex<Vec<Repository>>,
 }
@@ -44,37 +51,49 @@ impl std::fmt::Debug for CommitFiles {
 }
 
 impl CommitFiles {
-    /// Lists the manifests of `commit` in the bare repository `git` (opened at `dir`).
+    /// Lists the entries of `commit` in the bare repository `git` (opened at `dir`).
     pub(crate) fn open(git: Repository, dir: &Path, commit: Oid) -> Result<Self, CacheError> {
         let tree = git.find_commit(commit)?.tree()?;
-        let mut found: Vec<(PathBuf, Oid)> = Vec::new();
+        let mut manifests: Vec<(PathBuf, Oid)> = Vec::new();
+        let mut others = Vec::new();
+        let mut dirs = Vec::new();
+        // Directories (by their path with a trailing `/`) whose files are not listed.
+        let mut hidden: Vec<String> = Vec::new();
         tree.walk(TreeWalkMode::PreOrder, |parent, entry| {
             let name = entry.name_bytes();
+            let mut path = path_from_bytes(parent.as_bytes());
+            path.push(path_from_bytes(name));
+            let in_hidden = hidden.iter().any(|h| parent.starts_with(h.as_str()));
             match entry.kind() {
-                // Hidden directories (`.github`) are not manifests' places, as on disk.
-                Some(ObjectType::Tree) if name.starts_with(b".") => TreeWalkResult::Skip,
-                Some(ObjectType::Blob)
-                    if is_regular(entry.filemode()) && is_manifest_name(name) =>
-                {
-                    let mut path = path_from_bytes(parent.as_bytes());
-                    path.push(path_from_bytes(name));
-                    found.push((path, entry.id()));
-                    TreeWalkResult::Ok
+                Some(ObjectType::Tree) => {
+                    // Hidden directories (`.github`) are not manifests' places, as on disk.
+                    if !in_hidden && name.starts_with(b".") {
+                        hidden.push(format!("{parent}{}/", String::from_utf8_lossy(name)));
+                    }
+                    dirs.push(path);
                 }
-                _ => TreeWalkResult::Ok,
+                Some(ObjectType::Blob)
+                    if !in_hidden && is_regular(entry.filemode()) && is_manifest_name(name) =>
+                {
+                    manifests.push((path, entry.id()));
+                }
+                _ => others.push((path, entry.id(), entry.filemode())),
             }
+            TreeWalkResult::Ok
         })?;
-        // Tree order sorts `a.yaml` before the directory `a/`; the planner wants path order.
-        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let (manifests, blobs) = found.into_iter().unzip();
-        let tree_id = tree.id();
+        // Tree order sorts `a.yaml` before the directory `a/`; lookups want path order.
+        manifests.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        others.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        dirs.sort_unstable();
+        let (manifests, blobs) = manifests.into_iter().unzip();
         drop(tree);
         Ok(CommitFiles {
             dir: dir.to_path_buf(),
             commit,
-            tree: tree_id,
             manifests,
             blobs,
+            others,
+            dirs,
             pool: Mutex::new(vec![git]),
         })
     }
@@ -99,23 +118,12 @@ impl CommitFiles {
         result
     }
 
-    /// The tree entry at `path`: its blob id and mode, or `None` when there is none.
-    fn entry(&self, path: &Path) -> Result<Option<(Oid, i32, Option<ObjectType>)>, git2::Error> {
-        if path.as_os_str().is_empty() {
-            return Ok(Some((
-                self.tree,
-                i32::from(FileMode::Tree),
-                Some(ObjectType::Tree),
-            )));
-        }
-        self.with_repo(|git| {
-            let tree = git.find_tree(self.tree)?;
-            match tree.get_path(path) {
-                Ok(e) => Ok(Some((e.id(), e.filemode(), e.kind()))),
-                Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
-                Err(e) => Err(e),
-            }
-        })
+    /// The id and mode of the non-manifest entry at `path`.
+    fn other(&self, path: &Path) -> Option<(Oid, i32)> {
+        self.others
+            .binary_search_by(|(p, _, _)| p.as_path().cmp(path))
+            .ok()
+            .map(|i| (self.others[i].1, self.others[i].2))
     }
 }
 
@@ -125,29 +133,30 @@ impl Files for CommitFiles {
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>, FilesError> {
-        let store = |e: git2::Error| FilesError::Store(e.message().to_owned());
         let blob = match position(&self.manifests, path) {
             Some(i) => self.blobs[i],
-            None => match self.entry(path).map_err(store)? {
+            None => match self.other(path) {
+                Some((id, mode)) if is_regular(mode) => id,
+                Some((_, mode)) => return Err(FilesError::NotAFile(kind_name(mode))),
+                None if self.is_dir(path) => return Err(FilesError::NotAFile("a directory")),
                 None => return Err(FilesError::NotFound),
-                Some((id, mode, Some(ObjectType::Blob))) if is_regular(mode) => id,
-                Some((_, mode, _)) => return Err(FilesError::NotAFile(kind_name(mode))),
             },
         };
         self.with_repo(|git| Ok(git.find_blob(blob)?.content().to_vec()))
-            .map_err(store)
+            .map_err(|e| FilesError::Store(e.message().to_owned()))
     }
 
     fn is_file(&self, path: &Path) -> bool {
         position(&self.manifests, path).is_some()
-            || matches!(
-                self.entry(path),
-                Ok(Some((_, mode, Some(ObjectType::Blob)))) if is_regular(mode)
-            )
+            || self.other(path).is_some_and(|(_, mode)| is_regular(mode))
     }
 
     fn is_dir(&self, path: &Path) -> bool {
-        matches!(self.entry(path), Ok(Some((_, _, Some(ObjectType::Tree)))))
+        path.as_os_str().is_empty()
+            || self
+                .dirs
+                .binary_search_by(|d| d.as_path().cmp(path))
+                .is_ok()
     }
 }
 
@@ -162,7 +171,7 @@ fn kind_name(mode: i32) -> &'static str {
     } else if mode == i32::from(FileMode::Commit) {
         "a submodule"
     } else {
-        "a directory"
+        "not a file"
     }
 }
 

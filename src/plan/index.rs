@@ -104,6 +104,9 @@ pub(super) struct PolicyIndex<'p> {
     every_file: bool,
     /// Every target of this scope that has `paths`.
     paths: CombinedGlobs,
+    /// Policies that apply to every file of this scope (no targets, for the local directory, or
+    /// a target without `paths`), in policy order.
+    every_file_policies: Vec<usize>,
     /// Targets of this scope with Helm value paths and `paths`.
     helm: CombinedGlobs,
     /// Targets of this scope with Helm value paths and no `paths` (every file).
@@ -119,6 +122,7 @@ pub(super) struct PolicyIndex<'p> {
 impl<'p> PolicyIndex<'p> {
     pub(super) fn new(policies: &'p [ImagePolicy], repository: Option<&str>) -> Self {
         let mut every_file = false;
+        let mut every_file_policies = Vec::new();
         let mut with_paths = Vec::new();
         let mut helm_with_paths = Vec::new();
         let mut helm_every_file = Vec::new();
@@ -131,6 +135,7 @@ impl<'p> PolicyIndex<'p> {
             by_name.entry(policy.name.as_str()).or_default().push(i);
             if policy.targets.is_empty() && repository.is_none() {
                 every_file = true;
+                every_file_policies.push(i);
             }
             if policy.targets.iter().any(|t| t.helm.is_some()) {
                 with_helm.push(i);
@@ -147,6 +152,9 @@ impl<'p> PolicyIndex<'p> {
                 }
                 if target.paths.is_empty() {
                     every_file = true;
+                    if every_file_policies.last() != Some(&i) {
+                        every_file_policies.push(i);
+                    }
                     if target.helm.is_some() {
                         helm_every_file.push((i, j));
                     }
@@ -163,6 +171,7 @@ impl<'p> PolicyIndex<'p> {
             repository: repository.map(str::to_string),
             every_file,
             paths: CombinedGlobs::new(policies, with_paths),
+            every_file_policies,
             helm: CombinedGlobs::new(policies, helm_with_paths),
             helm_every_file,
             by_image,
@@ -185,6 +194,22 @@ impl<'p> PolicyIndex<'p> {
         self.paths
             .candidates(&candidate)
             .any(|(i, j)| self.policies[i].targets[j].matches(rel))
+    }
+
+    /// Every policy that applies to `rel`, in policy order: [`applies_to`] for this scope, found
+    /// through the combined globs instead of trying every policy.
+    pub(super) fn applicable(&self, rel: &Path) -> Vec<usize> {
+        let candidate = Candidate::new(rel);
+        let mut out: Vec<usize> = self
+            .paths
+            .candidates(&candidate)
+            .filter(|&(i, j)| self.policies[i].targets[j].matches(rel))
+            .map(|(i, _)| i)
+            .chain(self.every_file_policies.iter().copied())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Whether policy `i` applies to `rel` ([`applies_to`] for this scope).
@@ -342,6 +367,10 @@ mod tests {
                 for path in PATHS {
                     let rel = Path::new(path);
                     let expected = policies.iter().any(|p| applies_to(p, repository, rel));
+                    let every: Vec<usize> = (0..policies.len())
+                        .filter(|&i| applies_to(&policies[i], repository, rel))
+                        .collect();
+                    assert_eq!(index.applicable(rel), every, "{path} in {repository:?}");
                     assert_eq!(
                         index.any_applies(rel),
                         expected,

@@ -128,12 +128,14 @@ pub async fn plan<R: Registry>(
         policies,
         registry,
         progress,
+        None,
     )
     .await
 }
 
 /// Builds the plan for every policy over the manifests of `files` (a repository's tree), for
-/// the repository named `repository`.
+/// the repository named `repository`. Also says, per policy, whether it matched at least one
+/// reference (a policy without changes, holds or problems is then up to date, not unused).
 #[instrument(skip_all, fields(repository, policies = policies.len()))]
 pub async fn plan_files<R: Registry>(
     files: &dyn Files,
@@ -141,16 +143,19 @@ pub async fn plan_files<R: Registry>(
     policies: &[ImagePolicy],
     registry: &R,
     progress: &dyn Progress,
-) -> Result<Plan, PlanError> {
-    plan_tree(
+) -> Result<(Plan, Vec<bool>), PlanError> {
+    let mut matched = vec![false; policies.len()];
+    let plan = plan_tree(
         files,
         Some(repository),
         &BTreeSet::new(),
         policies,
         registry,
         progress,
+        Some(&mut matched),
     )
-    .await
+    .await?;
+    Ok((plan, matched))
 }
 
 async fn plan_tree<R: Registry>(
@@ -160,6 +165,7 @@ async fn plan_tree<R: Registry>(
     policies: &[ImagePolicy],
     registry: &R,
     progress: &dyn Progress,
+    matched: Option<&mut Vec<bool>>,
 ) -> Result<Plan, PlanError> {
     let mut plan = Plan::default();
     let index = PolicyIndex::new(policies, repository);
@@ -232,6 +238,11 @@ async fn plan_tree<R: Registry>(
     // 2. Ask the registries: one tag listing per distinct repository.
     let used: BTreeSet<usize> = found.iter().map(|f| f.policy).collect();
     plan.policies_used = used.len();
+    if let Some(matched) = matched {
+        for &i in &used {
+            matched[i] = true;
+        }
+    }
     // Owned items: borrowed ones make the stream's future not provably `Send` (rust#100013).
     let repositories: BTreeSet<Repository> =
         used.iter().map(|&i| policies[i].image.clone()).collect();
@@ -469,8 +480,9 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
     };
     let mut owned = Vec::new();
     let mut problems = Vec::new();
+    let mut applicable = None;
     for field in fields {
-        match owner(&field, rel, index, &helm) {
+        match owner(&field, rel, index, &helm, &mut applicable) {
             Ok(Some(policy)) => owned.push((field, policy)),
             Ok(None) => {}
             Err(e) => problems.push(Problem {
@@ -533,12 +545,15 @@ fn edit_file(
 
 /// Which policy owns a field, if any. Two policies claiming one field is an error: picking one
 /// silently would make the result depend on file order. Only the policies that could own the
-/// field (by image, name or alias) are looked at, in policy order.
+/// field (by image, name or alias) are looked at, in policy order. When many policies could
+/// (thousands of Applications on one image), the few that apply to this file are looked at
+/// instead, found once per file (`applicable`).
 fn owner(
     field: &ImageField,
     rel: &Path,
     index: &PolicyIndex<'_>,
     helm: &[HelmPaths],
+    applicable: &mut Option<Vec<usize>>,
 ) -> Result<Option<usize>, OwnerError> {
     let policies = index.policies();
     if let FieldKind::Marker {
@@ -563,26 +578,41 @@ fn owner(
             }),
         };
     }
+    // Either side of the intersection, whichever is smaller; both are in policy order.
+    let mut applying = |lists: &[&[usize]]| -> Vec<usize> {
+        let total: usize = lists.iter().map(|l| l.len()).sum();
+        let mut out: Vec<usize> = if total > FEW_OWNERS {
+            applicable
+                .get_or_insert_with(|| index.applicable(rel))
+                .iter()
+                .copied()
+                .filter(|i| lists.iter().any(|l| l.binary_search(i).is_ok()))
+                .collect()
+        } else {
+            lists
+                .iter()
+                .flat_map(|l| l.iter().copied())
+                .filter(|&i| index.applies(i, rel))
+                .collect()
+        };
+        out.sort_unstable();
+        out.dedup();
+        out
+    };
     let matching: Vec<usize> = match field.repository() {
         Some(repo) => {
-            let mut candidates = index.following(repo).to_vec();
             // A kustomization may call the image by another name (`kustomize.imageName` on the
             // target).
-            if let FieldKind::Kustomize { name } = &field.kind {
-                candidates.extend_from_slice(index.kustomize_alias(name));
-                candidates.sort_unstable();
-                candidates.dedup();
-            }
-            candidates.retain(|&i| index.applies(i, rel));
-            candidates
+            let alias = match &field.kind {
+                FieldKind::Kustomize { name } => index.kustomize_alias(name),
+                _ => &[],
+            };
+            applying(&[index.following(repo), alias])
         }
         // An explicit Helm path without a repository value belongs to the policy that declared it.
-        None if matches!(field.kind, FieldKind::HelmValues { .. }) && !helm.is_empty() => index
-            .with_helm()
-            .iter()
-            .copied()
-            .filter(|&i| index.applies(i, rel))
-            .collect(),
+        None if matches!(field.kind, FieldKind::HelmValues { .. }) && !helm.is_empty() => {
+            applying(&[index.with_helm()])
+        }
         None => Vec::new(),
     };
     match matching.as_slice() {
@@ -594,6 +624,10 @@ fn owner(
         }),
     }
 }
+
+/// Up to this many candidate owners are each tested against the file; beyond it, the policies
+/// that apply to the file are found through the index instead.
+const FEW_OWNERS: usize = 16;
 
 fn display_path(p: &Path) -> String {
     p.components()

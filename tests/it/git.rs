@@ -659,17 +659,15 @@ fn work_tree_files(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Temporary directories a checkout for planning would have been written to.
-fn temporary_checkouts() -> Vec<PathBuf> {
+/// Temporary checkouts for planning that hold `marker` (other processes on this machine may
+/// write checkouts of their own repositories at the same time).
+fn temporary_checkouts(marker: &str) -> Vec<PathBuf> {
     std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(Result::ok)
-        .filter(|e| {
-            e.file_name()
-                .to_string_lossy()
-                .starts_with("tagpilot-checkout-")
-        })
-        .map(|e| e.path())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("tagpilot-checkout-"))
+        .map(|e| e.path().join(marker))
+        .filter(|p| p.exists())
         .collect()
 }
 
@@ -679,6 +677,7 @@ async fn planning_a_repository_writes_no_work_tree() {
     struct Watching {
         inner: LinePlanner,
         cache: PathBuf,
+        marker: String,
         seen: Mutex<Vec<PathBuf>>,
     }
     impl Replanner for Watching {
@@ -689,7 +688,8 @@ async fn planning_a_repository_writes_no_work_tree() {
             repository: &RepositoryConfig,
             files: &CommitFiles,
         ) -> std::io::Result<Planned<()>> {
-            let found: Vec<PathBuf> = temporary_checkouts()
+            assert!(read_text(files, &self.marker).is_ok(), "the marker is in the tree");
+            let found: Vec<PathBuf> = temporary_checkouts(&self.marker)
                 .into_iter()
                 .chain(work_tree_files(&self.cache))
                 .collect();
@@ -699,10 +699,15 @@ async fn planning_a_repository_writes_no_work_tree() {
     }
     let origin = BareRepo::new();
     let cache_dir = tempfile::tempdir().unwrap();
+    // A file only this test's repository holds, to tell its checkouts from anyone else's.
+    let unique = cache_dir.path().file_name().unwrap().to_string_lossy();
+    let marker = format!("marker/{unique}.yaml");
+    push_change_at(&origin.path(), "main", &marker, "a: 1\n", "marker");
     let repo = file_repo(&origin, "");
     let planner = Watching {
         inner: LinePlanner::new(vec![api("1.1.0")]),
         cache: cache_dir.path().to_path_buf(),
+        marker,
         seen: Mutex::new(Vec::new()),
     };
     let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
