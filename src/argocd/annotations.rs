@@ -271,6 +271,8 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
         }
     }
 
+    // Thousands of Applications each hold their parsed annotations: no spare capacity.
+    out.images.shrink_to_fit();
     for image in &mut out.images {
         let alias = image.has_alias.then(|| image.alias.clone());
         let mut get = |key: &str| -> Option<(String, String)> {

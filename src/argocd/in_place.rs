@@ -47,7 +47,7 @@ impl InPlace {
 /// thousands of Applications on a few images are one walk, not one per Application.
 #[derive(Default)]
 struct Walk<'j> {
-    jobs: Vec<&'j InPlace>,
+    jobs: Vec<usize>,
     names: HashSet<&'j str>,
     /// Per file: the images on it, and whether a Helm or an aliased job touches it.
     files: HashMap<&'j str, FileUse<'j>>,
@@ -77,7 +77,7 @@ impl<'j> Walk<'j> {
         })
     }
 
-    fn add(&mut self, job: &'j InPlace) {
+    fn add(&mut self, k: usize, job: &'j InPlace) {
         self.names.insert(&job.policy.name);
         let aliased = job.aliased();
         for f in &job.files {
@@ -86,21 +86,21 @@ impl<'j> Walk<'j> {
             u.helm |= job.helm;
             u.aliased |= aliased;
         }
-        self.jobs.push(job);
+        self.jobs.push(k);
     }
 }
 
 /// Groups the in-place images into as few walks of the tree as [`Walk::fits`] allows: first
-/// fit, in plan order. Each job is checked against each walk by lookups, never against every
-/// job placed before it.
-pub(crate) fn batches(jobs: &[InPlace]) -> Vec<Vec<&InPlace>> {
+/// fit, in plan order; each walk is a list of indices into `jobs`. Each job is checked against
+/// each walk by lookups, never against every job placed before it.
+pub(crate) fn batches(jobs: &[InPlace]) -> Vec<Vec<usize>> {
     let mut walks: Vec<Walk<'_>> = Vec::new();
-    for job in jobs {
+    for (k, job) in jobs.iter().enumerate() {
         match walks.iter_mut().find(|w| w.fits(job)) {
-            Some(walk) => walk.add(job),
+            Some(walk) => walk.add(k, job),
             None => {
                 let mut walk = Walk::default();
-                walk.add(job);
+                walk.add(k, job);
                 walks.push(walk);
             }
         }
@@ -115,23 +115,10 @@ pub(crate) fn targets(
     image: &AnnotatedImage,
     helm: bool,
 ) -> Vec<Target> {
-    let target = |helm: Option<HelmPaths>| {
-        let mut builder = globset::GlobSetBuilder::new();
-        for f in files {
-            builder.add(
-                globset::GlobBuilder::new(&globset::escape(f))
-                    .literal_separator(true)
-                    .build()
-                    .expect("an escaped path is a valid glob"),
-            );
-        }
-        Target {
-            paths: files.to_vec(),
-            path_set: builder.build().expect("literal globs build"),
-            repository: Some(repository.to_string()),
-            helm,
-            kustomize_image_name: image.kustomize_image_name.clone(),
-        }
+    let target = |helm: Option<HelmPaths>| Target {
+        helm,
+        kustomize_image_name: image.kustomize_image_name.clone(),
+        ..Target::files(files.to_vec(), Some(repository.to_string()))
     };
     if !helm {
         return vec![target(None)];
@@ -311,7 +298,7 @@ mod tests {
         let names = |jobs: &[InPlace]| -> Vec<Vec<String>> {
             batches(jobs)
                 .iter()
-                .map(|b| b.iter().map(|j| j.policy.name.clone()).collect())
+                .map(|b| b.iter().map(|&k| jobs[k].policy.name.clone()).collect())
                 .collect()
         };
         let jobs = [

@@ -80,15 +80,27 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
     ) -> Result<RepositoryPlan, ArgoError> {
         let name = repository.name.as_str();
         let mut out = RepositoryPlan::default();
-        let mut jobs = Vec::new();
+        // Sized once: one entry per image of every app on the repository, thousands of them.
+        let images: usize = self
+            .resolved
+            .apps_in(name)
+            .map(|(_, app)| app.annotations.images.len() * app.units.len())
+            .sum();
+        let mut jobs = Vec::with_capacity(images);
+        out.images.reserve_exact(images);
         for (a, app) in self.resolved.apps_in(name) {
             for unit in app.units.iter().filter(|u| u.repository == name) {
                 self.plan_unit(a, app, unit, repository, files, &mut out, &mut jobs)
                     .await?;
             }
         }
-        for batch in batches(&jobs) {
-            let walked = self.plan_batch(&batch, repository, files, &mut out).await?;
+        // Each job's policy moves into its walk: thousands of Applications' policies are not
+        // held twice.
+        let walks = batches(&jobs);
+        let mut jobs: Vec<Option<InPlace>> = jobs.into_iter().map(Some).collect();
+        for walk in walks {
+            let batch: Vec<InPlace> = walk.iter().filter_map(|&k| jobs[k].take()).collect();
+            let walked = self.plan_batch(batch, repository, files, &mut out).await?;
             out.in_place.push(walked);
         }
         Ok(out)
@@ -99,12 +111,15 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
     /// thousands of Applications costs lookups, not a search of the plan per image.
     async fn plan_batch(
         &self,
-        batch: &[&InPlace],
+        batch: Vec<InPlace>,
         repository: &RepositoryConfig,
         files: &dyn Files,
         out: &mut RepositoryPlan,
     ) -> Result<Plan, ArgoError> {
-        let policies: Vec<ImagePolicy> = batch.iter().map(|j| j.policy.clone()).collect();
+        let (policies, batch): (Vec<ImagePolicy>, Vec<(Vec<String>, usize)>) = batch
+            .into_iter()
+            .map(|j| (j.policy, (j.files, j.outcome)))
+            .unzip();
         let (p, matched) = plan::plan_files(
             files,
             &repository.name,
@@ -138,11 +153,12 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 (None, None) => {}
             }
         }
-        for (k, job) in batch.iter().enumerate() {
-            let name = job.policy.name.as_str();
-            let outcome = &mut out.images[job.outcome];
+        for (k, (job_files, at)) in batch.iter().enumerate() {
+            let policy = &policies[k];
+            let name = policy.name.as_str();
+            let outcome = &mut out.images[*at];
             let problem = by_policy.get(name).copied().or_else(|| {
-                job.files
+                job_files
                     .iter()
                     .find_map(|f| by_file.get(f.as_str()).copied())
             });
@@ -166,8 +182,8 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 outcome.status = ImageStatus::NotFound;
                 outcome.reason = Some(format!(
                     "no reference to {} in {}",
-                    job.policy.image,
-                    describe_files(&job.files)
+                    policy.image,
+                    describe_files(job_files)
                 ));
             }
         }

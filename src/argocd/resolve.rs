@@ -149,6 +149,9 @@ pub fn resolve_selected<E: fmt::Display>(
     default_branch: &dyn Fn(&str) -> Result<String, E>,
 ) -> Resolved {
     let mut out = Resolved::default();
+    // Sized once: thousands of Applications grown by doubling would hold up to three copies'
+    // worth of memory while the vector moves.
+    out.apps.reserve_exact(apps.len());
     let mut repos: BTreeMap<RepositoryKey, String> = BTreeMap::new();
     for selected in apps {
         let Selected {
@@ -161,6 +164,7 @@ pub fn resolve_selected<E: fmt::Display>(
         let Some(mut annotations) = settings else {
             continue;
         };
+        annotations.images.shrink_to_fit();
         let policies = annotations
             .images
             .iter()
@@ -198,8 +202,10 @@ pub fn resolve_selected<E: fmt::Display>(
                 &mut out,
             );
         }
+        managed.units.shrink_to_fit();
         out.apps.push(managed);
     }
+    out.apps.shrink_to_fit();
     out
 }
 

@@ -86,7 +86,10 @@ impl CommitFiles {
         others.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         dirs.sort_unstable();
         let (manifests, blobs) = manifests.into_iter().unzip();
+        // The walk filled libgit2's object cache with every small tree of the commit (one per
+        // Application directory); the handle goes with it, and readers open their own.
         drop(tree);
+        drop(git);
         Ok(CommitFiles {
             dir: dir.to_path_buf(),
             commit,
@@ -94,7 +97,7 @@ impl CommitFiles {
             blobs,
             others,
             dirs,
-            pool: Mutex::new(vec![git]),
+            pool: Mutex::new(Vec::new()),
         })
     }
 

@@ -12,7 +12,7 @@
 //! candidate the combined sets find is confirmed with the target's own matcher.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -31,18 +31,32 @@ struct CombinedGlobs {
     targets: Vec<Vec<TargetRef>>,
     /// Every target in the set, for the fallback.
     all: Vec<TargetRef>,
+    /// Targets naming literal files ([`crate::policy::Target::literal`]), by file: a lookup,
+    /// with no glob compiled.
+    literal: HashMap<PathBuf, Vec<TargetRef>>,
 }
 
 impl CombinedGlobs {
-    /// Builds one set from the targets' `paths`. A target's own `path_set` is compiled either from
-    /// `paths` as written (policy files) or from `paths` escaped as literal file names (Argo CD
-    /// Applications); both spellings go in, so the set finds a superset of each target's matches,
-    /// and [`CombinedGlobs::candidates`]' callers confirm with the target itself.
+    /// Builds one set from the targets' `paths`. A target's own `path_set` may be compiled from
+    /// `paths` as written or from `paths` escaped as literal file names; both spellings go in, so
+    /// the set finds a superset of each target's matches, and [`CombinedGlobs::candidates`]'
+    /// callers confirm with the target itself. Literal targets (Argo CD Applications' files)
+    /// compile nothing: they are looked up by path.
     fn new(policies: &[ImagePolicy], targets: Vec<TargetRef>) -> Self {
         let mut builder = GlobSetBuilder::new();
         let mut by_glob: HashMap<String, usize> = HashMap::new();
         let mut owners: Vec<Vec<TargetRef>> = Vec::new();
+        let mut literal: HashMap<PathBuf, Vec<TargetRef>> = HashMap::new();
         for &(i, j) in &targets {
+            if policies[i].targets[j].literal {
+                for path in &policies[i].targets[j].paths {
+                    let owners = literal.entry(PathBuf::from(path)).or_default();
+                    if owners.last() != Some(&(i, j)) {
+                        owners.push((i, j));
+                    }
+                }
+                continue;
+            }
             for path in &policies[i].targets[j].paths {
                 let escaped = globset::escape(path);
                 let spellings = if &escaped == path {
@@ -76,18 +90,22 @@ impl CombinedGlobs {
             set: builder.build().ok(),
             targets: owners,
             all: targets,
+            literal,
         }
     }
 
-    /// Targets that may match `path`, in no particular order and possibly repeated.
-    fn candidates<'a>(&'a self, path: &Candidate<'_>) -> Box<dyn Iterator<Item = TargetRef> + 'a> {
+    /// Targets that may match `rel`, in no particular order and possibly repeated.
+    fn candidates<'a>(&'a self, rel: &Path) -> Box<dyn Iterator<Item = TargetRef> + 'a> {
+        let literal = self.literal.get(rel).into_iter().flatten().copied();
         match &self.set {
+            Some(set) if set.is_empty() => Box::new(literal),
             Some(set) => {
-                let globs = set.matches_candidate(path);
+                let globs = set.matches_candidate(&Candidate::new(rel));
                 Box::new(
                     globs
                         .into_iter()
-                        .flat_map(move |g| self.targets[g].iter().copied()),
+                        .flat_map(move |g| self.targets[g].iter().copied())
+                        .chain(literal),
                 )
             }
             None => Box::new(self.all.iter().copied()),
@@ -190,19 +208,17 @@ impl<'p> PolicyIndex<'p> {
         if self.every_file {
             return true;
         }
-        let candidate = Candidate::new(rel);
         self.paths
-            .candidates(&candidate)
+            .candidates(rel)
             .any(|(i, j)| self.policies[i].targets[j].matches(rel))
     }
 
     /// Every policy that applies to `rel`, in policy order: [`applies_to`] for this scope, found
     /// through the combined globs instead of trying every policy.
     pub(super) fn applicable(&self, rel: &Path) -> Vec<usize> {
-        let candidate = Candidate::new(rel);
         let mut out: Vec<usize> = self
             .paths
-            .candidates(&candidate)
+            .candidates(rel)
             .filter(|&(i, j)| self.policies[i].targets[j].matches(rel))
             .map(|(i, _)| i)
             .chain(self.every_file_policies.iter().copied())
@@ -222,10 +238,9 @@ impl<'p> PolicyIndex<'p> {
         if self.helm_every_file.is_empty() && self.helm.all.is_empty() {
             return Vec::new();
         }
-        let candidate = Candidate::new(rel);
         let mut found: Vec<TargetRef> = self
             .helm
-            .candidates(&candidate)
+            .candidates(rel)
             .chain(self.helm_every_file.iter().copied())
             .collect();
         found.sort_unstable();
@@ -300,6 +315,7 @@ mod tests {
         Target {
             paths: paths.iter().map(|p| p.to_string()).collect(),
             path_set: builder.build().unwrap(),
+            literal: false,
             repository: repository.map(str::to_string),
             helm: helm.then(|| HelmPaths {
                 tag: Some(format!("{}.tag", paths.first().unwrap_or(&"all"))),
@@ -330,6 +346,7 @@ mod tests {
         "top.yaml",
         "charts/c/values.yaml",
         "other/deep/file.yaml",
+        "apps/b/c.yaml",
     ];
 
     #[test]
@@ -340,7 +357,18 @@ mod tests {
                 vec![target(&["apps/a/**"], None, false, false)],
             )],
             vec![policy("a", vec![target(&["*.yaml"], None, false, false)])],
-            // A literal file name with glob characters, as Argo CD Applications write them.
+            // Literal file names, as Argo CD Applications name theirs: no glob at all.
+            vec![
+                policy(
+                    "a",
+                    vec![Target::files(
+                        vec!["apps/[x].yaml".into(), "apps/b/c.yaml".into()],
+                        Some("infra".into()),
+                    )],
+                ),
+                policy("b", vec![target(&["apps/**"], Some("infra"), false, false)]),
+            ],
+            // A literal file name with glob characters, escaped into a glob.
             vec![policy(
                 "a",
                 vec![target(&["apps/[x].yaml"], Some("infra"), true, false)],

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
 use tracing::{debug, instrument, warn};
@@ -259,19 +260,31 @@ async fn plan_tree<R: Registry>(
             .await;
 
     // 3. Per policy, the candidates its strategy ranks (with build times where it needs them).
+    // Policies that filter and rank one image alike (thousands of Applications on a few images)
+    // share one list.
     let inspector = Inspector::new(registry);
-    let mut candidates: HashMap<usize, Candidates> = HashMap::new();
+    let mut candidates: HashMap<usize, Arc<Candidates>> = HashMap::new();
+    let mut by_settings: HashMap<(&Repository, String), Arc<Candidates>> = HashMap::new();
     for &i in &used {
         let policy = &policies[i];
-        let entry = match &listings[&policy.image] {
-            Err(e) => Candidates::Failed(e.to_string()),
-            Ok(tags) => match inspector.candidates(policy, tags, progress).await {
-                Ok(c) => Candidates::Ready(c),
-                Err(e) => Candidates::Failed(e.to_string()),
-            },
+        let key = (&policy.image, candidate_settings(policy));
+        let entry = match by_settings.get(&key) {
+            Some(shared) => shared.clone(),
+            None => {
+                let entry = Arc::new(match &listings[&policy.image] {
+                    Err(e) => Candidates::Failed(e.to_string()),
+                    Ok(tags) => match inspector.candidates(policy, tags, progress).await {
+                        Ok(c) => Candidates::Ready(c),
+                        Err(e) => Candidates::Failed(e.to_string()),
+                    },
+                });
+                by_settings.insert(key, entry.clone());
+                entry
+            }
         };
         candidates.insert(i, entry);
     }
+    drop(by_settings);
 
     // 4. Decide every field, and collect the edits per file.
     let mut failed_policies = BTreeSet::new();
@@ -279,7 +292,7 @@ async fn plan_tree<R: Registry>(
     for f in &found {
         let policy = &policies[f.policy];
         let file = display_path(&files[f.file].rel);
-        let list = match &candidates[&f.policy] {
+        let list = match candidates[&f.policy].as_ref() {
             Candidates::Failed(message) => {
                 if failed_policies.insert(f.policy) {
                     plan.problems.push(Problem {
@@ -493,6 +506,8 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
             }),
         }
     }
+    // Kept until every field is decided: no room to spare per file.
+    owned.shrink_to_fit();
     Scan::Scanned {
         fingerprint: Fingerprint::of(&src),
         fields: owned,
@@ -623,6 +638,19 @@ fn owner(
             image: policies[many[0]].image.to_string(),
         }),
     }
+}
+
+/// Everything of a policy that decides its candidate list besides the image (the strategy,
+/// the tag filters, the platforms whose build times it reads): two policies that agree on it
+/// get the same list.
+fn candidate_settings(policy: &ImagePolicy) -> String {
+    format!(
+        "{:?}|{:?}|{:?}|{:?}",
+        policy.strategy,
+        policy.allow_tags.as_ref().map(regex::Regex::as_str),
+        policy.ignore_tags,
+        policy.platforms
+    )
 }
 
 /// Up to this many candidate owners are each tested against the file; beyond it, the policies

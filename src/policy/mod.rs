@@ -186,8 +186,13 @@ impl std::str::FromStr for RegexOrder {
 pub struct Target {
     /// Globs relative to the root, as written. Empty means every file.
     pub paths: Vec<String>,
-    /// `paths` compiled; `*` stays within one directory, `**` crosses directories.
+    /// `paths` compiled; `*` stays within one directory, `**` crosses directories. Empty when
+    /// `literal`.
     pub path_set: globset::GlobSet,
+    /// `paths` are file names, not globs (the files of an Argo CD Application's source):
+    /// matched by equality. Thousands of Applications would otherwise compile thousands of
+    /// glob sets that each match one file.
+    pub literal: bool,
     /// `targets[].repository`: a repository configured in `tagpilot.yaml` (`repositories:`);
     /// `None` means the local directory.
     pub repository: Option<String>,
@@ -198,9 +203,27 @@ pub struct Target {
 }
 
 impl Target {
+    /// A target naming exactly `files` (repository-relative, `/`-separated) in `repository`.
+    pub fn files(files: Vec<String>, repository: Option<String>) -> Target {
+        Target {
+            paths: files,
+            path_set: globset::GlobSet::empty(),
+            literal: true,
+            repository,
+            helm: None,
+            kustomize_image_name: None,
+        }
+    }
+
     /// Whether this target covers `path` (relative to the root it applies to).
     pub fn matches(&self, path: &Path) -> bool {
-        self.paths.is_empty() || self.path_set.is_match(path)
+        if self.paths.is_empty() {
+            true
+        } else if self.literal {
+            self.paths.iter().any(|p| Path::new(p) == path)
+        } else {
+            self.path_set.is_match(path)
+        }
     }
 }
 

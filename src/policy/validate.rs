@@ -540,6 +540,7 @@ impl Validator<'_> {
         Some(Target {
             paths,
             path_set,
+            literal: false,
             repository,
             helm,
             kustomize_image_name,

@@ -665,7 +665,11 @@ fn temporary_checkouts(marker: &str) -> Vec<PathBuf> {
     std::fs::read_dir(std::env::temp_dir())
         .unwrap()
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("tagpilot-checkout-"))
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("tagpilot-checkout-")
+        })
         .map(|e| e.path().join(marker))
         .filter(|p| p.exists())
         .collect()
@@ -688,7 +692,10 @@ async fn planning_a_repository_writes_no_work_tree() {
             repository: &RepositoryConfig,
             files: &CommitFiles,
         ) -> std::io::Result<Planned<()>> {
-            assert!(read_text(files, &self.marker).is_ok(), "the marker is in the tree");
+            assert!(
+                read_text(files, &self.marker).is_ok(),
+                "the marker is in the tree"
+            );
             let found: Vec<PathBuf> = temporary_checkouts(&self.marker)
                 .into_iter()
                 .chain(work_tree_files(&self.cache))
