@@ -48,6 +48,9 @@ pub struct Config {
     /// Registry notifications `tagpilot run` accepts on `/webhooks/<kind>`.
     #[serde(default)]
     pub webhooks: Option<WebhooksConfig>,
+    /// How much of a cycle runs at once.
+    #[serde(default)]
+    pub concurrency: Concurrency,
     /// Where the config file was read from; relative paths in it resolve against its directory.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -92,6 +95,31 @@ pub struct Credentials {
     pub password_env: Option<String>,
     #[serde(default)]
     pub password_file: Option<PathBuf>,
+}
+
+/// `concurrency:`: how many manifest repositories are fetched, planned and written at once.
+/// Each repository's own plan still comes before its write, and the report lists repositories
+/// in the same order whatever finishes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Concurrency {
+    /// Repositories in flight at once (at least 1).
+    #[serde(default = "Concurrency::default_repositories")]
+    pub repositories: usize,
+}
+
+impl Concurrency {
+    fn default_repositories() -> usize {
+        4
+    }
+}
+
+impl Default for Concurrency {
+    fn default() -> Self {
+        Concurrency {
+            repositories: Concurrency::default_repositories(),
+        }
+    }
 }
 
 /// `webhooks:`: the secret a notification must carry (`Authorization: Bearer <secret>`).
@@ -241,6 +269,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             span.referenced.column()
         ));
     }
+    if let (0, Some(span)) = (config.concurrency.repositories, &spans.concurrency) {
+        problems.push(format!(
+            "{name}:{}:{}: concurrency.repositories must be at least 1",
+            span.referenced.line(),
+            span.referenced.column()
+        ));
+    }
     if problems.is_empty() {
         Ok(config)
     } else {
@@ -258,6 +293,8 @@ struct ConfigSpans {
     policies: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     webhooks: Option<Spanned<serde::de::IgnoredAny>>,
+    #[serde(default)]
+    concurrency: Option<Spanned<serde::de::IgnoredAny>>,
 }
 
 #[derive(Deserialize)]
@@ -273,6 +310,31 @@ struct RegistrySpans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repository_concurrency_defaults_to_four_and_is_at_least_one() {
+        let path = Path::new("tagpilot.yaml");
+        assert_eq!(
+            parse(path, "registries: []\n")
+                .unwrap()
+                .concurrency
+                .repositories,
+            4
+        );
+        let set = parse(path, "concurrency:\n  repositories: 16\n").unwrap();
+        assert_eq!(set.concurrency.repositories, 16);
+        let err = parse(path, "registries: []\nconcurrency:\n  repositories: 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("tagpilot.yaml:3:") && err.contains("at least 1"),
+            "{err}"
+        );
+        let err = parse(path, "concurrency:\n  repos: 2\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("repos"), "{err}");
+    }
 
     #[test]
     fn webhooks_need_exactly_one_secret_source() {

@@ -24,6 +24,7 @@ pub mod target;
 
 use std::path::{Path, PathBuf};
 
+use futures_util::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::cluster::{self, Loaded};
@@ -193,12 +194,26 @@ async fn run_cycle<R: Registry>(
     let mut app_problems = Vec::new();
     if !targets.is_empty() {
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
-        for repository in &targets {
-            if ctx.cancel.is_cancelled() {
+        // Several repositories at once, each still planned before it is written; `buffered`
+        // hands the results back in target order, so the report does not depend on which
+        // finishes first. A target not yet started when the token is cancelled never starts.
+        let bound = input.config.concurrency.repositories.max(1);
+        let planner = &planner;
+        let written: Vec<_> = stream::iter(&targets)
+            .map(|repository| async move {
+                if ctx.cancel.is_cancelled() {
+                    return None;
+                }
+                Some(write_target(cache, repository, planner, options).await)
+            })
+            .buffered(bound)
+            .collect()
+            .await;
+        for (repository, written) in targets.iter().zip(written) {
+            let Some((outcome, planned)) = written else {
                 cycle.cancelled = true;
-                break;
-            }
-            let (outcome, planned) = write_target(cache, repository, &planner, options).await;
+                continue;
+            };
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
                 cycle.plan.merge(p.plan);

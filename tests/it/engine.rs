@@ -435,3 +435,137 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         "nothing written once cancelled"
     );
 }
+
+/// A registry that holds each tag listing until `bound` listings are in flight at once (or
+/// every listing still to come is), and records the most it saw. The listing of `last` also
+/// waits until another listing has finished, so that repository's plan ends after the others.
+struct Gate {
+    inner: MemoryRegistry,
+    bound: usize,
+    total: usize,
+    last: tagpilot::image::Repository,
+    in_flight: std::sync::atomic::AtomicUsize,
+    finished: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl tagpilot::registry::Registry for Gate {
+    async fn list_tags(
+        &self,
+        repo: &tagpilot::image::Repository,
+    ) -> Result<Vec<String>, tagpilot::registry::RegistryError> {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        // Never hangs: a planner that runs repositories one at a time waits out the deadline
+        // and then shows as one in flight at most.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            let (in_flight, finished) = (
+                self.in_flight.load(Ordering::SeqCst),
+                self.finished.load(Ordering::SeqCst),
+            );
+            let full = in_flight >= self.bound || in_flight + finished >= self.total;
+            if full && (*repo != self.last || finished > 0 || in_flight + finished >= self.total) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let listed = self.inner.list_tags(repo).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        listed
+    }
+
+    async fn inspect(
+        &self,
+        repo: &tagpilot::image::Repository,
+        reference: &str,
+        platforms: &[tagpilot::image::Platform],
+    ) -> Result<tagpilot::registry::ImageInfo, tagpilot::registry::RegistryError> {
+        self.inner.inspect(repo, reference, platforms).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_order() {
+    const REPOS: usize = 5;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    let mut repos = Vec::new();
+    let mut yaml = String::from("concurrency:\n  repositories: 2\nrepositories:\n");
+    let mut registry_yaml = String::new();
+    for k in 0..REPOS {
+        let image = format!("registry.example/shop/svc{k}");
+        let repo = repo_with(&[(
+            "apps/svc/deployment.yaml".into(),
+            deployment(&format!("{image}:1.0.0")),
+        )]);
+        yaml.push_str(&format!(
+            "  - name: m{k}\n    url: {}\n    branch: main\n",
+            repo.file_url()
+        ));
+        std::fs::write(
+            dir.path().join("policies").join(format!("svc{k}.yaml")),
+            policy_file(&format!("svc{k}"), &image, "1.x", "apps/**")
+                .replace("repository: manifests", &format!("repository: m{k}")),
+        )
+        .unwrap();
+        registry_yaml.push_str(&format!("{image}: {{tags: [\"1.0.0\", \"1.1.0\"]}}\n"));
+        repos.push(repo);
+    }
+    let path = dir.path().join("tagpilot.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let config = config::load(&path).unwrap();
+    assert_eq!(config.concurrency.repositories, 2);
+    let registry = Gate {
+        inner: MemoryRegistry::from_yaml(&registry_yaml).unwrap(),
+        bound: 2,
+        total: REPOS,
+        last: tagpilot::image::Repository::parse("registry.example/shop/svc0").unwrap(),
+        in_flight: Default::default(),
+        finished: Default::default(),
+        most: Default::default(),
+    };
+    let policies = policy::load(&config).expect("policies load");
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let input = engine::Input {
+        config: &config,
+        policies: &policies,
+        broken_policies: &[],
+        local: None,
+        cluster: None,
+    };
+    let context = engine::Context {
+        registry: &registry,
+        cache: Some(&cache),
+        progress: &(),
+        cancel: Default::default(),
+    };
+    let planned = engine::run(&input, &context, engine::Options { dry_run: true })
+        .await
+        .expect("engine cycle");
+    assert_eq!(
+        registry.most.load(Ordering::SeqCst),
+        2,
+        "two repositories in flight at once, never more"
+    );
+    // m0's plan ended last; the report keeps the configured order.
+    let names: Vec<&str> = planned
+        .plan
+        .repositories
+        .iter()
+        .map(|r| r.repository.as_str())
+        .collect();
+    assert_eq!(names, ["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(
+        planned.plan.changes.len(),
+        REPOS,
+        "{:?}",
+        planned.plan.problems
+    );
+    assert!(
+        planned.plan.problems.is_empty(),
+        "{:?}",
+        planned.plan.problems
+    );
+}
