@@ -22,8 +22,7 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
-use super::annotations::{self, GitCredentials, PullSecret, WriteBackMethod};
-use super::application::Application;
+use super::annotations::{AppAnnotations, GitCredentials, PullSecret, WriteBackMethod};
 use super::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 use super::resolve::{Origin, Resolved};
 
@@ -72,7 +71,7 @@ pub enum CredentialError {
 /// not be used, each naming the application and the Secret.
 pub async fn pull_secrets(
     cluster: &Cluster,
-    apps: &[Application],
+    apps: &[(String, &AppAnnotations)],
 ) -> (HashMap<String, Credential>, Vec<String>) {
     let mut secrets = SecretCache::default();
     registry_credentials(cluster, apps, &mut secrets, &|v| std::env::var(v).ok()).await
@@ -107,23 +106,20 @@ impl SecretCache {
 /// credentials for one host is reported, and the first is used.
 async fn registry_credentials(
     cluster: &Cluster,
-    apps: &[Application],
+    apps: &[(String, &AppAnnotations)],
     secrets: &mut SecretCache,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (HashMap<String, Credential>, Vec<String>) {
     let mut out: HashMap<String, (Credential, String)> = HashMap::new();
     let mut problems = Vec::new();
-    for app in apps {
-        let Some(a) = annotations::parse(&app.metadata.annotations) else {
-            continue;
-        };
+    for (app, a) in apps {
         for image in &a.images {
             let Some(how) = &image.pull_secret else {
                 continue;
             };
             let shown = describe_pull_secret(how);
             let got = pull_secret_credential(cluster, how, &image.repository, secrets, env).await;
-            let problem = |m: String| format!("application {}: {}: {m}", app.id(), image.alias);
+            let problem = |m: String| format!("application {app}: {}: {m}", image.alias);
             match got {
                 Ok(credential) => match out.get(&image.repository.registry) {
                     Some((have, from)) if *have != credential => problems.push(problem(format!(

@@ -47,6 +47,9 @@ pub struct ImageUpdater {
     pub metadata: Metadata,
     #[serde(default)]
     pub spec: UpdaterSpec,
+    /// The status as last written (from the cluster), to write only what changed.
+    #[serde(default)]
+    pub status: Option<serde_json::Value>,
     /// Where it was read from (`argocd/updaters.yaml:12`, `cluster`), for reports.
     #[serde(skip)]
     pub origin: String,
@@ -276,11 +279,37 @@ pub struct Selected {
     pub origin: Origin,
     /// What to update and how; `None`: the Application is not managed.
     pub settings: Option<AppAnnotations>,
-    /// The resource (and its entry) that configures it: `ImageUpdater argocd/web
-    /// (applicationRefs[1], namePattern "web-*")`; `None` for annotations alone.
-    pub configured_by: Option<String>,
+    /// The resource entry that configures it; `None` for annotations alone.
+    pub configured_by: Option<ConfiguredBy>,
     /// Why it is not updated although something names it (a conflict between resources).
     pub problems: Vec<String>,
+}
+
+/// The `applicationRefs` entry of a resource that configures an Application; shown as
+/// `ImageUpdater argocd/web (applicationRefs[1], namePattern "web-*")`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredBy {
+    pub namespace: String,
+    pub name: String,
+    pub entry: usize,
+    pub name_pattern: String,
+}
+
+impl std::fmt::Display for ConfiguredBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{KIND} {}/{} (applicationRefs[{}], namePattern {:?})",
+            self.namespace, self.name, self.entry, self.name_pattern
+        )
+    }
+}
+
+impl ConfiguredBy {
+    /// Whether this names the resource `u`.
+    pub fn is(&self, u: &ImageUpdater) -> bool {
+        self.namespace == u.namespace() && self.name == u.metadata.name
+    }
 }
 
 /// What a set of resources says: each Application's configuration, the problems of the
@@ -388,7 +417,10 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
                 selected.settings = Some(settings_for(&selected.app, u, r.entry, r.index));
             }
             many => {
-                let names: Vec<String> = many.iter().map(|(u, r)| r.describe(u)).collect();
+                let names: Vec<String> = many
+                    .iter()
+                    .map(|(u, r)| r.describe(u).to_string())
+                    .collect();
                 selected.problems.push(format!(
                     "selected by more than one {KIND}: {}; neither applies until only one selects it",
                     names.join(" and ")
@@ -452,13 +484,13 @@ impl<'a> CompiledRef<'a> {
                 .is_none_or(|s| labels_match(s, &app.metadata.labels))
     }
 
-    fn describe(&self, u: &ImageUpdater) -> String {
-        format!(
-            "{KIND} {} (applicationRefs[{}], namePattern {:?})",
-            u.id(),
-            self.index,
-            self.entry.name_pattern
-        )
+    fn describe(&self, u: &ImageUpdater) -> ConfiguredBy {
+        ConfiguredBy {
+            namespace: u.namespace().to_string(),
+            name: u.metadata.name.clone(),
+            entry: self.index,
+            name_pattern: self.entry.name_pattern.clone(),
+        }
     }
 }
 
@@ -1020,7 +1052,7 @@ spec:
     fn settings_inherit_from_spec_to_entry_to_image() {
         let s = select_one(app("web-dev", &[], &[]), SAMPLE);
         assert_eq!(
-            s.configured_by.as_deref(),
+            s.configured_by.map(|c| c.to_string()).as_deref(),
             Some(r#"ImageUpdater argocd/updater (applicationRefs[1], namePattern "web-*")"#)
         );
         let settings = s.settings.unwrap();

@@ -1,5 +1,6 @@
-//! The Kubernetes API client of the Argo CD module: list Applications, read Secrets, send a
-//! merge patch to an Application. Pure I/O.
+//! The Kubernetes API client of the Argo CD module: list Applications and `ImageUpdater`
+//! resources, read Secrets, send a merge patch to an Application or to an `ImageUpdater`'s
+//! status. Pure I/O.
 //!
 //! Why it stands alone: it is the edge. It decides nothing (which patch to send is
 //! [`super::patch`]'s business, what a Secret means is [`super::credentials`]'), so it imports
@@ -46,6 +47,20 @@ pub enum KubeError {
     },
     #[error("Kubernetes API: patching Application {namespace}/{name}: {source}")]
     PatchApplication {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// `place` is `namespace team-a` or `all namespaces`.
+    #[error("Kubernetes API: listing ImageUpdater resources in {place}: {source}")]
+    ListImageUpdaters {
+        place: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Kubernetes API: writing the status of ImageUpdater {namespace}/{name}: {source}")]
+    PatchImageUpdaterStatus {
         namespace: String,
         name: String,
         #[source]
@@ -138,6 +153,84 @@ impl Cluster {
         }
         apps.sort_by_key(Application::id);
         Ok(apps)
+    }
+
+    fn image_updaters_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
+        let resource = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(
+                "argocd-image-updater.argoproj.io",
+                "v1alpha1",
+                "ImageUpdater",
+            ),
+            "imageupdaters",
+        );
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        }
+    }
+
+    /// The `ImageUpdater` resources in `namespaces` (all when empty), as the API returns them;
+    /// reading them is the caller's business. None when the CRD is not installed: a cluster
+    /// without Image Updater's CRD simply has no such resources.
+    pub async fn image_updaters(
+        &self,
+        namespaces: &[String],
+    ) -> Result<Vec<serde_json::Value>, KubeError> {
+        let places: Vec<Option<&str>> = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().map(|n| Some(n.as_str())).collect()
+        };
+        let mut out = Vec::new();
+        for ns in places {
+            match self
+                .image_updaters_api(ns)
+                .list(&ListParams::default())
+                .await
+            {
+                Ok(list) => out.extend(
+                    list.items
+                        .iter()
+                        .map(|o| serde_json::to_value(o).expect("a listed object serialises")),
+                ),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(source) => {
+                    return Err(KubeError::ListImageUpdaters {
+                        place: match ns {
+                            Some(ns) => format!("namespace {ns}"),
+                            None => "all namespaces".to_string(),
+                        },
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Replaces the listed fields of an `ImageUpdater`'s `status` (a JSON merge patch on the
+    /// status subresource).
+    pub async fn patch_image_updater_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Result<(), KubeError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let body = serde_json::json!({ "status": status });
+        self.image_updaters_api(Some(namespace))
+            .patch_status(name, &params, &Patch::Merge(&body))
+            .await
+            .map(drop)
+            .map_err(|source| KubeError::PatchImageUpdaterStatus {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            })
     }
 
     pub async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, KubeError> {

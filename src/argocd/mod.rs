@@ -43,6 +43,7 @@ pub mod patch;
 pub mod planner;
 
 pub mod resolve;
+pub mod updater_status;
 
 pub use crate::config::applications::{ApplicationsConfig, FromCluster, FromGit};
 pub use application::Application;

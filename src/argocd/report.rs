@@ -39,7 +39,7 @@ pub fn collect(
         .map(|(i, a)| ApplicationReport {
             application: a.app.id(),
             origin: a.app.origin.clone(),
-            configured_by: a.configured_by.clone(),
+            configured_by: a.configured_by.as_ref().map(ToString::to_string),
             images: images.iter().filter(|o| o.app == i).cloned().collect(),
             skipped_annotations: a.annotations.skipped.clone(),
             problems: a

@@ -46,7 +46,7 @@ pub struct ManagedApp {
     /// App-level problems (no repository to write to, a method that cannot work here).
     pub problems: Vec<String>,
     /// The `ImageUpdater` resource entry that configures it; `None`: its annotations.
-    pub configured_by: Option<String>,
+    pub configured_by: Option<super::image_updater::ConfiguredBy>,
 }
 
 /// What makes two units one repository target: the URL, the branch, the branch template and

@@ -232,6 +232,33 @@ async fn run_cycle<R: Registry>(
             app_problems.extend(patches.app_problems);
             patch_reports = reports;
         }
+        // Image Updater's status on each resource from the cluster, once the writes are done.
+        if let Some(c) = input.cluster
+            && !options.dry_run
+            && !cycle.cancelled
+        {
+            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            let writes = argocd::updater_status::status_writes(
+                &apps.updaters,
+                &apps.resolved,
+                &images,
+                &app_problems,
+                &now,
+            );
+            for w in writes {
+                if let Err(e) = c
+                    .cluster
+                    .patch_image_updater_status(&w.namespace, &w.name, &w.status)
+                    .await
+                {
+                    cycle.failed = true;
+                    cycle.plan.problems.push(Problem {
+                        message: e.to_string(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
         cycle.applications =
             Some(apps.report(&mut cycle.plan, &images, &app_problems, patch_reports));
     }
@@ -297,6 +324,9 @@ fn repository_targets(input: &Input<'_>, resolved: Option<&Resolved>) -> Vec<Rep
 /// The Applications of one cycle, resolved into policies and write places.
 struct Applications {
     resolved: Resolved,
+    /// The `ImageUpdater` resources read (from git and the cluster); those from the cluster
+    /// get their status written.
+    updaters: Vec<argocd::image_updater::ImageUpdater>,
     /// Problems met reading them (a file that is not YAML, a pull secret that is missing).
     load_problems: Vec<String>,
     /// SSH keys from Argo CD's Secrets live in private files for as long as the cycle runs.
@@ -326,6 +356,7 @@ async fn collect_applications<R: Registry>(
     match (input.cluster, &apps_config.from_cluster) {
         (Some(c), _) => {
             apps.extend(c.apps.iter().cloned().map(|a| (a, Origin::Cluster)));
+            updaters.extend(c.updaters.iter().cloned());
             load_problems.extend(c.problems.iter().cloned());
         }
         (None, Some(_)) => load_problems
@@ -350,6 +381,7 @@ async fn collect_applications<R: Registry>(
     }
     Ok(Applications {
         resolved,
+        updaters,
         load_problems,
         _keys: keys,
     })
