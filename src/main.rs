@@ -52,6 +52,16 @@ enum Command {
     Tags(TagsArgs),
     /// Keep running: apply on an interval, serving /livez, /readyz and /metrics.
     Run(RunArgs),
+    /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
+    /// Application in these files or directories as its annotations do.
+    MigrateAnnotations(MigrateArgs),
+}
+
+#[derive(Args, Debug)]
+struct MigrateArgs {
+    /// Application manifests: files, or directories searched for `.yaml` and `.yml` files.
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -238,7 +248,28 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check(args),
         Command::Tags(args) => tags(args).await,
         Command::Run(args) => run_service(args).await,
+        Command::MigrateAnnotations(args) => migrate_annotations(&args),
     }
+}
+
+fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode> {
+    let apps = argocd::load::applications_in(&args.paths)?;
+    let resources: Vec<String> = apps
+        .iter()
+        .filter_map(argocd::image_updater::migrate)
+        .collect();
+    if resources.is_empty() {
+        bail!(
+            "no Application with an image-list annotation in {}",
+            args.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    print!("{}", resources.join("---\n"));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A duration in humantime's words (`2m`, `90s`); zero would spin without pause.
