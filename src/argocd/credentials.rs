@@ -355,16 +355,60 @@ pub async fn git_credentials(
             }
         }
     }
+    // Host keys for SSH come from Argo CD's own ConfigMap, as Argo CD checks them; read once.
+    let mut known_hosts: Option<Option<std::path::PathBuf>> = None;
     for (name, secret) in given {
         let Some(repo) = resolved.repositories.iter_mut().find(|r| r.name == name) else {
             continue;
         };
         if let Err(m) = use_git_secret(repo, &secret, keys) {
             problems.push(format!("repository {name}: {m}"));
+            continue;
+        }
+        if repo.auth.ssh_key_file.is_some() && repo.auth.known_hosts_file.is_none() {
+            if known_hosts.is_none() {
+                known_hosts = Some(
+                    match argocd_known_hosts(cluster, argocd_namespace, keys).await {
+                        Ok(file) => file,
+                        Err(m) => {
+                            problems.push(m);
+                            None
+                        }
+                    },
+                );
+            }
+            repo.auth.known_hosts_file = known_hosts.clone().flatten();
         }
     }
     problems
 }
+
+/// Argo CD's SSH host keys (`ssh_known_hosts` of the `argocd-ssh-known-hosts-cm` ConfigMap in
+/// its namespace) in a file under `keys`; `None` when there is no such ConfigMap, and then
+/// `~/.ssh/known_hosts` is used as for any repository.
+async fn argocd_known_hosts(
+    cluster: &Cluster,
+    namespace: &str,
+    keys: &Path,
+) -> Result<Option<std::path::PathBuf>, String> {
+    let data = cluster
+        .config_map_data(namespace, KNOWN_HOSTS_CONFIG_MAP)
+        .await
+        .map_err(|e| format!("SSH host keys: {e}"))?;
+    let Some(text) = data.and_then(|mut d| d.remove("ssh_known_hosts")) else {
+        return Ok(None);
+    };
+    let file = keys.join("argocd_known_hosts");
+    std::fs::write(&file, text).map_err(|e| {
+        format!(
+            "SSH host keys from ConfigMap {namespace}/{KNOWN_HOSTS_CONFIG_MAP} cannot be stored: {e}"
+        )
+    })?;
+    Ok(Some(file))
+}
+
+/// The ConfigMap in which Argo CD keeps the SSH host keys it trusts.
+pub const KNOWN_HOSTS_CONFIG_MAP: &str = "argocd-ssh-known-hosts-cm";
 
 /// Points `repo`'s auth at `secret`. The git writer takes SSH keys from files and HTTPS
 /// passwords only from environment variables, so an SSH key is written to a private file under

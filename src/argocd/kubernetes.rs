@@ -10,7 +10,7 @@
 //! What it must never do: put a Secret's value in an error (only `namespace/name`), or send
 //! anything but the merge patch it is given.
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
@@ -68,6 +68,13 @@ pub enum KubeError {
     },
     #[error("cannot read Secret {namespace}/{name}: {source}")]
     ReadSecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read ConfigMap {namespace}/{name}: {source}")]
+    ReadConfigMap {
         namespace: String,
         name: String,
         #[source]
@@ -242,6 +249,25 @@ impl Cluster {
                 name: name.to_string(),
                 source,
             })
+    }
+
+    /// A ConfigMap's `data`; `None` when there is no such ConfigMap.
+    pub async fn config_map_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, KubeError> {
+        match Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+        {
+            Ok(found) => Ok(found.map(|c| c.data.unwrap_or_default())),
+            Err(source) => Err(KubeError::ReadConfigMap {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            }),
+        }
     }
 
     /// Argo CD's repository Secrets in its namespace (`repository` and `repo-creds`).

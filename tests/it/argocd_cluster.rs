@@ -1072,7 +1072,8 @@ fn write_cluster_config(dir: &Path, server: &MockServer, reg: &TestRegistry) -> 
 }
 
 #[tokio::test]
-async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
+async fn repocreds_from_a_secret_push_over_ssh_trusting_argocd_s_host_keys_and_plan_pushes_nothing()
+{
     let ssh = crate::support::git::SshGitServer::start();
     let WebFixture {
         reg,
@@ -1114,10 +1115,25 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
         .mount(&server)
         .await;
 
+    // The host key is trusted because Argo CD trusts it: it is in Argo CD's ConfigMap, and in
+    // no known_hosts file of the user's.
+    Mock::given(method("GET"))
+        .and(path(
+            "/api/v1/namespaces/argocd/configmaps/argocd-ssh-known-hosts-cm",
+        ))
+        .and(bearer())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "argocd-ssh-known-hosts-cm", "namespace": "argocd"},
+            "data": {"ssh_known_hosts": std::fs::read_to_string(ssh.known_hosts()).unwrap()},
+        })))
+        .expect(2)
+        .mount(&server)
+        .await;
+
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::copy(ssh.known_hosts(), home.join(".ssh/known_hosts")).unwrap();
     let kubeconfig_path = write_cluster_config(dir.path(), &server, &reg);
     let env = [("KUBECONFIG", kubeconfig_path.as_str())];
     let before = repo.rev("main").unwrap();
