@@ -6,6 +6,8 @@
 //! - `yaml_error` — one rendering of YAML errors with `file:line:column`.
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
+//! - [`provenance`] — where an image was built from (its OCI source and revision labels), and
+//!   the source comparison an update makes (pure).
 //! - [`select`] — tag selection (pure).
 //! - [`registry`] — the OCI registry edge, and an in-memory registry for tests.
 //! - [`manifest`] — finding image fields in YAML and editing them surgically (pure).
@@ -30,6 +32,7 @@ pub mod image;
 pub mod manifest;
 pub mod plan;
 pub mod policy;
+pub mod provenance;
 pub mod registry;
 pub mod report;
 pub mod run;

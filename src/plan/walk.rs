@@ -296,6 +296,7 @@ pub async fn plan<R: Registry>(
                     strategy: policy.strategy.name(),
                     from,
                     to,
+                    source: None,
                 };
                 pending.entry(f.file).or_default().push(PendingChange {
                     change,

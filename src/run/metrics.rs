@@ -369,6 +369,7 @@ mod tests {
             strategy: "semver",
             from: "1.0.0".to_string(),
             to: "1.1.0".to_string(),
+            source: None,
         }
     }
 

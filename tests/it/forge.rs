@@ -54,6 +54,7 @@ impl ApiPlanner {
                 from: old.rsplit(':').next().unwrap().to_owned(),
                 to: self.tag.into(),
                 strategy: "semver".into(),
+                ..Default::default()
             }],
         }])
     }
@@ -833,6 +834,10 @@ fn pull_request_body_matches_the_golden_file() {
                 from: "1.4.2".into(),
                 to: "1.5.0".into(),
                 strategy: "semver".into(),
+                source: Some("https://github.com/acme/checkout".into()),
+                revision_from: Some("1111111111111111111111111111111111111111".into()),
+                revision_to: Some("2222222222222222222222222222222222222222".into()),
+                compare_url: Some("https://github.com/acme/checkout/compare/1111111111111111111111111111111111111111...2222222222222222222222222222222222222222".into()),
             },
             Change {
                 policy: "checkout".into(),
@@ -842,6 +847,7 @@ fn pull_request_body_matches_the_golden_file() {
                 from: "main-1a2b3c4-1700000000".into(),
                 to: "main-9f8e7d6-1700086400".into(),
                 strategy: "regex".into(),
+                ..Default::default()
             },
         ],
     };
@@ -851,11 +857,19 @@ fn pull_request_body_matches_the_golden_file() {
         head: "0123456789abcdef0123456789abcdef01234567".into(),
         noted: None,
     };
+    // The first image's source says what changed: 23 commits, the first 20 listed.
+    let subjects: Vec<String> = (1..=23).map(|n| format!("Change {n}\n\nbody")).collect();
+    let commits = forge::SourceCommits::from_messages(subjects.iter().map(String::as_str), 23);
+    let sources = std::collections::BTreeMap::from([(
+        group.changes[0].compare_url.clone().unwrap(),
+        commits,
+    )]);
     let actual = forge::body::body(
         forge::ForgeKind::GitHub,
         "manifests",
         "main",
         &group,
+        &sources,
         &marker,
     );
     crate::golden::assert_text(
@@ -1336,6 +1350,7 @@ async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
             from: "1.0.0".into(),
             to: "1.2.0".into(),
             strategy: "semver".into(),
+            ..Default::default()
         }]),
         head: "0".repeat(40),
         noted: None,
@@ -1602,6 +1617,7 @@ impl Replanner for ApiAndWeb {
                     from: old.rsplit(':').next().unwrap().to_owned(),
                     to: to.into(),
                     strategy: "semver".into(),
+                    ..Default::default()
                 }],
             }
         };
