@@ -12,6 +12,7 @@ mod forge;
 mod git;
 mod golden;
 mod layers;
+mod lease;
 mod manifest;
 mod policy;
 mod registry;

@@ -1,0 +1,211 @@
+//! Leader election (`tagpilot run --leader-elect`) against the scripted Kubernetes API of
+//! `support::kube`: acquiring a free Lease, renewing it, following while another replica
+//! holds it, losing it (taken by another holder, a renewal refused, a renewal that hangs),
+//! and giving it up at shutdown. Each test states the exact requests, in order. The last
+//! test runs the binary end to end: a follower writes nothing to a real bare repository,
+//! and the same process writes once it leads.
+
+use std::time::{Duration, Instant};
+
+use tagpilot::run::lease::{Elector, LEADER_LABEL, LeaderElection, PodName, Role};
+use tokio::sync::watch;
+
+use crate::support::kube::{Fault, LeaseApi, NAMESPACE, cluster};
+
+const ME: &str = "tagpilot-0";
+const OTHER: &str = "tagpilot-1";
+/// Renewed a second before expiry; each request gives up after a quarter second.
+const DURATION: Duration = Duration::from_secs(3);
+
+fn settings() -> LeaderElection {
+    LeaderElection {
+        lease_name: "tagpilot".to_string(),
+        lease_namespace: Some(NAMESPACE.to_string()),
+        identity: ME.to_string(),
+        lease_duration: DURATION,
+        pod: Some(PodName {
+            namespace: NAMESPACE.to_string(),
+            name: ME.to_string(),
+        }),
+    }
+}
+
+async fn start(server: &wiremock::MockServer) -> Elector {
+    let timeout = settings().request_timeout();
+    Elector::start_with(cluster(server, timeout).await, settings())
+        .await
+        .unwrap()
+}
+
+/// Waits (at most `within`) until the role is `want`; the journal is in the failure message.
+async fn wait_role(roles: &mut watch::Receiver<Role>, want: Role, api: &LeaseApi, within: Duration) {
+    let reached = tokio::time::timeout(within, roles.wait_for(|r| *r == want))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    assert!(
+        reached,
+        "never {want:?} within {within:?}; now {:?}; requests:\n{}",
+        *roles.borrow(),
+        api.journal().join("\n")
+    );
+}
+
+/// Waits until the journal has `n` lines matching `pred`.
+async fn wait_journal(api: &LeaseApi, what: &str, n: usize, pred: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while api.journal().iter().filter(|l| pred(l)).count() < n {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {n} {what}; requests:\n{}",
+            api.journal().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const UNLABEL: &str = "PATCH pod/tagpilot-0 tagpilot.dev/leader=null";
+const LABEL: &str = "PATCH pod/tagpilot-0 tagpilot.dev/leader=true";
+const TAKE: &str = "APPLY lease acquireTime,holder=tagpilot-0,leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
+const COUNT_TRANSITION: &str = "PATCH lease leaseTransitions by tagpilot-tagpilot-0";
+const RENEW: &str = "PATCH lease leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
+const RELEASE: &str = "PATCH lease acquireTime,holder=null,leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
+
+#[tokio::test]
+async fn acquires_a_free_lease_labels_its_pod_renews_and_releases_at_shutdown() {
+    let (server, api) = LeaseApi::start().await;
+    let elector = start(&server).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    // Renewed twice: more than two durations' worth of leading on one acquisition.
+    wait_journal(&api, "renewals", 2, |l| l == RENEW).await;
+    assert_eq!(*roles.borrow(), Role::Leading);
+
+    elector.stop().await;
+    assert_eq!(api.holder(), None, "the Lease was not given up");
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
+    assert_eq!(
+        api.journal(),
+        vec![
+            // A label a restarted container left behind goes first.
+            UNLABEL,
+            // The Lease does not exist yet: created empty, read (by the wait for a change,
+            // then by the attempt to take it), and taken by server-side apply.
+            "GET lease",
+            "POST lease",
+            "GET lease",
+            "GET lease",
+            TAKE,
+            COUNT_TRANSITION,
+            "GET lease",
+            LABEL,
+            // Renewals, a grace period before each expiry, each read back.
+            RENEW,
+            "GET lease",
+            RENEW,
+            "GET lease",
+            // Shutdown: writes stop and the label goes first, then the Lease is given up.
+            UNLABEL,
+            RELEASE,
+            "GET lease",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn follows_while_another_replica_renews_and_takes_over_once_it_stops() {
+    let (server, api) = LeaseApi::start().await;
+    let other = api.keep_held_by(OTHER, DURATION);
+    let elector = start(&server).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Following, &api, Duration::from_secs(5)).await;
+    // Longer than the Lease lasts: only the other replica's renewals keep this one out.
+    tokio::time::sleep(DURATION + Duration::from_secs(1)).await;
+    assert_eq!(*roles.borrow(), Role::Following);
+    assert_eq!(api.holder().as_deref(), Some(OTHER));
+    let journal = api.journal();
+    assert!(
+        journal.iter().all(|l| !l.starts_with("APPLY") && l != LABEL),
+        "a follower tried to take a held Lease or labelled itself:\n{}",
+        journal.join("\n")
+    );
+
+    // The other replica stops renewing: once its Lease has expired, this one takes over.
+    other.cancel();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+    let journal = api.journal();
+    let forced = journal
+        .iter()
+        .position(|l| l == RELEASE)
+        .expect("the expired Lease is forced free first");
+    let taken = journal.iter().position(|l| l == TAKE).expect("then taken");
+    assert!(forced < taken, "{}", journal.join("\n"));
+    elector.stop().await;
+}
+
+#[tokio::test]
+async fn a_lease_taken_by_another_holder_stops_leading_and_removes_the_label() {
+    let (server, api) = LeaseApi::start().await;
+    let elector = start(&server).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+
+    api.clear_journal();
+    let other = api.keep_held_by(OTHER, Duration::from_secs(60));
+    wait_role(&mut roles, Role::Following, &api, Duration::from_secs(5)).await;
+    wait_journal(&api, "label removals", 1, |l| l == UNLABEL).await;
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
+    assert_eq!(api.holder().as_deref(), Some(OTHER));
+    // The renewal found the other holder on reading the Lease back.
+    assert_eq!(
+        api.journal(),
+        vec![RENEW, "GET lease", UNLABEL],
+        "exactly one renewal, then the step down"
+    );
+    elector.stop().await;
+    other.cancel();
+    assert_eq!(api.holder().as_deref(), Some(OTHER), "released a Lease it did not hold");
+}
+
+/// Leads, then makes Lease patches fail with `fault`; returns how long before the Lease's
+/// expiry the role turned to following.
+async fn steps_down_before_expiry(fault: Fault) {
+    let (server, api) = LeaseApi::start().await;
+    let elector = start(&server).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+
+    api.set_fault(Some(fault));
+    let expiry = api.expiry().expect("a held Lease has an expiry");
+    wait_role(&mut roles, Role::Following, &api, DURATION * 2).await;
+    let stepped_down = jiff::Timestamp::now();
+    // Not a speed test: the order of two events. Another replica may take the Lease only
+    // after `expiry`; this one stopped writing before that, and the renewal that failed was
+    // the only one attempted.
+    assert!(
+        stepped_down < expiry,
+        "stepped down at {stepped_down}, after the Lease expired at {expiry}:\n{}",
+        api.journal().join("\n")
+    );
+    assert_eq!(api.expiry(), Some(expiry), "the failed renewal changed the Lease");
+
+    // Once the API answers again, the Lease (still naming this replica) is renewed and held.
+    api.set_fault(None);
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    elector.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_renewal_stops_leading_before_the_lease_expires() {
+    steps_down_before_expiry(Fault::ServerError).await;
+}
+
+#[tokio::test]
+async fn a_renewal_that_hangs_stops_leading_before_the_lease_expires() {
+    steps_down_before_expiry(Fault::Hang).await;
+}
