@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use tagpilot::run::lease::{Elector, LEADER_LABEL, LeaderElection, PodName, Role};
 use tokio::sync::watch;
 
+use crate::daemon;
+use crate::support::git::DEPLOYMENT_PATH;
 use crate::support::kube::{Fault, LeaseApi, NAMESPACE, cluster};
 
 const ME: &str = "tagpilot-0";
@@ -38,7 +40,12 @@ async fn start(server: &wiremock::MockServer) -> Elector {
 }
 
 /// Waits (at most `within`) until the role is `want`; the journal is in the failure message.
-async fn wait_role(roles: &mut watch::Receiver<Role>, want: Role, api: &LeaseApi, within: Duration) {
+async fn wait_role(
+    roles: &mut watch::Receiver<Role>,
+    want: Role,
+    api: &LeaseApi,
+    within: Duration,
+) {
     let reached = tokio::time::timeout(within, roles.wait_for(|r| *r == want))
         .await
         .is_ok_and(|r| r.is_ok());
@@ -68,7 +75,8 @@ const LABEL: &str = "PATCH pod/tagpilot-0 tagpilot.dev/leader=true";
 const TAKE: &str = "APPLY lease acquireTime,holder=tagpilot-0,leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
 const COUNT_TRANSITION: &str = "PATCH lease leaseTransitions by tagpilot-tagpilot-0";
 const RENEW: &str = "PATCH lease leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
-const RELEASE: &str = "PATCH lease acquireTime,holder=null,leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
+const RELEASE: &str =
+    "PATCH lease acquireTime,holder=null,leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
 
 #[tokio::test]
 async fn acquires_a_free_lease_labels_its_pod_renews_and_releases_at_shutdown() {
@@ -125,7 +133,9 @@ async fn follows_while_another_replica_renews_and_takes_over_once_it_stops() {
     assert_eq!(api.holder().as_deref(), Some(OTHER));
     let journal = api.journal();
     assert!(
-        journal.iter().all(|l| !l.starts_with("APPLY") && l != LABEL),
+        journal
+            .iter()
+            .all(|l| !l.starts_with("APPLY") && l != LABEL),
         "a follower tried to take a held Lease or labelled itself:\n{}",
         journal.join("\n")
     );
@@ -167,7 +177,11 @@ async fn a_lease_taken_by_another_holder_stops_leading_and_removes_the_label() {
     );
     elector.stop().await;
     other.cancel();
-    assert_eq!(api.holder().as_deref(), Some(OTHER), "released a Lease it did not hold");
+    assert_eq!(
+        api.holder().as_deref(),
+        Some(OTHER),
+        "released a Lease it did not hold"
+    );
 }
 
 /// Leads, then makes Lease patches fail with `fault`; returns how long before the Lease's
@@ -191,7 +205,11 @@ async fn steps_down_before_expiry(fault: Fault) {
         "stepped down at {stepped_down}, after the Lease expired at {expiry}:\n{}",
         api.journal().join("\n")
     );
-    assert_eq!(api.expiry(), Some(expiry), "the failed renewal changed the Lease");
+    assert_eq!(
+        api.expiry(),
+        Some(expiry),
+        "the failed renewal changed the Lease"
+    );
 
     // Once the API answers again, the Lease (still naming this replica) is renewed and held.
     api.set_fault(None);
@@ -208,4 +226,90 @@ async fn a_refused_renewal_stops_leading_before_the_lease_expires() {
 #[tokio::test]
 async fn a_renewal_that_hangs_stops_leading_before_the_lease_expires() {
     steps_down_before_expiry(Fault::Hang).await;
+}
+
+/// `tagpilot run --leader-elect` end to end, as a Deployment's replica runs it (POD_NAME,
+/// POD_NAMESPACE, a kubeconfig for the scripted API): while another replica holds the Lease
+/// it is ready but writes nothing and refuses webhooks; once the Lease is free it takes it,
+/// labels its Pod, and the first cycle pushes to the real bare repository; SIGTERM gives the
+/// Lease and the label up.
+#[tokio::test]
+async fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
+    let s = daemon::setup().await;
+    let commits_before = s.repo.subjects("main").len();
+    let (server, api) = LeaseApi::start().await;
+    let other = api.keep_held_by(OTHER, DURATION);
+    let kubeconfig = s.dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, crate::support::kube::kubeconfig(&server)).unwrap();
+    let config = s.dir.path().join("tagpilot.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("webhooks:\n  secretEnv: IT_WEBHOOK_SECRET\n");
+    std::fs::write(&config, text).unwrap();
+    let mut replica = daemon::Daemon::start_with(
+        s.dir.path(),
+        "1s",
+        &[
+            ("TAGPILOT_LEADER_ELECT", "true"),
+            ("TAGPILOT_LEASE_DURATION", "3s"),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("POD_NAME", ME),
+            ("POD_NAMESPACE", NAMESPACE),
+            ("IT_WEBHOOK_SECRET", "s3cret"),
+        ],
+    );
+    let webhook = |replica: &daemon::Daemon| {
+        reqwest::Client::new()
+            .post(format!("{}/webhooks/distribution", replica.base))
+            .header("Authorization", "Bearer s3cret")
+            .body(daemon::push_event("shop/api"))
+            .send()
+    };
+
+    // A follower is ready (it stands by), but leads nothing and writes nothing.
+    replica.wait_for("/readyz", 200).await;
+    assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 503);
+    // Several intervals, and more than a Lease's duration.
+    tokio::time::sleep(DURATION + Duration::from_secs(1)).await;
+    let metrics = replica.text("/metrics").await;
+    assert!(metrics.contains("tagpilot_leader 0"), "{metrics}");
+    assert!(
+        metrics.contains("tagpilot_cycles_total{result=\"ok\"} 0"),
+        "a follower ran a cycle:\n{metrics}"
+    );
+    assert!(
+        metrics.contains("tagpilot_webhook_requests_total{kind=\"any\",result=\"not_leader\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(
+        s.repo.subjects("main").len(),
+        commits_before,
+        "a follower pushed:\n{}",
+        replica.log()
+    );
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        daemon::deployment(&s.registry, "1.0.0")
+    );
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
+
+    // The other replica goes away: this one takes the Lease, labels its Pod, and writes.
+    other.cancel();
+    daemon::wait_for_tag(&s, &replica, "1.1.0", Duration::from_secs(15)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    assert_eq!(
+        api.pod_labels(ME).get(LEADER_LABEL).map(String::as_str),
+        Some("true")
+    );
+    let metrics = replica.text("/metrics").await;
+    assert!(metrics.contains("tagpilot_leader 1"), "{metrics}");
+    assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 202);
+
+    let (status, log) = replica.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert_eq!(
+        api.holder(),
+        None,
+        "the Lease was not given up at exit:\n{log}"
+    );
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None, "{log}");
 }
