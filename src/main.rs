@@ -94,7 +94,13 @@ struct LeaderArgs {
     lease_namespace: Option<String>,
     /// How long the Lease holds without renewal (whole seconds, at least 3s); the leader renews
     /// a third of it before expiry and stops writing before it expires.
-    #[arg(long, env = "TAGPILOT_LEASE_DURATION", default_value = "15s", value_parser = parse_interval)]
+    #[arg(
+        long,
+        env = "TAGPILOT_LEASE_DURATION",
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = parse_lease_duration
+    )]
     lease_duration: std::time::Duration,
 }
 
@@ -311,6 +317,19 @@ fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
         Ok(d) => Ok(d),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A lease duration: whole seconds (the Lease counts in seconds), at least the minimum.
+fn parse_lease_duration(text: &str) -> Result<std::time::Duration, String> {
+    let min = tagpilot::run::lease::MIN_LEASE_DURATION;
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < min {
+        return Err(format!("the Lease must last at least {}s", min.as_secs()));
+    }
+    if d.subsec_nanos() != 0 {
+        return Err("the Lease counts in whole seconds".to_string());
+    }
+    Ok(d)
 }
 
 async fn run_service(args: RunArgs) -> Result<ExitCode> {

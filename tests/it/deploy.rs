@@ -39,8 +39,7 @@ fn chart() -> PathBuf {
 
 fn run(command: &mut Command) -> Output {
     let shown = format!("{command:?}");
-    let out = command.output().unwrap_or_else(|e| panic!("{shown}: {e}"));
-    out
+    command.output().unwrap_or_else(|e| panic!("{shown}: {e}"))
 }
 
 fn text(out: &Output) -> String {

@@ -313,3 +313,19 @@ async fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
     );
     assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None, "{log}");
 }
+
+#[test]
+fn a_lease_too_short_or_not_in_whole_seconds_is_refused_before_anything_starts() {
+    for (duration, reason) in [("2s", "at least 3s"), ("3500ms", "whole seconds")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+            .args(["run", "--leader-elect", "--lease-duration", duration])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--lease-duration") && stderr.contains(reason),
+            "{stderr}"
+        );
+    }
+}
