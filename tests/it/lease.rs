@@ -20,11 +20,15 @@ const OTHER: &str = "tagpilot-1";
 const DURATION: Duration = Duration::from_secs(3);
 
 fn settings() -> LeaderElection {
+    settings_for(DURATION)
+}
+
+fn settings_for(duration: Duration) -> LeaderElection {
     LeaderElection {
         lease_name: "tagpilot".to_string(),
         lease_namespace: Some(NAMESPACE.to_string()),
         identity: ME.to_string(),
-        lease_duration: DURATION,
+        lease_duration: duration,
         pod: Some(PodName {
             namespace: NAMESPACE.to_string(),
             name: ME.to_string(),
@@ -33,8 +37,12 @@ fn settings() -> LeaderElection {
 }
 
 async fn start(server: &wiremock::MockServer) -> Elector {
-    let timeout = settings().request_timeout();
-    Elector::start_with(cluster(server, timeout).await, settings())
+    start_for(server, DURATION).await
+}
+
+async fn start_for(server: &wiremock::MockServer, duration: Duration) -> Elector {
+    let settings = settings_for(duration);
+    Elector::start_with(cluster(server, settings.request_timeout()).await, settings)
         .await
         .unwrap()
 }
@@ -184,18 +192,20 @@ async fn a_lease_taken_by_another_holder_stops_leading_and_removes_the_label() {
     );
 }
 
-/// Leads, then makes Lease patches fail with `fault`; returns how long before the Lease's
-/// expiry the role turned to following.
+/// Leads, then makes Lease patches fail with `fault`, and checks that the role turned to
+/// following before the Lease expired. A six-second Lease: renewed two seconds before expiry,
+/// each request given half a second, so a loaded machine has over a second to spare.
 async fn steps_down_before_expiry(fault: Fault) {
+    let duration = Duration::from_secs(6);
     let (server, api) = LeaseApi::start().await;
-    let elector = start(&server).await;
+    let elector = start_for(&server, duration).await;
     let mut roles = elector.roles();
     wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
     wait_journal(&api, "labels", 1, |l| l == LABEL).await;
 
     api.set_fault(Some(fault));
     let expiry = api.expiry().expect("a held Lease has an expiry");
-    wait_role(&mut roles, Role::Following, &api, DURATION * 2).await;
+    wait_role(&mut roles, Role::Following, &api, duration * 2).await;
     let stepped_down = jiff::Timestamp::now();
     // Not a speed test: the order of two events. Another replica may take the Lease only
     // after `expiry`; this one stopped writing before that, and the renewal that failed was
