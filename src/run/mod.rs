@@ -174,7 +174,7 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         }
     };
     if let Some(elector) = &elector {
-        tokio::spawn(follow_role(elector.roles(), shared.clone()));
+        tokio::spawn(follow_role(elector.roles(), shared.clone(), drain.clone()));
     }
 
     let daemon = Daemon {
@@ -202,11 +202,17 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
 }
 
 /// Mirrors the election in health (ready once joined, webhooks refused while following) and
-/// in `tagpilot_leader`.
-async fn follow_role(mut roles: tokio::sync::watch::Receiver<Role>, shared: Arc<Shared>) {
+/// in `tagpilot_leader`. Once shutdown has started, readiness is not given back.
+async fn follow_role(
+    mut roles: tokio::sync::watch::Receiver<Role>,
+    shared: Arc<Shared>,
+    drain: CancellationToken,
+) {
+    let mut joined = false;
     loop {
         let role = *roles.borrow_and_update();
-        if role != Role::Joining {
+        if !joined && role != Role::Joining && !drain.is_cancelled() {
+            joined = true;
             shared.health.joined_election();
         }
         shared.health.set_following(role != Role::Leading);
