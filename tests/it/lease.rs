@@ -19,10 +19,6 @@ const OTHER: &str = "tagpilot-1";
 /// Renewed a second before expiry; each request gives up after a quarter second.
 const DURATION: Duration = Duration::from_secs(3);
 
-fn settings() -> LeaderElection {
-    settings_for(DURATION)
-}
-
 fn settings_for(duration: Duration) -> LeaderElection {
     LeaderElection {
         lease_name: "tagpilot".to_string(),
