@@ -19,8 +19,8 @@
 //! - [`forge`] — pull requests on GitHub and merge requests on GitLab.
 //! - [`engine`] — one cycle: sources grouped into targets, each planned once and written once;
 //!   `plan`, `apply` and the long-running mode all call [`engine::run`].
-//! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics and
-//!   shutdown on signals.
+//! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics,
+//!   shutdown on signals, and leader election among replicas (`--leader-elect`).
 
 pub mod apply;
 pub mod argocd;

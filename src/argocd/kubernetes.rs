@@ -1,6 +1,7 @@
 //! The Kubernetes API client of the Argo CD module: list Applications and `ImageUpdater`
-//! resources, read Secrets, send a merge patch to an Application or to an `ImageUpdater`'s
-//! status. Pure I/O.
+//! resources, read Secrets and ConfigMaps, send a merge patch to an Application or to an
+//! `ImageUpdater`'s status; and, for `tagpilot run --leader-elect`, a client whose requests give
+//! up quickly (for the lease) and the label the leader puts on its own Pod. Pure I/O.
 //!
 //! Why it stands alone: it is the edge. It decides nothing (which patch to send is
 //! [`super::patch`]'s business, what a Secret means is [`super::credentials`]'), so it imports
@@ -10,7 +11,7 @@
 //! What it must never do: put a Secret's value in an error (only `namespace/name`), or send
 //! anything but the merge patch it is given.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
@@ -80,6 +81,13 @@ pub enum KubeError {
         #[source]
         source: kube::Error,
     },
+    #[error("Kubernetes API: labelling Pod {namespace}/{name}: {source}")]
+    LabelPod {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot list Argo CD repository Secrets in {namespace}: {source}")]
     ListRepositorySecrets {
         namespace: String,
@@ -102,6 +110,57 @@ impl Cluster {
             .await
             .map(Cluster::new)
             .map_err(KubeError::Connect)
+    }
+
+    /// Connects like [`Cluster::connect`], with every request bounded: connecting, sending and
+    /// each wait for the answer give up after `timeout`. A lease holder needs this: a renewal
+    /// that hangs must fail while the lease is still valid, not after another replica may
+    /// have taken it over.
+    pub async fn connect_with_timeout(timeout: std::time::Duration) -> Result<Cluster, KubeError> {
+        let mut config = kube::Config::infer()
+            .await
+            .map_err(|e| KubeError::Connect(kube::Error::InferConfig(e)))?;
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        kube::Client::try_from(config)
+            .map(Cluster::new)
+            .map_err(KubeError::Connect)
+    }
+
+    /// The client, for crates built on kube-rs (the lease manager).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The namespace of the kubeconfig context, or of the service account in a Pod.
+    pub fn default_namespace(&self) -> &str {
+        self.client.default_namespace()
+    }
+
+    /// Sets the label `key` on the Pod `namespace/name` to `value`, or removes it (`None`), with
+    /// a JSON merge patch that touches nothing else.
+    pub async fn label_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), KubeError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let patch = serde_json::json!({"metadata": {"labels": {key: value}}});
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|source| KubeError::LabelPod {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            })
     }
 
     /// A cluster reached through `client` (tests build one against a local URL).

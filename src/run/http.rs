@@ -37,7 +37,30 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/webhooks/distribution",
             post(distribution).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            followers_refuse_webhooks,
+        ))
         .with_state(shared)
+}
+
+/// A follower does not act on notifications: it answers 503 so that the sender retries, and
+/// the retry reaches the leader (the webhook Service selects the leader's label). Counted
+/// as `result="not_leader"`.
+async fn followers_refuse_webhooks(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if shared.health.is_following() && request.uri().path().starts_with("/webhooks/") {
+        shared.metrics.webhook_not_leader();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not the leader: another replica handles notifications",
+        )
+            .into_response();
+    }
+    next.run(request).await
 }
 
 async fn distribution(

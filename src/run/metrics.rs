@@ -98,6 +98,7 @@ pub struct Metrics {
     webhooks: Family<WebhookLabels, Counter>,
     registry_requests: Family<RegistryStatusLabels, Counter>,
     tag_listings: Family<RegistryLabel, Counter>,
+    leader: Gauge,
     /// The registry client's counts when last taken, so each cycle adds only what is new.
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
 }
@@ -183,7 +184,14 @@ impl Metrics {
             "Tag list requests by registry",
             tag_listings.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "tagpilot_leader",
+            "1 while this replica writes (it holds the Lease, or runs without --leader-elect), 0 while it follows",
+            leader.clone(),
+        );
         Metrics {
+            leader,
             registry: Mutex::new(registry),
             registry_requests,
             tag_listings,
@@ -282,6 +290,21 @@ impl Metrics {
             .get_or_create(&WebhookLabels {
                 kind,
                 result: verdict.label(),
+            })
+            .inc();
+    }
+
+    /// Whether this replica writes, as `tagpilot_leader` shows it.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts a notification a follower refused (`result="not_leader"`; the kind is not read).
+    pub fn webhook_not_leader(&self) {
+        self.webhooks
+            .get_or_create(&WebhookLabels {
+                kind: "any",
+                result: "not_leader",
             })
             .inc();
     }

@@ -6,6 +6,9 @@
 //! signals ─▶ loop ── engine::run(config, policies reloaded, registry client, clone cache)
 //!            │            └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
 //!  --listen ─┴── /livez  /readyz  /metrics  POST /webhooks/distribution (a cycle now)
+//!
+//!  --leader-elect: lease ── Leading ─▶ cycles run; Following ─▶ no cycle starts, a cycle in
+//!                                      flight starts no further target, webhooks get 503
 //! ```
 //!
 //! What lives across cycles is built once here: the registry client with its caches, the clone
@@ -16,6 +19,7 @@
 
 pub mod health;
 pub mod http;
+pub mod lease;
 pub mod lock;
 pub mod metrics;
 pub mod pace;
@@ -38,6 +42,7 @@ use crate::policy;
 use crate::registry::{ClientOptions, RegistryClient, RegistryError};
 
 use self::http::Shared;
+use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};
 use self::metrics::CycleResult;
 use self::pace::Pacer;
@@ -54,6 +59,8 @@ pub struct Settings {
     pub state_dir: Option<PathBuf>,
     /// Where clones are kept (default: the user's cache directory).
     pub cache_dir: Option<PathBuf>,
+    /// `--leader-elect`: only the replica holding the Lease writes.
+    pub leader_election: Option<LeaderElection>,
 }
 
 /// How the loop ended.
@@ -87,6 +94,8 @@ pub enum RunError {
     NoCacheDir,
     #[error(transparent)]
     Webhooks(#[from] WebhookError),
+    #[error(transparent)]
+    LeaderElection(#[from] LeaseError),
 }
 
 /// Runs cycles until a signal stops them; serves health and metrics on `settings.listen`
@@ -157,20 +166,61 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     let registry = RegistryClient::new(client_options)?;
     let cache = engine::repo_cache(settings.cache_dir.as_deref()).ok_or(RunError::NoCacheDir)?;
 
+    let elector = match settings.leader_election {
+        Some(election) => Some(Elector::start(election).await?),
+        None => {
+            shared.metrics.set_leader(true);
+            None
+        }
+    };
+    if let Some(elector) = &elector {
+        tokio::spawn(follow_role(elector.roles(), shared.clone(), drain.clone()));
+    }
+
     let daemon = Daemon {
         config: &config,
         registry: &registry,
         cache: &cache,
         cluster: cluster.map(|(c, from, _)| (c, from)),
         shared: &shared,
+        roles: elector.as_ref().map(Elector::roles),
     };
     let stopped = daemon.cycles(settings.interval, drain, abort).await;
+    // The last write has finished: hand the Lease over now rather than at its expiry. After
+    // an abort nothing waits, not even for that.
+    if let Some(elector) = elector
+        && stopped == Stopped::Drained
+    {
+        elector.stop().await;
+    }
     shared.health.set_live(false);
     stop_serving.cancel();
     // The server only stops on `stop_serving`; its own failure is not worth an error at exit.
     let _ = server.await;
     drop(lock);
     Ok(stopped)
+}
+
+/// Mirrors the election in health (ready once joined, webhooks refused while following) and
+/// in `tagpilot_leader`. Once shutdown has started, readiness is not given back.
+async fn follow_role(
+    mut roles: tokio::sync::watch::Receiver<Role>,
+    shared: Arc<Shared>,
+    drain: CancellationToken,
+) {
+    let mut joined = false;
+    loop {
+        let role = *roles.borrow_and_update();
+        if !joined && role != Role::Joining && !drain.is_cancelled() {
+            joined = true;
+            shared.health.joined_election();
+        }
+        shared.health.set_following(role != Role::Leading);
+        shared.metrics.set_leader(role == Role::Leading);
+        if roles.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// What every cycle uses.
@@ -180,6 +230,8 @@ struct Daemon<'a> {
     cache: &'a RepoCache,
     cluster: Option<(Cluster, FromCluster)>,
     shared: &'a Shared,
+    /// With `--leader-elect`, the election's verdicts: cycles run only while leading.
+    roles: Option<tokio::sync::watch::Receiver<Role>>,
 }
 
 impl Daemon<'_> {
@@ -191,13 +243,36 @@ impl Daemon<'_> {
     ) -> Stopped {
         let mut pacer = Pacer::new(interval);
         self.shared.health.set_live(true);
+        let mut roles = self.roles.clone();
         while !drain.is_cancelled() {
+            if let Some(roles) = &mut roles
+                && *roles.borrow() != Role::Leading
+            {
+                tracing::info!("following: waiting for the Lease");
+                tokio::select! {
+                    () = lease::leading(roles) => {}
+                    () = drain.cancelled() => break,
+                }
+            }
             let started = Instant::now();
             let policies = policy::load_all(self.config);
             self.registry.start_cycle();
-            let cycle = Box::pin(self.cycle(&policies, drain.clone()));
+            // Losing the lease cancels like a signal does: no further target starts, the
+            // write in flight finishes.
+            let cancel = drain.child_token();
+            let lost = async {
+                match roles.clone() {
+                    Some(mut roles) => lease::not_leading(&mut roles).await,
+                    None => std::future::pending().await,
+                }
+                tracing::warn!("lost the Lease during a cycle: no further target starts");
+                cancel.cancel();
+                std::future::pending::<()>().await;
+            };
+            let cycle = Box::pin(self.cycle(&policies, cancel.clone()));
             let result = tokio::select! {
                 r = cycle => r,
+                () = lost => unreachable!("waits forever after cancelling"),
                 () = abort.cancelled() => return Stopped::Aborted,
             };
             let took = started.elapsed();
@@ -226,10 +301,18 @@ impl Daemon<'_> {
                     std::future::pending::<()>().await;
                 }
             };
+            // Losing the lease ends the wait too: the loop then waits to lead again.
+            let lost = async {
+                match roles.clone() {
+                    Some(mut roles) => lease::not_leading(&mut roles).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 () = webhook => tracing::debug!("cycle asked for by a webhook"),
                 () = drain.cancelled() => {}
+                () = lost => {}
             }
         }
         Stopped::Drained

@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use crate::support::git::{BareRepo, DEPLOYMENT_PATH, free_port};
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
-struct Setup {
-    registry: TestRegistry,
-    repo: BareRepo,
-    dir: tempfile::TempDir,
+pub(crate) struct Setup {
+    pub(crate) registry: TestRegistry,
+    pub(crate) repo: BareRepo,
+    pub(crate) dir: tempfile::TempDir,
 }
 
-fn deployment(registry: &TestRegistry, api: &str) -> String {
+pub(crate) fn deployment(registry: &TestRegistry, api: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {}:{api}\n",
         registry.image("shop/api"),
@@ -23,7 +23,7 @@ fn deployment(registry: &TestRegistry, api: &str) -> String {
 
 /// A registry with `shop/api` 1.0.0 and 1.1.0, a bare repository whose Deployment is on 1.0.0,
 /// and a tagpilot.yaml with one policy pushing to it.
-async fn setup() -> Setup {
+pub(crate) async fn setup() -> Setup {
     setup_with(TestRegistry::start(Auth::None).await).await
 }
 
@@ -62,9 +62,9 @@ async fn setup_with(registry: TestRegistry) -> Setup {
 }
 
 /// A running `tagpilot run`, killed (by its own id) if a test ends without stopping it.
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
-    base: String,
+    pub(crate) base: String,
     log: std::path::PathBuf,
 }
 
@@ -74,7 +74,7 @@ impl Daemon {
         Daemon::start_with(dir, "1s", &[])
     }
 
-    fn start_with(dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start_with(dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
         Daemon::start_on(free_port(), dir, interval, env)
     }
 
@@ -93,17 +93,17 @@ impl Daemon {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The status of `GET path`, or `None` while nothing listens.
-    async fn status(&self, path: &str) -> Option<u16> {
+    pub(crate) async fn status(&self, path: &str) -> Option<u16> {
         let response = reqwest::get(format!("{}{path}", self.base)).await.ok()?;
         Some(response.status().as_u16())
     }
 
-    async fn text(&self, path: &str) -> String {
+    pub(crate) async fn text(&self, path: &str) -> String {
         reqwest::get(format!("{}{path}", self.base))
             .await
             .unwrap()
@@ -113,7 +113,7 @@ impl Daemon {
     }
 
     /// Waits until `GET path` answers `want`, and returns every status seen before.
-    async fn wait_for(&mut self, path: &str, want: u16) -> Vec<Option<u16>> {
+    pub(crate) async fn wait_for(&mut self, path: &str, want: u16) -> Vec<Option<u16>> {
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut seen = Vec::new();
         loop {
@@ -137,7 +137,7 @@ impl Daemon {
     }
 
     /// Sends SIGTERM and waits for the exit.
-    fn terminate(mut self) -> (ExitStatus, String) {
+    pub(crate) fn terminate(mut self) -> (ExitStatus, String) {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(sent.success());
@@ -185,7 +185,7 @@ fn daemon_command(dir: &Path, port: u16) -> Command {
 }
 
 /// Waits until the bare repository's Deployment is on `tag`.
-async fn wait_for_tag(s: &Setup, daemon: &Daemon, tag: &str, within: Duration) {
+pub(crate) async fn wait_for_tag(s: &Setup, daemon: &Daemon, tag: &str, within: Duration) {
     let want = deployment(&s.registry, tag);
     let deadline = Instant::now() + within;
     while s.repo.show("main", DEPLOYMENT_PATH) != want {
@@ -274,7 +274,7 @@ async fn a_second_process_on_the_same_state_dir_refuses_to_start_naming_it() {
 }
 
 /// A push notification as distribution sends it to `notifications.endpoints`, for `repository`.
-fn push_event(repository: &str) -> String {
+pub(crate) fn push_event(repository: &str) -> String {
     format!(
         r#"{{"events":[{{"id":"e1","timestamp":"2026-01-01T00:00:00Z","action":"push","target":{{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:fea8895f450959fa676bcc1df0611ea93823a735a01205fd8622846041d0c7cf","repository":"{repository}","tag":"1.2.0"}},"request":{{"id":"r1","method":"PUT"}},"actor":{{}},"source":{{}}}}]}}"#
     )
