@@ -1,31 +1,30 @@
-//! The HTTP side of `tagpilot run`: `/livez`, `/readyz`, `/metrics` and
-//! `POST /webhooks/distribution`.
+//! The HTTP side of `tagpilot run`: `/livez`, `/readyz`, `/metrics`, the registries'
+//! notifications on `POST /webhooks/<kind>` and Argo CD Image Updater's `POST /webhook?type=`.
+//! A notification is answered at once; the re-check it asks for runs in the loop.
 
 use std::sync::Arc;
 
+use super::health::Health;
+use super::metrics::Metrics;
+use super::recheck::Rechecks;
+use super::webhook::{self, Answer, Kind, Secrets, Verdict, image_updater};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
-use tokio::sync::Notify;
-
-use super::health::Health;
-use super::metrics::Metrics;
-use super::webhook::{self, Secret, Verdict};
 
 /// What the handlers read; the loop writes it.
 #[derive(Debug, Default)]
 pub struct Shared {
     pub health: Health,
     pub metrics: Metrics,
-    /// The secret webhooks must carry; without one every notification is refused.
-    pub webhook_secret: Option<Secret>,
-    /// Asks the loop for a cycle now. `notify_one` keeps at most one wake-up, so a burst of
-    /// notifications during a cycle gives one more cycle, not one each.
-    pub trigger: Notify,
+    /// The secrets notifications must carry, by kind; a kind without one is refused.
+    pub secrets: Secrets,
+    /// The repositories notifications hinted at, waiting for the loop to re-check them.
+    pub rechecks: Rechecks,
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -34,24 +33,71 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route(
-            "/webhooks/distribution",
-            post(distribution).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
+            "/webhooks/{kind}",
+            post(registry_webhook).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
+        )
+        .route(
+            "/webhook",
+            post(image_updater_webhook).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
         )
         .with_state(shared)
 }
 
-async fn distribution(
+/// `POST /webhooks/<kind>`.
+async fn registry_webhook(
     State(shared): State<Arc<Shared>>,
+    Path(kind): Path<String>,
+    RawQuery(query): RawQuery,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> (StatusCode, String) {
-    let (verdict, status, text) =
-        webhook::distribution(shared.webhook_secret.as_ref(), &headers, body);
-    shared.metrics.webhook("distribution", verdict);
-    if verdict == Verdict::Accepted {
-        shared.trigger.notify_one();
+    let Some(kind) = Kind::from_name(&kind) else {
+        shared.metrics.webhook("unknown", Verdict::UnknownKind);
+        let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no webhook kind {kind:?}: one of {}", kinds.join(", ")),
+        );
+    };
+    let query = decode(query.as_deref());
+    let answer = webhook::handle(kind, &shared.secrets, &headers, &query, body);
+    respond(&shared, kind.name(), answer)
+}
+
+/// `POST /webhook?type=<type>`, Argo CD Image Updater's endpoint.
+async fn image_updater_webhook(
+    State(shared): State<Arc<Shared>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> (StatusCode, String) {
+    let query = decode(query.as_deref());
+    let (kind, answer) = image_updater::handle(&shared.secrets, &headers, &query, body);
+    respond(&shared, kind.map_or("unknown", |k| k.name()), answer)
+}
+
+/// Counts the answer, hands its hints to the loop, and sends it.
+fn respond(shared: &Shared, kind: &'static str, answer: Answer) -> (StatusCode, String) {
+    shared.metrics.webhook(kind, answer.verdict);
+    match answer.verdict {
+        Verdict::Accepted => {
+            let repositories: Vec<String> = answer.hints.iter().map(ToString::to_string).collect();
+            tracing::info!(kind, ?repositories, "push notification: re-checking");
+            shared.rechecks.hint(answer.hints);
+        }
+        // The reason, never the request: its URL may carry the secret.
+        verdict => {
+            tracing::debug!(kind, result = verdict.label(), reason = %answer.text, "notification not acted on")
+        }
     }
-    (status, text)
+    (answer.status, answer.text)
+}
+
+/// The URL's query parameters, decoded.
+fn decode(query: Option<&str>) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .into_owned()
+        .collect()
 }
 
 async fn livez(State(shared): State<Arc<Shared>>) -> impl IntoResponse {

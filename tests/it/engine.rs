@@ -86,9 +86,16 @@ async fn cycle(
         progress,
         cancel: Default::default(),
     };
-    engine::run(&input, &context, engine::Options { dry_run })
-        .await
-        .expect("engine cycle")
+    engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("engine cycle")
 }
 
 #[tokio::test]
@@ -424,9 +431,16 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         progress: &(),
         cancel,
     };
-    let cycle = engine::run(&input, &context, engine::Options { dry_run: false })
-        .await
-        .unwrap();
+    let cycle = engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert!(cycle.cancelled);
     assert!(cycle.plan.repositories.is_empty());
     assert_eq!(
