@@ -169,4 +169,100 @@ mod tests {
         assert!(text.contains("# TYPE tagpilot_cycles counter"), "{text}");
         assert_eq!(get(&base, "/nothing").await.0, StatusCode::NOT_FOUND);
     }
+
+    async fn post(url: String, headers: &[(&str, &str)], body: Vec<u8>) -> (u16, String) {
+        // A connection of its own: after a 413 the server drops it.
+        let mut request = reqwest::Client::new()
+            .post(url)
+            .header("connection", "close")
+            .body(body);
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    #[tokio::test]
+    async fn notifications_are_answered_counted_and_handed_to_the_loop() {
+        let shared = Arc::new(Shared {
+            secrets: Secrets::shared(webhook::Secret::new("s3cret").unwrap()),
+            ..Shared::default()
+        });
+        let base = serve(shared.clone()).await;
+        let push = br#"{"events":[{"action":"push","target":{"repository":"shop/api","tag":"1.2.0"},"request":{"host":"r.example:5000"}}]}"#.to_vec();
+        let bearer = [("authorization", "Bearer s3cret")];
+
+        let (status, text) = post(
+            format!("{base}/webhooks/distribution"),
+            &bearer,
+            push.clone(),
+        )
+        .await;
+        assert_eq!(status, 202, "{text}");
+        assert_eq!(shared.rechecks.waiting(), 1);
+
+        let (status, text) = post(format!("{base}/webhooks/gitlab"), &bearer, push.clone()).await;
+        assert_eq!(status, 404);
+        assert!(
+            text.contains("distribution, dockerhub, ghcr, harbor, quay, gar, cloudevents"),
+            "{text}"
+        );
+
+        let huge = vec![b' '; webhook::BODY_LIMIT + 1];
+        let (status, _) = post(
+            format!("{base}/webhooks/distribution"),
+            &bearer,
+            huge.clone(),
+        )
+        .await;
+        assert_eq!(status, 413);
+        let (status, _) = post(
+            format!("{base}/webhook?type=harbor"),
+            &[("authorization", "s3cret")],
+            huge,
+        )
+        .await;
+        assert_eq!(status, 413);
+
+        let (status, _) = post(
+            format!("{base}/webhooks/distribution"),
+            &[("authorization", "Bearer nope")],
+            push.clone(),
+        )
+        .await;
+        assert_eq!(status, 401);
+        let (status, text) = post(
+            format!("{base}/webhooks/distribution"),
+            &bearer,
+            b"[]".to_vec(),
+        )
+        .await;
+        assert_eq!(status, 400, "{text}");
+
+        let dockerhub =
+            br#"{"push_data":{"tag":"1"},"repository":{"repo_name":"shop/web"}}"#.to_vec();
+        let (status, text) = post(
+            format!("{base}/webhook?type=docker.io&secret=s3cret"),
+            &[],
+            dockerhub,
+        )
+        .await;
+        assert_eq!(status, 202, "{text}");
+        assert_eq!(shared.rechecks.waiting(), 2);
+
+        let (_, metrics) = get(&base, "/metrics").await;
+        for line in [
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"accepted\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"unknown\",result=\"unknown_kind\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"too_large\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"harbor\",result=\"too_large\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"malformed\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"docker.io\",result=\"accepted\"} 1",
+        ] {
+            assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+        }
+        assert!(!metrics.contains("s3cret"), "{metrics}");
+    }
 }
