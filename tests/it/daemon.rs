@@ -546,6 +546,9 @@ fn github_signature(secret: &str, body: &str) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// A notification to send: path and query, headers, body.
+type Case<'a> = (String, Vec<(&'a str, String)>, String);
+
 #[tokio::test]
 async fn every_kind_with_its_documented_payload_gets_a_pushed_tag_committed() {
     let s = setup().await;
@@ -578,8 +581,7 @@ async fn every_kind_with_its_documented_payload_gets_a_pushed_tag_committed() {
         ("localhost/harbor/alpine", image.as_str()),
         ("\"harbor/alpine\"", "\"shop/api\""),
     ];
-    // (path and query, headers, body)
-    let cases: Vec<(String, Vec<(&str, String)>, String)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "/webhooks/distribution".into(),
             vec![("authorization", "Bearer s3cret".into())],
