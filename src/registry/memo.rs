@@ -113,5 +113,14 @@ mod tests {
         memo.clear();
         memo.get_or_init("ok", || count(Ok(1))).await.unwrap();
         assert_eq!(runs.load(Ordering::SeqCst), 4);
+        memo.get_or_init("kept", || count(Ok(3))).await.unwrap();
+        memo.forget(|k| *k == "ok");
+        memo.get_or_init("kept", || count(Ok(3))).await.unwrap();
+        memo.get_or_init("ok", || count(Ok(1))).await.unwrap();
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            6,
+            "only the forgotten key was asked again"
+        );
     }
 }

@@ -482,6 +482,22 @@ mod tests {
     }
 
     #[test]
+    fn a_recheck_counts_its_updates_but_is_not_a_cycle() {
+        let metrics = Metrics::new();
+        metrics.record_recheck(&Ok(cycle()));
+        let text = metrics.render();
+        for line in [
+            "tagpilot_webhook_rechecks_total{result=\"partial\"} 1",
+            "tagpilot_webhook_rechecks_total{result=\"ok\"} 0",
+            "tagpilot_cycles_total{result=\"partial\"} 0",
+            "tagpilot_updates_total{policy=\"api\",result=\"pushed\"} 1",
+            "tagpilot_cycle_duration_seconds_count 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    #[test]
     fn registry_answers_are_added_once() {
         let metrics = Metrics::new();
         let count = |request, status: &str, count| ResponseCount {
