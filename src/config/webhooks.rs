@@ -8,7 +8,7 @@
 //!     secretFile: /secrets/github-webhook # GitHub signs with its own secret
 //!   recheck:
 //!     debounce: 200ms                     # notifications gathered into one re-check
-//!     minInterval: 10s                    # per image repository
+//!     minInterval: 5s                     # per image repository
 //! ```
 //!
 //! Structure only: whether the variable is set and the file readable is checked by
@@ -113,7 +113,7 @@ fn default_debounce() -> Duration {
 }
 
 fn default_min_interval() -> Duration {
-    Duration::from_secs(10)
+    Duration::from_secs(5)
 }
 
 /// `200ms`, `10s`, `1m 30s`: humantime's spelling, as the `--interval` flag takes it.
