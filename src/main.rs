@@ -441,7 +441,15 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         progress: &progress,
         cancel: Default::default(),
     };
-    let cycle = engine::run(&input, &context, engine::Options { dry_run: !write }).await?;
+    let cycle = engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run: !write,
+            ..Default::default()
+        },
+    )
+    .await?;
     drop(progress);
 
     let shown = Plan {

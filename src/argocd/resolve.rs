@@ -5,12 +5,13 @@
 //! Pure: the remote default branch (for `targetRevision: HEAD`) is asked through a callback, so
 //! this module opens no connection itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
 use crate::config::repository::WriteMode;
 use crate::git::RepositoryConfig;
+use crate::image::Repository;
 use crate::policy::{ImagePolicy, PolicyError, Strategy};
 
 use super::annotations::{
@@ -116,6 +117,29 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Keeps only the apps with an image in `images` (each kept whole: its `.argocd-source`
+    /// file is written whole), and the repositories and branch templates they use.
+    pub fn keep_images(&mut self, images: &BTreeSet<Repository>) {
+        self.apps.retain(|a| {
+            a.policies
+                .iter()
+                .flatten()
+                .any(|p| images.contains(&p.image))
+        });
+        let used = |name: &str| {
+            self.apps
+                .iter()
+                .any(|a| a.units.iter().any(|u| u.repository == name))
+        };
+        let repositories = std::mem::take(&mut self.repositories);
+        self.repositories = repositories.into_iter().filter(|r| used(&r.name)).collect();
+        let templates = std::mem::take(&mut self.branch_templates);
+        self.branch_templates = templates
+            .into_iter()
+            .filter(|(name, _)| used(name))
+            .collect();
+    }
+
     /// The apps with at least one unit in `repository`.
     pub fn apps_in(&self, repository: &str) -> impl Iterator<Item = (usize, &ManagedApp)> {
         self.apps

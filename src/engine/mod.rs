@@ -22,6 +22,8 @@ pub mod outcome;
 pub mod shared;
 pub mod target;
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
@@ -33,6 +35,7 @@ use crate::argocd::resolve::{Origin, Resolved};
 use crate::argocd::{self, Application, ArgoError};
 use crate::config::Config;
 use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
+use crate::image::Repository;
 use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
 use crate::policy::{ImagePolicy, PolicyError};
@@ -96,9 +99,14 @@ pub struct Context<'a, R> {
 
 /// How a cycle runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Options {
+pub struct Options<'a> {
     /// Plan everything, write nothing: `tagpilot plan`.
     pub dry_run: bool,
+    /// Only the policies, and the Applications, whose image repository is one of these: the
+    /// re-check after a push notification. A target none of them names is skipped entirely
+    /// (not even fetched). An Application is planned whole when one of its images is in the
+    /// set, since its `.argocd-source` file is written whole. `None`: everything.
+    pub only_images: Option<&'a BTreeSet<Repository>>,
 }
 
 /// Everything one cycle found and did.
@@ -124,7 +132,7 @@ pub struct Cycle {
 pub async fn run<R: Registry>(
     input: &Input<'_>,
     ctx: &Context<'_, R>,
-    options: Options,
+    options: Options<'_>,
 ) -> Result<Cycle, EngineError> {
     // Boxed: a cycle (Applications, git, forge, re-plans) is a deep chain of futures; inlined
     // into every caller's future it overflows rustc's query depth limit where the binary's
@@ -135,8 +143,17 @@ pub async fn run<R: Registry>(
 async fn run_cycle<R: Registry>(
     input: &Input<'_>,
     ctx: &Context<'_, R>,
-    options: Options,
+    options: Options<'_>,
 ) -> Result<Cycle, EngineError> {
+    let policies: Cow<'_, [ImagePolicy]> = match options.only_images {
+        Some(images) => input
+            .policies
+            .iter()
+            .filter(|p| images.contains(&p.image))
+            .cloned()
+            .collect(),
+        None => Cow::Borrowed(input.policies),
+    };
     // One tag listing per repository for the whole cycle, whichever targets need it.
     let registry = Shared::new(ctx.registry);
     let mut cycle = Cycle::default();
@@ -149,7 +166,7 @@ async fn run_cycle<R: Registry>(
 
     // 1. Sources: policy files are the caller's; Applications are read here.
     let apps = match &input.config.applications {
-        Some(_) => Some(collect_applications(input, ctx).await?),
+        Some(_) => Some(collect_applications(input, ctx, options.only_images).await?),
         None => None,
     };
     let resolved = apps.as_ref().map(|a| &a.resolved);
@@ -161,7 +178,7 @@ async fn run_cycle<R: Registry>(
             repository: None,
             exclude: own_files(input),
         };
-        let mut local = plan::plan(&scope, input.policies, &registry, ctx.progress).await?;
+        let mut local = plan::plan(&scope, &policies, &registry, ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);
         if !options.dry_run && !cycle.local_files.is_empty() {
             // Like a failing repository, a failed local write is reported and the rest goes on.
@@ -177,11 +194,11 @@ async fn run_cycle<R: Registry>(
     }
 
     // 3. Repository targets: each planned once, with every source that names it.
-    let targets = repository_targets(input, resolved);
-    let sources = SourceNames::new(input.policies, resolved);
+    let targets = repository_targets(input.config, &policies, options.only_images, resolved);
+    let sources = SourceNames::new(&policies, resolved);
     let no_templates = Default::default();
     let planner = TargetPlanner {
-        policies: input.policies,
+        policies: &policies,
         apps: resolved.map(|r| AppPlanner::new(r, &registry, ctx.progress)),
         resolved,
         registry: &registry,
@@ -271,7 +288,7 @@ async fn write_target<R: Registry>(
     cache: &RepoCache,
     repository: &RepositoryConfig,
     planner: &TargetPlanner<'_, R>,
-    options: Options,
+    options: Options<'_>,
 ) -> (RepositoryOutcome, Option<TargetPlan>) {
     let mut repository = repository.clone();
     if planner.branch_templates.contains_key(&repository.name) {
@@ -303,13 +320,32 @@ async fn write_target<R: Registry>(
 }
 
 /// The repositories to plan: each configured one that policy files may name, and each one the
-/// Applications write to; a repository named by both is one target.
-fn repository_targets(input: &Input<'_>, resolved: Option<&Resolved>) -> Vec<RepositoryConfig> {
+/// Applications write to; a repository named by both is one target. Restricted to some images,
+/// only the configured repositories their policies name: the others have nothing to re-check.
+fn repository_targets(
+    config: &Config,
+    policies: &[ImagePolicy],
+    only_images: Option<&BTreeSet<Repository>>,
+    resolved: Option<&Resolved>,
+) -> Vec<RepositoryConfig> {
     let mut targets: Vec<RepositoryConfig> = Vec::new();
     // With no policies, configured repositories are written only by the Applications that name
     // them; a pass of their own would only list them twice in the report.
-    if !input.policies.is_empty() {
-        targets.extend(input.config.repositories.iter().cloned());
+    if !policies.is_empty() {
+        let named = |name: &str| {
+            policies.iter().any(|p| {
+                p.targets
+                    .iter()
+                    .any(|t| t.repository.as_deref() == Some(name))
+            })
+        };
+        targets.extend(
+            config
+                .repositories
+                .iter()
+                .filter(|r| only_images.is_none() || named(&r.name))
+                .cloned(),
+        );
     }
     for repo in resolved.iter().flat_map(|r| r.repositories.iter()) {
         match targets.iter_mut().find(|t| t.name == repo.name) {
@@ -336,6 +372,7 @@ struct Applications {
 async fn collect_applications<R: Registry>(
     input: &Input<'_>,
     ctx: &Context<'_, R>,
+    only_images: Option<&BTreeSet<Repository>>,
 ) -> Result<Applications, EngineError> {
     let config = input.config;
     let apps_config = config
@@ -375,6 +412,9 @@ async fn collect_applications<R: Registry>(
         &config.repositories,
         &argocd::load::remote_default_branch,
     );
+    if let Some(images) = only_images {
+        resolved.keep_images(images);
+    }
     let keys = tempfile::tempdir().map_err(EngineError::KeyDir)?;
     if let Some(c) = input.cluster {
         load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);

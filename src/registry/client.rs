@@ -69,6 +69,14 @@ impl RegistryClient {
         self.configs.retain(Result::is_ok);
     }
 
+    /// Forgets the tag lists and tag digests of `repositories`, so that they are read fresh: a
+    /// push notification says they changed since the last cycle listed them. What was found by
+    /// digest is kept.
+    pub fn forget_tags(&self, repositories: &std::collections::BTreeSet<Repository>) {
+        self.tags.forget(|r| repositories.contains(r));
+        self.tag_digests.forget(|(r, _)| repositories.contains(r));
+    }
+
     /// Every answer so far, by registry, request and status, in that order.
     pub fn responses(&self) -> Vec<ResponseCount> {
         let responses = self

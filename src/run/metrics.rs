@@ -96,6 +96,7 @@ pub struct Metrics {
     updates: Family<UpdateLabels, Counter>,
     errors: Family<KindLabel, Counter>,
     webhooks: Family<WebhookLabels, Counter>,
+    rechecks: Family<ResultLabel, Counter>,
     registry_requests: Family<RegistryStatusLabels, Counter>,
     tag_listings: Family<RegistryLabel, Counter>,
     leader: Gauge,
@@ -169,8 +170,26 @@ impl Metrics {
         let webhooks = Family::<WebhookLabels, Counter>::default();
         registry.register(
             "tagpilot_webhook_requests",
-            "Webhook requests by kind and result (accepted, ignored, unauthorized, malformed, too_large)",
+            "Webhook requests by kind and result (accepted, ignored, unauthorized, malformed, too_large, unknown_kind)",
             webhooks.clone(),
+        );
+        let rechecks = Family::<ResultLabel, Counter>::default();
+        for result in [
+            CycleResult::Ok,
+            CycleResult::Partial,
+            CycleResult::Error,
+            CycleResult::Cancelled,
+        ] {
+            rechecks
+                .get_or_create(&ResultLabel {
+                    result: result.label(),
+                })
+                .inc_by(0);
+        }
+        registry.register(
+            "tagpilot_webhook_rechecks",
+            "Re-checks of the policies and Applications that use the repositories notifications named, by how they ended (as tagpilot_cycles_total)",
+            rechecks.clone(),
         );
         let registry_requests = Family::<RegistryStatusLabels, Counter>::default();
         registry.register(
@@ -197,6 +216,7 @@ impl Metrics {
             tag_listings,
             registry_seen: Mutex::default(),
             webhooks,
+            rechecks,
             cycles,
             cycle_duration,
             last_success,
@@ -233,6 +253,22 @@ impl Metrics {
                 })
                 .inc();
         }
+        self.record_outcome(result);
+    }
+
+    /// Counts one re-check after notifications: its result, its updates and its errors. It is
+    /// not a cycle: `tagpilot_cycles_total` and the last successful cycle stay the interval's.
+    pub fn record_recheck(&self, result: &Result<Cycle, EngineError>) {
+        self.rechecks
+            .get_or_create(&ResultLabel {
+                result: CycleResult::of(result).label(),
+            })
+            .inc();
+        self.record_outcome(result);
+    }
+
+    /// The updates and errors of a cycle or a re-check.
+    fn record_outcome(&self, result: &Result<Cycle, EngineError>) {
         match result {
             Err(e) => self.error(e.metric_label()),
             Ok(cycle) => {
@@ -284,7 +320,8 @@ impl Metrics {
         }
     }
 
-    /// Counts one webhook request of `kind` (`distribution`) and what became of it.
+    /// Counts one webhook request of `kind` (`distribution`, `docker.io`, `unknown`: a bounded
+    /// set) and what became of it.
     pub fn webhook(&self, kind: &'static str, verdict: Verdict) {
         self.webhooks
             .get_or_create(&WebhookLabels {
@@ -466,6 +503,22 @@ mod tests {
             .expect("the timestamp is exported");
         let value: f64 = last.split(' ').nth(1).unwrap().parse().unwrap();
         assert!(value > 1.7e9, "{last}");
+    }
+
+    #[test]
+    fn a_recheck_counts_its_updates_but_is_not_a_cycle() {
+        let metrics = Metrics::new();
+        metrics.record_recheck(&Ok(cycle()));
+        let text = metrics.render();
+        for line in [
+            "tagpilot_webhook_rechecks_total{result=\"partial\"} 1",
+            "tagpilot_webhook_rechecks_total{result=\"ok\"} 0",
+            "tagpilot_cycles_total{result=\"partial\"} 0",
+            "tagpilot_updates_total{policy=\"api\",result=\"pushed\"} 1",
+            "tagpilot_cycle_duration_seconds_count 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
     }
 
     #[test]

@@ -4,11 +4,13 @@
 //! ```text
 //!            ┌── pace: interval ± jitter; backoff with jitter after a failed cycle
 //! signals ─▶ loop ── engine::run(config, policies reloaded, registry client, clone cache)
-//!            │            └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
-//!  --listen ─┴── /livez  /readyz  /metrics  POST /webhooks/distribution (a cycle now)
+//!            │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
+//!            │   └─ between cycles: re-checks of only the repositories notifications named
+//!  --listen ─┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
+//!                                                  └─▶ recheck: coalesced, rate-limited hints
 //!
-//!  --leader-elect: lease ── Leading ─▶ cycles run; Following ─▶ no cycle starts, a cycle in
-//!                                      flight starts no further target, webhooks get 503
+//!  --leader-elect: lease ── Leading ─▶ cycles and re-checks run; Following ─▶ none starts, one
+//!                           in flight starts no further target, webhooks get 503
 //! ```
 //!
 //! What lives across cycles is built once here: the registry client with its caches, the clone
@@ -23,9 +25,11 @@ pub mod lease;
 pub mod lock;
 pub mod metrics;
 pub mod pace;
+pub mod recheck;
 pub mod signal;
 pub mod webhook;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,6 +42,7 @@ use crate::argocd::{ArgoError, FromCluster};
 use crate::config::Config;
 use crate::engine::{self, Cycle, EngineError};
 use crate::git::RepoCache;
+use crate::image::Repository;
 use crate::policy;
 use crate::registry::{ClientOptions, RegistryClient, RegistryError};
 
@@ -46,7 +51,8 @@ use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};
 use self::metrics::CycleResult;
 use self::pace::Pacer;
-use self::webhook::{Secret, WebhookError};
+use self::recheck::Rechecks;
+use self::webhook::{Secrets, WebhookError};
 
 /// How `tagpilot run` was asked to run.
 #[derive(Debug, Clone)]
@@ -110,16 +116,23 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     if let Some(lock) = &lock {
         tracing::info!(dir = %lock.dir().display(), "state directory locked");
     }
-    let webhook_secret = config
+    let secrets = config
         .webhooks
         .as_ref()
-        .map(|w| Secret::load(w, config.base_dir()))
-        .transpose()?;
+        .map(|w| Secrets::load(w, config.base_dir()))
+        .transpose()?
+        .unwrap_or_default();
+    let pace = config
+        .webhooks
+        .as_ref()
+        .map(|w| w.recheck)
+        .unwrap_or_default();
     let drain = CancellationToken::new();
     let abort = signal::watch(drain.clone()).map_err(RunError::Signals)?;
 
     let shared = Arc::new(Shared {
-        webhook_secret,
+        secrets,
+        rechecks: Rechecks::new(pace),
         ..Shared::default()
     });
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -234,6 +247,21 @@ struct Daemon<'a> {
     roles: Option<tokio::sync::watch::Receiver<Role>>,
 }
 
+/// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
+/// waits forever: raced against a cycle, it stops further targets and lets the cycle finish.
+async fn cancel_when_lease_lost(
+    roles: Option<tokio::sync::watch::Receiver<Role>>,
+    cancel: CancellationToken,
+) {
+    match roles {
+        Some(mut roles) => lease::not_leading(&mut roles).await,
+        None => std::future::pending().await,
+    }
+    tracing::warn!("lost the Lease: no further target starts");
+    cancel.cancel();
+    std::future::pending::<()>().await;
+}
+
 impl Daemon<'_> {
     async fn cycles(
         &self,
@@ -257,19 +285,13 @@ impl Daemon<'_> {
             let started = Instant::now();
             let policies = policy::load_all(self.config);
             self.registry.start_cycle();
+            // Every repository is read now: the hints so far are answered by this cycle.
+            self.shared.rechecks.full_cycle_starts();
             // Losing the lease cancels like a signal does: no further target starts, the
             // write in flight finishes.
             let cancel = drain.child_token();
-            let lost = async {
-                match roles.clone() {
-                    Some(mut roles) => lease::not_leading(&mut roles).await,
-                    None => std::future::pending().await,
-                }
-                tracing::warn!("lost the Lease during a cycle: no further target starts");
-                cancel.cancel();
-                std::future::pending::<()>().await;
-            };
-            let cycle = Box::pin(self.cycle(&policies, cancel.clone()));
+            let lost = cancel_when_lease_lost(roles.clone(), cancel.clone());
+            let cycle = Box::pin(self.cycle(&policies, None, cancel.clone()));
             let result = tokio::select! {
                 r = cycle => r,
                 () = lost => unreachable!("waits forever after cancelling"),
@@ -292,36 +314,86 @@ impl Daemon<'_> {
             let succeeded = kind != CycleResult::Error;
             let wait = pacer.next_wait(succeeded);
             tracing::debug!(wait = %humantime::format_duration(round(wait)), "next cycle");
-            // A webhook starts the next cycle early, but never cuts a backoff short: a flood of
-            // notifications must not turn into a flood of requests to a failing registry.
-            let webhook = async {
-                if succeeded {
-                    self.shared.trigger.notified().await;
-                } else {
-                    std::future::pending::<()>().await;
+            // Until the next cycle is due, re-check what notifications name, as they come. The
+            // next cycle's time does not move for them, so they never starve it. A backoff is
+            // never cut short: a flood of notifications must not become a flood of requests to
+            // a failing registry; their hints wait for the next cycle.
+            let next_cycle = tokio::time::Instant::now() + wait;
+            loop {
+                let batch = async {
+                    if succeeded {
+                        self.shared.rechecks.next_batch().await
+                    } else {
+                        std::future::pending().await
+                    }
+                };
+                // Losing the lease ends the wait too: the loop then waits to lead again.
+                let lost = async {
+                    match roles.clone() {
+                        Some(mut roles) => lease::not_leading(&mut roles).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = tokio::time::sleep_until(next_cycle) => break,
+                    () = drain.cancelled() => break,
+                    () = lost => break,
+                    images = batch => {
+                        let cancel = drain.child_token();
+                        let lost = cancel_when_lease_lost(roles.clone(), cancel.clone());
+                        let recheck = Box::pin(self.recheck(&images, cancel));
+                        tokio::select! {
+                            () = recheck => {}
+                            () = lost => unreachable!("waits forever after cancelling"),
+                            () = abort.cancelled() => return Stopped::Aborted,
+                        }
+                    }
                 }
-            };
-            // Losing the lease ends the wait too: the loop then waits to lead again.
-            let lost = async {
-                match roles.clone() {
-                    Some(mut roles) => lease::not_leading(&mut roles).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = webhook => tracing::debug!("cycle asked for by a webhook"),
-                () = drain.cancelled() => {}
-                () = lost => {}
             }
         }
         Stopped::Drained
     }
 
+    /// Re-checks the policies and Applications that use `images`, after notifications: their
+    /// tag lists are read fresh, every other repository is left alone.
+    async fn recheck(&self, images: &BTreeSet<Repository>, drain: CancellationToken) {
+        let started = Instant::now();
+        let names: Vec<String> = images.iter().map(ToString::to_string).collect();
+        let policies = policy::load_all(self.config);
+        // Applications are only known once read; without them, a repository no policy uses
+        // costs nothing at all.
+        if self.config.applications.is_none()
+            && !policies.policies.iter().any(|p| images.contains(&p.image))
+        {
+            tracing::info!(repositories = ?names, "no policy uses the notified repositories");
+            return;
+        }
+        self.registry.forget_tags(images);
+        let result = self.cycle(&policies, Some(images), drain).await;
+        self.shared.metrics.record_recheck(&result);
+        self.shared
+            .metrics
+            .record_registry(&self.registry.responses());
+        let took = humantime::format_duration(round(started.elapsed())).to_string();
+        match &result {
+            Err(e) => tracing::error!(repositories = ?names, error = %e, %took, "re-check failed"),
+            Ok(cycle) => tracing::info!(
+                repositories = ?names,
+                result = ?CycleResult::of(&result),
+                changes = cycle.plan.changes.len(),
+                problems = cycle.plan.problems.len(),
+                %took,
+                "re-check done"
+            ),
+        }
+    }
+
     /// One cycle: the Applications of the cluster read again, then the engine.
+    /// One cycle, of everything or (`only_images`) of what uses those image repositories.
     async fn cycle(
         &self,
         policies: &policy::Loaded,
+        only_images: Option<&BTreeSet<Repository>>,
         cancel: CancellationToken,
     ) -> Result<Cycle, EngineError> {
         let loaded: Option<Loaded> = match &self.cluster {
@@ -341,7 +413,11 @@ impl Daemon<'_> {
             progress: &(),
             cancel,
         };
-        engine::run(&input, &context, engine::Options { dry_run: false }).await
+        let options = engine::Options {
+            dry_run: false,
+            only_images,
+        };
+        engine::run(&input, &context, options).await
     }
 }
 

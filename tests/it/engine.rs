@@ -86,9 +86,16 @@ async fn cycle(
         progress,
         cancel: Default::default(),
     };
-    engine::run(&input, &context, engine::Options { dry_run })
-        .await
-        .expect("engine cycle")
+    engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("engine cycle")
 }
 
 #[tokio::test]
@@ -424,14 +431,158 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         progress: &(),
         cancel,
     };
-    let cycle = engine::run(&input, &context, engine::Options { dry_run: false })
-        .await
-        .unwrap();
+    let cycle = engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert!(cycle.cancelled);
     assert!(cycle.plan.repositories.is_empty());
     assert_eq!(
         repo.rev("main").unwrap(),
         before,
         "nothing written once cancelled"
+    );
+}
+
+/// A re-check after a push notification (`Options::only_images`): the policies and
+/// Applications that use the notified repositories are planned, nothing else is listed, and a
+/// target none of them names is not even fetched (`elsewhere` has no repository behind it).
+#[tokio::test]
+async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", "registry.example/shop/api", ""),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/db/deployment.yaml".into(),
+            deployment("registry.example/shop/db:1.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = format!("file://{}/nothing-here.git", dir.path().display());
+    let cache_policy = policy_file("cache", "registry.example/shop/cache", "*", "apps/**")
+        .replace("repository: manifests", "repository: elsewhere");
+    let config = setup(
+        dir.path(),
+        &repo,
+        &format!("  - name: elsewhere\n    url: {elsewhere}\n    branch: main\n"),
+        &[
+            (
+                "db.yaml",
+                &policy_file("db", "registry.example/shop/db", "*", "apps/db/**"),
+            ),
+            ("cache.yaml", &cache_policy),
+        ],
+    );
+    let policies = policy::load(&config).expect("policies load");
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let recheck = |images: &[&str]| {
+        let images: std::collections::BTreeSet<_> = images
+            .iter()
+            .map(|i| tagpilot::image::Repository::parse(i).unwrap())
+            .collect();
+        let registry = MemoryRegistry::from_yaml(
+            "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/db: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/cache: {tags: [\"1.0.0\"]}\n",
+        )
+        .unwrap();
+        let (config, policies, cache) = (&config, &policies, &cache);
+        async move {
+            let input = engine::Input {
+                config,
+                policies,
+                broken_policies: &[],
+                local: None,
+                cluster: None,
+            };
+            let context = engine::Context {
+                registry: &registry,
+                cache: Some(cache),
+                progress: &(),
+                cancel: Default::default(),
+            };
+            let options = engine::Options {
+                dry_run: true,
+                only_images: Some(&images),
+            };
+            let cycle = engine::run(&input, &context, options).await.unwrap();
+            (cycle, registry.tag_list_calls())
+        }
+    };
+    let summary = |cycle: &Cycle| {
+        let changes: Vec<(String, String)> = cycle
+            .plan
+            .changes
+            .iter()
+            .map(|c| (c.file.clone(), c.to.clone()))
+            .collect();
+        let targets: Vec<&str> = cycle
+            .plan
+            .repositories
+            .iter()
+            .map(|r| r.repository.as_str())
+            .collect();
+        (changes, targets.join(","))
+    };
+
+    let (db, listed) = recheck(&["registry.example/shop/db"]).await;
+    assert_eq!(
+        summary(&db),
+        (
+            vec![("apps/db/deployment.yaml".into(), "1.1.0".into())],
+            "manifests".into()
+        ),
+        "{:#?}",
+        db.plan
+    );
+    assert_eq!(listed, 1, "only shop/db is listed");
+
+    let (api, listed) = recheck(&["registry.example/shop/api"]).await;
+    assert_eq!(
+        summary(&api),
+        (
+            vec![("apps/web/deployment.yaml".into(), "1.1.0".into())],
+            "manifests".into()
+        ),
+        "{:#?}",
+        api.plan
+    );
+    assert_eq!(listed, 1, "only shop/api is listed");
+
+    let (unused, listed) = recheck(&["registry.example/shop/unused"]).await;
+    assert_eq!(
+        summary(&unused),
+        (vec![], String::new()),
+        "{:#?}",
+        unused.plan
+    );
+    assert_eq!(listed, 0);
+    assert!(
+        unused.plan.problems.is_empty(),
+        "{:#?}",
+        unused.plan.problems
+    );
+
+    // Without the restriction, `elsewhere` is a target, and it cannot be fetched.
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/cache: {tags: [\"1.0.0\"]}\n").unwrap();
+    let all = cycle(&config, dir.path(), &registry, &(), true).await;
+    assert!(
+        all.plan
+            .repositories
+            .iter()
+            .any(|r| r.repository == "elsewhere" && r.status == RepositoryStatus::Failed),
+        "{:#?}",
+        all.plan.repositories
     );
 }

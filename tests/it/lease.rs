@@ -267,7 +267,7 @@ async fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
         reqwest::Client::new()
             .post(format!("{}/webhooks/distribution", replica.base))
             .header("Authorization", "Bearer s3cret")
-            .body(daemon::push_event("shop/api"))
+            .body(daemon::push_event(&s.registry.host(), "shop/api"))
             .send()
     };
 

@@ -30,7 +30,14 @@ pub async fn cycle<R: Registry>(
         progress,
         cancel: Default::default(),
     };
-    engine::run(&input, &context, engine::Options { dry_run })
-        .await
-        .expect("engine cycle")
+    engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("engine cycle")
 }
