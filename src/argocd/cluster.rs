@@ -22,7 +22,7 @@ use super::resolve::Resolved;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};
-pub use super::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL};
+pub use super::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL, UpdaterWatch};
 pub use super::patch::{
     AppPatch, PatchReport, PatchStatus, Patches, patch_body, plan_patches, send_patches,
 };
@@ -45,10 +45,24 @@ pub struct Loaded {
 /// Lists the Applications `from` selects and the `ImageUpdater` resources in the same
 /// namespaces, and reads the pull secrets their configuration names.
 pub async fn load(cluster: Cluster, from: &FromCluster) -> Result<Loaded, ArgoError> {
+    load_watched(cluster, from, None).await
+}
+
+/// [`load`], with the `ImageUpdater` resources taken from `watch` once it has listed them
+/// (`tagpilot run` watches them rather than listing them every cycle).
+pub async fn load_watched(
+    cluster: Cluster,
+    from: &FromCluster,
+    watch: Option<&UpdaterWatch>,
+) -> Result<Loaded, ArgoError> {
     let apps = cluster.applications(from).await?;
     let mut problems = Vec::new();
     let mut updaters = Vec::new();
-    for value in cluster.image_updaters(&from.namespaces).await? {
+    let listed = match watch.and_then(UpdaterWatch::snapshot) {
+        Some(watched) => watched,
+        None => cluster.image_updaters(&from.namespaces).await?,
+    };
+    for value in listed {
         let id = format!(
             "{}/{}",
             value["metadata"]["namespace"].as_str().unwrap_or_default(),

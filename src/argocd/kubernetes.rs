@@ -222,14 +222,7 @@ impl Cluster {
     }
 
     fn image_updaters_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
-        let resource = ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk(
-                "argocd-image-updater.argoproj.io",
-                "v1alpha1",
-                "ImageUpdater",
-            ),
-            "imageupdaters",
-        );
+        let resource = updater_resource();
         match namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
             None => Api::all_with(self.client.clone(), &resource),
@@ -273,6 +266,49 @@ impl Cluster {
             }
         }
         Ok(out)
+    }
+
+    /// Watches the `ImageUpdater` resources in `namespaces` (all when empty), for a process
+    /// that reads them every cycle (`tagpilot run`): one listing, then only the changes. The
+    /// returned future drives the watches (with kube's backoff after errors, such as a missing
+    /// CRD) and must be spawned; the [`UpdaterWatch`] reads what they found.
+    pub fn watch_image_updaters(
+        &self,
+        namespaces: &[String],
+    ) -> (
+        UpdaterWatch,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        use futures_util::StreamExt as _;
+        use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+        let places: Vec<Option<String>> = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().cloned().map(Some).collect()
+        };
+        let mut stores = Vec::new();
+        let mut streams = Vec::new();
+        for ns in places {
+            let api = self.image_updaters_api(ns.as_deref());
+            let writer = reflector::store::Writer::new(updater_resource());
+            let store = writer.as_reader();
+            let stream = reflector::reflector(
+                writer,
+                watcher(api, watcher::Config::default()).default_backoff(),
+            )
+            .for_each(move |event| {
+                if let Err(e) = event {
+                    tracing::debug!("watching ImageUpdater resources: {e}");
+                }
+                std::future::ready(())
+            });
+            stores.push(store);
+            streams.push(stream);
+        }
+        let drive = async move {
+            futures_util::future::join_all(streams).await;
+        };
+        (UpdaterWatch { stores }, drive)
     }
 
     /// Replaces the listed fields of an `ImageUpdater`'s `status` (a JSON merge patch on the
@@ -363,5 +399,57 @@ impl Cluster {
                 name: name.to_string(),
                 source,
             })
+    }
+}
+
+fn updater_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "argocd-image-updater.argoproj.io",
+            "v1alpha1",
+            "ImageUpdater",
+        ),
+        "imageupdaters",
+    )
+}
+
+/// What the watches of [`Cluster::watch_image_updaters`] hold.
+#[derive(Clone)]
+pub struct UpdaterWatch {
+    stores: Vec<kube::runtime::reflector::Store<DynamicObject>>,
+}
+
+impl UpdaterWatch {
+    /// The resources as last seen, as the API returns them; `None` until every watch has
+    /// listed once (a missing CRD never lists: the caller then asks the API itself).
+    pub fn snapshot(&self) -> Option<Vec<serde_json::Value>> {
+        use futures_util::FutureExt as _;
+        let ready = self
+            .stores
+            .iter()
+            .all(|s| matches!(s.wait_until_ready().now_or_never(), Some(Ok(()))));
+        if !ready {
+            return None;
+        }
+        let mut out: Vec<serde_json::Value> = self
+            .stores
+            .iter()
+            .flat_map(|s| s.state())
+            .map(|o| serde_json::to_value(&*o).expect("a watched object serialises"))
+            .collect();
+        // The listing's order, so reports do not change with the watch's.
+        out.sort_by_key(|v| {
+            (
+                v["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                v["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        });
+        Some(out)
     }
 }

@@ -190,15 +190,24 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         tokio::spawn(follow_role(elector.roles(), shared.clone(), drain.clone()));
     }
 
+    // The watches run for as long as the loop does.
+    let updaters = cluster.as_ref().map(|(c, from, _)| {
+        let (watch, drive) = c.watch_image_updaters(&from.namespaces);
+        (watch, tokio::spawn(drive))
+    });
     let daemon = Daemon {
         config: &config,
         registry: &registry,
         cache: &cache,
+        updaters: updaters.as_ref().map(|(w, _)| w.clone()),
         cluster: cluster.map(|(c, from, _)| (c, from)),
         shared: &shared,
         roles: elector.as_ref().map(Elector::roles),
     };
     let stopped = daemon.cycles(settings.interval, drain, abort).await;
+    if let Some((_, watching)) = updaters {
+        watching.abort();
+    }
     // The last write has finished: hand the Lease over now rather than at its expiry. After
     // an abort nothing waits, not even for that.
     if let Some(elector) = elector
@@ -242,6 +251,9 @@ struct Daemon<'a> {
     registry: &'a RegistryClient,
     cache: &'a RepoCache,
     cluster: Option<(Cluster, FromCluster)>,
+    /// With `applications.fromCluster`, the `ImageUpdater` resources, watched rather than
+    /// listed every cycle.
+    updaters: Option<cluster::UpdaterWatch>,
     shared: &'a Shared,
     /// With `--leader-elect`, the election's verdicts: cycles run only while leading.
     roles: Option<tokio::sync::watch::Receiver<Role>>,
@@ -397,7 +409,9 @@ impl Daemon<'_> {
         cancel: CancellationToken,
     ) -> Result<Cycle, EngineError> {
         let loaded: Option<Loaded> = match &self.cluster {
-            Some((cluster, from)) => Some(cluster::load(cluster.clone(), from).await?),
+            Some((cluster, from)) => {
+                Some(cluster::load_watched(cluster.clone(), from, self.updaters.as_ref()).await?)
+            }
             None => None,
         };
         let input = engine::Input {

@@ -719,6 +719,77 @@ async fn image_updater_resources_are_listed_and_their_status_written_only_when_c
     assert_eq!(sent().await.len(), 2, "an unchanged status was written");
 }
 
+/// `tagpilot run` watches `ImageUpdater` resources: one listing, then a watch; every cycle
+/// reads what the watch holds instead of listing again.
+#[tokio::test]
+async fn image_updater_resources_are_watched_rather_than_listed_every_cycle() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
+        ))
+        .respond_with(list(vec![app(
+            "argocd",
+            "shop",
+            &[],
+            kustomize(&["r.example/shop/api:1.0.0"]),
+            json!({"sourceType": "Kustomize"}),
+        )]))
+        .expect(3)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(UPDATERS))
+        .and(wiremock::matchers::query_param_is_missing("watch"))
+        .and(bearer())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "apiVersion": "argocd-image-updater.argoproj.io/v1alpha1",
+            "kind": "ImageUpdaterList",
+            "metadata": {"resourceVersion": "9"},
+            "items": [image_updater(json!({}))],
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // The watch from that listing's version: no change comes while the test runs.
+    Mock::given(method("GET"))
+        .and(path(UPDATERS))
+        .and(query_param("watch", "true"))
+        .and(query_param("resourceVersion", "9"))
+        .respond_with(ResponseTemplate::new(200).set_delay(std::time::Duration::from_secs(60)))
+        .mount(&server)
+        .await;
+
+    let c = cluster(&server).await;
+    let (watch, drive) = c.watch_image_updaters(&["argocd".to_string()]);
+    let driving = tokio::spawn(drive);
+    let from = from_cluster(&["argocd"], None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while watch.snapshot().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watch never listed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for _ in 0..3 {
+        let loaded = argocd::cluster::load_watched(c.clone(), &from, Some(&watch))
+            .await
+            .unwrap();
+        assert_eq!(loaded.updaters.len(), 1);
+        assert_eq!(loaded.updaters[0].metadata.name, "updater");
+        assert_eq!(loaded.updaters[0].origin, "cluster");
+    }
+    let watches = queries(&server, "GET", UPDATERS)
+        .await
+        .into_iter()
+        .filter(|q| q.contains("watch=true"))
+        .count();
+    assert!(watches >= 1, "no watch was started");
+    driving.abort();
+    server.verify().await;
+}
+
 #[tokio::test]
 async fn a_rejected_patch_is_a_problem_naming_the_application() {
     let server = MockServer::start().await;
