@@ -70,19 +70,14 @@ pub struct Metadata {
 
 /// `spec`. Unknown fields are refused: a misspelt setting must not be silently dropped.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdaterSpec {
     /// Removed upstream in 2026 (Applications are looked up in the resource's own namespace);
     /// still read, with a warning, so an older resource keeps working.
-    #[serde(default)]
     pub namespace: Option<String>,
-    #[serde(default)]
     pub common_update_settings: Option<CommonUpdateSettings>,
-    #[serde(default)]
     pub write_back_config: Option<WriteBackConfig>,
-    #[serde(default)]
     pub application_refs: Vec<ApplicationRef>,
-    #[serde(default)]
     pub images_verification: Option<ImagesVerification>,
 }
 
@@ -107,11 +102,9 @@ pub struct ApplicationRef {
 
 /// A Kubernetes `LabelSelector`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelector {
-    #[serde(default)]
     pub match_labels: BTreeMap<String, String>,
-    #[serde(default)]
     pub match_expressions: Vec<LabelRequirement>,
 }
 
@@ -141,52 +134,37 @@ pub struct ImageConfig {
 
 /// Settings inherited spec → ref → image, field by field.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommonUpdateSettings {
-    #[serde(default)]
     pub update_strategy: Option<String>,
-    #[serde(default)]
     pub force_update: Option<bool>,
-    #[serde(default)]
     pub allow_tags: Option<String>,
-    #[serde(default)]
     pub ignore_tags: Option<Vec<String>>,
-    #[serde(default)]
     pub pull_secret: Option<String>,
-    #[serde(default)]
     pub platforms: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct WriteBackConfig {
-    #[serde(default)]
     pub method: Option<String>,
-    #[serde(default)]
     pub git_config: Option<GitConfig>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct GitConfig {
-    #[serde(default)]
     pub repository: Option<String>,
-    #[serde(default)]
     pub branch: Option<String>,
-    #[serde(default)]
     pub write_back_target: Option<String>,
-    #[serde(default)]
     pub pull_request: Option<PullRequest>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct PullRequest {
-    #[serde(default)]
     pub github: Option<Empty>,
-    #[serde(default)]
     pub gitlab: Option<Empty>,
-    #[serde(default)]
     pub labels: Vec<String>,
 }
 
@@ -196,41 +174,32 @@ pub struct PullRequest {
 pub struct Empty {}
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct ManifestTarget {
-    #[serde(default)]
     pub helm: Option<HelmTarget>,
-    #[serde(default)]
     pub kustomize: Option<KustomizeTarget>,
-    #[serde(default)]
     pub plugin: Option<HelmTarget>,
 }
 
 /// `helm:` (value paths) and `plugin:` (environment variable names) have the same three fields.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct HelmTarget {
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub tag: Option<String>,
-    #[serde(default)]
     pub spec: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct KustomizeTarget {
-    #[serde(default)]
     pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct ImagesVerification {
-    #[serde(default)]
     pub enabled: Option<bool>,
-    #[serde(default)]
     pub cosign_key: Option<SecretRef>,
 }
 
