@@ -34,5 +34,6 @@ pub mod registry;
 pub mod report;
 pub mod run;
 pub mod select;
+pub mod state;
 pub mod version;
 pub mod yaml_error;

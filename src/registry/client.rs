@@ -28,6 +28,7 @@ use super::auth::{CredentialResolver, normalise_host};
 use super::memo::Memo;
 use super::options::ClientOptions;
 use super::state::{Counters, Kind, RegistryClient, RegistryState, Scheme};
+use super::store::MetadataStore;
 use super::{ImageInfo, Registry, RegistryError};
 use crate::config::Config;
 use crate::image::{Platform, Repository};
@@ -118,7 +119,20 @@ impl RegistryClient {
             tag_digests: Memo::default(),
             manifests: Memo::default(),
             configs: Memo::default(),
+            store: None,
         })
+    }
+
+    /// Keeps metadata found by digest, and first-seen times of tags, in `store` as well, and
+    /// asks it before asking a registry.
+    pub fn with_store(mut self, store: Arc<dyn MetadataStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Manifests and configs answered from memory or the store rather than a registry, so far.
+    pub fn metadata_cache_hits(&self) -> u64 {
+        self.counters.metadata_hits.load(Ordering::Relaxed)
     }
 
     /// A client for the registries of `tagpilot.yaml`, reading Docker's `config.json` from the
@@ -211,6 +225,17 @@ impl Registry for RegistryClient {
     #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, reference = %reference))]
     async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
         self.tag_digest(repo, reference).await
+    }
+
+    fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        match &self.store {
+            Some(store) => store
+                .first_seen(repo, tags, jiff::Timestamp::now())
+                .into_iter()
+                .map(Some)
+                .collect(),
+            None => vec![None; tags.len()],
+        }
     }
 }
 

@@ -11,12 +11,13 @@ use std::time::Instant;
 
 use governor::DefaultDirectRateLimiter;
 use oci_client::manifest::OciManifest;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{OnceCell, Semaphore};
 
 use super::RegistryError;
 use super::auth::{Credential, CredentialError, CredentialResolver};
 use super::memo::Memo;
+use super::store::MetadataStore;
 use super::options::ClientOptions;
 use crate::image::Repository;
 
@@ -39,6 +40,8 @@ pub struct RegistryClient {
     pub(super) tag_digests: Memo<(Repository, String), Result<String, RegistryError>>,
     pub(super) manifests: Memo<(Repository, String), Result<SharedManifest, RegistryError>>,
     pub(super) configs: Memo<(Repository, String), Result<ConfigFacts, RegistryError>>,
+    /// Where content found by digest and first-seen times outlive the process, if anywhere.
+    pub(super) store: Option<Arc<dyn MetadataStore>>,
 }
 
 /// What the client knows about one registry host.
@@ -63,6 +66,8 @@ pub(super) struct Counters {
     pub(super) manifests: AtomicU64,
     pub(super) blobs: AtomicU64,
     pub(super) tokens: AtomicU64,
+    /// Manifests and configs answered from memory or the store instead of the registry.
+    pub(super) metadata_hits: AtomicU64,
 }
 
 /// Registry host, request kind, HTTP status (`None`: unreachable).
@@ -113,7 +118,7 @@ pub(super) type SharedManifest = Arc<OciManifest>;
 /// What tagpilot needs from an image config blob. Not `oci_client::config::ConfigFile`, which
 /// requires `rootfs` and `architecture` and so would reject configs that lack fields tagpilot never
 /// reads.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub(super) struct ConfigFacts {
     #[serde(default)]
     pub(super) created: Option<String>,
