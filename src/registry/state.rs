@@ -17,8 +17,8 @@ use tokio::sync::{OnceCell, Semaphore};
 use super::RegistryError;
 use super::auth::{Credential, CredentialError, CredentialResolver};
 use super::memo::Memo;
-use super::store::MetadataStore;
 use super::options::ClientOptions;
+use super::store::MetadataStore;
 use crate::image::Repository;
 
 /// The registry client tagpilot uses: see the module doc of [`crate::registry`].

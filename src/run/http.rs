@@ -13,6 +13,7 @@ use axum::routing::{get, post};
 use tokio::sync::Notify;
 
 use super::health::Health;
+
 use super::metrics::Metrics;
 use super::webhook::{self, Secret, Verdict};
 
@@ -23,6 +24,8 @@ pub struct Shared {
     pub metrics: Metrics,
     /// The secret webhooks must carry; without one every notification is refused.
     pub webhook_secret: Option<Secret>,
+    /// The `--state-dir` database, where deliveries already handled are remembered.
+    pub state: Option<Arc<crate::state::State>>,
     /// Asks the loop for a cycle now. `notify_one` keeps at most one wake-up, so a burst of
     /// notifications during a cycle gives one more cycle, not one each.
     pub trigger: Notify,
@@ -45,8 +48,12 @@ async fn distribution(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> (StatusCode, String) {
-    let (verdict, status, text) =
-        webhook::distribution(shared.webhook_secret.as_ref(), &headers, body);
+    let (verdict, status, text) = webhook::distribution(
+        shared.webhook_secret.as_ref(),
+        shared.state.as_deref(),
+        &headers,
+        body,
+    );
     shared.metrics.webhook("distribution", verdict);
     if verdict == Verdict::Accepted {
         shared.trigger.notify_one();

@@ -36,6 +36,7 @@ use crate::engine::{self, Cycle, EngineError};
 use crate::git::RepoCache;
 use crate::policy;
 use crate::registry::{ClientOptions, RegistryClient, RegistryError};
+use crate::state::{State, StateError};
 
 use self::http::Shared;
 use self::lock::{LockError, StateLock};
@@ -71,6 +72,8 @@ pub enum Stopped {
 pub enum RunError {
     #[error(transparent)]
     StateDir(#[from] LockError),
+    #[error(transparent)]
+    State(#[from] StateError),
     #[error("listening on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -101,6 +104,12 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     if let Some(lock) = &lock {
         tracing::info!(dir = %lock.dir().display(), "state directory locked");
     }
+    // Behind the lock, so a second process is refused by the lock's clear message first; redb
+    // holds its own lock on the file as well.
+    let state = lock
+        .as_ref()
+        .map(|l| State::open(l.dir()).map(Arc::new))
+        .transpose()?;
     let webhook_secret = config
         .webhooks
         .as_ref()
@@ -111,6 +120,7 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
 
     let shared = Arc::new(Shared {
         webhook_secret,
+        state: state.clone(),
         ..Shared::default()
     });
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -154,7 +164,10 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     if let Some((_, _, credentials)) = &cluster {
         client_options.credentials = credentials.clone();
     }
-    let registry = RegistryClient::new(client_options)?;
+    let mut registry = RegistryClient::new(client_options)?;
+    if let Some(state) = &state {
+        registry = registry.with_store(state.clone());
+    }
     let cache = engine::repo_cache(settings.cache_dir.as_deref()).ok_or(RunError::NoCacheDir)?;
 
     let daemon = Daemon {
@@ -207,6 +220,12 @@ impl Daemon<'_> {
             self.shared
                 .metrics
                 .record_registry(&self.registry.responses());
+            self.shared
+                .metrics
+                .record_metadata_hits(self.registry.metadata_cache_hits());
+            if let Some(state) = &self.shared.state {
+                state.flush();
+            }
             let kind = CycleResult::of(&result);
             log_cycle(&result, kind, took);
             if matches!(kind, CycleResult::Ok | CycleResult::Partial) {

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::config::WebhooksConfig;
+use crate::state::State;
 
 /// Bodies larger than this are refused (413). Distribution sends a few events per request,
 /// each well under a kilobyte.
@@ -112,6 +113,9 @@ struct Envelope {
 
 #[derive(Debug, Deserialize)]
 struct Event {
+    /// distribution gives every event an id, and sends it again when it retries a delivery.
+    #[serde(default)]
+    id: Option<String>,
     action: String,
     target: Target,
 }
@@ -122,9 +126,11 @@ struct Target {
 }
 
 /// Checks one distribution notification: the secret first, then the body. Returns the verdict
-/// and the answer to send; the repositories pushed are only logged.
+/// and the answer to send; the repositories pushed are only logged. With `deliveries`, a
+/// notification whose every push event was handled before (a retried delivery) is ignored.
 pub fn distribution(
     secret: Option<&Secret>,
+    deliveries: Option<&State>,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> (Verdict, StatusCode, String) {
@@ -168,19 +174,34 @@ pub fn distribution(
             );
         }
     };
-    let mut pushed: Vec<&str> = envelope
+    let pushes: Vec<&Event> = envelope
         .events
         .iter()
         .filter(|e| e.action == "push")
-        .map(|e| e.target.repository.as_str())
         .collect();
-    if pushed.is_empty() {
+    if pushes.is_empty() {
         return (
             Verdict::Ignored,
             StatusCode::ACCEPTED,
             "no push events".to_string(),
         );
     }
+    // Every event is recorded (no short-circuit), so a partly new delivery still marks all.
+    let fresh: Vec<&Event> = pushes
+        .into_iter()
+        .filter(|e| match (deliveries, &e.id) {
+            (Some(state), Some(id)) => !state.seen_delivery("distribution", id),
+            _ => true,
+        })
+        .collect();
+    if fresh.is_empty() {
+        return (
+            Verdict::Ignored,
+            StatusCode::ACCEPTED,
+            "already handled: every event id was seen before".to_string(),
+        );
+    }
+    let mut pushed: Vec<&str> = fresh.iter().map(|e| e.target.repository.as_str()).collect();
     pushed.sort_unstable();
     pushed.dedup();
     tracing::info!(repositories = ?pushed, "push notification: checking now");
@@ -214,8 +235,12 @@ mod tests {
 
     #[test]
     fn a_push_with_the_right_secret_is_accepted() {
-        let (verdict, status, _) =
-            distribution(Some(&secret()), &bearer("s3cret"), Ok(Bytes::from(PUSH)));
+        let (verdict, status, _) = distribution(
+            Some(&secret()),
+            None,
+            &bearer("s3cret"),
+            Ok(Bytes::from(PUSH)),
+        );
         assert_eq!((verdict, status), (Verdict::Accepted, StatusCode::ACCEPTED));
     }
 
@@ -223,13 +248,13 @@ mod tests {
     fn a_wrong_or_missing_secret_is_refused_before_the_body_is_read() {
         for headers in [bearer("s3cre"), bearer("s3cret2"), HeaderMap::new()] {
             let (verdict, status, _) =
-                distribution(Some(&secret()), &headers, Ok(Bytes::from("not json")));
+                distribution(Some(&secret()), None, &headers, Ok(Bytes::from("not json")));
             assert_eq!(
                 (verdict, status),
                 (Verdict::Unauthorized, StatusCode::UNAUTHORIZED)
             );
         }
-        let (verdict, _, reason) = distribution(None, &bearer(""), Ok(Bytes::from(PUSH)));
+        let (verdict, _, reason) = distribution(None, None, &bearer(""), Ok(Bytes::from(PUSH)));
         assert_eq!(verdict, Verdict::Unauthorized);
         assert!(reason.contains("no webhook secret"), "{reason}");
     }
@@ -238,6 +263,7 @@ mod tests {
     fn a_malformed_body_is_refused_with_the_reason() {
         let (verdict, status, reason) = distribution(
             Some(&secret()),
+            None,
             &bearer("s3cret"),
             Ok(Bytes::from(r#"{"events": [{"action": "push"}]}"#)),
         );
@@ -249,10 +275,34 @@ mod tests {
     }
 
     #[test]
+    fn a_delivery_sent_again_is_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        let send = |body: &str| {
+            distribution(
+                Some(&secret()),
+                Some(&state),
+                &bearer("s3cret"),
+                Ok(Bytes::from(body.to_string())),
+            )
+        };
+        assert_eq!(send(PUSH).0, Verdict::Accepted);
+        let (verdict, status, reason) = send(PUSH);
+        assert_eq!((verdict, status), (Verdict::Ignored, StatusCode::ACCEPTED));
+        assert!(reason.contains("already handled"), "{reason}");
+        let other = PUSH.replace("320678d8-ca14", "420678d8-ca14");
+        assert_eq!(send(&other).0, Verdict::Accepted, "a new event id");
+    }
+
+    #[test]
     fn pulls_are_ignored() {
         let pull = PUSH.replace(r#""action":"push""#, r#""action":"pull""#);
-        let (verdict, status, _) =
-            distribution(Some(&secret()), &bearer("s3cret"), Ok(Bytes::from(pull)));
+        let (verdict, status, _) = distribution(
+            Some(&secret()),
+            None,
+            &bearer("s3cret"),
+            Ok(Bytes::from(pull)),
+        );
         assert_eq!((verdict, status), (Verdict::Ignored, StatusCode::ACCEPTED));
     }
 

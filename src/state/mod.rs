@@ -45,7 +45,8 @@ const MANIFESTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("manife
 /// Config facts (JSON the registry client wrote) by config digest.
 const CONFIGS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("configs/v1");
 /// (registry, repository, tag) → first seen, Unix seconds.
-const FIRST_SEEN: TableDefinition<'_, (&str, &str, &str), i64> = TableDefinition::new("first_seen/v1");
+const FIRST_SEEN: TableDefinition<'_, (&str, &str, &str), i64> =
+    TableDefinition::new("first_seen/v1");
 /// (repository, group) → the last [`Proposal`] as JSON.
 const PROPOSALS: TableDefinition<'_, (&str, &str), &[u8]> = TableDefinition::new("proposals/v1");
 /// (kind, delivery id) → when it was handled, Unix seconds.
@@ -401,7 +402,9 @@ fn is_bad_data(e: &std::io::Error) -> bool {
 
 /// `state.redb.corrupt-20240102T030405Z`, beside the original.
 fn aside_name(path: &Path) -> PathBuf {
-    let stamp = jiff::Timestamp::now().strftime("%Y%m%dT%H%M%SZ").to_string();
+    let stamp = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".corrupt-{stamp}"));
     path.with_file_name(name)
