@@ -194,7 +194,7 @@ impl RegistryClient {
                     base: format!("{scheme}://{host}"),
                     limiter,
                     in_flight: Semaphore::new(self.options.max_concurrency_per_registry.max(1)),
-                    credential: OnceCell::new(),
+                    credential: Mutex::new(Arc::new(OnceCell::new())),
                     scheme: Mutex::new(Scheme::Anonymous),
                     tokens: Mutex::new(HashMap::new()),
                 })

@@ -51,8 +51,9 @@ pub(super) struct RegistryState {
     pub(super) base: String,
     pub(super) limiter: Option<DefaultDirectRateLimiter>,
     pub(super) in_flight: Semaphore,
-    /// Resolved on the first challenge.
-    pub(super) credential: OnceCell<Result<Option<Credential>, CredentialError>>,
+    /// Resolved on the first challenge, and again after a 401 to the credential held (see
+    /// `auth/token.rs`). The cell is swapped for an empty one to reload.
+    pub(super) credential: Mutex<Arc<CredentialCell>>,
     /// Learned from the first 401, so later requests (other repositories included) authenticate
     /// up front instead of each collecting its own 401.
     pub(super) scheme: Mutex<Scheme>,
@@ -69,6 +70,9 @@ pub(super) struct Counters {
     /// Manifests and configs answered from memory or the store instead of the registry.
     pub(super) metadata_hits: AtomicU64,
 }
+
+/// A registry's credential, looked up once until it is found stale.
+pub(super) type CredentialCell = OnceCell<Result<Option<Credential>, CredentialError>>;
 
 /// Registry host, request kind, HTTP status (`None`: unreachable).
 pub(super) type ResponseKey = (String, Kind, Option<u16>);
