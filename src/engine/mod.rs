@@ -24,6 +24,7 @@ pub mod target;
 
 use std::path::{Path, PathBuf};
 
+use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::cluster::{self, Loaded};
@@ -39,6 +40,10 @@ use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
 
 pub use shared::Shared;
+
+/// Repository targets planned and written at once. Each holds a clone's checkout and a plan in
+/// memory, so the bound keeps a cycle over many repositories small.
+const TARGET_CONCURRENCY: usize = 4;
 pub use target::{SourceNames, TargetPlan, TargetPlanner};
 
 /// Why a cycle could not run at all. Failures of one target are not errors: they are in the
@@ -193,12 +198,27 @@ async fn run_cycle<R: Registry>(
     let mut app_problems = Vec::new();
     if !targets.is_empty() {
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
-        for repository in &targets {
-            if ctx.cancel.is_cancelled() {
+        // A few targets at once, so a registry that hangs holds up only the targets whose
+        // policies need it; results are taken in target order, so reports stay deterministic.
+        let written: Vec<Option<(RepositoryOutcome, Option<TargetPlan>)>> =
+            futures_util::stream::iter(&targets)
+                .map(|repository| {
+                    let planner = &planner;
+                    async move {
+                        if ctx.cancel.is_cancelled() {
+                            return None;
+                        }
+                        Some(write_target(cache, repository, planner, options).await)
+                    }
+                })
+                .buffered(TARGET_CONCURRENCY)
+                .collect()
+                .await;
+        for (repository, written) in targets.iter().zip(written) {
+            let Some((outcome, planned)) = written else {
                 cycle.cancelled = true;
-                break;
-            }
-            let (outcome, planned) = write_target(cache, repository, &planner, options).await;
+                continue;
+            };
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
                 cycle.plan.merge(p.plan);

@@ -61,9 +61,17 @@ pub struct ResponseCount {
 
 impl RegistryClient {
     /// Forgets what may have changed since the last cycle of a long-running process: tag lists,
-    /// the digest each tag points to, and every failed lookup. Manifests and configs found by
+    /// the digest each tag points to, every failed lookup, and which registries timed out. Manifests and configs found by
     /// digest never change and are kept, as are credentials and tokens.
     pub fn start_cycle(&self) {
+        for reg in self
+            .registries
+            .lock()
+            .expect("registry map lock poisoned")
+            .values()
+        {
+            reg.down.store(false, Ordering::Relaxed);
+        }
         self.tags.clear();
         self.tag_digests.clear();
         self.manifests.retain(Result::is_ok);
@@ -194,6 +202,10 @@ impl RegistryClient {
                     base: format!("{scheme}://{host}"),
                     limiter,
                     in_flight: Semaphore::new(self.options.max_concurrency_per_registry.max(1)),
+                    timeout: config
+                        .and_then(|c| c.timeout)
+                        .unwrap_or(self.options.request_timeout),
+                    down: Default::default(),
                     credential: Mutex::new(Arc::new(OnceCell::new())),
                     scheme: Mutex::new(Scheme::Anonymous),
                     tokens: Mutex::new(HashMap::new()),

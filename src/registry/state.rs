@@ -51,6 +51,11 @@ pub(super) struct RegistryState {
     pub(super) base: String,
     pub(super) limiter: Option<DefaultDirectRateLimiter>,
     pub(super) in_flight: Semaphore,
+    /// How long one request may take (`registries[].timeout`, else the client's).
+    pub(super) timeout: std::time::Duration,
+    /// A request timed out this cycle: the others fail fast instead of each waiting as long,
+    /// so one registry that hangs delays only the policies that need it.
+    pub(super) down: std::sync::atomic::AtomicBool,
     /// Resolved on the first challenge, and again after a 401 to the credential held (see
     /// `auth/token.rs`). The cell is swapped for an empty one to reload.
     pub(super) credential: Mutex<Arc<CredentialCell>>,

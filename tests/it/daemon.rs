@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 use crate::support::git::{BareRepo, DEPLOYMENT_PATH, free_port};
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
-struct Setup {
-    registry: TestRegistry,
-    repo: BareRepo,
-    dir: tempfile::TempDir,
+pub(crate) struct Setup {
+    pub(crate) registry: TestRegistry,
+    pub(crate) repo: BareRepo,
+    pub(crate) dir: tempfile::TempDir,
 }
 
-fn deployment(registry: &TestRegistry, api: &str) -> String {
+pub(crate) fn deployment(registry: &TestRegistry, api: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {}:{api}\n",
         registry.image("shop/api"),
@@ -23,11 +23,11 @@ fn deployment(registry: &TestRegistry, api: &str) -> String {
 
 /// A registry with `shop/api` 1.0.0 and 1.1.0, a bare repository whose Deployment is on 1.0.0,
 /// and a tagpilot.yaml with one policy pushing to it.
-async fn setup() -> Setup {
+pub(crate) async fn setup() -> Setup {
     setup_with(TestRegistry::start(Auth::None).await).await
 }
 
-async fn setup_with(registry: TestRegistry) -> Setup {
+pub(crate) async fn setup_with(registry: TestRegistry) -> Setup {
     registry
         .push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
         .await;
@@ -62,23 +62,23 @@ async fn setup_with(registry: TestRegistry) -> Setup {
 }
 
 /// A running `tagpilot run`, killed (by its own id) if a test ends without stopping it.
-struct Daemon {
-    child: Child,
-    base: String,
+pub(crate) struct Daemon {
+    pub(crate) child: Child,
+    pub(crate) base: String,
     log: std::path::PathBuf,
 }
 
 impl Daemon {
     /// Starts `tagpilot run --interval 1s` in `dir` with its state in `dir/state`.
-    fn start(dir: &Path) -> Daemon {
+    pub(crate) fn start(dir: &Path) -> Daemon {
         Daemon::start_with(dir, "1s", &[])
     }
 
-    fn start_with(dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start_with(dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
         Daemon::start_on(free_port(), dir, interval, env)
     }
 
-    fn start_on(port: u16, dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start_on(port: u16, dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
         let log = dir.join(format!("daemon-{port}.log"));
         let child = daemon_command(dir, port)
             .env("TAGPILOT_INTERVAL", interval)
@@ -93,17 +93,17 @@ impl Daemon {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The status of `GET path`, or `None` while nothing listens.
-    async fn status(&self, path: &str) -> Option<u16> {
+    pub(crate) async fn status(&self, path: &str) -> Option<u16> {
         let response = reqwest::get(format!("{}{path}", self.base)).await.ok()?;
         Some(response.status().as_u16())
     }
 
-    async fn text(&self, path: &str) -> String {
+    pub(crate) async fn text(&self, path: &str) -> String {
         reqwest::get(format!("{}{path}", self.base))
             .await
             .unwrap()
@@ -113,7 +113,7 @@ impl Daemon {
     }
 
     /// Waits until `GET path` answers `want`, and returns every status seen before.
-    async fn wait_for(&mut self, path: &str, want: u16) -> Vec<Option<u16>> {
+    pub(crate) async fn wait_for(&mut self, path: &str, want: u16) -> Vec<Option<u16>> {
         let deadline = Instant::now() + Duration::from_secs(15);
         let mut seen = Vec::new();
         loop {
@@ -137,7 +137,7 @@ impl Daemon {
     }
 
     /// Sends SIGTERM and waits for the exit.
-    fn terminate(mut self) -> (ExitStatus, String) {
+    pub(crate) fn terminate(mut self) -> (ExitStatus, String) {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(sent.success());
@@ -166,7 +166,7 @@ impl Drop for Daemon {
 }
 
 /// `tagpilot run` in `dir` on `port`; cache, state, `HOME` and git config all kept in `dir`.
-fn daemon_command(dir: &Path, port: u16) -> Command {
+pub(crate) fn daemon_command(dir: &Path, port: u16) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tagpilot"));
     command
         .current_dir(dir)
@@ -185,7 +185,7 @@ fn daemon_command(dir: &Path, port: u16) -> Command {
 }
 
 /// Waits until the bare repository's Deployment is on `tag`.
-async fn wait_for_tag(s: &Setup, daemon: &Daemon, tag: &str, within: Duration) {
+pub(crate) async fn wait_for_tag(s: &Setup, daemon: &Daemon, tag: &str, within: Duration) {
     let want = deployment(&s.registry, tag);
     let deadline = Instant::now() + within;
     while s.repo.show("main", DEPLOYMENT_PATH) != want {
@@ -342,11 +342,24 @@ async fn a_webhook_with_the_right_secret_starts_a_cycle_at_once_and_bad_ones_sta
         deployment(&s.registry, "1.1.0")
     );
 
-    // A burst of valid notifications: answered at once, and one cycle brings the new tag in.
-    for _ in 0..5 {
-        let ok = post("s3cret", event.clone()).await.unwrap();
+    // A burst of valid notifications (one push sends one per manifest, each with its own event
+    // id): answered at once, and one cycle brings the new tag in.
+    for i in 0..5 {
+        let ok = post(
+            "s3cret",
+            event.replace("\"id\":\"e1\"", &format!("\"id\":\"e{i}\"")),
+        )
+        .await
+        .unwrap();
         assert_eq!(ok.status().as_u16(), 202);
     }
+    // A delivery sent again (distribution retries until it gets a 2xx) is recognised by its
+    // event id and triggers nothing more.
+    let again = post("s3cret", event.replace("\"id\":\"e1\"", "\"id\":\"e4\""))
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 202);
+    assert!(again.text().await.unwrap().contains("already handled"));
     wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(3)).await;
     let metrics = daemon.text("/metrics").await;
     for want in [
@@ -354,6 +367,7 @@ async fn a_webhook_with_the_right_secret_starts_a_cycle_at_once_and_bad_ones_sta
         "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"} 1",
         "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"malformed\"} 1",
         "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"too_large\"} 1",
+        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"ignored\"} 1",
     ] {
         assert!(metrics.contains(want), "{want} missing:\n{metrics}");
     }
@@ -373,7 +387,7 @@ async fn a_webhook_with_the_right_secret_starts_a_cycle_at_once_and_bad_ones_sta
 
 /// A "registry" that accepts connections and never answers, so a cycle hangs in its first
 /// request; returns its host and how many connections it has taken.
-fn hanging_registry() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+pub(crate) fn hanging_registry() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let host = listener.local_addr().unwrap().to_string();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

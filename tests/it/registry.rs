@@ -625,6 +625,7 @@ fn insecure_registry(host: &str) -> RegistryConfig {
         insecure: true,
         credentials: None,
         rate_limit: None,
+        timeout: None,
     }
 }
 

@@ -231,13 +231,14 @@ impl RegistryClient {
             }
             query.append_pair("scope", scope);
         }
-        let mut request = self.http.get(url);
+        reg.check_up(repo)?;
+        let mut request = self.http.get(url).timeout(reg.timeout);
         if let Some(c) = credential {
             request = request.basic_auth(&c.username, Some(c.password()));
         }
         self.count(Kind::Token);
         debug!(realm, scope, "token request");
-        let resp = request.send().await.map_err(|e| unreachable(repo, e))?;
+        let resp = request.send().await.map_err(|e| reg.failed(repo, e))?;
         let status = resp.status();
         let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
