@@ -20,6 +20,7 @@ pub mod check;
 pub mod merge;
 pub mod outcome;
 pub mod shared;
+pub mod steady;
 pub mod target;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +39,7 @@ use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
+use crate::state::State;
 
 pub use shared::Shared;
 
@@ -97,6 +99,9 @@ pub struct Context<'a, R> {
     /// Once cancelled, no new target is started; the write in flight finishes, so no group is
     /// left half-pushed.
     pub cancel: CancellationToken,
+    /// The `--state-dir` store, where the last proposal per group is kept so proposals do not
+    /// move backwards ([`steady`]); `None` for one-shot runs.
+    pub state: Option<&'a State>,
 }
 
 /// How a cycle runs.
@@ -193,6 +198,7 @@ async fn run_cycle<R: Registry>(
         progress: ctx.progress,
         branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
         sources: &sources,
+        state: ctx.state,
     };
     let mut images = Vec::new();
     let mut app_problems = Vec::new();

@@ -64,6 +64,8 @@ impl RegistryClient {
     /// the digest each tag points to, every failed lookup, and which registries timed out. Manifests and configs found by
     /// digest never change and are kept, as are credentials and tokens.
     pub fn start_cycle(&self) {
+        // Every flag is cleared, so the order does not matter.
+        #[allow(clippy::iter_over_hash_type)]
         for reg in self
             .registries
             .lock()

@@ -276,6 +276,7 @@ impl Daemon<'_> {
             cache: Some(self.cache),
             progress: &(),
             cancel,
+            state: self.shared.state.as_deref(),
         };
         engine::run(&input, &context, engine::Options { dry_run: false }).await
     }

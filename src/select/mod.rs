@@ -176,6 +176,25 @@ pub fn needs_build_time(policy: &ImagePolicy) -> bool {
     matches!(policy.strategy, Strategy::NewestBuild)
 }
 
+/// Whether `a` ranks below `b` by the policy's own order, for tags the order can read from
+/// their names alone; `None` when it cannot (newestBuild needs build times, digest has no
+/// order, a tag the strategy does not read).
+pub fn ranks_below(policy: &ImagePolicy, a: &str, b: &str) -> Option<bool> {
+    if matches!(
+        policy.strategy,
+        Strategy::NewestBuild | Strategy::Digest { .. }
+    ) {
+        return None;
+    }
+    let cx = Context {
+        policy,
+        family: FamilyRule::Any,
+        need_time: false,
+    };
+    let (ka, kb) = (cx.evaluate(a, None).ok()?, cx.evaluate(b, None).ok()?);
+    Some(selection_order(policy, &ka, &kb) == Ordering::Greater)
+}
+
 /// Picks the tag for a reference currently on `current` (None when the file names no tag).
 pub fn choose(
     policy: &ImagePolicy,

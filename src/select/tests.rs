@@ -733,3 +733,14 @@ fn min_age_under_newest_build_reads_the_age_it_is_given() {
     );
     assert_eq!(outcome(choose(&p, None, &[old, new])), "build-1");
 }
+
+#[test]
+fn ranks_below_reads_the_policys_order_from_tag_names() {
+    let p = semver(None);
+    assert_eq!(ranks_below(&p, "1.2.9", "1.3.0"), Some(true));
+    assert_eq!(ranks_below(&p, "1.3.0", "1.2.9"), Some(false));
+    assert_eq!(ranks_below(&p, "latest", "1.3.0"), None);
+    let ascending = policy(Strategy::Alphabetical { descending: false });
+    assert_eq!(ranks_below(&ascending, "b", "a"), Some(true));
+    assert_eq!(ranks_below(&policy(Strategy::NewestBuild), "a", "b"), None);
+}

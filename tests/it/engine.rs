@@ -85,6 +85,7 @@ async fn cycle(
         cache: Some(&cache),
         progress,
         cancel: Default::default(),
+        state: None,
     };
     engine::run(&input, &context, engine::Options { dry_run })
         .await
@@ -423,6 +424,7 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         cache: Some(&cache),
         progress: &(),
         cancel,
+        state: None,
     };
     let cycle = engine::run(&input, &context, engine::Options { dry_run: false })
         .await

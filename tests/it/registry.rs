@@ -940,3 +940,42 @@ async fn a_refused_credential_is_read_again_from_its_file_and_retried_once() {
         assert_eq!(after.tag_lists - before.tag_lists, 1, "no second 401");
     }
 }
+
+/// A registry that times out is not asked again within the cycle: the next question fails at
+/// once, without a request; a new cycle asks again.
+#[tokio::test]
+async fn a_registry_that_timed_out_fails_fast_until_the_next_cycle() {
+    let (host, accepted) = crate::daemon::hanging_registry();
+    let options = ClientOptions {
+        registries: vec![RegistryConfig {
+            timeout: Some(Duration::from_millis(300)),
+            ..insecure_registry(&host)
+        }],
+        docker_config: DockerConfigSource::Disabled,
+        ..ClientOptions::default()
+    };
+    let client = RegistryClient::new(options).unwrap();
+    let repo = |path: &str| Repository {
+        registry: host.clone(),
+        path: path.into(),
+    };
+    let connections = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+
+    let err = client.list_tags(&repo("shop/api")).await.unwrap_err();
+    assert_eq!(err.metric_label(), "timed_out", "{err}");
+    assert!(
+        err.to_string().contains("did not answer within 300ms"),
+        "{err}"
+    );
+    assert_eq!(connections(), 1);
+
+    let err = client.list_tags(&repo("shop/web")).await.unwrap_err();
+    assert_eq!(err.metric_label(), "down", "{err}");
+    assert_names_the_place(&err, &host, "shop/web");
+    assert_eq!(connections(), 1, "not asked again this cycle");
+
+    client.start_cycle();
+    let err = client.list_tags(&repo("shop/web")).await.unwrap_err();
+    assert_eq!(err.metric_label(), "timed_out", "{err}");
+    assert_eq!(connections(), 2, "asked again in the next cycle");
+}
