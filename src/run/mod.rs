@@ -9,7 +9,9 @@
 //! ```
 //!
 //! What lives across cycles is built once here: the registry client with its caches, the clone
-//! cache and the cancellation token. Policies are read again every cycle, so a changed or added
+//! cache, the cancellation token and, with `--state-dir`, the state store ([`crate::state`]),
+//! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
+//! deliveries) and is flushed to disk after each cycle. Policies are read again every cycle, so a changed or added
 //! policy file takes effect without a restart, and a broken one is reported without stopping the
 //! others. The local directory is not a target: `tagpilot run` writes to configured repositories
 //! and Applications, never to the directory its policies are read from.

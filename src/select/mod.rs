@@ -19,6 +19,10 @@
 //! - A candidate that ranks equal to the current tag (`v1.2.0` vs `1.2.0`) is not a change.
 //! - Digest: the choice is always the followed tag; the planner compares its digest with the
 //!   file's, since the tag name alone cannot say whether the image moved.
+//! - `minAge`: a tag younger than the policy's `minAge` (its age is data on the candidate,
+//!   unknown counting as too young) is not a candidate. When that leaves the reference where it
+//!   is while a newer tag waits, the decision is a hold naming that tag and its age, not "up to
+//!   date". A current tag that is itself too young stays.
 
 use std::cmp::Ordering;
 use std::fmt;
