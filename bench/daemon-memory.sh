@@ -116,6 +116,10 @@ while (($(cycles) < CYCLES)); do
 done
 rss_kb="$(awk '/^VmRSS:/ { print $2 }' "/proc/$DAEMON_PID/status")"
 hwm_kb="$(awk '/^VmHWM:/ { print $2 }' "/proc/$DAEMON_PID/status")"
+# Of the resident memory: the heap and stacks (RssAnon) and pages of mapped files, mostly the
+# binary's own code (RssFile), which the kernel shares and can drop.
+grep -E '^(RssAnon|RssFile|RssShmem|Threads):' "/proc/$DAEMON_PID/status" >&2
+cp "/proc/$DAEMON_PID/smaps" "$BENCH_DIR/smaps" 2>/dev/null || true
 metrics="$(curl -fsS "http://127.0.0.1:$PORT/metrics")"
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID" || true
