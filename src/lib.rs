@@ -15,6 +15,7 @@
 //! - [`report`] — table, JSON, Markdown and diff renderings of a plan (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
+//! - [`state`] — what `tagpilot run --state-dir` remembers across restarts (redb).
 //! - [`argocd`] — Argo CD Applications and Image Updater annotations as policies.
 //! - [`forge`] — pull requests on GitHub and merge requests on GitLab.
 //! - [`engine`] — one cycle: sources grouped into targets, each planned once and written once;
@@ -37,5 +38,6 @@ pub mod registry;
 pub mod report;
 pub mod run;
 pub mod select;
+pub mod state;
 pub mod version;
 pub mod yaml_error;

@@ -440,6 +440,7 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         cache: cache.as_ref(),
         progress: &progress,
         cancel: Default::default(),
+        state: None,
     };
     let cycle = engine::run(
         &input,

@@ -107,6 +107,10 @@ impl<R: Registry> Registry for Recording<'_, R> {
     async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
         self.inner.digest(repo, reference).await
     }
+
+    fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        self.inner.first_seen(repo, tags)
+    }
 }
 
 /// The targets that let `image`'s policy touch exactly `files`.

@@ -249,6 +249,7 @@ fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, Poli
     }
     p.set_ignore_tags(&image.ignore_tags)?;
     p.platforms = image.platforms.clone();
+    p.min_age = image.min_age;
     Ok(p)
 }
 

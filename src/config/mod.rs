@@ -85,6 +85,27 @@ pub struct RegistryConfig {
     /// Requests per second to this registry.
     #[serde(default)]
     pub rate_limit: Option<f64>,
+    /// How long one request to this registry may take (`30s`, `2m`; default 60s). A registry
+    /// that does not answer in time is not asked again until the next cycle, so it delays only
+    /// the policies that need it.
+    #[serde(default, deserialize_with = "duration")]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// A duration as people write it (`30s`, `2m`, `1h 30m`).
+fn duration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if !d.is_zero() => Ok(Some(d)),
+        Ok(_) => Err(serde::de::Error::custom("timeout: must be more than zero")),
+        Err(e) => Err(serde::de::Error::custom(format!(
+            "{text:?} is not a duration (30s, 2m): {e}"
+        ))),
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -20,12 +20,14 @@ pub mod check;
 pub mod merge;
 pub mod outcome;
 pub mod shared;
+pub mod steady;
 pub mod target;
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::cluster::{self, Loaded};
@@ -40,8 +42,13 @@ use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
+use crate::state::State;
 
 pub use shared::Shared;
+
+/// Repository targets planned and written at once. Each holds a clone's checkout and a plan in
+/// memory, so the bound keeps a cycle over many repositories small.
+const TARGET_CONCURRENCY: usize = 4;
 pub use target::{SourceNames, TargetPlan, TargetPlanner};
 
 /// Why a cycle could not run at all. Failures of one target are not errors: they are in the
@@ -95,6 +102,9 @@ pub struct Context<'a, R> {
     /// Once cancelled, no new target is started; the write in flight finishes, so no group is
     /// left half-pushed.
     pub cancel: CancellationToken,
+    /// The `--state-dir` store, where the last proposal per group is kept so proposals do not
+    /// move backwards ([`steady`]); `None` for one-shot runs.
+    pub state: Option<&'a State>,
 }
 
 /// How a cycle runs.
@@ -205,17 +215,33 @@ async fn run_cycle<R: Registry>(
         progress: ctx.progress,
         branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
         sources: &sources,
+        state: ctx.state,
     };
     let mut images = Vec::new();
     let mut app_problems = Vec::new();
     if !targets.is_empty() {
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
-        for repository in &targets {
-            if ctx.cancel.is_cancelled() {
+        // A few targets at once, so a registry that hangs holds up only the targets whose
+        // policies need it; results are taken in target order, so reports stay deterministic.
+        let written: Vec<Option<(RepositoryOutcome, Option<TargetPlan>)>> =
+            futures_util::stream::iter(&targets)
+                .map(|repository| {
+                    let planner = &planner;
+                    async move {
+                        if ctx.cancel.is_cancelled() {
+                            return None;
+                        }
+                        Some(write_target(cache, repository, planner, options).await)
+                    }
+                })
+                .buffered(TARGET_CONCURRENCY)
+                .collect()
+                .await;
+        for (repository, written) in targets.iter().zip(written) {
+            let Some((outcome, planned)) = written else {
                 cycle.cancelled = true;
-                break;
-            }
-            let (outcome, planned) = write_target(cache, repository, &planner, options).await;
+                continue;
+            };
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
                 cycle.plan.merge(p.plan);

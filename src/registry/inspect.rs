@@ -6,6 +6,7 @@
 //! never cached by tag alone.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
 use reqwest::{Method, Url};
@@ -22,27 +23,64 @@ use crate::image::{Platform, Repository};
 const CREATED_ANNOTATION: &str = "org.opencontainers.image.created";
 
 impl RegistryClient {
-    /// The manifest with this digest, verified against it.
+    /// The manifest with this digest, verified against it: from this client's memory, the
+    /// store, or the registry, in that order.
     async fn manifest(
         &self,
         repo: &Repository,
         digest: &str,
     ) -> Result<SharedManifest, RegistryError> {
-        self.manifests
+        let fetched = AtomicBool::new(false);
+        let manifest = self
+            .manifests
             .get_or_init((repo.clone(), digest.to_string()), || async {
+                if let Some(stored) = self.stored_manifest(repo, digest) {
+                    return Ok(stored);
+                }
+                fetched.store(true, Ordering::Relaxed);
                 let reg = self.registry(&repo.registry);
                 let url = manifest_url(&reg, repo, digest)?;
                 let what = format!("manifest {digest}");
                 let body = self.manifest_bytes(&reg, repo, url, &what).await?;
                 verify_digest(repo, "manifest", digest, &body)?;
-                parse_manifest(repo, &body)
+                let manifest = parse_manifest(repo, &body)?;
+                if let Some(store) = &self.store {
+                    store.put_manifest(digest, &body);
+                }
+                Ok(manifest)
             })
-            .await
+            .await;
+        if manifest.is_ok() && !fetched.load(Ordering::Relaxed) {
+            self.counters.metadata_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        manifest
+    }
+
+    /// A manifest the store kept, checked against its digest again: a store that went bad
+    /// costs a request, never a wrong answer.
+    fn stored_manifest(&self, repo: &Repository, digest: &str) -> Option<SharedManifest> {
+        let bytes = self.store.as_ref()?.manifest(digest)?;
+        match verify_digest(repo, "manifest", digest, &bytes)
+            .and_then(|()| parse_manifest(repo, &bytes))
+        {
+            Ok(manifest) => Some(manifest),
+            Err(e) => {
+                warn!(digest, "ignoring a stored manifest: {e}");
+                None
+            }
+        }
     }
 
     async fn config(&self, repo: &Repository, digest: &str) -> Result<ConfigFacts, RegistryError> {
-        self.configs
+        let fetched = AtomicBool::new(false);
+        let facts = self
+            .configs
             .get_or_init((repo.clone(), digest.to_string()), || async {
+                let stored = self.store.as_ref().and_then(|s| s.config(digest));
+                if let Some(facts) = stored.and_then(|b| serde_json::from_slice(&b).ok()) {
+                    return Ok(facts);
+                }
+                fetched.store(true, Ordering::Relaxed);
                 let reg = self.registry(&repo.registry);
                 let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
                     .map_err(|e| malformed(repo, "blob URL", e))?;
@@ -60,9 +98,22 @@ impl RegistryClient {
                     .await?;
                 let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
                 verify_digest(repo, "config blob", digest, &body)?;
-                serde_json::from_slice(&body).map_err(|e| malformed(repo, "image config", e))
+                let facts: ConfigFacts = serde_json::from_slice(&body)
+                    .map_err(|e| malformed(repo, "image config", e))?;
+                // Only the few facts tagpilot reads are kept, not the blob (which carries the
+                // whole build history).
+                if let Some(store) = &self.store
+                    && let Ok(json) = serde_json::to_vec(&facts)
+                {
+                    store.put_config(digest, &json);
+                }
+                Ok(facts)
             })
-            .await
+            .await;
+        if facts.is_ok() && !fetched.load(Ordering::Relaxed) {
+            self.counters.metadata_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        facts
     }
 
     /// Build time and platform of one single-platform image manifest.

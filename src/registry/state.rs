@@ -11,13 +11,14 @@ use std::time::Instant;
 
 use governor::DefaultDirectRateLimiter;
 use oci_client::manifest::OciManifest;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{OnceCell, Semaphore};
 
 use super::RegistryError;
 use super::auth::{Credential, CredentialError, CredentialResolver};
 use super::memo::Memo;
 use super::options::ClientOptions;
+use super::store::MetadataStore;
 use crate::image::Repository;
 
 /// The registry client tagpilot uses: see the module doc of [`crate::registry`].
@@ -39,6 +40,8 @@ pub struct RegistryClient {
     pub(super) tag_digests: Memo<(Repository, String), Result<String, RegistryError>>,
     pub(super) manifests: Memo<(Repository, String), Result<SharedManifest, RegistryError>>,
     pub(super) configs: Memo<(Repository, String), Result<ConfigFacts, RegistryError>>,
+    /// Where content found by digest and first-seen times outlive the process, if anywhere.
+    pub(super) store: Option<Arc<dyn MetadataStore>>,
 }
 
 /// What the client knows about one registry host.
@@ -48,8 +51,14 @@ pub(super) struct RegistryState {
     pub(super) base: String,
     pub(super) limiter: Option<DefaultDirectRateLimiter>,
     pub(super) in_flight: Semaphore,
-    /// Resolved on the first challenge.
-    pub(super) credential: OnceCell<Result<Option<Credential>, CredentialError>>,
+    /// How long one request may take (`registries[].timeout`, else the client's).
+    pub(super) timeout: std::time::Duration,
+    /// A request timed out this cycle: the others fail fast instead of each waiting as long,
+    /// so one registry that hangs delays only the policies that need it.
+    pub(super) down: std::sync::atomic::AtomicBool,
+    /// Resolved on the first challenge, and again after a 401 to the credential held (see
+    /// `auth/token.rs`). The cell is swapped for an empty one to reload.
+    pub(super) credential: Mutex<Arc<CredentialCell>>,
     /// Learned from the first 401, so later requests (other repositories included) authenticate
     /// up front instead of each collecting its own 401.
     pub(super) scheme: Mutex<Scheme>,
@@ -63,7 +72,12 @@ pub(super) struct Counters {
     pub(super) manifests: AtomicU64,
     pub(super) blobs: AtomicU64,
     pub(super) tokens: AtomicU64,
+    /// Manifests and configs answered from memory or the store instead of the registry.
+    pub(super) metadata_hits: AtomicU64,
 }
+
+/// A registry's credential, looked up once until it is found stale.
+pub(super) type CredentialCell = OnceCell<Result<Option<Credential>, CredentialError>>;
 
 /// Registry host, request kind, HTTP status (`None`: unreachable).
 pub(super) type ResponseKey = (String, Kind, Option<u16>);
@@ -113,7 +127,7 @@ pub(super) type SharedManifest = Arc<OciManifest>;
 /// What tagpilot needs from an image config blob. Not `oci_client::config::ConfigFile`, which
 /// requires `rootfs` and `architecture` and so would reject configs that lack fields tagpilot never
 /// reads.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub(super) struct ConfigFacts {
     #[serde(default)]
     pub(super) created: Option<String>,

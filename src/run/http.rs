@@ -25,6 +25,8 @@ pub struct Shared {
     pub secrets: Secrets,
     /// The repositories notifications hinted at, waiting for the loop to re-check them.
     pub rechecks: Rechecks,
+    /// The `--state-dir` database, where deliveries already handled are remembered.
+    pub state: Option<Arc<crate::state::State>>,
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -101,7 +103,24 @@ async fn image_updater_webhook(
 }
 
 /// Counts the answer, hands its hints to the loop, and sends it.
-fn respond(shared: &Shared, kind: &'static str, answer: Answer) -> (StatusCode, String) {
+fn respond(shared: &Shared, kind: &'static str, mut answer: Answer) -> (StatusCode, String) {
+    // A delivery the sender retries (it got no answer in time) is acted on once. Every id is
+    // recorded, so a partly new delivery marks them all.
+    if answer.verdict == Verdict::Accepted
+        && !answer.deliveries.is_empty()
+        && let Some(state) = &shared.state
+    {
+        let seen: Vec<bool> = answer
+            .deliveries
+            .iter()
+            .map(|id| state.seen_delivery(kind, id))
+            .collect();
+        if seen.iter().all(|s| *s) {
+            answer.verdict = Verdict::Ignored;
+            answer.text = "already handled: every event id was seen before".to_string();
+            answer.hints.clear();
+        }
+    }
     shared.metrics.webhook(kind, answer.verdict);
     match answer.verdict {
         Verdict::Accepted => {

@@ -100,6 +100,9 @@ pub struct Metrics {
     registry_requests: Family<RegistryStatusLabels, Counter>,
     tag_listings: Family<RegistryLabel, Counter>,
     leader: Gauge,
+    metadata_hits: Counter,
+    /// The registry client's metadata cache hits when last taken.
+    metadata_hits_seen: std::sync::atomic::AtomicU64,
     /// The registry client's counts when last taken, so each cycle adds only what is new.
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
 }
@@ -209,9 +212,17 @@ impl Metrics {
             "1 while this replica writes (it holds the Lease, or runs without --leader-elect), 0 while it follows",
             leader.clone(),
         );
+        let metadata_hits = Counter::default();
+        registry.register(
+            "tagpilot_metadata_cache_hits",
+            "Image manifests and configs served from memory or the --state-dir store instead of a registry",
+            metadata_hits.clone(),
+        );
         Metrics {
             leader,
             registry: Mutex::new(registry),
+            metadata_hits,
+            metadata_hits_seen: Default::default(),
             registry_requests,
             tag_listings,
             registry_seen: Mutex::default(),
@@ -318,6 +329,14 @@ impl Metrics {
                     .inc_by(new);
             }
         }
+    }
+
+    /// Adds the registry client's metadata cache hits since the last call (its count only grows).
+    pub fn record_metadata_hits(&self, total: u64) {
+        let before = self
+            .metadata_hits_seen
+            .swap(total, std::sync::atomic::Ordering::Relaxed);
+        self.metadata_hits.inc_by(total.saturating_sub(before));
     }
 
     /// Counts one webhook request of `kind` (`distribution`, `docker.io`, `unknown`: a bounded

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! What lives across cycles is built once here: the registry client with its caches, the clone
-//! cache and the cancellation token. Policies are read again every cycle, so a changed or added
+//! cache, the cancellation token and, with `--state-dir`, the state store ([`crate::state`]),
+//! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
+//! deliveries) and is flushed to disk after each cycle. Policies are read again every cycle, so a changed or added
 //! policy file takes effect without a restart, and a broken one is reported without stopping the
 //! others. The local directory is not a target: `tagpilot run` writes to configured repositories
 //! and Applications, never to the directory its policies are read from.
@@ -45,6 +47,7 @@ use crate::git::RepoCache;
 use crate::image::Repository;
 use crate::policy;
 use crate::registry::{ClientOptions, RegistryClient, RegistryError};
+use crate::state::{State, StateError};
 
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
@@ -84,6 +87,8 @@ pub enum Stopped {
 pub enum RunError {
     #[error(transparent)]
     StateDir(#[from] LockError),
+    #[error(transparent)]
+    State(#[from] StateError),
     #[error("listening on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -116,6 +121,12 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     if let Some(lock) = &lock {
         tracing::info!(dir = %lock.dir().display(), "state directory locked");
     }
+    // Behind the lock, so a second process is refused by the lock's clear message first; redb
+    // holds its own lock on the file as well.
+    let state = lock
+        .as_ref()
+        .map(|l| State::open(l.dir()).map(Arc::new))
+        .transpose()?;
     let secrets = config
         .webhooks
         .as_ref()
@@ -133,6 +144,7 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     let shared = Arc::new(Shared {
         secrets,
         rechecks: Rechecks::new(pace),
+        state: state.clone(),
         ..Shared::default()
     });
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -176,7 +188,10 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     if let Some((_, _, credentials)) = &cluster {
         client_options.credentials = credentials.clone();
     }
-    let registry = RegistryClient::new(client_options)?;
+    let mut registry = RegistryClient::new(client_options)?;
+    if let Some(state) = &state {
+        registry = registry.with_store(state.clone());
+    }
     let cache = engine::repo_cache(settings.cache_dir.as_deref()).ok_or(RunError::NoCacheDir)?;
 
     let elector = match settings.leader_election {
@@ -316,6 +331,12 @@ impl Daemon<'_> {
             self.shared
                 .metrics
                 .record_registry(&self.registry.responses());
+            self.shared
+                .metrics
+                .record_metadata_hits(self.registry.metadata_cache_hits());
+            if let Some(state) = &self.shared.state {
+                state.flush();
+            }
             let kind = CycleResult::of(&result);
             log_cycle(&result, kind, took);
             if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
@@ -426,6 +447,7 @@ impl Daemon<'_> {
             cache: Some(self.cache),
             progress: &(),
             cancel,
+            state: self.shared.state.as_deref(),
         };
         let options = engine::Options {
             dry_run: false,

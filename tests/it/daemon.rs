@@ -27,7 +27,7 @@ pub(crate) async fn setup() -> Setup {
     setup_with(TestRegistry::start(Auth::None).await).await
 }
 
-async fn setup_with(registry: TestRegistry) -> Setup {
+pub(crate) async fn setup_with(registry: TestRegistry) -> Setup {
     registry
         .push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
         .await;
@@ -63,14 +63,14 @@ async fn setup_with(registry: TestRegistry) -> Setup {
 
 /// A running `tagpilot run`, killed (by its own id) if a test ends without stopping it.
 pub(crate) struct Daemon {
-    child: Child,
+    pub(crate) child: Child,
     pub(crate) base: String,
     log: std::path::PathBuf,
 }
 
 impl Daemon {
     /// Starts `tagpilot run --interval 1s` in `dir` with its state in `dir/state`.
-    fn start(dir: &Path) -> Daemon {
+    pub(crate) fn start(dir: &Path) -> Daemon {
         Daemon::start_with(dir, "1s", &[])
     }
 
@@ -78,7 +78,7 @@ impl Daemon {
         Daemon::start_on(free_port(), dir, interval, env)
     }
 
-    fn start_on(port: u16, dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
+    pub(crate) fn start_on(port: u16, dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
         let log = dir.join(format!("daemon-{port}.log"));
         let child = daemon_command(dir, port)
             .env("TAGPILOT_INTERVAL", interval)
@@ -166,7 +166,7 @@ impl Drop for Daemon {
 }
 
 /// `tagpilot run` in `dir` on `port`; cache, state, `HOME` and git config all kept in `dir`.
-fn daemon_command(dir: &Path, port: u16) -> Command {
+pub(crate) fn daemon_command(dir: &Path, port: u16) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tagpilot"));
     command
         .current_dir(dir)
@@ -362,11 +362,24 @@ async fn a_burst_of_notifications_is_one_recheck_and_bad_ones_start_nothing() {
         0
     );
 
-    // A burst of valid notifications: answered at once, and one re-check brings the new tag in.
-    for _ in 0..5 {
-        let ok = post("s3cret", event.clone()).await.unwrap();
+    // A burst of valid notifications (one push sends one per manifest, each with its own event
+    // id): answered at once, and one re-check brings the new tag in.
+    for i in 0..5 {
+        let ok = post(
+            "s3cret",
+            event.replace("\"id\":\"e1\"", &format!("\"id\":\"e{i}\"")),
+        )
+        .await
+        .unwrap();
         assert_eq!(ok.status().as_u16(), 202);
     }
+    // A delivery sent again (distribution retries until it gets a 2xx) is recognised by its
+    // event id and triggers nothing more.
+    let again = post("s3cret", event.replace("\"id\":\"e1\"", "\"id\":\"e4\""))
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 202);
+    assert!(again.text().await.unwrap().contains("already handled"));
     wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(5)).await;
     let metrics = daemon.text("/metrics").await;
     for want in [
@@ -375,6 +388,7 @@ async fn a_burst_of_notifications_is_one_recheck_and_bad_ones_start_nothing() {
         "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"malformed\"} 1",
         "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"too_large\"} 1",
         "tagpilot_webhook_requests_total{kind=\"unknown\",result=\"unknown_kind\"} 1",
+        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"ignored\"} 1",
     ] {
         assert!(metrics.contains(want), "{want} missing:\n{metrics}");
     }
@@ -482,7 +496,11 @@ async fn a_recheck_reads_and_writes_only_what_uses_the_notified_repository() {
         reqwest::Client::new()
             .post(format!("{}/webhooks/distribution", daemon.base))
             .header("Authorization", "Bearer s3cret")
-            .body(push_event(&registry.host(), repository))
+            // Each notification its own delivery: a repeated event id would be ignored.
+            .body(
+                push_event(&registry.host(), repository)
+                    .replace("\"id\":\"e1\"", &format!("\"id\":\"{repository}\"")),
+            )
             .send()
     };
     assert_eq!(notify("shop/api").await.unwrap().status().as_u16(), 202);
@@ -675,7 +693,7 @@ async fn every_kind_with_its_documented_payload_gets_a_pushed_tag_committed() {
 
 /// A "registry" that accepts connections and never answers, so a cycle hangs in its first
 /// request; returns its host and how many connections it has taken.
-fn hanging_registry() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+pub(crate) fn hanging_registry() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let host = listener.local_addr().unwrap().to_string();
     let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));

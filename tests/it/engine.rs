@@ -85,6 +85,7 @@ async fn cycle(
         cache: Some(&cache),
         progress,
         cancel: Default::default(),
+        state: None,
     };
     engine::run(
         &input,
@@ -430,6 +431,7 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         cache: Some(&cache),
         progress: &(),
         cancel,
+        state: None,
     };
     let cycle = engine::run(
         &input,
@@ -510,6 +512,7 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
                 cache: Some(cache),
                 progress: &(),
                 cancel: Default::default(),
+                state: None,
             };
             let options = engine::Options {
                 dry_run: true,

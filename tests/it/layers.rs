@@ -41,6 +41,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("git", "git", Layer::Edge),
         ("forge", "forge", Layer::Edge),
         ("argocd::kubernetes", "argocd::kubernetes", Layer::Edge),
+        ("state", "state", Layer::Edge),
         ("plan", "plan", Layer::Planning),
         ("apply", "apply", Layer::Planning),
         ("report", "report", Layer::Planning),

@@ -6,6 +6,7 @@ mod argocd_cluster;
 mod cli;
 mod corpus;
 mod daemon;
+mod daemon_state;
 mod deploy;
 mod editor_fuzz;
 mod engine;

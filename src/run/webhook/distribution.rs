@@ -31,6 +31,9 @@ struct Envelope {
 
 #[derive(Debug, Deserialize)]
 struct Event {
+    /// distribution gives every event an id, and sends it again when it retries a delivery.
+    #[serde(default)]
+    id: Option<String>,
     action: String,
     target: Target,
     #[serde(default)]
@@ -76,10 +79,12 @@ impl Target {
 pub fn parse(body: &[u8]) -> Result<Parsed, String> {
     let envelope: Envelope = super::json(body, "a distribution notification envelope")?;
     let mut pushed = Vec::new();
+    let mut ids = Vec::new();
     for event in &envelope.events {
         if event.action != "push" || !event.target.is_manifest() {
             continue;
         }
+        ids.extend(event.id.clone());
         let host = event
             .request
             .host
@@ -98,7 +103,10 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
             "no manifest pushes (pulls, mounts, deletes and blob pushes are not read)".into(),
         ));
     }
-    Ok(Parsed::Pushed(pushed))
+    if ids.is_empty() {
+        return Ok(Parsed::Pushed(pushed));
+    }
+    Ok(Parsed::Delivered(pushed, ids))
 }
 
 /// `host[:port]` of a URL.

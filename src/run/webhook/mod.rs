@@ -167,6 +167,9 @@ impl Verdict {
 pub enum Parsed {
     /// These image repositories were pushed to.
     Pushed(Vec<Repository>),
+    /// The same, in a delivery the sender names with these ids and sends again until it is
+    /// answered (distribution's event ids): one seen before is not acted on twice.
+    Delivered(Vec<Repository>, Vec<String>),
     /// Nothing was pushed; the reason is answered to the sender.
     Ignored(String),
 }
@@ -199,6 +202,8 @@ pub struct Answer {
     pub status: StatusCode,
     pub text: String,
     pub hints: Vec<Repository>,
+    /// The ids the sender gave this delivery ([`Parsed::Delivered`]); empty when it gives none.
+    pub deliveries: Vec<String>,
 }
 
 impl Answer {
@@ -208,6 +213,7 @@ impl Answer {
             status,
             text: text.into(),
             hints: Vec::new(),
+            deliveries: Vec::new(),
         }
     }
 
@@ -307,7 +313,12 @@ fn answer(
     match parse(&request) {
         Err(reason) => Answer::refuse(Verdict::Malformed, StatusCode::BAD_REQUEST, reason),
         Ok(Parsed::Ignored(why)) => Answer::refuse(Verdict::Ignored, StatusCode::ACCEPTED, why),
-        Ok(Parsed::Pushed(mut hints)) => {
+        Ok(parsed @ (Parsed::Pushed(_) | Parsed::Delivered(..))) => {
+            let (mut hints, deliveries) = match parsed {
+                Parsed::Delivered(hints, ids) => (hints, ids),
+                Parsed::Pushed(hints) => (hints, Vec::new()),
+                Parsed::Ignored(_) => unreachable!("matched above"),
+            };
             hints.sort_unstable();
             hints.dedup();
             if hints.is_empty() {
@@ -319,6 +330,7 @@ fn answer(
                 status: StatusCode::ACCEPTED,
                 text: format!("re-checking {}", names.join(", ")),
                 hints,
+                deliveries,
             }
         }
     }

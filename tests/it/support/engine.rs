@@ -29,6 +29,7 @@ pub async fn cycle<R: Registry>(
         cache: Some(cache),
         progress,
         cancel: Default::default(),
+        state: None,
     };
     engine::run(
         &input,
