@@ -80,6 +80,12 @@ struct RunArgs {
     /// Where clones of configured repositories are kept (default: the XDG cache directory).
     #[arg(long, env = "TAGPILOT_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// `/metrics` also exports Argo CD Image Updater's series under its names and labels:
+    /// argocd_image_updater_applications_watched_total, …_images_watched_total,
+    /// …_images_updated_total and …_images_errors_total, by image_updater_cr_name and
+    /// image_updater_cr_namespace (empty for Applications configured by annotations alone).
+    #[arg(long, env = "TAGPILOT_IMAGE_UPDATER_METRICS")]
+    image_updater_metrics: bool,
     #[command(flatten)]
     leader: LeaderArgs,
 }
@@ -371,6 +377,7 @@ async fn run_service(args: RunArgs) -> Result<ExitCode> {
         state_dir: args.state_dir,
         cache_dir: args.cache_dir,
         leader_election: args.leader.settings(),
+        image_updater_metrics: args.image_updater_metrics,
     };
     match tagpilot::run::serve(config, settings).await? {
         tagpilot::run::Stopped::Drained => Ok(ExitCode::SUCCESS),

@@ -70,6 +70,8 @@ pub struct Settings {
     pub cache_dir: Option<PathBuf>,
     /// `--leader-elect`: only the replica holding the Lease writes.
     pub leader_election: Option<LeaderElection>,
+    /// `--image-updater-metrics`: `/metrics` also exports Argo CD Image Updater's series.
+    pub image_updater_metrics: bool,
 }
 
 /// How the loop ended.
@@ -145,6 +147,7 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         secrets,
         rechecks: Rechecks::new(pace),
         state: state.clone(),
+        metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics),
         ..Shared::default()
     });
     let listener = tokio::net::TcpListener::bind(settings.listen)

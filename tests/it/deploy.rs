@@ -4,7 +4,9 @@
 //! validity: the container args are flags `tagpilot run` accepts (the built binary parses
 //! them), the Pods meet Pod Security `restricted`, RBAC grows only with the features that need
 //! it, a typo in values fails, and the chart's defaults and the kustomize base render the same
-//! Deployment args, ports and RBAC rules.
+//! Deployment args, ports and RBAC rules. The ImageUpdater CRD: installed only when asked, the
+//! same from the chart and from kustomize, structural, and knowing exactly the fields tagpilot
+//! reads.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -82,6 +84,8 @@ fn kustomize() -> String {
 
 /// Every feature the chart has, switched on at once.
 const FEATURES: &[&str] = &[
+    "crds.install=true",
+    "imageUpdaterMetrics=true",
     "applications.fromCluster.enabled=true",
     "applications.fromCluster.writeBackMethod=argocd",
     "applications.fromCluster.repositorySecrets=true",
@@ -457,6 +461,24 @@ fn rbac_grows_only_with_the_features_that_need_it() {
     assert_eq!(apps[0].0, "ClusterRole", "all namespaces");
     assert_eq!(apps[0].2["verbs"], json!(["list"]));
     assert!(rules_for(&git, "secrets").is_empty());
+    // Where Applications are read, their ImageUpdater resources too, and their status written.
+    let group = json!(["argocd-image-updater.argoproj.io"]);
+    for (resource, verbs) in [
+        ("imageupdaters", json!(["get", "list", "watch"])),
+        ("imageupdaters/status", json!(["patch"])),
+    ] {
+        let rules = rules_for(&git, resource);
+        assert_eq!(rules.len(), 1, "{resource}");
+        assert_eq!(rules[0].0, "ClusterRole", "{resource}");
+        assert_eq!(rules[0].2["apiGroups"], group, "{resource}");
+        assert_eq!(rules[0].2["verbs"], verbs, "{resource}");
+    }
+    // No Secret for git credentials: no SSH host keys either.
+    assert!(rules_for(&git, "configmaps").is_empty());
+    // Without Applications from the cluster, nothing about ImageUpdaters.
+    for resource in ["imageupdaters", "imageupdaters/status", "configmaps"] {
+        assert!(rules_for(&defaults, resource).is_empty(), "{resource}");
+    }
 
     // The argocd method in two namespaces: list and patch there, and nowhere else.
     let argocd = rbac(&objects(&render(&[
@@ -474,6 +496,16 @@ fn rbac_grows_only_with_the_features_that_need_it() {
             ("Role", "team-b", json!(["list", "patch"])),
         ]
     );
+    for resource in ["imageupdaters", "imageupdaters/status"] {
+        assert_eq!(
+            rules_for(&argocd, resource)
+                .iter()
+                .map(|(k, ns, _)| (k.as_str(), ns.as_str()))
+                .collect::<Vec<_>>(),
+            vec![("Role", "team-a"), ("Role", "team-b")],
+            "{resource}"
+        );
+    }
 
     // Secrets: `get` on exactly the ones named, `list` only for git:repocreds.
     let features = rbac(&objects(&render(FEATURES)));
@@ -497,6 +529,16 @@ fn rbac_grows_only_with_the_features_that_need_it() {
             ),
         ]
     );
+    // Secrets can give git credentials over SSH: Argo CD's host keys, by name, in its namespace.
+    let host_keys = json!({"apiGroups": [""], "resourceNames": ["argocd-ssh-known-hosts-cm"],
+                           "resources": ["configmaps"], "verbs": ["get"]});
+    assert_eq!(
+        rules_for(&features, "configmaps")
+            .iter()
+            .map(|(k, ns, r)| (k.as_str(), ns.as_str(), r.clone()))
+            .collect::<Vec<_>>(),
+        vec![("Role", "argocd", host_keys.clone())]
+    );
     let no_list = rbac(&objects(&render(&[
         "applications.fromCluster.enabled=true",
         "applications.fromCluster.secrets[0].namespace=team-a",
@@ -508,6 +550,21 @@ fn rbac_grows_only_with_the_features_that_need_it() {
             .all(|(_, _, r)| r["verbs"] == json!(["get"]) && r["resourceNames"] == json!(["pull"])),
         "{no_list:?}"
     );
+    assert_eq!(
+        rules_for(&no_list, "configmaps")
+            .iter()
+            .map(|(_, ns, r)| (ns.as_str(), r.clone()))
+            .collect::<Vec<_>>(),
+        vec![("argocd", host_keys)]
+    );
+}
+
+#[test]
+fn image_updater_metrics_are_switched_on_by_a_value() {
+    let flag = "--image-updater-metrics".to_string();
+    assert!(!args(&objects(&render(&[]))).contains(&flag));
+    assert!(!args(&objects(&kustomize())).contains(&flag));
+    assert!(args(&objects(&render(&["imageUpdaterMetrics=true"]))).contains(&flag));
 }
 
 #[test]
@@ -591,5 +648,498 @@ fn a_typo_or_a_second_writer_in_values_fails_the_install() {
     ] {
         let err = helm_template(sets).expect_err(&format!("{sets:?} was accepted"));
         assert!(err.contains(names), "{sets:?}: {err}");
+    }
+}
+
+// === the ImageUpdater CRD ===
+
+/// `kubectl kustomize deploy/kustomize/crds`.
+fn kustomize_crds() -> String {
+    let out = run(Command::new(tools().join("bin/kubectl"))
+        .arg("kustomize")
+        .arg(root().join("deploy/kustomize/crds")));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize crds:\n{}",
+        text(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn crds(objects: &[Value]) -> Vec<&Value> {
+    of_kind(objects, "CustomResourceDefinition")
+}
+
+/// The one CRD of the kustomize crds directory.
+fn crd() -> Value {
+    let objects = objects(&kustomize_crds());
+    assert_eq!(objects.len(), 1, "one object: the CRD");
+    objects[0].clone()
+}
+
+/// The `v1alpha1` schema's `spec`.
+fn spec_schema(crd: &Value) -> Value {
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"].clone()
+}
+
+/// An `ImageUpdater` that sets every field of the CRD's spec (the test below checks that it
+/// does), in the shapes Image Updater documents.
+const EVERY_FIELD: &str = r#"
+apiVersion: argocd-image-updater.argoproj.io/v1alpha1
+kind: ImageUpdater
+metadata:
+  name: every-field
+  namespace: argocd
+spec:
+  namespace: argocd
+  commonUpdateSettings: &settings
+    updateStrategy: semver
+    forceUpdate: false
+    allowTags: regexp:^v[0-9.]+$
+    ignoreTags: ["*-rc*"]
+    pullSecret: pullsecret:argocd/registry
+    platforms: [linux/amd64]
+  writeBackConfig:
+    method: git:repocreds
+    gitConfig:
+      repository: git@git.example:shop/deploy.git
+      branch: main:image-updater-{{.SHA256}}
+      writeBackTarget: kustomization:../base
+      pullRequest:
+        github: {}
+        labels: [images]
+  imagesVerification: &verification
+    enabled: true
+    cosignKey: {secretName: cosign, key: cosign.pub}
+  applicationRefs:
+    - namePattern: shop-*
+      labelSelectors:
+        matchLabels: {team: shop}
+        matchExpressions:
+          - {key: tier, operator: In, values: [web]}
+      useAnnotations: false
+      commonUpdateSettings: *settings
+      writeBackConfig:
+        method: git
+        gitConfig:
+          repository: https://git.example/shop/deploy.git
+          branch: release
+          writeBackTarget: helmvalues:values.yaml
+          pullRequest:
+            gitlab: {}
+            labels: [images]
+      imagesVerification: *verification
+      images:
+        - alias: api
+          imageName: ghcr.io/shop/api:1.x
+          commonUpdateSettings: *settings
+          imagesVerification: *verification
+          manifestTargets:
+            helm: {name: image.repository, tag: image.tag, spec: image.full}
+        - alias: web
+          imageName: ghcr.io/shop/web
+          manifestTargets:
+            kustomize: {name: ghcr.io/shop/web}
+        - alias: cron.v2
+          imageName: ghcr.io/shop/cron
+          manifestTargets:
+            plugin: {name: CRON_IMAGE, tag: CRON_TAG, spec: CRON_SPEC}
+    - namePattern: legacy
+      useAnnotations: true
+"#;
+
+/// Every property path under a schema (`applicationRefs[].images[].alias`), and under each
+/// the property names (`None` where the schema has no `properties`: a leaf or a map).
+fn schema_fields(schema: &Value, path: &str, out: &mut Vec<(String, Option<Vec<String>>)>) {
+    match schema["type"].as_str() {
+        Some("array") => schema_fields(&schema["items"], &format!("{path}[]"), out),
+        Some("object") => {
+            let props = schema["properties"].as_object();
+            out.push((
+                path.to_string(),
+                props.map(|p| {
+                    let mut names: Vec<String> = p.keys().cloned().collect();
+                    names.sort();
+                    names
+                }),
+            ));
+            for (name, sub) in props.into_iter().flatten() {
+                schema_fields(sub, &format!("{path}.{name}"), out);
+            }
+        }
+        _ => out.push((path.to_string(), None)),
+    }
+}
+
+/// The same paths in a document (arrays' items merged).
+fn document_fields(doc: &Value, path: &str, out: &mut std::collections::BTreeSet<String>) {
+    out.insert(path.to_string());
+    match doc {
+        Value::Array(items) => {
+            for item in items {
+                document_fields(item, &format!("{path}[]"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (name, sub) in map {
+                document_fields(sub, &format!("{path}.{name}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The field names tagpilot's reader accepts in the object at `pointer` of `doc` (a JSON
+/// pointer): an unknown field put there is refused with the list of those it expected.
+fn fields_tagpilot_reads(doc: &Value, pointer: &str) -> Vec<String> {
+    let mut probed = doc.clone();
+    probed
+        .pointer_mut(pointer)
+        .and_then(Value::as_object_mut)
+        .unwrap_or_else(|| panic!("{pointer} is not an object in the sample"))
+        .insert("zzProbe".into(), json!(1));
+    // JSON is YAML.
+    let text = serde_json::to_string_pretty(&probed).unwrap();
+    let err = tagpilot::argocd::image_updater::read_documents(Path::new("probe.yaml"), &text)
+        .expect_err(&format!("an unknown field at {pointer} was accepted"))
+        .to_string();
+    assert!(err.contains("zzProbe"), "{pointer}: {err}");
+    let mut names: Vec<String> = if err.contains("there are no fields") {
+        Vec::new()
+    } else {
+        // `unknown field `zzProbe`, expected one of a, b` (or `expected a`).
+        let expected = err
+            .lines()
+            .find_map(|l| l.split_once("expected ").map(|(_, rest)| rest))
+            .unwrap_or_else(|| panic!("{pointer}: no expected fields in {err}"));
+        expected
+            .trim_start_matches("one of ")
+            .split(", ")
+            .map(|f| f.trim().trim_matches('`').to_string())
+            .collect()
+    };
+    names.sort();
+    names
+}
+
+/// Validates `docs` against the CRD's schema with jsonschema (from kubernetes-validate's
+/// virtualenv). Unknown fields are refused, as `kubectl apply` (strict field validation) does:
+/// `additionalProperties: false` is added wherever the schema lists `properties`. Returns each
+/// document's errors.
+fn validate_against_crd(crd: &Value, docs: &[Value]) -> Vec<Vec<String>> {
+    fn strict(schema: &mut Value) {
+        if let Some(map) = schema.as_object_mut() {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("additionalProperties".into(), json!(false));
+            }
+            for (key, sub) in map.iter_mut() {
+                if key != "anyOf" && key != "oneOf" {
+                    strict(sub);
+                }
+            }
+        } else if let Some(items) = schema.as_array_mut() {
+            items.iter_mut().for_each(strict);
+        }
+    }
+    let mut schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone();
+    strict(&mut schema);
+    // metadata is the API server's; any is fine here.
+    schema["properties"]["metadata"] = json!({"type": "object"});
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, json!({"schema": schema, "docs": docs}).to_string()).unwrap();
+    let script = r#"
+import json, sys, jsonschema
+data = json.load(open(sys.argv[1]))
+validator = jsonschema.Draft4Validator(data["schema"])
+print(json.dumps([[f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(d)] for d in data["docs"]]))
+"#;
+    let out = run(Command::new(tools().join("venv/bin/python"))
+        .args(["-c", script])
+        .arg(&input));
+    assert!(out.status.success(), "jsonschema:\n{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_image_updater_crd_is_installed_only_when_asked_and_is_the_kustomize_one() {
+    assert!(crds(&objects(&render(&[]))).is_empty(), "off by default");
+    let installed = objects(&render(&["crds.install=true"]));
+    let from_chart = crds(&installed);
+    assert_eq!(from_chart.len(), 1);
+    let from_chart = from_chart[0];
+    // Uninstalling the release must not delete every ImageUpdater with the CRD.
+    assert_eq!(
+        from_chart["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    let dropped = objects(&render(&["crds.install=true", "crds.keep=false"]));
+    assert_eq!(crds(&dropped)[0]["metadata"].get("annotations"), None);
+
+    let base = crd();
+    assert!(
+        from_chart["spec"] == base["spec"],
+        "the chart's CRD differs from the kustomize one: deploy/helm/tagpilot/files/ and \
+         deploy/kustomize/crds/ must hold the same imageupdaters.yaml"
+    );
+    assert_eq!(from_chart["metadata"]["name"], base["metadata"]["name"]);
+
+    // Image Updater's identity, so that existing resources keep working.
+    let spec = &base["spec"];
+    assert_eq!(
+        base["metadata"]["name"],
+        "imageupdaters.argocd-image-updater.argoproj.io"
+    );
+    assert_eq!(spec["group"], "argocd-image-updater.argoproj.io");
+    assert_eq!(spec["scope"], "Namespaced");
+    assert_eq!(spec["names"]["kind"], "ImageUpdater");
+    assert_eq!(spec["names"]["plural"], "imageupdaters");
+    let versions = spec["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 1);
+    assert_eq!(versions[0]["name"], "v1alpha1");
+    assert_eq!(versions[0]["served"], true);
+    assert_eq!(versions[0]["storage"], true);
+    assert_eq!(versions[0]["subresources"]["status"], json!({}));
+    let status = &versions[0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"];
+    let mut fields: Vec<&String> = status.as_object().unwrap().keys().collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "applicationsMatched",
+            "conditions",
+            "imagesManaged",
+            "lastCheckedAt",
+            "lastUpdatedAt",
+            "observedGeneration",
+            "recentUpdates"
+        ]
+    );
+
+    // The kustomize directory is valid on its own (the chart's render is checked with the rest).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("crds.yaml");
+    std::fs::write(&file, kustomize_crds()).unwrap();
+    let out = run(Command::new(tools().join("venv/bin/kubernetes-validate"))
+        .args(["--kubernetes-version", "1.31.0", "--strict", "--quiet"])
+        .arg(&file));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("WARN"), "{}", text(&out));
+}
+
+/// What the API server requires of a CRD schema (a "structural" one), checked node by node:
+/// every node has a type; `anyOf`/`oneOf` only constrain (no type, description or default) and
+/// name only properties declared beside them; `properties` and `additionalProperties` exclude
+/// each other; a list of type map has keys its items require.
+#[test]
+fn the_image_updater_crd_schema_is_structural() {
+    fn check(schema: &Value, path: &str, problems: &mut Vec<String>) {
+        let Some(map) = schema.as_object() else {
+            problems.push(format!("{path}: not an object"));
+            return;
+        };
+        if !map.contains_key("type") {
+            problems.push(format!("{path}: no type"));
+        }
+        if map.contains_key("properties") && map.contains_key("additionalProperties") {
+            problems.push(format!("{path}: properties and additionalProperties"));
+        }
+        for junctor in ["anyOf", "oneOf", "allOf", "not"] {
+            for (i, branch) in map
+                .get(junctor)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                for forbidden in ["type", "description", "default", "additionalProperties"] {
+                    if branch.get(forbidden).is_some() {
+                        problems.push(format!("{path}.{junctor}[{i}]: {forbidden}"));
+                    }
+                }
+                for name in branch["properties"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|p| p.keys())
+                {
+                    if schema["properties"].get(name).is_none() {
+                        problems.push(format!("{path}.{junctor}[{i}]: {name} not declared"));
+                    }
+                }
+                for name in branch["required"].as_array().into_iter().flatten() {
+                    let name = name.as_str().unwrap();
+                    if schema["properties"].get(name).is_none() {
+                        problems.push(format!("{path}.{junctor}[{i}]: {name} not declared"));
+                    }
+                }
+            }
+        }
+        if map.get("x-kubernetes-list-type") == Some(&json!("map")) {
+            let required = &schema["items"]["required"];
+            for key in map["x-kubernetes-list-map-keys"].as_array().unwrap() {
+                if !required.as_array().unwrap().contains(key) {
+                    problems.push(format!("{path}: list key {key} is not required"));
+                }
+            }
+        }
+        for (name, sub) in map
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            check(sub, &format!("{path}.{name}"), problems);
+        }
+        if let Some(items) = map.get("items") {
+            check(items, &format!("{path}[]"), problems);
+        }
+        if let Some(values) = map.get("additionalProperties").filter(|v| v.is_object()) {
+            check(values, &format!("{path}{{}}"), problems);
+        }
+    }
+    let crd = crd();
+    let mut problems = Vec::new();
+    check(
+        &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+        "",
+        &mut problems,
+    );
+    assert_eq!(problems, Vec::<String>::new());
+}
+
+/// The CRD and tagpilot's reader (src/argocd/image_updater.rs) know the same fields: a sample
+/// that sets every field of the CRD's spec is valid for the CRD and read by tagpilot, and at
+/// every object of it, the fields tagpilot accepts are the CRD's.
+#[test]
+fn the_image_updater_crd_and_tagpilot_read_the_same_fields() {
+    let crd = crd();
+    let sample: Value = serde_saphyr::from_str(EVERY_FIELD).unwrap();
+
+    let mut in_crd = Vec::new();
+    schema_fields(&spec_schema(&crd), "spec", &mut in_crd);
+    let mut in_sample = std::collections::BTreeSet::new();
+    document_fields(&sample["spec"], "spec", &mut in_sample);
+    let missing: Vec<&String> = in_crd
+        .iter()
+        .map(|(path, _)| path)
+        .filter(|p| !in_sample.contains(*p))
+        // A pull request names one forge: the sample has GitHub at one level, GitLab at another.
+        .filter(|p| {
+            let other = if p.ends_with(".github") {
+                p.replace(".github", ".gitlab")
+            } else {
+                p.replace(".gitlab", ".github")
+            };
+            !(p.ends_with("pullRequest.github") || p.ends_with("pullRequest.gitlab"))
+                || !in_sample.contains(&other)
+        })
+        .collect();
+    assert_eq!(
+        missing,
+        Vec::<&String>::new(),
+        "the sample misses CRD fields"
+    );
+
+    let read = tagpilot::argocd::image_updater::read_documents(Path::new("s.yaml"), EVERY_FIELD)
+        .unwrap_or_else(|e| panic!("tagpilot does not read the sample: {e}"));
+    assert_eq!(read.len(), 1);
+
+    // At each object with declared properties, tagpilot expects exactly those.
+    for (path, names) in &in_crd {
+        let Some(names) = names else { continue };
+        // The sample's JSON pointer to the first object at `path`.
+        let mut pointer = String::new();
+        for part in path.split('.') {
+            let (name, arrays) = part.split_at(part.find('[').unwrap_or(part.len()));
+            pointer.push('/');
+            pointer.push_str(name);
+            for _ in 0..arrays.len() / 2 {
+                pointer.push_str("/0");
+            }
+        }
+        // Another entry where the first lacks the object (the plugin target, say); a forge
+        // the other level has.
+        let Some(pointer) = [0, 1, 2]
+            .iter()
+            .map(|i| pointer.replacen("/images/0", &format!("/images/{i}"), 1))
+            .find(|p| sample.pointer(p).is_some_and(Value::is_object))
+        else {
+            assert!(
+                path.contains("pullRequest.git"),
+                "no object at {path} in the sample"
+            );
+            continue;
+        };
+        assert_eq!(
+            &fields_tagpilot_reads(&sample, &pointer),
+            names,
+            "{path}: tagpilot's fields (left) and the CRD's (right) differ"
+        );
+    }
+}
+
+#[test]
+fn the_image_updater_crd_accepts_image_updaters_resources_and_refuses_what_it_does() {
+    let crd = crd();
+    let sample: Value = serde_saphyr::from_str(EVERY_FIELD).unwrap();
+    let golden: Vec<Value> = objects(
+        &std::fs::read_to_string(
+            root().join("tests/golden/argocd/image-updater/in/argocd/image-updaters.yaml"),
+        )
+        .unwrap(),
+    );
+    let mut docs = vec![sample.clone()];
+    docs.extend(golden.iter().cloned());
+    for (i, errors) in validate_against_crd(&crd, &docs).iter().enumerate() {
+        assert_eq!(errors, &Vec::<String>::new(), "document {i}");
+    }
+
+    let with = |pointer: &str, value: Value| {
+        let mut doc = sample.clone();
+        *doc.pointer_mut(pointer).unwrap() = value;
+        doc
+    };
+    let mut misspelt = sample.clone();
+    misspelt["spec"]["commonUpdateSettings"]["updateStrategey"] = json!("semver");
+    let refused = [
+        ("a misspelt field", misspelt),
+        (
+            "an alias starting with a dot",
+            with("/spec/applicationRefs/0/images/0/alias", json!(".api")),
+        ),
+        (
+            "two manifest targets",
+            with(
+                "/spec/applicationRefs/0/images/1/manifestTargets",
+                json!({"helm": {}, "kustomize": {"name": "web"}}),
+            ),
+        ),
+        (
+            "neither images nor useAnnotations",
+            with("/spec/applicationRefs/1", json!({"namePattern": "legacy"})),
+        ),
+        (
+            "a write-back method Image Updater does not have",
+            with("/spec/writeBackConfig/method", json!("patch")),
+        ),
+        (
+            "a pull request with no forge",
+            with(
+                "/spec/writeBackConfig/gitConfig/pullRequest",
+                json!({"labels": ["x"]}),
+            ),
+        ),
+        (
+            "verification with no key",
+            with("/spec/imagesVerification", json!({"enabled": true})),
+        ),
+        (
+            "no applicationRefs",
+            with("/spec/applicationRefs", json!([])),
+        ),
+    ];
+    let docs: Vec<Value> = refused.iter().map(|(_, d)| d.clone()).collect();
+    for ((what, _), errors) in refused.iter().zip(validate_against_crd(&crd, &docs)) {
+        assert!(!errors.is_empty(), "{what} was accepted");
     }
 }
