@@ -17,6 +17,7 @@
 //! Application patches in [`crate::argocd::cluster`]).
 
 pub mod check;
+mod image_sources;
 pub mod merge;
 pub mod outcome;
 pub mod shared;

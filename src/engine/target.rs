@@ -162,6 +162,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
             })
             .collect();
         groups.extend(apps.override_groups);
+        super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
         let held = match self.state {
             Some(state) => super::steady::hold_backwards(
                 state,

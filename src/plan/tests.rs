@@ -157,6 +157,7 @@ async fn digest_strategy_follows_a_mutable_tag() {
         digest: format!("sha256:{}", d.to_string().repeat(64)),
         created: None,
         platforms: vec![],
+        source: Default::default(),
     };
     reg.add(&repo, "stable", info('a'));
     let dir = tree(&[("api.yaml", deployment(&format!("{API}:stable")))]);
@@ -189,6 +190,7 @@ async fn newest_build_ranks_by_build_time_not_by_name() {
                 digest,
                 created,
                 platforms: vec![],
+                source: Default::default(),
             },
         );
     }

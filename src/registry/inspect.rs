@@ -18,6 +18,7 @@ use super::send::Target;
 use super::state::{ConfigFacts, Kind, RegistryClient, SharedManifest};
 use super::{ImageInfo, RegistryError};
 use crate::image::{Platform, Repository};
+use crate::provenance::{ImageSource, REVISION_LABEL, SOURCE_LABEL};
 
 /// The annotation builders put the build time in.
 const CREATED_ANNOTATION: &str = "org.opencontainers.image.created";
@@ -98,8 +99,9 @@ impl RegistryClient {
                     .await?;
                 let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
                 verify_digest(repo, "config blob", digest, &body)?;
-                let facts: ConfigFacts = serde_json::from_slice(&body)
+                let mut facts: ConfigFacts = serde_json::from_slice(&body)
                     .map_err(|e| malformed(repo, "image config", e))?;
+                facts.keep_provenance_labels();
                 // Only the few facts tagpilot reads are kept, not the blob (which carries the
                 // whole build history).
                 if let Some(store) = &self.store
@@ -121,7 +123,7 @@ impl RegistryClient {
         &self,
         repo: &Repository,
         manifest: &OciImageManifest,
-    ) -> Result<(Option<jiff::Timestamp>, Option<Platform>), RegistryError> {
+    ) -> Result<ImageFacts, RegistryError> {
         let config = self.config(repo, &manifest.config.digest).await?;
         let created = config
             .created
@@ -136,7 +138,19 @@ impl RegistryClient {
             }),
             _ => None,
         };
-        Ok((created, platform))
+        let mut source = config.source();
+        let annotations = manifest.annotations.as_ref();
+        source.source = source
+            .source
+            .or_else(|| annotation(annotations, SOURCE_LABEL));
+        source.revision = source
+            .revision
+            .or_else(|| annotation(annotations, REVISION_LABEL));
+        Ok(ImageFacts {
+            created,
+            platform,
+            source,
+        })
     }
 
     /// [`ImageInfo`] of the manifest `digest`, the build time taken from the images for `wanted`.
@@ -150,7 +164,11 @@ impl RegistryClient {
         let wants = |p: &Platform| wanted.is_empty() || wanted.iter().any(|w| w.matches(p));
         match &*manifest {
             OciManifest::Image(image) => {
-                let (created, platform) = self.image_facts(repo, image).await?;
+                let ImageFacts {
+                    created,
+                    platform,
+                    source,
+                } = self.image_facts(repo, image).await?;
                 let created = if platform.as_ref().is_none_or(wants) {
                     created
                 } else {
@@ -160,6 +178,7 @@ impl RegistryClient {
                     digest,
                     created,
                     platforms: platform.into_iter().collect(),
+                    source,
                 })
             }
             OciManifest::ImageIndex(index) => {
@@ -176,6 +195,7 @@ impl RegistryClient {
                     }
                 }
                 let mut created: Option<jiff::Timestamp> = None;
+                let mut source: Option<ImageSource> = None;
                 for (entry, platform) in &entries {
                     let matches = match platform {
                         Some(p) => wants(p),
@@ -190,19 +210,41 @@ impl RegistryClient {
                     else {
                         continue;
                     };
-                    let (entry_created, _) = self.image_facts(repo, image).await?;
-                    created = created.max(entry_created);
+                    let facts = self.image_facts(repo, image).await?;
+                    created = created.max(facts.created);
+                    // One build makes every platform's image: the first says where from.
+                    source.get_or_insert(facts.source);
                 }
                 let created =
                     created.or_else(|| annotation_created(repo, index.annotations.as_ref()));
+                let mut source = source.unwrap_or_default();
+                let annotations = index.annotations.as_ref();
+                source.source = source
+                    .source
+                    .or_else(|| annotation(annotations, SOURCE_LABEL));
+                source.revision = source
+                    .revision
+                    .or_else(|| annotation(annotations, REVISION_LABEL));
                 Ok(ImageInfo {
                     digest,
                     created,
                     platforms,
+                    source,
                 })
             }
         }
     }
+}
+
+/// What tagpilot reads of one single-platform image.
+struct ImageFacts {
+    created: Option<jiff::Timestamp>,
+    platform: Option<Platform>,
+    source: ImageSource,
+}
+
+fn annotation(annotations: Option<&BTreeMap<String, String>>, key: &str) -> Option<String> {
+    annotations?.get(key).cloned()
 }
 
 fn parse_created(repo: &Repository, value: &str) -> Option<jiff::Timestamp> {

@@ -60,6 +60,12 @@ struct RepositoryYaml {
     /// When set, every question about the repository fails with this message (as an HTTP 500).
     #[serde(default)]
     error: Option<String>,
+    /// The images' `org.opencontainers.image.source` label.
+    #[serde(default)]
+    source: Option<String>,
+    /// Each tag's `org.opencontainers.image.revision` label.
+    #[serde(default)]
+    revisions: BTreeMap<String, String>,
 }
 
 impl MemoryRegistry {
@@ -86,6 +92,10 @@ impl MemoryRegistry {
                     digest,
                     created: spec.created.get(tag).copied(),
                     platforms: Vec::new(),
+                    source: crate::provenance::ImageSource {
+                        source: spec.source.clone(),
+                        revision: spec.revisions.get(tag).cloned(),
+                    },
                 };
                 reg.add(&repo, tag, info);
             }
@@ -141,6 +151,7 @@ impl MemoryRegistry {
                     digest,
                     created: None,
                     platforms: Vec::new(),
+                    source: Default::default(),
                 },
             );
         }

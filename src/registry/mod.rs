@@ -79,6 +79,9 @@ pub struct ImageInfo {
     /// Platforms the image offers: every entry of an index, or the single image's own platform
     /// from its config blob (empty when the image does not say).
     pub platforms: Vec<Platform>,
+    /// Where it was built from: the OCI `source` and `revision` labels of its config (for an
+    /// index, of the first image for the wanted platforms), else its manifest's annotations.
+    pub source: crate::provenance::ImageSource,
 }
 
 impl ImageInfo {

@@ -137,4 +137,50 @@ pub(super) struct ConfigFacts {
     pub(super) architecture: Option<String>,
     #[serde(default)]
     pub(super) variant: Option<String>,
+    /// `config.Labels`, of which only the provenance labels are kept (see
+    /// [`crate::provenance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) config: Option<RunConfig>,
+}
+
+/// The `config` object of an image config: how a container runs, of which tagpilot reads only
+/// the labels.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub(super) struct RunConfig {
+    #[serde(rename = "Labels", default, skip_serializing_if = "Option::is_none")]
+    pub(super) labels: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl ConfigFacts {
+    /// Drops every label but the provenance ones: the rest is never read, and facts are kept
+    /// for every image seen.
+    pub(super) fn keep_provenance_labels(&mut self) {
+        if let Some(labels) = self.config.as_mut().and_then(|c| c.labels.as_mut()) {
+            labels.retain(|k, _| {
+                k == crate::provenance::SOURCE_LABEL || k == crate::provenance::REVISION_LABEL
+            });
+        }
+        if self
+            .config
+            .as_ref()
+            .is_some_and(|c| c.labels.as_ref().is_none_or(|l| l.is_empty()))
+        {
+            self.config = None;
+        }
+    }
+
+    /// The labels saying where the image was built from.
+    pub(super) fn source(&self) -> crate::provenance::ImageSource {
+        let label = |k: &str| {
+            self.config
+                .as_ref()
+                .and_then(|c| c.labels.as_ref())
+                .and_then(|l| l.get(k))
+                .cloned()
+        };
+        crate::provenance::ImageSource {
+            source: label(crate::provenance::SOURCE_LABEL),
+            revision: label(crate::provenance::REVISION_LABEL),
+        }
+    }
 }

@@ -12,7 +12,7 @@ use tagpilot::engine::{self, Cycle};
 use tagpilot::git::RepoCache;
 use tagpilot::plan::{Progress, RepositoryStatus};
 use tagpilot::policy;
-use tagpilot::registry::MemoryRegistry;
+use tagpilot::registry::{MemoryRegistry, Registry};
 
 use crate::argocd::{Scans, deployment, directory_app, hex_sha256, repo_with};
 use crate::support::git::{BareRepo, HTTP_PASSWORD_ENV, set_test_secrets};
@@ -67,7 +67,7 @@ fn web_app_on_api_1_0_0(image_list: &str, extra: &str) -> BareRepo {
 async fn cycle(
     config: &config::Config,
     dir: &Path,
-    registry: &MemoryRegistry,
+    registry: &impl Registry,
     progress: &dyn Progress,
     dry_run: bool,
 ) -> Cycle {
@@ -371,6 +371,88 @@ async fn applications_on_a_pull_request_repository_open_a_pull_request_and_then_
             .contains("api:1.2.0")
     );
     assert_eq!(repo.rev("main").unwrap(), before);
+    server.verify().await;
+}
+
+/// What changed inside the image: the real registry's images name their source repository and
+/// revision in their labels, so the pull request links the comparison and lists the commits
+/// GitHub's compare API gives, and the commit message carries the link.
+#[tokio::test]
+async fn a_pull_request_says_what_changed_inside_the_image() {
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+    const SOURCE: &str = "https://github.com/acme/api";
+    const OLD: &str = "1111111111111111111111111111111111111111";
+    const NEW: &str = "2222222222222222222222222222222222222222";
+    set_test_secrets();
+    let reg = TestRegistry::start(Auth::None).await;
+    for (tag, revision) in [("1.0.0", OLD), ("1.1.0", NEW)] {
+        let spec = ImageSpec::default()
+            .label("org.opencontainers.image.source", SOURCE)
+            .label("org.opencontainers.image.revision", revision);
+        reg.push_tags("shop/api", &[tag], spec).await;
+    }
+    let image = reg.image("shop/api");
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", &format!("api={image}"), ""),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment(&format!("{image}:1.0.0")),
+        ),
+    ]);
+    let server = wiremock::MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let forge = format!(
+        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      branch: {BRANCH}\n      title: 'Update images'\n",
+        server.uri()
+    );
+    let config = setup(dir.path(), &repo, &forge, &[]);
+    expect_no_pulls_yet(&server).await;
+    expect_create(&server, 7, json!({"head": BRANCH, "base": "main"})).await;
+    // The token reads the source repository: its commits between the two revisions.
+    wiremock::Mock::given(wiremock::matchers::method("GET"))
+        .and(wiremock::matchers::path(format!(
+            "/repos/acme/api/compare/{OLD}...{NEW}"
+        )))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "total_commits": 2,
+            "commits": [
+                {"sha": "a", "commit": {"message": "Fix the checkout rounding\n\nLong text."}},
+                {"sha": "b", "commit": {"message": "Add retries to the payment call"}},
+            ],
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let run = cycle(&config, dir.path(), &reg.client(), &(), false).await;
+    assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+    let change = &run.plan.changes[0];
+    let source = change
+        .source
+        .as_ref()
+        .expect("the change says what changed");
+    let compare = format!("{SOURCE}/compare/{OLD}...{NEW}");
+    assert_eq!(source.compare_url, compare);
+    let requests = server.received_requests().await.unwrap();
+    let body: serde_json::Value = requests
+        .iter()
+        .find(|r| r.method.as_str() == "POST" && r.url.path() == PULLS)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .unwrap();
+    let body = body["body"].as_str().unwrap();
+    assert!(
+        body.contains(&format!("[1111111...2222222]({compare})")),
+        "{body}"
+    );
+    assert!(
+        body.contains("  - Fix the checkout rounding\n  - Add retries to the payment call\n"),
+        "{body}"
+    );
+    let message = crate::support::git::git(&repo.path(), &["log", "-1", "--format=%B", BRANCH]);
+    assert!(message.contains(&compare), "{message}");
     server.verify().await;
 }
 

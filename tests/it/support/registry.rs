@@ -110,6 +110,7 @@ pub struct ImageSpec {
     created: Option<String>,
     platform: String,
     annotations: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
     docker: bool,
 }
 
@@ -119,6 +120,7 @@ impl Default for ImageSpec {
             created: None,
             platform: "linux/amd64".into(),
             annotations: BTreeMap::new(),
+            labels: BTreeMap::new(),
             docker: false,
         }
     }
@@ -140,6 +142,12 @@ impl ImageSpec {
     /// A manifest annotation, e.g. `org.opencontainers.image.created`.
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
         self.annotations.insert(key.into(), value.into());
+        self
+    }
+
+    /// A label in the config blob (`config.Labels`), as `docker build --label` writes it.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.into(), value.into());
         self
     }
 
@@ -498,6 +506,9 @@ impl TestRegistry {
         }
         if let Some(created) = &spec.created {
             config["created"] = json!(created);
+        }
+        if !spec.labels.is_empty() {
+            config["config"]["Labels"] = json!(spec.labels);
         }
         let config = serde_json::to_vec(&config).unwrap();
         let config_digest = sha256(&config);
