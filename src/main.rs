@@ -52,6 +52,16 @@ enum Command {
     Tags(TagsArgs),
     /// Keep running: apply on an interval, serving /livez, /readyz and /metrics.
     Run(RunArgs),
+    /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
+    /// Application in these files or directories as its annotations do.
+    MigrateAnnotations(MigrateArgs),
+}
+
+#[derive(Args, Debug)]
+struct MigrateArgs {
+    /// Application manifests: files, or directories searched for `.yaml` and `.yml` files.
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +80,81 @@ struct RunArgs {
     /// Where clones of configured repositories are kept (default: the XDG cache directory).
     #[arg(long, env = "TAGPILOT_CACHE_DIR", value_name = "DIR")]
     cache_dir: Option<PathBuf>,
+    /// `/metrics` also exports Argo CD Image Updater's series under its names and labels:
+    /// argocd_image_updater_applications_watched_total, …_images_watched_total,
+    /// …_images_updated_total and …_images_errors_total, by image_updater_cr_name and
+    /// image_updater_cr_namespace (empty for Applications configured by annotations alone).
+    #[arg(long, env = "TAGPILOT_IMAGE_UPDATER_METRICS")]
+    image_updater_metrics: bool,
+    #[command(flatten)]
+    leader: LeaderArgs,
+}
+
+/// Several replicas, one writer: leader election through a `coordination.k8s.io/v1` Lease.
+#[derive(Args, Debug)]
+struct LeaderArgs {
+    /// Elect one leader among replicas through a Lease; only the leader writes, and it labels
+    /// its Pod `tagpilot.dev/leader=true` (with $POD_NAME and $POD_NAMESPACE set).
+    #[arg(long, env = "TAGPILOT_LEADER_ELECT")]
+    leader_elect: bool,
+    /// The Lease's name.
+    #[arg(
+        long,
+        env = "TAGPILOT_LEASE_NAME",
+        value_name = "NAME",
+        default_value = "tagpilot"
+    )]
+    lease_name: String,
+    /// The Lease's namespace [default: $POD_NAMESPACE, else the kubeconfig's namespace].
+    #[arg(long, env = "TAGPILOT_LEASE_NAMESPACE", value_name = "NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// How long the Lease holds without renewal (whole seconds, at least 3s); the leader renews
+    /// a third of it before expiry and stops writing before it expires.
+    #[arg(
+        long,
+        env = "TAGPILOT_LEASE_DURATION",
+        value_name = "DURATION",
+        default_value = "15s",
+        value_parser = parse_lease_duration
+    )]
+    lease_duration: std::time::Duration,
+}
+
+impl LeaderArgs {
+    /// The election's settings, with this replica's identity and Pod from the downward API
+    /// ($POD_NAME, $POD_NAMESPACE) when running in a Pod.
+    fn settings(&self) -> Option<tagpilot::run::lease::LeaderElection> {
+        use tagpilot::run::lease::{LeaderElection, PodName};
+        if !self.leader_elect {
+            return None;
+        }
+        let env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        let pod_namespace = env("POD_NAMESPACE");
+        let pod = env("POD_NAME");
+        // Two processes on one host (outside a cluster) must not share an identity.
+        let identity = pod.clone().unwrap_or_else(|| {
+            let host = env("HOSTNAME")
+                .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|| "tagpilot".to_string());
+            format!("{host}-{}", std::process::id())
+        });
+        let lease_namespace = self.lease_namespace.clone().or(pod_namespace.clone());
+        let pod = pod.map(|name| PodName {
+            namespace: pod_namespace
+                .clone()
+                .or(lease_namespace.clone())
+                .unwrap_or_else(|| "default".to_string()),
+            name,
+        });
+        Some(LeaderElection {
+            lease_name: self.lease_name.clone(),
+            lease_namespace,
+            identity,
+            lease_duration: self.lease_duration,
+            pod,
+        })
+    }
 }
 
 #[derive(Args, Debug)]
@@ -238,7 +323,28 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check(args),
         Command::Tags(args) => tags(args).await,
         Command::Run(args) => run_service(args).await,
+        Command::MigrateAnnotations(args) => migrate_annotations(&args),
     }
+}
+
+fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode> {
+    let apps = argocd::load::applications_in(&args.paths)?;
+    let resources: Vec<String> = apps
+        .iter()
+        .filter_map(argocd::image_updater::migrate)
+        .collect();
+    if resources.is_empty() {
+        bail!(
+            "no Application with an image-list annotation in {}",
+            args.paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    print!("{}", resources.join("---\n"));
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A duration in humantime's words (`2m`, `90s`); zero would spin without pause.
@@ -250,6 +356,19 @@ fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
     }
 }
 
+/// A lease duration: whole seconds (the Lease counts in seconds), at least the minimum.
+fn parse_lease_duration(text: &str) -> Result<std::time::Duration, String> {
+    let min = tagpilot::run::lease::MIN_LEASE_DURATION;
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < min {
+        return Err(format!("the Lease must last at least {}s", min.as_secs()));
+    }
+    if d.subsec_nanos() != 0 {
+        return Err("the Lease counts in whole seconds".to_string());
+    }
+    Ok(d)
+}
+
 async fn run_service(args: RunArgs) -> Result<ExitCode> {
     let config = load_config(&args.config)?;
     let settings = tagpilot::run::Settings {
@@ -257,6 +376,8 @@ async fn run_service(args: RunArgs) -> Result<ExitCode> {
         listen: args.listen,
         state_dir: args.state_dir,
         cache_dir: args.cache_dir,
+        leader_election: args.leader.settings(),
+        image_updater_metrics: args.image_updater_metrics,
     };
     match tagpilot::run::serve(config, settings).await? {
         tagpilot::run::Stopped::Drained => Ok(ExitCode::SUCCESS),
@@ -326,8 +447,17 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         cache: cache.as_ref(),
         progress: &progress,
         cancel: Default::default(),
+        state: None,
     };
-    let cycle = engine::run(&input, &context, engine::Options { dry_run: !write }).await?;
+    let cycle = engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run: !write,
+            ..Default::default()
+        },
+    )
+    .await?;
     drop(progress);
 
     let shown = Plan {

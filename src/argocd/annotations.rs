@@ -94,6 +94,9 @@ pub struct AnnotatedImage {
     pub force_update: bool,
     pub helm: HelmNames,
     pub kustomize_image_name: Option<String>,
+    /// `tagpilot.dev/<alias>.min-age` (tagpilot's own; Image Updater has none): the policy's
+    /// `minAge`.
+    pub min_age: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -262,6 +265,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                     force_update: false,
                     helm: HelmNames::default(),
                     kustomize_image_name: None,
+                    min_age: None,
                 });
             }
             Err(e) => out.skipped.push(SkippedAnnotation {
@@ -369,6 +373,40 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
         image.helm.tag = get("helm.image-tag").map(|(_, v)| v);
         image.helm.spec = get("helm.image-spec").map(|(_, v)| v);
         image.kustomize_image_name = get("kustomize.image-name").map(|(_, v)| v);
+        // Only under tagpilot's prefix: Image Updater has no such annotation to carry over.
+        let min_age_key = alias
+            .as_deref()
+            .map(|a| format!("{TAGPILOT_PREFIX}{a}.min-age"))
+            .filter(|k| annotations.contains_key(k))
+            .or_else(|| Some(format!("{TAGPILOT_PREFIX}min-age")))
+            .filter(|k| annotations.contains_key(k));
+        if let Some(key) = min_age_key {
+            used.insert(key.clone());
+            let v = annotations[&key].trim();
+            if image.strategy == UpdateStrategy::Digest {
+                out.skipped.push(SkippedAnnotation {
+                    key,
+                    reason: "the digest strategy follows one tag and has no newer tag to wait \
+                             for; ignored"
+                        .to_string(),
+                });
+            } else {
+                match humantime::parse_duration(v) {
+                    Ok(d) => image.min_age = Some(d),
+                    Err(e) => {
+                        out.skipped.push(SkippedAnnotation {
+                            key,
+                            reason: format!(
+                                "{v:?} is not a duration (30m, 2h, 1d): {e}; the image is not \
+                                 updated"
+                            ),
+                        });
+                        // Ignoring a wait the user asked for would update too early.
+                        image.allow_tags = Some("$^".into());
+                    }
+                }
+            }
+        }
         if image.strategy != UpdateStrategy::Semver
             && image.strategy != UpdateStrategy::Digest
             && image.constraint.is_some()
@@ -696,6 +734,45 @@ mod tests {
         let keys: Vec<&str> = a.skipped.iter().map(|s| s.key.as_str()).collect();
         assert_eq!(keys, vec![iu("api.update-strategy")], "{:?}", a.skipped);
         assert!(a.skipped[0].reason.contains("overridden"));
+    }
+
+    #[test]
+    fn min_age_is_read_per_alias_or_app_wide_under_tagpilots_prefix_only() {
+        let a = parse(&annotations(&[
+            (
+                &iu("image-list"),
+                "api=r.example/api, web=r.example/web, db=r.example/db",
+            ),
+            ("tagpilot.dev/min-age", "1h"),
+            ("tagpilot.dev/api.min-age", "30m"),
+            ("tagpilot.dev/db.update-strategy", "digest"),
+            (&iu("web.min-age"), "5m"),
+        ]))
+        .unwrap();
+        let minutes = |i: usize| a.images[i].min_age.map(|d| d.as_secs() / 60);
+        assert_eq!(minutes(0), Some(30));
+        assert_eq!(minutes(1), Some(60), "the app-wide value");
+        assert_eq!(minutes(2), None, "digest has no newer tag to wait for");
+        let skipped: Vec<(&str, &str)> = a
+            .skipped
+            .iter()
+            .map(|s| (s.key.as_str(), s.reason.as_str()))
+            .collect();
+        assert!(
+            skipped
+                .iter()
+                .any(|(k, r)| *k == iu("web.min-age") && r.contains("unknown annotation")),
+            "{skipped:?}"
+        );
+
+        let bad = parse(&annotations(&[
+            (&iu("image-list"), "api=r.example/api"),
+            ("tagpilot.dev/api.min-age", "soon"),
+        ]))
+        .unwrap();
+        assert_eq!(bad.skipped.len(), 1, "{:?}", bad.skipped);
+        assert!(bad.skipped[0].reason.contains("not updated"));
+        assert_eq!(bad.images[0].allow_tags.as_deref(), Some("$^"));
     }
 
     #[test]

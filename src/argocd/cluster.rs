@@ -14,12 +14,15 @@ use std::path::Path;
 use crate::registry::Credential;
 
 use super::ArgoError;
+use super::annotations::AppAnnotations;
 use super::application::Application;
+use super::image_updater::{ImageUpdater, select};
+use super::resolve::Origin;
 use super::resolve::Resolved;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};
-pub use super::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL};
+pub use super::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL, UpdaterWatch};
 pub use super::patch::{
     AppPatch, PatchReport, PatchStatus, Patches, patch_body, plan_patches, send_patches,
 };
@@ -31,20 +34,68 @@ pub struct Loaded {
     /// Argo CD's own namespace, where its repository Secrets live.
     pub argocd_namespace: String,
     pub apps: Vec<Application>,
+    /// The `ImageUpdater` resources in the Applications' namespaces (none without the CRD).
+    pub updaters: Vec<ImageUpdater>,
     /// By registry host, for [`crate::registry::ClientOptions::credentials`].
     pub registry_credentials: HashMap<String, Credential>,
     /// Pull secrets that could not be used, each naming the application and the Secret.
     pub problems: Vec<String>,
 }
 
-/// Lists the Applications `from` selects and reads the pull secrets their annotations name.
+/// Lists the Applications `from` selects and the `ImageUpdater` resources in the same
+/// namespaces, and reads the pull secrets their configuration names.
 pub async fn load(cluster: Cluster, from: &FromCluster) -> Result<Loaded, ArgoError> {
+    load_watched(cluster, from, None).await
+}
+
+/// [`load`], with the `ImageUpdater` resources taken from `watch` once it has listed them
+/// (`tagpilot run` watches them rather than listing them every cycle).
+pub async fn load_watched(
+    cluster: Cluster,
+    from: &FromCluster,
+    watch: Option<&UpdaterWatch>,
+) -> Result<Loaded, ArgoError> {
     let apps = cluster.applications(from).await?;
-    let (registry_credentials, problems) = super::credentials::pull_secrets(&cluster, &apps).await;
+    let mut problems = Vec::new();
+    let mut updaters = Vec::new();
+    let listed = match watch.and_then(UpdaterWatch::snapshot) {
+        Some(watched) => watched,
+        None => cluster.image_updaters(&from.namespaces).await?,
+    };
+    for value in listed {
+        let id = format!(
+            "{}/{}",
+            value["metadata"]["namespace"].as_str().unwrap_or_default(),
+            value["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        match serde_json::from_value::<ImageUpdater>(value) {
+            Ok(mut u) => {
+                u.origin = "cluster".to_string();
+                updaters.push(u);
+            }
+            Err(e) => problems.push(format!(
+                "ImageUpdater {id} cannot be read, so it configures nothing: {e}"
+            )),
+        }
+    }
+    // The configuration that counts for each Application names the pull secrets to read.
+    let selection = select(
+        apps.iter().cloned().map(|a| (a, Origin::Cluster)).collect(),
+        &updaters,
+    );
+    let configured: Vec<(String, &AppAnnotations)> = selection
+        .apps
+        .iter()
+        .filter_map(|s| s.settings.as_ref().map(|a| (s.app.id(), a)))
+        .collect();
+    let (registry_credentials, secret_problems) =
+        super::credentials::pull_secrets(&cluster, &configured).await;
+    problems.extend(secret_problems);
     Ok(Loaded {
         cluster,
         argocd_namespace: from.argocd_namespace().to_string(),
         apps,
+        updaters,
         registry_credentials,
         problems,
     })

@@ -22,8 +22,7 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
-use super::annotations::{self, GitCredentials, PullSecret, WriteBackMethod};
-use super::application::Application;
+use super::annotations::{AppAnnotations, GitCredentials, PullSecret, WriteBackMethod};
 use super::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 use super::resolve::{Origin, Resolved};
 
@@ -72,7 +71,7 @@ pub enum CredentialError {
 /// not be used, each naming the application and the Secret.
 pub async fn pull_secrets(
     cluster: &Cluster,
-    apps: &[Application],
+    apps: &[(String, &AppAnnotations)],
 ) -> (HashMap<String, Credential>, Vec<String>) {
     let mut secrets = SecretCache::default();
     registry_credentials(cluster, apps, &mut secrets, &|v| std::env::var(v).ok()).await
@@ -107,23 +106,20 @@ impl SecretCache {
 /// credentials for one host is reported, and the first is used.
 async fn registry_credentials(
     cluster: &Cluster,
-    apps: &[Application],
+    apps: &[(String, &AppAnnotations)],
     secrets: &mut SecretCache,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (HashMap<String, Credential>, Vec<String>) {
     let mut out: HashMap<String, (Credential, String)> = HashMap::new();
     let mut problems = Vec::new();
-    for app in apps {
-        let Some(a) = annotations::parse(&app.metadata.annotations) else {
-            continue;
-        };
+    for (app, a) in apps {
         for image in &a.images {
             let Some(how) = &image.pull_secret else {
                 continue;
             };
             let shown = describe_pull_secret(how);
             let got = pull_secret_credential(cluster, how, &image.repository, secrets, env).await;
-            let problem = |m: String| format!("application {}: {}: {m}", app.id(), image.alias);
+            let problem = |m: String| format!("application {app}: {}: {m}", image.alias);
             match got {
                 Ok(credential) => match out.get(&image.repository.registry) {
                     Some((have, from)) if *have != credential => problems.push(problem(format!(
@@ -359,16 +355,60 @@ pub async fn git_credentials(
             }
         }
     }
+    // Host keys for SSH come from Argo CD's own ConfigMap, as Argo CD checks them; read once.
+    let mut known_hosts: Option<Option<std::path::PathBuf>> = None;
     for (name, secret) in given {
         let Some(repo) = resolved.repositories.iter_mut().find(|r| r.name == name) else {
             continue;
         };
         if let Err(m) = use_git_secret(repo, &secret, keys) {
             problems.push(format!("repository {name}: {m}"));
+            continue;
+        }
+        if repo.auth.ssh_key_file.is_some() && repo.auth.known_hosts_file.is_none() {
+            if known_hosts.is_none() {
+                known_hosts = Some(
+                    match argocd_known_hosts(cluster, argocd_namespace, keys).await {
+                        Ok(file) => file,
+                        Err(m) => {
+                            problems.push(m);
+                            None
+                        }
+                    },
+                );
+            }
+            repo.auth.known_hosts_file = known_hosts.clone().flatten();
         }
     }
     problems
 }
+
+/// Argo CD's SSH host keys (`ssh_known_hosts` of the `argocd-ssh-known-hosts-cm` ConfigMap in
+/// its namespace) in a file under `keys`; `None` when there is no such ConfigMap, and then
+/// `~/.ssh/known_hosts` is used as for any repository.
+async fn argocd_known_hosts(
+    cluster: &Cluster,
+    namespace: &str,
+    keys: &Path,
+) -> Result<Option<std::path::PathBuf>, String> {
+    let data = cluster
+        .config_map_data(namespace, KNOWN_HOSTS_CONFIG_MAP)
+        .await
+        .map_err(|e| format!("SSH host keys: {e}"))?;
+    let Some(text) = data.and_then(|mut d| d.remove("ssh_known_hosts")) else {
+        return Ok(None);
+    };
+    let file = keys.join("argocd_known_hosts");
+    std::fs::write(&file, text).map_err(|e| {
+        format!(
+            "SSH host keys from ConfigMap {namespace}/{KNOWN_HOSTS_CONFIG_MAP} cannot be stored: {e}"
+        )
+    })?;
+    Ok(Some(file))
+}
+
+/// The ConfigMap in which Argo CD keeps the SSH host keys it trusts.
+pub const KNOWN_HOSTS_CONFIG_MAP: &str = "argocd-ssh-known-hosts-cm";
 
 /// Points `repo`'s auth at `secret`. The git writer takes SSH keys from files and HTTPS
 /// passwords only from environment variables, so an SSH key is written to a private file under

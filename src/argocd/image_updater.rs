@@ -24,7 +24,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::annotations::{self, AppAnnotations, IMAGE_UPDATER_PREFIX, SkippedAnnotation};
+use super::annotations::{
+    self, AppAnnotations, IMAGE_UPDATER_PREFIX, SkippedAnnotation, UpdateStrategy,
+};
 use super::application::{Application, DocumentError, read_objects};
 use super::resolve::Origin;
 
@@ -47,6 +49,9 @@ pub struct ImageUpdater {
     pub metadata: Metadata,
     #[serde(default)]
     pub spec: UpdaterSpec,
+    /// The status as last written (from the cluster), to write only what changed.
+    #[serde(default)]
+    pub status: Option<serde_json::Value>,
     /// Where it was read from (`argocd/updaters.yaml:12`, `cluster`), for reports.
     #[serde(skip)]
     pub origin: String,
@@ -65,19 +70,14 @@ pub struct Metadata {
 
 /// `spec`. Unknown fields are refused: a misspelt setting must not be silently dropped.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdaterSpec {
     /// Removed upstream in 2026 (Applications are looked up in the resource's own namespace);
     /// still read, with a warning, so an older resource keeps working.
-    #[serde(default)]
     pub namespace: Option<String>,
-    #[serde(default)]
     pub common_update_settings: Option<CommonUpdateSettings>,
-    #[serde(default)]
     pub write_back_config: Option<WriteBackConfig>,
-    #[serde(default)]
     pub application_refs: Vec<ApplicationRef>,
-    #[serde(default)]
     pub images_verification: Option<ImagesVerification>,
 }
 
@@ -102,11 +102,9 @@ pub struct ApplicationRef {
 
 /// A Kubernetes `LabelSelector`.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct LabelSelector {
-    #[serde(default)]
     pub match_labels: BTreeMap<String, String>,
-    #[serde(default)]
     pub match_expressions: Vec<LabelRequirement>,
 }
 
@@ -136,52 +134,37 @@ pub struct ImageConfig {
 
 /// Settings inherited spec → ref → image, field by field.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct CommonUpdateSettings {
-    #[serde(default)]
     pub update_strategy: Option<String>,
-    #[serde(default)]
     pub force_update: Option<bool>,
-    #[serde(default)]
     pub allow_tags: Option<String>,
-    #[serde(default)]
     pub ignore_tags: Option<Vec<String>>,
-    #[serde(default)]
     pub pull_secret: Option<String>,
-    #[serde(default)]
     pub platforms: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct WriteBackConfig {
-    #[serde(default)]
     pub method: Option<String>,
-    #[serde(default)]
     pub git_config: Option<GitConfig>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct GitConfig {
-    #[serde(default)]
     pub repository: Option<String>,
-    #[serde(default)]
     pub branch: Option<String>,
-    #[serde(default)]
     pub write_back_target: Option<String>,
-    #[serde(default)]
     pub pull_request: Option<PullRequest>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct PullRequest {
-    #[serde(default)]
     pub github: Option<Empty>,
-    #[serde(default)]
     pub gitlab: Option<Empty>,
-    #[serde(default)]
     pub labels: Vec<String>,
 }
 
@@ -191,41 +174,32 @@ pub struct PullRequest {
 pub struct Empty {}
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct ManifestTarget {
-    #[serde(default)]
     pub helm: Option<HelmTarget>,
-    #[serde(default)]
     pub kustomize: Option<KustomizeTarget>,
-    #[serde(default)]
     pub plugin: Option<HelmTarget>,
 }
 
 /// `helm:` (value paths) and `plugin:` (environment variable names) have the same three fields.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct HelmTarget {
-    #[serde(default)]
     pub name: Option<String>,
-    #[serde(default)]
     pub tag: Option<String>,
-    #[serde(default)]
     pub spec: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct KustomizeTarget {
-    #[serde(default)]
     pub name: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
 pub struct ImagesVerification {
-    #[serde(default)]
     pub enabled: Option<bool>,
-    #[serde(default)]
     pub cosign_key: Option<SecretRef>,
 }
 
@@ -276,11 +250,37 @@ pub struct Selected {
     pub origin: Origin,
     /// What to update and how; `None`: the Application is not managed.
     pub settings: Option<AppAnnotations>,
-    /// The resource (and its entry) that configures it: `ImageUpdater argocd/web
-    /// (applicationRefs[1], namePattern "web-*")`; `None` for annotations alone.
-    pub configured_by: Option<String>,
+    /// The resource entry that configures it; `None` for annotations alone.
+    pub configured_by: Option<ConfiguredBy>,
     /// Why it is not updated although something names it (a conflict between resources).
     pub problems: Vec<String>,
+}
+
+/// The `applicationRefs` entry of a resource that configures an Application; shown as
+/// `ImageUpdater argocd/web (applicationRefs[1], namePattern "web-*")`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfiguredBy {
+    pub namespace: String,
+    pub name: String,
+    pub entry: usize,
+    pub name_pattern: String,
+}
+
+impl std::fmt::Display for ConfiguredBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{KIND} {}/{} (applicationRefs[{}], namePattern {:?})",
+            self.namespace, self.name, self.entry, self.name_pattern
+        )
+    }
+}
+
+impl ConfiguredBy {
+    /// Whether this names the resource `u`.
+    pub fn is(&self, u: &ImageUpdater) -> bool {
+        self.namespace == u.namespace() && self.name == u.metadata.name
+    }
 }
 
 /// What a set of resources says: each Application's configuration, the problems of the
@@ -388,7 +388,10 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
                 selected.settings = Some(settings_for(&selected.app, u, r.entry, r.index));
             }
             many => {
-                let names: Vec<String> = many.iter().map(|(u, r)| r.describe(u)).collect();
+                let names: Vec<String> = many
+                    .iter()
+                    .map(|(u, r)| r.describe(u).to_string())
+                    .collect();
                 selected.problems.push(format!(
                     "selected by more than one {KIND}: {}; neither applies until only one selects it",
                     names.join(" and ")
@@ -452,13 +455,13 @@ impl<'a> CompiledRef<'a> {
                 .is_none_or(|s| labels_match(s, &app.metadata.labels))
     }
 
-    fn describe(&self, u: &ImageUpdater) -> String {
-        format!(
-            "{KIND} {} (applicationRefs[{}], namePattern {:?})",
-            u.id(),
-            self.index,
-            self.entry.name_pattern
-        )
+    fn describe(&self, u: &ImageUpdater) -> ConfiguredBy {
+        ConfiguredBy {
+            namespace: u.namespace().to_string(),
+            name: u.metadata.name.clone(),
+            entry: self.index,
+            name_pattern: self.entry.name_pattern.clone(),
+        }
     }
 }
 
@@ -927,6 +930,197 @@ fn pull_request_settings(
     })
 }
 
+// === migration ===
+
+/// The `ImageUpdater` resource that configures `app` as its annotations do, for teams moving to
+/// Image Updater 1.x-style configuration: one `applicationRefs` entry naming the Application
+/// exactly. Annotations that did not carry over are listed in a comment above it. `None` when
+/// the Application has no `image-list`.
+pub fn migrate(app: &Application) -> Option<String> {
+    use serde_json::{Map, Value, json};
+    let a = annotations::parse(&app.metadata.annotations)?;
+    let mut images = Vec::new();
+    let mut used: Vec<String> = Vec::new();
+    for image in &a.images {
+        let mut alias = if image.has_alias {
+            image.alias.clone()
+        } else {
+            // An alias is required: the image's last path segment, made valid and unique.
+            let base: String = image
+                .image
+                .rsplit('/')
+                .next()
+                .unwrap_or("image")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "-._".contains(c) {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            if valid_alias(&base) {
+                base
+            } else {
+                format!("image{base}")
+            }
+        };
+        let mut n = 2;
+        let first = alias.clone();
+        while used.contains(&alias) {
+            alias = format!("{first}-{n}");
+            n += 1;
+        }
+        used.push(alias.clone());
+        let mut entry = Map::new();
+        entry.insert("alias".into(), json!(alias));
+        let name = match &image.constraint {
+            Some(c) => format!("{}:{c}", image.image),
+            None => image.image.clone(),
+        };
+        entry.insert("imageName".into(), json!(name));
+        let mut common = Map::new();
+        let strategy = match image.strategy {
+            UpdateStrategy::Semver => None,
+            UpdateStrategy::NewestBuild => Some("newest-build"),
+            UpdateStrategy::Alphabetical => Some("alphabetical"),
+            UpdateStrategy::Digest => Some("digest"),
+        };
+        if let Some(s) = strategy {
+            common.insert("updateStrategy".into(), json!(s));
+        }
+        if let Some(re) = &image.allow_tags {
+            common.insert("allowTags".into(), json!(format!("regexp:{re}")));
+        }
+        if !image.ignore_tags.is_empty() {
+            common.insert("ignoreTags".into(), json!(image.ignore_tags));
+        }
+        if !image.platforms.is_empty() {
+            let platforms: Vec<String> = image.platforms.iter().map(ToString::to_string).collect();
+            common.insert("platforms".into(), json!(platforms));
+        }
+        if let Some(p) = &image.pull_secret {
+            common.insert("pullSecret".into(), json!(pull_secret_text(p)));
+        }
+        if image.force_update {
+            common.insert("forceUpdate".into(), json!(true));
+        }
+        if !common.is_empty() {
+            entry.insert("commonUpdateSettings".into(), Value::Object(common));
+        }
+        let mut targets = Map::new();
+        if image.helm.is_set() {
+            let mut helm = Map::new();
+            for (k, v) in [
+                ("name", &image.helm.name),
+                ("tag", &image.helm.tag),
+                ("spec", &image.helm.spec),
+            ] {
+                if let Some(v) = v {
+                    helm.insert(k.into(), json!(v));
+                }
+            }
+            targets.insert("helm".into(), Value::Object(helm));
+        }
+        if let Some(k) = &image.kustomize_image_name {
+            targets.insert("kustomize".into(), json!({ "name": k }));
+        }
+        if !targets.is_empty() {
+            entry.insert("manifestTargets".into(), Value::Object(targets));
+        }
+        images.push(Value::Object(entry));
+    }
+
+    let mut write_back = Map::new();
+    if a.write_back_explicit {
+        let method = match &a.write_back {
+            annotations::WriteBackMethod::Argocd => "argocd".to_string(),
+            annotations::WriteBackMethod::Git(annotations::GitCredentials::Configured) => {
+                "git".to_string()
+            }
+            annotations::WriteBackMethod::Git(annotations::GitCredentials::RepoCreds) => {
+                "git:repocreds".to_string()
+            }
+            annotations::WriteBackMethod::Git(annotations::GitCredentials::Secret {
+                namespace,
+                name,
+            }) => format!("git:secret:{namespace}/{name}"),
+        };
+        write_back.insert("method".into(), json!(method));
+    }
+    let mut git = Map::new();
+    if let Some(r) = &a.git_repository {
+        git.insert("repository".into(), json!(r));
+    }
+    if let Some(b) = &a.git_branch {
+        let text = match (&b.base, &b.target) {
+            (Some(base), Some(t)) => format!("{base}:{t}"),
+            (Some(base), None) => base.clone(),
+            (None, Some(t)) => format!(":{t}"),
+            (None, None) => String::new(),
+        };
+        git.insert("branch".into(), json!(text));
+    }
+    if let Some(t) = &a.write_back_target {
+        let text = match t {
+            annotations::WriteBackTarget::Kustomization(None) => "kustomization".to_string(),
+            annotations::WriteBackTarget::Kustomization(Some(d)) => format!("kustomization:{d}"),
+            annotations::WriteBackTarget::HelmValues(None) => "helmvalues".to_string(),
+            annotations::WriteBackTarget::HelmValues(Some(f)) => format!("helmvalues:{f}"),
+        };
+        git.insert("writeBackTarget".into(), json!(text));
+    }
+    if !git.is_empty() {
+        write_back.insert("gitConfig".into(), Value::Object(git));
+    }
+    let mut entry = Map::new();
+    entry.insert("namePattern".into(), json!(app.metadata.name));
+    if !write_back.is_empty() {
+        entry.insert("writeBackConfig".into(), Value::Object(write_back));
+    }
+    entry.insert("images".into(), Value::Array(images));
+    let namespace = app
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+    let resource = json!({
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": app.metadata.name, "namespace": namespace},
+        "spec": {"applicationRefs": [Value::Object(entry)]},
+    });
+    let mut out = format!(
+        "# From the annotations of Application {namespace}/{}",
+        app.metadata.name
+    );
+    if !app.origin.is_empty() {
+        out.push_str(&format!(" ({})", app.origin));
+    }
+    out.push('\n');
+    for s in &a.skipped {
+        out.push_str(&format!("# not carried over: {}: {}\n", s.key, s.reason));
+    }
+    out.push_str(&serde_saphyr::to_string(&resource).expect("a JSON value serialises as YAML"));
+    Some(out)
+}
+
+fn pull_secret_text(p: &annotations::PullSecret) -> String {
+    match p {
+        annotations::PullSecret::PullSecret { namespace, name } => {
+            format!("pullsecret:{namespace}/{name}")
+        }
+        annotations::PullSecret::Secret {
+            namespace,
+            name,
+            field,
+        } => format!("secret:{namespace}/{name}#{field}"),
+        annotations::PullSecret::Env(var) => format!("env:{var}"),
+        annotations::PullSecret::Ext(script) => format!("ext:{script}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1020,7 +1214,7 @@ spec:
     fn settings_inherit_from_spec_to_entry_to_image() {
         let s = select_one(app("web-dev", &[], &[]), SAMPLE);
         assert_eq!(
-            s.configured_by.as_deref(),
+            s.configured_by.map(|c| c.to_string()).as_deref(),
             Some(r#"ImageUpdater argocd/updater (applicationRefs[1], namePattern "web-*")"#)
         );
         let settings = s.settings.unwrap();
@@ -1288,5 +1482,80 @@ spec:
         assert!(!m("app-[^0-9]", "app-1"));
         assert!(m("a?c", "abc"));
         assert!(!m("a*", "a/b"));
+    }
+
+    #[test]
+    fn a_migrated_resource_configures_the_application_as_its_annotations_did() {
+        let iu = IMAGE_UPDATER_PREFIX;
+        let pairs = [
+            (
+                "image-list",
+                "api=registry.example/shop/api:>=1.2, <2.0, registry.example/shop/worker, web=nginx:~1.26",
+            ),
+            ("api.allow-tags", "regexp:^1\\."),
+            ("api.ignore-tags", "*-rc*"),
+            ("api.pull-secret", "pullsecret:argocd/regcred"),
+            ("api.kustomize.image-name", "shop-api"),
+            ("api.update-strategy", "semver"),
+            ("update-strategy", "newest-build"),
+            ("web.update-strategy", "semver"),
+            ("web.platforms", "linux/arm64"),
+            ("web.helm.image-name", "web.image.repository"),
+            ("web.helm.image-tag", "web.image.tag"),
+            ("web.force-update", "true"),
+            ("write-back-method", "git:secret:argocd/git-creds"),
+            ("git-branch", "main:image-updater-{{.SHA256}}"),
+            ("write-back-target", "helmvalues:/charts/values.yaml"),
+            ("git-repository", "https://git.example/m.git"),
+            ("git-commit-user", "someone"),
+        ];
+        let annotations: Vec<(String, &str)> = pairs
+            .iter()
+            .map(|(k, v)| (format!("{iu}{k}"), *v))
+            .collect();
+        let refs: Vec<(&str, &str)> = annotations.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        let annotated = app("shop", &[], &refs);
+        let yaml = migrate(&annotated).unwrap();
+        assert!(
+            yaml.contains("# not carried over: argocd-image-updater.argoproj.io/git-commit-user"),
+            "{yaml}"
+        );
+
+        let from_resource = select_one(app("shop", &[], &[]), &yaml).settings.unwrap();
+        let from_annotations = annotations::parse(&annotated.metadata.annotations).unwrap();
+        // Aliases: the unaliased worker gets one of its own; everything else is the same.
+        let strip = |a: &AppAnnotations| -> Vec<String> {
+            a.images
+                .iter()
+                .map(|i| {
+                    let mut i = i.clone();
+                    i.alias = String::new();
+                    i.has_alias = false;
+                    format!("{i:?}")
+                })
+                .collect()
+        };
+        pretty_assertions::assert_eq!(strip(&from_resource), strip(&from_annotations));
+        assert_eq!(from_resource.images[1].alias, "worker");
+        assert_eq!(from_resource.write_back, from_annotations.write_back);
+        assert_eq!(
+            from_resource.write_back_target,
+            from_annotations.write_back_target
+        );
+        assert_eq!(
+            from_resource.git_repository,
+            from_annotations.git_repository
+        );
+        let branch = |a: &AppAnnotations| {
+            a.git_branch
+                .as_ref()
+                .map(|b| (b.base.clone(), b.target.clone()))
+        };
+        assert_eq!(branch(&from_resource), branch(&from_annotations));
+        assert!(
+            from_resource.skipped.is_empty(),
+            "{:?}",
+            from_resource.skipped
+        );
     }
 }

@@ -1,5 +1,7 @@
-//! The Kubernetes API client of the Argo CD module: list Applications, read Secrets, send a
-//! merge patch to an Application. Pure I/O.
+//! The Kubernetes API client of the Argo CD module: list Applications and `ImageUpdater`
+//! resources, read Secrets and ConfigMaps, send a merge patch to an Application or to an
+//! `ImageUpdater`'s status; and, for `tagpilot run --leader-elect`, a client whose requests give
+//! up quickly (for the lease) and the label the leader puts on its own Pod. Pure I/O.
 //!
 //! Why it stands alone: it is the edge. It decides nothing (which patch to send is
 //! [`super::patch`]'s business, what a Secret means is [`super::credentials`]'), so it imports
@@ -9,7 +11,7 @@
 //! What it must never do: put a Secret's value in an error (only `namespace/name`), or send
 //! anything but the merge patch it is given.
 
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
@@ -51,8 +53,36 @@ pub enum KubeError {
         #[source]
         source: kube::Error,
     },
+    /// `place` is `namespace team-a` or `all namespaces`.
+    #[error("Kubernetes API: listing ImageUpdater resources in {place}: {source}")]
+    ListImageUpdaters {
+        place: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Kubernetes API: writing the status of ImageUpdater {namespace}/{name}: {source}")]
+    PatchImageUpdaterStatus {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("cannot read Secret {namespace}/{name}: {source}")]
     ReadSecret {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read ConfigMap {namespace}/{name}: {source}")]
+    ReadConfigMap {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Kubernetes API: labelling Pod {namespace}/{name}: {source}")]
+    LabelPod {
         namespace: String,
         name: String,
         #[source]
@@ -80,6 +110,57 @@ impl Cluster {
             .await
             .map(Cluster::new)
             .map_err(KubeError::Connect)
+    }
+
+    /// Connects like [`Cluster::connect`], with every request bounded: connecting, sending and
+    /// each wait for the answer give up after `timeout`. A lease holder needs this: a renewal
+    /// that hangs must fail while the lease is still valid, not after another replica may
+    /// have taken it over.
+    pub async fn connect_with_timeout(timeout: std::time::Duration) -> Result<Cluster, KubeError> {
+        let mut config = kube::Config::infer()
+            .await
+            .map_err(|e| KubeError::Connect(kube::Error::InferConfig(e)))?;
+        config.connect_timeout = Some(timeout);
+        config.read_timeout = Some(timeout);
+        config.write_timeout = Some(timeout);
+        kube::Client::try_from(config)
+            .map(Cluster::new)
+            .map_err(KubeError::Connect)
+    }
+
+    /// The client, for crates built on kube-rs (the lease manager).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The namespace of the kubeconfig context, or of the service account in a Pod.
+    pub fn default_namespace(&self) -> &str {
+        self.client.default_namespace()
+    }
+
+    /// Sets the label `key` on the Pod `namespace/name` to `value`, or removes it (`None`), with
+    /// a JSON merge patch that touches nothing else.
+    pub async fn label_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), KubeError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let patch = serde_json::json!({"metadata": {"labels": {key: value}}});
+        Api::<Pod>::namespaced(self.client.clone(), namespace)
+            .patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(|source| KubeError::LabelPod {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            })
     }
 
     /// A cluster reached through `client` (tests build one against a local URL).
@@ -140,6 +221,120 @@ impl Cluster {
         Ok(apps)
     }
 
+    fn image_updaters_api(&self, namespace: Option<&str>) -> Api<DynamicObject> {
+        let resource = updater_resource();
+        match namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        }
+    }
+
+    /// The `ImageUpdater` resources in `namespaces` (all when empty), as the API returns them;
+    /// reading them is the caller's business. None when the CRD is not installed: a cluster
+    /// without Image Updater's CRD simply has no such resources.
+    pub async fn image_updaters(
+        &self,
+        namespaces: &[String],
+    ) -> Result<Vec<serde_json::Value>, KubeError> {
+        let places: Vec<Option<&str>> = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().map(|n| Some(n.as_str())).collect()
+        };
+        let mut out = Vec::new();
+        for ns in places {
+            match self
+                .image_updaters_api(ns)
+                .list(&ListParams::default())
+                .await
+            {
+                Ok(list) => out.extend(
+                    list.items
+                        .iter()
+                        .map(|o| serde_json::to_value(o).expect("a listed object serialises")),
+                ),
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(source) => {
+                    return Err(KubeError::ListImageUpdaters {
+                        place: match ns {
+                            Some(ns) => format!("namespace {ns}"),
+                            None => "all namespaces".to_string(),
+                        },
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Watches the `ImageUpdater` resources in `namespaces` (all when empty), for a process
+    /// that reads them every cycle (`tagpilot run`): one listing, then only the changes. The
+    /// returned future drives the watches (with kube's backoff after errors, such as a missing
+    /// CRD) and must be spawned; the [`UpdaterWatch`] reads what they found.
+    pub fn watch_image_updaters(
+        &self,
+        namespaces: &[String],
+    ) -> (
+        UpdaterWatch,
+        impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        use futures_util::StreamExt as _;
+        use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+        let places: Vec<Option<String>> = if namespaces.is_empty() {
+            vec![None]
+        } else {
+            namespaces.iter().cloned().map(Some).collect()
+        };
+        let mut stores = Vec::new();
+        let mut streams = Vec::new();
+        for ns in places {
+            let api = self.image_updaters_api(ns.as_deref());
+            let writer = reflector::store::Writer::new(updater_resource());
+            let store = writer.as_reader();
+            let stream = reflector::reflector(
+                writer,
+                watcher(api, watcher::Config::default()).default_backoff(),
+            )
+            .for_each(move |event| {
+                if let Err(e) = event {
+                    tracing::debug!("watching ImageUpdater resources: {e}");
+                }
+                std::future::ready(())
+            });
+            stores.push(store);
+            streams.push(stream);
+        }
+        let drive = async move {
+            futures_util::future::join_all(streams).await;
+        };
+        (UpdaterWatch { stores }, drive)
+    }
+
+    /// Replaces the listed fields of an `ImageUpdater`'s `status` (a JSON merge patch on the
+    /// status subresource).
+    pub async fn patch_image_updater_status(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Result<(), KubeError> {
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let body = serde_json::json!({ "status": status });
+        self.image_updaters_api(Some(namespace))
+            .patch_status(name, &params, &Patch::Merge(&body))
+            .await
+            .map(drop)
+            .map_err(|source| KubeError::PatchImageUpdaterStatus {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            })
+    }
+
     pub async fn secret(&self, namespace: &str, name: &str) -> Result<Secret, KubeError> {
         Api::<Secret>::namespaced(self.client.clone(), namespace)
             .get(name)
@@ -149,6 +344,25 @@ impl Cluster {
                 name: name.to_string(),
                 source,
             })
+    }
+
+    /// A ConfigMap's `data`; `None` when there is no such ConfigMap.
+    pub async fn config_map_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, KubeError> {
+        match Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+            .get_opt(name)
+            .await
+        {
+            Ok(found) => Ok(found.map(|c| c.data.unwrap_or_default())),
+            Err(source) => Err(KubeError::ReadConfigMap {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                source,
+            }),
+        }
     }
 
     /// Argo CD's repository Secrets in its namespace (`repository` and `repo-creds`).
@@ -185,5 +399,57 @@ impl Cluster {
                 name: name.to_string(),
                 source,
             })
+    }
+}
+
+fn updater_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            "argocd-image-updater.argoproj.io",
+            "v1alpha1",
+            "ImageUpdater",
+        ),
+        "imageupdaters",
+    )
+}
+
+/// What the watches of [`Cluster::watch_image_updaters`] hold.
+#[derive(Clone)]
+pub struct UpdaterWatch {
+    stores: Vec<kube::runtime::reflector::Store<DynamicObject>>,
+}
+
+impl UpdaterWatch {
+    /// The resources as last seen, as the API returns them; `None` until every watch has
+    /// listed once (a missing CRD never lists: the caller then asks the API itself).
+    pub fn snapshot(&self) -> Option<Vec<serde_json::Value>> {
+        use futures_util::FutureExt as _;
+        let ready = self
+            .stores
+            .iter()
+            .all(|s| matches!(s.wait_until_ready().now_or_never(), Some(Ok(()))));
+        if !ready {
+            return None;
+        }
+        let mut out: Vec<serde_json::Value> = self
+            .stores
+            .iter()
+            .flat_map(|s| s.state())
+            .map(|o| serde_json::to_value(&*o).expect("a watched object serialises"))
+            .collect();
+        // The listing's order, so reports do not change with the watch's.
+        out.sort_by_key(|v| {
+            (
+                v["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                v["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        });
+        Some(out)
     }
 }

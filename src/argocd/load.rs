@@ -136,6 +136,38 @@ fn slash(p: &Path) -> String {
         .join("/")
 }
 
+/// The Applications in these files, and in the `.yaml`/`.yml` files under these directories
+/// (hidden ones left out), in path order. A file that cannot be read or parsed is an error
+/// naming it.
+pub fn applications_in(paths: &[std::path::PathBuf]) -> Result<Vec<Application>, ArgoError> {
+    let mut apps = Vec::new();
+    for root in paths {
+        let files: Vec<std::path::PathBuf> = if root.is_dir() {
+            walkdir::WalkDir::new(root)
+                .sort_by_file_name()
+                .into_iter()
+                .filter_entry(|e| {
+                    e.depth() == 0 || !e.file_name().to_string_lossy().starts_with('.')
+                })
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_file())
+                .map(walkdir::DirEntry::into_path)
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect()
+        } else {
+            vec![root.clone()]
+        };
+        for file in files {
+            let text = std::fs::read_to_string(&file).map_err(|source| ArgoError::Read {
+                path: file.clone(),
+                source,
+            })?;
+            apps.extend(read_documents(&file, &text).map_err(ArgoError::Document)?);
+        }
+    }
+    Ok(apps)
+}
+
 /// The branch a remote's `HEAD` points at (`git ls-remote --symref URL HEAD`). Only for
 /// repositories not configured in `tagpilot.yaml`, so without credentials.
 pub fn remote_default_branch(url: &str) -> Result<String, DefaultBranchError> {

@@ -43,6 +43,7 @@ pub mod patch;
 pub mod planner;
 
 pub mod resolve;
+pub mod updater_status;
 
 pub use crate::config::applications::{ApplicationsConfig, FromCluster, FromGit};
 pub use application::Application;
@@ -68,6 +69,15 @@ pub enum ArgoError {
     Git(#[from] crate::git::GitError),
     #[error(transparent)]
     Kube(#[from] kubernetes::KubeError),
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file that is not YAML, or an Application that does not fit (file:line:column).
+    #[error(transparent)]
+    Document(application::DocumentError),
 }
 
 impl ArgoError {
@@ -78,6 +88,8 @@ impl ArgoError {
             ArgoError::UnknownRepository(_) => "unknown_repository",
             ArgoError::Git(_) => "git",
             ArgoError::Kube(_) => "kube",
+            ArgoError::Read { .. } => "read",
+            ArgoError::Document(_) => "document",
         }
     }
 }

@@ -258,6 +258,7 @@ pub async fn decide_override<R: Registry>(
                 strategy: policy.strategy.name(),
                 from,
                 to,
+                source: None,
             })
         }
         Ok(Decided::Stay) => {

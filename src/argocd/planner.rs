@@ -388,6 +388,10 @@ pub fn git_change(c: &Change) -> git::Change {
         from: c.from.clone(),
         to: c.to.clone(),
         strategy: c.strategy.to_string(),
+        source: c.source.as_ref().map(|s| s.source.clone()),
+        revision_from: c.source.as_ref().map(|s| s.revision_from.clone()),
+        revision_to: c.source.as_ref().map(|s| s.revision_to.clone()),
+        compare_url: c.source.as_ref().map(|s| s.compare_url.clone()),
     }
 }
 

@@ -18,12 +18,26 @@ pub struct ApplicationReport {
     /// The `ImageUpdater` resource entry that configures it; absent: its annotations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub configured_by: Option<String>,
+    /// The resource of `configured_by`, for what counts per resource (Image Updater's metrics).
+    #[serde(skip)]
+    pub updater: Option<UpdaterName>,
+    /// How many images its configuration names; 0 when nothing manages it (no resource selects
+    /// it, or two do).
+    #[serde(skip)]
+    pub images_managed: usize,
     pub images: Vec<ImageOutcome>,
     pub skipped_annotations: Vec<SkippedAnnotation>,
     pub problems: Vec<String>,
     /// `write-back-method: argocd`: the merge patch sent (or, in plan mode, that would be).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub patch: Option<super::cluster::PatchReport>,
+}
+
+/// An `ImageUpdater` resource, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UpdaterName {
+    pub namespace: String,
+    pub name: String,
 }
 
 /// Collects per-app reports from the repository plans' image outcomes and app problems.
@@ -52,7 +66,12 @@ pub fn collect(
         .map(|(a, (images, problems))| ApplicationReport {
             application: a.app.id(),
             origin: a.app.origin.clone(),
-            configured_by: a.configured_by.clone(),
+            configured_by: a.configured_by.as_ref().map(ToString::to_string),
+            updater: a.configured_by.as_ref().map(|c| UpdaterName {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+            }),
+            images_managed: a.annotations.images.len(),
             images,
             skipped_annotations: a.annotations.skipped.clone(),
             problems: a.problems.iter().cloned().chain(problems).collect(),

@@ -5,12 +5,13 @@
 //! Pure: the remote default branch (for `targetRevision: HEAD`) is asked through a callback, so
 //! this module opens no connection itself.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
 use crate::config::repository::WriteMode;
 use crate::git::RepositoryConfig;
+use crate::image::Repository;
 use crate::policy::{ImagePolicy, PolicyError, Strategy};
 
 use super::annotations::{
@@ -46,7 +47,7 @@ pub struct ManagedApp {
     /// App-level problems (no repository to write to, a method that cannot work here).
     pub problems: Vec<String>,
     /// The `ImageUpdater` resource entry that configures it; `None`: its annotations.
-    pub configured_by: Option<String>,
+    pub configured_by: Option<super::image_updater::ConfiguredBy>,
 }
 
 /// What makes two units one repository target: the URL, the branch, the branch template and
@@ -116,6 +117,29 @@ pub struct Resolved {
 }
 
 impl Resolved {
+    /// Keeps only the apps with an image in `images` (each kept whole: its `.argocd-source`
+    /// file is written whole), and the repositories and branch templates they use.
+    pub fn keep_images(&mut self, images: &BTreeSet<Repository>) {
+        self.apps.retain(|a| {
+            a.policies
+                .iter()
+                .flatten()
+                .any(|p| images.contains(&p.image))
+        });
+        let used = |name: &str| {
+            self.apps
+                .iter()
+                .any(|a| a.units.iter().any(|u| u.repository == name))
+        };
+        let repositories = std::mem::take(&mut self.repositories);
+        self.repositories = repositories.into_iter().filter(|r| used(&r.name)).collect();
+        let templates = std::mem::take(&mut self.branch_templates);
+        self.branch_templates = templates
+            .into_iter()
+            .filter(|(name, _)| used(name))
+            .collect();
+    }
+
     /// The apps with at least one unit in `repository`.
     pub fn apps_in(&self, repository: &str) -> impl Iterator<Item = (usize, &ManagedApp)> {
         self.apps
@@ -231,6 +255,7 @@ fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, Poli
     }
     p.set_ignore_tags(&image.ignore_tags)?;
     p.platforms = image.platforms.clone();
+    p.min_age = image.min_age;
     Ok(p)
 }
 

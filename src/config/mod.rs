@@ -12,6 +12,9 @@ use serde_saphyr::Spanned;
 pub mod applications;
 pub mod forge;
 pub mod repository;
+pub mod webhooks;
+
+pub use webhooks::{RecheckConfig, SecretSource, WebhooksConfig};
 
 pub(crate) use crate::yaml_error::render as render_yaml_error;
 
@@ -85,6 +88,27 @@ pub struct RegistryConfig {
     /// Requests per second to this registry.
     #[serde(default)]
     pub rate_limit: Option<f64>,
+    /// How long one request to this registry may take (`30s`, `2m`; default 60s). A registry
+    /// that does not answer in time is not asked again until the next cycle, so it delays only
+    /// the policies that need it.
+    #[serde(default, deserialize_with = "duration")]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// A duration as people write it (`30s`, `2m`, `1h 30m`).
+fn duration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    match humantime::parse_duration(text.trim()) {
+        Ok(d) if !d.is_zero() => Ok(Some(d)),
+        Ok(_) => Err(serde::de::Error::custom("timeout: must be more than zero")),
+        Err(e) => Err(serde::de::Error::custom(format!(
+            "{text:?} is not a duration (30s, 2m): {e}"
+        ))),
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -120,18 +144,6 @@ impl Default for Concurrency {
             repositories: Concurrency::default_repositories(),
         }
     }
-}
-
-/// `webhooks:`: the secret a notification must carry (`Authorization: Bearer <secret>`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct WebhooksConfig {
-    /// The environment variable holding the secret.
-    #[serde(default)]
-    pub secret_env: Option<String>,
-    /// A file holding the secret (a mounted Secret); relative to the config file.
-    #[serde(default)]
-    pub secret_file: Option<PathBuf>,
 }
 
 impl Config {
@@ -260,14 +272,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             );
         }
     }
-    if let (Some(w), Some(span)) = (&config.webhooks, &spans.webhooks)
-        && w.secret_env.is_some() == w.secret_file.is_some()
-    {
-        problems.push(format!(
-            "{name}:{}:{}: webhooks need exactly one of secretEnv, secretFile",
-            span.referenced.line(),
-            span.referenced.column()
-        ));
+    if let (Some(w), Some(span)) = (&config.webhooks, &spans.webhooks) {
+        for (key, message) in w.problems() {
+            // The kind's own entry when it has one, else `webhooks:` itself.
+            let at = span
+                .value
+                .get(key)
+                .map_or(&span.referenced, |s| &s.referenced);
+            problems.push(format!("{name}:{}:{}: {message}", at.line(), at.column()));
+        }
     }
     if let (0, Some(span)) = (config.concurrency.repositories, &spans.concurrency) {
         problems.push(format!(
@@ -292,7 +305,7 @@ struct ConfigSpans {
     #[serde(default)]
     policies: Option<serde::de::IgnoredAny>,
     #[serde(default)]
-    webhooks: Option<Spanned<serde::de::IgnoredAny>>,
+    webhooks: Option<Spanned<std::collections::BTreeMap<String, Spanned<serde::de::IgnoredAny>>>>,
     #[serde(default)]
     concurrency: Option<Spanned<serde::de::IgnoredAny>>,
 }
@@ -337,25 +350,61 @@ mod tests {
     }
 
     #[test]
-    fn webhooks_need_exactly_one_secret_source() {
+    fn webhooks_need_a_secret_for_every_kind_or_one_per_kind() {
         let ok = parse(
             Path::new("tagpilot.yaml"),
-            "webhooks:\n  secretEnv: TAGPILOT_WEBHOOK_SECRET\n",
+            "webhooks:\n  secretEnv: TAGPILOT_WEBHOOK_SECRET\n  ghcr:\n    secretFile: gh\n  recheck:\n    debounce: 50ms\n    minInterval: 1m\n",
         )
         .unwrap();
         let w = ok.webhooks.unwrap();
-        assert_eq!(w.secret_env.as_deref(), Some("TAGPILOT_WEBHOOK_SECRET"));
-        for text in [
-            "registries: []\nwebhooks: {}\n",
-            "registries: []\nwebhooks:\n  secretEnv: A\n  secretFile: b\n",
+        assert_eq!(
+            w.secret_for("quay").unwrap().secret_env.as_deref(),
+            Some("TAGPILOT_WEBHOOK_SECRET")
+        );
+        assert_eq!(
+            w.secret_for("ghcr").unwrap().secret_file.as_deref(),
+            Some(Path::new("gh"))
+        );
+        assert_eq!(w.recheck.debounce, std::time::Duration::from_millis(50));
+        assert_eq!(w.recheck.min_interval, std::time::Duration::from_secs(60));
+
+        // One kind alone is enough; the others then have no secret.
+        let one = parse(
+            Path::new("tagpilot.yaml"),
+            "webhooks:\n  harbor: {secretEnv: H}\n",
+        )
+        .unwrap()
+        .webhooks
+        .unwrap();
+        assert!(one.secret_for("harbor").is_some());
+        assert!(one.secret_for("distribution").is_none());
+
+        for (text, want) in [
+            (
+                "registries: []\nwebhooks: {}\n",
+                "tagpilot.yaml:2:11: webhooks need a secret",
+            ),
+            (
+                "registries: []\nwebhooks:\n  secretEnv: A\n  secretFile: b\n",
+                "tagpilot.yaml:3:3: webhooks: give one of secretEnv, secretFile, not both",
+            ),
+            (
+                "webhooks:\n  secretEnv: A\n  quay: {}\n",
+                "tagpilot.yaml:3:9: webhooks.quay needs exactly one of secretEnv, secretFile",
+            ),
+            (
+                "webhooks:\n  secretEnv: A\n  qauy: {secretEnv: B}\n",
+                "unknown field `qauy`",
+            ),
+            (
+                "webhooks:\n  secretEnv: A\n  recheck: {debounce: soon}\n",
+                "\"soon\" is not a duration",
+            ),
         ] {
             let err = parse(Path::new("tagpilot.yaml"), text)
                 .unwrap_err()
                 .to_string();
-            assert!(
-                err.starts_with("tagpilot.yaml:") && err.contains("exactly one of secretEnv"),
-                "{err}"
-            );
+            assert!(err.contains(want), "{text}: {err}");
         }
     }
 

@@ -250,6 +250,7 @@ mod tests {
                 strategy: "semver",
                 from: field.current().0.unwrap().into(),
                 to: tag.into(),
+                source: None,
             }],
             files: vec![FileUpdate {
                 path: FILE.into(),

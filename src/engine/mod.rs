@@ -17,11 +17,15 @@
 //! Application patches in [`crate::argocd::cluster`]).
 
 pub mod check;
+mod image_sources;
 pub mod merge;
 pub mod outcome;
 pub mod shared;
+pub mod steady;
 pub mod target;
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use futures_util::stream::{self, StreamExt};
@@ -34,12 +38,15 @@ use crate::argocd::resolve::{Origin, Resolved};
 use crate::argocd::{self, Application, ArgoError};
 use crate::config::Config;
 use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
+use crate::image::Repository;
 use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
+use crate::state::State;
 
 pub use shared::Shared;
+
 pub use target::{SourceNames, TargetPlan, TargetPlanner};
 
 /// Why a cycle could not run at all. Failures of one target are not errors: they are in the
@@ -93,13 +100,21 @@ pub struct Context<'a, R> {
     /// Once cancelled, no new target is started; the write in flight finishes, so no group is
     /// left half-pushed.
     pub cancel: CancellationToken,
+    /// The `--state-dir` store, where the last proposal per group is kept so proposals do not
+    /// move backwards ([`steady`]); `None` for one-shot runs.
+    pub state: Option<&'a State>,
 }
 
 /// How a cycle runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Options {
+pub struct Options<'a> {
     /// Plan everything, write nothing: `tagpilot plan`.
     pub dry_run: bool,
+    /// Only the policies, and the Applications, whose image repository is one of these: the
+    /// re-check after a push notification. A target none of them names is skipped entirely
+    /// (not even fetched). An Application is planned whole when one of its images is in the
+    /// set, since its `.argocd-source` file is written whole. `None`: everything.
+    pub only_images: Option<&'a BTreeSet<Repository>>,
 }
 
 /// Everything one cycle found and did.
@@ -125,7 +140,7 @@ pub struct Cycle {
 pub async fn run<R: Registry>(
     input: &Input<'_>,
     ctx: &Context<'_, R>,
-    options: Options,
+    options: Options<'_>,
 ) -> Result<Cycle, EngineError> {
     // Boxed: a cycle (Applications, git, forge, re-plans) is a deep chain of futures; inlined
     // into every caller's future it overflows rustc's query depth limit where the binary's
@@ -136,8 +151,17 @@ pub async fn run<R: Registry>(
 async fn run_cycle<R: Registry>(
     input: &Input<'_>,
     ctx: &Context<'_, R>,
-    options: Options,
+    options: Options<'_>,
 ) -> Result<Cycle, EngineError> {
+    let policies: Cow<'_, [ImagePolicy]> = match options.only_images {
+        Some(images) => input
+            .policies
+            .iter()
+            .filter(|p| images.contains(&p.image))
+            .cloned()
+            .collect(),
+        None => Cow::Borrowed(input.policies),
+    };
     // One tag listing per repository for the whole cycle, whichever targets need it.
     let registry = Shared::new(ctx.registry);
     let mut cycle = Cycle::default();
@@ -150,7 +174,7 @@ async fn run_cycle<R: Registry>(
 
     // 1. Sources: policy files are the caller's; Applications are read here.
     let apps = match &input.config.applications {
-        Some(_) => Some(collect_applications(input, ctx).await?),
+        Some(_) => Some(collect_applications(input, ctx, options.only_images).await?),
         None => None,
     };
     let resolved = apps.as_ref().map(|a| &a.resolved);
@@ -162,7 +186,7 @@ async fn run_cycle<R: Registry>(
             repository: None,
             exclude: own_files(input),
         };
-        let mut local = plan::plan(&scope, input.policies, &registry, ctx.progress).await?;
+        let mut local = plan::plan(&scope, &policies, &registry, ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);
         if !options.dry_run && !cycle.local_files.is_empty() {
             // Like a failing repository, a failed local write is reported and the rest goes on.
@@ -178,25 +202,28 @@ async fn run_cycle<R: Registry>(
     }
 
     // 3. Repository targets: each planned once, with every source that names it.
-    let targets = repository_targets(input, resolved);
-    let sources = SourceNames::new(input.policies, resolved);
+    let targets = repository_targets(input.config, &policies, options.only_images, resolved);
+    let sources = SourceNames::new(&policies, resolved);
     let no_templates = Default::default();
     let planner = TargetPlanner {
-        policies: input.policies,
+        policies: &policies,
         apps: resolved.map(|r| AppPlanner::new(r, &registry, ctx.progress)),
         resolved,
         registry: &registry,
         progress: ctx.progress,
         branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
         sources: &sources,
+        state: ctx.state,
     };
     let mut images = Vec::new();
     let mut app_problems = Vec::new();
     if !targets.is_empty() {
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
-        // Several repositories at once, each still planned before it is written; `buffered`
-        // hands the results back in target order, so the report does not depend on which
-        // finishes first. A target not yet started when the token is cancelled never starts.
+        // Several repositories at once (`concurrency.repositories`), each still planned before
+        // it is written, so a registry that hangs holds up only the targets whose policies need
+        // it; `buffered` hands the results back in target order, so the report does not depend
+        // on which finishes first. A target not yet started when the token is cancelled never
+        // starts.
         let bound = input.config.concurrency.repositories.max(1);
         let planner = &planner;
         let written: Vec<_> = stream::iter(&targets)
@@ -247,6 +274,33 @@ async fn run_cycle<R: Registry>(
             app_problems.extend(patches.app_problems);
             patch_reports = reports;
         }
+        // Image Updater's status on each resource from the cluster, once the writes are done.
+        if let Some(c) = input.cluster
+            && !options.dry_run
+            && !cycle.cancelled
+        {
+            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+            let writes = argocd::updater_status::status_writes(
+                &apps.updaters,
+                &apps.resolved,
+                &images,
+                &app_problems,
+                &now,
+            );
+            for w in writes {
+                if let Err(e) = c
+                    .cluster
+                    .patch_image_updater_status(&w.namespace, &w.name, &w.status)
+                    .await
+                {
+                    cycle.failed = true;
+                    cycle.plan.problems.push(Problem {
+                        message: e.to_string(),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
         cycle.applications =
             Some(apps.report(&mut cycle.plan, &images, &app_problems, patch_reports));
     }
@@ -259,7 +313,7 @@ async fn write_target<R: Registry>(
     cache: &RepoCache,
     repository: &RepositoryConfig,
     planner: &TargetPlanner<'_, R>,
-    options: Options,
+    options: Options<'_>,
 ) -> (RepositoryOutcome, Option<TargetPlan>) {
     let mut repository = repository.clone();
     if planner.branch_templates.contains_key(&repository.name) {
@@ -291,13 +345,32 @@ async fn write_target<R: Registry>(
 }
 
 /// The repositories to plan: each configured one that policy files may name, and each one the
-/// Applications write to; a repository named by both is one target.
-fn repository_targets(input: &Input<'_>, resolved: Option<&Resolved>) -> Vec<RepositoryConfig> {
+/// Applications write to; a repository named by both is one target. Restricted to some images,
+/// only the configured repositories their policies name: the others have nothing to re-check.
+fn repository_targets(
+    config: &Config,
+    policies: &[ImagePolicy],
+    only_images: Option<&BTreeSet<Repository>>,
+    resolved: Option<&Resolved>,
+) -> Vec<RepositoryConfig> {
     let mut targets: Vec<RepositoryConfig> = Vec::new();
     // With no policies, configured repositories are written only by the Applications that name
     // them; a pass of their own would only list them twice in the report.
-    if !input.policies.is_empty() {
-        targets.extend(input.config.repositories.iter().cloned());
+    if !policies.is_empty() {
+        let named = |name: &str| {
+            policies.iter().any(|p| {
+                p.targets
+                    .iter()
+                    .any(|t| t.repository.as_deref() == Some(name))
+            })
+        };
+        targets.extend(
+            config
+                .repositories
+                .iter()
+                .filter(|r| only_images.is_none() || named(&r.name))
+                .cloned(),
+        );
     }
     for repo in resolved.iter().flat_map(|r| r.repositories.iter()) {
         match targets.iter_mut().find(|t| t.name == repo.name) {
@@ -312,6 +385,9 @@ fn repository_targets(input: &Input<'_>, resolved: Option<&Resolved>) -> Vec<Rep
 /// The Applications of one cycle, resolved into policies and write places.
 struct Applications {
     resolved: Resolved,
+    /// The `ImageUpdater` resources read (from git and the cluster); those from the cluster
+    /// get their status written.
+    updaters: Vec<argocd::image_updater::ImageUpdater>,
     /// Problems met reading them (a file that is not YAML, a pull secret that is missing).
     load_problems: Vec<String>,
     /// SSH keys from Argo CD's Secrets live in private files for as long as the cycle runs.
@@ -321,6 +397,7 @@ struct Applications {
 async fn collect_applications<R: Registry>(
     input: &Input<'_>,
     ctx: &Context<'_, R>,
+    only_images: Option<&BTreeSet<Repository>>,
 ) -> Result<Applications, EngineError> {
     let config = input.config;
     let apps_config = config
@@ -341,6 +418,7 @@ async fn collect_applications<R: Registry>(
     match (input.cluster, &apps_config.from_cluster) {
         (Some(c), _) => {
             apps.extend(c.apps.iter().cloned().map(|a| (a, Origin::Cluster)));
+            updaters.extend(c.updaters.iter().cloned());
             load_problems.extend(c.problems.iter().cloned());
         }
         (None, Some(_)) => load_problems
@@ -359,12 +437,16 @@ async fn collect_applications<R: Registry>(
         &config.repositories,
         &argocd::load::remote_default_branch,
     );
+    if let Some(images) = only_images {
+        resolved.keep_images(images);
+    }
     let keys = tempfile::tempdir().map_err(EngineError::KeyDir)?;
     if let Some(c) = input.cluster {
         load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
     }
     Ok(Applications {
         resolved,
+        updaters,
         load_problems,
         _keys: keys,
     })

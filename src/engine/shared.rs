@@ -52,4 +52,8 @@ impl<R: Registry> Registry for Shared<'_, R> {
     async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
         self.inner.digest(repo, reference).await
     }
+
+    fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        self.inner.first_seen(repo, tags)
+    }
 }

@@ -14,6 +14,7 @@ use crate::git::{self, ChangeGroup, CommitFiles, Planned, Replanner, RepositoryC
 use crate::plan::{self, Plan, Progress};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
+use crate::state::State;
 
 use super::EngineError;
 use super::merge::merge;
@@ -82,6 +83,9 @@ pub struct TargetPlanner<'a, R> {
     /// `git-branch` templates that name the branch after the changes, by repository name.
     pub branch_templates: &'a BTreeMap<String, BranchTemplate>,
     pub sources: &'a SourceNames,
+    /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
+    /// [`super::steady`].
+    pub state: Option<&'a State>,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -135,7 +139,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
             parts.append(&mut apps.in_place);
             parts.push(std::mem::take(&mut apps.plan));
         }
-        let plan = merge(Some(name), parts, &|p| self.sources.of(p));
+        let mut plan = merge(Some(name), parts, &|p| self.sources.of(p));
         let images = self.reconcile(apps.images, &plan);
 
         // A pull request per policy starts from the base, so it must carry only its own edits.
@@ -155,19 +159,43 @@ impl<R: Registry> TargetPlanner<'_, R> {
             })
             .collect();
         groups.extend(apps.override_groups);
+        super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
+        let held = match self.state {
+            Some(state) => super::steady::hold_backwards(
+                state,
+                name,
+                &mut groups,
+                &mut plan,
+                |policy| self.policy(policy),
+                jiff::Timestamp::now(),
+            ),
+            None => false,
+        };
         let branch = self
             .branch_templates
             .get(name)
             .map(|t| t.render(None, &self.branch_changes(&images)));
         Ok(Planned {
             groups,
-            complete: plan.problems.is_empty(),
+            // A group held back is not "no longer needed": its pull request stays open.
+            complete: plan.problems.is_empty() && !held,
             branch,
             plan: TargetPlan {
                 plan,
                 images,
                 app_problems: apps.app_problems,
             },
+        })
+    }
+
+    /// The policy named `name`, from a policy file or an Application.
+    fn policy(&self, name: &str) -> Option<&ImagePolicy> {
+        self.policies.iter().find(|p| p.name == name).or_else(|| {
+            self.resolved?
+                .apps
+                .iter()
+                .flat_map(|a| a.policies.iter().flatten())
+                .find(|p| p.name == name)
         })
     }
 

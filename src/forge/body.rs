@@ -6,7 +6,9 @@
 use serde::Serialize;
 use sha2::Digest as _;
 
-use super::{ForgeKind, Marker};
+use std::collections::BTreeMap;
+
+use super::{ForgeKind, Marker, SourceCommits};
 use crate::git::{self, Change, ChangeGroup};
 
 /// Why a `write.branch` or `write.title` template gives no usable text.
@@ -147,6 +149,7 @@ pub fn body(
     repository: &str,
     base: &str,
     group: &ChangeGroup,
+    source_commits: &BTreeMap<String, SourceCommits>,
     marker: &Marker,
 ) -> String {
     let mut out = format!(
@@ -173,6 +176,44 @@ pub fn body(
             cell(&c.strategy),
         ));
     }
+    // What changed inside the images, where both images say (see `crate::provenance`).
+    let compared: Vec<&Change> = group
+        .changes
+        .iter()
+        .filter(|c| c.compare_url.is_some())
+        .collect();
+    if !compared.is_empty() {
+        out.push_str("\n**What changed in the source**\n\n");
+        let mut seen = Vec::new();
+        for c in compared {
+            let (Some(url), Some(from), Some(to)) =
+                (&c.compare_url, &c.revision_from, &c.revision_to)
+            else {
+                continue;
+            };
+            if seen.contains(&url) {
+                continue;
+            }
+            seen.push(url);
+            out.push_str(&format!(
+                "- `{}` `{}` → `{}`: [{}...{}]({url})\n",
+                cell(&c.image),
+                cell(&c.from),
+                cell(&c.to),
+                short_revision(from),
+                short_revision(to),
+            ));
+            if let Some(commits) = source_commits.get(url) {
+                for subject in &commits.subjects {
+                    out.push_str(&format!("  - {}\n", inline(subject)));
+                }
+                let more = commits.total.saturating_sub(commits.subjects.len());
+                if more > 0 {
+                    out.push_str(&format!("  - and {more} more\n"));
+                }
+            }
+        }
+    }
     out.push_str(&format!(
         "\nA newer tag updates this {} in place. Commits pushed here by anyone else stop \
          tagpilot from updating it.\n\n",
@@ -181,6 +222,26 @@ pub fn body(
     out.push_str(&marker.render());
     out.push('\n');
     out
+}
+
+/// A commit id as people read it: its first 7 characters; a tag or branch name whole.
+fn short_revision(r: &str) -> &str {
+    if r.len() >= 40 && r.chars().all(|c| c.is_ascii_hexdigit()) {
+        &r[..7]
+    } else {
+        r
+    }
+}
+
+/// A commit subject inside a list item: one line, no Markdown that could break the body out of
+/// the list (a leading `#` or `>`, an HTML comment that could fake tagpilot's marker).
+fn inline(subject: &str) -> String {
+    let one_line = subject.lines().next().unwrap_or_default().trim();
+    let safe = one_line.replace("<!--", "&lt;!--").replace("-->", "--&gt;");
+    match safe.chars().next() {
+        Some('#' | '>' | '-' | '*' | '+') => format!("\\{safe}"),
+        _ => safe,
+    }
 }
 
 /// Checks the pull-request templates of a repository (for `validate` and `tagpilot check`).
@@ -196,6 +257,10 @@ pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), Templ
             from: "1.0.0".into(),
             to: "1.1.0".into(),
             strategy: "semver".into(),
+            source: Some("https://github.com/acme/app".into()),
+            revision_from: Some("0a1b2c3".into()),
+            revision_to: Some("4d5e6f7".into()),
+            compare_url: Some("https://github.com/acme/app/compare/0a1b2c3...4d5e6f7".into()),
         }],
     };
     let branch = branch_name(write.branch.as_deref(), "example", &sample)?;
@@ -227,6 +292,7 @@ mod tests {
             from: "1.0.0".into(),
             to: to.into(),
             strategy: "semver".into(),
+            ..Default::default()
         }
     }
 

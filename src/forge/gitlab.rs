@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
 use super::{
-    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, Reviewer, missing_labels,
-    missing_reviewers, read_token,
+    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, Reviewer, SourceCommits,
+    missing_labels, missing_reviewers, read_token,
 };
 use crate::config::forge::{GitLabConfig, path_from_url};
 
@@ -425,5 +425,38 @@ impl Forge for GitLab {
             )
             .await?;
         Ok(())
+    }
+
+    async fn compare(&self, path: &str, from: &str, to: &str) -> Result<SourceCommits, ForgeError> {
+        #[derive(Deserialize)]
+        struct Comparison {
+            #[serde(default)]
+            commits: Vec<CommitEntry>,
+        }
+        #[derive(Deserialize)]
+        struct CommitEntry {
+            #[serde(default)]
+            title: String,
+        }
+        let url = format!(
+            "{}/projects/{}/repository/compare?from={}&to={}",
+            self.api,
+            query_value(path),
+            query_value(from),
+            query_value(to)
+        );
+        let c: Comparison = self
+            .call(
+                Method::GET,
+                &url,
+                None,
+                &format!("compare {path} {from}...{to}"),
+            )
+            .await?;
+        let total = c.commits.len();
+        Ok(SourceCommits::from_messages(
+            c.commits.iter().map(|e| e.title.as_str()),
+            total,
+        ))
     }
 }

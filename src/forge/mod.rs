@@ -230,6 +230,42 @@ pub trait Forge: Sync {
         body: &str,
     ) -> impl Future<Output = Result<(), ForgeError>> + Send;
     fn close(&self, number: u64) -> impl Future<Output = Result<(), ForgeError>> + Send;
+    /// The commits of the source repository `path` (`acme/web`) after `from` up to `to`, as
+    /// this forge's token sees them. A forge that cannot answer (no such repository for this
+    /// token, a revision it does not know) gives an error, which only leaves the subjects out.
+    fn compare(
+        &self,
+        path: &str,
+        from: &str,
+        to: &str,
+    ) -> impl Future<Output = Result<SourceCommits, ForgeError>> + Send;
+}
+
+/// The commits between two revisions of an image's source repository.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceCommits {
+    /// First lines of the commit messages, oldest first, at most [`MAX_SUBJECTS`].
+    pub subjects: Vec<String>,
+    /// How many commits there are in all.
+    pub total: usize,
+}
+
+/// How many commit subjects a pull request lists per change ("and N more" after them).
+pub const MAX_SUBJECTS: usize = 20;
+
+impl SourceCommits {
+    /// From every commit message, oldest first.
+    pub fn from_messages<'a>(messages: impl IntoIterator<Item = &'a str>, total: usize) -> Self {
+        let subjects: Vec<String> = messages
+            .into_iter()
+            .map(|m| m.lines().next().unwrap_or_default().trim().to_string())
+            .collect();
+        let total = total.max(subjects.len());
+        SourceCommits {
+            subjects: subjects.into_iter().take(MAX_SUBJECTS).collect(),
+            total,
+        }
+    }
 }
 
 /// What happened (or would) to one group's pull request.

@@ -12,11 +12,16 @@ use crate::config::repository::Grouping;
 
 /// The message used when `write.commitMessage` is not set.
 ///
-/// Template variables: `changes` (list of `{policy, image, file, line, from, to}`), `group` (the
-/// group key: repository or policy name), `repository`, `policies` (distinct policy names).
+/// Template variables: `changes` (list of `{policy, image, file, line, from, to, source,
+/// revision_from, revision_to, compare_url}`, the last four empty unless the images say where
+/// they were built from), `group` (the group key: repository or policy name), `repository`,
+/// `policies` (distinct policy names).
 pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | length }} image(s)
 {% for c in changes %}
 - {{ c.image }}: {{ c.from }} -> {{ c.to }} ({{ c.file }})
+{%- if c.compare_url %}
+  {{ c.compare_url }}
+{%- endif %}
 {%- endfor %}";
 
 /// The trailer that makes tagpilot's commits searchable by policy
@@ -24,7 +29,7 @@ pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | len
 pub const POLICY_TRAILER: &str = "Tagpilot-Policy";
 
 /// One image reference moving from one tag to another, as the commit message shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Change {
     pub policy: String,
     pub image: String,
@@ -37,6 +42,14 @@ pub struct Change {
     /// The policy's strategy (`semver`, `regex`, …), for pull request bodies.
     #[serde(default)]
     pub strategy: String,
+    /// What changed inside the image, when the old and the new image name the same GitHub or
+    /// GitLab repository and a revision each ([`crate::provenance`]): the repository's web
+    /// address, the two revisions and the page comparing them. Templates see them as
+    /// `c.source`, `c.revision_from`, `c.revision_to` and `c.compare_url`.
+    pub source: Option<String>,
+    pub revision_from: Option<String>,
+    pub revision_to: Option<String>,
+    pub compare_url: Option<String>,
 }
 
 /// What the planner produced for one group of changes: the files' new contents and the changes
@@ -173,6 +186,7 @@ mod tests {
             from: from.into(),
             to: to.into(),
             strategy: "semver".into(),
+            ..Default::default()
         }
     }
 

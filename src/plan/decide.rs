@@ -167,7 +167,8 @@ impl<'r, R: Registry> Inspector<'r, R> {
         self.registry.digest(&policy.image, tag).await
     }
 
-    /// The tags that pass the policy's filters, with build times when its strategy needs them.
+    /// The tags that pass the policy's filters, with build times when its strategy needs them,
+    /// and ages when the policy has a `minAge`.
     pub async fn candidates(
         &self,
         policy: &ImagePolicy,
@@ -175,11 +176,21 @@ impl<'r, R: Registry> Inspector<'r, R> {
         progress: &dyn Progress,
     ) -> Result<Vec<TagCandidate>, RegistryError> {
         let kept = select::filter_tags(policy, tags);
-        if !select::needs_build_time(policy) {
-            return Ok(kept.into_iter().map(TagCandidate::new).collect());
+        let mut candidates = if select::needs_build_time(policy) {
+            progress.phase("reading build times", kept.len() as u64);
+            self.inspect_many(policy, &kept, progress).await?
+        } else {
+            kept.iter().map(|t| TagCandidate::new(*t)).collect()
+        };
+        if policy.min_age.is_some() {
+            add_ages(
+                self.registry,
+                policy,
+                &mut candidates,
+                jiff::Timestamp::now(),
+            );
         }
-        progress.phase("reading build times", kept.len() as u64);
-        self.inspect_many(policy, &kept, progress).await
+        Ok(candidates)
     }
 
     /// Build times for every kept tag; the strategy that needs them cannot rank without them.
@@ -199,12 +210,37 @@ impl<'r, R: Registry> Inspector<'r, R> {
                     created: i.created,
                     no_image_for_platform: !i.offers_any(&policy.platforms),
                     digest: Some(i.digest),
+                    age: None,
                 })
             })
             .buffered(REGISTRY_CONCURRENCY)
             .collect()
             .await;
         results.into_iter().collect()
+    }
+}
+
+/// How long each candidate has existed, for `minAge`: since its build when the strategy reads
+/// build times (newestBuild), else since the registry client first saw it (known only with a
+/// state directory; unknown otherwise, which `minAge` takes as too young).
+fn add_ages<R: Registry>(
+    registry: &R,
+    policy: &ImagePolicy,
+    candidates: &mut [TagCandidate],
+    now: jiff::Timestamp,
+) {
+    let since: Vec<Option<jiff::Timestamp>> = if select::needs_build_time(policy) {
+        candidates.iter().map(|c| c.created).collect()
+    } else {
+        let tags: Vec<&str> = candidates.iter().map(|c| c.tag.as_str()).collect();
+        registry.first_seen(&policy.image, &tags)
+    };
+    for (candidate, since) in candidates.iter_mut().zip(since) {
+        // A build time in the future (a skewed clock) is no age at all.
+        candidate.age = since.map(|t| match t > now {
+            true => std::time::Duration::ZERO,
+            false => now.duration_since(t).unsigned_abs(),
+        });
     }
 }
 

@@ -23,6 +23,10 @@ pub struct Change {
     pub strategy: &'static str,
     pub from: String,
     pub to: String,
+    /// What changed inside the image, when the old and the new image say where they were built
+    /// from (their OCI `source` and `revision` labels): filled in after planning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<Box<crate::provenance::SourceChange>>,
 }
 
 /// A reference the policy found but chose not to move, with the reason (pinned above the range,

@@ -157,6 +157,7 @@ async fn digest_strategy_follows_a_mutable_tag() {
         digest: format!("sha256:{}", d.to_string().repeat(64)),
         created: None,
         platforms: vec![],
+        source: Default::default(),
     };
     reg.add(&repo, "stable", info('a'));
     let dir = tree(&[("api.yaml", deployment(&format!("{API}:stable")))]);
@@ -189,6 +190,7 @@ async fn newest_build_ranks_by_build_time_not_by_name() {
                 digest,
                 created,
                 platforms: vec![],
+                source: Default::default(),
             },
         );
     }
@@ -247,4 +249,33 @@ async fn tagpilot_own_files_are_not_scanned() {
     let p = plan(&scope, &ps, &registry(), &()).await.unwrap();
     assert_eq!(p.files.len(), 1);
     assert_eq!(p.files[0].path, Path::new("api.yaml"));
+}
+
+#[tokio::test]
+async fn min_age_reads_first_seen_times_from_the_registry_and_holds_young_tags() {
+    let dir = tree(&[("a.yaml", deployment(&format!("{API}:1.2.3")))]);
+    let ps = policies(&policy(
+        "api",
+        API,
+        "  strategy:\n    semver: {range: \"<2.0.0\"}\n  minAge: 30m\n",
+    ));
+    let reg = registry();
+    let api = Repository::parse(API).unwrap();
+    let now = jiff::Timestamp::now();
+    reg.set_first_seen(&api, "1.2.3", now - jiff::SignedDuration::from_hours(48));
+    reg.set_first_seen(&api, "1.3.0", now - jiff::SignedDuration::from_mins(12));
+    let p = run(dir.path(), &ps, &reg).await;
+    assert!(p.changes.is_empty(), "{:?}", p.changes);
+    assert_eq!(p.holds.len(), 1, "{:?}", p.holds);
+    assert!(
+        p.holds[0].reason.starts_with("newer tag 1.3.0 is 12m")
+            && p.holds[0].reason.ends_with("old, minAge 30m"),
+        "{}",
+        p.holds[0].reason
+    );
+
+    reg.set_first_seen(&api, "1.3.0", now - jiff::SignedDuration::from_mins(31));
+    let p = run(dir.path(), &ps, &reg).await;
+    assert_eq!(p.changes.len(), 1, "{:?}", p.holds);
+    assert_eq!(p.changes[0].to, "1.3.0");
 }

@@ -363,6 +363,7 @@ async fn plan_tree<R: Registry>(
                     strategy: policy.strategy.name(),
                     from,
                     to,
+                    source: None,
                 };
                 pending.entry(f.file).or_default().push(PendingChange {
                     change,

@@ -85,6 +85,9 @@ pub struct ImagePolicy {
     /// placeholder a CI step substitutes, a tag outside a regex pattern). Off by default: such a
     /// tag is held, since its authors may not mean it as a version at all.
     pub replace_unreadable_tags: bool,
+    /// `minAge`: a tag becomes a candidate only once it has existed this long: since its build
+    /// under newestBuild (the strategy reads build times), else since tagpilot first saw it.
+    pub min_age: Option<std::time::Duration>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
 }
@@ -264,6 +267,7 @@ impl ImagePolicy {
             pin_digest: false,
             allow_downgrade: false,
             replace_unreadable_tags: false,
+            min_age: None,
             targets: Vec::new(),
         })
     }

@@ -103,6 +103,8 @@ struct RawSpec {
     #[serde(default)]
     replace_unreadable_tags: bool,
     #[serde(default)]
+    min_age: Option<Spanned<String>>,
+    #[serde(default)]
     targets: Vec<Spanned<RawTarget>>,
 }
 
@@ -323,6 +325,29 @@ impl Validator<'_> {
                 Err(e) => self.error_from(&p, format!("platforms: {e}"), e),
             }
         }
+        let min_age = spec.min_age.and_then(|m| {
+            if let Some(Strategy::Digest { .. }) = &strategy {
+                self.error(
+                    &m,
+                    "minAge: the digest strategy follows one tag and has no newer tag to wait                      for; remove minAge"
+                        .to_string(),
+                );
+                return None;
+            }
+            match humantime::parse_duration(m.value.trim()) {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    self.error(
+                        &m,
+                        format!(
+                            "minAge: {:?} is not a duration (30m, 2h, 1d): {e}",
+                            m.value
+                        ),
+                    );
+                    None
+                }
+            }
+        });
         let targets: Vec<Target> = spec
             .targets
             .into_iter()
@@ -346,6 +371,7 @@ impl Validator<'_> {
             pin_digest: spec.pin_digest,
             allow_downgrade: spec.allow_downgrade,
             replace_unreadable_tags: spec.replace_unreadable_tags,
+            min_age,
             targets,
         })
     }

@@ -28,6 +28,7 @@ use super::auth::{CredentialResolver, normalise_host};
 use super::memo::Memo;
 use super::options::ClientOptions;
 use super::state::{Counters, Kind, RegistryClient, RegistryState, Scheme};
+use super::store::MetadataStore;
 use super::{ImageInfo, Registry, RegistryError};
 use crate::config::Config;
 use crate::image::{Platform, Repository};
@@ -60,13 +61,31 @@ pub struct ResponseCount {
 
 impl RegistryClient {
     /// Forgets what may have changed since the last cycle of a long-running process: tag lists,
-    /// the digest each tag points to, and every failed lookup. Manifests and configs found by
+    /// the digest each tag points to, every failed lookup, and which registries timed out. Manifests and configs found by
     /// digest never change and are kept, as are credentials and tokens.
     pub fn start_cycle(&self) {
+        // Every flag is cleared, so the order does not matter.
+        #[allow(clippy::iter_over_hash_type)]
+        for reg in self
+            .registries
+            .lock()
+            .expect("registry map lock poisoned")
+            .values()
+        {
+            reg.down.store(false, Ordering::Relaxed);
+        }
         self.tags.clear();
         self.tag_digests.clear();
         self.manifests.retain(Result::is_ok);
         self.configs.retain(Result::is_ok);
+    }
+
+    /// Forgets the tag lists and tag digests of `repositories`, so that they are read fresh: a
+    /// push notification says they changed since the last cycle listed them. What was found by
+    /// digest is kept.
+    pub fn forget_tags(&self, repositories: &std::collections::BTreeSet<Repository>) {
+        self.tags.forget(|r| repositories.contains(r));
+        self.tag_digests.forget(|(r, _)| repositories.contains(r));
     }
 
     /// Every answer so far, by registry, request and status, in that order.
@@ -118,7 +137,20 @@ impl RegistryClient {
             tag_digests: Memo::default(),
             manifests: Memo::default(),
             configs: Memo::default(),
+            store: None,
         })
+    }
+
+    /// Keeps metadata found by digest, and first-seen times of tags, in `store` as well, and
+    /// asks it before asking a registry.
+    pub fn with_store(mut self, store: Arc<dyn MetadataStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Manifests and configs answered from memory or the store rather than a registry, so far.
+    pub fn metadata_cache_hits(&self) -> u64 {
+        self.counters.metadata_hits.load(Ordering::Relaxed)
     }
 
     /// A client for the registries of `tagpilot.yaml`, reading Docker's `config.json` from the
@@ -180,7 +212,11 @@ impl RegistryClient {
                     base: format!("{scheme}://{host}"),
                     limiter,
                     in_flight: Semaphore::new(self.options.max_concurrency_per_registry.max(1)),
-                    credential: OnceCell::new(),
+                    timeout: config
+                        .and_then(|c| c.timeout)
+                        .unwrap_or(self.options.request_timeout),
+                    down: Default::default(),
+                    credential: Mutex::new(Arc::new(OnceCell::new())),
                     scheme: Mutex::new(Scheme::Anonymous),
                     tokens: Mutex::new(HashMap::new()),
                 })
@@ -211,6 +247,17 @@ impl Registry for RegistryClient {
     #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, reference = %reference))]
     async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
         self.tag_digest(repo, reference).await
+    }
+
+    fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        match &self.store {
+            Some(store) => store
+                .first_seen(repo, tags, jiff::Timestamp::now())
+                .into_iter()
+                .map(Some)
+                .collect(),
+            None => vec![None; tags.len()],
+        }
     }
 }
 

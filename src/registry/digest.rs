@@ -38,6 +38,9 @@ impl RegistryClient {
                 let body = self.manifest_bytes(&reg, repo, url, &what).await?;
                 let digest = format!("sha256:{}", sha256_hex(&body));
                 let manifest = parse_manifest(repo, &body)?;
+                if let Some(store) = &self.store {
+                    store.put_manifest(&digest, &body);
+                }
                 self.manifests
                     .get_or_init((repo.clone(), digest.clone()), || async { Ok(manifest) })
                     .await?;

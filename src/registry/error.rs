@@ -36,6 +36,27 @@ pub enum RegistryError {
         source: Arc<reqwest::Error>,
     },
 
+    #[error(
+        "registry {registry} did not answer within {} (repository {repository}); it is not asked \
+         again this cycle",
+        humantime::format_duration(*timeout)
+    )]
+    TimedOut {
+        registry: String,
+        repository: String,
+        timeout: std::time::Duration,
+    },
+
+    /// Fail fast: a registry that timed out earlier in the cycle is not waited for again.
+    #[error(
+        "registry {registry} timed out earlier this cycle; repository {repository} is checked \
+         again next cycle"
+    )]
+    Down {
+        registry: String,
+        repository: String,
+    },
+
     /// TLS was spoken to a registry that answered in plain HTTP: rustls then reports only
     /// "received corrupt message of type InvalidContentType", which points nowhere.
     #[error(
@@ -122,6 +143,8 @@ impl RegistryError {
         match self {
             RegistryError::Setup { .. } => "setup",
             RegistryError::Unreachable { .. } => "unreachable",
+            RegistryError::TimedOut { .. } => "timed_out",
+            RegistryError::Down { .. } => "down",
             RegistryError::PlainHttp { .. } => "plain_http",
             RegistryError::Unauthorized { .. } => "unauthorized",
             RegistryError::RepositoryNotFound { .. } => "repository_not_found",

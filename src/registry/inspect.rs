@@ -6,6 +6,7 @@
 //! never cached by tag alone.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
 use reqwest::{Method, Url};
@@ -17,32 +18,70 @@ use super::send::Target;
 use super::state::{ConfigFacts, Kind, RegistryClient, SharedManifest};
 use super::{ImageInfo, RegistryError};
 use crate::image::{Platform, Repository};
+use crate::provenance::{ImageSource, REVISION_LABEL, SOURCE_LABEL};
 
 /// The annotation builders put the build time in.
 const CREATED_ANNOTATION: &str = "org.opencontainers.image.created";
 
 impl RegistryClient {
-    /// The manifest with this digest, verified against it.
+    /// The manifest with this digest, verified against it: from this client's memory, the
+    /// store, or the registry, in that order.
     async fn manifest(
         &self,
         repo: &Repository,
         digest: &str,
     ) -> Result<SharedManifest, RegistryError> {
-        self.manifests
+        let fetched = AtomicBool::new(false);
+        let manifest = self
+            .manifests
             .get_or_init((repo.clone(), digest.to_string()), || async {
+                if let Some(stored) = self.stored_manifest(repo, digest) {
+                    return Ok(stored);
+                }
+                fetched.store(true, Ordering::Relaxed);
                 let reg = self.registry(&repo.registry);
                 let url = manifest_url(&reg, repo, digest)?;
                 let what = format!("manifest {digest}");
                 let body = self.manifest_bytes(&reg, repo, url, &what).await?;
                 verify_digest(repo, "manifest", digest, &body)?;
-                parse_manifest(repo, &body)
+                let manifest = parse_manifest(repo, &body)?;
+                if let Some(store) = &self.store {
+                    store.put_manifest(digest, &body);
+                }
+                Ok(manifest)
             })
-            .await
+            .await;
+        if manifest.is_ok() && !fetched.load(Ordering::Relaxed) {
+            self.counters.metadata_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        manifest
+    }
+
+    /// A manifest the store kept, checked against its digest again: a store that went bad
+    /// costs a request, never a wrong answer.
+    fn stored_manifest(&self, repo: &Repository, digest: &str) -> Option<SharedManifest> {
+        let bytes = self.store.as_ref()?.manifest(digest)?;
+        match verify_digest(repo, "manifest", digest, &bytes)
+            .and_then(|()| parse_manifest(repo, &bytes))
+        {
+            Ok(manifest) => Some(manifest),
+            Err(e) => {
+                warn!(digest, "ignoring a stored manifest: {e}");
+                None
+            }
+        }
     }
 
     async fn config(&self, repo: &Repository, digest: &str) -> Result<ConfigFacts, RegistryError> {
-        self.configs
+        let fetched = AtomicBool::new(false);
+        let facts = self
+            .configs
             .get_or_init((repo.clone(), digest.to_string()), || async {
+                let stored = self.store.as_ref().and_then(|s| s.config(digest));
+                if let Some(facts) = stored.and_then(|b| serde_json::from_slice(&b).ok()) {
+                    return Ok(facts);
+                }
+                fetched.store(true, Ordering::Relaxed);
                 let reg = self.registry(&repo.registry);
                 let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
                     .map_err(|e| malformed(repo, "blob URL", e))?;
@@ -60,9 +99,23 @@ impl RegistryClient {
                     .await?;
                 let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
                 verify_digest(repo, "config blob", digest, &body)?;
-                serde_json::from_slice(&body).map_err(|e| malformed(repo, "image config", e))
+                let mut facts: ConfigFacts = serde_json::from_slice(&body)
+                    .map_err(|e| malformed(repo, "image config", e))?;
+                facts.keep_provenance_labels();
+                // Only the few facts tagpilot reads are kept, not the blob (which carries the
+                // whole build history).
+                if let Some(store) = &self.store
+                    && let Ok(json) = serde_json::to_vec(&facts)
+                {
+                    store.put_config(digest, &json);
+                }
+                Ok(facts)
             })
-            .await
+            .await;
+        if facts.is_ok() && !fetched.load(Ordering::Relaxed) {
+            self.counters.metadata_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        facts
     }
 
     /// Build time and platform of one single-platform image manifest.
@@ -70,7 +123,7 @@ impl RegistryClient {
         &self,
         repo: &Repository,
         manifest: &OciImageManifest,
-    ) -> Result<(Option<jiff::Timestamp>, Option<Platform>), RegistryError> {
+    ) -> Result<ImageFacts, RegistryError> {
         let config = self.config(repo, &manifest.config.digest).await?;
         let created = config
             .created
@@ -85,7 +138,19 @@ impl RegistryClient {
             }),
             _ => None,
         };
-        Ok((created, platform))
+        let mut source = config.source();
+        let annotations = manifest.annotations.as_ref();
+        source.source = source
+            .source
+            .or_else(|| annotation(annotations, SOURCE_LABEL));
+        source.revision = source
+            .revision
+            .or_else(|| annotation(annotations, REVISION_LABEL));
+        Ok(ImageFacts {
+            created,
+            platform,
+            source,
+        })
     }
 
     /// [`ImageInfo`] of the manifest `digest`, the build time taken from the images for `wanted`.
@@ -99,7 +164,11 @@ impl RegistryClient {
         let wants = |p: &Platform| wanted.is_empty() || wanted.iter().any(|w| w.matches(p));
         match &*manifest {
             OciManifest::Image(image) => {
-                let (created, platform) = self.image_facts(repo, image).await?;
+                let ImageFacts {
+                    created,
+                    platform,
+                    source,
+                } = self.image_facts(repo, image).await?;
                 let created = if platform.as_ref().is_none_or(wants) {
                     created
                 } else {
@@ -109,6 +178,7 @@ impl RegistryClient {
                     digest,
                     created,
                     platforms: platform.into_iter().collect(),
+                    source,
                 })
             }
             OciManifest::ImageIndex(index) => {
@@ -125,6 +195,7 @@ impl RegistryClient {
                     }
                 }
                 let mut created: Option<jiff::Timestamp> = None;
+                let mut source: Option<ImageSource> = None;
                 for (entry, platform) in &entries {
                     let matches = match platform {
                         Some(p) => wants(p),
@@ -139,19 +210,41 @@ impl RegistryClient {
                     else {
                         continue;
                     };
-                    let (entry_created, _) = self.image_facts(repo, image).await?;
-                    created = created.max(entry_created);
+                    let facts = self.image_facts(repo, image).await?;
+                    created = created.max(facts.created);
+                    // One build makes every platform's image: the first says where from.
+                    source.get_or_insert(facts.source);
                 }
                 let created =
                     created.or_else(|| annotation_created(repo, index.annotations.as_ref()));
+                let mut source = source.unwrap_or_default();
+                let annotations = index.annotations.as_ref();
+                source.source = source
+                    .source
+                    .or_else(|| annotation(annotations, SOURCE_LABEL));
+                source.revision = source
+                    .revision
+                    .or_else(|| annotation(annotations, REVISION_LABEL));
                 Ok(ImageInfo {
                     digest,
                     created,
                     platforms,
+                    source,
                 })
             }
         }
     }
+}
+
+/// What tagpilot reads of one single-platform image.
+struct ImageFacts {
+    created: Option<jiff::Timestamp>,
+    platform: Option<Platform>,
+    source: ImageSource,
+}
+
+fn annotation(annotations: Option<&BTreeMap<String, String>>, key: &str) -> Option<String> {
+    annotations?.get(key).cloned()
 }
 
 fn parse_created(repo: &Repository, value: &str) -> Option<jiff::Timestamp> {

@@ -45,6 +45,14 @@ impl<K: Eq + Hash, V: Clone> Memo<K, V> {
         self.cells.lock().expect("memo lock poisoned").clear();
     }
 
+    /// Forgets the results of the keys `forget` names, so their next caller computes them again.
+    pub(crate) fn forget(&self, forget: impl Fn(&K) -> bool) {
+        self.cells
+            .lock()
+            .expect("memo lock poisoned")
+            .retain(|key, _| !forget(key));
+    }
+
     /// Keeps only the results `keep` accepts. A computation still running is forgotten too;
     /// the callers already waiting on it still get its result.
     pub(crate) fn retain(&self, keep: impl Fn(&V) -> bool) {
@@ -105,5 +113,14 @@ mod tests {
         memo.clear();
         memo.get_or_init("ok", || count(Ok(1))).await.unwrap();
         assert_eq!(runs.load(Ordering::SeqCst), 4);
+        memo.get_or_init("kept", || count(Ok(3))).await.unwrap();
+        memo.forget(|k| *k == "ok");
+        memo.get_or_init("kept", || count(Ok(3))).await.unwrap();
+        memo.get_or_init("ok", || count(Ok(1))).await.unwrap();
+        assert_eq!(
+            runs.load(Ordering::SeqCst),
+            6,
+            "only the forgotten key was asked again"
+        );
     }
 }

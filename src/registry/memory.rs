@@ -37,6 +37,8 @@ struct Stored {
     tags: Vec<String>,
     /// By tag and by digest.
     images: HashMap<String, ImageInfo>,
+    /// When each tag was first seen, for the tags a test says.
+    first_seen: HashMap<String, jiff::Timestamp>,
     failure: Option<RegistryError>,
 }
 
@@ -52,9 +54,18 @@ struct RepositoryYaml {
     /// Build time per tag (RFC 3339).
     #[serde(default)]
     created: BTreeMap<String, jiff::Timestamp>,
+    /// When a tag was first seen (RFC 3339), as a state directory would remember it.
+    #[serde(default, rename = "firstSeen")]
+    first_seen: BTreeMap<String, jiff::Timestamp>,
     /// When set, every question about the repository fails with this message (as an HTTP 500).
     #[serde(default)]
     error: Option<String>,
+    /// The images' `org.opencontainers.image.source` label.
+    #[serde(default)]
+    source: Option<String>,
+    /// Each tag's `org.opencontainers.image.revision` label.
+    #[serde(default)]
+    revisions: BTreeMap<String, String>,
 }
 
 impl MemoryRegistry {
@@ -81,8 +92,15 @@ impl MemoryRegistry {
                     digest,
                     created: spec.created.get(tag).copied(),
                     platforms: Vec::new(),
+                    source: crate::provenance::ImageSource {
+                        source: spec.source.clone(),
+                        revision: spec.revisions.get(tag).cloned(),
+                    },
                 };
                 reg.add(&repo, tag, info);
+            }
+            for (tag, at) in &spec.first_seen {
+                reg.set_first_seen(&repo, tag, *at);
             }
             if spec.tags.is_empty() {
                 reg.repos
@@ -133,9 +151,22 @@ impl MemoryRegistry {
                     digest,
                     created: None,
                     platforms: Vec::new(),
+                    source: Default::default(),
                 },
             );
         }
+        self
+    }
+
+    /// Says `tag` of `repo` was first seen `at` (what `tagpilot run --state-dir` remembers).
+    pub fn set_first_seen(&self, repo: &Repository, tag: &str, at: jiff::Timestamp) -> &Self {
+        self.repos
+            .lock()
+            .expect("memory registry lock poisoned")
+            .entry(repo.clone())
+            .or_default()
+            .first_seen
+            .insert(tag.to_string(), at);
         self
     }
 
@@ -209,6 +240,14 @@ impl Registry for MemoryRegistry {
                 },
                 other => other,
             })
+    }
+
+    fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        let repos = self.repos.lock().expect("memory registry lock poisoned");
+        let seen = repos.get(repo).map(|s| &s.first_seen);
+        tags.iter()
+            .map(|t| seen.and_then(|s| s.get(*t)).copied())
+            .collect()
     }
 }
 

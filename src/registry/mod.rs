@@ -36,9 +36,11 @@
 //!
 //! # Lifetime
 //!
-//! A [`RegistryClient`] remembers tag lists and tag digests for its whole lifetime, and
-//! metadata fetched by digest forever (digests name immutable content). Create one client per
-//! plan cycle; a long-running process makes a new one for each cycle.
+//! A [`RegistryClient`] remembers tag lists and tag digests until [`RegistryClient::start_cycle`]
+//! (a long-running process calls it before each cycle), and metadata fetched by digest for its
+//! whole lifetime (digests name immutable content). Given a [`MetadataStore`]
+//! ([`RegistryClient::with_store`]), that metadata and the time each tag was first seen outlive
+//! the process too.
 
 pub mod auth;
 mod client;
@@ -51,6 +53,7 @@ mod memory;
 mod options;
 mod send;
 mod state;
+mod store;
 mod tags;
 
 use std::future::Future;
@@ -61,6 +64,7 @@ pub use error::{Malformation, Refusal, Refused, RegistryError};
 pub use memory::{MemoryRegistry, MemoryRegistryError};
 pub use options::ClientOptions;
 pub use state::RegistryClient;
+pub use store::MetadataStore;
 
 use crate::image::{Platform, Repository};
 
@@ -75,6 +79,9 @@ pub struct ImageInfo {
     /// Platforms the image offers: every entry of an index, or the single image's own platform
     /// from its config blob (empty when the image does not say).
     pub platforms: Vec<Platform>,
+    /// Where it was built from: the OCI `source` and `revision` labels of its config (for an
+    /// index, of the first image for the wanted platforms), else its manifest's annotations.
+    pub source: crate::provenance::ImageSource,
 }
 
 impl ImageInfo {
@@ -125,5 +132,14 @@ pub trait Registry: Send + Sync {
                 .await
                 .map(|info| info.digest)
         }
+    }
+
+    /// When each of `tags` was first seen, where a memory of that is kept (`tagpilot run
+    /// --state-dir`): one entry per tag, in order. A tag never seen before is remembered from
+    /// now on and answered as seen now. `None` means no memory is kept, and a caller must take
+    /// the tag as new: a one-shot `tagpilot plan` cannot know how long a tag has existed.
+    fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        let _ = repo;
+        vec![None; tags.len()]
     }
 }

@@ -3,6 +3,7 @@
 //! once after learning the challenge and a 429/503 after `Retry-After`, and turns every other
 //! answer into a typed [`RegistryError`].
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use reqwest::header::{ACCEPT, HeaderMap, RETRY_AFTER, WWW_AUTHENTICATE};
@@ -42,8 +43,12 @@ impl RegistryClient {
         let mut answered_challenge = false;
         let mut rate_limited = 0u32;
         loop {
+            reg.check_up(repo)?;
             let (sent, auth) = self.authorization(reg, repo, &scope).await?;
-            let mut request = self.http.request(method.clone(), url.clone());
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .timeout(reg.timeout);
             if let Some(accept) = accept {
                 request = request.header(ACCEPT, accept);
             }
@@ -61,12 +66,14 @@ impl RegistryClient {
                 if let Some(limiter) = &reg.limiter {
                     limiter.until_ready().await;
                 }
+                // Another request may have timed out while this one waited its turn.
+                reg.check_up(repo)?;
                 self.count(kind);
                 debug!(%method, %url, "registry request");
                 let sent = request.send().await;
                 let status = sent.as_ref().ok().map(|r| r.status().as_u16());
                 self.record(&repo.registry, kind, status);
-                sent.map_err(|e| unreachable(repo, e))?
+                sent.map_err(|e| reg.failed(repo, e))?
             };
             let status = resp.status();
             if status.is_success() {
@@ -134,6 +141,38 @@ impl RegistryClient {
                 }
             }
         }
+    }
+}
+
+impl RegistryState {
+    /// Fails fast when a request to this registry timed out earlier this cycle.
+    pub(super) fn check_up(&self, repo: &Repository) -> Result<(), RegistryError> {
+        if self.down.load(Ordering::Relaxed) {
+            return Err(RegistryError::Down {
+                registry: repo.registry.clone(),
+                repository: repo.path.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A request that got no answer; a timeout marks the registry down for the cycle.
+    pub(super) fn failed(&self, repo: &Repository, e: reqwest::Error) -> RegistryError {
+        if e.is_timeout() {
+            if !self.down.swap(true, Ordering::Relaxed) {
+                warn!(
+                    registry = %repo.registry,
+                    timeout = %humantime::format_duration(self.timeout),
+                    "registry did not answer in time; not asking it again this cycle"
+                );
+            }
+            return RegistryError::TimedOut {
+                registry: repo.registry.clone(),
+                repository: repo.path.clone(),
+                timeout: self.timeout,
+            };
+        }
+        unreachable(repo, e)
     }
 }
 

@@ -11,13 +11,14 @@ use std::time::Instant;
 
 use governor::DefaultDirectRateLimiter;
 use oci_client::manifest::OciManifest;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{OnceCell, Semaphore};
 
 use super::RegistryError;
 use super::auth::{Credential, CredentialError, CredentialResolver};
 use super::memo::Memo;
 use super::options::ClientOptions;
+use super::store::MetadataStore;
 use crate::image::Repository;
 
 /// The registry client tagpilot uses: see the module doc of [`crate::registry`].
@@ -39,6 +40,8 @@ pub struct RegistryClient {
     pub(super) tag_digests: Memo<(Repository, String), Result<String, RegistryError>>,
     pub(super) manifests: Memo<(Repository, String), Result<SharedManifest, RegistryError>>,
     pub(super) configs: Memo<(Repository, String), Result<ConfigFacts, RegistryError>>,
+    /// Where content found by digest and first-seen times outlive the process, if anywhere.
+    pub(super) store: Option<Arc<dyn MetadataStore>>,
 }
 
 /// What the client knows about one registry host.
@@ -48,8 +51,14 @@ pub(super) struct RegistryState {
     pub(super) base: String,
     pub(super) limiter: Option<DefaultDirectRateLimiter>,
     pub(super) in_flight: Semaphore,
-    /// Resolved on the first challenge.
-    pub(super) credential: OnceCell<Result<Option<Credential>, CredentialError>>,
+    /// How long one request may take (`registries[].timeout`, else the client's).
+    pub(super) timeout: std::time::Duration,
+    /// A request timed out this cycle: the others fail fast instead of each waiting as long,
+    /// so one registry that hangs delays only the policies that need it.
+    pub(super) down: std::sync::atomic::AtomicBool,
+    /// Resolved on the first challenge, and again after a 401 to the credential held (see
+    /// `auth/token.rs`). The cell is swapped for an empty one to reload.
+    pub(super) credential: Mutex<Arc<CredentialCell>>,
     /// Learned from the first 401, so later requests (other repositories included) authenticate
     /// up front instead of each collecting its own 401.
     pub(super) scheme: Mutex<Scheme>,
@@ -63,7 +72,12 @@ pub(super) struct Counters {
     pub(super) manifests: AtomicU64,
     pub(super) blobs: AtomicU64,
     pub(super) tokens: AtomicU64,
+    /// Manifests and configs answered from memory or the store instead of the registry.
+    pub(super) metadata_hits: AtomicU64,
 }
+
+/// A registry's credential, looked up once until it is found stale.
+pub(super) type CredentialCell = OnceCell<Result<Option<Credential>, CredentialError>>;
 
 /// Registry host, request kind, HTTP status (`None`: unreachable).
 pub(super) type ResponseKey = (String, Kind, Option<u16>);
@@ -113,7 +127,7 @@ pub(super) type SharedManifest = Arc<OciManifest>;
 /// What tagpilot needs from an image config blob. Not `oci_client::config::ConfigFile`, which
 /// requires `rootfs` and `architecture` and so would reject configs that lack fields tagpilot never
 /// reads.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 pub(super) struct ConfigFacts {
     #[serde(default)]
     pub(super) created: Option<String>,
@@ -123,4 +137,50 @@ pub(super) struct ConfigFacts {
     pub(super) architecture: Option<String>,
     #[serde(default)]
     pub(super) variant: Option<String>,
+    /// `config.Labels`, of which only the provenance labels are kept (see
+    /// [`crate::provenance`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) config: Option<RunConfig>,
+}
+
+/// The `config` object of an image config: how a container runs, of which tagpilot reads only
+/// the labels.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub(super) struct RunConfig {
+    #[serde(rename = "Labels", default, skip_serializing_if = "Option::is_none")]
+    pub(super) labels: Option<std::collections::BTreeMap<String, String>>,
+}
+
+impl ConfigFacts {
+    /// Drops every label but the provenance ones: the rest is never read, and facts are kept
+    /// for every image seen.
+    pub(super) fn keep_provenance_labels(&mut self) {
+        if let Some(labels) = self.config.as_mut().and_then(|c| c.labels.as_mut()) {
+            labels.retain(|k, _| {
+                k == crate::provenance::SOURCE_LABEL || k == crate::provenance::REVISION_LABEL
+            });
+        }
+        if self
+            .config
+            .as_ref()
+            .is_some_and(|c| c.labels.as_ref().is_none_or(|l| l.is_empty()))
+        {
+            self.config = None;
+        }
+    }
+
+    /// The labels saying where the image was built from.
+    pub(super) fn source(&self) -> crate::provenance::ImageSource {
+        let label = |k: &str| {
+            self.config
+                .as_ref()
+                .and_then(|c| c.labels.as_ref())
+                .and_then(|l| l.get(k))
+                .cloned()
+        };
+        crate::provenance::ImageSource {
+            source: label(crate::provenance::SOURCE_LABEL),
+            revision: label(crate::provenance::REVISION_LABEL),
+        }
+    }
 }

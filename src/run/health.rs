@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Health {
     live: AtomicBool,
     ready: AtomicBool,
+    /// With `--leader-elect`: another replica leads, so webhooks are refused (503) for the
+    /// sender to retry and reach the leader. `false` without leader election.
+    following: AtomicBool,
 }
 
 impl Health {
@@ -24,6 +27,23 @@ impl Health {
     /// Shutdown started: not ready any more, though still live while the last write finishes.
     pub fn draining(&self) {
         self.ready.store(false, Ordering::Relaxed);
+    }
+
+    /// With `--leader-elect`: this replica has read the Lease and knows its role. From then on
+    /// it is ready, leader or follower: a follower stands by for a failover (a rolling update
+    /// waits for that), and a new leader must receive webhooks from its first moment rather
+    /// than after its first cycle.
+    pub fn joined_election(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// With `--leader-elect`: whether another replica leads (webhooks are refused meanwhile).
+    pub fn set_following(&self, following: bool) {
+        self.following.store(following, Ordering::Relaxed);
+    }
+
+    pub fn is_following(&self) -> bool {
+        self.following.load(Ordering::Relaxed)
     }
 
     pub fn is_live(&self) -> bool {

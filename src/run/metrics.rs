@@ -1,8 +1,12 @@
 //! Every metric `tagpilot run` exports, registered once here, and how a cycle's outcome becomes
 //! them. Labels are bounded sets (results, error kinds, policy names from the configuration);
 //! never tags, digests or commit ids, which would grow without end.
+//!
+//! With `--image-updater-metrics`, Argo CD Image Updater's four per-resource series are exported
+//! too, under its names and labels, so dashboards built on them keep working (see
+//! [`ImageUpdaterSeries`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +17,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::argocd::cluster::PatchStatus;
+use crate::argocd::outcome::ImageStatus;
+use crate::argocd::report::{ApplicationReport, UpdaterName};
 use crate::engine::{Cycle, EngineError};
 use crate::plan::RepositoryStatus;
 use crate::policy::PolicyError;
@@ -86,6 +93,181 @@ struct KindLabel {
     kind: String,
 }
 
+/// Image Updater's labels: the `ImageUpdater` resource's name and namespace. Applications
+/// configured by their annotations alone (no resource, as in Image Updater 0.x) count under
+/// empty values: to Prometheus an empty label is an absent one, so queries written for 0.x's
+/// unlabelled series still match them.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+struct UpdaterLabels {
+    image_updater_cr_name: String,
+    image_updater_cr_namespace: String,
+}
+
+/// Argo CD Image Updater's series, as it names them: the gauges
+/// `argocd_image_updater_applications_watched_total` and `…_images_watched_total`, the counters
+/// `…_images_updated_total` and `…_images_errors_total`.
+struct ImageUpdaterSeries {
+    applications: Family<UpdaterLabels, Gauge>,
+    images: Family<UpdaterLabels, Gauge>,
+    updated: Family<UpdaterLabels, Counter>,
+    errors: Family<UpdaterLabels, Counter>,
+    /// The resources the gauges were last set for: one no longer there is dropped from them,
+    /// as Image Updater drops a deleted resource's series.
+    watched: Mutex<BTreeSet<UpdaterLabels>>,
+}
+
+impl ImageUpdaterSeries {
+    fn register(registry: &mut Registry) -> Self {
+        let series = ImageUpdaterSeries {
+            applications: Family::default(),
+            images: Family::default(),
+            updated: Family::default(),
+            errors: Family::default(),
+            watched: Mutex::default(),
+        };
+        // Gauges keep their names as given, `_total` and all, as Image Updater's do.
+        registry.register(
+            "argocd_image_updater_applications_watched_total",
+            "The total number of applications watched by Argo CD Image Updater CR",
+            series.applications.clone(),
+        );
+        registry.register(
+            "argocd_image_updater_images_watched_total",
+            "Number of images watched by Argo CD Image Updater CR",
+            series.images.clone(),
+        );
+        // Counters get their `_total` suffix when rendered.
+        registry.register(
+            "argocd_image_updater_images_updated",
+            "Number of images updated by Argo CD Image Updater CR",
+            series.updated.clone(),
+        );
+        registry.register(
+            "argocd_image_updater_images_errors",
+            "Number of errors reported by Argo CD Image Updater CR",
+            series.errors.clone(),
+        );
+        series
+    }
+
+    /// Adds a cycle's (or a re-check's) updates and errors; after a full cycle (`watched`),
+    /// sets the gauges too. A re-check reads only some images, so its counts of what is watched
+    /// would be partial.
+    fn record(&self, cycle: &Cycle, watched: bool) {
+        let tallies = updater_tallies(cycle);
+        for (labels, t) in &tallies {
+            self.updated.get_or_create(labels).inc_by(t.updated);
+            self.errors.get_or_create(labels).inc_by(t.errors);
+        }
+        if !watched {
+            return;
+        }
+        let mut before = self.watched.lock().unwrap_or_else(|e| e.into_inner());
+        for gone in before.iter().filter(|l| !tallies.contains_key(*l)) {
+            self.applications.remove(gone);
+            self.images.remove(gone);
+        }
+        for (labels, t) in &tallies {
+            self.applications.get_or_create(labels).set(t.applications);
+            self.images.get_or_create(labels).set(t.images);
+        }
+        *before = tallies.into_keys().collect();
+    }
+}
+
+/// One resource's share of a cycle, counted as Image Updater counts it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+struct UpdaterTally {
+    /// Applications it manages.
+    applications: i64,
+    /// Images their configurations name.
+    images: i64,
+    /// Images written: pushed, in a pull request, or patched into the Application.
+    updated: u64,
+    /// The Applications' problems, images that could not be decided, and images whose write
+    /// failed.
+    errors: u64,
+}
+
+/// Each resource's tally; Applications configured by annotations alone under empty labels.
+/// Applications nothing manages (no resource selects them, or two do) are not counted.
+fn updater_tallies(cycle: &Cycle) -> BTreeMap<UpdaterLabels, UpdaterTally> {
+    let mut out: BTreeMap<UpdaterLabels, UpdaterTally> = BTreeMap::new();
+    for app in cycle.applications.iter().flatten() {
+        let labels = match &app.updater {
+            Some(UpdaterName { namespace, name }) => UpdaterLabels {
+                image_updater_cr_name: name.clone(),
+                image_updater_cr_namespace: namespace.clone(),
+            },
+            None if app.images_managed > 0 => UpdaterLabels {
+                image_updater_cr_name: String::new(),
+                image_updater_cr_namespace: String::new(),
+            },
+            None => continue,
+        };
+        let t = out.entry(labels).or_default();
+        t.applications += 1;
+        t.images += i64::try_from(app.images_managed).unwrap_or(i64::MAX);
+        let (updated, failed) = writes(cycle, app);
+        t.updated += updated;
+        t.errors += failed + app.problems.len() as u64 + undecided(app);
+    }
+    out
+}
+
+/// How many of an Application's images (by alias, once however many sources it is in) were
+/// written, and how many failed to be: a change counts as written when its repository was
+/// pushed or got its pull request, or when the Application was patched.
+fn writes(cycle: &Cycle, app: &ApplicationReport) -> (u64, u64) {
+    let mut written = BTreeSet::new();
+    let mut failed = BTreeSet::new();
+    for image in app
+        .images
+        .iter()
+        .filter(|i| i.status == ImageStatus::Update)
+    {
+        let repository = cycle
+            .plan
+            .repositories
+            .iter()
+            .find(|r| r.repository == image.repository);
+        let (ok, bad) = match (repository, &app.patch) {
+            (Some(r), _) => (
+                matches!(
+                    r.status,
+                    RepositoryStatus::Pushed | RepositoryStatus::PullRequests
+                ),
+                r.status == RepositoryStatus::Failed,
+            ),
+            (None, Some(p)) => (
+                p.status == PatchStatus::Patched,
+                p.status == PatchStatus::Failed,
+            ),
+            // Nothing was written: a plan.
+            (None, None) => (false, false),
+        };
+        if ok {
+            written.insert(&image.alias);
+        } else if bad {
+            failed.insert(&image.alias);
+        }
+    }
+    (
+        written.len() as u64,
+        failed.difference(&written).count() as u64,
+    )
+}
+
+/// Images (by alias) whose next version could not be decided.
+fn undecided(app: &ApplicationReport) -> u64 {
+    app.images
+        .iter()
+        .filter(|i| i.status == ImageStatus::Problem)
+        .map(|i| &i.alias)
+        .collect::<BTreeSet<_>>()
+        .len() as u64
+}
+
 /// The metrics, and the registry that renders them.
 pub struct Metrics {
     // A `Mutex` only because `Registry` is not `Sync`; it is locked for rendering, which is rare.
@@ -96,10 +278,17 @@ pub struct Metrics {
     updates: Family<UpdateLabels, Counter>,
     errors: Family<KindLabel, Counter>,
     webhooks: Family<WebhookLabels, Counter>,
+    rechecks: Family<ResultLabel, Counter>,
     registry_requests: Family<RegistryStatusLabels, Counter>,
     tag_listings: Family<RegistryLabel, Counter>,
+    leader: Gauge,
+    metadata_hits: Counter,
+    /// The registry client's metadata cache hits when last taken.
+    metadata_hits_seen: std::sync::atomic::AtomicU64,
     /// The registry client's counts when last taken, so each cycle adds only what is new.
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
+    /// `--image-updater-metrics`: Argo CD Image Updater's series too.
+    image_updater: Option<ImageUpdaterSeries>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -115,7 +304,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// tagpilot's own metrics.
     pub fn new() -> Self {
+        Self::with_image_updater(false)
+    }
+
+    /// tagpilot's own metrics, and with `image_updater` Argo CD Image Updater's as well.
+    pub fn with_image_updater(image_updater: bool) -> Self {
         let mut registry = Registry::default();
         let cycles = Family::<ResultLabel, Counter>::default();
         // Every result shows from the start, at zero, so that `rate()` and `absent()` in alerts
@@ -168,8 +363,26 @@ impl Metrics {
         let webhooks = Family::<WebhookLabels, Counter>::default();
         registry.register(
             "tagpilot_webhook_requests",
-            "Webhook requests by kind and result (accepted, ignored, unauthorized, malformed, too_large)",
+            "Webhook requests by kind and result (accepted, ignored, unauthorized, malformed, too_large, unknown_kind)",
             webhooks.clone(),
+        );
+        let rechecks = Family::<ResultLabel, Counter>::default();
+        for result in [
+            CycleResult::Ok,
+            CycleResult::Partial,
+            CycleResult::Error,
+            CycleResult::Cancelled,
+        ] {
+            rechecks
+                .get_or_create(&ResultLabel {
+                    result: result.label(),
+                })
+                .inc_by(0);
+        }
+        registry.register(
+            "tagpilot_webhook_rechecks",
+            "Re-checks of the policies and Applications that use the repositories notifications named, by how they ended (as tagpilot_cycles_total)",
+            rechecks.clone(),
         );
         let registry_requests = Family::<RegistryStatusLabels, Counter>::default();
         registry.register(
@@ -183,12 +396,30 @@ impl Metrics {
             "Tag list requests by registry",
             tag_listings.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "tagpilot_leader",
+            "1 while this replica writes (it holds the Lease, or runs without --leader-elect), 0 while it follows",
+            leader.clone(),
+        );
+        let metadata_hits = Counter::default();
+        registry.register(
+            "tagpilot_metadata_cache_hits",
+            "Image manifests and configs served from memory or the --state-dir store instead of a registry",
+            metadata_hits.clone(),
+        );
+        let image_updater = image_updater.then(|| ImageUpdaterSeries::register(&mut registry));
         Metrics {
+            image_updater,
+            leader,
             registry: Mutex::new(registry),
+            metadata_hits,
+            metadata_hits_seen: Default::default(),
             registry_requests,
             tag_listings,
             registry_seen: Mutex::default(),
             webhooks,
+            rechecks,
             cycles,
             cycle_duration,
             last_success,
@@ -217,6 +448,10 @@ impl Metrics {
                 .unwrap_or_default();
             self.last_success.set(now.as_secs_f64());
         }
+        if let (Some(series), Ok(cycle)) = (&self.image_updater, result) {
+            // A cancelled cycle did not read everything it watches; what it wrote counts.
+            series.record(cycle, !cycle.cancelled);
+        }
         for e in broken_policies {
             // `syntax` or `invalid` alone would not say what was invalid.
             self.errors
@@ -225,6 +460,25 @@ impl Metrics {
                 })
                 .inc();
         }
+        self.record_outcome(result);
+    }
+
+    /// Counts one re-check after notifications: its result, its updates and its errors. It is
+    /// not a cycle: `tagpilot_cycles_total` and the last successful cycle stay the interval's.
+    pub fn record_recheck(&self, result: &Result<Cycle, EngineError>) {
+        self.rechecks
+            .get_or_create(&ResultLabel {
+                result: CycleResult::of(result).label(),
+            })
+            .inc();
+        if let (Some(series), Ok(cycle)) = (&self.image_updater, result) {
+            series.record(cycle, false);
+        }
+        self.record_outcome(result);
+    }
+
+    /// The updates and errors of a cycle or a re-check.
+    fn record_outcome(&self, result: &Result<Cycle, EngineError>) {
         match result {
             Err(e) => self.error(e.metric_label()),
             Ok(cycle) => {
@@ -276,12 +530,36 @@ impl Metrics {
         }
     }
 
-    /// Counts one webhook request of `kind` (`distribution`) and what became of it.
+    /// Adds the registry client's metadata cache hits since the last call (its count only grows).
+    pub fn record_metadata_hits(&self, total: u64) {
+        let before = self
+            .metadata_hits_seen
+            .swap(total, std::sync::atomic::Ordering::Relaxed);
+        self.metadata_hits.inc_by(total.saturating_sub(before));
+    }
+
+    /// Counts one webhook request of `kind` (`distribution`, `docker.io`, `unknown`: a bounded
+    /// set) and what became of it.
     pub fn webhook(&self, kind: &'static str, verdict: Verdict) {
         self.webhooks
             .get_or_create(&WebhookLabels {
                 kind,
                 result: verdict.label(),
+            })
+            .inc();
+    }
+
+    /// Whether this replica writes, as `tagpilot_leader` shows it.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts a notification a follower refused (`result="not_leader"`; the kind is not read).
+    pub fn webhook_not_leader(&self) {
+        self.webhooks
+            .get_or_create(&WebhookLabels {
+                kind: "any",
+                result: "not_leader",
             })
             .inc();
     }
@@ -343,6 +621,7 @@ fn updates(cycle: &Cycle) -> Vec<(&str, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::argocd::report::ApplicationReport;
     use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome};
 
     fn outcome(name: &str, status: RepositoryStatus) -> RepositoryOutcome {
@@ -369,6 +648,7 @@ mod tests {
             strategy: "semver",
             from: "1.0.0".to_string(),
             to: "1.1.0".to_string(),
+            source: None,
         }
     }
 
@@ -445,6 +725,22 @@ mod tests {
     }
 
     #[test]
+    fn a_recheck_counts_its_updates_but_is_not_a_cycle() {
+        let metrics = Metrics::new();
+        metrics.record_recheck(&Ok(cycle()));
+        let text = metrics.render();
+        for line in [
+            "tagpilot_webhook_rechecks_total{result=\"partial\"} 1",
+            "tagpilot_webhook_rechecks_total{result=\"ok\"} 0",
+            "tagpilot_cycles_total{result=\"partial\"} 0",
+            "tagpilot_updates_total{policy=\"api\",result=\"pushed\"} 1",
+            "tagpilot_cycle_duration_seconds_count 0",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+    }
+
+    #[test]
     fn registry_answers_are_added_once() {
         let metrics = Metrics::new();
         let count = |request, status: &str, count| ResponseCount {
@@ -467,6 +763,190 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    fn image(alias: &str, repository: &str, status: ImageStatus) -> crate::argocd::ImageOutcome {
+        crate::argocd::ImageOutcome {
+            app: 0,
+            alias: alias.to_string(),
+            image: format!("registry/{alias}"),
+            source: 1,
+            kind: crate::argocd::resolve::SourceKind::Kustomize,
+            repository: repository.to_string(),
+            file: None,
+            from: Some("1.0.0".to_string()),
+            to: Some("1.1.0".to_string()),
+            status,
+            reason: None,
+        }
+    }
+
+    fn app(
+        name: &str,
+        updater: Option<(&str, &str)>,
+        images_managed: usize,
+        images: Vec<crate::argocd::ImageOutcome>,
+    ) -> ApplicationReport {
+        ApplicationReport {
+            application: format!("argocd/{name}"),
+            origin: "cluster".to_string(),
+            configured_by: None,
+            updater: updater.map(|(namespace, name)| UpdaterName {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            }),
+            images_managed,
+            images,
+            skipped_annotations: Vec::new(),
+            problems: Vec::new(),
+            patch: None,
+        }
+    }
+
+    /// The Applications of a cycle: two configured by the resource argocd/shop, one by its
+    /// annotations alone, one nothing manages.
+    fn cycle_with_applications() -> Cycle {
+        // web: api pushed (in two sources, one image), worker's repository failed.
+        let web = app(
+            "web",
+            Some(("argocd", "shop")),
+            3,
+            vec![
+                image("api", "pushed", ImageStatus::Update),
+                image("api", "pushed", ImageStatus::Update),
+                image("worker", "broken", ImageStatus::Update),
+                image("cron", "pushed", ImageStatus::UpToDate),
+            ],
+        );
+        // admin: an image that could not be decided, and a problem of its own.
+        let mut admin = app(
+            "admin",
+            Some(("argocd", "shop")),
+            1,
+            vec![image("ui", "prs", ImageStatus::Problem)],
+        );
+        admin.problems.push("no repository to write to".to_string());
+        // legacy: annotations, written back by patching the Application.
+        let mut legacy = app(
+            "legacy",
+            None,
+            2,
+            vec![
+                image("db", "Application argocd/legacy", ImageStatus::Update),
+                image("cache", "Application argocd/legacy", ImageStatus::Held),
+            ],
+        );
+        legacy.patch = Some(crate::argocd::cluster::PatchReport {
+            status: PatchStatus::Patched,
+            body: "{}".to_string(),
+        });
+        // Selected by two resources: nothing manages it.
+        let mut conflict = app("conflict", None, 0, Vec::new());
+        conflict
+            .problems
+            .push("selected by more than one ImageUpdater".to_string());
+        Cycle {
+            plan: Plan {
+                repositories: vec![
+                    outcome("pushed", RepositoryStatus::Pushed),
+                    outcome("prs", RepositoryStatus::PullRequests),
+                    outcome("broken", RepositoryStatus::Failed),
+                ],
+                ..Default::default()
+            },
+            applications: Some(vec![web, admin, legacy, conflict]),
+            ..Default::default()
+        }
+    }
+
+    /// The lines of Image Updater's series, each family's series sorted (they come in no set
+    /// order).
+    fn image_updater_lines(text: &str) -> Vec<&str> {
+        let mut lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("argocd_image_updater_"))
+            .collect();
+        for chunk in lines.chunk_by_mut(|a, b| a.starts_with('#') == b.starts_with('#')) {
+            chunk.sort_unstable();
+        }
+        lines
+    }
+
+    const SHOP: &str = r#"image_updater_cr_name="shop",image_updater_cr_namespace="argocd""#;
+    const ANNOTATIONS: &str = r#"image_updater_cr_name="",image_updater_cr_namespace="""#;
+
+    #[test]
+    fn image_updater_series_carry_its_exact_names_and_labels() {
+        let metrics = Metrics::with_image_updater(true);
+        metrics.record_cycle(&Ok(cycle_with_applications()), &[], Duration::ZERO);
+        let text = metrics.render();
+        let want = format!(
+            "\
+# HELP argocd_image_updater_applications_watched_total The total number of applications watched by Argo CD Image Updater CR.
+# TYPE argocd_image_updater_applications_watched_total gauge
+argocd_image_updater_applications_watched_total{{{ANNOTATIONS}}} 1
+argocd_image_updater_applications_watched_total{{{SHOP}}} 2
+# HELP argocd_image_updater_images_watched_total Number of images watched by Argo CD Image Updater CR.
+# TYPE argocd_image_updater_images_watched_total gauge
+argocd_image_updater_images_watched_total{{{ANNOTATIONS}}} 2
+argocd_image_updater_images_watched_total{{{SHOP}}} 4
+# HELP argocd_image_updater_images_updated Number of images updated by Argo CD Image Updater CR.
+# TYPE argocd_image_updater_images_updated counter
+argocd_image_updater_images_updated_total{{{ANNOTATIONS}}} 1
+argocd_image_updater_images_updated_total{{{SHOP}}} 1
+# HELP argocd_image_updater_images_errors Number of errors reported by Argo CD Image Updater CR.
+# TYPE argocd_image_updater_images_errors counter
+argocd_image_updater_images_errors_total{{{ANNOTATIONS}}} 0
+argocd_image_updater_images_errors_total{{{SHOP}}} 3"
+        );
+        // shop's errors: worker's failed push, ui undecided, admin's own problem.
+        assert_eq!(image_updater_lines(&text).join("\n"), want, "{text}");
+    }
+
+    #[test]
+    fn a_recheck_adds_to_image_updater_counters_and_a_resource_gone_leaves_the_gauges() {
+        let metrics = Metrics::with_image_updater(true);
+        metrics.record_cycle(&Ok(cycle_with_applications()), &[], Duration::ZERO);
+        // A re-check reads only some images: it adds to the counters, the gauges stay.
+        let mut partial = cycle_with_applications();
+        for a in partial.applications.as_mut().unwrap() {
+            a.images_managed = 0;
+        }
+        metrics.record_recheck(&Ok(partial));
+        let text = metrics.render();
+        for line in [
+            format!("argocd_image_updater_images_updated_total{{{SHOP}}} 2"),
+            format!("argocd_image_updater_images_watched_total{{{SHOP}}} 4"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+
+        // The next cycle has no Application of shop's: its gauges go, its counters stay.
+        let mut next = cycle_with_applications();
+        next.applications
+            .as_mut()
+            .unwrap()
+            .retain(|a| a.updater.is_none());
+        metrics.record_cycle(&Ok(next), &[], Duration::ZERO);
+        let text = metrics.render();
+        assert!(
+            !text.contains(&format!("watched_total{{{SHOP}}}")),
+            "{text}"
+        );
+        for line in [
+            format!("argocd_image_updater_images_updated_total{{{SHOP}}} 2"),
+            format!("argocd_image_updater_applications_watched_total{{{ANNOTATIONS}}} 1"),
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+    }
+
+    #[test]
+    fn image_updater_series_only_with_the_flag() {
+        let metrics = Metrics::new();
+        metrics.record_cycle(&Ok(cycle_with_applications()), &[], Duration::ZERO);
+        let text = metrics.render();
+        assert_eq!(image_updater_lines(&text), Vec::<&str>::new(), "{text}");
     }
 
     #[test]

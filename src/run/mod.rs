@@ -4,24 +4,34 @@
 //! ```text
 //!            ┌── pace: interval ± jitter; backoff with jitter after a failed cycle
 //! signals ─▶ loop ── engine::run(config, policies reloaded, registry client, clone cache)
-//!            │            └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
-//!  --listen ─┴── /livez  /readyz  /metrics  POST /webhooks/distribution (a cycle now)
+//!            │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
+//!            │   └─ between cycles: re-checks of only the repositories notifications named
+//!  --listen ─┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
+//!                                                  └─▶ recheck: coalesced, rate-limited hints
+//!
+//!  --leader-elect: lease ── Leading ─▶ cycles and re-checks run; Following ─▶ none starts, one
+//!                           in flight starts no further target, webhooks get 503
 //! ```
 //!
 //! What lives across cycles is built once here: the registry client with its caches, the clone
-//! cache and the cancellation token. Policies are read again every cycle, so a changed or added
+//! cache, the cancellation token and, with `--state-dir`, the state store ([`crate::state`]),
+//! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
+//! deliveries) and is flushed to disk after each cycle. Policies are read again every cycle, so a changed or added
 //! policy file takes effect without a restart, and a broken one is reported without stopping the
 //! others. The local directory is not a target: `tagpilot run` writes to configured repositories
 //! and Applications, never to the directory its policies are read from.
 
 pub mod health;
 pub mod http;
+pub mod lease;
 pub mod lock;
 pub mod metrics;
 pub mod pace;
+pub mod recheck;
 pub mod signal;
 pub mod webhook;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -34,14 +44,18 @@ use crate::argocd::{ArgoError, FromCluster};
 use crate::config::Config;
 use crate::engine::{self, Cycle, EngineError};
 use crate::git::RepoCache;
+use crate::image::Repository;
 use crate::policy;
 use crate::registry::{ClientOptions, RegistryClient, RegistryError};
+use crate::state::{State, StateError};
 
 use self::http::Shared;
+use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};
 use self::metrics::CycleResult;
 use self::pace::Pacer;
-use self::webhook::{Secret, WebhookError};
+use self::recheck::Rechecks;
+use self::webhook::{Secrets, WebhookError};
 
 /// How `tagpilot run` was asked to run.
 #[derive(Debug, Clone)]
@@ -54,6 +68,10 @@ pub struct Settings {
     pub state_dir: Option<PathBuf>,
     /// Where clones are kept (default: the user's cache directory).
     pub cache_dir: Option<PathBuf>,
+    /// `--leader-elect`: only the replica holding the Lease writes.
+    pub leader_election: Option<LeaderElection>,
+    /// `--image-updater-metrics`: `/metrics` also exports Argo CD Image Updater's series.
+    pub image_updater_metrics: bool,
 }
 
 /// How the loop ended.
@@ -71,6 +89,8 @@ pub enum Stopped {
 pub enum RunError {
     #[error(transparent)]
     StateDir(#[from] LockError),
+    #[error(transparent)]
+    State(#[from] StateError),
     #[error("listening on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -87,6 +107,8 @@ pub enum RunError {
     NoCacheDir,
     #[error(transparent)]
     Webhooks(#[from] WebhookError),
+    #[error(transparent)]
+    LeaderElection(#[from] LeaseError),
 }
 
 /// Runs cycles until a signal stops them; serves health and metrics on `settings.listen`
@@ -101,16 +123,31 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     if let Some(lock) = &lock {
         tracing::info!(dir = %lock.dir().display(), "state directory locked");
     }
-    let webhook_secret = config
+    // Behind the lock, so a second process is refused by the lock's clear message first; redb
+    // holds its own lock on the file as well.
+    let state = lock
+        .as_ref()
+        .map(|l| State::open(l.dir()).map(Arc::new))
+        .transpose()?;
+    let secrets = config
         .webhooks
         .as_ref()
-        .map(|w| Secret::load(w, config.base_dir()))
-        .transpose()?;
+        .map(|w| Secrets::load(w, config.base_dir()))
+        .transpose()?
+        .unwrap_or_default();
+    let pace = config
+        .webhooks
+        .as_ref()
+        .map(|w| w.recheck)
+        .unwrap_or_default();
     let drain = CancellationToken::new();
     let abort = signal::watch(drain.clone()).map_err(RunError::Signals)?;
 
     let shared = Arc::new(Shared {
-        webhook_secret,
+        secrets,
+        rechecks: Rechecks::new(pace),
+        state: state.clone(),
+        metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics),
         ..Shared::default()
     });
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -154,17 +191,48 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     if let Some((_, _, credentials)) = &cluster {
         client_options.credentials = credentials.clone();
     }
-    let registry = RegistryClient::new(client_options)?;
+    let mut registry = RegistryClient::new(client_options)?;
+    if let Some(state) = &state {
+        registry = registry.with_store(state.clone());
+    }
     let cache = engine::repo_cache(settings.cache_dir.as_deref()).ok_or(RunError::NoCacheDir)?;
 
+    let elector = match settings.leader_election {
+        Some(election) => Some(Elector::start(election).await?),
+        None => {
+            shared.metrics.set_leader(true);
+            None
+        }
+    };
+    if let Some(elector) = &elector {
+        tokio::spawn(follow_role(elector.roles(), shared.clone(), drain.clone()));
+    }
+
+    // The watches run for as long as the loop does.
+    let updaters = cluster.as_ref().map(|(c, from, _)| {
+        let (watch, drive) = c.watch_image_updaters(&from.namespaces);
+        (watch, tokio::spawn(drive))
+    });
     let daemon = Daemon {
         config: &config,
         registry: &registry,
         cache: &cache,
+        updaters: updaters.as_ref().map(|(w, _)| w.clone()),
         cluster: cluster.map(|(c, from, _)| (c, from)),
         shared: &shared,
+        roles: elector.as_ref().map(Elector::roles),
     };
     let stopped = daemon.cycles(settings.interval, drain, abort).await;
+    if let Some((_, watching)) = updaters {
+        watching.abort();
+    }
+    // The last write has finished: hand the Lease over now rather than at its expiry. After
+    // an abort nothing waits, not even for that.
+    if let Some(elector) = elector
+        && stopped == Stopped::Drained
+    {
+        elector.stop().await;
+    }
     shared.health.set_live(false);
     stop_serving.cancel();
     // The server only stops on `stop_serving`; its own failure is not worth an error at exit.
@@ -173,13 +241,55 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     Ok(stopped)
 }
 
+/// Mirrors the election in health (ready once joined, webhooks refused while following) and
+/// in `tagpilot_leader`. Once shutdown has started, readiness is not given back.
+async fn follow_role(
+    mut roles: tokio::sync::watch::Receiver<Role>,
+    shared: Arc<Shared>,
+    drain: CancellationToken,
+) {
+    let mut joined = false;
+    loop {
+        let role = *roles.borrow_and_update();
+        if !joined && role != Role::Joining && !drain.is_cancelled() {
+            joined = true;
+            shared.health.joined_election();
+        }
+        shared.health.set_following(role != Role::Leading);
+        shared.metrics.set_leader(role == Role::Leading);
+        if roles.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
 /// What every cycle uses.
 struct Daemon<'a> {
     config: &'a Config,
     registry: &'a RegistryClient,
     cache: &'a RepoCache,
     cluster: Option<(Cluster, FromCluster)>,
+    /// With `applications.fromCluster`, the `ImageUpdater` resources, watched rather than
+    /// listed every cycle.
+    updaters: Option<cluster::UpdaterWatch>,
     shared: &'a Shared,
+    /// With `--leader-elect`, the election's verdicts: cycles run only while leading.
+    roles: Option<tokio::sync::watch::Receiver<Role>>,
+}
+
+/// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
+/// waits forever: raced against a cycle, it stops further targets and lets the cycle finish.
+async fn cancel_when_lease_lost(
+    roles: Option<tokio::sync::watch::Receiver<Role>>,
+    cancel: CancellationToken,
+) {
+    match roles {
+        Some(mut roles) => lease::not_leading(&mut roles).await,
+        None => std::future::pending().await,
+    }
+    tracing::warn!("lost the Lease: no further target starts");
+    cancel.cancel();
+    std::future::pending::<()>().await;
 }
 
 impl Daemon<'_> {
@@ -191,13 +301,30 @@ impl Daemon<'_> {
     ) -> Stopped {
         let mut pacer = Pacer::new(interval);
         self.shared.health.set_live(true);
+        let mut roles = self.roles.clone();
         while !drain.is_cancelled() {
+            if let Some(roles) = &mut roles
+                && *roles.borrow() != Role::Leading
+            {
+                tracing::info!("following: waiting for the Lease");
+                tokio::select! {
+                    () = lease::leading(roles) => {}
+                    () = drain.cancelled() => break,
+                }
+            }
             let started = Instant::now();
             let policies = policy::load_all(self.config);
             self.registry.start_cycle();
-            let cycle = Box::pin(self.cycle(&policies, drain.clone()));
+            // Every repository is read now: the hints so far are answered by this cycle.
+            self.shared.rechecks.full_cycle_starts();
+            // Losing the lease cancels like a signal does: no further target starts, the
+            // write in flight finishes.
+            let cancel = drain.child_token();
+            let lost = cancel_when_lease_lost(roles.clone(), cancel.clone());
+            let cycle = Box::pin(self.cycle(&policies, None, cancel.clone()));
             let result = tokio::select! {
                 r = cycle => r,
+                () = lost => unreachable!("waits forever after cancelling"),
                 () = abort.cancelled() => return Stopped::Aborted,
             };
             let took = started.elapsed();
@@ -207,6 +334,12 @@ impl Daemon<'_> {
             self.shared
                 .metrics
                 .record_registry(&self.registry.responses());
+            self.shared
+                .metrics
+                .record_metadata_hits(self.registry.metadata_cache_hits());
+            if let Some(state) = &self.shared.state {
+                state.flush();
+            }
             let kind = CycleResult::of(&result);
             log_cycle(&result, kind, took);
             if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
@@ -217,32 +350,92 @@ impl Daemon<'_> {
             let succeeded = kind != CycleResult::Error;
             let wait = pacer.next_wait(succeeded);
             tracing::debug!(wait = %humantime::format_duration(round(wait)), "next cycle");
-            // A webhook starts the next cycle early, but never cuts a backoff short: a flood of
-            // notifications must not turn into a flood of requests to a failing registry.
-            let webhook = async {
-                if succeeded {
-                    self.shared.trigger.notified().await;
-                } else {
-                    std::future::pending::<()>().await;
+            // Until the next cycle is due, re-check what notifications name, as they come. The
+            // next cycle's time does not move for them, so they never starve it. A backoff is
+            // never cut short: a flood of notifications must not become a flood of requests to
+            // a failing registry; their hints wait for the next cycle.
+            let next_cycle = tokio::time::Instant::now() + wait;
+            loop {
+                let batch = async {
+                    if succeeded {
+                        self.shared.rechecks.next_batch().await
+                    } else {
+                        std::future::pending().await
+                    }
+                };
+                // Losing the lease ends the wait too: the loop then waits to lead again.
+                let lost = async {
+                    match roles.clone() {
+                        Some(mut roles) => lease::not_leading(&mut roles).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    () = tokio::time::sleep_until(next_cycle) => break,
+                    () = drain.cancelled() => break,
+                    () = lost => break,
+                    images = batch => {
+                        let cancel = drain.child_token();
+                        let lost = cancel_when_lease_lost(roles.clone(), cancel.clone());
+                        let recheck = Box::pin(self.recheck(&images, cancel));
+                        tokio::select! {
+                            () = recheck => {}
+                            () = lost => unreachable!("waits forever after cancelling"),
+                            () = abort.cancelled() => return Stopped::Aborted,
+                        }
+                    }
                 }
-            };
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                () = webhook => tracing::debug!("cycle asked for by a webhook"),
-                () = drain.cancelled() => {}
             }
         }
         Stopped::Drained
     }
 
+    /// Re-checks the policies and Applications that use `images`, after notifications: their
+    /// tag lists are read fresh, every other repository is left alone.
+    async fn recheck(&self, images: &BTreeSet<Repository>, drain: CancellationToken) {
+        let started = Instant::now();
+        let names: Vec<String> = images.iter().map(ToString::to_string).collect();
+        let policies = policy::load_all(self.config);
+        // Applications are only known once read; without them, a repository no policy uses
+        // costs nothing at all.
+        if self.config.applications.is_none()
+            && !policies.policies.iter().any(|p| images.contains(&p.image))
+        {
+            tracing::info!(repositories = ?names, "no policy uses the notified repositories");
+            return;
+        }
+        self.registry.forget_tags(images);
+        let result = self.cycle(&policies, Some(images), drain).await;
+        self.shared.metrics.record_recheck(&result);
+        self.shared
+            .metrics
+            .record_registry(&self.registry.responses());
+        let took = humantime::format_duration(round(started.elapsed())).to_string();
+        match &result {
+            Err(e) => tracing::error!(repositories = ?names, error = %e, %took, "re-check failed"),
+            Ok(cycle) => tracing::info!(
+                repositories = ?names,
+                result = ?CycleResult::of(&result),
+                changes = cycle.plan.changes.len(),
+                problems = cycle.plan.problems.len(),
+                %took,
+                "re-check done"
+            ),
+        }
+    }
+
     /// One cycle: the Applications of the cluster read again, then the engine.
+    /// One cycle, of everything or (`only_images`) of what uses those image repositories.
     async fn cycle(
         &self,
         policies: &policy::Loaded,
+        only_images: Option<&BTreeSet<Repository>>,
         cancel: CancellationToken,
     ) -> Result<Cycle, EngineError> {
         let loaded: Option<Loaded> = match &self.cluster {
-            Some((cluster, from)) => Some(cluster::load(cluster.clone(), from).await?),
+            Some((cluster, from)) => {
+                Some(cluster::load_watched(cluster.clone(), from, self.updaters.as_ref()).await?)
+            }
             None => None,
         };
         let input = engine::Input {
@@ -257,8 +450,13 @@ impl Daemon<'_> {
             cache: Some(self.cache),
             progress: &(),
             cancel,
+            state: self.shared.state.as_deref(),
         };
-        engine::run(&input, &context, engine::Options { dry_run: false }).await
+        let options = engine::Options {
+            dry_run: false,
+            only_images,
+        };
+        engine::run(&input, &context, options).await
     }
 }
 

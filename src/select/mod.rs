@@ -19,6 +19,10 @@
 //! - A candidate that ranks equal to the current tag (`v1.2.0` vs `1.2.0`) is not a change.
 //! - Digest: the choice is always the followed tag; the planner compares its digest with the
 //!   file's, since the tag name alone cannot say whether the image moved.
+//! - `minAge`: a tag younger than the policy's `minAge` (its age is data on the candidate,
+//!   unknown counting as too young) is not a candidate. When that leaves the reference where it
+//!   is while a newer tag waits, the decision is a hold naming that tag and its age, not "up to
+//!   date". A current tag that is itself too young stays.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -39,6 +43,10 @@ pub struct TagCandidate {
     /// The registry said the tag has no image for any of the policy's `platforms`, so there is
     /// no build time to have (see `registry::ImageInfo::offers_any`).
     pub no_image_for_platform: bool,
+    /// How long the tag has existed, for `minAge`: since its build under newestBuild, since
+    /// tagpilot first saw it otherwise. `None` is unknown (no memory of first sightings), which
+    /// `minAge` takes as too young.
+    pub age: Option<std::time::Duration>,
 }
 
 impl TagCandidate {
@@ -49,6 +57,7 @@ impl TagCandidate {
             created: None,
             digest: None,
             no_image_for_platform: false,
+            age: None,
         }
     }
 }
@@ -89,6 +98,11 @@ pub enum Exclusion {
     NoImageForPlatform { platforms: String },
     /// digest: not the followed tag.
     NotTheTag,
+    /// `minAge`: the tag has not existed long enough yet (`age: None`: unknown).
+    TooYoung {
+        age: Option<std::time::Duration>,
+        min_age: std::time::Duration,
+    },
 }
 
 impl fmt::Display for Exclusion {
@@ -110,8 +124,28 @@ impl fmt::Display for Exclusion {
             Exclusion::NoBuildTime => f.write_str("no build time"),
             Exclusion::NoImageForPlatform { platforms } => write!(f, "no image for {platforms}"),
             Exclusion::NotTheTag => f.write_str("not the followed tag"),
+            Exclusion::TooYoung { age, min_age } => write!(f, "{}", young(*age, *min_age)),
         }
     }
+}
+
+/// `12m old, minAge 30m`, or why the age is unknown.
+fn young(age: Option<std::time::Duration>, min_age: std::time::Duration) -> String {
+    let min_age = short_duration(min_age);
+    match age {
+        Some(age) => format!("{} old, minAge {min_age}", short_duration(age)),
+        None => format!(
+            "of unknown age (tagpilot remembers when it first saw a tag only with --state-dir), \
+             minAge {min_age}"
+        ),
+    }
+}
+
+/// A duration as a person reads it: `12m`, `1h 5m`, `40s`; seconds only under ten minutes.
+fn short_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    let rounded = if secs >= 600 { secs - secs % 60 } else { secs };
+    humantime::format_duration(std::time::Duration::from_secs(rounded)).to_string()
 }
 
 /// One line of `tagpilot tags`: a tag in policy order, whether the policy would choose it, and
@@ -144,6 +178,25 @@ pub fn filter_tags<'a>(policy: &ImagePolicy, tags: &'a [String]) -> Vec<&'a str>
 /// Whether `choose` needs `created` on the candidates (newest build).
 pub fn needs_build_time(policy: &ImagePolicy) -> bool {
     matches!(policy.strategy, Strategy::NewestBuild)
+}
+
+/// Whether `a` ranks below `b` by the policy's own order, for tags the order can read from
+/// their names alone; `None` when it cannot (newestBuild needs build times, digest has no
+/// order, a tag the strategy does not read).
+pub fn ranks_below(policy: &ImagePolicy, a: &str, b: &str) -> Option<bool> {
+    if matches!(
+        policy.strategy,
+        Strategy::NewestBuild | Strategy::Digest { .. }
+    ) {
+        return None;
+    }
+    let cx = Context {
+        policy,
+        family: FamilyRule::Any,
+        need_time: false,
+    };
+    let (ka, kb) = (cx.evaluate(a, None).ok()?, cx.evaluate(b, None).ok()?);
+    Some(selection_order(policy, &ka, &kb) == Ordering::Greater)
 }
 
 /// Picks the tag for a reference currently on `current` (None when the file names no tag).
@@ -392,6 +445,8 @@ struct Selection<'a> {
     /// Best first.
     eligible: Vec<(&'a TagCandidate, Key)>,
     excluded: Vec<(&'a TagCandidate, Exclusion)>,
+    /// Tags that would be eligible but for `minAge`, best first (also among `excluded`).
+    young: Vec<(&'a TagCandidate, Key)>,
 }
 
 impl<'a> Selection<'a> {
@@ -433,9 +488,20 @@ impl<'a> Selection<'a> {
         });
         let mut eligible = Vec::new();
         let mut excluded = Vec::new();
+        let mut young = Vec::new();
         for candidate in candidates {
             match cx.evaluate(&candidate.tag, candidate.created) {
-                Ok(key) => eligible.push((candidate, key)),
+                Ok(key) => match policy.min_age {
+                    Some(min_age) if candidate.age.is_none_or(|age| age < min_age) => {
+                        let why = Exclusion::TooYoung {
+                            age: candidate.age,
+                            min_age,
+                        };
+                        excluded.push((candidate, why));
+                        young.push((candidate, key));
+                    }
+                    _ => eligible.push((candidate, key)),
+                },
                 Err(Exclusion::NoBuildTime) if candidate.no_image_for_platform => {
                     let platforms = policy.platforms.iter().map(ToString::to_string);
                     let platforms = platforms.collect::<Vec<_>>().join(" or ");
@@ -451,9 +517,10 @@ impl<'a> Selection<'a> {
             candidates,
             eligible,
             excluded,
+            young,
         };
         let current_tag = current.map(str::to_string);
-        selection.eligible.sort_by(|(a, ka), (b, kb)| {
+        let order = |(a, ka): &(&TagCandidate, Key), (b, kb): &(&TagCandidate, Key)| {
             selection_order(policy, ka, kb)
                 // Among equals: more precise versions, then the current tag (no churn between
                 // synonyms), then the tag itself so the order is total.
@@ -466,11 +533,48 @@ impl<'a> Selection<'a> {
                         .cmp(&(Some(&a.tag) == current_tag.as_ref()))
                 })
                 .then_with(|| b.tag.cmp(&a.tag))
-        });
+        };
+        selection.eligible.sort_by(order);
+        selection.young.sort_by(order);
         selection
     }
 
+    /// The decision, and when `minAge` held back a tag that would have been chosen, a hold
+    /// that names it instead of a silent "up to date". A current tag that is itself too young
+    /// (put there by hand) stays where it is.
     fn decision(&self) -> Decision {
+        let decision = self.decision_by_rank();
+        let Some(min_age) = self.policy.min_age else {
+            return decision;
+        };
+        if matches!(decision, Decision::Update(_)) {
+            return decision;
+        }
+        let current_is_young = self
+            .current
+            .is_some_and(|c| self.young.iter().any(|(y, _)| y.tag == c));
+        let newer = self.young.iter().find(|(y, key)| {
+            Some(y.tag.as_str()) != self.current
+                && self
+                    .current_key
+                    .as_ref()
+                    .is_none_or(|current| selection_order(self.policy, key, current).is_lt())
+        });
+        // A hold for another reason (an unreadable current tag) is the one to show.
+        let other_hold =
+            matches!(decision, Decision::Hold(_)) && !self.eligible.is_empty() && !current_is_young;
+        match newer {
+            Some((tag, _)) if !other_hold => Decision::Hold(format!(
+                "newer tag {} is {}",
+                tag.tag,
+                young(tag.age, min_age)
+            )),
+            None if current_is_young => Decision::UpToDate,
+            _ => decision,
+        }
+    }
+
+    fn decision_by_rank(&self) -> Decision {
         if let Strategy::Digest { tag } = &self.policy.strategy {
             return match self.eligible.first() {
                 Some((c, _)) => match self

@@ -222,6 +222,61 @@ async fn image_updater_resources_give_the_same_updates_as_the_annotations() {
     pretty_assertions::assert_eq!(resource_files, annotated_files);
 }
 
+/// `tagpilot migrate-annotations` prints resources that, in place of the annotations, update
+/// the same files to the same content.
+#[tokio::test]
+async fn migrated_annotations_update_the_same_files() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+        .arg("migrate-annotations")
+        .arg(golden().join("in/argocd"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resources = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        resources.matches("kind: ImageUpdater").count(),
+        5,
+        "{resources}"
+    );
+
+    // The same Applications without annotations, and the printed resources.
+    let repo = BareRepo::new();
+    push_tree(
+        &repo,
+        &golden::case_dir("argocd", "image-updater").join("in"),
+        &[("argocd/image-updaters.yaml", resources)],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/**\"");
+    let registry = MemoryRegistry::from_yaml(
+        &std::fs::read_to_string(golden().join("registry.yaml")).unwrap(),
+    )
+    .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert!(
+        applied.plan.problems.is_empty(),
+        "{:?}",
+        applied.plan.problems
+    );
+    let changed: Vec<String> = git(&repo.path(), &["diff", "--name-only", "main~1", "main"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let expected = golden().join("out");
+    assert_eq!(changed, files(&expected));
+    for f in &changed {
+        pretty_assertions::assert_eq!(
+            repo.show("main", f),
+            std::fs::read_to_string(expected.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn five_apps_on_one_repository_make_one_commit_and_one_tag_listing() {
     let repo = BareRepo::new();

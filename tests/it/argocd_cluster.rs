@@ -297,6 +297,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
         insecure: true,
         credentials: None,
         rate_limit: None,
+        timeout: None,
     }]);
     let anonymous = RegistryClient::new(options.clone()).unwrap();
     assert!(
@@ -528,6 +529,266 @@ async fn apply_patches_each_application_once_with_the_exact_merge_patch() {
             );
         }
     }
+}
+
+const UPDATERS: &str =
+    "/apis/argocd-image-updater.argoproj.io/v1alpha1/namespaces/argocd/imageupdaters";
+
+/// An `ImageUpdater` as the API lists it, selecting `shop` (not `other`), with `status`.
+fn image_updater(status: Value) -> Value {
+    json!({
+        "metadata": {"name": "updater", "namespace": "argocd", "generation": 2,
+                     "resourceVersion": "5"},
+        "spec": {"applicationRefs": [{
+            "namePattern": "sho?",
+            "images": [{"alias": "api", "imageName": "r.example/shop/api"}],
+        }]},
+        "status": status,
+    })
+}
+
+/// `ImageUpdater` resources in the cluster configure its Applications (the annotations of an
+/// Application none selects count for nothing), and each resource's status is written after a
+/// cycle, as Image Updater writes it, and only when it changed.
+#[tokio::test]
+async fn image_updater_resources_are_listed_and_their_status_written_only_when_changed() {
+    let mock_server = MockServer::start().await;
+    let server = &mock_server;
+    let apps_path = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
+    let apps = |tag: &str| {
+        list(vec![
+            app(
+                "argocd",
+                "shop",
+                &[],
+                kustomize(&[&format!("r.example/shop/api:{tag}")]),
+                json!({"sourceType": "Kustomize"}),
+            ),
+            // Annotated, but no resource selects it: not updated.
+            app(
+                "argocd",
+                "other",
+                &[("image-list", "r.example/shop/api")],
+                kustomize(&["r.example/shop/api:1.0.0"]),
+                json!({"sourceType": "Kustomize"}),
+            ),
+        ])
+    };
+    let updaters = |status: Value| {
+        ResponseTemplate::new(200).set_body_json(json!({
+            "apiVersion": "argocd-image-updater.argoproj.io/v1alpha1",
+            "kind": "ImageUpdaterList",
+            "metadata": {"resourceVersion": "9"},
+            "items": [image_updater(status)],
+        }))
+    };
+    Mock::given(method("GET"))
+        .and(path(apps_path))
+        .and(bearer())
+        .respond_with(apps("1.0.0"))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(UPDATERS))
+        .and(bearer())
+        .respond_with(updaters(Value::Null))
+        .up_to_n_times(1)
+        .expect(1)
+        .mount(server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{apps_path}/shop")))
+        .and(body_json(
+            json!({"spec": {"source": {"kustomize": {"images": ["r.example/shop/api:1.2.0"]}}}}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "shop", "namespace": "argocd"}
+        })))
+        .expect(1)
+        .mount(server)
+        .await;
+    let status_path = format!("{UPDATERS}/updater/status");
+    Mock::given(method("PATCH"))
+        .and(path(status_path.as_str()))
+        .and(query_param("fieldManager", "tagpilot"))
+        .and(header("content-type", "application/merge-patch+json"))
+        .and(bearer())
+        .respond_with(ResponseTemplate::new(200).set_body_json(image_updater(json!({}))))
+        .mount(server)
+        .await;
+    let sent = || {
+        let status_path = status_path.clone();
+        async move {
+            server
+                .received_requests()
+                .await
+                .unwrap()
+                .iter()
+                .filter(|r| r.method.as_str() == "PATCH" && r.url.path() == status_path)
+                .map(|r| r.body_json::<Value>().unwrap()["status"].clone())
+                .collect::<Vec<Value>>()
+        }
+    };
+
+    let config = cluster_config("");
+    let registry = MemoryRegistry::from_yaml(MEMORY_REGISTRY).unwrap();
+    let (_dir, cache) = fresh_cache();
+    let run = |dry_run: bool| {
+        let (config, registry, cache) = (&config, &registry, &cache);
+        async move {
+            let loaded =
+                argocd::cluster::load(cluster(server).await, &from_cluster(&["argocd"], None))
+                    .await
+                    .unwrap();
+            cycle(config, Some(&loaded), cache, registry, &(), dry_run).await
+        }
+    };
+
+    // 1. `shop` is patched; the status says so.
+    let first = run(false).await;
+    assert!(first.plan.problems.is_empty(), "{:?}", first.plan.problems);
+    let reports = first.applications.unwrap();
+    let other = reports
+        .iter()
+        .find(|a| a.application == "argocd/other")
+        .unwrap();
+    assert!(other.images.is_empty());
+    assert!(
+        other.skipped_annotations[0]
+            .reason
+            .contains("none in namespace \"argocd\" selects"),
+        "{:?}",
+        other.skipped_annotations
+    );
+    let shop = reports
+        .iter()
+        .find(|a| a.application == "argocd/shop")
+        .unwrap();
+    assert_eq!(
+        shop.configured_by.as_deref(),
+        Some("ImageUpdater argocd/updater (applicationRefs[0], namePattern \"sho?\")")
+    );
+    let statuses = sent().await;
+    assert_eq!(statuses.len(), 1);
+    let status = &statuses[0];
+    assert_eq!(status["applicationsMatched"], 1);
+    assert_eq!(status["imagesManaged"], 1);
+    assert_eq!(status["observedGeneration"], 2);
+    assert_eq!(status["recentUpdates"][0]["alias"], "api");
+    assert_eq!(status["recentUpdates"][0]["newVersion"], "1.2.0");
+    assert_eq!(status["conditions"][2]["type"], "Ready");
+    assert_eq!(status["conditions"][2]["reason"], "ReconcileSucceeded");
+
+    // 2. Nothing to update: the Ready message changes once, so the status is written again.
+    // The API now serves what was written.
+    Mock::given(method("GET"))
+        .and(path(apps_path))
+        .respond_with(apps("1.2.0"))
+        .expect(3)
+        .mount(server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(UPDATERS))
+        .respond_with(updaters(status.clone()))
+        .up_to_n_times(1)
+        .mount(server)
+        .await;
+    let second = run(false).await;
+    assert!(second.plan.changes.is_empty(), "{:?}", second.plan.changes);
+    let statuses = sent().await;
+    assert_eq!(statuses.len(), 2);
+    assert_eq!(
+        statuses[1]["conditions"][2]["message"],
+        "Reconciled 1 applications, 0 images updated."
+    );
+    assert_eq!(
+        statuses[1]["recentUpdates"], status["recentUpdates"],
+        "kept"
+    );
+
+    // 3. Unchanged but for the time of the check: not written. Nor by `plan`.
+    Mock::given(method("GET"))
+        .and(path(UPDATERS))
+        .respond_with(updaters(statuses[1].clone()))
+        .mount(server)
+        .await;
+    run(false).await;
+    run(true).await;
+    assert_eq!(sent().await.len(), 2, "an unchanged status was written");
+}
+
+/// `tagpilot run` watches `ImageUpdater` resources: one listing, then a watch; every cycle
+/// reads what the watch holds instead of listing again.
+#[tokio::test]
+async fn image_updater_resources_are_watched_rather_than_listed_every_cycle() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
+        ))
+        .respond_with(list(vec![app(
+            "argocd",
+            "shop",
+            &[],
+            kustomize(&["r.example/shop/api:1.0.0"]),
+            json!({"sourceType": "Kustomize"}),
+        )]))
+        .expect(3)
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(UPDATERS))
+        .and(wiremock::matchers::query_param_is_missing("watch"))
+        .and(bearer())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "apiVersion": "argocd-image-updater.argoproj.io/v1alpha1",
+            "kind": "ImageUpdaterList",
+            "metadata": {"resourceVersion": "9"},
+            "items": [image_updater(json!({}))],
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+    // The watch from that listing's version: no change comes while the test runs.
+    Mock::given(method("GET"))
+        .and(path(UPDATERS))
+        .and(query_param("watch", "true"))
+        .and(query_param("resourceVersion", "9"))
+        .respond_with(ResponseTemplate::new(200).set_delay(std::time::Duration::from_secs(60)))
+        .mount(&server)
+        .await;
+
+    let c = cluster(&server).await;
+    let (watch, drive) = c.watch_image_updaters(&["argocd".to_string()]);
+    let driving = tokio::spawn(drive);
+    let from = from_cluster(&["argocd"], None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while watch.snapshot().is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the watch never listed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for _ in 0..3 {
+        let loaded = argocd::cluster::load_watched(c.clone(), &from, Some(&watch))
+            .await
+            .unwrap();
+        assert_eq!(loaded.updaters.len(), 1);
+        assert_eq!(loaded.updaters[0].metadata.name, "updater");
+        assert_eq!(loaded.updaters[0].origin, "cluster");
+    }
+    let watches = queries(&server, "GET", UPDATERS)
+        .await
+        .into_iter()
+        .filter(|q| q.contains("watch=true"))
+        .count();
+    assert!(watches >= 1, "no watch was started");
+    driving.abort();
+    server.verify().await;
 }
 
 #[tokio::test]
@@ -883,7 +1144,8 @@ fn write_cluster_config(dir: &Path, server: &MockServer, reg: &TestRegistry) -> 
 }
 
 #[tokio::test]
-async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
+async fn repocreds_from_a_secret_push_over_ssh_trusting_argocd_s_host_keys_and_plan_pushes_nothing()
+{
     let ssh = crate::support::git::SshGitServer::start();
     let WebFixture {
         reg,
@@ -925,10 +1187,25 @@ async fn repocreds_from_a_secret_push_over_ssh_and_plan_pushes_nothing() {
         .mount(&server)
         .await;
 
+    // The host key is trusted because Argo CD trusts it: it is in Argo CD's ConfigMap, and in
+    // no known_hosts file of the user's.
+    Mock::given(method("GET"))
+        .and(path(
+            "/api/v1/namespaces/argocd/configmaps/argocd-ssh-known-hosts-cm",
+        ))
+        .and(bearer())
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "argocd-ssh-known-hosts-cm", "namespace": "argocd"},
+            "data": {"ssh_known_hosts": std::fs::read_to_string(ssh.known_hosts()).unwrap()},
+        })))
+        .expect(2)
+        .mount(&server)
+        .await;
+
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    std::fs::copy(ssh.known_hosts(), home.join(".ssh/known_hosts")).unwrap();
     let kubeconfig_path = write_cluster_config(dir.path(), &server, &reg);
     let env = [("KUBECONFIG", kubeconfig_path.as_str())];
     let before = repo.rev("main").unwrap();

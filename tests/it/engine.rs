@@ -12,7 +12,7 @@ use tagpilot::engine::{self, Cycle};
 use tagpilot::git::RepoCache;
 use tagpilot::plan::{Progress, RepositoryStatus};
 use tagpilot::policy;
-use tagpilot::registry::MemoryRegistry;
+use tagpilot::registry::{MemoryRegistry, Registry};
 
 use crate::argocd::{Scans, deployment, directory_app, hex_sha256, repo_with};
 use crate::support::git::{BareRepo, HTTP_PASSWORD_ENV, set_test_secrets};
@@ -67,7 +67,7 @@ fn web_app_on_api_1_0_0(image_list: &str, extra: &str) -> BareRepo {
 async fn cycle(
     config: &config::Config,
     dir: &Path,
-    registry: &MemoryRegistry,
+    registry: &impl Registry,
     progress: &dyn Progress,
     dry_run: bool,
 ) -> Cycle {
@@ -85,10 +85,18 @@ async fn cycle(
         cache: Some(&cache),
         progress,
         cancel: Default::default(),
+        state: None,
     };
-    engine::run(&input, &context, engine::Options { dry_run })
-        .await
-        .expect("engine cycle")
+    engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("engine cycle")
 }
 
 #[tokio::test]
@@ -366,6 +374,88 @@ async fn applications_on_a_pull_request_repository_open_a_pull_request_and_then_
     server.verify().await;
 }
 
+/// What changed inside the image: the real registry's images name their source repository and
+/// revision in their labels, so the pull request links the comparison and lists the commits
+/// GitHub's compare API gives, and the commit message carries the link.
+#[tokio::test]
+async fn a_pull_request_says_what_changed_inside_the_image() {
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+    const SOURCE: &str = "https://github.com/acme/api";
+    const OLD: &str = "1111111111111111111111111111111111111111";
+    const NEW: &str = "2222222222222222222222222222222222222222";
+    set_test_secrets();
+    let reg = TestRegistry::start(Auth::None).await;
+    for (tag, revision) in [("1.0.0", OLD), ("1.1.0", NEW)] {
+        let spec = ImageSpec::default()
+            .label("org.opencontainers.image.source", SOURCE)
+            .label("org.opencontainers.image.revision", revision);
+        reg.push_tags("shop/api", &[tag], spec).await;
+    }
+    let image = reg.image("shop/api");
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", &format!("api={image}"), ""),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment(&format!("{image}:1.0.0")),
+        ),
+    ]);
+    let server = wiremock::MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let forge = format!(
+        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      branch: {BRANCH}\n      title: 'Update images'\n",
+        server.uri()
+    );
+    let config = setup(dir.path(), &repo, &forge, &[]);
+    expect_no_pulls_yet(&server).await;
+    expect_create(&server, 7, json!({"head": BRANCH, "base": "main"})).await;
+    // The token reads the source repository: its commits between the two revisions.
+    wiremock::Mock::given(wiremock::matchers::method("GET"))
+        .and(wiremock::matchers::path(format!(
+            "/repos/acme/api/compare/{OLD}...{NEW}"
+        )))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "total_commits": 2,
+            "commits": [
+                {"sha": "a", "commit": {"message": "Fix the checkout rounding\n\nLong text."}},
+                {"sha": "b", "commit": {"message": "Add retries to the payment call"}},
+            ],
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let run = cycle(&config, dir.path(), &reg.client(), &(), false).await;
+    assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+    let change = &run.plan.changes[0];
+    let source = change
+        .source
+        .as_ref()
+        .expect("the change says what changed");
+    let compare = format!("{SOURCE}/compare/{OLD}...{NEW}");
+    assert_eq!(source.compare_url, compare);
+    let requests = server.received_requests().await.unwrap();
+    let body: serde_json::Value = requests
+        .iter()
+        .find(|r| r.method.as_str() == "POST" && r.url.path() == PULLS)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .unwrap();
+    let body = body["body"].as_str().unwrap();
+    assert!(
+        body.contains(&format!("[1111111...2222222]({compare})")),
+        "{body}"
+    );
+    assert!(
+        body.contains("  - Fix the checkout rounding\n  - Add retries to the payment call\n"),
+        "{body}"
+    );
+    let message = crate::support::git::git(&repo.path(), &["log", "-1", "--format=%B", BRANCH]);
+    assert!(message.contains(&compare), "{message}");
+    server.verify().await;
+}
+
 #[tokio::test]
 async fn a_branch_named_after_the_changes_is_planned_once() {
     let key = "argocd-image-updater.argoproj.io/git-branch";
@@ -423,10 +513,18 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         cache: Some(&cache),
         progress: &(),
         cancel,
+        state: None,
     };
-    let cycle = engine::run(&input, &context, engine::Options { dry_run: false })
-        .await
-        .unwrap();
+    let cycle = engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     assert!(cycle.cancelled);
     assert!(cycle.plan.repositories.is_empty());
     assert_eq!(
@@ -540,8 +638,13 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         cache: Some(&cache),
         progress: &(),
         cancel: Default::default(),
+        state: None,
     };
-    let planned = engine::run(&input, &context, engine::Options { dry_run: true })
+    let options = engine::Options {
+        dry_run: true,
+        ..Default::default()
+    };
+    let planned = engine::run(&input, &context, options)
         .await
         .expect("engine cycle");
     assert_eq!(
@@ -567,5 +670,143 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         planned.plan.problems.is_empty(),
         "{:?}",
         planned.plan.problems
+    );
+}
+
+/// A re-check after a push notification (`Options::only_images`): the policies and
+/// Applications that use the notified repositories are planned, nothing else is listed, and a
+/// target none of them names is not even fetched (`elsewhere` has no repository behind it).
+#[tokio::test]
+async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", "registry.example/shop/api", ""),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/db/deployment.yaml".into(),
+            deployment("registry.example/shop/db:1.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = format!("file://{}/nothing-here.git", dir.path().display());
+    let cache_policy = policy_file("cache", "registry.example/shop/cache", "*", "apps/**")
+        .replace("repository: manifests", "repository: elsewhere");
+    let config = setup(
+        dir.path(),
+        &repo,
+        &format!("  - name: elsewhere\n    url: {elsewhere}\n    branch: main\n"),
+        &[
+            (
+                "db.yaml",
+                &policy_file("db", "registry.example/shop/db", "*", "apps/db/**"),
+            ),
+            ("cache.yaml", &cache_policy),
+        ],
+    );
+    let policies = policy::load(&config).expect("policies load");
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let recheck = |images: &[&str]| {
+        let images: std::collections::BTreeSet<_> = images
+            .iter()
+            .map(|i| tagpilot::image::Repository::parse(i).unwrap())
+            .collect();
+        let registry = MemoryRegistry::from_yaml(
+            "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/db: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/cache: {tags: [\"1.0.0\"]}\n",
+        )
+        .unwrap();
+        let (config, policies, cache) = (&config, &policies, &cache);
+        async move {
+            let input = engine::Input {
+                config,
+                policies,
+                broken_policies: &[],
+                local: None,
+                cluster: None,
+            };
+            let context = engine::Context {
+                registry: &registry,
+                cache: Some(cache),
+                progress: &(),
+                cancel: Default::default(),
+                state: None,
+            };
+            let options = engine::Options {
+                dry_run: true,
+                only_images: Some(&images),
+            };
+            let cycle = engine::run(&input, &context, options).await.unwrap();
+            (cycle, registry.tag_list_calls())
+        }
+    };
+    let summary = |cycle: &Cycle| {
+        let changes: Vec<(String, String)> = cycle
+            .plan
+            .changes
+            .iter()
+            .map(|c| (c.file.clone(), c.to.clone()))
+            .collect();
+        let targets: Vec<&str> = cycle
+            .plan
+            .repositories
+            .iter()
+            .map(|r| r.repository.as_str())
+            .collect();
+        (changes, targets.join(","))
+    };
+
+    let (db, listed) = recheck(&["registry.example/shop/db"]).await;
+    assert_eq!(
+        summary(&db),
+        (
+            vec![("apps/db/deployment.yaml".into(), "1.1.0".into())],
+            "manifests".into()
+        ),
+        "{:#?}",
+        db.plan
+    );
+    assert_eq!(listed, 1, "only shop/db is listed");
+
+    let (api, listed) = recheck(&["registry.example/shop/api"]).await;
+    assert_eq!(
+        summary(&api),
+        (
+            vec![("apps/web/deployment.yaml".into(), "1.1.0".into())],
+            "manifests".into()
+        ),
+        "{:#?}",
+        api.plan
+    );
+    assert_eq!(listed, 1, "only shop/api is listed");
+
+    let (unused, listed) = recheck(&["registry.example/shop/unused"]).await;
+    assert_eq!(
+        summary(&unused),
+        (vec![], String::new()),
+        "{:#?}",
+        unused.plan
+    );
+    assert_eq!(listed, 0);
+    assert!(
+        unused.plan.problems.is_empty(),
+        "{:#?}",
+        unused.plan.problems
+    );
+
+    // Without the restriction, `elsewhere` is a target, and it cannot be fetched.
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/cache: {tags: [\"1.0.0\"]}\n").unwrap();
+    let all = cycle(&config, dir.path(), &registry, &(), true).await;
+    assert!(
+        all.plan
+            .repositories
+            .iter()
+            .any(|r| r.repository == "elsewhere" && r.status == RepositoryStatus::Failed),
+        "{:#?}",
+        all.plan.repositories
     );
 }

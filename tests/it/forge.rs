@@ -24,12 +24,15 @@ const TOKEN: &str = HTTP_PASSWORD;
 struct ApiPlanner {
     tag: &'static str,
     complete: bool,
+    /// The image's source repository and its revisions before and after, as labels say.
+    source: Option<(&'static str, &'static str, &'static str)>,
 }
 
 fn wants(tag: &'static str) -> ApiPlanner {
     ApiPlanner {
         tag,
         complete: true,
+        source: None,
     }
 }
 
@@ -56,6 +59,12 @@ impl ApiPlanner {
                 from: old.rsplit(':').next().unwrap().to_owned(),
                 to: self.tag.into(),
                 strategy: "semver".into(),
+                source: self.source.map(|(s, _, _)| s.into()),
+                revision_from: self.source.map(|(_, f, _)| f.into()),
+                revision_to: self.source.map(|(_, _, t)| t.into()),
+                compare_url: self
+                    .source
+                    .map(|(s, f, t)| format!("{s}/-/compare/{f}...{t}")),
             }],
         }])
     }
@@ -500,8 +509,8 @@ async fn an_incomplete_plan_does_not_close_pull_requests() {
     s.merge_by_hand("bump by hand");
     expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
     let planner = ApiPlanner {
-        tag: "1.2.0",
         complete: false,
+        ..wants("1.2.0")
     };
     let outcome = s.run(&repo, &planner, false).await.unwrap();
     assert_eq!(outcome.pull_requests[0].action, Action::Kept);
@@ -835,6 +844,10 @@ fn pull_request_body_matches_the_golden_file() {
                 from: "1.4.2".into(),
                 to: "1.5.0".into(),
                 strategy: "semver".into(),
+                source: Some("https://github.com/acme/checkout".into()),
+                revision_from: Some("1111111111111111111111111111111111111111".into()),
+                revision_to: Some("2222222222222222222222222222222222222222".into()),
+                compare_url: Some("https://github.com/acme/checkout/compare/1111111111111111111111111111111111111111...2222222222222222222222222222222222222222".into()),
             },
             Change {
                 policy: "checkout".into(),
@@ -844,6 +857,7 @@ fn pull_request_body_matches_the_golden_file() {
                 from: "main-1a2b3c4-1700000000".into(),
                 to: "main-9f8e7d6-1700086400".into(),
                 strategy: "regex".into(),
+                ..Default::default()
             },
         ],
     };
@@ -853,11 +867,19 @@ fn pull_request_body_matches_the_golden_file() {
         head: "0123456789abcdef0123456789abcdef01234567".into(),
         noted: None,
     };
+    // The first image's source says what changed: 23 commits, the first 20 listed.
+    let subjects: Vec<String> = (1..=23).map(|n| format!("Change {n}\n\nbody")).collect();
+    let commits = forge::SourceCommits::from_messages(subjects.iter().map(String::as_str), 23);
+    let sources = std::collections::BTreeMap::from([(
+        group.changes[0].compare_url.clone().unwrap(),
+        commits,
+    )]);
     let actual = forge::body::body(
         forge::ForgeKind::GitHub,
         "manifests",
         "main",
         &group,
+        &sources,
         &marker,
     );
     crate::golden::assert_text(
@@ -946,6 +968,48 @@ fn gitlab_list(state: &str, response: Value) -> Mock {
 /// Exactly one listing of merge requests in `state`, answered with `response`.
 async fn expect_gitlab_list(server: &MockServer, state: &str, response: Value) {
     gitlab_list(state, response).expect(1).mount(server).await;
+}
+
+/// A change whose image names its GitLab source: the merge request lists the commits GitLab's
+/// compare API gives between the two revisions.
+#[tokio::test]
+async fn gitlab_merge_requests_list_the_commits_inside_the_image() {
+    let s = setup().await;
+    let repo = s.gitlab("");
+    expect_gitlab_list(&s.server, "opened", json!([])).await;
+    expect_gitlab_list(&s.server, "closed", json!([])).await;
+    Mock::given(method("GET"))
+        .and(path("/api/v4/projects/acme%2Fapi/repository/compare"))
+        .and(query_param("from", "v1.0.0"))
+        .and(query_param("to", "v1.2.0"))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(ok_json(json!({
+            "commits": [{"id": "a", "title": "Faster start-up"}, {"id": "b", "title": "# not a heading"}],
+        })))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(MRS))
+        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+        .respond_with(created(merge_request(4, "Update api to 1.2.0", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let planner = ApiPlanner {
+        source: Some(("https://gitlab.example.com/acme/api", "v1.0.0", "v1.2.0")),
+        ..wants("1.2.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    let description = s.first_sent("POST", MRS, "description").await;
+    assert!(
+        description.contains(
+            "[v1.0.0...v1.2.0](https://gitlab.example.com/acme/api/-/compare/v1.0.0...v1.2.0)\n  - Faster start-up\n  - \\# not a heading\n"
+        ),
+        "{description}"
+    );
+    s.server.verify().await;
 }
 
 #[tokio::test]
@@ -1338,6 +1402,7 @@ async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
             from: "1.0.0".into(),
             to: "1.2.0".into(),
             strategy: "semver".into(),
+            ..Default::default()
         }]),
         head: "0".repeat(40),
         noted: None,
@@ -1604,6 +1669,7 @@ impl Replanner for ApiAndWeb {
                     from: old.rsplit(':').next().unwrap().to_owned(),
                     to: to.into(),
                     strategy: "semver".into(),
+                    ..Default::default()
                 }],
             }
         };

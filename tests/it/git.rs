@@ -103,6 +103,7 @@ impl LinePlanner {
                 from,
                 to: edit.tag.into(),
                 strategy: "semver".into(),
+                ..Default::default()
             };
             match groups.iter_mut().find(|g| g.key == edit.policy) {
                 Some(group) => {

@@ -201,6 +201,32 @@ fn invalid_range_points_at_the_range() {
 }
 
 #[test]
+fn min_age_is_a_duration_and_not_for_the_digest_strategy() {
+    let text = doc("app", "    semver: {}\n  minAge: soon\n");
+    assert_one(
+        &[("age.yaml", &text)],
+        "age.yaml",
+        "9:11",
+        "minAge: \"soon\" is not a duration",
+    );
+    let text = doc("app", "    digest: {tag: latest}\n  minAge: 30m\n");
+    assert_one(
+        &[("digest.yaml", &text)],
+        "digest.yaml",
+        "9:11",
+        "the digest strategy follows one tag",
+    );
+    let (_dir, config_path) =
+        repo(&[("ok.yaml", &doc("app", "    semver: {}\n  minAge: 1h 30m\n"))]);
+    let config = config::load(&config_path).unwrap();
+    let policies = policy::load(&config).unwrap();
+    assert_eq!(
+        policies[0].min_age,
+        Some(std::time::Duration::from_secs(90 * 60))
+    );
+}
+
+#[test]
 fn invalid_glob_platform_and_image() {
     let text = doc(
         "app",

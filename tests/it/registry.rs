@@ -625,6 +625,7 @@ fn insecure_registry(host: &str) -> RegistryConfig {
         insecure: true,
         credentials: None,
         rate_limit: None,
+        timeout: None,
     }
 }
 
@@ -904,4 +905,77 @@ async fn one_client_serves_spawned_tasks_with_one_request_per_question() {
     }
     let stats = client.request_stats();
     assert_eq!((stats.tag_lists, stats.manifests), (1, 1), "{stats:?}");
+}
+
+/// A password file that held a stale password is read again after the registry refuses it: a
+/// long-running process picks up a rotated Secret or file without a restart. Basic (htpasswd)
+/// and the token flow (where the token server refuses the stale credential).
+#[tokio::test]
+async fn a_refused_credential_is_read_again_from_its_file_and_retried_once() {
+    for auth in [Auth::basic(), Auth::token()] {
+        let reg = TestRegistry::start(auth).await;
+        reg.push_image("team/app", "1.0.0", ImageSpec::default())
+            .await;
+        let repo = reg.repository("team/app");
+        let config = with_password_file(&reg, reg.user().unwrap(), "stale-password");
+        let file = reg.dir().join("wrong-password");
+        let client = client_for(&reg, config);
+
+        let err = client.list_tags(&repo).await.unwrap_err();
+        assert!(matches!(err, RegistryError::Unauthorized { .. }), "{err:?}");
+
+        // The Secret is rotated in place, as a kubelet updates a mounted Secret.
+        std::fs::write(&file, format!("{}\n", reg.password().unwrap())).unwrap();
+        client.start_cycle();
+        assert_eq!(
+            client.list_tags(&repo).await.unwrap(),
+            ["1.0.0"],
+            "the new password is read after the refusal"
+        );
+        // And the one after that is still good: nothing is reloaded while it works.
+        client.start_cycle();
+        let before = client.request_stats();
+        assert_eq!(client.list_tags(&repo).await.unwrap(), ["1.0.0"]);
+        let after = client.request_stats();
+        assert_eq!(after.tag_lists - before.tag_lists, 1, "no second 401");
+    }
+}
+
+/// A registry that times out is not asked again within the cycle: the next question fails at
+/// once, without a request; a new cycle asks again.
+#[tokio::test]
+async fn a_registry_that_timed_out_fails_fast_until_the_next_cycle() {
+    let (host, accepted) = crate::daemon::hanging_registry();
+    let options = ClientOptions {
+        registries: vec![RegistryConfig {
+            timeout: Some(Duration::from_millis(300)),
+            ..insecure_registry(&host)
+        }],
+        docker_config: DockerConfigSource::Disabled,
+        ..ClientOptions::default()
+    };
+    let client = RegistryClient::new(options).unwrap();
+    let repo = |path: &str| Repository {
+        registry: host.clone(),
+        path: path.into(),
+    };
+    let connections = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+
+    let err = client.list_tags(&repo("shop/api")).await.unwrap_err();
+    assert_eq!(err.metric_label(), "timed_out", "{err}");
+    assert!(
+        err.to_string().contains("did not answer within 300ms"),
+        "{err}"
+    );
+    assert_eq!(connections(), 1);
+
+    let err = client.list_tags(&repo("shop/web")).await.unwrap_err();
+    assert_eq!(err.metric_label(), "down", "{err}");
+    assert_names_the_place(&err, &host, "shop/web");
+    assert_eq!(connections(), 1, "not asked again this cycle");
+
+    client.start_cycle();
+    let err = client.list_tags(&repo("shop/web")).await.unwrap_err();
+    assert_eq!(err.metric_label(), "timed_out", "{err}");
+    assert_eq!(connections(), 2, "asked again in the next cycle");
 }

@@ -19,7 +19,9 @@ mod wire;
 
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
-use super::{Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, read_token};
+use super::{
+    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits, read_token,
+};
 use crate::config::forge::{GitHubConfig, path_from_url};
 use crate::git::ProvidedToken;
 use wire::{Pull, describe, permission_hint, short};
@@ -408,6 +410,38 @@ impl Forge for GitHub {
             )
             .await?;
         Ok(())
+    }
+
+    async fn compare(&self, path: &str, from: &str, to: &str) -> Result<SourceCommits, ForgeError> {
+        #[derive(serde::Deserialize)]
+        struct Comparison {
+            #[serde(default)]
+            total_commits: usize,
+            #[serde(default)]
+            commits: Vec<CommitEntry>,
+        }
+        #[derive(serde::Deserialize)]
+        struct CommitEntry {
+            commit: CommitText,
+        }
+        #[derive(serde::Deserialize)]
+        struct CommitText {
+            message: String,
+        }
+        let route = format!("/repos/{path}/compare/{from}...{to}");
+        let c: Comparison = self
+            .call(
+                Method::Get,
+                &route,
+                None,
+                &format!("compare {path} {from}...{to}"),
+                "contents: read",
+            )
+            .await?;
+        Ok(SourceCommits::from_messages(
+            c.commits.iter().map(|e| e.commit.message.as_str()),
+            c.total_commits,
+        ))
     }
 
     async fn close(&self, number: u64) -> Result<(), ForgeError> {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use git2::Oid;
 
-use crate::forge::{ForgeError, ForgeKind, Marker, PullRequest};
+use crate::forge::{ForgeError, ForgeKind, Marker, PullRequest, SourceCommits};
 use crate::git::proposal::BranchTip;
 use crate::git::{ChangeGroup, WriteConfig};
 
@@ -32,6 +32,9 @@ pub(crate) struct Observed {
     /// The branches of open pull requests no group needs whose change is all in the base
     /// (merged, or made by hand). Asked only of a complete plan.
     pub reached_base: BTreeSet<String>,
+    /// The commits behind each change's source comparison, by compare URL, where the forge's
+    /// token could read the source repository.
+    pub source_commits: BTreeMap<String, SourceCommits>,
 }
 
 impl Observed {

@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::observed::{Observed, PlannedGroup, tagpilots};
-use crate::forge::{Forge, ForgeError, body};
+use crate::forge::{Forge, ForgeError, ForgeKind, SourceCommits, body};
 use crate::git::{self, RepoCache, RepositoryConfig};
+use crate::provenance::SourceForge;
 
 /// Builds each planned group's commit on the base tip and reads the forge.
 pub(crate) async fn read<F: Forge>(
@@ -94,7 +95,9 @@ pub(crate) async fn read<F: Forge>(
         }
     }
 
+    let source_commits = source_commits(forge, &groups).await;
     Ok(Observed {
+        source_commits,
         repository: repo.name.clone(),
         base: repo.branch.clone(),
         base_tip: prepared.base_tip,
@@ -106,4 +109,41 @@ pub(crate) async fn read<F: Forge>(
         tips,
         reached_base,
     })
+}
+
+/// The commits behind each change's source comparison, asked of this forge when the source
+/// repository is on the same kind of forge. A comparison the token cannot read leaves only
+/// the link in the body: it is optional, never a failure.
+async fn source_commits<F: Forge>(
+    forge: &F,
+    groups: &[PlannedGroup],
+) -> BTreeMap<String, SourceCommits> {
+    let mut out = BTreeMap::new();
+    for c in groups.iter().flat_map(|g| &g.group.changes) {
+        let (Some(source), Some(from), Some(to), Some(url)) =
+            (&c.source, &c.revision_from, &c.revision_to, &c.compare_url)
+        else {
+            continue;
+        };
+        if out.contains_key(url) {
+            continue;
+        }
+        let Some(repo) = crate::provenance::source_repository(source) else {
+            continue;
+        };
+        let same_kind = matches!(
+            (repo.forge, forge.kind()),
+            (SourceForge::GitHub, ForgeKind::GitHub) | (SourceForge::GitLab, ForgeKind::GitLab)
+        );
+        if !same_kind {
+            continue;
+        }
+        match forge.compare(&repo.path, from, to).await {
+            Ok(commits) => {
+                out.insert(url.clone(), commits);
+            }
+            Err(e) => tracing::debug!(source = %repo.path, "no commit subjects: {e}"),
+        }
+    }
+    out
 }

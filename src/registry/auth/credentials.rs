@@ -385,6 +385,7 @@ mod tests {
                 password_file: None,
             }),
             rate_limit: None,
+            timeout: None,
         }];
         let given = HashMap::from([(
             "R.example".to_string(),
@@ -522,6 +523,7 @@ mod tests {
                 password_file: Some("password".into()),
             }),
             rate_limit: None,
+            timeout: None,
         }];
         let cred = resolver(dir.path(), &registries, None)
             .resolve("ghcr.io", "ghcr.io")
@@ -547,6 +549,7 @@ mod tests {
                 password_file: None,
             }),
             rate_limit: None,
+            timeout: None,
         }];
         let err = resolver(dir.path(), &registries, None)
             .resolve("ghcr.io", "ghcr.io")

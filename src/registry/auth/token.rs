@@ -100,17 +100,24 @@ impl RegistryClient {
                 None => Ok((Sent::Nothing, Auth::None)),
             },
             Scheme::Bearer { realm, service } => {
-                let credential = self.credential(reg, repo).await?;
-                let token = self
-                    .token(
-                        reg,
-                        repo,
-                        scope,
-                        &realm,
-                        service.as_deref(),
-                        credential.as_ref(),
-                    )
-                    .await?;
+                let mut credential = self.credential(reg, repo).await?;
+                let service = service.as_deref();
+                let token = match self
+                    .token(reg, repo, scope, &realm, service, credential.as_ref())
+                    .await
+                {
+                    // The token server refused the credential held: it may have been rotated
+                    // (a credential helper's token expired, a Secret or file changed). Once.
+                    Err(RegistryError::Unauthorized { .. })
+                        if credential.is_some()
+                            && self.reload_credential(reg, repo, &credential).await? =>
+                    {
+                        credential = self.credential(reg, repo).await?;
+                        self.token(reg, repo, scope, &realm, service, credential.as_ref())
+                            .await?
+                    }
+                    other => other?,
+                };
                 Ok((Sent::Token { credential }, Auth::Bearer(token)))
             }
         }
@@ -138,21 +145,30 @@ impl RegistryClient {
             }
             Some(Challenge::Basic) => {
                 *reg.scheme.lock().expect("scheme lock poisoned") = Scheme::Basic;
-                Ok(!matches!(sent, Sent::Basic(_)) && self.credential(reg, repo).await?.is_some())
+                match sent {
+                    // The credential held was refused: look it up again, and retry if it changed.
+                    Sent::Basic(c) => self.reload_credential(reg, repo, &Some(c.clone())).await,
+                    _ => Ok(self.credential(reg, repo).await?.is_some()),
+                }
             }
             None => Ok(false),
         }
     }
 
-    /// The registry's credential, looked up once per registry on its first challenge.
+    /// The registry's credential, looked up once per registry on its first challenge (and again
+    /// after [`RegistryClient::reload_credential`]).
     async fn credential(
         &self,
         reg: &RegistryState,
         repo: &Repository,
     ) -> Result<Option<Credential>, RegistryError> {
         let auth_key = repo.auth_key().to_string();
-        reg.credential
-            .get_or_init(|| async { self.credentials.resolve(&reg.host, &auth_key).await })
+        let cell = reg
+            .credential
+            .lock()
+            .expect("credential lock poisoned")
+            .clone();
+        cell.get_or_init(|| async { self.credentials.resolve(&reg.host, &auth_key).await })
             .await
             .clone()
             .map_err(|source| RegistryError::Credentials {
@@ -160,6 +176,36 @@ impl RegistryClient {
                 repository: repo.path.clone(),
                 source,
             })
+    }
+
+    /// Forgets `refused` (the credential a registry or token server just refused) and looks the
+    /// credential up again from its source: a credential helper asked anew, a file or Secret
+    /// read again. `Ok(true)` when that gave a different credential, so a retry can succeed.
+    /// Concurrent callers refused with the same credential share one lookup.
+    async fn reload_credential(
+        &self,
+        reg: &RegistryState,
+        repo: &Repository,
+        refused: &Option<Credential>,
+    ) -> Result<bool, RegistryError> {
+        {
+            let mut slot = reg.credential.lock().expect("credential lock poisoned");
+            let stale = match slot.get() {
+                Some(Ok(held)) => held == refused,
+                Some(Err(_)) => true,
+                // Someone is looking it up right now; theirs is fresh.
+                None => false,
+            };
+            if stale {
+                *slot = Arc::default();
+            }
+        }
+        let fresh = self.credential(reg, repo).await?;
+        let changed = fresh.is_some() && fresh != *refused;
+        if changed {
+            debug!(registry = %repo.registry, "credential reloaded after a refusal");
+        }
+        Ok(changed)
     }
 
     /// A Bearer token for `scope`, from the cache or the token server.
@@ -185,13 +231,14 @@ impl RegistryClient {
             }
             query.append_pair("scope", scope);
         }
-        let mut request = self.http.get(url);
+        reg.check_up(repo)?;
+        let mut request = self.http.get(url).timeout(reg.timeout);
         if let Some(c) = credential {
             request = request.basic_auth(&c.username, Some(c.password()));
         }
         self.count(Kind::Token);
         debug!(realm, scope, "token request");
-        let resp = request.send().await.map_err(|e| unreachable(repo, e))?;
+        let resp = request.send().await.map_err(|e| reg.failed(repo, e))?;
         let status = resp.status();
         let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {

@@ -29,8 +29,16 @@ pub async fn cycle<R: Registry>(
         cache: Some(cache),
         progress,
         cancel: Default::default(),
+        state: None,
     };
-    engine::run(&input, &context, engine::Options { dry_run })
-        .await
-        .expect("engine cycle")
+    engine::run(
+        &input,
+        &context,
+        engine::Options {
+            dry_run,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("engine cycle")
 }

@@ -4,5 +4,6 @@ pub mod bin;
 pub mod engine;
 pub mod git;
 pub mod github;
+pub mod kube;
 pub mod registry;
 pub mod scripted;

@@ -110,6 +110,7 @@ pub struct ImageSpec {
     created: Option<String>,
     platform: String,
     annotations: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
     docker: bool,
 }
 
@@ -119,6 +120,7 @@ impl Default for ImageSpec {
             created: None,
             platform: "linux/amd64".into(),
             annotations: BTreeMap::new(),
+            labels: BTreeMap::new(),
             docker: false,
         }
     }
@@ -140,6 +142,12 @@ impl ImageSpec {
     /// A manifest annotation, e.g. `org.opencontainers.image.created`.
     pub fn annotation(mut self, key: &str, value: &str) -> Self {
         self.annotations.insert(key.into(), value.into());
+        self
+    }
+
+    /// A label in the config blob (`config.Labels`), as `docker build --label` writes it.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.into(), value.into());
         self
     }
 
@@ -201,6 +209,17 @@ impl TestRegistry {
     /// Like [`TestRegistry::start`], with `extra` appended to the registry's `config.yml` (a
     /// `notifications:` section, say).
     pub async fn start_with(auth: Auth, extra: &str) -> Self {
+        Self::start_inner(auth, extra, false).await
+    }
+
+    /// Like [`TestRegistry::start`], with the registry's access log on: one line per request it
+    /// answered, read back with [`TestRegistry::requests`]. The registry's own count of what it
+    /// was asked, independent of tagpilot's.
+    pub async fn start_with_access_log(auth: Auth) -> Self {
+        Self::start_inner(auth, "", true).await
+    }
+
+    async fn start_inner(auth: Auth, extra: &str, access_log: bool) -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let token_server = match &auth {
             Auth::Token {
@@ -235,6 +254,12 @@ impl TestRegistry {
             let id = unique();
             let mut config =
                 registry_config_yaml(dir.path(), port, &id, &auth, token_server.as_ref());
+            if access_log {
+                config = config.replace(
+                    "accesslog:\n    disabled: true",
+                    "accesslog:\n    disabled: false",
+                );
+            }
             config.push_str(extra);
             let config_path = dir.path().join("config.yml");
             std::fs::write(&config_path, config).unwrap();
@@ -296,6 +321,23 @@ impl TestRegistry {
         self.dir.path().join("password")
     }
 
+    /// The request lines (`GET /v2/shop/api/tags/list`) the registry logged so far, without the
+    /// pushes of this harness (which go to `/blobs/uploads/` and `PUT`). Needs
+    /// [`TestRegistry::start_with_access_log`].
+    pub fn requests(&self) -> Vec<String> {
+        let log =
+            std::fs::read_to_string(self.dir.path().join(format!("registry-{}.log", self.port)))
+                .unwrap_or_default();
+        log.lines()
+            .filter_map(|l| {
+                let start = l.find('"')? + 1;
+                let end = start + l[start..].find(" HTTP/")?;
+                Some(l[start..end].to_string())
+            })
+            .filter(|r| r.starts_with("GET ") || r.starts_with("HEAD "))
+            .collect()
+    }
+
     /// The registry's temp directory; tests may put their own files here.
     pub fn dir(&self) -> &Path {
         self.dir.path()
@@ -320,6 +362,7 @@ impl TestRegistry {
                 password_file: Some(self.password_file()),
             }),
             rate_limit: None,
+            timeout: None,
         }
     }
 
@@ -463,6 +506,9 @@ impl TestRegistry {
         }
         if let Some(created) = &spec.created {
             config["created"] = json!(created);
+        }
+        if !spec.labels.is_empty() {
+            config["config"]["Labels"] = json!(spec.labels);
         }
         let config = serde_json::to_vec(&config).unwrap();
         let config_digest = sha256(&config);

@@ -309,7 +309,14 @@ fn pull_request_body(o: &Observed, planned: &PlannedGroup, proposal: &str, head:
         head: head.to_string(),
         noted: None,
     };
-    body::body(o.kind, &o.repository, &o.base, &planned.group, &marker)
+    body::body(
+        o.kind,
+        &o.repository,
+        &o.base,
+        &planned.group,
+        &o.source_commits,
+        &marker,
+    )
 }
 
 /// A planned group's outcome, naming `pr` if there is one.

@@ -33,6 +33,7 @@ fn group(to: &str) -> ChangeGroup {
             from: "1.0.0".into(),
             to: to.into(),
             strategy: "semver".into(),
+            ..Default::default()
         }],
     }
 }
@@ -67,6 +68,7 @@ fn observed(groups: Vec<PlannedGroup>) -> Observed {
         groups,
         tips: BTreeMap::new(),
         reached_base: BTreeSet::new(),
+        source_commits: BTreeMap::new(),
     }
 }
 
@@ -91,6 +93,7 @@ fn pull_request(number: u64, to: &str, head: Oid) -> PullRequest {
             "manifests",
             "main",
             &group(to),
+            &BTreeMap::new(),
             &marker(to, head),
         ),
         branch: BRANCH.into(),

@@ -1,0 +1,62 @@
+//! Google Artifact Registry, through a Pub/Sub push subscription on the `gcr` topic. Pub/Sub
+//! POSTs `{"message": {"data": base64, "messageId", …}, "subscription"}`; Artifact Registry's
+//! message in `data` is `{"action": "INSERT" | "DELETE", "digest": "host/project/repo/image@sha256:…",
+//! "tag": "host/project/repo/image:tag"}`. An `INSERT` is a push (a new image or a new tag);
+//! a `DELETE` is accepted and ignored.
+//!
+//! Pub/Sub can also sign its pushes with a Google-issued OIDC token; tagpilot does not verify
+//! those (it would need Google's keys). The secret goes in the push endpoint's URL.
+
+use base64::Engine;
+use serde::Deserialize;
+
+use super::{Parsed, repository_of_reference};
+
+#[derive(Debug, Deserialize)]
+struct Push {
+    message: PubsubMessage,
+}
+
+/// A Pub/Sub message, as push deliveries and Eventarc's CloudEvents carry it.
+#[derive(Debug, Deserialize)]
+pub struct PubsubMessage {
+    #[serde(default)]
+    data: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Notification {
+    action: String,
+    #[serde(default)]
+    digest: Option<String>,
+    #[serde(default)]
+    tag: Option<String>,
+}
+
+pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+    let push: Push = super::json(body, "a Pub/Sub push message")?;
+    from_message(&push.message)
+}
+
+/// Artifact Registry's notification inside a Pub/Sub message.
+pub fn from_message(message: &PubsubMessage) -> Result<Parsed, String> {
+    let data = message
+        .data
+        .as_deref()
+        .ok_or("a Pub/Sub message without data")?;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .map_err(|e| format!("message.data is not base64: {e}"))?;
+    let n: Notification = super::json(&data, "an Artifact Registry notification")?;
+    if n.action != "INSERT" {
+        return Ok(Parsed::Ignored(format!(
+            "an Artifact Registry {} notification, not a push (INSERT)",
+            n.action
+        )));
+    }
+    let reference = n
+        .tag
+        .or(n.digest)
+        .ok_or("an Artifact Registry INSERT without tag or digest")?;
+    Ok(Parsed::Pushed(vec![repository_of_reference(&reference)?]))
+}

@@ -1,0 +1,66 @@
+//! Harbor's webhooks, "Default" format: `{"type": "PUSH_ARTIFACT", "event_data": {"resources":
+//! [{"resource_url"}], "repository"}}`. Each resource's `resource_url` (`host/project/repo:tag`
+//! or `…@sha256:…`) names the pushed repository with the host Harbor is reached at. Every other
+//! event type (pulls, deletes, scans, quotas, replication, retention) is accepted and ignored.
+//! A Harbor policy set to the "CloudEvents" format is read as a CloudEvent
+//! ([`super::cloudevents`]).
+
+use serde::Deserialize;
+
+use super::{Parsed, repository_of_reference};
+
+#[derive(Debug, Deserialize)]
+struct Payload {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    event_data: Option<EventData>,
+}
+
+/// `event_data` of the Default format, and `data` of the CloudEvents one.
+#[derive(Debug, Deserialize)]
+pub struct EventData {
+    #[serde(default)]
+    resources: Vec<Resource>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Resource {
+    #[serde(default)]
+    resource_url: Option<String>,
+}
+
+pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+    let value: serde_json::Value = super::json(body, "a Harbor webhook")?;
+    if value.get("specversion").is_some() {
+        return super::cloudevents::parse_structured(body);
+    }
+    let payload: Payload =
+        serde_json::from_value(value).map_err(|e| format!("not a Harbor webhook: {e}"))?;
+    if payload.kind != "PUSH_ARTIFACT" {
+        return Ok(Parsed::Ignored(format!(
+            "a {} event, not a push (PUSH_ARTIFACT)",
+            payload.kind
+        )));
+    }
+    let data = payload
+        .event_data
+        .ok_or("a PUSH_ARTIFACT event without event_data")?;
+    pushed(&data)
+}
+
+/// The repositories of a push's resources.
+pub fn pushed(data: &EventData) -> Result<Parsed, String> {
+    if data.resources.is_empty() {
+        return Err("a Harbor push without resources".into());
+    }
+    let mut hints = Vec::new();
+    for r in &data.resources {
+        let url = r
+            .resource_url
+            .as_deref()
+            .ok_or("a Harbor push resource without resource_url (the registry host)")?;
+        hints.push(repository_of_reference(url)?);
+    }
+    Ok(Parsed::Pushed(hints))
+}

@@ -1,0 +1,520 @@
+//! What `tagpilot run` remembers across restarts, in one embedded database (redb) in the
+//! `--state-dir`:
+//!
+//! - **image metadata by digest** — manifests and the facts tagpilot reads from config blobs
+//!   (build time, platform). Digests name immutable content, so nothing is fetched twice, even
+//!   after a restart. The registry client reaches this through its
+//!   [`MetadataStore`](crate::registry::MetadataStore) trait, implemented here;
+//! - **when each tag was first seen**, per registry repository and tag, for `minAge` under
+//!   strategies that do not read build times;
+//! - **the last proposal per group**, per repository, so a proposal does not move backwards
+//!   from one cycle to the next (see `crate::engine::steady`);
+//! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
+//!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
+//!
+//! The store is a cache and a memory, never the source of truth: losing it, or finding it
+//! corrupt, costs requests and a `minAge` wait, never a wrong update. So its readers get `None`
+//! when a read fails, writes that fail are logged and dropped, and a file that cannot be opened
+//! as a database is moved aside (`state.redb.corrupt-<time>`) with a warning and made anew.
+//! Only two things stop `tagpilot run` from starting here: another process holding the
+//! database, and a directory that cannot be written at all.
+//!
+//! Writes during a cycle are committed without waiting for the disk; [`State::flush`] at the
+//! end of a cycle makes them durable. A crash loses at most one cycle's cache.
+//!
+//! This module stores bytes and answers questions about them. It decides nothing about tags,
+//! images or YAML.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use redb::{
+    Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
+    TableError,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::image::Repository;
+use crate::registry::MetadataStore;
+
+/// The database's file name inside the state directory.
+pub const STATE_FILE: &str = "state.redb";
+
+/// Manifest bytes by digest.
+const MANIFESTS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("manifests/v1");
+/// Config facts (JSON the registry client wrote) by config digest.
+const CONFIGS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("configs/v1");
+/// (registry, repository, tag) → first seen, Unix seconds.
+const FIRST_SEEN: TableDefinition<'_, (&str, &str, &str), i64> =
+    TableDefinition::new("first_seen/v1");
+/// (repository, group) → the last [`Proposal`] as JSON.
+const PROPOSALS: TableDefinition<'_, (&str, &str), &[u8]> = TableDefinition::new("proposals/v1");
+/// (kind, delivery id) → when it was handled, Unix seconds.
+const DELIVERIES: TableDefinition<'_, (&str, &str), i64> = TableDefinition::new("deliveries/v1");
+
+/// redb's page cache. Its default (1 GiB) is a ceiling, not an allocation, but a daemon that
+/// watches a thousand repositories must stay small; lookups here are by key, a few per tag.
+const CACHE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Deliveries older than this are forgotten: registries retry within minutes, not days.
+const DELIVERY_MEMORY: jiff::SignedDuration = jiff::SignedDuration::from_hours(24 * 7);
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(
+        "another process has the state database {} open; give each tagpilot process its own \
+         --state-dir",
+        path.display()
+    )]
+    Locked { path: PathBuf },
+    #[error("state directory {}: {source}", dir.display())]
+    Dir {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("state database {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: Box<redb::Error>,
+    },
+    #[error("state database {}: could not move the unreadable file aside: {source}", path.display())]
+    MoveAside {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl StateError {
+    /// A bounded label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            StateError::Locked { .. } => "state_locked",
+            StateError::Dir { .. } => "state_dir",
+            StateError::Open { .. } => "state_open",
+            StateError::MoveAside { .. } => "state_move_aside",
+        }
+    }
+}
+
+/// What was last proposed for one group of one repository.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proposal {
+    pub changes: Vec<ProposedChange>,
+    /// When it was proposed.
+    pub at: jiff::Timestamp,
+}
+
+/// One change of a proposal: which policy moved which file to what (`tag` or `tag@digest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProposedChange {
+    pub policy: String,
+    pub file: String,
+    pub to: String,
+}
+
+/// The state database of one `--state-dir`.
+pub struct State {
+    db: Database,
+    path: PathBuf,
+    /// A write failed this cycle; said once per cycle, not once per write.
+    warned: Mutex<bool>,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").field("path", &self.path).finish()
+    }
+}
+
+impl State {
+    /// Opens (or creates) the database in `dir`. A file that is not a readable database is
+    /// moved aside with a warning and replaced by an empty one; a database another process
+    /// holds is an error.
+    pub fn open(dir: &Path) -> Result<State, StateError> {
+        std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join(STATE_FILE);
+        let db = match open_checked(&path) {
+            Ok(db) => db,
+            Err(Opened::Locked) => return Err(StateError::Locked { path }),
+            Err(Opened::Io(source)) => {
+                return Err(StateError::Open {
+                    path,
+                    source: Box::new(source),
+                });
+            }
+            Err(Opened::Unreadable(why)) => {
+                let aside = aside_name(&path);
+                tracing::warn!(
+                    file = %path.display(),
+                    moved_to = %aside.display(),
+                    "the state database is unreadable ({why}); moving it aside and starting \
+                     with an empty one: cached metadata is fetched again and first-seen times \
+                     start now"
+                );
+                std::fs::rename(&path, &aside).map_err(|source| StateError::MoveAside {
+                    path: path.clone(),
+                    source,
+                })?;
+                match open_checked(&path) {
+                    Ok(db) => db,
+                    Err(Opened::Locked) => return Err(StateError::Locked { path }),
+                    Err(Opened::Io(source) | Opened::Unreadable(source)) => {
+                        return Err(StateError::Open {
+                            path,
+                            source: Box::new(source),
+                        });
+                    }
+                }
+            }
+        };
+        let state = State {
+            db,
+            path,
+            warned: Mutex::new(false),
+        };
+        state.forget_old_deliveries();
+        Ok(state)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes every write so far durable. Called at the end of each cycle.
+    pub fn flush(&self) {
+        let result = (|| -> Result<(), redb::Error> {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::Immediate)?;
+            txn.commit()?;
+            Ok(())
+        })();
+        if let Err(e) = result {
+            self.write_failed(&e);
+        }
+        *self.warned.lock().unwrap_or_else(|e| e.into_inner()) = false;
+    }
+
+    /// Whether the delivery `id` of webhook `kind` was handled before; records it if not. A
+    /// store that cannot answer says "not seen": a second re-check is harmless, a lost one is
+    /// not.
+    pub fn seen_delivery(&self, kind: &str, id: &str) -> bool {
+        let now = jiff::Timestamp::now().as_second();
+        let result = self.write(|txn| {
+            let mut table = txn.open_table(DELIVERIES)?;
+            let seen = table.get((kind, id))?.is_some();
+            if !seen {
+                table.insert((kind, id), now)?;
+            }
+            Ok(seen)
+        });
+        result.unwrap_or(false)
+    }
+
+    /// The last proposal recorded for `group` of `repository`.
+    pub fn last_proposal(&self, repository: &str, group: &str) -> Option<Proposal> {
+        let bytes = self.read(PROPOSALS, (repository, group))?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Records what was just proposed for `group` of `repository`.
+    pub fn record_proposal(&self, repository: &str, group: &str, proposal: &Proposal) {
+        let Ok(json) = serde_json::to_vec(proposal) else {
+            return;
+        };
+        let _ = self.write(|txn| {
+            txn.open_table(PROPOSALS)?
+                .insert((repository, group), json.as_slice())?;
+            Ok(())
+        });
+    }
+
+    /// Forgets what is no longer proposed for `group` of `repository`.
+    pub fn forget_proposal(&self, repository: &str, group: &str) {
+        let _ = self.write(|txn| {
+            txn.open_table(PROPOSALS)?.remove((repository, group))?;
+            Ok(())
+        });
+    }
+
+    fn forget_old_deliveries(&self) {
+        let cutoff = (jiff::Timestamp::now() - DELIVERY_MEMORY).as_second();
+        let _ = self.write(|txn| {
+            txn.open_table(DELIVERIES)?.retain(|_, at| at >= cutoff)?;
+            Ok(())
+        });
+    }
+
+    /// One value by key; `None` when absent or unreadable.
+    fn read<'k, K: redb::Key + 'static>(
+        &self,
+        table: TableDefinition<'_, K, &'static [u8]>,
+        key: impl std::borrow::Borrow<K::SelfType<'k>>,
+    ) -> Option<Vec<u8>> {
+        let result = (|| -> Result<Option<Vec<u8>>, redb::Error> {
+            let txn = self.db.begin_read()?;
+            let table = match txn.open_table(table) {
+                Ok(t) => t,
+                // Nothing was ever written to it.
+                Err(TableError::TableDoesNotExist(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            Ok(table.get(key)?.map(|v| v.value().to_vec()))
+        })();
+        result.unwrap_or_else(|e| {
+            tracing::debug!(file = %self.path.display(), "state read failed: {e}");
+            None
+        })
+    }
+
+    /// One write transaction, committed without waiting for the disk (see [`State::flush`]).
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&redb::WriteTransaction) -> Result<T, redb::Error>,
+    ) -> Result<T, ()> {
+        let result = (|| -> Result<T, redb::Error> {
+            let mut txn = self.db.begin_write()?;
+            txn.set_durability(Durability::None)?;
+            let value = f(&txn)?;
+            txn.commit()?;
+            Ok(value)
+        })();
+        result.map_err(|e| self.write_failed(&e))
+    }
+
+    fn write_failed(&self, e: &redb::Error) {
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        if !*warned {
+            *warned = true;
+            tracing::warn!(
+                file = %self.path.display(),
+                "writing the state database failed ({e}); going on without remembering"
+            );
+        }
+    }
+}
+
+impl MetadataStore for State {
+    fn manifest(&self, digest: &str) -> Option<Vec<u8>> {
+        self.read(MANIFESTS, digest)
+    }
+
+    fn put_manifest(&self, digest: &str, bytes: &[u8]) {
+        let _ = self.write(|txn| {
+            txn.open_table(MANIFESTS)?.insert(digest, bytes)?;
+            Ok(())
+        });
+    }
+
+    fn config(&self, digest: &str) -> Option<Vec<u8>> {
+        self.read(CONFIGS, digest)
+    }
+
+    fn put_config(&self, digest: &str, facts: &[u8]) {
+        let _ = self.write(|txn| {
+            txn.open_table(CONFIGS)?.insert(digest, facts)?;
+            Ok(())
+        });
+    }
+
+    fn first_seen(
+        &self,
+        repo: &Repository,
+        tags: &[&str],
+        now: jiff::Timestamp,
+    ) -> Vec<jiff::Timestamp> {
+        let (registry, path) = (repo.registry.as_str(), repo.path.as_str());
+        let result = self.write(|txn| {
+            let mut table = txn.open_table(FIRST_SEEN)?;
+            let mut out = Vec::with_capacity(tags.len());
+            for tag in tags {
+                let known = table.get((registry, path, *tag))?.map(|v| v.value());
+                let seconds = match known {
+                    Some(s) => s,
+                    None => {
+                        table.insert((registry, path, *tag), now.as_second())?;
+                        now.as_second()
+                    }
+                };
+                out.push(jiff::Timestamp::from_second(seconds).unwrap_or(now));
+            }
+            Ok(out)
+        });
+        // Unknown is "seen now": minAge then waits, which is the safe side.
+        result.unwrap_or_else(|()| vec![now; tags.len()])
+    }
+}
+
+/// Why a database could not be opened.
+enum Opened {
+    /// Another process (or this one) holds it.
+    Locked,
+    /// The file system refused (permissions, a full disk): not the file's fault.
+    Io(redb::Error),
+    /// The file is not a database redb can read: corrupt, truncated, another format.
+    Unreadable(redb::Error),
+}
+
+/// Opens the database and creates its tables, so that a file whose header reads but whose
+/// pages do not is found out now rather than on the first lookup.
+fn open_checked(path: &Path) -> Result<Database, Opened> {
+    let db = Database::builder()
+        .set_cache_size(CACHE_BYTES)
+        .create(path)
+        .map_err(|e| match e {
+            DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
+                Opened::Locked
+            }
+            DatabaseError::Storage(redb::StorageError::Io(io)) if !is_bad_data(&io) => {
+                Opened::Io(redb::Error::Io(io))
+            }
+            other => Opened::Unreadable(other.into()),
+        })?;
+    let created = (|| -> Result<(), redb::Error> {
+        let txn = db.begin_write()?;
+        txn.open_table(MANIFESTS)?;
+        txn.open_table(CONFIGS)?;
+        txn.open_table(FIRST_SEEN)?;
+        txn.open_table(PROPOSALS)?;
+        txn.open_table(DELIVERIES)?;
+        txn.commit()?;
+        Ok(())
+    })();
+    match created {
+        Ok(()) => Ok(db),
+        Err(redb::Error::Io(io)) if !is_bad_data(&io) => Err(Opened::Io(redb::Error::Io(io))),
+        Err(e) => Err(Opened::Unreadable(e)),
+    }
+}
+
+/// I/O errors that mean "this file is not what it should be" rather than "the disk refused".
+fn is_bad_data(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::InvalidData
+    )
+}
+
+/// `state.redb.corrupt-20240102T030405Z`, beside the original.
+fn aside_name(path: &Path) -> PathBuf {
+    let stamp = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%SZ")
+        .to_string();
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".corrupt-{stamp}"));
+    path.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo() -> Repository {
+        Repository {
+            registry: "127.0.0.1:5000".into(),
+            path: "shop/api".into(),
+        }
+    }
+
+    #[test]
+    fn metadata_and_first_seen_times_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0: jiff::Timestamp = "2024-05-01T10:00:00Z".parse().unwrap();
+        let t1: jiff::Timestamp = "2024-05-01T11:00:00Z".parse().unwrap();
+        {
+            let state = State::open(dir.path()).unwrap();
+            state.put_manifest("sha256:aa", b"{}");
+            state.put_config("sha256:bb", br#"{"created":null}"#);
+            assert_eq!(state.first_seen(&repo(), &["1.0.0"], t0), vec![t0]);
+            state.flush();
+        }
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(state.manifest("sha256:aa").as_deref(), Some(&b"{}"[..]));
+        assert!(state.config("sha256:bb").is_some());
+        assert_eq!(state.manifest("sha256:cc"), None);
+        assert_eq!(
+            state.first_seen(&repo(), &["1.0.0", "1.1.0"], t1),
+            vec![t0, t1],
+            "known tags keep their time, new ones start now"
+        );
+        assert_eq!(state.first_seen(&repo(), &["1.1.0"], t0), vec![t1]);
+    }
+
+    #[test]
+    fn a_delivery_is_seen_once_per_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        assert!(!state.seen_delivery("distribution", "e1"));
+        assert!(state.seen_delivery("distribution", "e1"));
+        assert!(!state.seen_delivery("harbor", "e1"));
+    }
+
+    #[test]
+    fn proposals_are_kept_per_repository_and_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        let p = Proposal {
+            changes: vec![ProposedChange {
+                policy: "api".into(),
+                file: "apps/api.yaml".into(),
+                to: "1.3.0".into(),
+            }],
+            at: jiff::Timestamp::UNIX_EPOCH,
+        };
+        state.record_proposal("manifests", "api", &p);
+        assert_eq!(state.last_proposal("manifests", "api"), Some(p));
+        assert_eq!(state.last_proposal("manifests", "web"), None);
+        assert_eq!(state.last_proposal("other", "api"), None);
+        state.forget_proposal("manifests", "api");
+        assert_eq!(state.last_proposal("manifests", "api"), None);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_moved_aside_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(STATE_FILE);
+        std::fs::write(&path, vec![0x5a; 64 * 1024]).unwrap();
+        let state = State::open(dir.path()).expect("recovered");
+        state.put_manifest("sha256:aa", b"{}");
+        assert!(state.manifest("sha256:aa").is_some());
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("state.redb.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "{aside:?}");
+    }
+
+    #[test]
+    fn a_truncated_database_is_moved_aside_and_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let state = State::open(dir.path()).unwrap();
+            for i in 0..200 {
+                state.put_manifest(&format!("sha256:{i}"), &[7; 2048]);
+            }
+            state.flush();
+        }
+        let path = dir.path().join(STATE_FILE);
+        let len = std::fs::metadata(&path).unwrap().len();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(len / 3).unwrap();
+        drop(file);
+        let state = State::open(dir.path()).expect("recovered");
+        assert_eq!(state.manifest("sha256:1"), None, "a fresh database");
+    }
+
+    #[test]
+    fn a_second_open_of_one_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let _first = State::open(dir.path()).unwrap();
+        let err = State::open(dir.path()).unwrap_err();
+        assert!(matches!(err, StateError::Locked { .. }), "{err}");
+        assert!(err.to_string().contains("--state-dir"), "{err}");
+    }
+}

@@ -1,0 +1,337 @@
+//! Leader election (`tagpilot run --leader-elect`) against the scripted Kubernetes API of
+//! `support::kube`: acquiring a free Lease, renewing it, following while another replica
+//! holds it, losing it (taken by another holder, a renewal refused, a renewal that hangs),
+//! and giving it up at shutdown. Each test states the exact requests, in order. The last
+//! test runs the binary end to end: a follower writes nothing to a real bare repository,
+//! and the same process writes once it leads.
+
+use std::time::{Duration, Instant};
+
+use tagpilot::run::lease::{Elector, LEADER_LABEL, LeaderElection, PodName, Role};
+use tokio::sync::watch;
+
+use crate::daemon;
+use crate::support::git::DEPLOYMENT_PATH;
+use crate::support::kube::{Fault, LeaseApi, NAMESPACE, cluster};
+
+const ME: &str = "tagpilot-0";
+const OTHER: &str = "tagpilot-1";
+/// Renewed a second before expiry; each request gives up after a quarter second.
+const DURATION: Duration = Duration::from_secs(3);
+
+fn settings_for(duration: Duration) -> LeaderElection {
+    LeaderElection {
+        lease_name: "tagpilot".to_string(),
+        lease_namespace: Some(NAMESPACE.to_string()),
+        identity: ME.to_string(),
+        lease_duration: duration,
+        pod: Some(PodName {
+            namespace: NAMESPACE.to_string(),
+            name: ME.to_string(),
+        }),
+    }
+}
+
+async fn start(server: &wiremock::MockServer) -> Elector {
+    start_for(server, DURATION).await
+}
+
+async fn start_for(server: &wiremock::MockServer, duration: Duration) -> Elector {
+    let settings = settings_for(duration);
+    Elector::start_with(cluster(server, settings.request_timeout()).await, settings)
+        .await
+        .unwrap()
+}
+
+/// Waits (at most `within`) until the role is `want`; the journal is in the failure message.
+async fn wait_role(
+    roles: &mut watch::Receiver<Role>,
+    want: Role,
+    api: &LeaseApi,
+    within: Duration,
+) {
+    let reached = tokio::time::timeout(within, roles.wait_for(|r| *r == want))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    assert!(
+        reached,
+        "never {want:?} within {within:?}; now {:?}; requests:\n{}",
+        *roles.borrow(),
+        api.journal().join("\n")
+    );
+}
+
+/// Waits until the journal has `n` lines matching `pred`.
+async fn wait_journal(api: &LeaseApi, what: &str, n: usize, pred: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while api.journal().iter().filter(|l| pred(l)).count() < n {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {n} {what}; requests:\n{}",
+            api.journal().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const UNLABEL: &str = "PATCH pod/tagpilot-0 tagpilot.dev/leader=null";
+const LABEL: &str = "PATCH pod/tagpilot-0 tagpilot.dev/leader=true";
+const TAKE: &str = "APPLY lease acquireTime,holder=tagpilot-0,leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
+const COUNT_TRANSITION: &str = "PATCH lease leaseTransitions by tagpilot-tagpilot-0";
+const RENEW: &str = "PATCH lease leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
+const RELEASE: &str =
+    "PATCH lease acquireTime,holder=null,leaseDurationSeconds,renewTime by tagpilot-tagpilot-0";
+
+#[tokio::test]
+async fn acquires_a_free_lease_labels_its_pod_renews_and_releases_at_shutdown() {
+    let (server, api) = LeaseApi::start().await;
+    let elector = start(&server).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    // Renewed twice: more than two durations' worth of leading on one acquisition.
+    wait_journal(&api, "renewals", 2, |l| l == RENEW).await;
+    assert_eq!(*roles.borrow(), Role::Leading);
+
+    elector.stop().await;
+    assert_eq!(api.holder(), None, "the Lease was not given up");
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
+    assert_eq!(
+        api.journal(),
+        vec![
+            // A label a restarted container left behind goes first.
+            UNLABEL,
+            // The Lease does not exist yet: created empty, read (by the wait for a change,
+            // then by the attempt to take it), and taken by server-side apply.
+            "GET lease",
+            "POST lease",
+            "GET lease",
+            "GET lease",
+            TAKE,
+            COUNT_TRANSITION,
+            "GET lease",
+            LABEL,
+            // Renewals, a grace period before each expiry, each read back.
+            RENEW,
+            "GET lease",
+            RENEW,
+            "GET lease",
+            // Shutdown: writes stop and the label goes first, then the Lease is given up.
+            UNLABEL,
+            RELEASE,
+            "GET lease",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn follows_while_another_replica_renews_and_takes_over_once_it_stops() {
+    let (server, api) = LeaseApi::start().await;
+    let other = api.keep_held_by(OTHER, DURATION);
+    let elector = start(&server).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Following, &api, Duration::from_secs(5)).await;
+    // Longer than the Lease lasts: only the other replica's renewals keep this one out.
+    tokio::time::sleep(DURATION + Duration::from_secs(1)).await;
+    assert_eq!(*roles.borrow(), Role::Following);
+    assert_eq!(api.holder().as_deref(), Some(OTHER));
+    let journal = api.journal();
+    assert!(
+        journal
+            .iter()
+            .all(|l| !l.starts_with("APPLY") && l != LABEL),
+        "a follower tried to take a held Lease or labelled itself:\n{}",
+        journal.join("\n")
+    );
+
+    // The other replica stops renewing: once its Lease has expired, this one takes over.
+    other.cancel();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+    let journal = api.journal();
+    let forced = journal
+        .iter()
+        .position(|l| l == RELEASE)
+        .expect("the expired Lease is forced free first");
+    let taken = journal.iter().position(|l| l == TAKE).expect("then taken");
+    assert!(forced < taken, "{}", journal.join("\n"));
+    elector.stop().await;
+}
+
+#[tokio::test]
+async fn a_lease_taken_by_another_holder_stops_leading_and_removes_the_label() {
+    let (server, api) = LeaseApi::start().await;
+    let elector = start(&server).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+
+    api.clear_journal();
+    let other = api.keep_held_by(OTHER, Duration::from_secs(60));
+    wait_role(&mut roles, Role::Following, &api, Duration::from_secs(5)).await;
+    wait_journal(&api, "label removals", 1, |l| l == UNLABEL).await;
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
+    assert_eq!(api.holder().as_deref(), Some(OTHER));
+    // The renewal found the other holder on reading the Lease back.
+    assert_eq!(
+        api.journal(),
+        vec![RENEW, "GET lease", UNLABEL],
+        "exactly one renewal, then the step down"
+    );
+    elector.stop().await;
+    other.cancel();
+    assert_eq!(
+        api.holder().as_deref(),
+        Some(OTHER),
+        "released a Lease it did not hold"
+    );
+}
+
+/// Leads, then makes Lease patches fail with `fault`, and checks that the role turned to
+/// following before the Lease expired. A six-second Lease: renewed two seconds before expiry,
+/// each request given half a second, so a loaded machine has over a second to spare.
+async fn steps_down_before_expiry(fault: Fault) {
+    let duration = Duration::from_secs(6);
+    let (server, api) = LeaseApi::start().await;
+    let elector = start_for(&server, duration).await;
+    let mut roles = elector.roles();
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+
+    api.set_fault(Some(fault));
+    let expiry = api.expiry().expect("a held Lease has an expiry");
+    wait_role(&mut roles, Role::Following, &api, duration * 2).await;
+    let stepped_down = jiff::Timestamp::now();
+    // Not a speed test: the order of two events. Another replica may take the Lease only
+    // after `expiry`; this one stopped writing before that, and the renewal that failed was
+    // the only one attempted.
+    assert!(
+        stepped_down < expiry,
+        "stepped down at {stepped_down}, after the Lease expired at {expiry}:\n{}",
+        api.journal().join("\n")
+    );
+    assert_eq!(
+        api.expiry(),
+        Some(expiry),
+        "the failed renewal changed the Lease"
+    );
+
+    // Once the API answers again, the Lease (still naming this replica) is renewed and held.
+    api.set_fault(None);
+    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    elector.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_renewal_stops_leading_before_the_lease_expires() {
+    steps_down_before_expiry(Fault::ServerError).await;
+}
+
+#[tokio::test]
+async fn a_renewal_that_hangs_stops_leading_before_the_lease_expires() {
+    steps_down_before_expiry(Fault::Hang).await;
+}
+
+/// `tagpilot run --leader-elect` end to end, as a Deployment's replica runs it (POD_NAME,
+/// POD_NAMESPACE, a kubeconfig for the scripted API): while another replica holds the Lease
+/// it is ready but writes nothing and refuses webhooks; once the Lease is free it takes it,
+/// labels its Pod, and the first cycle pushes to the real bare repository; SIGTERM gives the
+/// Lease and the label up.
+#[tokio::test]
+async fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
+    let s = daemon::setup().await;
+    let commits_before = s.repo.subjects("main").len();
+    let (server, api) = LeaseApi::start().await;
+    let other = api.keep_held_by(OTHER, DURATION);
+    let kubeconfig = s.dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, crate::support::kube::kubeconfig(&server)).unwrap();
+    let config = s.dir.path().join("tagpilot.yaml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("webhooks:\n  secretEnv: IT_WEBHOOK_SECRET\n");
+    std::fs::write(&config, text).unwrap();
+    let mut replica = daemon::Daemon::start_with(
+        s.dir.path(),
+        "1s",
+        &[
+            ("TAGPILOT_LEADER_ELECT", "true"),
+            ("TAGPILOT_LEASE_DURATION", "3s"),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("POD_NAME", ME),
+            ("POD_NAMESPACE", NAMESPACE),
+            ("IT_WEBHOOK_SECRET", "s3cret"),
+        ],
+    );
+    let webhook = |replica: &daemon::Daemon| {
+        reqwest::Client::new()
+            .post(format!("{}/webhooks/distribution", replica.base))
+            .header("Authorization", "Bearer s3cret")
+            .body(daemon::push_event(&s.registry.host(), "shop/api"))
+            .send()
+    };
+
+    // A follower is ready (it stands by), but leads nothing and writes nothing.
+    replica.wait_for("/readyz", 200).await;
+    assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 503);
+    // Several intervals, and more than a Lease's duration.
+    tokio::time::sleep(DURATION + Duration::from_secs(1)).await;
+    let metrics = replica.text("/metrics").await;
+    assert!(metrics.contains("tagpilot_leader 0"), "{metrics}");
+    assert!(
+        metrics.contains("tagpilot_cycles_total{result=\"ok\"} 0"),
+        "a follower ran a cycle:\n{metrics}"
+    );
+    assert!(
+        metrics.contains("tagpilot_webhook_requests_total{kind=\"any\",result=\"not_leader\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(
+        s.repo.subjects("main").len(),
+        commits_before,
+        "a follower pushed:\n{}",
+        replica.log()
+    );
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        daemon::deployment(&s.registry, "1.0.0")
+    );
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
+
+    // The other replica goes away: this one takes the Lease, labels its Pod, and writes.
+    other.cancel();
+    daemon::wait_for_tag(&s, &replica, "1.1.0", Duration::from_secs(15)).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    assert_eq!(
+        api.pod_labels(ME).get(LEADER_LABEL).map(String::as_str),
+        Some("true")
+    );
+    let metrics = replica.text("/metrics").await;
+    assert!(metrics.contains("tagpilot_leader 1"), "{metrics}");
+    assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 202);
+
+    let (status, log) = replica.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert_eq!(
+        api.holder(),
+        None,
+        "the Lease was not given up at exit:\n{log}"
+    );
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None, "{log}");
+}
+
+#[test]
+fn a_lease_too_short_or_not_in_whole_seconds_is_refused_before_anything_starts() {
+    for (duration, reason) in [("2s", "at least 3s"), ("3500ms", "whole seconds")] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+            .args(["run", "--leader-elect", "--lease-duration", duration])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--lease-duration") && stderr.contains(reason),
+            "{stderr}"
+        );
+    }
+}
