@@ -138,14 +138,7 @@ impl RegistryClient {
             }),
             _ => None,
         };
-        let mut source = config.source();
-        let annotations = manifest.annotations.as_ref();
-        source.source = source
-            .source
-            .or_else(|| annotation(annotations, SOURCE_LABEL));
-        source.revision = source
-            .revision
-            .or_else(|| annotation(annotations, REVISION_LABEL));
+        let source = or_annotations(config.source(), manifest.annotations.as_ref());
         Ok(ImageFacts {
             created,
             platform,
@@ -217,14 +210,7 @@ impl RegistryClient {
                 }
                 let created =
                     created.or_else(|| annotation_created(repo, index.annotations.as_ref()));
-                let mut source = source.unwrap_or_default();
-                let annotations = index.annotations.as_ref();
-                source.source = source
-                    .source
-                    .or_else(|| annotation(annotations, SOURCE_LABEL));
-                source.revision = source
-                    .revision
-                    .or_else(|| annotation(annotations, REVISION_LABEL));
+                let source = or_annotations(source.unwrap_or_default(), index.annotations.as_ref());
                 Ok(ImageInfo {
                     digest,
                     created,
@@ -243,8 +229,16 @@ struct ImageFacts {
     source: ImageSource,
 }
 
-fn annotation(annotations: Option<&BTreeMap<String, String>>, key: &str) -> Option<String> {
-    annotations?.get(key).cloned()
+/// `source` with what its labels leave unsaid taken from a manifest's annotations.
+fn or_annotations(
+    source: ImageSource,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> ImageSource {
+    let annotation = |key: &str| annotations.and_then(|a| a.get(key)).cloned();
+    ImageSource {
+        source: source.source.or_else(|| annotation(SOURCE_LABEL)),
+        revision: source.revision.or_else(|| annotation(REVISION_LABEL)),
+    }
 }
 
 fn parse_created(repo: &Repository, value: &str) -> Option<jiff::Timestamp> {

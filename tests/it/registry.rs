@@ -66,6 +66,51 @@ fn client_for(reg: &TestRegistry, config: RegistryConfig) -> RegistryClient {
     RegistryClient::new(reg.client_options(vec![config])).unwrap()
 }
 
+/// Where an image was built from: the config's labels, else the manifest's annotations; only
+/// those two labels are kept.
+#[tokio::test]
+async fn an_image_says_its_source_by_labels_or_by_annotations() {
+    const SOURCE: &str = "org.opencontainers.image.source";
+    const REVISION: &str = "org.opencontainers.image.revision";
+    let reg = TestRegistry::start(Auth::None).await;
+    let spec = ImageSpec::default()
+        .label(SOURCE, "https://github.com/acme/api")
+        .label(REVISION, "abc1234")
+        .label("maintainer", "someone")
+        .annotation(REVISION, "not this one");
+    reg.push_image("shop/api", "labelled", spec).await;
+    let spec = ImageSpec::default()
+        .annotation(SOURCE, "https://gitlab.com/acme/api")
+        .annotation(REVISION, "def5678");
+    reg.push_image("shop/api", "annotated", spec).await;
+    reg.push_image("shop/api", "plain", ImageSpec::default())
+        .await;
+    let client = reg.client();
+    let api = reg.repository("shop/api");
+    let source = |tag: &'static str| {
+        let client = &client;
+        let api = &api;
+        async move { client.inspect(api, tag, &[]).await.unwrap().source }
+    };
+    let labelled = source("labelled").await;
+    assert_eq!(
+        labelled.source.as_deref(),
+        Some("https://github.com/acme/api")
+    );
+    assert_eq!(
+        labelled.revision.as_deref(),
+        Some("abc1234"),
+        "labels first"
+    );
+    let annotated = source("annotated").await;
+    assert_eq!(
+        annotated.source.as_deref(),
+        Some("https://gitlab.com/acme/api")
+    );
+    assert_eq!(annotated.revision.as_deref(), Some("def5678"));
+    assert_eq!(source("plain").await, Default::default());
+}
+
 #[tokio::test]
 async fn anonymous_registry_lists_tags_once_and_inspects_images() {
     let reg = TestRegistry::start(Auth::None).await;
