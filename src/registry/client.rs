@@ -61,8 +61,9 @@ pub struct ResponseCount {
 
 impl RegistryClient {
     /// Forgets what may have changed since the last cycle of a long-running process: tag lists,
-    /// the digest each tag points to, every failed lookup, and which registries timed out. Manifests and configs found by
-    /// digest never change and are kept, as are credentials and tokens.
+    /// the digest each tag points to, every failed lookup, and which registries timed out.
+    /// Manifests and configs found by digest never change: they are kept, in memory or, with a
+    /// store, in the store only. Credentials and tokens are kept.
     pub fn start_cycle(&self) {
         // Every flag is cleared, so the order does not matter.
         #[allow(clippy::iter_over_hash_type)]
@@ -76,8 +77,15 @@ impl RegistryClient {
         }
         self.tags.clear();
         self.tag_digests.clear();
-        self.manifests.retain(Result::is_ok);
-        self.configs.retain(Result::is_ok);
+        if self.store.is_some() {
+            // The store keeps what was found by digest; kept in memory as well, it would grow
+            // with every image a long-running process has ever seen.
+            self.manifests.clear();
+            self.configs.clear();
+        } else {
+            self.manifests.retain(Result::is_ok);
+            self.configs.retain(Result::is_ok);
+        }
     }
 
     /// Forgets the tag lists and tag digests of `repositories`, so that they are read fresh: a
