@@ -9,7 +9,7 @@ use tagpilot::image::{Platform, Repository};
 use tagpilot::plan::Inspector;
 use tagpilot::policy::{ImagePolicy, Strategy};
 use tagpilot::registry::{
-    ClientOptions, DockerConfigSource, Registry, RegistryClient, RegistryError,
+    ClientOptions, DockerConfigSource, MetadataStore, Registry, RegistryClient, RegistryError,
 };
 use wiremock::matchers::{method, path, query_param, query_param_is_missing};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -64,6 +64,71 @@ fn with_password_file(reg: &TestRegistry, username: &str, password: &str) -> Reg
 /// A client for `reg` configured with this one registry entry.
 fn client_for(reg: &TestRegistry, config: RegistryConfig) -> RegistryClient {
     RegistryClient::new(reg.client_options(vec![config])).unwrap()
+}
+
+/// A state store that counts how often the client asks it for a manifest.
+struct CountingStore {
+    inner: tagpilot::state::State,
+    manifests_asked: std::sync::atomic::AtomicUsize,
+}
+
+impl MetadataStore for CountingStore {
+    fn manifest(&self, digest: &str) -> Option<Vec<u8>> {
+        self.manifests_asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.manifest(digest)
+    }
+    fn put_manifest(&self, digest: &str, bytes: &[u8]) {
+        self.inner.put_manifest(digest, bytes);
+    }
+    fn config(&self, digest: &str) -> Option<Vec<u8>> {
+        self.inner.config(digest)
+    }
+    fn put_config(&self, digest: &str, facts: &[u8]) {
+        self.inner.put_config(digest, facts);
+    }
+    fn first_seen(
+        &self,
+        repo: &Repository,
+        tags: &[&str],
+        now: jiff::Timestamp,
+    ) -> Vec<jiff::Timestamp> {
+        self.inner.first_seen(repo, tags, now)
+    }
+}
+
+/// With a store, what was found by digest is held in memory for one cycle only, and the store
+/// answers it after that: a long-running process does not grow with every image it has seen,
+/// and the registry is still not asked again.
+#[tokio::test]
+async fn with_a_store_metadata_lives_in_the_store_between_cycles() {
+    use std::sync::atomic::Ordering;
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = std::sync::Arc::new(CountingStore {
+        inner: tagpilot::state::State::open(dir.path()).unwrap(),
+        manifests_asked: Default::default(),
+    });
+    let client = reg.client().with_store(store.clone());
+    let api = reg.repository("shop/api");
+    let first = client.inspect(&api, "1.0.0", &[]).await.unwrap();
+    let asked = store.manifests_asked.load(Ordering::Relaxed);
+    // Within a cycle, memory answers.
+    client.inspect(&api, &first.digest, &[]).await.unwrap();
+    assert_eq!(store.manifests_asked.load(Ordering::Relaxed), asked);
+    let fetched = client.responses().iter().map(|r| r.count).sum::<u64>();
+    // The next cycle asks the store, not memory, and not the registry.
+    client.start_cycle();
+    let again = client.inspect(&api, &first.digest, &[]).await.unwrap();
+    assert_eq!(again, first);
+    assert!(store.manifests_asked.load(Ordering::Relaxed) > asked);
+    assert_eq!(
+        client.responses().iter().map(|r| r.count).sum::<u64>(),
+        fetched,
+        "the registry was asked again"
+    );
 }
 
 /// Where an image was built from: the config's labels, else the manifest's annotations; only
