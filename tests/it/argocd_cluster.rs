@@ -23,6 +23,8 @@ use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
 const TOKEN: &str = "test-token";
 const APPS: &str = "/apis/argoproj.io/v1alpha1/applications";
+/// The Applications of the `argocd` namespace.
+const ARGOCD_APPS: &str = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
 const IU: &str = "argocd-image-updater.argoproj.io";
 
 // === the API double ===
@@ -237,9 +239,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
         annotations.iter().map(|(k, v)| (*k, v.as_str())).collect();
     // Two apps name the same Secret: it is read once.
     Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
+        .and(path(ARGOCD_APPS))
         .and(bearer())
         .respond_with(list(vec![
             app(
@@ -359,9 +359,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
 async fn a_pull_secret_without_the_registry_is_reported_by_name_without_its_content() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
+        .and(path(ARGOCD_APPS))
         .respond_with(list(vec![app(
             "argocd",
             "web",
@@ -405,9 +403,7 @@ const MEMORY_REGISTRY: &str = "r.example/shop/api: {tags: [\"1.0.0\", \"1.2.0\"]
 async fn apply_patches_each_application_once_with_the_exact_merge_patch() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
+        .and(path(ARGOCD_APPS))
         .respond_with(list(vec![
             // Kustomize: the entry for the image is replaced, the other kept.
             app(
@@ -554,7 +550,6 @@ fn image_updater(status: Value) -> Value {
 async fn image_updater_resources_are_listed_and_their_status_written_only_when_changed() {
     let mock_server = MockServer::start().await;
     let server = &mock_server;
-    let apps_path = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
     let apps = |tag: &str| {
         list(vec![
             app(
@@ -583,7 +578,7 @@ async fn image_updater_resources_are_listed_and_their_status_written_only_when_c
         }))
     };
     Mock::given(method("GET"))
-        .and(path(apps_path))
+        .and(path(ARGOCD_APPS))
         .and(bearer())
         .respond_with(apps("1.0.0"))
         .up_to_n_times(1)
@@ -599,7 +594,7 @@ async fn image_updater_resources_are_listed_and_their_status_written_only_when_c
         .mount(server)
         .await;
     Mock::given(method("PATCH"))
-        .and(path(format!("{apps_path}/shop")))
+        .and(path(format!("{ARGOCD_APPS}/shop")))
         .and(body_json(
             json!({"spec": {"source": {"kustomize": {"images": ["r.example/shop/api:1.2.0"]}}}}),
         ))
@@ -685,7 +680,7 @@ async fn image_updater_resources_are_listed_and_their_status_written_only_when_c
     // 2. Nothing to update: the Ready message changes once, so the status is written again.
     // The API now serves what was written.
     Mock::given(method("GET"))
-        .and(path(apps_path))
+        .and(path(ARGOCD_APPS))
         .respond_with(apps("1.2.0"))
         .expect(3)
         .mount(server)
@@ -726,9 +721,7 @@ async fn image_updater_resources_are_listed_and_their_status_written_only_when_c
 async fn image_updater_resources_are_watched_rather_than_listed_every_cycle() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
+        .and(path(ARGOCD_APPS))
         .respond_with(list(vec![app(
             "argocd",
             "shop",
@@ -795,9 +788,7 @@ async fn image_updater_resources_are_watched_rather_than_listed_every_cycle() {
 async fn a_rejected_patch_is_a_problem_naming_the_application() {
     let server = MockServer::start().await;
     Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
+        .and(path(ARGOCD_APPS))
         .respond_with(list(vec![app(
             "argocd",
             "shop",
@@ -848,9 +839,7 @@ async fn an_application_owned_by_an_applicationset_is_not_patched_and_git_write_
         "uid": "0b5e2c1a-6a0e-4a53-9f4e-1a2b3c4d5e6f", "controller": true, "blockOwnerDeletion": true,
     }]);
     Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
+        .and(path(ARGOCD_APPS))
         .respond_with(list(vec![generated]))
         .expect(1)
         .mount(&server)
@@ -1108,9 +1097,7 @@ async fn web_fixture() -> WebFixture {
 /// exactly `times` times.
 async fn list_web_app(server: &MockServer, image: &str, write_back: &str, url: &str, times: u64) {
     Mock::given(method("GET"))
-        .and(path(
-            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
-        ))
+        .and(path(ARGOCD_APPS))
         .and(bearer())
         .respond_with(list(vec![app(
             "argocd",
