@@ -310,29 +310,28 @@ fn answer(
         query,
         body: &body,
     };
-    match parse(&request) {
-        Err(reason) => Answer::refuse(Verdict::Malformed, StatusCode::BAD_REQUEST, reason),
-        Ok(Parsed::Ignored(why)) => Answer::refuse(Verdict::Ignored, StatusCode::ACCEPTED, why),
-        Ok(parsed @ (Parsed::Pushed(_) | Parsed::Delivered(..))) => {
-            let (mut hints, deliveries) = match parsed {
-                Parsed::Delivered(hints, ids) => (hints, ids),
-                Parsed::Pushed(hints) => (hints, Vec::new()),
-                Parsed::Ignored(_) => unreachable!("matched above"),
-            };
-            hints.sort_unstable();
-            hints.dedup();
-            if hints.is_empty() {
-                return Answer::refuse(Verdict::Ignored, StatusCode::ACCEPTED, "nothing pushed");
-            }
-            let names: Vec<String> = hints.iter().map(ToString::to_string).collect();
-            Answer {
-                verdict: Verdict::Accepted,
-                status: StatusCode::ACCEPTED,
-                text: format!("re-checking {}", names.join(", ")),
-                hints,
-                deliveries,
-            }
+    let (mut hints, deliveries) = match parse(&request) {
+        Err(reason) => {
+            return Answer::refuse(Verdict::Malformed, StatusCode::BAD_REQUEST, reason);
         }
+        Ok(Parsed::Ignored(why)) => {
+            return Answer::refuse(Verdict::Ignored, StatusCode::ACCEPTED, why);
+        }
+        Ok(Parsed::Pushed(hints)) => (hints, Vec::new()),
+        Ok(Parsed::Delivered(hints, ids)) => (hints, ids),
+    };
+    hints.sort_unstable();
+    hints.dedup();
+    if hints.is_empty() {
+        return Answer::refuse(Verdict::Ignored, StatusCode::ACCEPTED, "nothing pushed");
+    }
+    let names: Vec<String> = hints.iter().map(ToString::to_string).collect();
+    Answer {
+        verdict: Verdict::Accepted,
+        status: StatusCode::ACCEPTED,
+        text: format!("re-checking {}", names.join(", ")),
+        hints,
+        deliveries,
     }
 }
 
