@@ -25,6 +25,7 @@ pub mod health;
 pub mod http;
 pub mod lease;
 pub mod lock;
+pub mod memory;
 pub mod metrics;
 pub mod pace;
 pub mod recheck;
@@ -345,6 +346,8 @@ impl Daemon<'_> {
             if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
                 self.shared.health.cycle_completed();
             }
+            drop((result, policies));
+            memory::release_freed();
             // A target that failed is retried next interval; backing off for it would delay
             // every other target too. Only a cycle that could not run at all backs off.
             let succeeded = kind != CycleResult::Error;
@@ -422,6 +425,8 @@ impl Daemon<'_> {
                 "re-check done"
             ),
         }
+        drop((result, policies));
+        memory::release_freed();
     }
 
     /// One cycle: the Applications of the cluster read again, then the engine.
