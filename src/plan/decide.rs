@@ -7,7 +7,7 @@ use futures_util::stream::{self, StreamExt};
 
 use super::{Progress, REGISTRY_CONCURRENCY};
 use crate::image::{Platform, Repository};
-use crate::manifest::{FieldKind, ImageField, MarkerPart};
+use crate::manifest::{FieldKind, ImageField, MarkerPart, Pins};
 use crate::policy::{ImagePolicy, Strategy};
 use crate::registry::{ImageInfo, Registry, RegistryError};
 use crate::select::{self, Decision, TagCandidate};
@@ -23,29 +23,59 @@ pub enum Outcome {
     Hold(String),
 }
 
+/// What deciding a field reads from it: the tag and digest it holds, the part a marker holds,
+/// and which parts it lets tagpilot write. Kept for every owned field while the registries are
+/// asked, in place of the whole field (its slots and names), which a large tree cannot afford
+/// 100,000 times over.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FieldFacts {
+    tag: Option<Box<str>>,
+    digest: Option<Box<str>>,
+    marker: Option<MarkerPart>,
+    pins: Pins,
+}
+
+impl FieldFacts {
+    pub(super) fn of(field: &ImageField) -> Self {
+        let (tag, digest) = field.current();
+        FieldFacts {
+            tag: tag.map(Box::from),
+            digest: digest.map(Box::from),
+            marker: match field.kind {
+                FieldKind::Marker { part, .. } => Some(part),
+                _ => None,
+            },
+            pins: field.pins(),
+        }
+    }
+
+    /// The tag and digest the field holds now.
+    pub(super) fn current(&self) -> (Option<&str>, Option<&str>) {
+        (self.tag.as_deref(), self.digest.as_deref())
+    }
+
+    pub(super) fn pins(&self) -> Pins {
+        self.pins
+    }
+}
+
 /// Decides one field: a `:name` or `:digest` marker holds no tag (the policy's best tag is the
 /// target), and a `:digest` marker always pins.
 pub(super) async fn decide<R: Registry>(
     policy: &ImagePolicy,
-    field: &ImageField,
+    field: &FieldFacts,
     candidates: &[TagCandidate],
     inspector: &Inspector<'_, R>,
 ) -> Result<Outcome, DecideError> {
     let (current_tag, current_digest) = field.current();
-    let (current_tag, pin) = match field.kind {
-        FieldKind::Marker {
-            part: MarkerPart::Name,
-            ..
-        } => (None, false),
-        FieldKind::Marker {
-            part: MarkerPart::Digest,
-            ..
-        } => (None, true),
+    let (current_tag, pin) = match field.marker {
+        Some(MarkerPart::Name) => (None, false),
+        Some(MarkerPart::Digest) => (None, true),
         _ => (current_tag, false),
     };
     // A kustomize entry is written only in the keys it has: tag strategies need `newTag`, the
     // digest strategy needs `digest`.
-    let pins = field.pins();
+    let pins = field.pins;
     let digest_strategy = matches!(policy.strategy, Strategy::Digest { .. });
     if digest_strategy && !pins.digest {
         return Ok(Outcome::Hold(

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures_util::stream::{self, StreamExt};
 use tracing::{debug, instrument, warn};
 
-use super::decide::{Inspector, Outcome, decide, version_text};
+use super::decide::{FieldFacts, Inspector, Outcome, decide, version_text};
 use super::index::PolicyIndex;
 use super::model::{Change, FileUpdate, Hold, Plan, Problem, SkippedFile};
 use super::{PlanError, Progress, REGISTRY_CONCURRENCY, Scope};
@@ -39,20 +39,28 @@ pub enum OwnerError {
 /// A field matched to the policy that owns it.
 struct Found<'a> {
     file: usize,
-    field: &'a ImageField,
-    policy: usize,
+    field: &'a Owned,
 }
 
-/// A file with at least one owned field. Its text is not kept: most files of a large tree need
-/// no edit, so holding every text until the end would make memory grow with the tree instead of
-/// with the edits. The few files that get edits are read again, and the fingerprint makes sure
-/// they still hold the text the fields were found in.
+/// An owned field as kept until the registries have answered: what deciding it needs, and
+/// where to find it again. How it is written (its slots, its resource and container names) is
+/// not kept: most fields of a large tree need no edit, and the few files that get edits are
+/// scanned again, so memory grows with the edits instead of with the tree.
+struct Owned {
+    /// The field's place among its file's scanned fields: scanning the same text again finds
+    /// it there.
+    ordinal: u32,
+    policy: usize,
+    line: usize,
+    facts: FieldFacts,
+}
+
+/// A file with at least one owned field. Its text is not kept either; the fingerprint makes
+/// sure a file read again for its edits still holds the text the fields were found in.
 struct ScannedFile {
     rel: PathBuf,
     fingerprint: Fingerprint,
-    /// Owned fields, with the owning policy. They stay where the scan put them: moving 100,000
-    /// fields into one list would leave the scan's copies behind as freed but unreturned memory.
-    fields: Vec<(ImageField, usize)>,
+    fields: Vec<Owned>,
 }
 
 /// Length and hash of a file's text as scanned.
@@ -81,8 +89,7 @@ enum Scan {
     Unreadable(Problem),
     Scanned {
         fingerprint: Fingerprint,
-        /// Owned fields, with the owning policy.
-        fields: Vec<(ImageField, usize)>,
+        fields: Vec<Owned>,
         /// Fields that two policies claim, or whose marker names no policy.
         problems: Vec<Problem>,
     },
@@ -94,13 +101,28 @@ enum Candidates {
     Failed(String),
 }
 
-/// A change waiting for its file to be edited.
-struct PendingChange {
-    change: Change,
-    edits: Vec<Edit>,
-    /// A `:name` marker moves a name, not a version: `change.from` is the name found in the
-    /// file, filled in when the file is read for editing.
-    from_source: bool,
+/// A field the registry's answer moves, waiting for its file to be scanned again and edited.
+struct Move {
+    ordinal: u32,
+    policy: usize,
+    line: usize,
+    tag: String,
+    digest: Option<String>,
+    /// The version text the field holds now, as the report shows it.
+    from: String,
+    /// What the field will hold: a kustomize entry that pins only a digest keeps its tag from
+    /// the base.
+    to: String,
+}
+
+/// What editing one file came to.
+#[derive(Debug)]
+struct Edited {
+    /// `None` when every move turned out to need no edit.
+    update: Option<FileUpdate>,
+    changes: Vec<Change>,
+    up_to_date: usize,
+    problems: Vec<Problem>,
 }
 
 /// Builds the plan for every policy over the manifests in the directory `scope.root`.
@@ -228,16 +250,15 @@ async fn plan_tree<R: Registry>(
         .iter()
         .enumerate()
         .flat_map(|(file, scanned)| {
-            scanned.fields.iter().map(move |(field, policy)| Found {
-                file,
-                field,
-                policy: *policy,
-            })
+            scanned
+                .fields
+                .iter()
+                .map(move |field| Found { file, field })
         })
         .collect();
 
     // 2. Ask the registries: one tag listing per distinct repository.
-    let used: BTreeSet<usize> = found.iter().map(|f| f.policy).collect();
+    let used: BTreeSet<usize> = found.iter().map(|f| f.field.policy).collect();
     plan.policies_used = used.len();
     if let Some(matched) = matched {
         for &i in &used {
@@ -286,15 +307,15 @@ async fn plan_tree<R: Registry>(
     }
     drop(by_settings);
 
-    // 4. Decide every field, and collect the edits per file.
+    // 4. Decide every field, and collect the moves per file.
     let mut failed_policies = BTreeSet::new();
-    let mut pending: BTreeMap<usize, Vec<PendingChange>> = BTreeMap::new();
+    let mut moves: BTreeMap<usize, Vec<Move>> = BTreeMap::new();
     for f in &found {
-        let policy = &policies[f.policy];
-        let file = display_path(&files[f.file].rel);
-        let list = match candidates[&f.policy].as_ref() {
+        let owned = f.field;
+        let policy = &policies[owned.policy];
+        let list = match candidates[&owned.policy].as_ref() {
             Candidates::Failed(message) => {
-                if failed_policies.insert(f.policy) {
+                if failed_policies.insert(owned.policy) {
                     plan.problems.push(Problem {
                         policy: Some(policy.name.clone()),
                         image: Some(policy.image.to_string()),
@@ -306,122 +327,65 @@ async fn plan_tree<R: Registry>(
             }
             Candidates::Ready(list) => list,
         };
-        match decide(policy, f.field, list, &inspector).await {
+        let (from_tag, from_digest) = owned.facts.current();
+        match decide(policy, &owned.facts, list, &inspector).await {
             Ok(Outcome::Move { tag, digest }) => {
-                let (from_tag, from_digest) = f.field.current();
-                let update = Update {
-                    name: &policy.image_name,
-                    tag: Some(&tag),
-                    digest: digest.as_deref(),
-                };
-                let field_edits = match f.field.edits(&update) {
-                    Ok(edits) => edits,
-                    Err(e) => {
-                        plan.problems.push(Problem {
-                            repository: None,
-                            policy: Some(policy.name.clone()),
-                            image: Some(policy.image.to_string()),
-                            file: Some(file),
-                            line: Some(f.field.line),
-                            message: e.to_string(),
-                        });
-                        continue;
-                    }
-                };
-                if field_edits.is_empty() {
-                    plan.up_to_date += 1;
-                    continue;
-                }
-                // A `:name` marker moves a name, not a version: show the names (the old one is
-                // read from the file when it is edited).
-                let from_source = matches!(
-                    f.field.kind,
-                    FieldKind::Marker {
-                        part: MarkerPart::Name,
-                        ..
-                    }
-                );
-                let (from, to) = if from_source {
-                    (String::new(), policy.image_name.clone())
-                } else {
-                    (
-                        version_text(from_tag, from_digest),
-                        // A kustomize entry that pins only a digest keeps its tag from the base.
-                        version_text(
-                            f.field.pins().tag.then_some(tag.as_str()),
-                            digest.as_deref(),
-                        ),
-                    )
-                };
-                let change = Change {
-                    repository: None,
-                    policy: policy.name.clone(),
-                    image: policy.image.to_string(),
-                    file: file.clone(),
-                    line: f.field.line,
-                    field: describe(&f.field.kind),
-                    strategy: policy.strategy.name(),
-                    from,
-                    to,
-                    source: None,
-                };
-                pending.entry(f.file).or_default().push(PendingChange {
-                    change,
-                    edits: field_edits,
-                    from_source,
+                let pins_tag = owned.facts.pins().tag;
+                moves.entry(f.file).or_default().push(Move {
+                    ordinal: owned.ordinal,
+                    policy: owned.policy,
+                    line: owned.line,
+                    from: version_text(from_tag, from_digest),
+                    to: version_text(pins_tag.then_some(tag.as_str()), digest.as_deref()),
+                    tag,
+                    digest,
                 });
             }
             Ok(Outcome::Stay) => plan.up_to_date += 1,
-            Ok(Outcome::Hold(reason)) => {
-                let (tag, digest) = f.field.current();
-                plan.holds.push(Hold {
-                    repository: None,
-                    policy: policy.name.clone(),
-                    file,
-                    line: f.field.line,
-                    current: version_text(tag, digest),
-                    reason,
-                });
-            }
+            Ok(Outcome::Hold(reason)) => plan.holds.push(Hold {
+                repository: None,
+                policy: policy.name.clone(),
+                file: display_path(&files[f.file].rel),
+                line: owned.line,
+                current: version_text(from_tag, from_digest),
+                reason,
+            }),
             Err(e) => plan.problems.push(Problem {
                 repository: None,
                 policy: Some(policy.name.clone()),
                 image: Some(policy.image.to_string()),
-                file: Some(file),
-                line: Some(f.field.line),
+                file: Some(display_path(&files[f.file].rel)),
+                line: Some(owned.line),
                 message: e.to_string(),
             }),
         }
     }
+    drop(found);
 
-    // 5. Apply the edits in memory, one file at a time (files in parallel); a file whose edit
-    // fails verification is left out whole, with the reason.
-    let pending: Vec<(&ScannedFile, Vec<PendingChange>)> = pending
+    // 5. Scan the files with moves again and apply their edits in memory (files in parallel);
+    // a file whose edit fails verification is left out whole, with the reason.
+    let moves: Vec<(&ScannedFile, Vec<Move>)> = moves
         .into_iter()
-        .map(|(index, changes)| (&files[index], changes))
+        .map(|(index, moves)| (&files[index], moves))
         .collect();
     let edited = blocking(|| {
-        parallel_map(&pending, |(file, changes)| {
-            edit_file(files_in, file, changes)
+        parallel_map(&moves, |(file, moves)| {
+            edit_file(files_in, &index, policies, file, moves)
         })
     });
-    for ((file, changes), result) in pending.into_iter().zip(edited) {
+    for ((file, moves), result) in moves.into_iter().zip(edited) {
         match result {
-            Ok((update, names)) => {
-                plan.changes.extend(
-                    changes
-                        .into_iter()
-                        .zip(names)
-                        .map(|(pending, from)| Change {
-                            from: from.unwrap_or(pending.change.from),
-                            ..pending.change
-                        }),
-                );
-                plan.files.push(update);
+            Ok(edited) => {
+                plan.changes.extend(edited.changes);
+                plan.up_to_date += edited.up_to_date;
+                plan.problems.extend(edited.problems);
+                plan.files.extend(edited.update);
             }
             Err(message) => {
-                let names: BTreeSet<String> =
-                    changes.iter().map(|p| p.change.policy.clone()).collect();
+                let names: BTreeSet<&str> = moves
+                    .iter()
+                    .map(|m| policies[m.policy].name.as_str())
+                    .collect();
                 warn!(file = %display_path(&file.rel), error = %message, "edit dropped");
                 plan.problems.push(Problem {
                     policy: Some(names.into_iter().collect::<Vec<_>>().join(", ")),
@@ -495,9 +459,14 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
     let mut owned = Vec::new();
     let mut problems = Vec::new();
     let mut applicable = None;
-    for field in fields {
+    for (ordinal, field) in (0u32..).zip(fields) {
         match owner(&field, rel, index, &helm, &mut applicable) {
-            Ok(Some(policy)) => owned.push((field, policy)),
+            Ok(Some(policy)) => owned.push(Owned {
+                ordinal,
+                policy,
+                line: field.line,
+                facts: FieldFacts::of(&field),
+            }),
             Ok(None) => {}
             Err(e) => problems.push(Problem {
                 file: Some(display.clone()),
@@ -516,47 +485,106 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
     }
 }
 
-/// Reads a file again and applies its changes' edits. The error is the reason the file's edits
-/// are dropped. Also returns, per change, the name a `:name` marker had in the file.
+/// Reads a file again, finds its moved fields by scanning it again, and applies their edits.
+/// The error is the reason the file's edits are dropped.
 fn edit_file(
     files: &dyn Files,
+    index: &PolicyIndex<'_>,
+    policies: &[ImagePolicy],
     file: &ScannedFile,
-    changes: &[PendingChange],
-) -> Result<(FileUpdate, Vec<Option<String>>), String> {
+    moves: &[Move],
+) -> Result<Edited, String> {
+    const CHANGED: &str = "the file changed while tagpilot was planning; plan again";
     let original = match files.read(&file.rel).map(String::from_utf8) {
         Ok(Ok(text)) if Fingerprint::of(&text) == file.fingerprint => text,
-        Ok(_) => return Err("the file changed while tagpilot was planning; plan again".into()),
+        Ok(_) => return Err(CHANGED.into()),
         Err(e) => return Err(format!("cannot read: {e}")),
     };
+    let fields = manifest::scan(&file.rel, &original, &index.helm_paths(&file.rel))
+        .map_err(|e| e.to_string())?;
+    let display = display_path(&file.rel);
+    let mut edited = Edited {
+        update: None,
+        changes: Vec::new(),
+        up_to_date: 0,
+        problems: Vec::new(),
+    };
     let mut by_policy: BTreeMap<String, Vec<Edit>> = BTreeMap::new();
-    for pending in changes {
+    for m in moves {
+        let policy = &policies[m.policy];
+        let field = fields
+            .get(m.ordinal as usize)
+            .filter(|field| field.line == m.line)
+            .ok_or(CHANGED)?;
+        let update = Update {
+            name: &policy.image_name,
+            tag: Some(&m.tag),
+            digest: m.digest.as_deref(),
+        };
+        let edits = match field.edits(&update) {
+            Ok(edits) => edits,
+            Err(e) => {
+                edited.problems.push(Problem {
+                    repository: None,
+                    policy: Some(policy.name.clone()),
+                    image: Some(policy.image.to_string()),
+                    file: Some(display.clone()),
+                    line: Some(m.line),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        };
+        let Some(first) = edits.first() else {
+            edited.up_to_date += 1;
+            continue;
+        };
+        // A `:name` marker moves a name, not a version: the report shows the names.
+        let moves_name = matches!(
+            field.kind,
+            FieldKind::Marker {
+                part: MarkerPart::Name,
+                ..
+            }
+        );
+        let (from, to) = if moves_name {
+            let old = original
+                .get(first.span.clone())
+                .unwrap_or_default()
+                .trim_matches(|c| c == '"' || c == '\'');
+            (old.to_string(), policy.image_name.clone())
+        } else {
+            (m.from.clone(), m.to.clone())
+        };
+        edited.changes.push(Change {
+            repository: None,
+            policy: policy.name.clone(),
+            image: policy.image.to_string(),
+            file: display.clone(),
+            line: m.line,
+            field: describe(&field.kind),
+            strategy: policy.strategy.name(),
+            from,
+            to,
+            source: None,
+        });
         by_policy
-            .entry(pending.change.policy.clone())
+            .entry(policy.name.clone())
             .or_default()
-            .extend(pending.edits.iter().cloned());
+            .extend(edits);
+    }
+    if by_policy.is_empty() {
+        return Ok(edited);
     }
     let all: Vec<Edit> = by_policy.values().flatten().cloned().collect();
     let updated = apply_sorted(&file.rel, &original, all).map_err(|e| e.to_string())?;
-    let names = changes
-        .iter()
-        .map(|pending| {
-            let span = pending.edits.first()?.span.clone();
-            pending.from_source.then(|| {
-                original
-                    .get(span)
-                    .unwrap_or_default()
-                    .trim_matches(|c| c == '"' || c == '\'')
-                    .to_string()
-            })
-        })
-        .collect();
-    let update = FileUpdate {
+    edited.update = Some(FileUpdate {
         path: file.rel.clone(),
         original,
         updated,
         edits: by_policy.into_iter().collect(),
-    };
-    Ok((update, names))
+    });
+    Ok(edited)
 }
 
 /// Which policy owns a field, if any. Two policies claiming one field is an error: picking one
@@ -699,7 +727,8 @@ mod tests {
             fields: Vec::new(),
         };
         let files = Directory::open(dir.path()).unwrap();
-        let err = edit_file(&files, &file, &[]).unwrap_err();
+        let index = PolicyIndex::new(&[], None);
+        let err = edit_file(&files, &index, &[], &file, &[]).unwrap_err();
         assert!(err.contains("changed while tagpilot was planning"), "{err}");
     }
 }
