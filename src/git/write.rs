@@ -332,6 +332,10 @@ async fn blocking<T: Send + 'static>(
         .expect("git task panicked")
 }
 
+/// Above libgit2's own backends (loose 1, packed 2): new objects go to the first backend, by
+/// priority, that can write.
+const DRY_RUN_PRIORITY: i32 = 1000;
+
 /// Builds one commit per group on the fetched base tip and pushes the last one.
 fn commit_and_push(
     dir: &Path,
@@ -342,6 +346,14 @@ fn commit_and_push(
     options: WriteOptions,
 ) -> Result<WriteStatus, AttemptError> {
     let git = Repository::open_bare(dir).map_err(|e| cache_error(repo, dir, e))?;
+    if options.dry_run {
+        // A dry run builds the commits it reports, to know whether they change anything, in
+        // memory only: objects written to the clone cache's store would be referenced by
+        // nothing, and a plan run every few minutes would pile them up.
+        git.odb()
+            .and_then(|odb| odb.add_new_mempack_backend(DRY_RUN_PRIORITY).map(drop))
+            .map_err(|e| cache_error(repo, dir, e))?;
+    }
     let (tip, commits) = build_commits(&git, repo, fetched.base_tip, groups, signer)?;
 
     let expected_remote = if repo.owns_target_branch() {

@@ -1,7 +1,7 @@
 //! `tagpilot plan` and `tagpilot apply` over configured repositories, end to end: the real
 //! binary, a real registry, and bare git repositories over file://.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::support::bin::{output_text, run_tagpilot};
@@ -85,7 +85,31 @@ async fn plan_over_a_repository_writes_nothing_and_names_repository_files() {
     );
     assert!(stdout.contains("would push"), "{stdout}");
     assert_eq!(s.repo.rev("main").unwrap(), before, "plan pushed something");
+    // The commit it would push was built in memory: nothing loose in the clone cache.
+    assert_eq!(
+        loose_objects(&s.dir.path().join("cache")),
+        Vec::<PathBuf>::new()
+    );
     drop(s.registry);
+}
+
+/// Loose object files under `dir` (`objects/ab/cdef…`): what libgit2 writes outside packs.
+fn loose_objects(dir: &Path) -> Vec<PathBuf> {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(walkdir::DirEntry::into_path)
+        .filter(|p| {
+            let parent = p
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str());
+            let objects = p.parent().and_then(Path::parent).and_then(Path::file_name);
+            objects.is_some_and(|n| n == "objects")
+                && parent.is_some_and(|n| n.len() == 2 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
+        .collect()
 }
 
 #[tokio::test]
