@@ -246,6 +246,7 @@ pub fn read_documents(path: &Path, text: &str) -> Result<Vec<ImageUpdater>, Docu
 /// One Application and the configuration that counts for it.
 #[derive(Debug, Clone)]
 pub struct Selected {
+    /// The Application, without its annotations and labels: read here, never after.
     pub app: Application,
     pub origin: Origin,
     /// What to update and how; `None`: the Application is not managed.
@@ -299,8 +300,9 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
     if updaters.is_empty() {
         out.apps = apps
             .into_iter()
-            .map(|(app, origin)| {
+            .map(|(mut app, origin)| {
                 let settings = annotations::parse(&app.metadata.annotations);
+                forget_read_metadata(&mut app);
                 Selected {
                     app,
                     origin,
@@ -399,9 +401,18 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
                 selected.settings = Some(AppAnnotations::default());
             }
         }
+        forget_read_metadata(&mut selected.app);
         out.apps.push(selected);
     }
     out
+}
+
+/// Drops what selecting has read of an Application and nothing after it reads: its raw
+/// annotations (parsed into [`Selected::settings`]) and labels (matched against the
+/// selectors). Thousands of Applications' maps would otherwise live through the whole run.
+fn forget_read_metadata(app: &mut Application) {
+    app.metadata.annotations = BTreeMap::new();
+    app.metadata.labels = BTreeMap::new();
 }
 
 /// One `applicationRefs` entry, ready to match.

@@ -81,12 +81,13 @@ impl Fingerprint {
     }
 }
 
-/// What scanning one file came to.
+/// What scanning one file came to; one per file of the tree until all are scanned, so the
+/// rare outcomes are boxed to keep the common ones small.
 enum Scan {
     /// No policy applies to the file.
     NotTargeted,
-    Skipped(SkippedFile),
-    Unreadable(Problem),
+    Skipped(Box<SkippedFile>),
+    Unreadable(Box<Problem>),
     Scanned {
         fingerprint: Fingerprint,
         fields: Vec<Owned>,
@@ -227,8 +228,8 @@ async fn plan_tree<R: Registry>(
         }
         match scan {
             Scan::NotTargeted => {}
-            Scan::Skipped(skipped) => plan.skipped.push(skipped),
-            Scan::Unreadable(problem) => plan.problems.push(problem),
+            Scan::Skipped(skipped) => plan.skipped.push(*skipped),
+            Scan::Unreadable(problem) => plan.problems.push(*problem),
             Scan::Scanned {
                 fingerprint,
                 fields,
@@ -429,19 +430,19 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(s) => s,
             Err(_) => {
-                return Scan::Skipped(SkippedFile {
+                return Scan::Skipped(Box::new(SkippedFile {
                     repository: None,
                     file: display,
                     reason: "not UTF-8 text".into(),
-                });
+                }));
             }
         },
         Err(e) => {
-            return Scan::Unreadable(Problem {
+            return Scan::Unreadable(Box::new(Problem {
                 file: Some(display),
                 message: format!("cannot read: {e}"),
                 ..Problem::default()
-            });
+            }));
         }
     };
     let helm = index.helm_paths(rel);
@@ -449,11 +450,11 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
         Ok(fields) => fields,
         Err(e) => {
             debug!(file = %rel.display(), error = %e, "not a YAML document tagpilot can edit");
-            return Scan::Skipped(SkippedFile {
+            return Scan::Skipped(Box::new(SkippedFile {
                 repository: None,
                 file: display,
                 reason: e.to_string(),
-            });
+            }));
         }
     };
     let mut owned = Vec::new();
