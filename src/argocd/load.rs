@@ -2,11 +2,15 @@
 //! default branch (`targetRevision: HEAD`). Reads only; a file that cannot be read or parsed is
 //! reported and the others are still used.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+
 use crate::config::Config;
+use crate::config::repository::RepositoryConfig;
 use crate::files::{self, Directory, Files};
-use crate::git::{self, RepoCache};
+use crate::git::{self, GitError, RepoCache};
 
 use super::ArgoError;
 use super::application::{Application, read_documents};
@@ -21,25 +25,56 @@ pub struct Found {
 }
 
 /// Every Application and `ImageUpdater` found by the `fromGit` entries, and the problems met
-/// on the way (a file that is not YAML, say), each naming the file.
+/// on the way (a file that is not YAML, say), each naming the file. The repositories they name
+/// are fetched concurrently, up to `concurrency.repositories` at once, each once however many
+/// entries name it.
 pub async fn from_git(
     config: &Config,
     entries: &[FromGit],
     cache: &RepoCache,
 ) -> Result<(Found, Vec<String>), ArgoError> {
+    read_from_git(config, entries, |repo| git::snapshot(cache, repo)).await
+}
+
+/// [`from_git`], with each named repository's files taken by `snapshot`.
+async fn read_from_git<'a, F, Fut, T>(
+    config: &'a Config,
+    entries: &[FromGit],
+    snapshot: F,
+) -> Result<(Found, Vec<String>), ArgoError>
+where
+    F: Fn(&'a RepositoryConfig) -> Fut,
+    Fut: Future<Output = Result<T, GitError>>,
+    T: Files,
+{
+    // Every name is checked before anything is fetched.
+    let mut named: Vec<&'a RepositoryConfig> = Vec::new();
+    for name in entries.iter().filter_map(|e| e.repository.as_ref()) {
+        let repo = config
+            .repositories
+            .iter()
+            .find(|r| &r.name == name)
+            .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
+        if !named.iter().any(|r| r.name == repo.name) {
+            named.push(repo);
+        }
+    }
+    // In order, so the first failure reported is the first in the configuration.
+    let snapshots: Vec<T> = stream::iter(named.iter().map(|&repo| snapshot(repo)))
+        .buffered(config.concurrency.repositories.max(1))
+        .try_collect()
+        .await?;
     let mut found = Found::default();
     let mut problems = Vec::new();
     for entry in entries {
         match &entry.repository {
             Some(name) => {
-                let repo = config
-                    .repositories
+                let at = named
                     .iter()
-                    .find(|r| &r.name == name)
-                    .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
-                let files = git::snapshot(cache, repo).await?;
+                    .position(|r| &r.name == name)
+                    .expect("every named repository was fetched");
                 read_tree(
-                    &files,
+                    &snapshots[at],
                     &format!("{name}:"),
                     &entry.paths,
                     &mut found,
@@ -188,4 +223,100 @@ pub enum DefaultBranchError {
     Git(#[from] git2::Error),
     #[error("HEAD points at {0:?}, not a branch")]
     NotABranch(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    const APP: &str = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: NAME\nspec:\n  source:\n    repoURL: https://git.example/m.git\n    path: apps/NAME\n";
+
+    /// Three repositories, each holding one Application named after it, read with `bound`
+    /// fetches at once; returns the apps in the order read and the most fetches in flight.
+    async fn read_three(bound: usize) -> (Vec<String>, usize, usize) {
+        let root = tempfile::tempdir().unwrap();
+        let mut yaml = format!("concurrency:\n  repositories: {bound}\nrepositories:\n");
+        for name in ["a", "b", "c"] {
+            let dir = root.path().join(name).join("argocd");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("app.yaml"), APP.replace("NAME", name)).unwrap();
+            yaml.push_str(&format!(
+                "  - name: {name}\n    url: https://git.example/{name}.git\n    branch: main\n"
+            ));
+        }
+        let config = crate::config::parse(Path::new("tagpilot.yaml"), &yaml).unwrap();
+        // `c` twice: fetched once all the same.
+        let entries: Vec<FromGit> = ["c", "a", "b", "c"]
+            .iter()
+            .map(|name| FromGit {
+                repository: Some((*name).to_string()),
+                paths: vec!["argocd/*.yaml".into()],
+            })
+            .collect();
+        let (in_flight, most, fetches) = (
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+            AtomicUsize::new(0),
+        );
+        let (found, problems) = read_from_git(&config, &entries, |repo| {
+            let dir = root.path().join(&repo.name);
+            let (in_flight, most, fetches) = (&in_flight, &most, &fetches);
+            async move {
+                fetches.fetch_add(1, Ordering::SeqCst);
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                // Every fetch waits a turn: the ones started alongside it are then in flight.
+                tokio::task::yield_now().await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                Ok(Directory::open(dir).unwrap())
+            }
+        })
+        .await
+        .unwrap();
+        assert_eq!(problems, Vec::<String>::new());
+        let names = found.apps.iter().map(|a| a.metadata.name.clone()).collect();
+        (
+            names,
+            most.load(Ordering::SeqCst),
+            fetches.load(Ordering::SeqCst),
+        )
+    }
+
+    #[tokio::test]
+    async fn repositories_are_fetched_concurrently_within_the_bound_and_read_in_entry_order() {
+        let (names, most, fetches) = read_three(2).await;
+        assert_eq!(most, 2, "two fetches in flight at once, never more");
+        assert_eq!(fetches, 3, "each repository once");
+        assert_eq!(names, ["c", "a", "b", "c"]);
+        let (names, most, _) = read_three(1).await;
+        assert_eq!(most, 1);
+        assert_eq!(names, ["c", "a", "b", "c"]);
+    }
+
+    #[tokio::test]
+    async fn an_unknown_repository_is_refused_before_anything_is_fetched() {
+        let config = crate::config::parse(
+            Path::new("tagpilot.yaml"),
+            "repositories:\n  - name: a\n    url: https://git.example/a.git\n    branch: main\n",
+        )
+        .unwrap();
+        let entries = ["a", "nope"].map(|name| FromGit {
+            repository: Some(name.to_string()),
+            paths: vec!["*.yaml".into()],
+        });
+        let fetches = AtomicUsize::new(0);
+        let err = read_from_git(&config, &entries, |_| {
+            fetches.fetch_add(1, Ordering::SeqCst);
+            async { Ok(Directory::open(".").unwrap()) }
+        })
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(err, ArgoError::UnknownRepository(ref n) if n == "nope"),
+            "{err}"
+        );
+        assert_eq!(fetches.load(Ordering::SeqCst), 0);
+    }
 }

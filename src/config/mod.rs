@@ -121,7 +121,8 @@ pub struct Credentials {
     pub password_file: Option<PathBuf>,
 }
 
-/// `concurrency:`: how many manifest repositories are fetched, planned and written at once.
+/// `concurrency:`: how many manifest repositories are fetched, planned and written at once
+/// (and fetched to read Applications from, with `applications.fromGit`).
 /// Each repository's own plan still comes before its write, and the report lists repositories
 /// in the same order whatever finishes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
