@@ -85,7 +85,13 @@ def main():
         def log_message(self, *_):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    class Server(http.server.ThreadingHTTPServer):
+        # socketserver's default backlog of 5 drops connections beyond it, and a dropped SYN
+        # costs the client a one-second retransmit: the server, not the client, would be measured.
+        request_queue_size = 1024
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", args.port), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 
