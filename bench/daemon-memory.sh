@@ -32,12 +32,9 @@ say() { echo "bench: $*" >&2; }
 source "$ROOT/scripts/lib/apt.sh"
 ensure_packages docker-registry python3 git curl
 
-TAGPILOT="${TAGPILOT:-${CARGO_TARGET_DIR:-$ROOT/target}/release/tagpilot}"
-if [[ ! -x "$TAGPILOT" ]]; then
-    say "building tagpilot (release)"
-    (cd "$ROOT" && cargo build --release --locked --bin tagpilot)
-fi
-TAGPILOT="$(realpath "$TAGPILOT")"
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+TAGPILOT="$(tagpilot_binary)"
 
 rm -rf "$BENCH_DIR"
 mkdir -p "$BENCH_DIR"
