@@ -354,7 +354,7 @@ mod tests {
     fn webhooks_need_a_secret_for_every_kind_or_one_per_kind() {
         let ok = parse(
             Path::new("tagpilot.yaml"),
-            "webhooks:\n  secretEnv: TAGPILOT_WEBHOOK_SECRET\n  ghcr:\n    secretFile: gh\n  recheck:\n    debounce: 50ms\n    minInterval: 1m\n",
+            "webhooks:\n  secretEnv: TAGPILOT_WEBHOOK_SECRET\n  ghcr:\n    secretFile: gh\n  recheck:\n    debounce: 50ms\n    minInterval: 1m\n    burst: 2\n",
         )
         .unwrap();
         let w = ok.webhooks.unwrap();
@@ -368,6 +368,7 @@ mod tests {
         );
         assert_eq!(w.recheck.debounce, std::time::Duration::from_millis(50));
         assert_eq!(w.recheck.min_interval, std::time::Duration::from_secs(60));
+        assert_eq!(w.recheck.burst.get(), 2);
 
         // One kind alone is enough; the others then have no secret.
         let one = parse(

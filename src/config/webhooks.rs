@@ -8,7 +8,8 @@
 //!     secretFile: /secrets/github-webhook # GitHub signs with its own secret
 //!   recheck:
 //!     debounce: 200ms                     # notifications gathered into one re-check
-//!     minInterval: 5s                     # per image repository
+//!     minInterval: 5s                     # per image repository, after `burst` re-checks
+//!     burst: 3
 //! ```
 //!
 //! Structure only: whether the variable is set and the file readable is checked by
@@ -93,10 +94,14 @@ pub struct RecheckConfig {
     /// a push of many blobs and manifests sends many.
     #[serde(default = "default_debounce", deserialize_with = "duration")]
     pub debounce: Duration,
-    /// At most one re-check of an image repository per this long; later notifications for it
-    /// wait for the next allowed one, and are then handled together.
+    /// At most `burst` re-checks of an image repository per this long; later notifications
+    /// for it wait for the next allowed one, and are then handled together.
     #[serde(default = "default_min_interval", deserialize_with = "duration")]
     pub min_interval: Duration,
+    /// How many re-checks of one image repository may start within `min_interval` before the
+    /// next waits: a push seconds after the last one is still answered at once, a flood is not.
+    #[serde(default = "default_burst")]
+    pub burst: std::num::NonZeroUsize,
 }
 
 impl Default for RecheckConfig {
@@ -104,6 +109,7 @@ impl Default for RecheckConfig {
         RecheckConfig {
             debounce: default_debounce(),
             min_interval: default_min_interval(),
+            burst: default_burst(),
         }
     }
 }
@@ -114,6 +120,10 @@ fn default_debounce() -> Duration {
 
 fn default_min_interval() -> Duration {
     Duration::from_secs(5)
+}
+
+fn default_burst() -> std::num::NonZeroUsize {
+    std::num::NonZeroUsize::new(3).expect("3 is not 0")
 }
 
 /// `200ms`, `10s`, `1m 30s`: humantime's spelling, as the `--interval` flag takes it.

@@ -4,9 +4,10 @@
 //! - **Coalesced.** The first hint after a quiet spell opens a window of `debounce`; every hint
 //!   that comes within it (the child manifests and the index of a multi-arch push, a burst of
 //!   retries, pushes to several repositories) joins one batch when it closes.
-//! - **Rate-limited per repository.** A repository is re-checked at most once per
-//!   `min_interval`; hints that come sooner wait for the next allowed time and are handled
-//!   together then, never dropped.
+//! - **Rate-limited per repository.** A repository is re-checked at most `burst` times per
+//!   `min_interval` (a sliding window); hints beyond that wait for the next allowed time and
+//!   are handled together then, never dropped. The burst keeps a push that follows another
+//!   within seconds as quick as the first.
 //! - **Covered by full cycles.** A full cycle reads every repository, so the hints that came
 //!   before it started are answered by it ([`Rechecks::full_cycle_starts`]).
 //!
@@ -15,9 +16,8 @@
 //! per-registry rate limit, so a flood of notifications can neither starve the interval cycle
 //! nor push a registry past its limit.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Mutex;
-use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -38,8 +38,9 @@ pub struct Rechecks {
 struct State {
     /// Each waiting repository and when it may be re-checked.
     waiting: BTreeMap<Repository, Instant>,
-    /// When each repository was last re-checked, for `min_interval` (pruned once older).
-    last: HashMap<Repository, Instant>,
+    /// When each repository's re-checks within the last `min_interval` started, oldest first
+    /// (at most `burst`; pruned once older).
+    last: HashMap<Repository, VecDeque<Instant>>,
     /// When the open debounce window closes.
     window: Option<Instant>,
 }
@@ -73,10 +74,12 @@ impl Rechecks {
         };
         state.window = Some(window);
         for repository in repositories {
-            let allowed = state
-                .last
-                .get(&repository)
-                .map_or(now, |last| *last + self.pace.min_interval);
+            let allowed = match state.last.get(&repository) {
+                Some(recent) if recent.len() >= self.pace.burst.get() => {
+                    recent[recent.len() - self.pace.burst.get()] + self.pace.min_interval
+                }
+                _ => now,
+            };
             let ready = window.max(allowed);
             // A repository already waiting keeps its time: later hints join it.
             state.waiting.entry(repository).or_insert(ready);
@@ -127,20 +130,27 @@ impl Rechecks {
             .filter(|(_, at)| **at <= now)
             .map(|(r, _)| r.clone())
             .collect();
+        let (keep, burst) = (self.pace.min_interval, self.pace.burst.get());
         for r in &ready {
             state.waiting.remove(r);
-            state.last.insert(r.clone(), now);
+            let recent = state.last.entry(r.clone()).or_default();
+            recent.push_back(now);
+            while recent.len() > burst {
+                recent.pop_front();
+            }
         }
-        let keep: Duration = self.pace.min_interval;
-        state
-            .last
-            .retain(|_, at| now.saturating_duration_since(*at) < keep);
+        state.last.retain(|_, recent| {
+            recent.retain(|at| now.saturating_duration_since(*at) < keep);
+            !recent.is_empty()
+        });
         ready
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn repo(s: &str) -> Repository {
@@ -148,9 +158,14 @@ mod tests {
     }
 
     fn pace(debounce_ms: u64, min_interval_s: u64) -> Rechecks {
+        paced(debounce_ms, min_interval_s, 1)
+    }
+
+    fn paced(debounce_ms: u64, min_interval_s: u64, burst: usize) -> Rechecks {
         Rechecks::new(RecheckConfig {
             debounce: Duration::from_millis(debounce_ms),
             min_interval: Duration::from_secs(min_interval_s),
+            burst: std::num::NonZeroUsize::new(burst).unwrap(),
         })
     }
 
@@ -187,6 +202,30 @@ mod tests {
         assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
         assert!(started.elapsed() >= Duration::from_secs(10));
         assert_eq!(r.waiting(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_rechecks_goes_at_once_and_the_next_waits_for_the_oldest_to_age_out() {
+        let r = paced(100, 10, 3);
+        let started = Instant::now();
+        for _ in 0..3 {
+            r.hint([repo("r.example/shop/api")]);
+            assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
+        }
+        // Three pushes a debounce apart: each answered at once.
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+        r.hint([repo("r.example/shop/api")]);
+        assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
+        // The fourth waited until the first of the three was min_interval old.
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
+            "{waited:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
