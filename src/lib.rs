@@ -16,6 +16,8 @@
 //! - [`report`] — table, JSON, Markdown and diff renderings of a plan (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
+//! - [`kubernetes`] — the Kubernetes API edge: Applications, `ImageUpdater` resources, Secrets,
+//!   ConfigMaps, patches and status.
 //! - [`state`] — what `tagpilot run --state-dir` remembers across restarts (redb).
 //! - [`argocd`] — Argo CD Applications and Image Updater annotations as policies.
 //! - [`forge`] — pull requests on GitHub and merge requests on GitLab.
@@ -32,6 +34,7 @@ pub mod files;
 pub mod forge;
 pub mod git;
 pub mod image;
+pub mod kubernetes;
 pub mod manifest;
 pub mod plan;
 pub mod policy;

@@ -22,10 +22,10 @@ use super::resolve::Resolved;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};
-pub use super::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL, UpdaterWatch};
 pub use super::patch::{
     AppPatch, PatchReport, PatchStatus, Patches, patch_body, plan_patches, send_patches,
 };
+pub use crate::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL, UpdaterWatch};
 
 /// Everything read from the cluster before planning: the Applications and the registry
 /// credentials their `pull-secret`s name.

@@ -23,8 +23,8 @@ use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
 use super::annotations::{AppAnnotations, GitCredentials, PullSecret, WriteBackMethod};
-use super::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 use super::resolve::{Origin, Resolved};
+use crate::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 
 /// Why a Secret (or an environment variable) gave no usable credential. Never holds the value.
 #[derive(Debug, thiserror::Error)]

@@ -9,18 +9,18 @@
 //! [`override_file`]); the engine ([`crate::engine`]) joins that plan with every other source's
 //! plan of the same repository, so apps sharing a repository share one commit and apps sharing
 //! an image share one tag listing. Applications come from git ([`load`]) or live from the
-//! Kubernetes API ([`cluster`], joining the API client [`kubernetes`], Secrets as credentials
+//! Kubernetes API ([`cluster`], joining the API client [`crate::kubernetes`], Secrets as credentials
 //! [`credentials`], and the `write-back-method: argocd` patches [`patch`]); [`outcome`] says
 //! what became of each image and [`report`] adds an "Applications" section to `tagpilot plan`.
 //! [`branch`] renders `git-branch` templates, once the changes they name are planned.
 //!
 //! Layers, bottom up: [`application`], [`annotations`], [`config`], [`branch`] and
 //! [`override_file`] are pure types; [`resolve`], [`outcome`], [`in_place`] and [`planner`]
-//! select and edit over them; [`kubernetes`] and [`load`] are edges that decide nothing
-//! ([`kubernetes`] never imports the planner).
+//! select and edit over them; [`crate::kubernetes`] and [`load`] are edges that decide nothing
+//! ([`crate::kubernetes`] never imports the planner).
 //!
 //! It must never drop an annotation silently: every key under either prefix is honoured or
-//! reported with the reason. Only [`kubernetes`] talks to the Kubernetes API, and nothing is
+//! reported with the reason. Only [`crate::kubernetes`] talks to the Kubernetes API, and nothing is
 //! patched in plan mode.
 
 pub mod annotations;
@@ -31,7 +31,6 @@ pub mod cluster;
 /// The `applications:` types, which live with the rest of the configuration.
 pub use crate::config::applications as config;
 pub mod credentials;
-pub mod kubernetes;
 pub mod load;
 pub mod report;
 
@@ -68,7 +67,7 @@ pub enum ArgoError {
     #[error(transparent)]
     Git(#[from] crate::git::GitError),
     #[error(transparent)]
-    Kube(#[from] kubernetes::KubeError),
+    Kube(#[from] crate::kubernetes::KubeError),
     #[error("cannot read {}: {source}", path.display())]
     Read {
         path: std::path::PathBuf,

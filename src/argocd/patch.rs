@@ -15,10 +15,10 @@ use crate::plan::{Change, Problem};
 use crate::registry::Registry;
 
 use super::application::{Application, HelmParameter};
-use super::kubernetes::Cluster;
 use super::outcome::{ImageOutcome, OverridePlace, OverrideTarget, decide_app_overrides};
 use super::override_file::{HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter};
 use super::resolve::{Resolved, SourceKind};
+use crate::kubernetes::Cluster;
 
 /// One Application's parameter overrides as tagpilot would set them.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,7 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::argocd::cluster::{Cluster, KubeError};
+use crate::kubernetes::{Cluster, KubeError};
 
 /// The label the leader keeps on its own Pod; the webhook Service selects `"true"`.
 pub const LEADER_LABEL: &str = "tagpilot.dev/leader";

@@ -41,7 +41,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("registry", "registry", Layer::Edge),
         ("git", "git", Layer::Edge),
         ("forge", "forge", Layer::Edge),
-        ("argocd::kubernetes", "argocd::kubernetes", Layer::Edge),
+        ("kubernetes", "kubernetes", Layer::Edge),
         ("state", "state", Layer::Edge),
         ("plan", "plan", Layer::Planning),
         ("apply", "apply", Layer::Planning),
@@ -50,7 +50,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("engine", "engine", Layer::Engine),
         ("run", "run", Layer::Service),
     ];
-    // The longest prefix wins: `argocd::kubernetes` before `argocd`.
+    // The longest prefix wins: `argocd::application` before `argocd`.
     units
         .iter()
         .filter(|(prefix, _, _)| module == *prefix || module.starts_with(&format!("{prefix}::")))

@@ -1,12 +1,14 @@
-//! The Kubernetes API client of the Argo CD module: list Applications and `ImageUpdater`
-//! resources, read Secrets and ConfigMaps, send a merge patch to an Application or to an
-//! `ImageUpdater`'s status; and, for `tagpilot run --leader-elect`, a client whose requests give
-//! up quickly (for the lease) and the label the leader puts on its own Pod. Pure I/O.
+//! The Kubernetes API client, the edge every cluster read and write goes through: list
+//! Applications and `ImageUpdater` resources, read Secrets and ConfigMaps, send a merge patch to
+//! an Application or to an `ImageUpdater`'s status; and, for `tagpilot run --leader-elect`, a
+//! client whose requests give up quickly (for the lease) and the label the leader puts on its own
+//! Pod. Pure I/O.
 //!
-//! Why it stands alone: it is the edge. It decides nothing (which patch to send is
-//! [`super::patch`]'s business, what a Secret means is [`super::credentials`]'), so it imports
-//! only `kube`, `k8s-openapi`, the Application type and the config that selects them — never
-//! the planner.
+//! Why it stands alone, beside the registry and git edges: it decides nothing (which patch to
+//! send is [`crate::argocd::patch`]'s business, what a Secret means is
+//! [`crate::argocd::credentials`]'), so it imports only `kube`, `k8s-openapi`, the Application
+//! type and the config that selects them — never the planner or the Argo CD sources. Leader
+//! election (`run::lease`) uses it without reaching into the Argo CD module.
 //!
 //! What it must never do: put a Secret's value in an error (only `namespace/name`), or send
 //! anything but the merge patch it is given.
@@ -16,7 +18,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 
-use super::application::Application;
+use crate::argocd::application::Application;
 use crate::config::applications::FromCluster;
 
 /// The label Argo CD puts on its repository Secrets.
