@@ -886,3 +886,37 @@ async fn an_untagged_reference_is_an_implicit_latest_and_no_placeholder_is_reque
         .collect();
     assert!(placeholders.is_empty(), "{placeholders:?}");
 }
+
+/// Issue 17, "Filters fail closed": an `allow-tags` regexp with a typo used to let every tag
+/// through, and the image moved. Now nothing moves, and the plan has a problem that names the
+/// Application, the annotation and its value.
+#[tokio::test]
+async fn an_allow_tags_regexp_that_does_not_compile_holds_the_image_with_a_problem() {
+    let key = "argocd-image-updater.argoproj.io/api.allow-tags";
+    let repo = web_app_on_api_1_0_0(
+        "api=registry.example/shop/api",
+        &format!("    {key}: 'regexp:^1\\.(\\d+'\n"),
+    );
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path(), &repo, "", &[]);
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let run = cycle(&config, dir.path(), &registry, &(), false).await;
+    assert!(run.plan.changes.is_empty(), "{:?}", run.plan.changes);
+    let problems: Vec<&str> = run
+        .plan
+        .problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(
+        problems,
+        [format!(
+            "application web: image \"api\": {key} `regexp:^1\\.(\\d+` cannot be read: invalid \
+             regexp: error: unclosed group; the image is not updated"
+        )]
+    );
+    assert_eq!(repo.rev("main").unwrap(), before, "nothing was pushed");
+}
