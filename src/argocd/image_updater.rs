@@ -1676,4 +1676,31 @@ spec:
             from_resource.skipped
         );
     }
+
+    /// An image whose filter cannot be read is left out of the migrated resource, with the
+    /// reason in a comment: written without that filter, it would be updated more widely.
+    #[test]
+    fn a_migrated_resource_leaves_out_an_image_whose_filter_cannot_be_read() {
+        let iu = IMAGE_UPDATER_PREFIX;
+        let list = format!("{iu}image-list");
+        let allow = format!("{iu}api.allow-tags");
+        let annotated = app(
+            "shop",
+            &[],
+            &[
+                (list.as_str(), "api=r.example/api, web=r.example/web"),
+                (allow.as_str(), "regexp:^v("),
+            ],
+        );
+        let yaml = migrate(&annotated).unwrap();
+        assert!(
+            yaml.contains(&format!(
+                "# not carried over: image \"api\" is left out: {allow} `regexp:^v(` cannot be read"
+            )),
+            "{yaml}"
+        );
+        let from_resource = select_one(app("shop", &[], &[]), &yaml).settings.unwrap();
+        let aliases: Vec<&str> = from_resource.images.iter().map(|i| i.alias.as_str()).collect();
+        assert_eq!(aliases, ["web"]);
+    }
 }
