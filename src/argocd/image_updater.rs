@@ -1700,7 +1700,11 @@ spec:
             "{yaml}"
         );
         let from_resource = select_one(app("shop", &[], &[]), &yaml).settings.unwrap();
-        let aliases: Vec<&str> = from_resource.images.iter().map(|i| i.alias.as_str()).collect();
+        let aliases: Vec<&str> = from_resource
+            .images
+            .iter()
+            .map(|i| i.alias.as_str())
+            .collect();
         assert_eq!(aliases, ["web"]);
     }
 }

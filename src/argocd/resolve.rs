@@ -813,7 +813,8 @@ mod tests {
     }
 
     /// Issue 17, "A peer's semantics": Applications configured for Image Updater choose as its
-    /// semver strategy does. The cases are Image Updater's own `Test_LatestVersion`
+    /// semver strategy does ("The current application tag does not need to follow semver",
+    /// docs/basics/update-strategies.md). The cases are Image Updater's own `Test_LatestVersion`
     /// (registry-scanner/pkg/image/version_test.go): tags `0.1, 0.5.1, 0.9, 1.0, 1.0.1, 1.1.2,
     /// 2.0.3`; a file on `1.0` goes to `2.0.3` without a constraint, `1.1.2` with `^1.0`,
     /// `1.0.1` with `~1.0` (and with `1.0`, which Masterminds reads as `~1.0`); a file on
@@ -850,6 +851,14 @@ mod tests {
             .map(TagCandidate::new)
             .collect();
         assert_eq!(choice("api", Some("v2.1.0"), &rc), "v2.2.0");
+        // docs/basics/update-strategies.md: "to allow updates to pre-release versions (e.g.
+        // `v2.0-rc1`), you need to append the suffix `-0` to the constraint" (`2.x-0`).
+        let rc: Vec<TagCandidate> = ["v1.9.0", "v2.0-rc1"]
+            .into_iter()
+            .map(TagCandidate::new)
+            .collect();
+        assert_eq!(choice("api:2.x-0", Some("v1.9.0"), &rc), "v2.0-rc1");
+        assert!(choice("api:2.x", Some("v1.9.0"), &rc).starts_with("Hold"));
     }
 
     #[test]

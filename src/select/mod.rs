@@ -347,7 +347,12 @@ impl Context<'_> {
         match &policy.strategy {
             Strategy::Semver { range, prerelease } => {
                 let tv = TagVersion::parse(tag).ok_or(Exclusion::NotAVersion)?;
-                if tv.is_prerelease() && !prerelease {
+                // A range that names a pre-release (`2.x-0`) admits them where it names one, as
+                // Masterminds does; the range below decides.
+                if tv.is_prerelease()
+                    && !prerelease
+                    && !range.as_ref().is_some_and(Constraint::names_prerelease)
+                {
                     return Err(Exclusion::PreRelease);
                 }
                 match &self.family {
