@@ -446,6 +446,18 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                 ),
             });
         }
+        if image.strategy == UpdateStrategy::Digest
+            && let Some(c) = &image.constraint
+            && !crate::image::is_valid_tag(c)
+        {
+            // The digest strategy follows the tag after `:`; a registry cannot hold this one,
+            // so there is nothing to ask it for.
+            image.unreadable.push(UnreadableSetting {
+                key: list_key.clone(),
+                value: c.clone(),
+                reason: "not a tag the digest strategy can follow".to_string(),
+            });
+        }
         if image.strategy == UpdateStrategy::Semver
             && let Some(c) = &image.constraint
             && let Err(e) = Constraint::parse(c)
@@ -998,6 +1010,17 @@ mod tests {
             assert!(u.reason.contains(why), "{key}: {}", u.reason);
             assert!(a.skipped.is_empty(), "{key}: {:?}", a.skipped);
         }
+        // The digest strategy's tag, which must be one a registry can hold.
+        let a = parse(&annotations(&[
+            (&iu("image-list"), "api=r.example/api:>=1.0"),
+            (&iu("update-strategy"), "digest"),
+        ]))
+        .unwrap();
+        let u = &a.images[0].unreadable[0];
+        assert_eq!(
+            (u.value.as_str(), u.reason.as_str()),
+            (">=1.0", "not a tag the digest strategy can follow")
+        );
         // A constraint in image-list that does not read.
         let a = parse(&annotations(&[(
             &iu("image-list"),
