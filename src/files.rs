@@ -8,11 +8,11 @@
 //! the object database and this module over a directory, and the engine hands one or the other
 //! to the same planning code.
 //!
-//! What a tree lists, for both kinds: the `.yaml`/`.yml` regular files outside hidden
-//! directories (a name starting with `.`: `.git`, `.github`), in path order. Symbolic links are
+//! What a tree lists, for both kinds: the `.yaml`/`.yml` regular files and `Kustomization` files
+//! outside hidden directories (a name starting with `.`: `.git`, `.github`), in path order. Symbolic links are
 //! never followed: a link is not listed, not a file, and not read (a link may point anywhere,
 //! out of the repository too, and a commit would replace the link rather than its target). Any
-//! other file (a hidden one, a `Kustomization` without extension) is still read by its path.
+//! other file (a hidden one) is still read by its path.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,8 +40,8 @@ pub enum FilesError {
 
 /// A read-only tree of files. Shared by the threads that scan it, so reads take `&self`.
 pub trait Files: Sync {
-    /// The `.yaml`/`.yml` regular files outside hidden directories, relative to the root, in
-    /// path order (component by component, as [`Path`]'s `Ord` compares them).
+    /// The `.yaml`/`.yml` and `Kustomization` regular files outside hidden directories,
+    /// relative to the root, in path order (component by component, as [`Path`]'s `Ord` compares them).
     fn manifests(&self) -> &[PathBuf];
 
     /// The content of the regular file at `path` (relative to the root).
@@ -69,9 +69,11 @@ pub fn position(manifests: &[PathBuf], path: &Path) -> Option<usize> {
     manifests.binary_search_by(|p| p.as_path().cmp(path)).ok()
 }
 
-/// Whether a file name is a manifest's: `.yaml` or `.yml`.
+/// Whether a file name is a manifest's: `.yaml`, `.yml`, or `Kustomization`, the one name
+/// without extension that kustomize reads as a kustomization (`konfig.RecognizedKustomizationFileNames`:
+/// `kustomization.yaml`, `kustomization.yml`, `Kustomization`).
 pub fn is_manifest_name(name: &[u8]) -> bool {
-    name.ends_with(b".yaml") || name.ends_with(b".yml")
+    name.ends_with(b".yaml") || name.ends_with(b".yml") || name == b"Kustomization"
 }
 
 // === reading on every core ===
@@ -232,9 +234,17 @@ mod tests {
             .iter()
             .map(|p| p.to_str().unwrap())
             .collect();
+        // kustomize reads a `Kustomization` without extension as a kustomization; so does
+        // tagpilot (issue 17).
         assert_eq!(
             listed,
-            [".argocd-source-x.yaml", "a/b.yml", "a-b/c.yaml", "a.yaml"]
+            [
+                ".argocd-source-x.yaml",
+                "a/b.yml",
+                "a-b/c.yaml",
+                "a.yaml",
+                "z/Kustomization"
+            ]
         );
         let mut sorted = files.manifests().to_vec();
         sorted.sort();
@@ -255,6 +265,6 @@ mod tests {
             .map(PathBuf::as_path)
             .collect();
         assert_eq!(under, [Path::new("a/b.yml")]);
-        assert_eq!(manifests_under(&files, Path::new("")).len(), 4);
+        assert_eq!(manifests_under(&files, Path::new("")).len(), 5);
     }
 }

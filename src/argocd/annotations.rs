@@ -97,6 +97,40 @@ pub struct AnnotatedImage {
     /// `tagpilot.dev/<alias>.min-age` (tagpilot's own; Image Updater has none): the policy's
     /// `minAge`.
     pub min_age: Option<std::time::Duration>,
+    /// Filters, ranges and strategies that cannot be read. Any one of them blocks the image:
+    /// reading it as "no filter" would widen what the user asked for.
+    pub unreadable: Vec<UnreadableSetting>,
+}
+
+impl AnnotatedImage {
+    /// Whether a setting that cannot be read keeps this image from being updated.
+    pub fn is_blocked(&self) -> bool {
+        !self.unreadable.is_empty()
+    }
+}
+
+/// A filter, range or strategy of one image that cannot be read: the image is not updated, and
+/// the Application has a problem that names the setting and its value.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UnreadableSetting {
+    /// The annotation key as written, with its prefix (for an `ImageUpdater` resource, the
+    /// resource and field).
+    pub key: String,
+    /// The value as written.
+    pub value: String,
+    /// Why it cannot be read.
+    pub reason: String,
+}
+
+impl std::fmt::Display for UnreadableSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Backticks, not Debug quotes: a regexp reads as written, backslashes not doubled.
+        write!(
+            f,
+            "{} `{}` cannot be read: {}",
+            self.key, self.value, self.reason
+        )
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -109,8 +143,10 @@ pub enum UpdateStrategy {
 }
 
 impl UpdateStrategy {
+    /// Case-insensitive, as Image Updater's `ParseUpdateStrategy` (`strings.ToLower`,
+    /// registry-scanner/pkg/image/options.go).
     fn parse(s: &str) -> Option<UpdateStrategy> {
-        Some(match s {
+        Some(match s.to_lowercase().as_str() {
             "semver" => UpdateStrategy::Semver,
             "newest-build" | "latest" => UpdateStrategy::NewestBuild,
             "alphabetical" | "name" => UpdateStrategy::Alphabetical,
@@ -266,6 +302,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                     helm: HelmNames::default(),
                     kustomize_image_name: None,
                     min_age: None,
+                    unreadable: Vec::new(),
                 });
             }
             Err(e) => out.skipped.push(SkippedAnnotation {
@@ -289,47 +326,42 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
             }
             found.map(|(k, v)| (k, v.trim().to_string()))
         };
+        // Image Updater's own fallback for an unknown strategy is semver, and for an
+        // unreadable filter "match nothing"; tagpilot holds in both cases, and says so.
+        let mut unreadable = |key: String, value: &str, reason: String| {
+            image.unreadable.push(UnreadableSetting {
+                key,
+                value: value.to_string(),
+                reason,
+            })
+        };
         if let Some((key, v)) = get("update-strategy") {
             match UpdateStrategy::parse(&v) {
                 Some(s) => image.strategy = s,
-                None => out.skipped.push(SkippedAnnotation {
+                None => unreadable(
                     key,
-                    reason: format!(
-                        "unknown update strategy {v:?} (semver, newest-build, latest, alphabetical, name, digest); using semver"
-                    ),
-                }),
+                    &v,
+                    "not an update strategy (semver, newest-build, latest, alphabetical, name, \
+                     digest)"
+                        .to_string(),
+                ),
             }
         }
         if let Some((key, v)) = get("allow-tags") {
-            if v == "any" {
-                image.allow_tags = None;
-            } else if let Some(re) = v.strip_prefix("regexp:") {
-                match regex::Regex::new(re) {
-                    Ok(_) => image.allow_tags = Some(re.to_string()),
-                    Err(e) => out.skipped.push(SkippedAnnotation {
-                        key,
-                        reason: format!("invalid regexp `{re}`: {e}; the image is not updated"),
-                    }),
-                }
-            } else {
-                out.skipped.push(SkippedAnnotation {
-                    key,
-                    reason: format!(
-                        "{v:?} is neither `regexp:<re>` nor `any`; the image is not updated"
-                    ),
-                });
-                // Image Updater refuses such a filter; allowing every tag instead would widen it.
-                image.allow_tags = Some("$^".into());
+            match parse_allow_tags(&v) {
+                Ok(re) => image.allow_tags = re,
+                Err(reason) => unreadable(key, &v, reason),
             }
         }
         if let Some((key, v)) = get("ignore-tags") {
             for glob in v.split(',').map(str::trim).filter(|g| !g.is_empty()) {
                 match globset::Glob::new(glob) {
                     Ok(_) => image.ignore_tags.push(glob.to_string()),
-                    Err(e) => out.skipped.push(SkippedAnnotation {
-                        key: key.clone(),
-                        reason: format!("invalid glob {glob:?}: {e}"),
-                    }),
+                    Err(e) => unreadable(
+                        key.clone(),
+                        &v,
+                        format!("invalid glob {glob:?}: {}", e.kind()),
+                    ),
                 }
             }
         }
@@ -337,10 +369,7 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
             for p in v.split(',').map(str::trim).filter(|p| !p.is_empty()) {
                 match p.parse::<Platform>() {
                     Ok(p) => image.platforms.push(p),
-                    Err(e) => out.skipped.push(SkippedAnnotation {
-                        key: key.clone(),
-                        reason: e.to_string(),
-                    }),
+                    Err(e) => unreadable(key.clone(), &v, e.to_string()),
                 }
             }
         }
@@ -360,9 +389,11 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
             }
         }
         if let Some((key, v)) = get("force-update") {
+            // Go's `strconv.ParseBool`, which Image Updater reads it with
+            // (pkg/argocd/annotations.go).
             match v.as_str() {
-                "true" => image.force_update = true,
-                "false" => image.force_update = false,
+                "1" | "t" | "T" | "TRUE" | "true" | "True" => image.force_update = true,
+                "0" | "f" | "F" | "FALSE" | "false" | "False" => image.force_update = false,
                 _ => out.skipped.push(SkippedAnnotation {
                     key,
                     reason: format!("{v:?} is not true or false"),
@@ -393,17 +424,12 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
             } else {
                 match humantime::parse_duration(v) {
                     Ok(d) => image.min_age = Some(d),
-                    Err(e) => {
-                        out.skipped.push(SkippedAnnotation {
-                            key,
-                            reason: format!(
-                                "{v:?} is not a duration (30m, 2h, 1d): {e}; the image is not \
-                                 updated"
-                            ),
-                        });
-                        // Ignoring a wait the user asked for would update too early.
-                        image.allow_tags = Some("$^".into());
-                    }
+                    // Ignoring a wait the user asked for would update too early.
+                    Err(e) => image.unreadable.push(UnreadableSetting {
+                        key,
+                        value: v.to_string(),
+                        reason: format!("not a duration (30m, 2h, 1d): {e}"),
+                    }),
                 }
             }
         }
@@ -420,13 +446,30 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppAnnotations> {
                 ),
             });
         }
+        if image.strategy == UpdateStrategy::Digest
+            && let Some(c) = &image.constraint
+            && !crate::image::is_valid_tag(c)
+        {
+            // The digest strategy follows the tag after `:`; a registry cannot hold this one,
+            // so there is nothing to ask it for.
+            image.unreadable.push(UnreadableSetting {
+                key: list_key.clone(),
+                value: c.clone(),
+                reason: "not a tag the digest strategy can follow".to_string(),
+            });
+        }
         if image.strategy == UpdateStrategy::Semver
             && let Some(c) = &image.constraint
             && let Err(e) = Constraint::parse(c)
         {
-            out.skipped.push(SkippedAnnotation {
+            let reason = match std::error::Error::source(&e) {
+                Some(why) => format!("not a version constraint: {why}"),
+                None => "not a version constraint".to_string(),
+            };
+            image.unreadable.push(UnreadableSetting {
                 key: list_key.clone(),
-                reason: format!("{}: {e}; the image is not updated", image.alias),
+                value: c.clone(),
+                reason,
             });
         }
     }
@@ -532,6 +575,27 @@ impl<'a> Lookup<'a> {
     }
 }
 
+/// `allow-tags`: `regexp:<re>` or `any`, both case-insensitive as Image Updater's `ParseMatch`
+/// reads them (registry-scanner/pkg/image/options.go); empty is unset, as there. `Ok(None)`:
+/// every tag.
+fn parse_allow_tags(v: &str) -> Result<Option<String>, String> {
+    if v.is_empty() || v.to_lowercase() == "any" {
+        return Ok(None);
+    }
+    match v.split_once(':') {
+        Some((function, re)) if function.to_lowercase() == "regexp" => {
+            match regex::Regex::new(re) {
+                Ok(_) => Ok(Some(re.to_string())),
+                Err(e) => Err(format!(
+                    "invalid regexp: {}",
+                    e.to_string().lines().last().unwrap_or_default().trim()
+                )),
+            }
+        }
+        _ => Err("neither `regexp:<re>` nor `any`".to_string()),
+    }
+}
+
 /// Splits `image-list` at commas, keeping commas that belong to a constraint
 /// (`app=img:>=1.2, <2.0`).
 fn split_image_list(list: &str) -> Vec<String> {
@@ -592,6 +656,11 @@ fn parse_pull_secret(v: &str) -> Result<PullSecret, AnnotationError> {
             _ => Err(AnnotationError::NotNamespaceName(s.to_string())),
         }
     };
+    // The source's kind is case-insensitive, as Image Updater reads it (`strings.ToLower` in
+    // registry-scanner/pkg/image/credentials.go).
+    let kind_len = v.find(':').map_or(0, |i| i + 1);
+    let lowered = format!("{}{}", v[..kind_len].to_lowercase(), &v[kind_len..]);
+    let v = lowered.as_str();
     if let Some(rest) = v.strip_prefix("pullsecret:") {
         let (namespace, name) = ns_name(rest)?;
         Ok(PullSecret::PullSecret { namespace, name })
@@ -770,9 +839,13 @@ mod tests {
             ("tagpilot.dev/api.min-age", "soon"),
         ]))
         .unwrap();
-        assert_eq!(bad.skipped.len(), 1, "{:?}", bad.skipped);
-        assert!(bad.skipped[0].reason.contains("not updated"));
-        assert_eq!(bad.images[0].allow_tags.as_deref(), Some("$^"));
+        assert!(bad.skipped.is_empty(), "{:?}", bad.skipped);
+        assert!(bad.images[0].is_blocked());
+        assert_eq!(
+            bad.images[0].unreadable[0].to_string(),
+            "tagpilot.dev/api.min-age `soon` cannot be read: not a duration (30m, 2h, 1d): \
+             expected number at 0"
+        );
     }
 
     #[test]
@@ -866,13 +939,21 @@ mod tests {
             .iter()
             .map(|s| (s.key.clone(), s.reason.clone()))
             .collect();
-        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got.len(), 2, "{got:?}");
         assert!(got[0].0.ends_with("commit-message-template") && got[0].1.contains("unknown"));
         assert!(
             got[1].0.ends_with("web.update-strategy") && got[1].1.contains("not in image-list")
         );
-        assert!(got[2].0 == "tagpilot.dev/api.allow-tags" && got[2].1.contains("regexp"));
-        assert_eq!(a.images[0].allow_tags.as_deref(), Some("$^"));
+        // Not skipped: unreadable, which blocks the image.
+        assert_eq!(
+            a.images[0].unreadable,
+            vec![UnreadableSetting {
+                key: "tagpilot.dev/api.allow-tags".into(),
+                value: "nonsense".into(),
+                reason: "neither `regexp:<re>` nor `any`".into(),
+            }]
+        );
+        assert_eq!(a.images[0].allow_tags, None);
     }
 
     #[test]
@@ -882,8 +963,134 @@ mod tests {
             (&iu("api.allow-tags"), "regexp:^v\\d+($"),
         ]))
         .unwrap();
-        let reason = &a.skipped[0].reason;
-        assert!(reason.contains("`^v\\d+($`"), "{reason}");
-        assert!(!reason.contains("\\\\"), "backslashes doubled: {reason}");
+        assert!(a.skipped.is_empty(), "{:?}", a.skipped);
+        let problem = a.images[0].unreadable[0].to_string();
+        assert_eq!(
+            problem,
+            "argocd-image-updater.argoproj.io/api.allow-tags `regexp:^v\\d+($` cannot be read: \
+             invalid regexp: error: unclosed group"
+        );
+    }
+
+    /// Issue 17, "Filters fail closed": a filter, range or strategy that cannot be read blocks
+    /// the image. Image Updater itself reads an unreadable `allow-tags` as "match nothing"
+    /// (`MatchFuncNone` in registry-scanner/pkg/image/options.go, and its
+    /// `Test_ContainerImage_ParseMatch`: `regexp:[aA-zZ` matches no tag) and an unparsable
+    /// platform as one no image has ("so we don't end up updating to the wrong architecture"),
+    /// so holding is its result too; for an unknown strategy it falls back to semver, which
+    /// tagpilot does not guess at.
+    #[test]
+    fn every_unreadable_filter_range_or_strategy_blocks_its_image() {
+        let cases: &[(&str, &str, &str)] = &[
+            ("api.allow-tags", "regexp:^v(", "invalid regexp"),
+            (
+                "api.allow-tags",
+                "regex:^v",
+                "neither `regexp:<re>` nor `any`",
+            ),
+            ("api.allow-tags", "^v1", "neither `regexp:<re>` nor `any`"),
+            ("api.ignore-tags", "dev, [z-a]", "invalid glob \"[z-a]\""),
+            ("api.platforms", "linux", "linux"),
+            ("api.update-strategy", "newest", "not an update strategy"),
+            ("update-strategy", "semverr", "not an update strategy"),
+        ];
+        for (key, value, why) in cases {
+            let a = parse(&annotations(&[
+                (&iu("image-list"), "api=r.example/api"),
+                (&iu(key), value),
+            ]))
+            .unwrap();
+            let image = &a.images[0];
+            assert!(image.is_blocked(), "{key}: {value}");
+            let u = &image.unreadable[0];
+            assert_eq!(
+                (u.key.as_str(), u.value.as_str()),
+                (iu(key).as_str(), *value)
+            );
+            assert!(u.reason.contains(why), "{key}: {}", u.reason);
+            assert!(a.skipped.is_empty(), "{key}: {:?}", a.skipped);
+        }
+        // The digest strategy's tag, which must be one a registry can hold.
+        let a = parse(&annotations(&[
+            (&iu("image-list"), "api=r.example/api:>=1.0"),
+            (&iu("update-strategy"), "digest"),
+        ]))
+        .unwrap();
+        let u = &a.images[0].unreadable[0];
+        assert_eq!(
+            (u.value.as_str(), u.reason.as_str()),
+            (">=1.0", "not a tag the digest strategy can follow")
+        );
+        // A constraint in image-list that does not read.
+        let a = parse(&annotations(&[(
+            &iu("image-list"),
+            "api=r.example/api:~>1.x.y",
+        )]))
+        .unwrap();
+        let u = &a.images[0].unreadable[0];
+        assert_eq!(
+            (u.key.as_str(), u.value.as_str()),
+            (iu("image-list").as_str(), "~>1.x.y")
+        );
+        // An invalid glob next to valid ones still blocks: dropping only it would widen.
+        let a = parse(&annotations(&[
+            (&iu("image-list"), "api=r.example/api"),
+            (&iu("ignore-tags"), "*-rc*, [z-a]"),
+        ]))
+        .unwrap();
+        assert!(a.images[0].is_blocked());
+    }
+
+    /// Issue 17, "A peer's semantics": Image Updater lower-cases the strategy name
+    /// (`ParseUpdateStrategy`), `any` and the `regexp` function name (`ParseMatch`, both in
+    /// registry-scanner/pkg/image/options.go; `Test_ContainerImage_ParseMatch` reads `ANY` and
+    /// `RegExp:[aA-zZ]`), and the pull-secret kind (`strings.ToLower(tokens[0])` in
+    /// registry-scanner/pkg/image/credentials.go); `force-update` is Go's `strconv.ParseBool`
+    /// (pkg/argocd/annotations.go). `write-back-method` and `write-back-target` are compared
+    /// as written there (`method == "git"`, `strings.HasPrefix(target, "kustomization")`).
+    #[test]
+    fn values_are_case_insensitive_where_image_updater_reads_them_so() {
+        let a = parse(&annotations(&[
+            (
+                &iu("image-list"),
+                "a=r.example/a, b=r.example/b, c=r.example/c, d=r.example/d",
+            ),
+            (&iu("a.update-strategy"), "SemVer"),
+            (&iu("b.update-strategy"), "Newest-Build"),
+            (&iu("c.update-strategy"), "LATEST"),
+            (&iu("d.update-strategy"), "Digest"),
+            (&iu("a.allow-tags"), "ANY"),
+            (&iu("b.allow-tags"), "RegExp:^v\\d+$"),
+            (&iu("c.pull-secret"), "PullSecret:argocd/regcred"),
+            (&iu("d.pull-secret"), "ENV:REGISTRY_AUTH"),
+            (&iu("a.force-update"), "TRUE"),
+            (&iu("b.force-update"), "t"),
+            (&iu("c.force-update"), "tRUE"),
+        ]))
+        .unwrap();
+        let strategies: Vec<UpdateStrategy> = a.images.iter().map(|i| i.strategy).collect();
+        use UpdateStrategy::*;
+        assert_eq!(strategies, vec![Semver, NewestBuild, NewestBuild, Digest]);
+        assert!(a.images.iter().all(|i| !i.is_blocked()), "{:?}", a.images);
+        assert_eq!(a.images[0].allow_tags, None);
+        assert_eq!(a.images[1].allow_tags.as_deref(), Some("^v\\d+$"));
+        assert_eq!(
+            a.images[2].pull_secret,
+            Some(PullSecret::PullSecret {
+                namespace: "argocd".into(),
+                name: "regcred".into()
+            })
+        );
+        assert_eq!(
+            a.images[3].pull_secret,
+            Some(PullSecret::Env("REGISTRY_AUTH".into()))
+        );
+        assert!(a.images[0].force_update && a.images[1].force_update);
+        // ParseBool takes `TRUE`, `True`, `true`, `t`, not `tRUE`.
+        let keys: Vec<&str> = a.skipped.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(keys, vec![iu("c.force-update")]);
+        // Case-sensitive upstream, so here too.
+        assert!(parse_write_back("Git").is_err());
+        assert!(parse_target("Kustomization").is_err());
     }
 }

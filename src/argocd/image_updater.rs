@@ -886,6 +886,28 @@ fn settings_for(
         };
         s.key = format!("{resource}: {field}");
     }
+    // An unreadable setting is named by the field it was written in.
+    for image in &mut settings.images {
+        let image_field = list
+            .iter()
+            .zip(&list_fields)
+            .find(|(entry, _)| {
+                entry
+                    .split_once('=')
+                    .is_some_and(|(alias, _)| alias == image.alias)
+            })
+            .map(|(_, f)| f.clone());
+        for u in &mut image.unreadable {
+            let field = if u.key == list_key {
+                image_field
+                    .clone()
+                    .unwrap_or_else(|| format!("{ref_path}.images"))
+            } else {
+                fields.get(&u.key).cloned().unwrap_or_else(|| u.key.clone())
+            };
+            u.key = format!("{resource}: {field}");
+        }
+    }
     settings.skipped.extend(skipped);
     if let Some(e) = pull_request_error {
         // Pushing straight to the branch instead would skip the review the user asked for.
@@ -953,6 +975,11 @@ pub fn migrate(app: &Application) -> Option<String> {
     let mut images = Vec::new();
     let mut used: Vec<String> = Vec::new();
     for image in &a.images {
+        if image.is_blocked() {
+            // Written without the setting it could not read, the image would be updated more
+            // widely than its annotations allow.
+            continue;
+        }
         let mut alias = if image.has_alias {
             image.alias.clone()
         } else {
@@ -1112,6 +1139,14 @@ pub fn migrate(app: &Application) -> Option<String> {
     out.push('\n');
     for s in &a.skipped {
         out.push_str(&format!("# not carried over: {}: {}\n", s.key, s.reason));
+    }
+    for image in &a.images {
+        for u in &image.unreadable {
+            out.push_str(&format!(
+                "# not carried over: image {:?} is left out: {u}\n",
+                image.alias
+            ));
+        }
     }
     out.push_str(&serde_saphyr::to_string(&resource).expect("a JSON value serialises as YAML"));
     Some(out)
@@ -1420,11 +1455,83 @@ spec:
             keys,
             [
                 "ImageUpdater argocd/u: spec.applicationRefs[0].images[2].manifestTargets.plugin",
-                "ImageUpdater argocd/u: spec.applicationRefs[0].images[3].commonUpdateSettings.updateStrategy",
                 "ImageUpdater argocd/u: spec.imagesVerification",
             ]
         );
-        assert!(settings.skipped[2].reason.contains("\"signed\""));
+        assert!(settings.skipped[1].reason.contains("\"signed\""));
+        // An unknown strategy blocks its image (issue 17), named by the field it was written in.
+        let strategy = &settings.images[1];
+        assert!(strategy.is_blocked());
+        assert_eq!(
+            strategy.unreadable[0].to_string(),
+            "ImageUpdater argocd/u: spec.applicationRefs[0].images[3].commonUpdateSettings.updateStrategy \
+             `fastest` cannot be read: not an update strategy (semver, newest-build, latest, \
+             alphabetical, name, digest)"
+        );
+    }
+
+    /// Issue 17, "Filters fail closed", for resources: each unreadable filter, range or
+    /// strategy, inherited or the image's own, blocks that image under its field; the other
+    /// images of the entry are updated.
+    #[test]
+    fn an_unreadable_setting_in_a_resource_blocks_its_image_under_its_field() {
+        let yaml = r#"
+apiVersion: argocd-image-updater.argoproj.io/v1alpha1
+kind: ImageUpdater
+metadata: {name: u, namespace: argocd}
+spec:
+  commonUpdateSettings: {allowTags: "regexp:^v("}
+  applicationRefs:
+    - namePattern: shop
+      images:
+        - {alias: inherits, imageName: r.example/a}
+        - alias: ok
+          imageName: r.example/b
+          commonUpdateSettings: {allowTags: "RegExp:^v1"}
+        - alias: globs
+          imageName: r.example/c
+          commonUpdateSettings: {allowTags: any, ignoreTags: ["dev", "[z-a]"]}
+        - alias: platform
+          imageName: r.example/d
+          commonUpdateSettings: {allowTags: any, platforms: [linux]}
+        - alias: range
+          imageName: "r.example/e:~>1.x.y"
+          commonUpdateSettings: {allowTags: any}
+"#;
+        let settings = select_one(app("shop", &[], &[]), yaml).settings.unwrap();
+        let blocked: Vec<(&str, Vec<String>)> = settings
+            .images
+            .iter()
+            .map(|i| {
+                let fields = i.unreadable.iter().map(|u| u.key.clone()).collect();
+                (i.alias.as_str(), fields)
+            })
+            .collect();
+        let r = |f: &str| format!("ImageUpdater argocd/u: {f}");
+        assert_eq!(
+            blocked,
+            [
+                ("inherits", vec![r("spec.commonUpdateSettings.allowTags")]),
+                ("ok", vec![]),
+                (
+                    "globs",
+                    vec![r(
+                        "spec.applicationRefs[0].images[2].commonUpdateSettings.ignoreTags"
+                    )]
+                ),
+                (
+                    "platform",
+                    vec![r(
+                        "spec.applicationRefs[0].images[3].commonUpdateSettings.platforms"
+                    )]
+                ),
+                (
+                    "range",
+                    vec![r("spec.applicationRefs[0].images[4].imageName")]
+                ),
+            ]
+        );
+        assert_eq!(settings.images[1].allow_tags.as_deref(), Some("^v1"));
     }
 
     #[test]
@@ -1568,5 +1675,36 @@ spec:
             "{:?}",
             from_resource.skipped
         );
+    }
+
+    /// An image whose filter cannot be read is left out of the migrated resource, with the
+    /// reason in a comment: written without that filter, it would be updated more widely.
+    #[test]
+    fn a_migrated_resource_leaves_out_an_image_whose_filter_cannot_be_read() {
+        let iu = IMAGE_UPDATER_PREFIX;
+        let list = format!("{iu}image-list");
+        let allow = format!("{iu}api.allow-tags");
+        let annotated = app(
+            "shop",
+            &[],
+            &[
+                (list.as_str(), "api=r.example/api, web=r.example/web"),
+                (allow.as_str(), "regexp:^v("),
+            ],
+        );
+        let yaml = migrate(&annotated).unwrap();
+        assert!(
+            yaml.contains(&format!(
+                "# not carried over: image \"api\" is left out: {allow} `regexp:^v(` cannot be read"
+            )),
+            "{yaml}"
+        );
+        let from_resource = select_one(app("shop", &[], &[]), &yaml).settings.unwrap();
+        let aliases: Vec<&str> = from_resource
+            .images
+            .iter()
+            .map(|i| i.alias.as_str())
+            .collect();
+        assert_eq!(aliases, ["web"]);
     }
 }

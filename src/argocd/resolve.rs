@@ -15,7 +15,7 @@ use crate::image::Repository;
 use crate::policy::{ImagePolicy, PolicyError, Strategy};
 
 use super::annotations::{
-    self, AnnotatedImage, AppAnnotations, GitBranch, GitCredentials, PullRequestProvider,
+    AnnotatedImage, AppAnnotations, GitBranch, GitCredentials, PullRequestProvider,
     SkippedAnnotation, UpdateStrategy, WriteBackMethod, WriteBackTarget,
 };
 use super::application::{Application, Source};
@@ -189,17 +189,31 @@ pub fn resolve_selected<E: fmt::Display>(
             continue;
         };
         annotations.images.shrink_to_fit();
+        let mut problems = problems;
+        // A filter, range or strategy that cannot be read blocks its image, with a problem:
+        // never "no filter", which would widen what the user asked for.
         let policies = annotations
             .images
             .iter()
-            .map(|image| match policy(&app, image) {
-                Ok(p) => Some(p),
-                Err(reason) => {
-                    annotations.skipped.push(SkippedAnnotation {
-                        key: format!("{}image-list", annotations::IMAGE_UPDATER_PREFIX),
-                        reason: format!("{}: {reason}", image.alias),
-                    });
-                    None
+            .map(|image| {
+                if image.is_blocked() {
+                    for u in &image.unreadable {
+                        problems.push(format!(
+                            "image {:?}: {u}; the image is not updated",
+                            image.alias
+                        ));
+                    }
+                    return None;
+                }
+                match policy(&app, image) {
+                    Ok(p) => Some(p),
+                    Err(reason) => {
+                        problems.push(format!(
+                            "image {:?}: {reason}; the image is not updated",
+                            image.alias
+                        ));
+                        None
+                    }
                 }
             })
             .collect();
@@ -256,6 +270,14 @@ fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, Poli
     p.set_ignore_tags(&image.ignore_tags)?;
     p.platforms = image.platforms.clone();
     p.min_age = image.min_age;
+    // Image Updater's choice, read from its `GetNewestVersionFromTags`
+    // (registry-scanner/pkg/image/version.go): the current tag is not read at all, so `latest`
+    // (or no tag) is replaced, and every version parses as Masterminds reads it (`1.0` is
+    // 1.0.0), so a file on `1.0` moves to the highest version of any precision. Its tests
+    // (`Test_LatestVersion`) are the cases of `image_updater_choices` below. Never moving
+    // backwards and never leaving a variant family stay tagpilot's own rules.
+    p.replace_unreadable_tags = true;
+    p.keep_precision = false;
     Ok(p)
 }
 
@@ -721,7 +743,7 @@ mod tests {
         serde_saphyr::from_str(&format!("name: {name}\nurl: {url}\nbranch: main\n")).unwrap()
     }
 
-    const IU: &str = annotations::IMAGE_UPDATER_PREFIX;
+    const IU: &str = crate::argocd::annotations::IMAGE_UPDATER_PREFIX;
 
     #[test]
     fn urls_match_whatever_the_spelling() {
@@ -767,6 +789,76 @@ mod tests {
         assert!(
             matches!(&p.strategy, Strategy::Semver { range: Some(c), .. } if c.as_str() == "~1.2")
         );
+    }
+
+    /// Issue 17, "Filters fail closed": an `allow-tags` regexp that does not compile used to
+    /// let every tag through. Now the image has no policy (nothing updates it) and the
+    /// Application a problem naming the setting and its value; its other images go on.
+    #[test]
+    fn an_unreadable_filter_blocks_its_image_with_a_problem() {
+        let a = app(&format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\n  annotations:\n    {IU}image-list: api=r.example/api, ui=r.example/ui\n    {IU}api.allow-tags: 'regexp:^v(\\d+$'\nspec:\n  source: {{repoURL: 'file:///srv/m.git', path: apps/web, targetRevision: main}}\n"
+        ));
+        let r = resolve(vec![(a, Origin::Git)], &[], &|_| Err("not asked"));
+        let app = &r.apps[0];
+        assert!(app.policies[0].is_none(), "the image is blocked");
+        assert!(app.policies[1].is_some(), "the other image is not");
+        assert_eq!(
+            app.problems,
+            vec![format!(
+                "image \"api\": {IU}api.allow-tags `regexp:^v(\\d+$` cannot be read: invalid \
+                 regexp: error: unclosed group; the image is not updated"
+            )]
+        );
+    }
+
+    /// Issue 17, "A peer's semantics": Applications configured for Image Updater choose as its
+    /// semver strategy does ("The current application tag does not need to follow semver",
+    /// docs/basics/update-strategies.md). The cases are Image Updater's own `Test_LatestVersion`
+    /// (registry-scanner/pkg/image/version_test.go): tags `0.1, 0.5.1, 0.9, 1.0, 1.0.1, 1.1.2,
+    /// 2.0.3`; a file on `1.0` goes to `2.0.3` without a constraint, `1.1.2` with `^1.0`,
+    /// `1.0.1` with `~1.0` (and with `1.0`, which Masterminds reads as `~1.0`); a file on
+    /// `latest`, or on no tag (its `ImageTag` is then empty, update.go), goes to `1.1.2` with
+    /// `^1.0` and `2.0.3` without; pre-releases stay out without a constraint ("excludes
+    /// pre-release versions").
+    #[test]
+    fn image_updater_choices() {
+        use crate::select::{Decision, TagCandidate, choose};
+        let tags: Vec<TagCandidate> = ["0.1", "0.5.1", "0.9", "1.0", "1.0.1", "1.1.2", "2.0.3"]
+            .into_iter()
+            .map(TagCandidate::new)
+            .collect();
+        let choice = |entry: &str, current: Option<&str>, tags: &[TagCandidate]| {
+            let a = app(&format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  annotations:\n    {IU}image-list: 'api=r.example/{entry}'\nspec:\n  source: {{repoURL: 'file:///srv/m.git', path: apps/web, targetRevision: main}}\n"
+            ));
+            let r = resolve(vec![(a, Origin::Git)], &[], &|_| Err("not asked"));
+            let policy = r.apps[0].policies[0].clone().unwrap();
+            match choose(&policy, current, tags) {
+                Decision::Update(c) => c.tag,
+                other => format!("{other:?}"),
+            }
+        };
+        assert_eq!(choice("api", Some("1.0"), &tags), "2.0.3");
+        assert_eq!(choice("api:^1.0", Some("1.0"), &tags), "1.1.2");
+        assert_eq!(choice("api:~1.0", Some("1.0"), &tags), "1.0.1");
+        assert_eq!(choice("api:1.0", Some("1.0"), &tags), "1.0.1");
+        assert_eq!(choice("api:^1.0", Some("latest"), &tags), "1.1.2");
+        assert_eq!(choice("api", Some("latest"), &tags), "2.0.3");
+        assert_eq!(choice("api", None, &tags), "2.0.3");
+        let rc: Vec<TagCandidate> = ["v2.2.0", "v2.3.0-rc.0.18.g1abb7b5dd-ppc64le"]
+            .into_iter()
+            .map(TagCandidate::new)
+            .collect();
+        assert_eq!(choice("api", Some("v2.1.0"), &rc), "v2.2.0");
+        // docs/basics/update-strategies.md: "to allow updates to pre-release versions (e.g.
+        // `v2.0-rc1`), you need to append the suffix `-0` to the constraint" (`2.x-0`).
+        let rc: Vec<TagCandidate> = ["v1.9.0", "v2.0-rc1"]
+            .into_iter()
+            .map(TagCandidate::new)
+            .collect();
+        assert_eq!(choice("api:2.x-0", Some("v1.9.0"), &rc), "v2.0-rc1");
+        assert!(choice("api:2.x", Some("v1.9.0"), &rc).starts_with("Hold"));
     }
 
     #[test]

@@ -47,12 +47,15 @@ pub(super) async fn describe<R: Registry>(
         .flat_map(|(image, from, to)| [(image.clone(), from.clone()), (image.clone(), to.clone())])
         .collect();
     let sources: BTreeMap<(String, String), ImageSource> = futures_util::stream::iter(images)
-        .map(|(image, tag)| async move {
+        .map(|(image, version)| async move {
             let repo = Repository::parse(&image).ok()?;
-            match registry.inspect(&repo, &tag, &[]).await {
-                Ok(info) => Some(((image, tag), info.source)),
+            // A report's text, read back: `tag@digest` is asked by digest, and a reference
+            // without a version (`(none)`) is not asked about at all.
+            let reference = crate::plan::version_reference(&version)?;
+            match registry.inspect(&repo, reference, &[]).await {
+                Ok(info) => Some(((image, version), info.source)),
                 Err(e) => {
-                    tracing::debug!(%image, %tag, "not described: {e}");
+                    tracing::debug!(%image, %version, "not described: {e}");
                     None
                 }
             }

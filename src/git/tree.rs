@@ -233,12 +233,19 @@ mod tests {
             .iter()
             .map(|p| p.to_str().unwrap())
             .collect();
+        // A `Kustomization` without extension is a kustomization, as kustomize reads it.
         assert_eq!(
             listed,
-            [".argocd-source-x.yaml", "a/b.yml", "a-b/c.yaml", "a.yaml"]
+            [
+                ".argocd-source-x.yaml",
+                "a/b.yml",
+                "a-b/c.yaml",
+                "a.yaml",
+                "z/Kustomization"
+            ]
         );
         assert_eq!(files.read(Path::new("a-b/c.yaml")).unwrap(), b"c: 1\n");
-        // Not listed, still read by path: a hidden directory's file, a name without extension.
+        // Not listed, still read by path: a hidden directory's file.
         assert_eq!(
             files.read(Path::new(".github/workflows/ci.yaml")).unwrap(),
             b"on: push\n"

@@ -244,7 +244,10 @@ impl Scan<'_> {
             MarkerPart::Tag if is_valid_tag(value) => {
                 Fields::single(Some(value.to_string()), None, slot.clone(), OnePart::Tag)
             }
-            MarkerPart::Digest if value.is_empty() || is_valid_digest(value) => {
+            // What Flux's image-automation-controller replaces whatever it holds: a digest,
+            // or one of the wrong length (its setters test starts from
+            // `sha256:1234567890abcdef`, internal/update/testdata/setters).
+            MarkerPart::Digest if value.is_empty() || digest_shaped(value) => {
                 let digest = (!value.is_empty()).then(|| value.to_string());
                 Fields::single(None, digest, slot.clone(), OnePart::Digest)
             }
@@ -685,4 +688,18 @@ impl Fields {
             shape: Shape::Single { slot, part },
         }
     }
+}
+
+/// `<algorithm>:<hex>`, of any length: a digest, or a stand-in for one that a `:digest` marker
+/// will replace.
+fn digest_shaped(value: &str) -> bool {
+    is_valid_digest(value)
+        || value.split_once(':').is_some_and(|(algorithm, hex)| {
+            !algorithm.is_empty()
+                && algorithm
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+                && !hex.is_empty()
+                && hex.bytes().all(|b| b.is_ascii_hexdigit())
+        })
 }

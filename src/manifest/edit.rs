@@ -33,6 +33,12 @@ impl ImageField {
         }
     }
 
+    /// Whether the field is a whole reference without tag or digest (`image: nginx`), which a
+    /// container runtime pulls as `latest`.
+    pub fn implicit_latest(&self) -> bool {
+        matches!(self.shape, Shape::Whole { .. }) && self.tag.is_none() && self.digest.is_none()
+    }
+
     /// The tag and digest the field holds now.
     pub fn current(&self) -> (Option<&str>, Option<&str>) {
         (self.tag.as_deref(), self.digest.as_deref())

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use futures_util::stream::{self, StreamExt};
 
 use super::{Progress, REGISTRY_CONCURRENCY};
-use crate::image::{Platform, Repository};
+use crate::image::{Platform, Repository, is_valid_digest, is_valid_tag};
 use crate::manifest::{FieldKind, ImageField, MarkerPart, Pins};
 use crate::policy::{ImagePolicy, Strategy};
 use crate::registry::{ImageInfo, Registry, RegistryError};
@@ -33,6 +33,8 @@ pub(super) struct FieldFacts {
     digest: Option<Box<str>>,
     marker: Option<MarkerPart>,
     pins: Pins,
+    /// A whole reference without tag or digest: decided as the `latest` it is pulled as.
+    implicit_latest: bool,
 }
 
 impl FieldFacts {
@@ -46,6 +48,7 @@ impl FieldFacts {
                 _ => None,
             },
             pins: field.pins(),
+            implicit_latest: field.implicit_latest(),
         }
     }
 
@@ -68,6 +71,12 @@ pub(super) async fn decide<R: Registry>(
     inspector: &Inspector<'_, R>,
 ) -> Result<Outcome, DecideError> {
     let (current_tag, current_digest) = field.current();
+    // An untagged reference is the `latest` a runtime pulls, decided exactly as an explicit
+    // one: under semver it is held unless the policy replaces unreadable tags.
+    let current_tag = match field.implicit_latest {
+        true => Some(IMPLICIT_TAG),
+        false => current_tag,
+    };
     let (current_tag, pin) = match field.marker {
         Some(MarkerPart::Name) => (None, false),
         Some(MarkerPart::Digest) => (None, true),
@@ -91,7 +100,7 @@ pub(super) async fn decide<R: Registry>(
             policy.strategy.name()
         )));
     }
-    decide_reference(
+    let outcome = decide_reference(
         policy,
         current_tag,
         current_digest,
@@ -99,8 +108,17 @@ pub(super) async fn decide<R: Registry>(
         candidates,
         inspector,
     )
-    .await
+    .await?;
+    Ok(match outcome {
+        Outcome::Hold(reason) if field.implicit_latest => Outcome::Hold(format!(
+            "the reference has no tag, which is an implicit {IMPLICIT_TAG:?}: {reason}"
+        )),
+        other => other,
+    })
 }
+
+/// The tag a reference without one is pulled as.
+const IMPLICIT_TAG: &str = "latest";
 
 /// Decides a reference currently on `current_tag`/`current_digest`, wherever it is written (a
 /// manifest field, an Argo CD override). Digest pinning applies when `pin` is set, when the
@@ -274,12 +292,28 @@ fn add_ages<R: Registry>(
     }
 }
 
+/// The reference to ask a registry for the version [`version_text`] shows: the digest when
+/// there is one (it names the image exactly), else the tag; `None` for a reference without
+/// either, which names no image to ask about (`(none)` is for people, not for registries).
+pub fn version_reference(text: &str) -> Option<&str> {
+    let reference = match text.split_once('@') {
+        Some((_, digest)) => digest,
+        None => text,
+    };
+    // A digest marker may hold what is not quite a digest (Flux's own test fixture has
+    // `sha256:1234567890abcdef`): nothing a registry could answer.
+    (is_valid_digest(reference) || is_valid_tag(reference)).then_some(reference)
+}
+
+/// What reports show for a reference without tag or digest.
+const NO_VERSION: &str = "(none)";
+
 /// `tag`, `tag@digest` or `digest`, as reports show a reference's version.
 pub fn version_text(tag: Option<&str>, digest: Option<&str>) -> String {
     match (tag, digest) {
         (Some(t), Some(d)) => format!("{t}@{d}"),
         (Some(t), None) => t.to_string(),
         (None, Some(d)) => d.to_string(),
-        (None, None) => "(none)".to_string(),
+        (None, None) => NO_VERSION.to_string(),
     }
 }

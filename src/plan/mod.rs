@@ -26,7 +26,9 @@ mod tests;
 
 use std::path::PathBuf;
 
-pub use decide::{DecideError, Inspector, Outcome, decide_reference, version_text};
+pub use decide::{
+    DecideError, Inspector, Outcome, decide_reference, version_reference, version_text,
+};
 pub use groups::PolicyGroup;
 pub use model::{
     Change, CommitSummary, FileUpdate, Hold, Plan, Problem, PullRequestSummary, RepositoryOutcome,

@@ -279,3 +279,115 @@ async fn min_age_reads_first_seen_times_from_the_registry_and_holds_young_tags()
     assert_eq!(p.changes.len(), 1, "{:?}", p.holds);
     assert_eq!(p.changes[0].to, "1.3.0");
 }
+
+/// kustomize reads `kustomization.yaml`, `kustomization.yml` and `Kustomization`
+/// (`konfig.RecognizedKustomizationFileNames`); a Flux marker in a `Kustomization` without
+/// extension is planned like one in `kustomization.yaml` (issue 17).
+#[tokio::test]
+async fn a_marker_in_a_kustomization_file_without_extension_is_planned() {
+    let text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n  - name: api\n    newName: {API}\n    newTag: 1.2.3 # {{\"$imagepolicy\": \"flux-system:api:tag\"}}\n"
+    );
+    let dir = tree(&[("overlays/prod/Kustomization", text)]);
+    let mut yaml = semver("api", API);
+    yaml = yaml.replace("  name: api\n", "  name: api\n  namespace: flux-system\n");
+    let p = run(dir.path(), &policies(&yaml), &registry()).await;
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    let files: Vec<(&str, &str, &str)> = p
+        .changes
+        .iter()
+        .map(|c| (c.file.as_str(), c.from.as_str(), c.to.as_str()))
+        .collect();
+    assert_eq!(files, [("overlays/prod/Kustomization", "1.2.3", "1.3.0")]);
+}
+
+/// A `:digest` marker holds a bare digest, which Flux's image-automation-controller writes
+/// whole and replaces whatever it holds: its setters test starts from `newDigest:
+/// sha256:1234567890abcdef # {"$imagepolicy": "automation-ns:policy-with-digest:digest"}` and
+/// expects the policy's digest there (internal/update/testdata/setters, original and expected
+/// kustomization.yml).
+#[tokio::test]
+async fn a_digest_marker_on_a_bare_digest_gets_the_new_digest() {
+    let repo = Repository::parse(API).unwrap();
+    let reg = MemoryRegistry::new();
+    let new = format!("sha256:{}", "b".repeat(64));
+    reg.add(
+        &repo,
+        "1.3.0",
+        ImageInfo {
+            digest: new.clone(),
+            created: None,
+            platforms: vec![],
+            source: Default::default(),
+        },
+    );
+    reg.add_tags(&repo, &["1.2.3"]);
+    let marker = r#"# {"$imagepolicy": "automation-ns:policy-with-digest:digest"}"#;
+    let ps = policies(
+        &policy(
+            "policy-with-digest",
+            API,
+            "  strategy:\n    semver: {range: \"<2.0.0\"}\n",
+        )
+        .replace(
+            "  name: policy-with-digest\n",
+            "  name: policy-with-digest\n  namespace: automation-ns\n",
+        ),
+    );
+    for current in [
+        format!("sha256:{}", "a".repeat(64)),
+        "sha256:1234567890abcdef".into(),
+    ] {
+        let text = format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n  - name: container\n    newName: {API}\n    newDigest: {current} {marker}\n"
+        );
+        let dir = tree(&[("kustomization.yml", text.clone())]);
+        let p = run(dir.path(), &ps, &reg).await;
+        assert!(p.problems.is_empty(), "{current}: {:?}", p.problems);
+        assert_eq!(p.changes.len(), 1, "{current}: {p:?}");
+        assert!(p.changes[0].to.ends_with(&new), "{}", p.changes[0].to);
+        crate::apply::write_files(dir.path(), &p.files).unwrap();
+        let written = std::fs::read_to_string(dir.path().join("kustomization.yml")).unwrap();
+        assert_eq!(written, text.replace(&current, &new));
+    }
+}
+
+/// An untagged reference is the `latest` a runtime pulls: held under semver, as an explicit
+/// `latest` is, unless the policy replaces unreadable tags (issue 17).
+#[tokio::test]
+async fn an_untagged_reference_is_an_implicit_latest() {
+    let dir = tree(&[
+        ("untagged.yaml", deployment(API)),
+        ("latest.yaml", deployment(&format!("{API}:latest"))),
+    ]);
+    let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
+    assert!(p.changes.is_empty(), "{:?}", p.changes);
+    let holds: Vec<(&str, &str)> = p
+        .holds
+        .iter()
+        .map(|h| (h.file.as_str(), h.reason.as_str()))
+        .collect();
+    assert_eq!(holds.len(), 2, "{holds:?}");
+    let explicit = holds.iter().find(|h| h.0 == "latest.yaml").unwrap().1;
+    let implicit = holds.iter().find(|h| h.0 == "untagged.yaml").unwrap().1;
+    assert_eq!(
+        implicit,
+        format!("the reference has no tag, which is an implicit \"latest\": {explicit}")
+    );
+    let replacing =
+        semver("api", API).replace("  strategy:", "  replaceUnreadableTags: true\n  strategy:");
+    let p = run(dir.path(), &policies(&replacing), &registry()).await;
+    let mut moves: Vec<(&str, &str, &str)> = p
+        .changes
+        .iter()
+        .map(|c| (c.file.as_str(), c.from.as_str(), c.to.as_str()))
+        .collect();
+    moves.sort();
+    assert_eq!(
+        moves,
+        [
+            ("latest.yaml", "latest", "1.3.0"),
+            ("untagged.yaml", "(none)", "1.3.0")
+        ]
+    );
+}

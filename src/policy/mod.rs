@@ -85,6 +85,10 @@ pub struct ImagePolicy {
     /// placeholder a CI step substitutes, a tag outside a regex pattern). Off by default: such a
     /// tag is held, since its authors may not mean it as a version at all.
     pub replace_unreadable_tags: bool,
+    /// semver: a file stays on tags with as many version parts as its own (`1.25` moves to
+    /// `1.27`, not `1.27.3`). Off only for Argo CD Image Updater's configuration, whose semver
+    /// reads `1.0` as 1.0.0 and moves it to the highest version of any precision.
+    pub keep_precision: bool,
     /// `minAge`: a tag becomes a candidate only once it has existed this long: since its build
     /// under newestBuild (the strategy reads build times), else since tagpilot first saw it.
     pub min_age: Option<std::time::Duration>,
@@ -267,6 +271,7 @@ impl ImagePolicy {
             pin_digest: false,
             allow_downgrade: false,
             replace_unreadable_tags: false,
+            keep_precision: true,
             min_age: None,
             targets: Vec::new(),
         })

@@ -302,6 +302,7 @@ impl Validator<'_> {
             });
         let mut ignore_builder = globset::GlobSetBuilder::new();
         let mut ignore_tags = Vec::new();
+        let ignore_at = spec.ignore_tags.first().map(|g| self.at(g));
         for g in spec.ignore_tags {
             match globset::Glob::new(&g.value) {
                 Ok(glob) => {
@@ -315,9 +316,22 @@ impl Validator<'_> {
             }
             ignore_tags.push(g.value);
         }
-        let ignore_set = ignore_builder
-            .build()
-            .unwrap_or_else(|_| globset::GlobSet::empty());
+        // Globs each valid may still not build together (too large to match): an empty set
+        // would ignore nothing, so that is an error too, never a wider policy.
+        let ignore_set = match ignore_builder.build() {
+            Ok(set) => set,
+            Err(e) => {
+                if let Some(location) = ignore_at {
+                    self.errors.push(PolicyError::Invalid {
+                        location,
+                        policy: self.policy.clone(),
+                        message: "ignoreTags: the globs cannot be matched together".to_string(),
+                        source: Some(Box::new(e.into())),
+                    });
+                }
+                globset::GlobSet::empty()
+            }
+        };
         let mut platforms = Vec::new();
         for p in spec.platforms {
             match p.value.parse::<Platform>() {
@@ -371,6 +385,7 @@ impl Validator<'_> {
             pin_digest: spec.pin_digest,
             allow_downgrade: spec.allow_downgrade,
             replace_unreadable_tags: spec.replace_unreadable_tags,
+            keep_precision: true,
             min_age,
             targets,
         })
@@ -657,6 +672,27 @@ fn as_written(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 17, "Filters fail closed": `ignoreTags` globs that are each valid but too large
+    /// to match together used to become an empty set, which ignores nothing.
+    #[test]
+    fn ignore_tags_that_cannot_be_matched_together_are_an_error() {
+        let globs: Vec<String> = (0..400)
+            .map(|i| format!("      - \"{}{i}\"\n", "?[a-z]".repeat(400)))
+            .collect();
+        let yaml = format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: r.example/api\n  strategy: {{semver: {{}}}}\n  ignoreTags:\n{}",
+            globs.concat()
+        );
+        let errors = crate::policy::parse_file(Path::new("p.yaml"), &yaml)
+            .expect_err("no policy that ignores nothing");
+        let text = errors.to_string();
+        assert!(text.contains("p.yaml:9"), "{text}");
+        assert!(
+            text.contains("ignoreTags: the globs cannot be matched together"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn value_paths() {

@@ -322,6 +322,8 @@ enum FamilyRule {
     /// No comparable current tag: plain versions of any precision.
     Plain,
     Exactly(Family),
+    /// The current tag's suffix at any precision (`keep_precision: false`).
+    Suffix(String),
 }
 
 struct Context<'p> {
@@ -345,13 +347,29 @@ impl Context<'_> {
         match &policy.strategy {
             Strategy::Semver { range, prerelease } => {
                 let tv = TagVersion::parse(tag).ok_or(Exclusion::NotAVersion)?;
-                if tv.is_prerelease() && !prerelease {
+                // A range that names a pre-release (`2.x-0`) admits them where it names one, as
+                // Masterminds does; the range below decides.
+                if tv.is_prerelease()
+                    && !prerelease
+                    && !range.as_ref().is_some_and(Constraint::names_prerelease)
+                {
                     return Err(Exclusion::PreRelease);
                 }
                 match &self.family {
                     FamilyRule::Any => {}
                     FamilyRule::Plain if tv.family.suffix.is_empty() => {}
                     FamilyRule::Exactly(f) if *f == tv.family => {}
+                    FamilyRule::Suffix(s) if *s == tv.family.suffix => {}
+                    FamilyRule::Suffix(s) => {
+                        let current = Family {
+                            parts: tv.family.parts,
+                            suffix: s.clone(),
+                        };
+                        return Err(Exclusion::OtherFamily {
+                            family: tv.family,
+                            current,
+                        });
+                    }
                     FamilyRule::Plain => {
                         let current = Family {
                             parts: tv.family.parts,
@@ -460,6 +478,7 @@ impl<'a> Selection<'a> {
             _ => None,
         };
         let family = match &current_version {
+            Some(tv) if !policy.keep_precision => FamilyRule::Suffix(tv.family.suffix.clone()),
             Some(tv) => FamilyRule::Exactly(tv.family.clone()),
             None => FamilyRule::Plain,
         };

@@ -94,6 +94,15 @@ impl Constraint {
         self.matches_with(v, false)
     }
 
+    /// Whether a comparison names a pre-release (`2.x-0`, `>=1.2.3-rc.1`): Masterminds then
+    /// lets pre-releases through that comparison, which is how Image Updater users ask for them.
+    pub fn names_prerelease(&self) -> bool {
+        self.alternatives
+            .iter()
+            .flatten()
+            .any(|c| !c.base.pre.is_empty())
+    }
+
     /// [`Constraint::matches`], optionally letting pre-releases be compared like releases
     /// (Masterminds' `IncludePrerelease`).
     pub fn matches_with(&self, v: &Version, include_prerelease: bool) -> bool {

@@ -14,6 +14,10 @@
 //!   the plain `x.y.z` family (keywords `alpha`, `beta`, `rc`, `pre`, `preview`, `dev`,
 //!   `snapshot`, any case, optionally followed by numbers with `.`, `-` or `_` separators).
 //! - `1.2.3-rc.1-alpine`: a pre-release of the `x.y.z-alpine` family.
+//! - PEP 440's `a` and `b` attached to the numbers (`3.8.0b1`, `3.8.0a2-alpine`; `rc` is a
+//!   keyword already): pre-releases, as Renovate's docker versioning reads them. Pre-releases of
+//!   one version order alphabetically (`a1` < `b1` < `b5` < `rc1`), as there; their numbers
+//!   order as numbers (`rc2` < `rc10`), where Renovate compares strings.
 //! - `1.25-bookworm`: family `x.y-bookworm`; `1.25.3-alpine3.19`: family `x.y.z-alpine3.19`. The
 //!   suffix is compared literally, so a file on `alpine3.19` stays on `alpine3.19` builds: the
 //!   base OS release is part of what the user pinned, as in Renovate's docker versioning.
@@ -110,6 +114,8 @@ pub struct TagVersion {
 }
 
 const PRERELEASE_WORDS: [&str; 7] = ["alpha", "beta", "preview", "pre", "rc", "dev", "snapshot"];
+/// PEP 440's alpha and beta, as Python images tag them (`3.8.0a2`, `3.8.0b1`).
+const PEP440_WORDS: [&str; 2] = ["a", "b"];
 
 impl TagVersion {
     /// Reads `tag` as a version, or `None` when it is not one.
@@ -181,7 +187,20 @@ fn valid_suffix(s: &str) -> bool {
 fn prerelease(rest: &str) -> Option<(Prerelease, String)> {
     let body = rest.strip_prefix(['-', '.', '_']).unwrap_or(rest);
     let lower = body.to_ascii_lowercase();
-    let word = PRERELEASE_WORDS.iter().find(|w| lower.starts_with(*w))?;
+    let attached = body.len() == rest.len();
+    let word = PRERELEASE_WORDS
+        .iter()
+        .find(|w| lower.starts_with(*w))
+        .or_else(|| {
+            // PEP 440's short spellings, only attached to the numbers and with a number
+            // (`3.8.0b1`), where Renovate's docker versioning reads a pre-release: `-b1` after
+            // a hyphen is a variant there, and so here.
+            PEP440_WORDS.iter().find(|w| {
+                attached
+                    && lower.starts_with(*w)
+                    && lower[w.len()..].starts_with(|c: char| c.is_ascii_digit())
+            })
+        })?;
     let mut ids = vec![word.to_string()];
     let mut tail = &body[word.len()..];
     loop {
@@ -250,6 +269,43 @@ mod tests {
             parts("1.2.3-rc.1-alpine"),
             p("1.2.3", "rc.1", "x.y.z-alpine")
         );
+    }
+
+    /// Renovate's docker versioning (lib/modules/versioning/docker/index.spec.ts): `isStable`
+    /// is false for `3.7.0b1` and `3.8.0b1-alpine`; `isCompatible("3.8.0b1-alpine",
+    /// "3.7.0-alpine")` and `isCompatible("3.7.0b1", "3.7.0")` are true, so they are of the
+    /// family of those; "sorts unstable" orders `3.7.0b1 < 3.7.0b5 < 3.7.0 < 3.8.0 < 3.8.2`
+    /// and `3.8.0b1-alpine < 3.8.0-alpine`. The issue's `3.8.0rc2-alpine` is a pre-release of
+    /// 3.8.0 in the alpine family, above its `b1`.
+    #[test]
+    fn pep440_prereleases_as_renovate_reads_them() {
+        assert_eq!(parts("3.7.0b1"), p("3.7.0", "b.1", "x.y.z"));
+        assert_eq!(parts("3.8.0b1-alpine"), p("3.8.0", "b.1", "x.y.z-alpine"));
+        assert_eq!(parts("3.8.0rc2-alpine"), p("3.8.0", "rc.2", "x.y.z-alpine"));
+        assert_eq!(parts("3.8.0a2"), p("3.8.0", "a.2", "x.y.z"));
+        // After a hyphen, a variant (Renovate: a suffix).
+        assert_eq!(parts("3.8.0-b1"), p("3.8.0", "", "x.y.z-b1"));
+        let order = |tags: &[&str]| {
+            let mut v: Vec<TagVersion> =
+                tags.iter().map(|t| TagVersion::parse(t).unwrap()).collect();
+            v.sort_by(|a, b| a.version.cmp_precedence(&b.version));
+            v.iter().map(|t| t.version.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            order(&["3.8.2", "3.7.0", "3.7.0b5", "3.8.0", "3.7.0b1"]),
+            ["3.7.0-b.1", "3.7.0-b.5", "3.7.0", "3.8.0", "3.8.2"]
+        );
+        assert_eq!(
+            order(&[
+                "3.8.0-alpine",
+                "3.8.0rc2-alpine",
+                "3.8.0b1-alpine",
+                "3.8.0a1-alpine"
+            ]),
+            ["3.8.0-a.1", "3.8.0-b.1", "3.8.0-rc.2", "3.8.0"]
+        );
+        assert!(TagVersion::parse("3.8.0b1-alpine").unwrap().is_prerelease());
+        assert!(!TagVersion::parse("3.8.0-alpine").unwrap().is_prerelease());
     }
 
     #[test]

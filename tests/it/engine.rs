@@ -810,3 +810,113 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
         all.plan.repositories
     );
 }
+
+/// Issue 17: an untagged reference is an implicit `latest`, and no registry is asked for a
+/// placeholder tag. With the real registry's access log: an Application configured for Image
+/// Updater replaces the untagged reference (as Image Updater does: its `update.go` gives an
+/// untagged live image an empty tag, which any candidate replaces), a policy file holds its own
+/// untagged reference as it holds `latest`, and no request names `(none)` (describing the
+/// change used to ask for the manifest of the tag `(none)`).
+#[tokio::test]
+async fn an_untagged_reference_is_an_implicit_latest_and_no_placeholder_is_requested() {
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+    let reg = TestRegistry::start_with_access_log(Auth::None).await;
+    reg.push_tags(
+        "shop/api",
+        &["1.0.0", "1.1.0", "latest"],
+        ImageSpec::default(),
+    )
+    .await;
+    reg.push_tags("shop/worker", &["2.0.0", "latest"], ImageSpec::default())
+        .await;
+    let api = reg.image("shop/api");
+    let worker = reg.image("shop/worker");
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", &format!("api={api}"), ""),
+        ),
+        ("apps/web/deployment.yaml".into(), deployment(&api)),
+        ("jobs/deployment.yaml".into(), deployment(&worker)),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(
+        dir.path(),
+        &repo,
+        "",
+        &[(
+            "worker.yaml",
+            &policy_file("worker", &worker, ">=1.0.0", "jobs/**"),
+        )],
+    );
+    let run = cycle(&config, dir.path(), &reg.client(), &(), true).await;
+    assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+    let changes: Vec<(&str, &str, &str)> = run
+        .plan
+        .changes
+        .iter()
+        .map(|c| (c.file.as_str(), c.from.as_str(), c.to.as_str()))
+        .collect();
+    assert_eq!(changes, [("apps/web/deployment.yaml", "(none)", "1.1.0")]);
+    let holds: Vec<(&str, &str)> = run
+        .plan
+        .holds
+        .iter()
+        .map(|h| (h.file.as_str(), h.reason.as_str()))
+        .collect();
+    assert_eq!(holds.len(), 1, "{holds:?}");
+    assert_eq!(holds[0].0, "jobs/deployment.yaml");
+    assert!(
+        holds[0]
+            .1
+            .starts_with("the reference has no tag, which is an implicit \"latest\""),
+        "{}",
+        holds[0].1
+    );
+    let requests = reg.requests();
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.contains("/v2/shop/api/manifests/1.1.0")),
+        "the change was described: {requests:?}"
+    );
+    let placeholders: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.contains("none") || r.contains("%28"))
+        .collect();
+    assert!(placeholders.is_empty(), "{placeholders:?}");
+}
+
+/// Issue 17, "Filters fail closed": an `allow-tags` regexp with a typo used to let every tag
+/// through, and the image moved. Now nothing moves, and the plan has a problem that names the
+/// Application, the annotation and its value.
+#[tokio::test]
+async fn an_allow_tags_regexp_that_does_not_compile_holds_the_image_with_a_problem() {
+    let key = "argocd-image-updater.argoproj.io/api.allow-tags";
+    let repo = web_app_on_api_1_0_0(
+        "api=registry.example/shop/api",
+        &format!("    {key}: 'regexp:^1\\.(\\d+'\n"),
+    );
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(dir.path(), &repo, "", &[]);
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let run = cycle(&config, dir.path(), &registry, &(), false).await;
+    assert!(run.plan.changes.is_empty(), "{:?}", run.plan.changes);
+    let problems: Vec<&str> = run
+        .plan
+        .problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(
+        problems,
+        [format!(
+            "application web: image \"api\": {key} `regexp:^1\\.(\\d+` cannot be read: invalid \
+             regexp: error: unclosed group; the image is not updated"
+        )]
+    );
+    assert_eq!(repo.rev("main").unwrap(), before, "nothing was pushed");
+}

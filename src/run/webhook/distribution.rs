@@ -68,7 +68,9 @@ impl Target {
                 return false;
             }
         }
-        self.tag.is_some()
+        // GitLab's registry sends `"tag": ""` with its blob pushes (Image Updater's
+        // gitlab_test.go): no tag.
+        self.tag.as_deref().is_some_and(|t| !t.is_empty())
             || self
                 .media_type
                 .as_deref()

@@ -11,9 +11,11 @@
 //! | `harbor` | Harbor, `PUSH_ARTIFACT` | `Authorization` equal to the secret |
 //! | `acr` | Azure Container Registry, `action: push` | `Authorization` equal to the secret |
 //! | `cloudevents` | CloudEvents (ECR through EventBridge) | `?secret=` or `X-Webhook-Secret` |
+//! | `gitlab` | GitLab's container registry: distribution's envelope, manifest pushes | `Authorization` equal to the secret |
 //!
 //! The secret of a type is the one of the matching kind under `webhooks:` (`dockerhub`, `quay`,
-//! `aliyunAcr`, `ghcr`, `harbor`, `acr`, `cloudevents`). A type with none is refused, which is
+//! `aliyunAcr`, `ghcr`, `harbor`, `acr`, `cloudevents`; `distribution` for `gitlab`, whose
+//! registry speaks distribution's format). A type with none is refused, which is
 //! Image Updater's default since 1.3 too. What differs on purpose: answers are tagpilot's (202
 //! when accepted, 401 for a wrong secret, where Image Updater answers 200 and 400), which
 //! registries treat alike; and a valid delivery tagpilot does not act on (a GitHub `ping`) is
@@ -24,8 +26,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
 
 use super::{
-    Answer, Carrier, Check, Parsed, Request, Secrets, acr, aliyun, cloudevents, dockerhub, ghcr,
-    harbor, quay,
+    Answer, Carrier, Check, Parsed, Request, Secrets, acr, aliyun, cloudevents, distribution,
+    dockerhub, ghcr, harbor, quay,
 };
 
 /// Image Updater's registry types.
@@ -38,10 +40,11 @@ pub enum Type {
     Harbor,
     Acr,
     CloudEvents,
+    GitLab,
 }
 
 impl Type {
-    pub const ALL: [Type; 7] = [
+    pub const ALL: [Type; 8] = [
         Type::DockerHub,
         Type::Ghcr,
         Type::Harbor,
@@ -49,6 +52,7 @@ impl Type {
         Type::AliyunAcr,
         Type::Acr,
         Type::CloudEvents,
+        Type::GitLab,
     ];
 
     /// As Image Updater spells it, and as the metric's `kind` label shows it.
@@ -61,6 +65,7 @@ impl Type {
             Type::Harbor => "harbor",
             Type::Acr => "acr",
             Type::CloudEvents => "cloudevents",
+            Type::GitLab => "gitlab",
         }
     }
 
@@ -78,6 +83,7 @@ impl Type {
             Type::Harbor => "harbor",
             Type::Acr => "acr",
             Type::CloudEvents => "cloudevents",
+            Type::GitLab => "distribution",
         }
     }
 
@@ -85,7 +91,9 @@ impl Type {
         match self {
             Type::DockerHub | Type::Quay | Type::AliyunAcr => &[Carrier::Query],
             Type::Ghcr => &[Carrier::HubSignature],
-            Type::Harbor | Type::Acr => &[Carrier::Header("authorization")],
+            // GitLab's registry sends its notification secret as the whole header, as GitLab's
+            // own endpoint compares it (`lib/api/container_registry_event.rb`).
+            Type::Harbor | Type::Acr | Type::GitLab => &[Carrier::Header("authorization")],
             Type::CloudEvents => &[Carrier::Query, Carrier::Header("x-webhook-secret")],
         }
     }
@@ -103,6 +111,7 @@ impl Type {
             Type::Harbor => harbor::parse(request.body),
             Type::Acr => acr::parse(request.body),
             Type::CloudEvents => cloudevents::parse(request.headers, request.body),
+            Type::GitLab => distribution::parse(request.body),
         }
     }
 }

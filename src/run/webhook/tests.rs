@@ -630,12 +630,51 @@ fn image_updater_type_comes_from_the_query_or_x_registry_type() {
     let (kind, a) = image_updater(&[("x-registry-type", "docker.io")], &[SECRET], &body);
     assert_eq!(kind, Some(Type::DockerHub));
     accepted(&a, &["docker.io/svendowideit/testhook"]);
-    for q in [vec![SECRET], vec![("type", "gitlab"), SECRET]] {
+    for q in [vec![SECRET], vec![("type", "gitlab.com"), SECRET]] {
         let (kind, a) = image_updater(&[], &q, &body);
         assert_eq!(kind, None);
         refused(&a, Verdict::UnknownKind, StatusCode::BAD_REQUEST);
         assert!(a.text.contains("docker.io, ghcr.io, harbor"), "{}", a.text);
     }
+}
+
+/// Image Updater's `gitlab` type (its `pkg/webhook/gitlab_test.go`, `TestGitLabWebhook_Parse`
+/// and `_Validate`): distribution's envelope from GitLab's container registry, the manifest push
+/// read and the blob push left out, `request.host` the registry; the secret is the whole
+/// `Authorization` header, so `Bearer <secret>` is refused.
+#[test]
+fn image_updater_gitlab_reads_distribution_envelopes_with_the_whole_authorization_header() {
+    let body = fixture("gitlab-registry-push.json");
+    let (kind, a) = image_updater(&[("authorization", "s3cret")], &[("type", "gitlab")], &body);
+    assert_eq!(kind, Some(Type::GitLab));
+    accepted(&a, &["registry.example.com/mygroup/myimage"]);
+    let (kind, a) = image_updater(
+        &[("authorization", "s3cret"), ("x-registry-type", "gitlab")],
+        &[],
+        &body,
+    );
+    assert_eq!(kind, Some(Type::GitLab));
+    accepted(&a, &["registry.example.com/mygroup/myimage"]);
+    for wrong in [&[BEARER][..], &[("authorization", "wrong")], &[]] {
+        let (_, a) = image_updater(wrong, &[("type", "gitlab"), SECRET], &body);
+        refused(&a, Verdict::Unauthorized, StatusCode::UNAUTHORIZED);
+    }
+    // A pull, like every event but a manifest push, hints at nothing.
+    let (_, a) = image_updater(
+        &[("authorization", "s3cret")],
+        &[("type", "gitlab")],
+        &fixture("distribution-pull.v1.json"),
+    );
+    refused(&a, Verdict::Ignored, StatusCode::ACCEPTED);
+    // Its secret is distribution's.
+    let only_distribution = Secrets::only("distribution", Secret::new("d").unwrap());
+    let (_, a) = image_updater::handle(
+        &only_distribution,
+        &headers(&[("authorization", "d")]),
+        &query(&[("type", "gitlab")]),
+        Ok(Bytes::from(body)),
+    );
+    accepted(&a, &["registry.example.com/mygroup/myimage"]);
 }
 
 #[test]
