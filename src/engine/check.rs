@@ -1,11 +1,20 @@
-//! `tagpilot check` beyond parsing: what the writers would refuse about a configured repository,
-//! found without connecting anywhere (environment variables set, key files readable, templates
-//! that render), so that a run does not discover it at its first fetch.
+//! `tagpilot check` beyond parsing, found without connecting anywhere: what the writers would
+//! refuse about a configured repository (environment variables set, key files readable,
+//! templates that render), so that a run does not discover it at its first fetch; what the local
+//! directory's manifests show (targets that match no file, markers that resolve to nothing);
+//! and the Applications `applications.fromGit` names, resolved.
 
+use crate::argocd::load::{Found, read_tree};
+use crate::argocd::resolve::{self, Origin, Resolved};
+use crate::argocd::{ArgoError, image_updater};
 use crate::config::Config;
 use crate::config::repository::WriteMode;
+use crate::files::Directory;
+use crate::git::{RepoCache, cached_snapshot};
 use crate::forge::{self, ForgeError};
 use crate::git::GitError;
+use crate::plan::{self, Plan, PlanError, Scope};
+use crate::policy::ImagePolicy;
 
 /// One thing wrong with a configured repository.
 #[derive(Debug, thiserror::Error)]
@@ -37,4 +46,99 @@ pub fn check_repositories(config: &Config) -> Vec<CheckError> {
         }
     }
     problems
+}
+
+/// The local directory (the one holding `tagpilot.yaml`, as `tagpilot plan` reads it by
+/// default) scanned without a registry: the plan's findings, marker and ownership problems, and
+/// skipped files. tagpilot's own config and policy files are not manifests.
+pub fn check_local(config: &Config, policies: &[ImagePolicy]) -> Result<Plan, PlanError> {
+    let scope = Scope {
+        root: config.base_dir().to_path_buf(),
+        repository: None,
+        exclude: config
+            .path
+            .iter()
+            .cloned()
+            .chain(policies.iter().map(|p| p.source.file.clone()))
+            .collect(),
+    };
+    plan::survey(&scope, policies)
+}
+
+/// What `tagpilot check` reads of `applications.fromGit` without connecting anywhere, and what
+/// each Application resolves to.
+#[derive(Debug, Default)]
+pub struct ApplicationsCheck {
+    pub resolved: Resolved,
+    /// How many Applications the files hold (those nothing configures included).
+    pub applications: usize,
+    /// How many `ImageUpdater` resources they hold.
+    pub updaters: usize,
+    /// Files that could not be read, resources that cannot be honoured, Applications two
+    /// resources select.
+    pub problems: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Repositories whose files were not read: the clone cache holds none of them yet.
+    pub unread: Vec<String>,
+}
+
+/// Reads the Applications and `ImageUpdater` resources `applications.fromGit` names, offline:
+/// the local directory's directly, a repository's as the clone cache last fetched it (none
+/// when `tagpilot plan` has not fetched it yet), and resolves them as a cycle would. `None`
+/// without `applications.fromGit`.
+pub fn check_applications(
+    config: &Config,
+    cache: Option<&RepoCache>,
+) -> Result<Option<ApplicationsCheck>, ArgoError> {
+    let entries = match &config.applications {
+        Some(a) if !a.from_git.is_empty() => &a.from_git,
+        _ => return Ok(None),
+    };
+    let mut out = ApplicationsCheck::default();
+    let mut found = Found::default();
+    for entry in entries {
+        let Some(name) = &entry.repository else {
+            let files = Directory::open(config.base_dir()).map_err(PlanError::from)?;
+            read_tree(&files, "", &entry.paths, &mut found, &mut out.problems)?;
+            continue;
+        };
+        let repository = config
+            .repositories
+            .iter()
+            .find(|r| &r.name == name)
+            .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
+        let snapshot = match cache {
+            Some(cache) => cached_snapshot(cache, repository)?,
+            None => None,
+        };
+        match snapshot {
+            Some(files) => read_tree(
+                &files,
+                &format!("{name}:"),
+                &entry.paths,
+                &mut found,
+                &mut out.problems,
+            )?,
+            None => out.unread.push(format!(
+                "repository {name}: not in the clone cache yet (tagpilot plan fetches it)"
+            )),
+        }
+    }
+    out.applications = found.apps.len();
+    out.updaters = found.updaters.len();
+    let apps = found.apps.into_iter().map(|a| (a, Origin::Git)).collect();
+    let selection = image_updater::select(apps, &found.updaters);
+    out.problems.extend(selection.problems);
+    out.warnings.extend(selection.warnings);
+    // Offline, a remote's default branch is not asked: `targetRevision: HEAD` stays `HEAD`.
+    let head = |_: &str| Ok::<_, std::convert::Infallible>("HEAD".to_string());
+    out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &head);
+    Ok(Some(out))
+}
+
+impl ApplicationsCheck {
+    /// Whether anything here makes `tagpilot check` exit 1.
+    pub fn has_problems(&self) -> bool {
+        !self.problems.is_empty() || self.resolved.apps.iter().any(|a| !a.problems.is_empty())
+    }
 }

@@ -29,10 +29,10 @@ use std::path::PathBuf;
 pub use decide::{DecideError, Inspector, Outcome, decide_reference, version_text};
 pub use groups::PolicyGroup;
 pub use model::{
-    Change, CommitSummary, FileUpdate, Hold, Plan, Problem, PullRequestSummary, RepositoryOutcome,
-    RepositoryStatus, SkippedFile,
+    Change, CommitSummary, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
+    PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
 };
-pub use walk::{plan, plan_files};
+pub use walk::{plan, plan_files, survey};
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
 /// per-registry rate limits underneath; this only bounds fan-out.

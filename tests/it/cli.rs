@@ -304,6 +304,54 @@ async fn exit_code_flag_gives_2_with_pending_changes_and_0_when_up_to_date() {
 }
 
 #[tokio::test]
+async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_nothing_is_1() {
+    let (reg, tree) = api_setup().await;
+    // `web` is in none of the files its targets match: a warning, which changes no exit code.
+    tree.write(
+        "policies/web.yaml",
+        &policy(
+            "web",
+            &reg.image("shop/web"),
+            &format!("{}  targets: [{{paths: [\"apps/**\"]}}]\n", semver("1.x")),
+        ),
+    );
+    let run = tree.run(&["plan", "--exit-code"]).await;
+    run.expect_code(2);
+    assert!(
+        run.stdout.contains(&format!(
+            "Warnings:\n  policy web, image {}: no file its targets match holds the image; searched paths apps/** in the local directory\n",
+            reg.image("shop/web")
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("0 problems, 1 warning"), "{}", run.stdout);
+
+    // `aps/**` for `apps/**`: a problem, so 1, whatever is pending.
+    tree.write(
+        "policies/worker.yaml",
+        &policy(
+            "worker",
+            &reg.image("shop/worker"),
+            &format!("{}  targets: [{{paths: [\"aps/**\"]}}]\n", semver("1.x")),
+        ),
+    );
+    let run = tree.run(&["plan", "--exit-code", "--format", "json"]).await;
+    run.expect_code(1);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    let no_files = findings
+        .iter()
+        .find(|f| f["kind"] == "no_files")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(no_files["severity"], "problem");
+    assert_eq!(no_files["policy"], "worker");
+    assert_eq!(no_files["searched"], "paths aps/** in the local directory");
+    assert_eq!(report["summary"]["problems"], 1, "{report:#}");
+    assert_eq!(report["summary"]["warnings"], 1, "{report:#}");
+}
+
+#[tokio::test]
 async fn config_flag_plans_the_config_directory_from_anywhere() {
     let (_reg, tree) = api_setup().await;
     let elsewhere = tempfile::tempdir().unwrap();
@@ -1046,6 +1094,7 @@ async fn check_validates_every_example_policy() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
         .count();
+    // Each example finds its reference in the fixture's manifests: no finding, no warning.
     assert!(
         run.stdout
             .trim_end()
@@ -1074,6 +1123,111 @@ async fn check_names_file_line_column_of_a_broken_policy() {
         "{}",
         run.all()
     );
+}
+
+#[tokio::test]
+async fn check_names_targets_that_match_no_file_and_markers_that_resolve_to_nothing() {
+    let tree = Tree::new("  []\n");
+    tree.write(
+        "policies/api.yaml",
+        &policy(
+            "api",
+            "127.0.0.1:5000/shop/api",
+            &format!("{}  targets: [{{paths: [\"aps/**\"]}}]\n", semver("1.x")),
+        ),
+    )
+    .write(
+        "policies/web.yaml",
+        &policy("web", "127.0.0.1:5000/shop/web", &semver("1.x"))
+            .replace("  name: web\n", "  name: web\n  namespace: apps\n"),
+    )
+    .write(
+        "apps/api/deployment.yaml",
+        &deployment("api", &["127.0.0.1:5000/shop/api:1.2.3"]),
+    )
+    .write(
+        "apps/web/values.yaml",
+        "image:\n  tag: 1.0.0 # {\"$imagepolicy\": \"flux-system:web:tag\"}\n",
+    );
+    // Offline: no registry is configured or reached.
+    let run = tree.run(&["check"]).await;
+    run.expect_code(1);
+    assert!(
+        run.stdout.contains("2 policies in 2 files: OK\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "policy api, image 127.0.0.1:5000/shop/api: its targets match no file; searched paths aps/** in the local directory"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "apps/web/values.yaml:2: marker names policy \"flux-system:web\", which is not defined; found apps:web"
+        ),
+        "{}",
+        run.stdout
+    );
+
+    // Fixed, what is left is a warning: exit 0, still said.
+    tree.write(
+        "policies/api.yaml",
+        &policy(
+            "api",
+            "127.0.0.1:5000/shop/api",
+            &format!("{}  targets: [{{paths: [\"apps/web/**\"]}}]\n", semver("1.x")),
+        ),
+    )
+    .write("apps/web/values.yaml", "image:\n  tag: 1.0.0 # {\"$imagepolicy\": \"apps:web:tag\"}\n");
+    let run = tree.run(&["check"]).await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn check_resolves_the_applications_and_image_updaters_it_reads_from_git() {
+    let tree = Tree::new("  []\n");
+    tree.write(
+        "tagpilot.yaml",
+        "policies: []\nrepositories:\n  - name: manifests\n    url: file:///srv/git/manifests.git\n    branch: main\n  - name: apps\n    url: file:///srv/git/apps.git\n    branch: main\napplications:\n  fromGit:\n    - paths: [\"argocd/*.yaml\"]\n    - repository: apps\n      paths: [\"*.yaml\"]\n",
+    )
+    .write(
+        "argocd/shop.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  namespace: argocd\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: api=registry.example/shop/api:1.x\n    argocd-image-updater.argoproj.io/write-back-method: git\n    argocd-image-updater.argoproj.io/write-back-target: kustomization\nspec:\n  source: {repoURL: 'file:///srv/git/manifests.git', path: apps/shop, targetRevision: main}\n",
+    )
+    .write(
+        "argocd/jobs.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: jobs\n  namespace: argocd\nspec:\n  source: {repoURL: 'file:///srv/git/manifests.git', path: apps/jobs, targetRevision: main}\n---\napiVersion: argocd-image-updater.argoproj.io/v1alpha1\nkind: ImageUpdater\nmetadata:\n  name: jobs\n  namespace: argocd\nspec:\n  writeBackConfig:\n    method: git\n  applicationRefs:\n    - namePattern: jobs\n      images:\n        - alias: worker\n          imageName: registry.example/shop/worker\n          commonUpdateSettings:\n            updateStrategy: newest-build\n",
+    );
+    let cache = tree.path().join("cache");
+    let run = tree
+        .run(&["check", "--cache-dir", cache.to_str().unwrap()])
+        .await;
+    run.expect_code(0);
+    let section = run
+        .stdout
+        .split_once("\nApplications (applications.fromGit): ")
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| panic!("{}", run.all()));
+    assert!(
+        section.starts_with("2 Applications, 1 ImageUpdater resource; 2 managed\n"),
+        "{section}"
+    );
+    for want in [
+        "  argocd/jobs (argocd/jobs.yaml:1): write-back git\n    configured by ImageUpdater argocd/jobs (applicationRefs[0], namePattern \"jobs\")\n    image worker: registry.example/shop/worker (newestBuild)\n    source 1: repository manifests (main), writes .argocd-source-jobs.yaml",
+        "  argocd/shop (argocd/shop.yaml:1): write-back git\n    image api: registry.example/shop/api (semver)\n    source 1: repository manifests (main), writes the kustomization in apps/shop\n",
+        // Offline: a repository not fetched yet is said so, not fetched.
+        "  not read: repository apps: not in the clone cache yet (tagpilot plan fetches it)\n",
+    ] {
+        assert!(section.contains(want), "{want}\nnot in:\n{section}");
+    }
 }
 
 #[tokio::test]
