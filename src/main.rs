@@ -557,10 +557,9 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
 fn applications_check_text(apps: &engine::check::ApplicationsCheck) -> String {
     let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut out = format!(
-        "\nApplications (applications.fromGit): {}, {}; {} managed\n",
+        "\nApplications (applications.fromGit): {}, {}\n",
         plural(apps.applications, "Application", "Applications"),
         plural(apps.updaters, "ImageUpdater resource", "ImageUpdater resources"),
-        apps.resolved.apps.len()
     );
     out.push_str(&argocd::report::resolved_text(&apps.resolved));
     for u in &apps.unread {

@@ -161,6 +161,9 @@ pub fn resolved_text(resolved: &Resolved) -> String {
         if let Some(by) = &a.configured_by {
             out.push_str(&format!("    configured by {by}\n"));
         }
+        if a.annotations.images.is_empty() {
+            out.push_str("    no image configured\n");
+        }
         for (image, policy) in a.annotations.images.iter().zip(&a.policies) {
             let strategy = policy
                 .as_ref()

@@ -629,6 +629,8 @@ fn scan_file(
             }
         }
     }
+    // In the file's order, whichever check found them.
+    problems.sort_by_key(|p| p.line);
     // Kept until every field is decided: no room to spare per file.
     owned.shrink_to_fit();
     Scan::Scanned {
