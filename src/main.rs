@@ -555,11 +555,16 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
 /// `tagpilot check`'s section on `applications.fromGit`: how many Applications and resources,
 /// what each resolves to, and what could not be read.
 fn applications_check_text(apps: &engine::check::ApplicationsCheck) -> String {
-    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let mut out = format!(
         "\nApplications (applications.fromGit): {}, {}\n",
         plural(apps.applications, "Application", "Applications"),
-        plural(apps.updaters, "ImageUpdater resource", "ImageUpdater resources"),
+        plural(
+            apps.updaters,
+            "ImageUpdater resource",
+            "ImageUpdater resources"
+        ),
     );
     out.push_str(&argocd::report::resolved_text(&apps.resolved));
     for u in &apps.unread {

@@ -183,7 +183,9 @@ pub fn resolved_text(resolved: &Resolved) -> String {
                 UnitWrite::Manifests { .. } => {
                     format!("the manifests under {} in place", display(&u.root))
                 }
-                UnitWrite::Kustomization { dir } => format!("the kustomization in {}", display(dir)),
+                UnitWrite::Kustomization { dir } => {
+                    format!("the kustomization in {}", display(dir))
+                }
                 UnitWrite::HelmValues { file } => format!("the values file {file}"),
                 UnitWrite::OverrideFile { file } => file.clone(),
             };

@@ -10,9 +10,9 @@ use crate::argocd::{ArgoError, image_updater};
 use crate::config::Config;
 use crate::config::repository::WriteMode;
 use crate::files::Directory;
-use crate::git::{RepoCache, cached_snapshot};
 use crate::forge::{self, ForgeError};
 use crate::git::GitError;
+use crate::git::{RepoCache, cached_snapshot};
 use crate::plan::{self, Plan, PlanError, Scope};
 use crate::policy::ImagePolicy;
 

@@ -156,9 +156,7 @@ impl FindingKind {
     pub fn severity(self) -> Severity {
         match self {
             FindingKind::NoFiles => Severity::Problem,
-            FindingKind::ImageNotFound | FindingKind::ApplicationImageNotFound => {
-                Severity::Warning
-            }
+            FindingKind::ImageNotFound | FindingKind::ApplicationImageNotFound => Severity::Warning,
         }
     }
 

@@ -286,7 +286,9 @@ fn targeted(name: &str, image: &str, paths: &str) -> String {
     policy(
         name,
         image,
-        &format!("  strategy: {{semver: {{range: \"<2.0.0\"}}}}\n  targets: [{{paths: [{paths}]}}]\n"),
+        &format!(
+            "  strategy: {{semver: {{range: \"<2.0.0\"}}}}\n  targets: [{{paths: [{paths}]}}]\n"
+        ),
     )
 }
 
@@ -310,8 +312,10 @@ async fn a_policy_whose_targets_match_no_file_is_a_problem_naming_the_paths() {
 #[tokio::test]
 async fn only_the_target_that_matches_nothing_is_named() {
     let dir = tree(&[("apps/api.yaml", deployment(&format!("{API}:1.2.3")))]);
-    let ps = policies(&targeted("api", API, "\"apps/**\", \"x/**\"")
-        .replace("[{paths: [\"apps/**\", \"x/**\"]}]", "[{paths: [\"apps/**\"]}, {paths: [\"x/**\"]}]"));
+    let ps = policies(&targeted("api", API, "\"apps/**\", \"x/**\"").replace(
+        "[{paths: [\"apps/**\", \"x/**\"]}]",
+        "[{paths: [\"apps/**\"]}, {paths: [\"x/**\"]}]",
+    ));
     let p = run(dir.path(), &ps, &registry()).await;
     assert_eq!(p.changes.len(), 1);
     assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
@@ -321,7 +325,8 @@ async fn only_the_target_that_matches_nothing_is_named() {
 #[tokio::test]
 async fn a_policy_whose_image_is_in_none_of_its_files_is_a_warning() {
     let dir = tree(&[("apps/web.yaml", deployment(&format!("{WEB}:0.9.0")))]);
-    let ps = policies(&(targeted("api", API, "\"apps/**\"") + &targeted("web", WEB, "\"apps/**\"")));
+    let ps =
+        policies(&(targeted("api", API, "\"apps/**\"") + &targeted("web", WEB, "\"apps/**\"")));
     let p = run(dir.path(), &ps, &registry()).await;
     assert_eq!(p.changes.len(), 1, "web still moves");
     assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
@@ -368,7 +373,10 @@ async fn a_repository_target_is_named_with_its_repository() {
 fn survey_finds_what_a_plan_would_without_a_registry() {
     let dir = tree(&[
         ("apps/api.yaml", deployment(&format!("{API}:1.2.3"))),
-        ("apps/values.yaml", "tag: 1.0.0 # tagpilot: nobody:tag\n".to_string()),
+        (
+            "apps/values.yaml",
+            "tag: 1.0.0 # tagpilot: nobody:tag\n".to_string(),
+        ),
     ]);
     let ps = policies(&(targeted("api", API, "\"aps/**\"") + &targeted("web", WEB, "\"apps/**\"")));
     let p = survey(&Scope::local(dir.path()), &ps).unwrap();
@@ -388,12 +396,10 @@ async fn marker_problems(file: &str, ps: &[ImagePolicy]) -> Vec<Problem> {
 
 #[tokio::test]
 async fn a_marker_naming_a_policy_of_another_namespace_says_which_there_is() {
-    let ps = policies(&policy(
-        "app",
-        API,
-        "  strategy: {semver: {}}\n",
-    )
-    .replace("  name: app\n", "  name: app\n  namespace: apps\n"));
+    let ps = policies(
+        &policy("app", API, "  strategy: {semver: {}}\n")
+            .replace("  name: app\n", "  name: app\n  namespace: apps\n"),
+    );
     let problems = marker_problems(
         "image: 127.0.0.1:5000/shop/api:1.2.3 # {\"$imagepolicy\": \"flux-system:app\"}\n",
         &ps,
@@ -429,7 +435,9 @@ async fn a_marker_naming_a_policy_whose_targets_skip_the_file_is_a_problem() {
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert_eq!(problems[0].file.as_deref(), Some("values.yaml"));
     assert!(
-        problems[0].message.contains("whose targets do not cover this file"),
+        problems[0]
+            .message
+            .contains("whose targets do not cover this file"),
         "{}",
         problems[0].message
     );
@@ -441,7 +449,11 @@ async fn markers_that_resolve_to_nothing_name_line_and_reason() {
     let cases = [
         // A placeholder a CI step fills in: nothing tagpilot can write over.
         ("tag: ${TAG} # tagpilot: api:tag\n", 1, "is not a tag"),
-        ("image: TBD # {\"$imagepolicy\": \"api\"}\n", 1, "not an image reference"),
+        (
+            "image: TBD # {\"$imagepolicy\": \"api\"}\n",
+            1,
+            "not an image reference",
+        ),
         // On a key whose value is a mapping: no scalar for the marker.
         (
             "image: # tagpilot: api\n  repository: x\n",
@@ -451,7 +463,11 @@ async fn markers_that_resolve_to_nothing_name_line_and_reason() {
         // On a line of its own.
         ("a: 1\n# tagpilot: api:tag\nb: 2\n", 2, "follows no value"),
         // Not readable as a marker.
-        ("tag: 1.2.3 # tagpilot: a:b:c:d\n", 1, "cannot be read as a marker"),
+        (
+            "tag: 1.2.3 # tagpilot: a:b:c:d\n",
+            1,
+            "cannot be read as a marker",
+        ),
     ];
     for (yaml, line, why) in cases {
         let problems = marker_problems(yaml, &ps).await;

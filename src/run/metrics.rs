@@ -535,7 +535,12 @@ impl Metrics {
     /// over cycles, so a fixed policy or file drops out at the next cycle.
     fn record_findings(&self, cycle: &Cycle) {
         for kind in FINDING_KINDS {
-            let n = cycle.plan.findings.iter().filter(|f| f.kind == kind).count();
+            let n = cycle
+                .plan
+                .findings
+                .iter()
+                .filter(|f| f.kind == kind)
+                .count();
             self.findings
                 .get_or_create(&finding_labels(kind))
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
@@ -1070,8 +1075,16 @@ argocd_image_updater_images_errors_total{{{SHOP}}} 3"
             plan: Plan {
                 findings: vec![
                     Finding::new(FindingKind::NoFiles, "x".into(), "paths aps/**".into()),
-                    Finding::new(FindingKind::ImageNotFound, "y".into(), "paths apps/**".into()),
-                    Finding::new(FindingKind::ImageNotFound, "z".into(), "paths apps/**".into()),
+                    Finding::new(
+                        FindingKind::ImageNotFound,
+                        "y".into(),
+                        "paths apps/**".into(),
+                    ),
+                    Finding::new(
+                        FindingKind::ImageNotFound,
+                        "z".into(),
+                        "paths apps/**".into(),
+                    ),
                 ],
                 skipped: vec![
                     skipped(SkipKind::InvalidYaml),

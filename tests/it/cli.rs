@@ -325,7 +325,11 @@ async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_n
         "{}",
         run.stdout
     );
-    assert!(run.stdout.contains("0 problems, 1 warning"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("0 problems, 1 warning"),
+        "{}",
+        run.stdout
+    );
 
     // `aps/**` for `apps/**`: a problem, so 1, whatever is pending.
     tree.write(
@@ -1178,10 +1182,16 @@ async fn check_names_targets_that_match_no_file_and_markers_that_resolve_to_noth
         &policy(
             "api",
             "127.0.0.1:5000/shop/api",
-            &format!("{}  targets: [{{paths: [\"apps/web/**\"]}}]\n", semver("1.x")),
+            &format!(
+                "{}  targets: [{{paths: [\"apps/web/**\"]}}]\n",
+                semver("1.x")
+            ),
         ),
     )
-    .write("apps/web/values.yaml", "image:\n  tag: 1.0.0 # {\"$imagepolicy\": \"apps:web:tag\"}\n");
+    .write(
+        "apps/web/values.yaml",
+        "image:\n  tag: 1.0.0 # {\"$imagepolicy\": \"apps:web:tag\"}\n",
+    );
     let run = tree.run(&["check"]).await;
     run.expect_code(0);
     assert!(
@@ -1257,7 +1267,10 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
         "{}",
         run.stdout
     );
-    assert!(tree.snapshot().keys().all(|p| !p.starts_with("cache")), "check fetched");
+    assert!(
+        tree.snapshot().keys().all(|p| !p.starts_with("cache")),
+        "check fetched"
+    );
 
     // `plan` fetches it (its registry is unreachable; that is its own problem).
     tree.run(&["plan", "--cache-dir", cache]).await;

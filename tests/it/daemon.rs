@@ -929,7 +929,11 @@ async fn findings_and_skipped_files_are_logged_and_in_the_metrics() {
         .lines()
         .find(|l| l.contains("file skipped"))
         .unwrap_or_else(|| panic!("no skipped file logged:\n{log}"));
-    for want in ["apps/broken.yaml", "reason=\"invalid_yaml\"", "not valid YAML"] {
+    for want in [
+        "apps/broken.yaml",
+        "reason=\"invalid_yaml\"",
+        "not valid YAML",
+    ] {
         assert!(skipped.contains(want), "{want} missing: {skipped}");
     }
 }
