@@ -567,6 +567,17 @@ fn applications_check_text(apps: &engine::check::ApplicationsCheck) -> String {
         ),
     );
     out.push_str(&argocd::report::resolved_text(&apps.resolved));
+    let found = Plan {
+        findings: apps.findings.clone(),
+        ..Plan::default()
+    };
+    // Indented under the section.
+    for line in report::findings_table(&found)
+        .lines()
+        .filter(|l| !l.is_empty())
+    {
+        out.push_str(&format!("  {line}\n"));
+    }
     for u in &apps.unread {
         out.push_str(&format!("  not read: {u}\n"));
     }

@@ -6,14 +6,14 @@
 
 use crate::argocd::load::{Found, read_tree};
 use crate::argocd::resolve::{self, Origin, Resolved};
-use crate::argocd::{ArgoError, image_updater};
+use crate::argocd::{ArgoError, image_updater, in_place};
 use crate::config::Config;
 use crate::config::repository::WriteMode;
 use crate::files::Directory;
 use crate::forge::{self, ForgeError};
 use crate::git::GitError;
 use crate::git::{RepoCache, cached_snapshot};
-use crate::plan::{self, Plan, PlanError, Scope};
+use crate::plan::{self, Finding, FindingKind, Plan, PlanError, Scope};
 use crate::policy::ImagePolicy;
 
 /// One thing wrong with a configured repository.
@@ -80,6 +80,9 @@ pub struct ApplicationsCheck {
     pub warnings: Vec<String>,
     /// Repositories whose files were not read: the clone cache holds none of them yet.
     pub unread: Vec<String>,
+    /// Images an Application's source holds no field for, where its repository is in the
+    /// clone cache.
+    pub findings: Vec<Finding>,
 }
 
 /// Reads the Applications and `ImageUpdater` resources `applications.fromGit` names, offline:
@@ -133,7 +136,64 @@ pub fn check_applications(
     // Offline, a remote's default branch is not asked: `targetRevision: HEAD` stays `HEAD`.
     let head = |_: &str| Ok::<_, std::convert::Infallible>("HEAD".to_string());
     out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &head);
+    out.findings = images_not_found(&out.resolved, cache)?;
     Ok(Some(out))
+}
+
+/// Each Application image its source's files (as last fetched) hold no field for; sources in
+/// a repository the cache does not hold are not searched.
+fn images_not_found(
+    resolved: &Resolved,
+    cache: Option<&RepoCache>,
+) -> Result<Vec<Finding>, ArgoError> {
+    let Some(cache) = cache else {
+        return Ok(Vec::new());
+    };
+    let mut snapshots = Vec::with_capacity(resolved.repositories.len());
+    for repository in &resolved.repositories {
+        snapshots.push(cached_snapshot(cache, repository)?);
+    }
+    let mut out = Vec::new();
+    for app in &resolved.apps {
+        for unit in &app.units {
+            let Some(files) = resolved
+                .repositories
+                .iter()
+                .position(|r| r.name == unit.repository)
+                .and_then(|i| snapshots[i].as_ref())
+            else {
+                continue;
+            };
+            for (image, policy) in app.annotations.images.iter().zip(&app.policies) {
+                let Some(policy) = policy else { continue };
+                if image.force_update
+                    || in_place::current_in_source(files, &unit.root, image, policy).is_some()
+                {
+                    continue;
+                }
+                let kind = unit
+                    .kind
+                    .unwrap_or_else(|| in_place::detect(files, &unit.root));
+                out.push(Finding {
+                    repository: Some(unit.repository.clone()),
+                    policy: Some(resolve::policy_name(&app.app, &image.alias)),
+                    application: Some(app.app.id()),
+                    ..Finding::new(
+                        FindingKind::ApplicationImageNotFound,
+                        policy.image.to_string(),
+                        format!(
+                            "source {} ({}) at {}:{} as last fetched",
+                            unit.source + 1,
+                            kind.name(),
+                            unit.repository,
+                            resolve::display(&unit.root)
+                        ),
+                    )
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 impl ApplicationsCheck {

@@ -1281,6 +1281,12 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
         "{}",
         run.stdout
     );
+    // Its source holds no field for its image: a warning, with what was searched.
+    assert!(
+        run.stdout.contains(&format!("  Warnings:\n    repository apps, application argocd/billing, image {image}: its sources hold no field for the image; searched source 1 (directory) at apps:apps/billing as last fetched\n")),
+        "{}",
+        run.stdout
+    );
 }
 
 #[tokio::test]
