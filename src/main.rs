@@ -534,12 +534,16 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
         bail!("{}", list.join("\n"));
     }
     println!("{}", summary.to_string().trim_end());
-    // What the local directory shows without a registry: targets that match no file, images in
-    // none of the files matched, markers that resolve to nothing.
+    // What the manifests show without a registry (the local directory, and each repository as
+    // last fetched): targets that match no file, images in none of the files matched, markers
+    // that resolve to nothing.
     let policies = policy::load(&config)?;
-    let local = engine::check::check_local(&config, &policies)?;
-    print!("{}", report::findings_table(&local));
     let cache = engine::repo_cache(args.cache_dir.as_deref());
+    let (local, unread) = engine::check::check_manifests(&config, &policies, cache.as_ref())?;
+    print!("{}", report::findings_table(&local));
+    for u in &unread {
+        println!("not read: {u}");
+    }
     let apps = engine::check::check_applications(&config, cache.as_ref())?;
     if let Some(apps) = &apps {
         print!("{}", applications_check_text(apps));

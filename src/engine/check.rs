@@ -23,6 +23,8 @@ pub enum CheckError {
     Git(#[from] GitError),
     #[error(transparent)]
     Forge(#[from] ForgeError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
 }
 
 /// Every configured repository checked offline; each problem names its repository.
@@ -48,10 +50,17 @@ pub fn check_repositories(config: &Config) -> Vec<CheckError> {
     problems
 }
 
-/// The local directory (the one holding `tagpilot.yaml`, as `tagpilot plan` reads it by
-/// default) scanned without a registry: the plan's findings, marker and ownership problems, and
-/// skipped files. tagpilot's own config and policy files are not manifests.
-pub fn check_local(config: &Config, policies: &[ImagePolicy]) -> Result<Plan, PlanError> {
+/// The manifests `tagpilot check` can read offline, scanned without a registry: the local
+/// directory (the one holding `tagpilot.yaml`, as `tagpilot plan` reads it by default) and each
+/// repository the policies name as the clone cache last fetched it. The plan holds their
+/// findings, marker and ownership problems and skipped files; the strings name the
+/// repositories not read (not in the cache yet). tagpilot's own config and policy files are
+/// not manifests.
+pub fn check_manifests(
+    config: &Config,
+    policies: &[ImagePolicy],
+    cache: Option<&RepoCache>,
+) -> Result<(Plan, Vec<String>), CheckError> {
     let scope = Scope {
         root: config.base_dir().to_path_buf(),
         repository: None,
@@ -62,7 +71,30 @@ pub fn check_local(config: &Config, policies: &[ImagePolicy]) -> Result<Plan, Pl
             .chain(policies.iter().map(|p| p.source.file.clone()))
             .collect(),
     };
-    plan::survey(&scope, policies)
+    let mut plan = plan::survey(&scope, policies)?;
+    let mut unread = Vec::new();
+    for repository in &config.repositories {
+        let named = policies.iter().any(|p| {
+            p.targets
+                .iter()
+                .any(|t| t.repository.as_deref() == Some(repository.name.as_str()))
+        });
+        if !named {
+            continue;
+        }
+        let snapshot = match cache {
+            Some(cache) => cached_snapshot(cache, repository)?,
+            None => None,
+        };
+        match snapshot {
+            Some(files) => plan.merge(plan::survey_files(&files, &repository.name, policies)),
+            None => unread.push(format!(
+                "repository {}: not in the clone cache yet (tagpilot plan fetches it)",
+                repository.name
+            )),
+        }
+    }
+    Ok((plan, unread))
 }
 
 /// What `tagpilot check` reads of `applications.fromGit` without connecting anywhere, and what

@@ -32,7 +32,7 @@ pub use model::{
     Change, CommitSummary, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
     PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
 };
-pub use walk::{plan, plan_files, survey};
+pub use walk::{plan, plan_files, survey, survey_files};
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
 /// per-registry rate limits underneath; this only bounds fan-out.

@@ -173,6 +173,15 @@ pub fn survey(scope: &Scope, policies: &[ImagePolicy]) -> Result<Plan, PlanError
     Ok(plan)
 }
 
+/// [`survey`] of a repository's tree (`files`, as the clone cache last fetched it), for the
+/// policies' targets naming `repository`.
+pub fn survey_files(files: &dyn Files, repository: &str, policies: &[ImagePolicy]) -> Plan {
+    let index = PolicyIndex::new(policies, Some(repository));
+    let TreeScan { mut plan, .. } = scan_tree(files, &BTreeSet::new(), &index, &());
+    plan.set_repository(repository);
+    plan
+}
+
 /// `scope.exclude` as paths relative to its root.
 fn excluded(scope: &Scope) -> BTreeSet<PathBuf> {
     let root = std::fs::canonicalize(&scope.root).ok();

@@ -1098,11 +1098,12 @@ async fn check_validates_every_example_policy() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
         .count();
-    // Each example finds its reference in the fixture's manifests: no finding, no warning.
+    // Each example finds its reference in the fixture's manifests: no finding, no warning. The
+    // repository policies/kustomize.yaml names is never fetched: said, not an error.
     assert!(
-        run.stdout
-            .trim_end()
-            .ends_with(&format!("in {examples} files: OK")),
+        run.stdout.trim_end().ends_with(&format!(
+            "in {examples} files: OK\nnot read: repository manifests: not in the clone cache yet (tagpilot plan fetches it)"
+        )),
         "{}",
         run.stdout
     );
@@ -1254,8 +1255,20 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
     tree.write(
         "tagpilot.yaml",
         &format!(
-            "policies: []\nrepositories:\n  - name: apps\n    url: {}\n    branch: main\napplications:\n  fromGit:\n    - repository: apps\n      paths: [\"*.yaml\"]\n",
+            "policies: policies/\nrepositories:\n  - name: apps\n    url: {}\n    branch: main\napplications:\n  fromGit:\n    - repository: apps\n      paths: [\"*.yaml\"]\n",
             repo.file_url()
+        ),
+    )
+    // `aps/**` for `apps/**` in that repository: known once it is in the clone cache.
+    .write(
+        "policies/typo.yaml",
+        &policy(
+            "typo",
+            &image,
+            &format!(
+                "{}  targets: [{{repository: apps, paths: [\"aps/**\"]}}]\n",
+                semver("1.x")
+            ),
         ),
     );
     let cache = tree.path().join("cache");
@@ -1268,6 +1281,13 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
         run.stdout
     );
     assert!(
+        run.stdout.contains(
+            "\nnot read: repository apps: not in the clone cache yet (tagpilot plan fetches it)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
         tree.snapshot().keys().all(|p| !p.starts_with("cache")),
         "check fetched"
     );
@@ -1275,7 +1295,12 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
     // `plan` fetches it (its registry is unreachable; that is its own problem).
     tree.run(&["plan", "--cache-dir", cache]).await;
     let run = tree.run(&["check", "--cache-dir", cache]).await;
-    run.expect_code(0);
+    run.expect_code(1);
+    assert!(
+        run.stdout.contains(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps\n")),
+        "{}",
+        run.stdout
+    );
     assert!(
         run.stdout.contains(&format!("1 Application, 0 ImageUpdater resources\n  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n")),
         "{}",
