@@ -1,8 +1,9 @@
 //! `tagpilot check` beyond parsing, found without connecting anywhere: what the writers would
 //! refuse about a configured repository (environment variables set, key files readable,
-//! templates that render), so that a run does not discover it at its first fetch; what the local
-//! directory's manifests show (targets that match no file, markers that resolve to nothing);
-//! and the Applications `applications.fromGit` names, resolved.
+//! templates that render), so that a run does not discover it at its first fetch; what the
+//! manifests show (targets that match no file, markers that resolve to nothing), in the local
+//! directory and in each repository as the clone cache last fetched it; and the Applications
+//! `applications.fromGit` names, resolved. Nothing here fetches.
 
 use crate::argocd::load::{Found, read_tree};
 use crate::argocd::resolve::{self, Origin, Resolved};
@@ -12,7 +13,7 @@ use crate::config::repository::WriteMode;
 use crate::files::Directory;
 use crate::forge::{self, ForgeError};
 use crate::git::GitError;
-use crate::git::{RepoCache, cached_snapshot};
+use crate::git::{CommitFiles, RepoCache, RepositoryConfig, cached_snapshot};
 use crate::plan::{self, Finding, FindingKind, Plan, PlanError, Scope};
 use crate::policy::ImagePolicy;
 
@@ -82,16 +83,9 @@ pub fn check_manifests(
         if !named {
             continue;
         }
-        let snapshot = match cache {
-            Some(cache) => cached_snapshot(cache, repository)?,
-            None => None,
-        };
-        match snapshot {
-            Some(files) => plan.merge(plan::survey_files(&files, &repository.name, policies)),
-            None => unread.push(format!(
-                "repository {}: not in the clone cache yet (tagpilot plan fetches it)",
-                repository.name
-            )),
+        match cached(cache, repository) {
+            Ok(files) => plan.merge(plan::survey_files(&files, &repository.name, policies)),
+            Err(why) => unread.push(why),
         }
     }
     Ok((plan, unread))
@@ -142,21 +136,15 @@ pub fn check_applications(
             .iter()
             .find(|r| &r.name == name)
             .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
-        let snapshot = match cache {
-            Some(cache) => cached_snapshot(cache, repository)?,
-            None => None,
-        };
-        match snapshot {
-            Some(files) => read_tree(
+        match cached(cache, repository) {
+            Ok(files) => read_tree(
                 &files,
                 &format!("{name}:"),
                 &entry.paths,
                 &mut found,
                 &mut out.problems,
             )?,
-            None => out.unread.push(format!(
-                "repository {name}: not in the clone cache yet (tagpilot plan fetches it)"
-            )),
+            Err(why) => out.unread.push(why),
         }
     }
     out.applications = found.apps.len();
@@ -168,23 +156,22 @@ pub fn check_applications(
     // Offline, a remote's default branch is not asked: `targetRevision: HEAD` stays `HEAD`.
     let head = |_: &str| Ok::<_, std::convert::Infallible>("HEAD".to_string());
     out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &head);
-    out.findings = images_not_found(&out.resolved, cache)?;
+    out.findings = images_not_found(&out.resolved, cache);
     Ok(Some(out))
 }
 
 /// Each Application image its source's files (as last fetched) hold no field for; sources in
 /// a repository the cache does not hold are not searched.
-fn images_not_found(
-    resolved: &Resolved,
-    cache: Option<&RepoCache>,
-) -> Result<Vec<Finding>, ArgoError> {
+fn images_not_found(resolved: &Resolved, cache: Option<&RepoCache>) -> Vec<Finding> {
     let Some(cache) = cache else {
-        return Ok(Vec::new());
+        return Vec::new();
     };
-    let mut snapshots = Vec::with_capacity(resolved.repositories.len());
-    for repository in &resolved.repositories {
-        snapshots.push(cached_snapshot(cache, repository)?);
-    }
+    // A repository not in the cache is not searched; what it holds is unknown offline.
+    let snapshots: Vec<Option<CommitFiles>> = resolved
+        .repositories
+        .iter()
+        .map(|r| cached(Some(cache), r).ok())
+        .collect();
     let mut out = Vec::new();
     for app in &resolved.apps {
         for unit in &app.units {
@@ -225,7 +212,22 @@ fn images_not_found(
             }
         }
     }
-    Ok(out)
+    out
+}
+
+/// `repository`'s files as the clone cache last fetched them, or why they cannot be read
+/// offline.
+fn cached(cache: Option<&RepoCache>, repository: &RepositoryConfig) -> Result<CommitFiles, String> {
+    let name = &repository.name;
+    match cache.map(|c| cached_snapshot(c, repository)) {
+        Some(Ok(Some(files))) => Ok(files),
+        Some(Err(e)) => Err(format!(
+            "repository {name}: the clone cache cannot be read: {e}"
+        )),
+        _ => Err(format!(
+            "repository {name}: not in the clone cache yet (tagpilot plan fetches it)"
+        )),
+    }
 }
 
 impl ApplicationsCheck {

@@ -301,8 +301,8 @@ impl Scan<'_> {
         );
     }
 
-    /// Marker comments no scalar took: on a key, after a list or a mapping, after an empty or
-    /// plain-less value, on a line of their own, or not readable as a marker at all. Each would
+    /// Marker comments no scalar took: on a key, after a list, a mapping, an empty value or a
+    /// block scalar, on a line of their own, or not readable as a marker at all. Each would
     /// otherwise change nothing and say nothing.
     fn stray_markers(&mut self) {
         let mut stray: Vec<(&usize, &String)> = self
@@ -313,7 +313,7 @@ impl Scan<'_> {
             .collect();
         stray.sort();
         for (&at, text) in stray {
-            let before = &self.src[..at.min(self.src.len())];
+            let before = self.src.get(..at).unwrap_or_default();
             let line = before.matches('\n').count() + 1;
             let column = before.len() - before.rfind('\n').map_or(0, |n| n + 1) + 1;
             let reason = if parse_marker(text).is_none() {

@@ -23,7 +23,8 @@ use crate::policy::{HelmPaths, ImagePolicy};
 use crate::registry::{Registry, RegistryError};
 use crate::select::TagCandidate;
 
-/// Two policies claiming one field, or a marker naming no policy: the field is left alone.
+/// Two policies claiming one field, or a marker naming no policy (or one whose targets skip the
+/// file): the field is left alone.
 #[derive(Debug, thiserror::Error)]
 pub enum OwnerError {
     #[error("marker names policy {policy:?}, which is not defined; {found}")]
@@ -427,8 +428,7 @@ fn scan_tree(
         })
     });
     let mut files = Vec::new();
-    // Policies some field names, owned or not: two policies contesting a field, or a marker
-    // naming a policy that does not cover the file, have found their image.
+    // Policies that found their image, owned or not: two policies contesting a field both did.
     let mut seen = BTreeSet::new();
     for (rel, scan) in paths.iter().zip(scans) {
         // A chart's templates are Go templates, not manifests: never edited, even when a
