@@ -460,6 +460,12 @@ async fn markers_that_resolve_to_nothing_name_line_and_reason() {
             1,
             "follows no value",
         ),
+        // On a YAML alias: the value is the anchor's, elsewhere.
+        (
+            "base: &tag 1.2.3\ntag: *tag # tagpilot: api:tag\n",
+            2,
+            "follows no value",
+        ),
         // On a line of its own.
         ("a: 1\n# tagpilot: api:tag\nb: 2\n", 2, "follows no value"),
         // Not readable as a marker.
