@@ -67,7 +67,7 @@ enum Command {
     /// Make the changes: rewrite the files in place.
     Apply(PlanArgs),
     /// Validate tagpilot.yaml and every policy, without network.
-    Check(ConfigArgs),
+    Check(CheckArgs),
     /// List an image's tags in policy order and mark the one a policy would choose.
     Tags(TagsArgs),
     /// Keep running: apply on an interval, serving /livez, /readyz and /metrics.
@@ -175,6 +175,16 @@ impl LeaderArgs {
             pod,
         })
     }
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Where clones of configured repositories are kept: Applications in git are read from
+    /// there as last fetched (default: the XDG cache directory).
+    #[arg(long, env = "TAGPILOT_CACHE_DIR", value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -503,8 +513,10 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     Ok(exit_code(&shown, args.exit_code && pending))
 }
 
+/// 1 when the plan holds a problem (a finding that is a warning does not count), else 2 for
+/// pending changes when asked, else 0.
 fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
-    if !plan.problems.is_empty() {
+    if plan.has_problems() {
         ExitCode::from(1)
     } else if exit_code_on_changes {
         ExitCode::from(2)
@@ -513,8 +525,8 @@ fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
     }
 }
 
-fn check(args: ConfigArgs) -> Result<ExitCode> {
-    let config = load_config(&args)?;
+fn check(args: CheckArgs) -> Result<ExitCode> {
+    let config = load_config(&args.config)?;
     let summary = policy::check(&config)?;
     let problems = engine::check::check_repositories(&config);
     if !problems.is_empty() {
@@ -522,7 +534,64 @@ fn check(args: ConfigArgs) -> Result<ExitCode> {
         bail!("{}", list.join("\n"));
     }
     println!("{}", summary.to_string().trim_end());
-    Ok(ExitCode::SUCCESS)
+    // What the manifests show without a registry (the local directory, and each repository as
+    // last fetched): targets that match no file, images in none of the files matched, markers
+    // that resolve to nothing.
+    let policies = policy::load(&config)?;
+    let cache = engine::repo_cache(args.cache_dir.as_deref());
+    let (local, unread) = engine::check::check_manifests(&config, &policies, cache.as_ref())?;
+    print!("{}", report::findings_table(&local));
+    for u in &unread {
+        println!("not read: {u}");
+    }
+    let apps = engine::check::check_applications(&config, cache.as_ref())?;
+    if let Some(apps) = &apps {
+        print!("{}", applications_check_text(apps));
+    }
+    let apps_failed = apps.as_ref().is_some_and(|a| a.has_problems());
+    Ok(if local.has_problems() || apps_failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `tagpilot check`'s section on `applications.fromGit`: how many Applications and resources,
+/// what each resolves to, and what could not be read.
+fn applications_check_text(apps: &engine::check::ApplicationsCheck) -> String {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut out = format!(
+        "\nApplications (applications.fromGit): {}, {}\n",
+        plural(apps.applications, "Application", "Applications"),
+        plural(
+            apps.updaters,
+            "ImageUpdater resource",
+            "ImageUpdater resources"
+        ),
+    );
+    out.push_str(&argocd::report::resolved_text(&apps.resolved));
+    let found = Plan {
+        findings: apps.findings.clone(),
+        ..Plan::default()
+    };
+    // Indented under the section.
+    for line in report::findings_table(&found)
+        .lines()
+        .filter(|l| !l.is_empty())
+    {
+        out.push_str(&format!("  {line}\n"));
+    }
+    for u in &apps.unread {
+        out.push_str(&format!("  not read: {u}\n"));
+    }
+    for p in &apps.problems {
+        out.push_str(&format!("  problem: {p}\n"));
+    }
+    for w in &apps.warnings {
+        out.push_str(&format!("  warning: {w}\n"));
+    }
+    out
 }
 
 async fn tags(args: TagsArgs) -> Result<ExitCode> {

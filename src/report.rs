@@ -6,7 +6,7 @@
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
 
-use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome, SkippedFile};
+use crate::plan::{Change, Finding, Hold, Plan, Problem, RepositoryOutcome, Severity, SkippedFile};
 use crate::select::RankedTag;
 
 /// How `tagpilot plan` prints its report.
@@ -33,8 +33,20 @@ struct Summary {
     up_to_date: usize,
     held: usize,
     problems: usize,
+    /// Findings that are warnings (see [`Finding`]); absent when there are none.
+    #[serde(skip_serializing_if = "is_zero")]
+    warnings: usize,
     skipped: usize,
     policies: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// The findings of one severity, in the plan's order.
+fn findings_of(plan: &Plan, severity: Severity) -> impl Iterator<Item = &Finding> {
+    plan.findings.iter().filter(move |f| f.severity == severity)
 }
 
 fn summary(plan: &Plan) -> Summary {
@@ -49,7 +61,8 @@ fn summary(plan: &Plan) -> Summary {
             .len(),
         up_to_date: plan.up_to_date,
         held: plan.holds.len(),
-        problems: plan.problems.len(),
+        problems: plan.problems.len() + findings_of(plan, Severity::Problem).count(),
+        warnings: findings_of(plan, Severity::Warning).count(),
         skipped: plan.skipped.len(),
         policies: plan.policies_used,
     }
@@ -57,7 +70,7 @@ fn summary(plan: &Plan) -> Summary {
 
 fn summary_line(plan: &Plan) -> String {
     let s = summary(plan);
-    format!(
+    let mut line = format!(
         "{} in {}; {} up to date, {} held, {} skipped, {}",
         plural(s.changes, "change"),
         plural(s.files, "file"),
@@ -65,7 +78,11 @@ fn summary_line(plan: &Plan) -> String {
         s.held,
         s.skipped,
         plural(s.problems, "problem"),
-    )
+    );
+    if s.warnings > 0 {
+        line.push_str(&format!(", {}", plural(s.warnings, "warning")));
+    }
+    line
 }
 
 fn plural(n: usize, word: &str) -> String {
@@ -77,7 +94,8 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 /// The JSON report: `changes` (each with at least policy, image, file, line, from, to), `holds`,
-/// `problems`, `skipped` and a `summary`.
+/// `problems`, `skipped`, `findings` (when there are any: `kind`, `severity`, what was searched)
+/// and a `summary`.
 pub fn json(plan: &Plan) -> String {
     #[derive(Serialize)]
     struct Report<'a> {
@@ -85,6 +103,8 @@ pub fn json(plan: &Plan) -> String {
         holds: &'a [Hold],
         problems: &'a [Problem],
         skipped: &'a [SkippedFile],
+        #[serde(skip_serializing_if = "<[_]>::is_empty")]
+        findings: &'a [Finding],
         #[serde(skip_serializing_if = "<[_]>::is_empty")]
         repositories: &'a [RepositoryOutcome],
         summary: Summary,
@@ -94,6 +114,7 @@ pub fn json(plan: &Plan) -> String {
         holds: &plan.holds,
         problems: &plan.problems,
         skipped: &plan.skipped,
+        findings: &plan.findings,
         repositories: &plan.repositories,
         summary: summary(plan),
     };
@@ -155,14 +176,7 @@ pub fn table(plan: &Plan) -> String {
             }),
         );
     }
-    if !plan.problems.is_empty() {
-        out.push_str("\nProblems:\n");
-        for p in &plan.problems {
-            out.push_str("  ");
-            out.push_str(&problem_text(p));
-            out.push('\n');
-        }
-    }
+    out += &findings_table(plan);
     if !plan.skipped.is_empty() {
         out.push_str("\nSkipped files:\n");
         for s in &plan.skipped {
@@ -183,6 +197,52 @@ pub fn table(plan: &Plan) -> String {
     out.push_str(&summary_line(plan));
     out.push('\n');
     out
+}
+
+/// The "Problems:" section (problems, then findings that are problems) and the "Warnings:"
+/// section, as the table and `tagpilot check` show them.
+pub fn findings_table(plan: &Plan) -> String {
+    let mut out = String::new();
+    let problems: Vec<String> = plan
+        .problems
+        .iter()
+        .map(problem_text)
+        .chain(findings_of(plan, Severity::Problem).map(finding_text))
+        .collect();
+    let warnings: Vec<String> = findings_of(plan, Severity::Warning)
+        .map(finding_text)
+        .collect();
+    for (title, lines) in [("Problems", problems), ("Warnings", warnings)] {
+        if lines.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n{title}:\n"));
+        for line in lines {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    out
+}
+
+/// One line naming a finding's subject, what it found and what was searched:
+/// `policy api, image …: its targets match no file; searched paths aps/** in the local directory`.
+pub fn finding_text(f: &Finding) -> String {
+    let mut subject = Vec::new();
+    if let Some(repository) = &f.repository {
+        subject.push(format!("repository {repository}"));
+    }
+    if let Some(application) = &f.application {
+        subject.push(format!("application {application}"));
+    } else if let Some(policy) = &f.policy {
+        subject.push(format!("policy {policy}"));
+    }
+    subject.push(format!("image {}", f.image));
+    format!(
+        "{}: {}; searched {}",
+        subject.join(", "),
+        f.message,
+        f.searched
+    )
 }
 
 /// `manifests (https://git.example/acme/m.git, main): pushed 1 commit: 1a2b3c4 chore(images): …`
@@ -290,10 +350,22 @@ pub fn markdown(plan: &Plan) -> String {
             ));
         }
     }
-    if !plan.problems.is_empty() {
-        out.push_str("\n### Problems\n\n");
-        for p in &plan.problems {
-            out.push_str(&format!("- {}\n", md(&problem_text(p))));
+    let problems: Vec<String> = plan
+        .problems
+        .iter()
+        .map(problem_text)
+        .chain(findings_of(plan, Severity::Problem).map(finding_text))
+        .collect();
+    let warnings: Vec<String> = findings_of(plan, Severity::Warning)
+        .map(finding_text)
+        .collect();
+    for (title, lines) in [("Problems", problems), ("Warnings", warnings)] {
+        if lines.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n### {title}\n\n"));
+        for line in lines {
+            out.push_str(&format!("- {}\n", md(&line)));
         }
     }
     if !plan.skipped.is_empty() {

@@ -5,8 +5,9 @@
 use serde::Serialize;
 
 use super::annotations::SkippedAnnotation;
+use super::annotations::{GitCredentials, WriteBackMethod};
 use super::outcome::{ImageOutcome, ImageStatus};
-use super::resolve::Resolved;
+use super::resolve::{Resolved, UnitWrite, display};
 
 /// One Application in the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -127,6 +128,77 @@ pub fn text(reports: &[ApplicationReport]) -> String {
             out.push_str(&format!("    skipped {}: {}\n", s.key, s.reason));
         }
         for p in &r.problems {
+            out.push_str(&format!("    problem: {p}\n"));
+        }
+    }
+    out
+}
+
+/// What each Application resolves to, for `tagpilot check` (offline: nothing is planned): its
+/// configuration, images and strategies, write-back method and where each source's changes
+/// land, skipped annotations and problems.
+pub fn resolved_text(resolved: &Resolved) -> String {
+    let mut out = String::new();
+    for a in &resolved.apps {
+        let method = match &a.annotations.write_back {
+            WriteBackMethod::Argocd => "argocd (a patch of the Application)".to_string(),
+            WriteBackMethod::Git(GitCredentials::Configured) => "git".to_string(),
+            WriteBackMethod::Git(GitCredentials::RepoCreds) => "git:repocreds".to_string(),
+            WriteBackMethod::Git(GitCredentials::Secret { namespace, name }) => {
+                format!("git:secret:{namespace}/{name}")
+            }
+        };
+        let pull_requests = if a.annotations.pull_request.is_some() {
+            ", pull requests"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "  {} ({}): write-back {method}{pull_requests}\n",
+            a.app.id(),
+            a.app.origin
+        ));
+        if let Some(by) = &a.configured_by {
+            out.push_str(&format!("    configured by {by}\n"));
+        }
+        if a.annotations.images.is_empty() {
+            out.push_str("    no image configured\n");
+        }
+        for (image, policy) in a.annotations.images.iter().zip(&a.policies) {
+            let strategy = policy
+                .as_ref()
+                .map_or("not followed", |p| p.strategy.name());
+            out.push_str(&format!(
+                "    image {}: {} ({strategy})\n",
+                image.alias, image.repository
+            ));
+        }
+        for u in &a.units {
+            let branch = resolved
+                .repositories
+                .iter()
+                .find(|r| r.name == u.repository)
+                .map_or_else(String::new, |r| format!(" ({})", r.branch));
+            let target = match &u.write {
+                UnitWrite::Manifests { .. } => {
+                    format!("the manifests under {} in place", display(&u.root))
+                }
+                UnitWrite::Kustomization { dir } => {
+                    format!("the kustomization in {}", display(dir))
+                }
+                UnitWrite::HelmValues { file } => format!("the values file {file}"),
+                UnitWrite::OverrideFile { file } => file.clone(),
+            };
+            out.push_str(&format!(
+                "    source {}: repository {}{branch}, writes {target}\n",
+                u.source + 1,
+                u.repository
+            ));
+        }
+        for s in &a.annotations.skipped {
+            out.push_str(&format!("    skipped {}: {}\n", s.key, s.reason));
+        }
+        for p in &a.problems {
             out.push_str(&format!("    problem: {p}\n"));
         }
     }

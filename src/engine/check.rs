@@ -1,11 +1,21 @@
-//! `tagpilot check` beyond parsing: what the writers would refuse about a configured repository,
-//! found without connecting anywhere (environment variables set, key files readable, templates
-//! that render), so that a run does not discover it at its first fetch.
+//! `tagpilot check` beyond parsing, found without connecting anywhere: what the writers would
+//! refuse about a configured repository (environment variables set, key files readable,
+//! templates that render), so that a run does not discover it at its first fetch; what the
+//! manifests show (targets that match no file, markers that resolve to nothing), in the local
+//! directory and in each repository as the clone cache last fetched it; and the Applications
+//! `applications.fromGit` names, resolved. Nothing here fetches.
 
+use crate::argocd::load::{Found, read_tree};
+use crate::argocd::resolve::{self, Origin, Resolved};
+use crate::argocd::{ArgoError, image_updater, in_place};
 use crate::config::Config;
 use crate::config::repository::WriteMode;
+use crate::files::Directory;
 use crate::forge::{self, ForgeError};
 use crate::git::GitError;
+use crate::git::{CommitFiles, RepoCache, RepositoryConfig, cached_snapshot};
+use crate::plan::{self, Finding, FindingKind, Plan, PlanError, Scope};
+use crate::policy::ImagePolicy;
 
 /// One thing wrong with a configured repository.
 #[derive(Debug, thiserror::Error)]
@@ -14,6 +24,8 @@ pub enum CheckError {
     Git(#[from] GitError),
     #[error(transparent)]
     Forge(#[from] ForgeError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
 }
 
 /// Every configured repository checked offline; each problem names its repository.
@@ -37,4 +49,190 @@ pub fn check_repositories(config: &Config) -> Vec<CheckError> {
         }
     }
     problems
+}
+
+/// The manifests `tagpilot check` can read offline, scanned without a registry: the local
+/// directory (the one holding `tagpilot.yaml`, as `tagpilot plan` reads it by default) and each
+/// repository the policies name as the clone cache last fetched it. The plan holds their
+/// findings, marker and ownership problems and skipped files; the strings name the
+/// repositories not read (not in the cache yet). tagpilot's own config and policy files are
+/// not manifests.
+pub fn check_manifests(
+    config: &Config,
+    policies: &[ImagePolicy],
+    cache: Option<&RepoCache>,
+) -> Result<(Plan, Vec<String>), CheckError> {
+    let scope = Scope {
+        root: config.base_dir().to_path_buf(),
+        repository: None,
+        exclude: config
+            .path
+            .iter()
+            .cloned()
+            .chain(policies.iter().map(|p| p.source.file.clone()))
+            .collect(),
+    };
+    let mut plan = plan::survey(&scope, policies)?;
+    let mut unread = Vec::new();
+    for repository in &config.repositories {
+        let named = policies.iter().any(|p| {
+            p.targets
+                .iter()
+                .any(|t| t.repository.as_deref() == Some(repository.name.as_str()))
+        });
+        if !named {
+            continue;
+        }
+        match cached(cache, repository) {
+            Ok(files) => plan.merge(plan::survey_files(&files, &repository.name, policies)),
+            Err(why) => unread.push(why),
+        }
+    }
+    Ok((plan, unread))
+}
+
+/// What `tagpilot check` reads of `applications.fromGit` without connecting anywhere, and what
+/// each Application resolves to.
+#[derive(Debug, Default)]
+pub struct ApplicationsCheck {
+    pub resolved: Resolved,
+    /// How many Applications the files hold (those nothing configures included).
+    pub applications: usize,
+    /// How many `ImageUpdater` resources they hold.
+    pub updaters: usize,
+    /// Files that could not be read, resources that cannot be honoured, Applications two
+    /// resources select.
+    pub problems: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Repositories whose files were not read: the clone cache holds none of them yet.
+    pub unread: Vec<String>,
+    /// Images an Application's source holds no field for, where its repository is in the
+    /// clone cache.
+    pub findings: Vec<Finding>,
+}
+
+/// Reads the Applications and `ImageUpdater` resources `applications.fromGit` names, offline:
+/// the local directory's directly, a repository's as the clone cache last fetched it (none
+/// when `tagpilot plan` has not fetched it yet), and resolves them as a cycle would. `None`
+/// without `applications.fromGit`.
+pub fn check_applications(
+    config: &Config,
+    cache: Option<&RepoCache>,
+) -> Result<Option<ApplicationsCheck>, ArgoError> {
+    let entries = match &config.applications {
+        Some(a) if !a.from_git.is_empty() => &a.from_git,
+        _ => return Ok(None),
+    };
+    let mut out = ApplicationsCheck::default();
+    let mut found = Found::default();
+    for entry in entries {
+        let Some(name) = &entry.repository else {
+            let files = Directory::open(config.base_dir()).map_err(PlanError::from)?;
+            read_tree(&files, "", &entry.paths, &mut found, &mut out.problems)?;
+            continue;
+        };
+        let repository = config
+            .repositories
+            .iter()
+            .find(|r| &r.name == name)
+            .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
+        match cached(cache, repository) {
+            Ok(files) => read_tree(
+                &files,
+                &format!("{name}:"),
+                &entry.paths,
+                &mut found,
+                &mut out.problems,
+            )?,
+            Err(why) => out.unread.push(why),
+        }
+    }
+    out.applications = found.apps.len();
+    out.updaters = found.updaters.len();
+    let apps = found.apps.into_iter().map(|a| (a, Origin::Git)).collect();
+    let selection = image_updater::select(apps, &found.updaters);
+    out.problems.extend(selection.problems);
+    out.warnings.extend(selection.warnings);
+    // Offline, a remote's default branch is not asked: `targetRevision: HEAD` stays `HEAD`.
+    let head = |_: &str| Ok::<_, std::convert::Infallible>("HEAD".to_string());
+    out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &head);
+    out.findings = images_not_found(&out.resolved, cache);
+    Ok(Some(out))
+}
+
+/// Each Application image its source's files (as last fetched) hold no field for; sources in
+/// a repository the cache does not hold are not searched.
+fn images_not_found(resolved: &Resolved, cache: Option<&RepoCache>) -> Vec<Finding> {
+    let Some(cache) = cache else {
+        return Vec::new();
+    };
+    // A repository not in the cache is not searched; what it holds is unknown offline.
+    let snapshots: Vec<Option<CommitFiles>> = resolved
+        .repositories
+        .iter()
+        .map(|r| cached(Some(cache), r).ok())
+        .collect();
+    let mut out = Vec::new();
+    for app in &resolved.apps {
+        for unit in &app.units {
+            let Some(files) = resolved
+                .repositories
+                .iter()
+                .position(|r| r.name == unit.repository)
+                .and_then(|i| snapshots[i].as_ref())
+            else {
+                continue;
+            };
+            for (image, policy) in app.annotations.images.iter().zip(&app.policies) {
+                let Some(policy) = policy else { continue };
+                if image.force_update
+                    || in_place::current_in_source(files, &unit.root, image, policy).is_some()
+                {
+                    continue;
+                }
+                let kind = unit
+                    .kind
+                    .unwrap_or_else(|| in_place::detect(files, &unit.root));
+                out.push(Finding {
+                    repository: Some(unit.repository.clone()),
+                    policy: Some(resolve::policy_name(&app.app, &image.alias)),
+                    application: Some(app.app.id()),
+                    ..Finding::new(
+                        FindingKind::ApplicationImageNotFound,
+                        policy.image.to_string(),
+                        format!(
+                            "source {} ({}) at {}:{} as last fetched",
+                            unit.source + 1,
+                            kind.name(),
+                            unit.repository,
+                            resolve::display(&unit.root)
+                        ),
+                    )
+                });
+            }
+        }
+    }
+    out
+}
+
+/// `repository`'s files as the clone cache last fetched them, or why they cannot be read
+/// offline.
+fn cached(cache: Option<&RepoCache>, repository: &RepositoryConfig) -> Result<CommitFiles, String> {
+    let name = &repository.name;
+    match cache.map(|c| cached_snapshot(c, repository)) {
+        Some(Ok(Some(files))) => Ok(files),
+        Some(Err(e)) => Err(format!(
+            "repository {name}: the clone cache cannot be read: {e}"
+        )),
+        _ => Err(format!(
+            "repository {name}: not in the clone cache yet (tagpilot plan fetches it)"
+        )),
+    }
+}
+
+impl ApplicationsCheck {
+    /// Whether anything here makes `tagpilot check` exit 1.
+    pub fn has_problems(&self) -> bool {
+        !self.problems.is_empty() || self.resolved.apps.iter().any(|a| !a.problems.is_empty())
+    }
 }

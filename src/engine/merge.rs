@@ -35,6 +35,7 @@ pub fn merge(
         out.changes.extend(p.changes);
         out.holds.extend(p.holds);
         out.problems.extend(p.problems);
+        out.findings.extend(p.findings);
         for s in p.skipped {
             if skipped.insert(s.file.clone()) {
                 out.skipped.push(s);

@@ -482,6 +482,7 @@ impl Applications {
                 ..Default::default()
             });
         }
+        plan.findings.extend(not_found(resolved, images));
         let mut applications = argocd::report::collect(resolved, images, app_problems);
         for (i, patch) in patch_reports {
             let id = resolved.apps[i].app.id();
@@ -494,6 +495,42 @@ impl Applications {
         }
         applications
     }
+}
+
+/// Each image an Application's source holds no field for, as a finding that names the
+/// Application, the source and what was searched.
+fn not_found(resolved: &Resolved, images: &[argocd::ImageOutcome]) -> Vec<plan::Finding> {
+    images
+        .iter()
+        .filter(|o| o.status == argocd::planner::ImageStatus::NotFound)
+        .map(|o| {
+            let app = &resolved.apps[o.app];
+            let root = app
+                .units
+                .iter()
+                .find(|u| u.source + 1 == o.source && u.repository == o.repository)
+                .map_or(".", |u| argocd::resolve::display(&u.root));
+            let mut searched = format!(
+                "source {} ({}) at {}:{root}",
+                o.source,
+                o.kind.name(),
+                o.repository
+            );
+            if let Some(reason) = &o.reason {
+                searched.push_str(&format!(" ({reason})"));
+            }
+            plan::Finding {
+                repository: Some(o.repository.clone()),
+                policy: Some(argocd::resolve::policy_name(&app.app, &o.alias)),
+                application: Some(app.app.id()),
+                ..plan::Finding::new(
+                    plan::FindingKind::ApplicationImageNotFound,
+                    o.image.clone(),
+                    searched,
+                )
+            }
+        })
+        .collect()
 }
 
 /// tagpilot's own config and policy files (broken ones too): YAML, but never manifests to

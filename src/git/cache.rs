@@ -102,6 +102,28 @@ pub async fn snapshot(cache: &RepoCache, repo: &RepositoryConfig) -> Result<Comm
     .expect("git snapshot task panicked")
 }
 
+/// The files of `repo`'s base branch as the clone cache last fetched them, without connecting
+/// (for `tagpilot check`, which stays offline), and the commit they are at. `None` when the
+/// cache holds no complete clone of it, or not that branch.
+pub fn cached_snapshot(
+    cache: &RepoCache,
+    repo: &RepositoryConfig,
+) -> Result<Option<CommitFiles>, GitError> {
+    let dir = cache.repo_dir(repo);
+    if !dir.join(READY_MARKER).is_file() {
+        return Ok(None);
+    }
+    let git = Repository::open_bare(&dir).map_err(|e| cache_error(repo, &dir, e))?;
+    let tip = match git.find_reference(&format!("{TRACKING_PREFIX}{}", repo.branch)) {
+        Ok(reference) => reference.target(),
+        Err(_) => None,
+    };
+    match tip {
+        Some(tip) => commit_files(git, &dir, repo, tip).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// What a fetch found on the remote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Fetched {

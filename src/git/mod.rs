@@ -35,7 +35,7 @@ pub mod sign;
 pub mod tree;
 pub mod write;
 
-pub use cache::{RepoCache, snapshot};
+pub use cache::{RepoCache, cached_snapshot, snapshot};
 pub use config::{
     AuthConfig, Author, Grouping, ProvidedToken, RepositoryConfig, SigningConfig, WriteConfig,
     WriteMode,

@@ -9,7 +9,9 @@ use crate::policy::HelmPaths;
 
 use super::render::Quote;
 use super::tree::{Node, NodeKind, Parsed};
-use super::{FieldKind, ImageField, InsertAt, MarkerPart, OnePart, Part, Shape, Slot};
+use super::{
+    FieldKind, ImageField, InsertAt, MarkerPart, OnePart, Part, Shape, Slot, UnresolvedMarker,
+};
 
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
@@ -20,6 +22,9 @@ struct Scan<'a> {
     /// Start offsets of scalars already part of a field.
     claimed: HashSet<usize>,
     out: Vec<ImageField>,
+    /// Offsets of the marker comments a scalar took, as a field or as a value it cannot read.
+    markers_seen: HashSet<usize>,
+    unresolved: Vec<UnresolvedMarker>,
 }
 
 pub(super) fn fields(
@@ -27,17 +32,20 @@ pub(super) fn fields(
     src: &str,
     parsed: &Parsed,
     helm: &[HelmPaths],
-) -> Vec<ImageField> {
+) -> (Vec<ImageField>, Vec<UnresolvedMarker>) {
     let mut scan = Scan {
         path,
         src,
         parsed,
         claimed: HashSet::new(),
         out: Vec::new(),
+        markers_seen: HashSet::new(),
+        unresolved: Vec::new(),
     };
     for doc in &parsed.docs {
         scan.markers(doc, false);
     }
+    scan.stray_markers();
     for doc in &parsed.docs {
         for paths in helm {
             scan.helm_explicit(doc, paths);
@@ -58,7 +66,9 @@ pub(super) fn fields(
     }
     let mut out = scan.out;
     out.sort_by_key(|f| (f.line, f.column));
-    out
+    let mut unresolved = scan.unresolved;
+    unresolved.sort_by_key(|m| (m.line, m.column));
+    (out, unresolved)
 }
 
 /// A path segment in Helm value paths.
@@ -114,6 +124,13 @@ fn resolve<'n>(root: &'n Node, segs: &[Seg]) -> Option<&'n Node> {
         Seg::Key(k) => node.get(k),
         Seg::Index(i) => node.items().get(*i),
     })
+}
+
+/// Whether a comment is meant as a marker, readable or not: tagpilot's `tagpilot:` or Flux's
+/// JSON setter with `$imagepolicy`.
+fn looks_like_marker(comment: &str) -> bool {
+    let text = comment.trim();
+    text.starts_with("tagpilot:") || (text.starts_with('{') && text.contains("\"$imagepolicy\""))
 }
 
 /// A marker comment's content: `tagpilot: [ns:]policy[:part]` or Flux's JSON setter.
@@ -219,13 +236,24 @@ impl Scan<'_> {
         let Some((policy, namespace, part)) = parse_marker(comment) else {
             return;
         };
+        self.markers_seen.insert(hash);
         // A marked scalar without a valid value yet (a CI placeholder) stays the marker's: no
         // other reading may take it, or the field would change kind once a value is written.
+        // Nothing is written there either, and the report says why.
         let value = slot.value.as_str();
+        let unreadable = |scan: &mut Self, what: &str| {
+            scan.claimed.insert(slot.range.start);
+            scan.unresolved.push(UnresolvedMarker {
+                line: slot.line,
+                column: slot.column,
+                marker: comment.trim().to_string(),
+                reason: format!("the marked value {value:?} is not {what}; tagpilot writes only over a value it can read"),
+            });
+        };
         let fields = match part {
             MarkerPart::Whole => {
                 let Ok(r) = ImageRef::parse(value) else {
-                    self.claimed.insert(slot.range.start);
+                    unreadable(self, "an image reference");
                     return;
                 };
                 Fields {
@@ -251,8 +279,16 @@ impl Scan<'_> {
                 let digest = (!value.is_empty()).then(|| value.to_string());
                 Fields::single(None, digest, slot.clone(), OnePart::Digest)
             }
-            _ => {
-                self.claimed.insert(slot.range.start);
+            MarkerPart::Name => {
+                unreadable(self, "an image name");
+                return;
+            }
+            MarkerPart::Tag => {
+                unreadable(self, "a tag");
+                return;
+            }
+            MarkerPart::Digest => {
+                unreadable(self, "a digest");
                 return;
             }
         };
@@ -266,6 +302,35 @@ impl Scan<'_> {
             &[&slot],
             fields,
         );
+    }
+
+    /// Marker comments no scalar took: on a key, after a list, a mapping, an empty value or a
+    /// block scalar, on a line of their own, or not readable as a marker at all. Each would
+    /// otherwise change nothing and say nothing.
+    fn stray_markers(&mut self) {
+        let mut stray: Vec<(&usize, &String)> = self
+            .parsed
+            .comments
+            .iter()
+            .filter(|(at, text)| !self.markers_seen.contains(at) && looks_like_marker(text))
+            .collect();
+        stray.sort();
+        for (&at, text) in stray {
+            let before = self.src.get(..at).unwrap_or_default();
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+            let reason = if parse_marker(text).is_none() {
+                "it cannot be read as a marker: write `tagpilot: [namespace:]policy[:tag|:name|:digest]` or Flux's `{\"$imagepolicy\": \"namespace:policy[:tag|:name|:digest]\"}`"
+            } else {
+                "it follows no value tagpilot can write: a marker goes after a scalar value on the same line (not after a key, a list, a mapping or an empty value)"
+            };
+            self.unresolved.push(UnresolvedMarker {
+                line,
+                column,
+                marker: text.trim().to_string(),
+                reason: reason.to_string(),
+            });
+        }
     }
 
     // === workloads ===

@@ -300,6 +300,15 @@ impl HelmCharts {
 
 /// Finds every image field in a YAML file. `helm` lists explicit value paths that apply to it.
 pub fn scan(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Vec<ImageField>, ManifestError> {
+    scan_with_markers(path, src, helm).map(|(fields, _)| fields)
+}
+
+/// [`scan`], and the marker comments that resolve to no field, each with the reason.
+pub fn scan_with_markers(
+    path: &Path,
+    src: &str,
+    helm: &[HelmPaths],
+) -> Result<(Vec<ImageField>, Vec<UnresolvedMarker>), ManifestError> {
     let parsed = tree::parse(src).map_err(|f| ManifestError::Parse {
         file: path.to_path_buf(),
         line: f.line,
@@ -307,6 +316,17 @@ pub fn scan(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Vec<ImageField
         message: f.message,
     })?;
     Ok(detect::fields(path, src, &parsed, helm))
+}
+
+/// A marker comment (tagpilot's or Flux's) that resolves to no field: nothing would be written
+/// where it stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnresolvedMarker {
+    pub line: usize,
+    pub column: usize,
+    /// The comment as written, without `#`.
+    pub marker: String,
+    pub reason: String,
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use globset::{Candidate, GlobBuilder, GlobSet, GlobSetBuilder};
 
@@ -135,6 +136,10 @@ pub(super) struct PolicyIndex<'p> {
     by_kustomize_alias: HashMap<&'p str, Vec<usize>>,
     /// Policies with at least one Helm target (any repository).
     with_helm: Vec<usize>,
+    /// Some policy of this scope has a target that is not a list of literal files: a policy
+    /// file's. Markers name those; a walk of Argo CD Applications' policies alone leaves
+    /// markers to the policy files' walk of the same tree.
+    reads_markers: bool,
 }
 
 impl<'p> PolicyIndex<'p> {
@@ -184,7 +189,12 @@ impl<'p> PolicyIndex<'p> {
                 }
             }
         }
+        let reads_markers = every_file
+            || with_paths
+                .iter()
+                .any(|&(i, j)| !policies[i].targets[j].literal);
         PolicyIndex {
+            reads_markers,
             policies,
             repository: repository.map(str::to_string),
             every_file,
@@ -203,7 +213,10 @@ impl<'p> PolicyIndex<'p> {
         self.policies
     }
 
-    /// Whether at least one policy applies to `rel`: whether the file is worth reading.
+    /// Whether at least one policy applies to `rel`: whether the file is worth reading. The
+    /// planner asks [`PolicyIndex::applies_marking`], which answers the same; this is its
+    /// reference in tests.
+    #[cfg(test)]
     pub(super) fn any_applies(&self, rel: &Path) -> bool {
         if self.every_file {
             return true;
@@ -211,6 +224,34 @@ impl<'p> PolicyIndex<'p> {
         self.paths
             .candidates(rel)
             .any(|(i, j)| self.policies[i].targets[j].matches(rel))
+    }
+
+    /// [`PolicyIndex::any_applies`], and each target of this scope that matches `rel` is marked
+    /// in `matched` on the way. A target already marked is not matched again once the answer is
+    /// known, so marking costs little beyond the one combined glob match per file.
+    pub(super) fn applies_marking(&self, rel: &Path, matched: &TargetMatches) -> bool {
+        let mut applies = self.every_file;
+        for (i, j) in self.paths.candidates(rel) {
+            let marked = matched.is_marked(i, j);
+            if applies && marked {
+                continue;
+            }
+            if self.policies[i].targets[j].matches(rel) {
+                applies = true;
+                matched.mark(i, j);
+            }
+        }
+        applies
+    }
+
+    /// Whether markers in this scope's files are this walk's to resolve (see `reads_markers`).
+    pub(super) fn reads_markers(&self) -> bool {
+        self.reads_markers
+    }
+
+    /// The repository this index is for; `None` for the local directory.
+    pub(super) fn repository(&self) -> Option<&str> {
+        self.repository.as_deref()
     }
 
     /// Every policy that applies to `rel`, in policy order: [`applies_to`] for this scope, found
@@ -273,6 +314,37 @@ impl<'p> PolicyIndex<'p> {
     /// Policies with at least one Helm target, in policy order.
     pub(super) fn with_helm(&self) -> &[usize] {
         &self.with_helm
+    }
+}
+
+/// Which targets matched at least one file of a scan: one flag per target of every policy (and
+/// one for a policy without targets), set from the scanning threads.
+pub(super) struct TargetMatches {
+    /// Where each policy's flags start.
+    offsets: Vec<usize>,
+    flags: Vec<AtomicBool>,
+}
+
+impl TargetMatches {
+    pub(super) fn new(policies: &[ImagePolicy]) -> Self {
+        let mut offsets = Vec::with_capacity(policies.len());
+        let mut total = 0;
+        for p in policies {
+            offsets.push(total);
+            total += p.targets.len().max(1);
+        }
+        TargetMatches {
+            offsets,
+            flags: (0..total).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    pub(super) fn mark(&self, policy: usize, target: usize) {
+        self.flags[self.offsets[policy] + target].store(true, Ordering::Relaxed);
+    }
+
+    pub(super) fn is_marked(&self, policy: usize, target: usize) -> bool {
+        self.flags[self.offsets[policy] + target].load(Ordering::Relaxed)
     }
 }
 
@@ -399,6 +471,21 @@ mod tests {
                         .filter(|&i| applies_to(&policies[i], repository, rel))
                         .collect();
                     assert_eq!(index.applicable(rel), every, "{path} in {repository:?}");
+                    let matches = TargetMatches::new(policies);
+                    assert_eq!(
+                        index.applies_marking(rel, &matches),
+                        expected,
+                        "{path} in {repository:?}"
+                    );
+                    // Every target of this scope that matches is marked, and no other.
+                    for (i, p) in policies.iter().enumerate() {
+                        for (j, t) in p.targets.iter().enumerate() {
+                            let want = !t.paths.is_empty()
+                                && t.repository.as_deref() == repository
+                                && t.matches(rel);
+                            assert_eq!(matches.is_marked(i, j), want, "{path} target {i}.{j}");
+                        }
+                    }
                     assert_eq!(
                         index.any_applies(rel),
                         expected,

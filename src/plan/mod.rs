@@ -31,10 +31,10 @@ pub use decide::{
 };
 pub use groups::PolicyGroup;
 pub use model::{
-    Change, CommitSummary, FileUpdate, Hold, Plan, Problem, PullRequestSummary, RepositoryOutcome,
-    RepositoryStatus, SkippedFile,
+    Change, CommitSummary, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
+    PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
 };
-pub use walk::{plan, plan_files};
+pub use walk::{plan, plan_files, survey, survey_files};
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
 /// per-registry rate limits underneath; this only bounds fan-out.

@@ -65,6 +65,116 @@ pub struct SkippedFile {
     pub repository: Option<String>,
     pub file: String,
     pub reason: String,
+    /// Why, as a bounded set (for `tagpilot run`'s metric); `reason` says it in words.
+    #[serde(skip)]
+    pub kind: SkipKind,
+}
+
+/// Why a file was skipped, as `tagpilot_skipped_files{reason}` counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SkipKind {
+    /// Not YAML tagpilot can read (a syntax error, a Go template).
+    #[default]
+    InvalidYaml,
+    /// Not UTF-8 text: a binary file with a YAML name.
+    NotText,
+    /// A template of a Helm chart: tagpilot edits values files only.
+    HelmTemplate,
+}
+
+impl SkipKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            SkipKind::InvalidYaml => "invalid_yaml",
+            SkipKind::NotText => "not_text",
+            SkipKind::HelmTemplate => "helm_template",
+        }
+    }
+}
+
+/// Something configured that tagpilot found nothing to act on: a policy whose targets match no
+/// file, a policy whose image is in none of the files it matches, an Application whose sources
+/// hold no field for its image. Each names what was searched, so "why did nothing happen?" has
+/// an answer. [`FindingKind::severity`] says whether it is a problem (exit code 1) or a warning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub severity: Severity,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// The policy's name; for an Application, the policy tagpilot made of its image.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// `namespace/name` of the Application.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub application: Option<String>,
+    pub image: String,
+    /// What was searched: the targets' paths and where, or the Application's files.
+    pub searched: String,
+    pub message: String,
+}
+
+impl Finding {
+    pub fn new(kind: FindingKind, image: String, searched: String) -> Self {
+        Finding {
+            kind,
+            severity: kind.severity(),
+            repository: None,
+            policy: None,
+            application: None,
+            image,
+            searched,
+            message: kind.message().to_string(),
+        }
+    }
+}
+
+/// What a [`Finding`] found, as its metric label and the JSON report name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// A policy's targets match no file where they point: a mistyped glob (`aps/**`), a moved
+    /// directory. Never right as configured, so a problem.
+    NoFiles,
+    /// A policy's targets match files, none of which holds its image: the image may simply be
+    /// gone from those manifests for now, so a warning.
+    ImageNotFound,
+    /// An Application's sources hold no field for one of its images. As Image Updater, tagpilot
+    /// leaves the Application alone, so a warning.
+    ApplicationImageNotFound,
+}
+
+impl FindingKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            FindingKind::NoFiles => "no_files",
+            FindingKind::ImageNotFound => "image_not_found",
+            FindingKind::ApplicationImageNotFound => "application_image_not_found",
+        }
+    }
+
+    pub fn severity(self) -> Severity {
+        match self {
+            FindingKind::NoFiles => Severity::Problem,
+            FindingKind::ImageNotFound | FindingKind::ApplicationImageNotFound => Severity::Warning,
+        }
+    }
+
+    fn message(self) -> &'static str {
+        match self {
+            FindingKind::NoFiles => "its targets match no file",
+            FindingKind::ImageNotFound => "no file its targets match holds the image",
+            FindingKind::ApplicationImageNotFound => "its sources hold no field for the image",
+        }
+    }
+}
+
+/// Whether a finding makes the exit code 1 (`problem`) or only shows (`warning`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Problem,
+    Warning,
 }
 
 /// What tagpilot did, or would do, in one configured repository.
@@ -164,6 +274,8 @@ pub struct Plan {
     pub holds: Vec<Hold>,
     pub problems: Vec<Problem>,
     pub skipped: Vec<SkippedFile>,
+    /// What was configured but found nothing to act on; see [`Finding`].
+    pub findings: Vec<Finding>,
     pub files: Vec<FileUpdate>,
     /// What happened in each configured repository (`tagpilot apply`) or would (`plan`).
     pub repositories: Vec<RepositoryOutcome>,
@@ -176,6 +288,15 @@ pub struct Plan {
 impl Plan {
     pub fn has_changes(&self) -> bool {
         !self.files.is_empty()
+    }
+
+    /// Whether anything in the plan makes the exit code 1: a problem, or a finding that is one.
+    pub fn has_problems(&self) -> bool {
+        !self.problems.is_empty()
+            || self
+                .findings
+                .iter()
+                .any(|f| f.severity == Severity::Problem)
     }
 }
 
@@ -195,6 +316,9 @@ impl Plan {
         self.skipped
             .iter_mut()
             .for_each(|s| s.repository = name.clone());
+        self.findings
+            .iter_mut()
+            .for_each(|f| f.repository = name.clone());
     }
 
     /// Adds another scope's plan to this one, for one report over every repository.
@@ -203,6 +327,7 @@ impl Plan {
         self.holds.extend(other.holds);
         self.problems.extend(other.problems);
         self.skipped.extend(other.skipped);
+        self.findings.extend(other.findings);
         self.files.extend(other.files);
         self.repositories.extend(other.repositories);
         self.up_to_date += other.up_to_date;

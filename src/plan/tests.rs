@@ -390,4 +390,218 @@ async fn an_untagged_reference_is_an_implicit_latest() {
             ("untagged.yaml", "(none)", "1.3.0")
         ]
     );
+// === findings: what is configured but finds nothing to act on ===
+
+fn targeted(name: &str, image: &str, paths: &str) -> String {
+    policy(
+        name,
+        image,
+        &format!(
+            "  strategy: {{semver: {{range: \"<2.0.0\"}}}}\n  targets: [{{paths: [{paths}]}}]\n"
+        ),
+    )
+}
+
+#[tokio::test]
+async fn a_policy_whose_targets_match_no_file_is_a_problem_naming_the_paths() {
+    let dir = tree(&[("apps/api.yaml", deployment(&format!("{API}:1.2.3")))]);
+    // `aps/**` for `apps/**`: before, "0 problems".
+    let ps = policies(&targeted("api", API, "\"aps/**\""));
+    let p = run(dir.path(), &ps, &registry()).await;
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
+    let f = &p.findings[0];
+    assert_eq!(f.kind, FindingKind::NoFiles);
+    assert_eq!(f.severity, Severity::Problem);
+    assert_eq!(f.policy.as_deref(), Some("api"));
+    assert_eq!(f.image, API);
+    assert_eq!(f.searched, "paths aps/** in the local directory");
+    assert!(p.has_problems());
+}
+
+#[tokio::test]
+async fn only_the_target_that_matches_nothing_is_named() {
+    let dir = tree(&[("apps/api.yaml", deployment(&format!("{API}:1.2.3")))]);
+    let ps = policies(&targeted("api", API, "\"apps/**\", \"x/**\"").replace(
+        "[{paths: [\"apps/**\", \"x/**\"]}]",
+        "[{paths: [\"apps/**\"]}, {paths: [\"x/**\"]}]",
+    ));
+    let p = run(dir.path(), &ps, &registry()).await;
+    assert_eq!(p.changes.len(), 1);
+    assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
+    assert_eq!(p.findings[0].searched, "paths x/** in the local directory");
+}
+
+#[tokio::test]
+async fn a_policy_whose_image_is_in_none_of_its_files_is_a_warning() {
+    let dir = tree(&[("apps/web.yaml", deployment(&format!("{WEB}:0.9.0")))]);
+    let ps =
+        policies(&(targeted("api", API, "\"apps/**\"") + &targeted("web", WEB, "\"apps/**\"")));
+    let p = run(dir.path(), &ps, &registry()).await;
+    assert_eq!(p.changes.len(), 1, "web still moves");
+    assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
+    let f = &p.findings[0];
+    assert_eq!(f.kind, FindingKind::ImageNotFound);
+    assert_eq!(f.severity, Severity::Warning);
+    assert_eq!(f.policy.as_deref(), Some("api"));
+    assert_eq!(f.searched, "paths apps/** in the local directory");
+    assert!(!p.has_problems(), "a warning is not a problem");
+}
+
+#[tokio::test]
+async fn policies_contesting_a_field_have_found_their_image() {
+    let dir = tree(&[("api.yaml", deployment(&format!("{API}:1.2.3")))]);
+    let ps = policies(&(semver("first", API) + &semver("second", API)));
+    let p = run(dir.path(), &ps, &registry()).await;
+    assert_eq!(p.problems.len(), 1);
+    assert!(p.findings.is_empty(), "{:?}", p.findings);
+}
+
+#[tokio::test]
+async fn a_repository_target_is_named_with_its_repository() {
+    let dir = tree(&[("apps/api.yaml", deployment(&format!("{API}:1.2.3")))]);
+    let ps = policies(&policy(
+        "api",
+        API,
+        "  strategy: {semver: {}}\n  targets: [{repository: manifests, paths: [\"aps/**\"]}]\n",
+    ));
+    let files = crate::files::Directory::open(dir.path()).unwrap();
+    let (p, _) = plan_files(&files, "manifests", &ps, &registry(), &())
+        .await
+        .unwrap();
+    assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
+    assert_eq!(p.findings[0].repository.as_deref(), Some("manifests"));
+    assert_eq!(
+        p.findings[0].searched,
+        "paths aps/** in repository manifests"
+    );
+    // The local directory is not this policy's: nothing to say there.
+    assert!(run(dir.path(), &ps, &registry()).await.findings.is_empty());
+}
+
+#[test]
+fn survey_finds_what_a_plan_would_without_a_registry() {
+    let dir = tree(&[
+        ("apps/api.yaml", deployment(&format!("{API}:1.2.3"))),
+        (
+            "apps/values.yaml",
+            "tag: 1.0.0 # tagpilot: nobody:tag\n".to_string(),
+        ),
+    ]);
+    let ps = policies(&(targeted("api", API, "\"aps/**\"") + &targeted("web", WEB, "\"apps/**\"")));
+    let p = survey(&Scope::local(dir.path()), &ps).unwrap();
+    let kinds: Vec<FindingKind> = p.findings.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FindingKind::NoFiles, FindingKind::ImageNotFound]);
+    assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
+    assert_eq!(p.problems[0].file.as_deref(), Some("apps/values.yaml"));
+    assert!(p.changes.is_empty());
+}
+
+// === markers that resolve to nothing ===
+
+async fn marker_problems(file: &str, ps: &[ImagePolicy]) -> Vec<Problem> {
+    let dir = tree(&[("values.yaml", file.to_string())]);
+    run(dir.path(), ps, &registry()).await.problems
+}
+
+#[tokio::test]
+async fn a_marker_naming_a_policy_of_another_namespace_says_which_there_is() {
+    let ps = policies(
+        &policy("app", API, "  strategy: {semver: {}}\n")
+            .replace("  name: app\n", "  name: app\n  namespace: apps\n"),
+    );
+    let problems = marker_problems(
+        "image: 127.0.0.1:5000/shop/api:1.2.3 # {\"$imagepolicy\": \"flux-system:app\"}\n",
+        &ps,
+    )
+    .await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].line, Some(1));
+    assert!(
+        problems[0]
+            .message
+            .contains("\"flux-system:app\", which is not defined; found apps:app"),
+        "{}",
+        problems[0].message
+    );
+}
+
+#[tokio::test]
+async fn a_marker_with_a_typo_in_the_policy_name_gets_the_near_names() {
+    let ps = policies(&semver("checkout-api", API));
+    let problems = marker_problems("tag: 1.2.3 # tagpilot: checkout-apl:tag\n", &ps).await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].message.ends_with("found checkout-api"),
+        "{}",
+        problems[0].message
+    );
+}
+
+#[tokio::test]
+async fn a_marker_naming_a_policy_whose_targets_skip_the_file_is_a_problem() {
+    let ps = policies(&(targeted("api", API, "\"apps/**\"") + &semver("web", WEB)));
+    let problems = marker_problems("tag: 1.2.3 # tagpilot: api:tag\n", &ps).await;
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].file.as_deref(), Some("values.yaml"));
+    assert!(
+        problems[0]
+            .message
+            .contains("whose targets do not cover this file"),
+        "{}",
+        problems[0].message
+    );
+}
+
+#[tokio::test]
+async fn markers_that_resolve_to_nothing_name_line_and_reason() {
+    let ps = policies(&semver("api", API));
+    let cases = [
+        // A placeholder a CI step fills in: nothing tagpilot can write over.
+        ("tag: ${TAG} # tagpilot: api:tag\n", 1, "is not a tag"),
+        (
+            "image: TBD # {\"$imagepolicy\": \"api\"}\n",
+            1,
+            "not an image reference",
+        ),
+        // On a key whose value is a mapping: no scalar for the marker.
+        (
+            "image: # tagpilot: api\n  repository: x\n",
+            1,
+            "follows no value",
+        ),
+        // On a YAML alias: the value is the anchor's, elsewhere.
+        (
+            "base: &tag 1.2.3\ntag: *tag # tagpilot: api:tag\n",
+            2,
+            "follows no value",
+        ),
+        // On a line of its own.
+        ("a: 1\n# tagpilot: api:tag\nb: 2\n", 2, "follows no value"),
+        // Not readable as a marker.
+        (
+            "tag: 1.2.3 # tagpilot: a:b:c:d\n",
+            1,
+            "cannot be read as a marker",
+        ),
+    ];
+    for (yaml, line, why) in cases {
+        let problems = marker_problems(yaml, &ps).await;
+        assert_eq!(problems.len(), 1, "{yaml}: {problems:?}");
+        assert_eq!(problems[0].line, Some(line), "{yaml}");
+        assert_eq!(problems[0].file.as_deref(), Some("values.yaml"));
+        assert!(
+            problems[0].message.contains("resolves to nothing")
+                && problems[0].message.contains(why),
+            "{yaml}: {}",
+            problems[0].message
+        );
+    }
+}
+
+#[test]
+fn edit_distance_counts_single_character_edits() {
+    assert_eq!(super::walk::edit_distance("kitten", "sitting"), 3);
+    assert_eq!(super::walk::edit_distance("api", "api"), 0);
+    assert_eq!(super::walk::edit_distance("", "ab"), 2);
 }

@@ -11,8 +11,10 @@ use futures_util::stream::{self, StreamExt};
 use tracing::{debug, instrument, warn};
 
 use super::decide::{FieldFacts, Inspector, Outcome, decide, version_text};
-use super::index::PolicyIndex;
-use super::model::{Change, FileUpdate, Hold, Plan, Problem, SkippedFile};
+use super::index::{PolicyIndex, TargetMatches};
+use super::model::{
+    Change, FileUpdate, Finding, FindingKind, Hold, Plan, Problem, SkipKind, SkippedFile,
+};
 use super::{PlanError, Progress, REGISTRY_CONCURRENCY, Scope};
 use crate::files::{Directory, Files, blocking, parallel_map};
 use crate::image::Repository;
@@ -21,11 +23,21 @@ use crate::policy::{HelmPaths, ImagePolicy};
 use crate::registry::{Registry, RegistryError};
 use crate::select::TagCandidate;
 
-/// Two policies claiming one field, or a marker naming no policy: the field is left alone.
+/// Two policies claiming one field, or a marker naming no policy (or one whose targets skip the
+/// file): the field is left alone.
 #[derive(Debug, thiserror::Error)]
 pub enum OwnerError {
-    #[error("marker names policy {policy:?}, which is not defined")]
-    UndefinedMarker { policy: String },
+    #[error("marker names policy {policy:?}, which is not defined; {found}")]
+    UndefinedMarker {
+        /// As the marker writes it: `[namespace:]name`.
+        policy: String,
+        /// What tagpilot does have that the marker may have meant.
+        found: String,
+    },
+    #[error(
+        "marker names policy {policy:?}, whose targets do not cover this file; nothing is written here"
+    )]
+    MarkerOutsideTargets { policy: String },
     #[error(
         "policies {} all follow {image}; the reference is left alone until one policy owns it",
         policies.join(", ")
@@ -91,8 +103,10 @@ enum Scan {
     Scanned {
         fingerprint: Fingerprint,
         fields: Vec<Owned>,
-        /// Fields that two policies claim, or whose marker names no policy.
+        /// Fields that two policies claim, markers that name no policy or resolve to nothing.
         problems: Vec<Problem>,
+        /// Policies that contest a field: they found their image, though they own nothing.
+        named: Vec<usize>,
     },
 }
 
@@ -135,15 +149,7 @@ pub async fn plan<R: Registry>(
     progress: &dyn Progress,
 ) -> Result<Plan, PlanError> {
     let root = scope.root.as_path();
-    let excluded: BTreeSet<PathBuf> = scope
-        .exclude
-        .iter()
-        .filter_map(|p| {
-            let p = std::fs::canonicalize(p).ok()?;
-            let root = std::fs::canonicalize(root).ok()?;
-            p.strip_prefix(root).ok().map(Path::to_path_buf)
-        })
-        .collect();
+    let excluded = excluded(scope);
     let files = blocking(|| Directory::open(root))?;
     plan_tree(
         &files,
@@ -155,6 +161,39 @@ pub async fn plan<R: Registry>(
         None,
     )
     .await
+}
+
+/// What `tagpilot check` can tell of the directory `scope.root` without asking a registry: the
+/// findings (targets that match no file, images in none of the files matched), markers that
+/// resolve to nothing or name no policy, fields two policies claim, and skipped files.
+pub fn survey(scope: &Scope, policies: &[ImagePolicy]) -> Result<Plan, PlanError> {
+    let excluded = excluded(scope);
+    let files = blocking(|| Directory::open(&scope.root))?;
+    let index = PolicyIndex::new(policies, scope.repository.as_deref());
+    let TreeScan { plan, .. } = scan_tree(&files, &excluded, &index, &());
+    Ok(plan)
+}
+
+/// [`survey`] of a repository's tree (`files`, as the clone cache last fetched it), for the
+/// policies' targets naming `repository`.
+pub fn survey_files(files: &dyn Files, repository: &str, policies: &[ImagePolicy]) -> Plan {
+    let index = PolicyIndex::new(policies, Some(repository));
+    let TreeScan { mut plan, .. } = scan_tree(files, &BTreeSet::new(), &index, &());
+    plan.set_repository(repository);
+    plan
+}
+
+/// `scope.exclude` as paths relative to its root.
+fn excluded(scope: &Scope) -> BTreeSet<PathBuf> {
+    let root = std::fs::canonicalize(&scope.root).ok();
+    scope
+        .exclude
+        .iter()
+        .filter_map(|p| {
+            let p = std::fs::canonicalize(p).ok()?;
+            p.strip_prefix(root.as_ref()?).ok().map(Path::to_path_buf)
+        })
+        .collect()
 }
 
 /// Builds the plan for every policy over the manifests of `files` (a repository's tree), for
@@ -191,62 +230,10 @@ async fn plan_tree<R: Registry>(
     progress: &dyn Progress,
     matched: Option<&mut Vec<bool>>,
 ) -> Result<Plan, PlanError> {
-    let mut plan = Plan::default();
     let index = PolicyIndex::new(policies, repository);
 
     // 1. Read and scan every file at least one policy may touch, on every core.
-    let paths: Vec<&Path> = files_in
-        .manifests()
-        .iter()
-        .map(PathBuf::as_path)
-        .filter(|p| !excluded.contains(*p))
-        .collect();
-    let charts = manifest::HelmCharts::from_paths(&paths);
-    progress.phase("scanning manifests", paths.len() as u64);
-    let scans = blocking(|| {
-        parallel_map(&paths, |rel| {
-            progress.advance();
-            scan_file(files_in, rel, &index)
-        })
-    });
-    let mut files = Vec::new();
-    for (rel, scan) in paths.into_iter().zip(scans) {
-        // A chart's templates are Go templates, not manifests: never edited, even when a
-        // policy's targets cover them.
-        if !matches!(scan, Scan::NotTargeted)
-            && let Some(chart) = charts.template_of(rel)
-        {
-            plan.skipped.push(SkippedFile {
-                repository: None,
-                file: display_path(rel),
-                reason: format!(
-                    "a template of the Helm chart {}/; tagpilot edits values files, never templates",
-                    display_path(chart)
-                ),
-            });
-            continue;
-        }
-        match scan {
-            Scan::NotTargeted => {}
-            Scan::Skipped(skipped) => plan.skipped.push(*skipped),
-            Scan::Unreadable(problem) => plan.problems.push(*problem),
-            Scan::Scanned {
-                fingerprint,
-                fields,
-                problems,
-            } => {
-                plan.problems.extend(problems);
-                if fields.is_empty() {
-                    continue;
-                }
-                files.push(ScannedFile {
-                    rel: rel.to_path_buf(),
-                    fingerprint,
-                    fields,
-                });
-            }
-        }
-    }
+    let TreeScan { mut plan, files } = scan_tree(files_in, excluded, &index, progress);
     let found: Vec<Found<'_>> = files
         .iter()
         .enumerate()
@@ -260,7 +247,6 @@ async fn plan_tree<R: Registry>(
 
     // 2. Ask the registries: one tag listing per distinct repository.
     let used: BTreeSet<usize> = found.iter().map(|f| f.field.policy).collect();
-    plan.policies_used = used.len();
     if let Some(matched) = matched {
         for &i in &used {
             matched[i] = true;
@@ -410,6 +396,159 @@ async fn plan_tree<R: Registry>(
     Ok(plan)
 }
 
+/// What scanning a tree found before any registry is asked: the files with owned fields, and a
+/// plan holding what the scan alone can tell (skipped files, problems of fields and markers,
+/// findings, how many policies matched a reference).
+struct TreeScan {
+    plan: Plan,
+    files: Vec<ScannedFile>,
+}
+
+/// Reads and scans every file of `files_in` that a policy of `index` may touch, on every core.
+fn scan_tree(
+    files_in: &dyn Files,
+    excluded: &BTreeSet<PathBuf>,
+    index: &PolicyIndex<'_>,
+    progress: &dyn Progress,
+) -> TreeScan {
+    let mut plan = Plan::default();
+    let paths: Vec<&Path> = files_in
+        .manifests()
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| !excluded.contains(*p))
+        .collect();
+    let charts = manifest::HelmCharts::from_paths(&paths);
+    let matches = TargetMatches::new(index.policies());
+    progress.phase("scanning manifests", paths.len() as u64);
+    let scans = blocking(|| {
+        parallel_map(&paths, |rel| {
+            progress.advance();
+            scan_file(files_in, rel, index, &matches)
+        })
+    });
+    let mut files = Vec::new();
+    // Policies that found their image, owned or not: two policies contesting a field both did.
+    let mut seen = BTreeSet::new();
+    for (rel, scan) in paths.iter().zip(scans) {
+        // A chart's templates are Go templates, not manifests: never edited, even when a
+        // policy's targets cover them.
+        if !matches!(scan, Scan::NotTargeted)
+            && let Some(chart) = charts.template_of(rel)
+        {
+            plan.skipped.push(SkippedFile {
+                repository: None,
+                file: display_path(rel),
+                reason: format!(
+                    "a template of the Helm chart {}/; tagpilot edits values files, never templates",
+                    display_path(chart)
+                ),
+                kind: SkipKind::HelmTemplate,
+            });
+            continue;
+        }
+        match scan {
+            Scan::NotTargeted => {}
+            Scan::Skipped(skipped) => plan.skipped.push(*skipped),
+            Scan::Unreadable(problem) => plan.problems.push(*problem),
+            Scan::Scanned {
+                fingerprint,
+                fields,
+                problems,
+                named,
+            } => {
+                plan.problems.extend(problems);
+                seen.extend(named);
+                if fields.is_empty() {
+                    continue;
+                }
+                seen.extend(fields.iter().map(|f| f.policy));
+                files.push(ScannedFile {
+                    rel: rel.to_path_buf(),
+                    fingerprint,
+                    fields,
+                });
+            }
+        }
+    }
+    let used: BTreeSet<usize> = files
+        .iter()
+        .flat_map(|f| f.fields.iter().map(|o| o.policy))
+        .collect();
+    plan.policies_used = used.len();
+    plan.findings = findings(index, &matches, !paths.is_empty(), &seen);
+    TreeScan { plan, files }
+}
+
+/// The scope's findings: each policy whose targets here match no file (per target), and each
+/// whose matched files hold no reference to its image. Targets naming literal files are an
+/// Argo CD Application's: the Applications section reports those images itself.
+fn findings(
+    index: &PolicyIndex<'_>,
+    matches: &TargetMatches,
+    any_file: bool,
+    seen: &BTreeSet<usize>,
+) -> Vec<Finding> {
+    let repository = index.repository();
+    let place = match repository {
+        Some(name) => format!("repository {name}"),
+        None => "the local directory".to_string(),
+    };
+    let describe = |paths: &[String]| -> String {
+        if paths.is_empty() {
+            format!("every YAML file of {place}")
+        } else {
+            format!("paths {} in {place}", paths.join(", "))
+        }
+    };
+    let mut out = Vec::new();
+    for (i, policy) in index.policies().iter().enumerate() {
+        // (paths, whether they matched a file) of each of the policy's targets in this scope.
+        let targets: Vec<(&[String], bool)> = if policy.targets.is_empty() {
+            if repository.is_some() {
+                continue;
+            }
+            vec![(&[][..], any_file)]
+        } else {
+            policy
+                .targets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.repository.as_deref() == repository && !t.literal)
+                .map(|(j, t)| {
+                    let hit = if t.paths.is_empty() {
+                        any_file
+                    } else {
+                        matches.is_marked(i, j)
+                    };
+                    (t.paths.as_slice(), hit)
+                })
+                .collect()
+        };
+        let finding = |kind, searched: Vec<String>| Finding {
+            policy: Some(policy.name.clone()),
+            ..Finding::new(kind, policy.image.to_string(), searched.join("; "))
+        };
+        let missed: Vec<String> = targets
+            .iter()
+            .filter(|(_, hit)| !hit)
+            .map(|(paths, _)| describe(paths))
+            .collect();
+        if !missed.is_empty() {
+            out.push(finding(FindingKind::NoFiles, missed));
+        }
+        let hit: Vec<String> = targets
+            .iter()
+            .filter(|(_, hit)| *hit)
+            .map(|(paths, _)| describe(paths))
+            .collect();
+        if !hit.is_empty() && !seen.contains(&i) {
+            out.push(finding(FindingKind::ImageNotFound, hit));
+        }
+    }
+    out
+}
+
 pub(super) fn apply_sorted(
     path: &Path,
     src: &str,
@@ -421,8 +560,13 @@ pub(super) fn apply_sorted(
 }
 
 /// Reads and scans one file: which fields it holds, and which policy owns each.
-fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
-    if !index.any_applies(rel) {
+fn scan_file(
+    files: &dyn Files,
+    rel: &Path,
+    index: &PolicyIndex<'_>,
+    matches: &TargetMatches,
+) -> Scan {
+    if !index.applies_marking(rel, matches) {
         return Scan::NotTargeted;
     }
     let display = display_path(rel);
@@ -434,6 +578,7 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
                     repository: None,
                     file: display,
                     reason: "not UTF-8 text".into(),
+                    kind: SkipKind::NotText,
                 }));
             }
         },
@@ -446,19 +591,29 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
         }
     };
     let helm = index.helm_paths(rel);
-    let fields = match manifest::scan(rel, &src, &helm) {
-        Ok(fields) => fields,
+    let (fields, unresolved) = match manifest::scan_with_markers(rel, &src, &helm) {
+        Ok(scanned) => scanned,
         Err(e) => {
             debug!(file = %rel.display(), error = %e, "not a YAML document tagpilot can edit");
             return Scan::Skipped(Box::new(SkippedFile {
                 repository: None,
                 file: display,
                 reason: e.to_string(),
+                kind: SkipKind::InvalidYaml,
             }));
         }
     };
     let mut owned = Vec::new();
     let mut problems = Vec::new();
+    let mut named = Vec::new();
+    if index.reads_markers() {
+        problems.extend(unresolved.into_iter().map(|m| Problem {
+            file: Some(display.clone()),
+            line: Some(m.line),
+            message: format!("marker `{}` resolves to nothing: {}", m.marker, m.reason),
+            ..Problem::default()
+        }));
+    }
     let mut applicable = None;
     for (ordinal, field) in (0u32..).zip(fields) {
         match owner(&field, rel, index, &helm, &mut applicable) {
@@ -469,20 +624,29 @@ fn scan_file(files: &dyn Files, rel: &Path, index: &PolicyIndex<'_>) -> Scan {
                 facts: FieldFacts::of(&field),
             }),
             Ok(None) => {}
-            Err(e) => problems.push(Problem {
-                file: Some(display.clone()),
-                line: Some(field.line),
-                message: e.to_string(),
-                ..Problem::default()
-            }),
+            Err(e) => {
+                // The contesting policies did find their image, and say so in this problem.
+                if let OwnerError::Contested { policies, .. } = &e {
+                    named.extend(policies.iter().flat_map(|p| index.named(p)).copied());
+                }
+                problems.push(Problem {
+                    file: Some(display.clone()),
+                    line: Some(field.line),
+                    message: e.to_string(),
+                    ..Problem::default()
+                });
+            }
         }
     }
+    // In the file's order, whichever check found them.
+    problems.sort_by_key(|p| p.line);
     // Kept until every field is decided: no room to spare per file.
     owned.shrink_to_fit();
     Scan::Scanned {
         fingerprint: Fingerprint::of(&src),
         fields: owned,
         problems,
+        named,
     }
 }
 
@@ -605,21 +769,32 @@ fn owner(
         policy, namespace, ..
     } = &field.kind
     {
+        // A walk of Applications' policies alone: the policy files' walk resolves markers.
+        if !index.reads_markers() {
+            return Ok(None);
+        }
         // `named` only holds policies of that name; the namespace must agree where both give one.
         let in_namespace = |i: usize| match (namespace, &policies[i].namespace) {
             (Some(want), Some(have)) => want == have,
             _ => true,
         };
         let named = index.named(policy);
+        let written = match namespace {
+            Some(ns) => format!("{ns}:{policy}"),
+            None => policy.clone(),
+        };
         return match named
             .iter()
             .copied()
             .find(|&i| in_namespace(i) && index.applies(i, rel))
         {
             Some(i) => Ok(Some(i)),
-            None if named.iter().any(|&i| in_namespace(i)) => Ok(None),
+            None if named.iter().any(|&i| in_namespace(i)) => {
+                Err(OwnerError::MarkerOutsideTargets { policy: written })
+            }
             None => Err(OwnerError::UndefinedMarker {
-                policy: policy.clone(),
+                policy: written,
+                found: found_instead(policies, policy, named),
             }),
         };
     }
@@ -668,6 +843,59 @@ fn owner(
             image: policies[many[0]].image.to_string(),
         }),
     }
+}
+
+/// What a marker naming an undefined policy may have meant: the same name in other namespaces,
+/// else the names a typo away.
+fn found_instead(policies: &[ImagePolicy], name: &str, same_name: &[usize]) -> String {
+    let qualified = |p: &ImagePolicy| match &p.namespace {
+        Some(ns) => format!("{ns}:{}", p.name),
+        None => p.name.clone(),
+    };
+    if !same_name.is_empty() {
+        let found: Vec<String> = same_name.iter().map(|&i| qualified(&policies[i])).collect();
+        return format!("found {}", found.join(", "));
+    }
+    let mut near: Vec<(usize, String)> = policies
+        .iter()
+        .map(|p| (edit_distance(&p.name, name), qualified(p)))
+        .filter(|(d, _)| *d <= 2)
+        .collect();
+    near.sort();
+    near.dedup_by(|a, b| a.1 == b.1);
+    match near.as_slice() {
+        [] if policies.is_empty() => "no policy is defined".to_string(),
+        [] => format!(
+            "no policy of that name in any namespace ({} defined)",
+            policies.len()
+        ),
+        near => format!(
+            "found {}",
+            near.iter()
+                .take(3)
+                .map(|(_, n)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Levenshtein distance, by characters: close enough to catch a typo in a policy name.
+pub(super) fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Everything of a policy that decides its candidate list besides the image (the strategy,

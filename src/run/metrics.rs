@@ -21,7 +21,7 @@ use crate::argocd::cluster::PatchStatus;
 use crate::argocd::outcome::ImageStatus;
 use crate::argocd::report::{ApplicationReport, UpdaterName};
 use crate::engine::{Cycle, EngineError};
-use crate::plan::RepositoryStatus;
+use crate::plan::{FindingKind, RepositoryStatus, Severity, SkipKind};
 use crate::policy::PolicyError;
 use crate::registry::ResponseCount;
 
@@ -91,6 +91,41 @@ struct RegistryLabel {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    kind: &'static str,
+    severity: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SkipLabel {
+    reason: &'static str,
+}
+
+/// Every finding kind, so each series shows from the start at zero.
+const FINDING_KINDS: [FindingKind; 3] = [
+    FindingKind::NoFiles,
+    FindingKind::ImageNotFound,
+    FindingKind::ApplicationImageNotFound,
+];
+
+/// Every reason a file is skipped for.
+const SKIP_KINDS: [SkipKind; 3] = [
+    SkipKind::InvalidYaml,
+    SkipKind::NotText,
+    SkipKind::HelmTemplate,
+];
+
+fn finding_labels(kind: FindingKind) -> FindingLabels {
+    FindingLabels {
+        kind: kind.label(),
+        severity: match kind.severity() {
+            Severity::Problem => "problem",
+            Severity::Warning => "warning",
+        },
+    }
 }
 
 /// Image Updater's labels: the `ImageUpdater` resource's name and namespace. Applications
@@ -282,6 +317,10 @@ pub struct Metrics {
     registry_requests: Family<RegistryStatusLabels, Counter>,
     tag_listings: Family<RegistryLabel, Counter>,
     leader: Gauge,
+    /// What the last full cycle found configured but nothing to act on, by kind.
+    findings: Family<FindingLabels, Gauge>,
+    /// The files the last full cycle skipped, by reason.
+    skipped_files: Family<SkipLabel, Gauge>,
     metadata_hits: Counter,
     /// The registry client's metadata cache hits when last taken.
     metadata_hits_seen: std::sync::atomic::AtomicU64,
@@ -402,6 +441,28 @@ impl Metrics {
             "1 while this replica writes (it holds the Lease, or runs without --leader-elect), 0 while it follows",
             leader.clone(),
         );
+        let findings = Family::<FindingLabels, Gauge>::default();
+        for kind in FINDING_KINDS {
+            findings.get_or_create(&finding_labels(kind)).set(0);
+        }
+        registry.register(
+            "tagpilot_findings",
+            "What the last full cycle found configured but nothing to act on, by kind (no_files, image_not_found, application_image_not_found) and severity (problem, warning)",
+            findings.clone(),
+        );
+        let skipped_files = Family::<SkipLabel, Gauge>::default();
+        for kind in SKIP_KINDS {
+            skipped_files
+                .get_or_create(&SkipLabel {
+                    reason: kind.label(),
+                })
+                .set(0);
+        }
+        registry.register(
+            "tagpilot_skipped_files",
+            "Files the last full cycle left alone, by reason (invalid_yaml, not_text, helm_template)",
+            skipped_files.clone(),
+        );
         let metadata_hits = Counter::default();
         registry.register(
             "tagpilot_metadata_cache_hits",
@@ -412,6 +473,8 @@ impl Metrics {
         Metrics {
             image_updater,
             leader,
+            findings,
+            skipped_files,
             registry: Mutex::new(registry),
             metadata_hits,
             metadata_hits_seen: Default::default(),
@@ -452,6 +515,11 @@ impl Metrics {
             // A cancelled cycle did not read everything it watches; what it wrote counts.
             series.record(cycle, !cycle.cancelled);
         }
+        if let Ok(cycle) = result
+            && !cycle.cancelled
+        {
+            self.record_findings(cycle);
+        }
         for e in broken_policies {
             // `syntax` or `invalid` alone would not say what was invalid.
             self.errors
@@ -461,6 +529,30 @@ impl Metrics {
                 .inc();
         }
         self.record_outcome(result);
+    }
+
+    /// Sets the gauges of a full cycle's findings and skipped files: what it found, not a sum
+    /// over cycles, so a fixed policy or file drops out at the next cycle.
+    fn record_findings(&self, cycle: &Cycle) {
+        for kind in FINDING_KINDS {
+            let n = cycle
+                .plan
+                .findings
+                .iter()
+                .filter(|f| f.kind == kind)
+                .count();
+            self.findings
+                .get_or_create(&finding_labels(kind))
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        for kind in SKIP_KINDS {
+            let n = cycle.plan.skipped.iter().filter(|s| s.kind == kind).count();
+            self.skipped_files
+                .get_or_create(&SkipLabel {
+                    reason: kind.label(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Counts one re-check after notifications: its result, its updates and its errors. It is
@@ -960,6 +1052,77 @@ argocd_image_updater_images_errors_total{{{SHOP}}} 3"
         );
         assert!(
             text.contains("tagpilot_errors_total{kind=\"no_cache_dir\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn findings_and_skipped_files_are_the_last_full_cycle_s() {
+        use crate::plan::{Finding, SkippedFile};
+        let metrics = Metrics::new();
+        let text = metrics.render();
+        assert!(
+            text.contains("tagpilot_findings{kind=\"no_files\",severity=\"problem\"} 0"),
+            "every kind shows from the start:\n{text}"
+        );
+        let skipped = |kind| SkippedFile {
+            repository: Some("manifests".into()),
+            file: "a.yaml".into(),
+            reason: "why".into(),
+            kind,
+        };
+        let found = Cycle {
+            plan: Plan {
+                findings: vec![
+                    Finding::new(FindingKind::NoFiles, "x".into(), "paths aps/**".into()),
+                    Finding::new(
+                        FindingKind::ImageNotFound,
+                        "y".into(),
+                        "paths apps/**".into(),
+                    ),
+                    Finding::new(
+                        FindingKind::ImageNotFound,
+                        "z".into(),
+                        "paths apps/**".into(),
+                    ),
+                ],
+                skipped: vec![
+                    skipped(SkipKind::InvalidYaml),
+                    skipped(SkipKind::NotText),
+                    skipped(SkipKind::InvalidYaml),
+                ],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        metrics.record_cycle(&Ok(found), &[], Duration::ZERO);
+        let text = metrics.render();
+        for want in [
+            "tagpilot_findings{kind=\"no_files\",severity=\"problem\"} 1",
+            "tagpilot_findings{kind=\"image_not_found\",severity=\"warning\"} 2",
+            "tagpilot_findings{kind=\"application_image_not_found\",severity=\"warning\"} 0",
+            "tagpilot_skipped_files{reason=\"invalid_yaml\"} 2",
+            "tagpilot_skipped_files{reason=\"not_text\"} 1",
+            "tagpilot_skipped_files{reason=\"helm_template\"} 0",
+        ] {
+            assert!(text.contains(want), "{want}:\n{text}");
+        }
+        // A re-check reads only part of the configuration: the gauges stay the cycle's.
+        metrics.record_recheck(&Ok(Cycle::default()));
+        assert!(
+            metrics
+                .render()
+                .contains("tagpilot_skipped_files{reason=\"invalid_yaml\"} 2")
+        );
+        // Fixed by the next cycle: gone from the gauges, not summed.
+        metrics.record_cycle(&Ok(Cycle::default()), &[], Duration::ZERO);
+        let text = metrics.render();
+        assert!(
+            text.contains("tagpilot_findings{kind=\"no_files\",severity=\"problem\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("tagpilot_skipped_files{reason=\"invalid_yaml\"} 0"),
             "{text}"
         );
     }

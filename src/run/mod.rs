@@ -477,8 +477,33 @@ fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Durat
                     repository = p.repository.as_deref(),
                     policy = p.policy.as_deref(),
                     image = p.image.as_deref(),
+                    file = p.file.as_deref(),
+                    line = p.line,
                     "{}",
                     p.message
+                );
+            }
+            for f in &plan.findings {
+                tracing::warn!(
+                    finding = f.kind.label(),
+                    severity = ?f.severity,
+                    repository = f.repository.as_deref(),
+                    application = f.application.as_deref(),
+                    policy = f.policy.as_deref(),
+                    image = %f.image,
+                    searched = %f.searched,
+                    "{}",
+                    f.message
+                );
+            }
+            // As `tagpilot plan` lists them: each skipped file, with the reason.
+            for s in &plan.skipped {
+                tracing::info!(
+                    repository = s.repository.as_deref(),
+                    file = %s.file,
+                    reason = s.kind.label(),
+                    "file skipped: {}",
+                    s.reason
                 );
             }
             for r in &plan.repositories {
@@ -491,6 +516,8 @@ fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Durat
                 changes = plan.changes.len(),
                 holds = plan.holds.len(),
                 problems = plan.problems.len(),
+                findings = plan.findings.len(),
+                skipped = plan.skipped.len(),
                 up_to_date = plan.up_to_date,
                 %took,
                 "cycle done"

@@ -605,4 +605,25 @@ async fn a_repository_s_apps_are_planned_in_one_walk_with_each_image_reported() 
         ]
     );
     assert_eq!(planned.plan.changes.len(), 2, "{:?}", planned.plan.changes);
+    // The image not found is a named finding, a warning, saying what was searched; the
+    // Applications' in-place walk adds no policy finding of its own.
+    let findings = &planned.plan.findings;
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    let f = &findings[0];
+    assert_eq!(
+        f.kind,
+        tagpilot::plan::FindingKind::ApplicationImageNotFound
+    );
+    assert_eq!(f.severity, tagpilot::plan::Severity::Warning);
+    assert_eq!(f.application.as_deref(), Some("lost"));
+    assert_eq!(f.image, "registry.example/shop/cron");
+    assert!(
+        f.searched.starts_with("source 1 (directory) at ")
+            && f.searched.contains(
+                ":apps/lost (no reference to registry.example/shop/cron in apps/lost/readme.yaml)"
+            ),
+        "{}",
+        f.searched
+    );
+    assert!(!planned.plan.has_problems(), "{:?}", planned.plan.problems);
 }

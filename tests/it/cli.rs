@@ -304,6 +304,58 @@ async fn exit_code_flag_gives_2_with_pending_changes_and_0_when_up_to_date() {
 }
 
 #[tokio::test]
+async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_nothing_is_1() {
+    let (reg, tree) = api_setup().await;
+    // `web` is in none of the files its targets match: a warning, which changes no exit code.
+    tree.write(
+        "policies/web.yaml",
+        &policy(
+            "web",
+            &reg.image("shop/web"),
+            &format!("{}  targets: [{{paths: [\"apps/**\"]}}]\n", semver("1.x")),
+        ),
+    );
+    let run = tree.run(&["plan", "--exit-code"]).await;
+    run.expect_code(2);
+    assert!(
+        run.stdout.contains(&format!(
+            "Warnings:\n  policy web, image {}: no file its targets match holds the image; searched paths apps/** in the local directory\n",
+            reg.image("shop/web")
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("0 problems, 1 warning"),
+        "{}",
+        run.stdout
+    );
+
+    // `aps/**` for `apps/**`: a problem, so 1, whatever is pending.
+    tree.write(
+        "policies/worker.yaml",
+        &policy(
+            "worker",
+            &reg.image("shop/worker"),
+            &format!("{}  targets: [{{paths: [\"aps/**\"]}}]\n", semver("1.x")),
+        ),
+    );
+    let run = tree.run(&["plan", "--exit-code", "--format", "json"]).await;
+    run.expect_code(1);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    let no_files = findings
+        .iter()
+        .find(|f| f["kind"] == "no_files")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(no_files["severity"], "problem");
+    assert_eq!(no_files["policy"], "worker");
+    assert_eq!(no_files["searched"], "paths aps/** in the local directory");
+    assert_eq!(report["summary"]["problems"], 1, "{report:#}");
+    assert_eq!(report["summary"]["warnings"], 1, "{report:#}");
+}
+
+#[tokio::test]
 async fn config_flag_plans_the_config_directory_from_anywhere() {
     let (_reg, tree) = api_setup().await;
     let elsewhere = tempfile::tempdir().unwrap();
@@ -1046,10 +1098,12 @@ async fn check_validates_every_example_policy() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
         .count();
+    // Each example finds its reference in the fixture's manifests: no finding, no warning. The
+    // repository policies/kustomize.yaml names is never fetched: said, not an error.
     assert!(
-        run.stdout
-            .trim_end()
-            .ends_with(&format!("in {examples} files: OK")),
+        run.stdout.trim_end().ends_with(&format!(
+            "in {examples} files: OK\nnot read: repository manifests: not in the clone cache yet (tagpilot plan fetches it)"
+        )),
         "{}",
         run.stdout
     );
@@ -1073,6 +1127,190 @@ async fn check_names_file_line_column_of_a_broken_policy() {
             .contains("policies/api.yaml:8:5: policy \"api\": spec.strategy sets semver and regex"),
         "{}",
         run.all()
+    );
+}
+
+#[tokio::test]
+async fn check_names_targets_that_match_no_file_and_markers_that_resolve_to_nothing() {
+    let tree = Tree::new("  []\n");
+    tree.write(
+        "policies/api.yaml",
+        &policy(
+            "api",
+            "127.0.0.1:5000/shop/api",
+            &format!("{}  targets: [{{paths: [\"aps/**\"]}}]\n", semver("1.x")),
+        ),
+    )
+    .write(
+        "policies/web.yaml",
+        &policy("web", "127.0.0.1:5000/shop/web", &semver("1.x"))
+            .replace("  name: web\n", "  name: web\n  namespace: apps\n"),
+    )
+    .write(
+        "apps/api/deployment.yaml",
+        &deployment("api", &["127.0.0.1:5000/shop/api:1.2.3"]),
+    )
+    .write(
+        "apps/web/values.yaml",
+        "image:\n  tag: 1.0.0 # {\"$imagepolicy\": \"flux-system:web:tag\"}\n",
+    );
+    // Offline: no registry is configured or reached.
+    let run = tree.run(&["check"]).await;
+    run.expect_code(1);
+    assert!(
+        run.stdout.contains("2 policies in 2 files: OK\n"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "policy api, image 127.0.0.1:5000/shop/api: its targets match no file; searched paths aps/** in the local directory"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "apps/web/values.yaml:2: marker names policy \"flux-system:web\", which is not defined; found apps:web"
+        ),
+        "{}",
+        run.stdout
+    );
+
+    // Fixed, what is left is a warning: exit 0, still said.
+    tree.write(
+        "policies/api.yaml",
+        &policy(
+            "api",
+            "127.0.0.1:5000/shop/api",
+            &format!(
+                "{}  targets: [{{paths: [\"apps/web/**\"]}}]\n",
+                semver("1.x")
+            ),
+        ),
+    )
+    .write(
+        "apps/web/values.yaml",
+        "image:\n  tag: 1.0.0 # {\"$imagepolicy\": \"apps:web:tag\"}\n",
+    );
+    let run = tree.run(&["check"]).await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory\n"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn check_resolves_the_applications_and_image_updaters_it_reads_from_git() {
+    let tree = Tree::new("  []\n");
+    tree.write(
+        "tagpilot.yaml",
+        "policies: []\nrepositories:\n  - name: manifests\n    url: file:///srv/git/manifests.git\n    branch: main\n  - name: apps\n    url: file:///srv/git/apps.git\n    branch: main\napplications:\n  fromGit:\n    - paths: [\"argocd/*.yaml\"]\n    - repository: apps\n      paths: [\"*.yaml\"]\n",
+    )
+    .write(
+        "argocd/shop.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  namespace: argocd\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: api=registry.example/shop/api:1.x\n    argocd-image-updater.argoproj.io/write-back-method: git\n    argocd-image-updater.argoproj.io/write-back-target: kustomization\nspec:\n  source: {repoURL: 'file:///srv/git/manifests.git', path: apps/shop, targetRevision: main}\n",
+    )
+    .write(
+        "argocd/jobs.yaml",
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: jobs\n  namespace: argocd\nspec:\n  source: {repoURL: 'file:///srv/git/manifests.git', path: apps/jobs, targetRevision: main}\n---\napiVersion: argocd-image-updater.argoproj.io/v1alpha1\nkind: ImageUpdater\nmetadata:\n  name: jobs\n  namespace: argocd\nspec:\n  writeBackConfig:\n    method: git\n  applicationRefs:\n    - namePattern: jobs\n      images:\n        - alias: worker\n          imageName: registry.example/shop/worker\n          commonUpdateSettings:\n            updateStrategy: newest-build\n    - namePattern: shop\n      useAnnotations: true\n",
+    );
+    let cache = tree.path().join("cache");
+    let run = tree
+        .run(&["check", "--cache-dir", cache.to_str().unwrap()])
+        .await;
+    run.expect_code(0);
+    let section = run
+        .stdout
+        .split_once("\nApplications (applications.fromGit): ")
+        .map(|(_, s)| s)
+        .unwrap_or_else(|| panic!("{}", run.all()));
+    assert!(
+        section.starts_with("2 Applications, 1 ImageUpdater resource\n"),
+        "{section}"
+    );
+    for want in [
+        "  argocd/jobs (argocd/jobs.yaml:1): write-back git\n    configured by ImageUpdater argocd/jobs (applicationRefs[0], namePattern \"jobs\")\n    image worker: registry.example/shop/worker (newestBuild)\n    source 1: repository manifests (main), writes apps/jobs/.argocd-source-jobs.yaml\n",
+        "  argocd/shop (argocd/shop.yaml:1): write-back git\n    configured by ImageUpdater argocd/jobs (applicationRefs[1], namePattern \"shop\")\n    image api: registry.example/shop/api (semver)\n    source 1: repository manifests (main), writes the kustomization in apps/shop\n",
+        // Offline: a repository not fetched yet is said so, not fetched.
+        "  not read: repository apps: not in the clone cache yet (tagpilot plan fetches it)\n",
+    ] {
+        assert!(section.contains(want), "{want}\nnot in:\n{section}");
+    }
+}
+
+#[tokio::test]
+async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetching() {
+    let repo = crate::support::git::BareRepo::new();
+    let image = format!("127.0.0.1:{}/shop/billing", closed_port());
+    repo.push_change(
+        "main",
+        "billing.yaml",
+        &format!("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: billing\n  namespace: argocd\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: billing={image}\n    argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  source: {{repoURL: '{url}', path: apps/billing, targetRevision: main}}\n", url = repo.file_url()),
+        "an Application",
+    );
+    let tree = Tree::new("  []\n");
+    tree.write(
+        "tagpilot.yaml",
+        &format!(
+            "policies: policies/\nrepositories:\n  - name: apps\n    url: {}\n    branch: main\napplications:\n  fromGit:\n    - repository: apps\n      paths: [\"*.yaml\"]\n",
+            repo.file_url()
+        ),
+    )
+    // `aps/**` for `apps/**` in that repository: known once it is in the clone cache.
+    .write(
+        "policies/typo.yaml",
+        &policy(
+            "typo",
+            &image,
+            &format!(
+                "{}  targets: [{{repository: apps, paths: [\"aps/**\"]}}]\n",
+                semver("1.x")
+            ),
+        ),
+    );
+    let cache = tree.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let run = tree.run(&["check", "--cache-dir", cache]).await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("0 Applications, 0 ImageUpdater resources\n  not read: repository apps: not in the clone cache yet"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(
+            "\nnot read: repository apps: not in the clone cache yet (tagpilot plan fetches it)\n"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        tree.snapshot().keys().all(|p| !p.starts_with("cache")),
+        "check fetched"
+    );
+
+    // `plan` fetches it (its registry is unreachable; that is its own problem).
+    tree.run(&["plan", "--cache-dir", cache]).await;
+    let run = tree.run(&["check", "--cache-dir", cache]).await;
+    run.expect_code(1);
+    assert!(
+        run.stdout.contains(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps\n")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!("1 Application, 0 ImageUpdater resources\n  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n")),
+        "{}",
+        run.stdout
+    );
+    // Its source holds no field for its image: a warning, with what was searched.
+    assert!(
+        run.stdout.contains(&format!("  Warnings:\n    repository apps, application argocd/billing, image {image}: its sources hold no field for the image; searched source 1 (directory) at apps:apps/billing as last fetched\n")),
+        "{}",
+        run.stdout
     );
 }
 

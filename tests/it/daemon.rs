@@ -880,3 +880,60 @@ async fn policies_are_read_again_each_cycle_and_a_broken_one_stops_only_itself()
     let (status, log) = daemon.terminate();
     assert_eq!(status.code(), Some(0), "{log}");
 }
+
+#[tokio::test]
+async fn findings_and_skipped_files_are_logged_and_in_the_metrics() {
+    let s = setup().await;
+    // `aps/**` for `apps/**`: its targets match no file of the repository.
+    std::fs::write(
+        s.dir.path().join("policies/typo.yaml"),
+        format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: typo\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"aps/**\"]\n",
+            s.registry.image("shop/worker")
+        ),
+    )
+    .unwrap();
+    s.repo
+        .push_change("main", "apps/broken.yaml", "items: [unclosed\n", "broken");
+    let mut daemon = Daemon::start(s.dir.path());
+    daemon.wait_for("/readyz", 200).await;
+    // The rest still runs.
+    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(4)).await;
+
+    let metrics = daemon.text("/metrics").await;
+    for (name, want) in [
+        (
+            "tagpilot_findings{kind=\"no_files\",severity=\"problem\"}",
+            1,
+        ),
+        (
+            "tagpilot_findings{kind=\"image_not_found\",severity=\"warning\"}",
+            0,
+        ),
+        ("tagpilot_skipped_files{reason=\"invalid_yaml\"}", 1),
+        ("tagpilot_skipped_files{reason=\"helm_template\"}", 0),
+    ] {
+        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+        assert_eq!(metric(&metrics, name), want, "{name}:\n{metrics}");
+    }
+    let (status, log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+    let finding = log
+        .lines()
+        .find(|l| l.contains("finding=\"no_files\""))
+        .unwrap_or_else(|| panic!("no finding logged:\n{log}"));
+    for want in ["policy=\"typo\"", "paths aps/** in repository manifests"] {
+        assert!(finding.contains(want), "{want} missing: {finding}");
+    }
+    let skipped = log
+        .lines()
+        .find(|l| l.contains("file skipped"))
+        .unwrap_or_else(|| panic!("no skipped file logged:\n{log}"));
+    for want in [
+        "apps/broken.yaml",
+        "reason=\"invalid_yaml\"",
+        "not valid YAML",
+    ] {
+        assert!(skipped.contains(want), "{want} missing: {skipped}");
+    }
+}
