@@ -390,6 +390,8 @@ async fn an_untagged_reference_is_an_implicit_latest() {
             ("untagged.yaml", "(none)", "1.3.0")
         ]
     );
+}
+
 // === findings: what is configured but finds nothing to act on ===
 
 fn targeted(name: &str, image: &str, paths: &str) -> String {
