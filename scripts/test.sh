@@ -50,10 +50,9 @@ source scripts/lib/deploy-tools.sh
 export TAGPILOT_TOOLS="${TAGPILOT_TOOLS:-$HOME/.cache/tagpilot-tools}"
 ensure_deploy_tools "$TAGPILOT_TOOLS"
 
-# rustup installs cargo under ~/.cargo/bin, which a non-login shell may not have on PATH.
-if ! command -v cargo >/dev/null && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
-    PATH="$HOME/.cargo/bin:$PATH"
-fi
+# shellcheck source=scripts/lib/cargo.sh
+source scripts/lib/cargo.sh
+cargo_on_path
 
 if [[ -z "${TAGPILOT_NO_LINT:-}" ]]; then
     # rustup (the supported toolchain) ships rustfmt and clippy as components; add them when the

@@ -333,12 +333,45 @@ async fn write_target<R: Registry>(
             )
             .await;
             let plan = report.plan.take();
+            // One push carries every group: all were written, or none.
+            let pushed = matches!(
+                &report.result,
+                Ok(o) if matches!(o.status, git::WriteStatus::Pushed { .. } | git::WriteStatus::UpToDate)
+            );
+            if let (Some(state), Some(plan)) = (planner.state, &plan)
+                && pushed
+                && !options.dry_run
+            {
+                steady::record_written(state, &repository.name, &plan.proposals, |_| true);
+            }
             (outcome::pushed(report), plan)
         }
         WriteMode::PullRequest => {
             let mut report =
                 crate::forge::sync_repository(cache, repository, planner, options.dry_run).await;
             let plan = report.plan.take();
+            if let (Some(state), Some(plan), Ok(synced)) = (planner.state, &plan, &report.result)
+                && !options.dry_run
+            {
+                // A change is written when a pull request that carries it was opened, taken
+                // over, updated or already up to date; a failed, blocked or declined one
+                // proposed nothing.
+                let written = |c: &crate::state::ProposedChange| {
+                    synced.pull_requests.iter().any(|p| {
+                        matches!(
+                            p.action,
+                            crate::forge::Action::Opened
+                                | crate::forge::Action::TakenOver
+                                | crate::forge::Action::Updated { .. }
+                                | crate::forge::Action::UpToDate
+                        ) && p.changes.iter().any(|pc| {
+                            pc.policy == c.policy
+                                && pc.file.to_string_lossy().replace('\\', "/") == c.file
+                        })
+                    })
+                };
+                steady::record_written(state, &repository.name, &plan.proposals, written);
+            }
             (outcome::pull_requests(report), plan)
         }
     }

@@ -15,6 +15,10 @@
 //! withdrawn stops holding the group after that. Strategies whose order cannot be read from tag
 //! names (newestBuild, digest) are never held here. A held group marks the plan incomplete, so
 //! its open pull request is kept, not closed as unneeded.
+//!
+//! A proposal is remembered only once it was written ([`record_written`]: pushed, or its pull
+//! request opened or updated): a push the remote refused proposed nothing, and the next cycle
+//! proposes again from scratch rather than holding against a tag nobody saw.
 
 use crate::git::ChangeGroup;
 use crate::plan::{Hold, Plan};
@@ -25,8 +29,8 @@ use crate::state::{Proposal, ProposedChange, State};
 /// How long a proposal holds back a lower one.
 pub const STEADY_FOR: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 
-/// Holds the groups of `repository` that would move backwards from their last proposal, and
-/// records the others as the last proposal. Returns whether any group was held.
+/// Holds the groups of `repository` that would move backwards from their last proposal.
+/// Returns whether any group was held. Records nothing: see [`record_written`].
 pub fn hold_backwards<'p>(
     state: &State,
     repository: &str,
@@ -45,7 +49,6 @@ pub fn hold_backwards<'p>(
             .map(|last| backwards(group, last, &policy))
             .unwrap_or_default();
         if backwards.is_empty() {
-            state.record_proposal(repository, &group.key, &proposal(group, now));
             return true;
         }
         held_any = true;
@@ -105,6 +108,29 @@ fn backwards<'g, 'p>(
 /// `1.3.0` of `1.3.0@sha256:…`.
 fn tag_of(version: &str) -> &str {
     version.split('@').next().unwrap_or(version)
+}
+
+/// What `groups` propose, by group, to be recorded once written.
+pub fn proposals(groups: &[ChangeGroup], now: jiff::Timestamp) -> Vec<(String, Proposal)> {
+    groups
+        .iter()
+        .map(|g| (g.key.clone(), proposal(g, now)))
+        .collect()
+}
+
+/// Records as the last proposal of its group each of `proposals` that `written` says reached
+/// the remote (every change of it, by policy and file).
+pub fn record_written(
+    state: &State,
+    repository: &str,
+    proposals: &[(String, Proposal)],
+    written: impl Fn(&ProposedChange) -> bool,
+) {
+    for (group, proposal) in proposals {
+        if !proposal.changes.is_empty() && proposal.changes.iter().all(&written) {
+            state.record_proposal(repository, group, proposal);
+        }
+    }
 }
 
 fn proposal(group: &ChangeGroup, now: jiff::Timestamp) -> Proposal {
@@ -170,7 +196,7 @@ mod tests {
         let lookup = |_: &str| Some(&policy);
         let t0: jiff::Timestamp = "2024-05-01T10:00:00Z".parse().unwrap();
 
-        // Cycle 1 proposes 1.3.0: recorded.
+        // Cycle 1 proposes 1.3.0, and its write fails: nothing is recorded.
         let mut groups = vec![group("1.3.0")];
         let mut plan = plan_with("1.3.0");
         assert!(!hold_backwards(
@@ -182,6 +208,11 @@ mod tests {
             t0
         ));
         assert_eq!(groups.len(), 1);
+        record_written(&state, "manifests", &proposals(&groups, t0), |_| false);
+        assert_eq!(state.last_proposal("manifests", "api"), None);
+        // Written this time: recorded.
+        record_written(&state, "manifests", &proposals(&groups, t0), |_| true);
+        assert!(state.last_proposal("manifests", "api").is_some());
 
         // Cycle 2: a lagging replica lists up to 1.2.9 only: the group is held, said why.
         let mut groups = vec![group("1.2.9")];
@@ -214,6 +245,7 @@ mod tests {
             lookup,
             t1
         ));
+        record_written(&state, "manifests", &proposals(&groups, t1), |_| true);
 
         // After the window, the registry's word stands (the tag was really withdrawn).
         let mut groups = vec![group("1.2.9")];

@@ -15,7 +15,9 @@ use crate::config::repository::Grouping;
 /// Template variables: `changes` (list of `{policy, image, file, line, from, to, source,
 /// revision_from, revision_to, compare_url}`, the last four empty unless the images say where
 /// they were built from), `group` (the group key: repository or policy name), `repository`,
-/// `policies` (distinct policy names).
+/// `policies` (distinct policy names). `changes` lists each change once: references in one file
+/// that move one image from one tag to the same tag (a Deployment's container and init
+/// container, say) are one change, at the first one's line.
 pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | length }} image(s)
 {% for c in changes %}
 - {{ c.image }}: {{ c.from }} -> {{ c.to }} ({{ c.file }})
@@ -151,8 +153,9 @@ pub fn render_message(
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template("commitMessage", template.unwrap_or(DEFAULT_COMMIT_MESSAGE))
         .map_err(TemplateError::Invalid)?;
+    let changes = distinct(&group.changes);
     let context = MessageContext {
-        changes: &group.changes,
+        changes: &changes,
         group: &group.key,
         repository,
         policies: policies.clone(),
@@ -171,6 +174,17 @@ pub fn render_message(
         message.push_str(&format!("{POLICY_TRAILER}: {policy}\n"));
     }
     Ok(message)
+}
+
+/// Each change once, in the planner's order: a reader counts image moves, not the lines that
+/// name an image.
+fn distinct(changes: &[Change]) -> Vec<Change> {
+    let mut seen = std::collections::HashSet::new();
+    changes
+        .iter()
+        .filter(|c| seen.insert((&c.policy, &c.image, &c.file, &c.from, &c.to)))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
@@ -219,6 +233,39 @@ mod tests {
              - registry.example/web: 2 -> 3 (b.yaml)\n\n\
              Tagpilot-Policy: api\nTagpilot-Policy: web\n"
         );
+    }
+
+    #[test]
+    fn several_references_to_one_image_move_in_one_file_are_listed_once() {
+        let at = |line| Change {
+            line,
+            ..change("api", "apps/a.yaml", "1.0.0", "1.1.0")
+        };
+        let g = group(
+            "api",
+            &[("apps/a.yaml", "x")],
+            vec![
+                at(7),
+                at(20),
+                // The same move in another file is another change.
+                change("api", "apps/b.yaml", "1.0.0", "1.1.0"),
+            ],
+        );
+        let message = render_message(None, "manifests", &g).unwrap();
+        assert_eq!(
+            message,
+            "chore(images): update 2 image(s)\n\n\
+             - registry.example/api: 1.0.0 -> 1.1.0 (apps/a.yaml)\n\
+             - registry.example/api: 1.0.0 -> 1.1.0 (apps/b.yaml)\n\n\
+             Tagpilot-Policy: api\n"
+        );
+        let lines = render_message(
+            Some("{% for c in changes %}{{ c.line }} {% endfor %}"),
+            "m",
+            &g,
+        )
+        .unwrap();
+        assert_eq!(lines, "7 7\n\nTagpilot-Policy: api\n");
     }
 
     #[test]

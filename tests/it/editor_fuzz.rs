@@ -17,8 +17,6 @@ use tagpilot::manifest::scan;
 /// Cases per run when `PROPTEST_CASES` does not say: a few seconds in a debug build.
 const CASES: u32 = 512;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
-
 const NAMES: [&str; 3] = ["ghcr.io/acme/api", "127.0.0.1:5000/shop/api", "nginx"];
 /// Tags that read as numbers, booleans or dates in plain YAML, to exercise quoting everywhere.
 const TAGS: [&str; 8] = [
@@ -71,13 +69,8 @@ struct CorpusFile {
 /// Every YAML file of the corpus. A missing corpus fails the test: a property test with no input
 /// would pass while checking nothing.
 static FILES: LazyLock<Vec<CorpusFile>> = LazyLock::new(|| {
-    let root = Path::new(CORPUS);
-    assert!(
-        root.is_dir(),
-        "{} is missing: the editor's property test is seeded with its real-world manifests \
-         (check out `shared/` beside the repository)",
-        root.display()
-    );
+    let root = crate::support::corpus::root();
+    let root = root.as_path();
     let mut files = Vec::new();
     for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
         let entry = entry.unwrap();

@@ -9,6 +9,7 @@ mod daemon;
 mod daemon_state;
 mod deploy;
 mod editor_fuzz;
+mod front_door;
 mod engine;
 mod forge;
 mod git;
