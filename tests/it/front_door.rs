@@ -61,7 +61,7 @@ fn rust_version_is_what_the_locked_dependencies_and_the_code_need() {
         .unwrap()
         .iter()
         .filter(|p| p["name"] != "tagpilot")
-        .filter_map(|p| Some((version(p["rust_version"].as_str()?), p["name"].clone())))
+        .filter_map(|p| Some((version(p["rust_version"].as_str()?), p["name"].to_string())))
         .max()
         .unwrap();
     assert!(
@@ -131,10 +131,10 @@ fn packages_install_with_service_starts_forbidden_and_the_policy_is_restored() {
     let apt = read("scripts/lib/apt.sh");
     let installs: Vec<&str> = apt
         .lines()
-        .filter(|l| l.contains("apt-get install"))
+        .filter(|l| l.contains("apt-get install") && !l.trim_start().starts_with('#'))
         .collect();
     assert_eq!(installs.len(), 1, "{installs:?}");
-    let install_at = apt.find("apt-get install").unwrap();
+    let install_at = apt.find(installs[0]).unwrap();
     assert!(
         apt[..install_at].trim_end().ends_with(
             "without_service_starts \"${as_root[@]}\" env DEBIAN_FRONTEND=noninteractive \\"

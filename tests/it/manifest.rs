@@ -2,7 +2,7 @@
 //! (`/work/shared/corpus`), plus property tests over generated documents.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tagpilot::manifest::{self, FieldKind, ImageField, ManifestError, Update, apply_edits, scan};
 
