@@ -214,9 +214,13 @@ pub(crate) fn push(
 /// receive-pack (`failed to update ref`, `cannot lock ref`) and libgit2's local transport
 /// (`failed to lock file … for writing`). Another push held the ref at that moment.
 fn lost_a_race(status: &str) -> bool {
-    ["failed to update ref", "cannot lock ref", "failed to lock file"]
-        .iter()
-        .any(|s| status.contains(s))
+    [
+        "failed to update ref",
+        "cannot lock ref",
+        "failed to lock file",
+    ]
+    .iter()
+    .any(|s| status.contains(s))
 }
 
 /// The lines the remote printed during a push, without its progress meters.

@@ -811,11 +811,7 @@ async fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook
         ),
     )
     .unwrap();
-    let mut daemon = Daemon::start_with(
-        s.dir.path(),
-        "1h",
-        &[(HTTP_PASSWORD_ENV, HTTP_PASSWORD)],
-    );
+    let mut daemon = Daemon::start_with(s.dir.path(), "1h", &[(HTTP_PASSWORD_ENV, HTTP_PASSWORD)]);
     daemon.wait_for("/livez", 200).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     while !started.exists() {
@@ -824,7 +820,11 @@ async fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook
             "the push never reached the hook:\n{}",
             daemon.log()
         );
-        assert!(daemon.child.try_wait().unwrap().is_none(), "{}", daemon.log());
+        assert!(
+            daemon.child.try_wait().unwrap().is_none(),
+            "{}",
+            daemon.log()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 

@@ -78,7 +78,10 @@ fn rust_version_is_what_the_locked_dependencies_and_the_code_need() {
         readme.contains(&format!("Rust {major}.{minor} or newer")),
         "README.md does not name Rust {major}.{minor}"
     );
-    for how in ["cargo install --locked --path .", "docker build -f Dockerfile"] {
+    for how in [
+        "cargo install --locked --path .",
+        "docker build -f Dockerfile",
+    ] {
         assert!(readme.contains(how), "README.md does not say `{how}`");
     }
 }
@@ -88,7 +91,9 @@ fn bash_with(lib: &str, script: &str, env: &[(&str, &Path)]) -> String {
     let out = Command::new("bash")
         .current_dir(checkout())
         .arg("-c")
-        .arg(format!("set -euo pipefail\nsource scripts/lib/{lib}\n{script}"))
+        .arg(format!(
+            "set -euo pipefail\nsource scripts/lib/{lib}\n{script}"
+        ))
         .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
         .output()
         .unwrap();
@@ -116,7 +121,10 @@ fn packages_install_with_service_starts_forbidden_and_the_policy_is_restored() {
 
     std::fs::write(&policy, "#!/bin/sh\nexit 0\n").unwrap();
     assert_eq!(bash_with("apt.sh", ask, &env), "policy says 101\n");
-    assert_eq!(std::fs::read_to_string(&policy).unwrap(), "#!/bin/sh\nexit 0\n");
+    assert_eq!(
+        std::fs::read_to_string(&policy).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
 
     // A failing install still puts the policy back, and fails.
     let failed = bash_with(
@@ -125,7 +133,10 @@ fn packages_install_with_service_starts_forbidden_and_the_policy_is_restored() {
         &env,
     );
     assert_eq!(failed, "failed 1\n");
-    assert_eq!(std::fs::read_to_string(&policy).unwrap(), "#!/bin/sh\nexit 0\n");
+    assert_eq!(
+        std::fs::read_to_string(&policy).unwrap(),
+        "#!/bin/sh\nexit 0\n"
+    );
 
     // And the one place that runs apt-get install does it that way.
     let apt = read("scripts/lib/apt.sh");

@@ -37,7 +37,10 @@ fn a_missing_corpus_is_one_message_naming_where_it_was_looked_for() {
     std::fs::create_dir(&checkout).unwrap();
     let message = find(&checkout).unwrap_err();
     assert!(message.contains("shared/corpus"), "{message}");
-    assert!(message.contains(&checkout.display().to_string()), "{message}");
+    assert!(
+        message.contains(&checkout.display().to_string()),
+        "{message}"
+    );
 
     // Found from a worktree one level deeper as from the checkout itself.
     std::fs::create_dir_all(nowhere.path().join("shared/corpus")).unwrap();
@@ -62,7 +65,12 @@ fn every_corpus_test_finds_the_corpus_through_this_module() {
             continue;
         }
         let text = std::fs::read_to_string(entry.path()).unwrap();
-        let rel = entry.path().strip_prefix(&tests).unwrap().display().to_string();
+        let rel = entry
+            .path()
+            .strip_prefix(&tests)
+            .unwrap()
+            .display()
+            .to_string();
         assert!(
             !text.contains("shared/corpus\")") && !text.contains("join(\"shared/corpus"),
             "{rel} builds the corpus path itself; use support::corpus::root()"
