@@ -353,24 +353,12 @@ async fn write_target<R: Registry>(
             if let (Some(state), Some(plan), Ok(synced)) = (planner.state, &plan, &report.result)
                 && !options.dry_run
             {
-                // A change is written when a pull request that carries it was opened, taken
-                // over, updated or already up to date; a failed, blocked or declined one
-                // proposed nothing.
-                let written = |c: &crate::state::ProposedChange| {
-                    synced.pull_requests.iter().any(|p| {
-                        matches!(
-                            p.action,
-                            crate::forge::Action::Opened
-                                | crate::forge::Action::TakenOver
-                                | crate::forge::Action::Updated { .. }
-                                | crate::forge::Action::UpToDate
-                        ) && p.changes.iter().any(|pc| {
-                            pc.policy == c.policy
-                                && pc.file.to_string_lossy().replace('\\', "/") == c.file
-                        })
-                    })
-                };
-                steady::record_written(state, &repository.name, &plan.proposals, written);
+                steady::record_written(
+                    state,
+                    &repository.name,
+                    &plan.proposals,
+                    steady::in_pull_requests(synced),
+                );
             }
             (outcome::pull_requests(report), plan)
         }

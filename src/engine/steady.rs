@@ -20,6 +20,7 @@
 //! request opened or updated): a push the remote refused proposed nothing, and the next cycle
 //! proposes again from scratch rather than holding against a tag nobody saw.
 
+use crate::forge::{Action, ForgeOutcome};
 use crate::git::ChangeGroup;
 use crate::plan::{Hold, Plan};
 use crate::policy::ImagePolicy;
@@ -133,6 +134,22 @@ pub fn record_written(
     }
 }
 
+/// Whether a pull request of `synced` carries `change` and was written: opened, taken over,
+/// updated or already up to date. A failed, blocked or declined one proposed nothing.
+pub fn in_pull_requests(synced: &ForgeOutcome) -> impl Fn(&ProposedChange) -> bool + '_ {
+    |change| {
+        synced.pull_requests.iter().any(|p| {
+            matches!(
+                p.action,
+                Action::Opened | Action::TakenOver | Action::Updated { .. } | Action::UpToDate
+            ) && p.changes.iter().any(|c| {
+                c.policy == change.policy
+                    && c.file.to_string_lossy().replace('\\', "/") == change.file
+            })
+        })
+    }
+}
+
 fn proposal(group: &ChangeGroup, now: jiff::Timestamp) -> Proposal {
     Proposal {
         changes: group
@@ -186,6 +203,47 @@ mod tests {
             }],
             ..Plan::default()
         }
+    }
+
+    #[test]
+    fn only_a_pull_request_that_was_written_records_its_proposal() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        let t0: jiff::Timestamp = "2024-05-01T10:00:00Z".parse().unwrap();
+        let proposed = proposals(&[group("1.3.0")], t0);
+        let synced = |action| ForgeOutcome {
+            repository: "manifests".into(),
+            base: "main".into(),
+            base_commit: String::new(),
+            dry_run: false,
+            pull_requests: vec![crate::forge::PullRequestOutcome {
+                forge: crate::forge::ForgeKind::GitHub,
+                group: "api".into(),
+                branch: "tagpilot/api".into(),
+                action,
+                number: Some(7),
+                url: None,
+                changes: group("1.3.0").changes,
+                warnings: Vec::new(),
+            }],
+        };
+        for refused in [
+            Action::Failed {
+                error: "422 Unprocessable Entity".into(),
+            },
+            Action::Blocked { tip: "abc".into() },
+            Action::Declined { closed: 3 },
+        ] {
+            let outcome = synced(refused);
+            record_written(&state, "manifests", &proposed, in_pull_requests(&outcome));
+            assert_eq!(state.last_proposal("manifests", "api"), None);
+        }
+        let outcome = synced(Action::Opened);
+        record_written(&state, "manifests", &proposed, in_pull_requests(&outcome));
+        assert_eq!(
+            state.last_proposal("manifests", "api"),
+            Some(proposed[0].1.clone())
+        );
     }
 
     #[test]
