@@ -17,7 +17,8 @@ use crate::config::repository::Grouping;
 /// they were built from), `group` (the group key: repository or policy name), `repository`,
 /// `policies` (distinct policy names). `changes` lists each change once: references in one file
 /// that move one image from one tag to the same tag (a Deployment's container and init
-/// container, say) are one change, at the first one's line.
+/// container, say, or one field that a policy file and an Application both follow) are one
+/// change, at the first one's line and policy; `policies` still names every policy.
 pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | length }} image(s)
 {% for c in changes %}
 - {{ c.image }}: {{ c.from }} -> {{ c.to }} ({{ c.file }})
@@ -182,7 +183,7 @@ fn distinct(changes: &[Change]) -> Vec<Change> {
     let mut seen = std::collections::HashSet::new();
     changes
         .iter()
-        .filter(|c| seen.insert((&c.policy, &c.image, &c.file, &c.from, &c.to)))
+        .filter(|c| seen.insert((&c.image, &c.file, &c.from, &c.to)))
         .cloned()
         .collect()
 }
@@ -247,6 +248,11 @@ mod tests {
             vec![
                 at(7),
                 at(20),
+                // Another source following the same field: the same move.
+                Change {
+                    policy: "web/api".into(),
+                    ..at(7)
+                },
                 // The same move in another file is another change.
                 change("api", "apps/b.yaml", "1.0.0", "1.1.0"),
             ],
@@ -257,7 +263,7 @@ mod tests {
             "chore(images): update 2 image(s)\n\n\
              - registry.example/api: 1.0.0 -> 1.1.0 (apps/a.yaml)\n\
              - registry.example/api: 1.0.0 -> 1.1.0 (apps/b.yaml)\n\n\
-             Tagpilot-Policy: api\n"
+             Tagpilot-Policy: api\nTagpilot-Policy: web/api\n"
         );
         let lines = render_message(
             Some("{% for c in changes %}{{ c.line }} {% endfor %}"),
@@ -265,7 +271,10 @@ mod tests {
             &g,
         )
         .unwrap();
-        assert_eq!(lines, "7 7\n\nTagpilot-Policy: api\n");
+        assert_eq!(
+            lines,
+            "7 7\n\nTagpilot-Policy: api\nTagpilot-Policy: web/api\n"
+        );
     }
 
     #[test]

@@ -287,6 +287,20 @@ async fn two_sources_that_agree_on_a_field_make_one_edit() {
         repo.show("main", "apps/web/deployment.yaml"),
         deployment("registry.example/shop/api:1.1.0")
     );
+    // One edit, one line in the commit message; both sources in its trailers.
+    let message = crate::support::git::git(&repo.path(), &["log", "-1", "--format=%B", "main"]);
+    assert_eq!(
+        message
+            .matches("registry.example/shop/api: 1.0.0 -> 1.1.0 (apps/web/deployment.yaml)")
+            .count(),
+        1,
+        "{message}"
+    );
+    assert!(message.contains("update 1 image(s)"), "{message}");
+    assert!(
+        message.contains("Tagpilot-Policy: api\n") && message.contains("Tagpilot-Policy: web/api"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
