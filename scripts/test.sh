@@ -19,8 +19,8 @@
 #   3. `cargo test --locked`, a debug build.
 # CI has 90 minutes on 2 cores: clippy and the tests share the target directory, so clippy's
 # check of the dependencies is the only extra build, and nothing is built in release mode.
-# The tests read the real-world manifests in ../shared/corpus (beside the checkout); the editor's
-# property test fails when that directory is missing.
+# The tests read the real-world manifests in ../shared/corpus (beside the checkout); each test
+# that reads them fails with one message when that directory is missing.
 set -euo pipefail
 
 # Everything the test suite needs from Debian, in one place.

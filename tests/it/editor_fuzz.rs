@@ -116,6 +116,9 @@ static WITH_FIELDS: LazyLock<Vec<usize>> = LazyLock::new(|| {
 /// Mostly files with image fields (the editor's work), sometimes any file (Helm templates,
 /// charts, files with no image), which the mutations may turn into something it reads.
 fn corpus_file() -> impl Strategy<Value = usize> {
+    // Before `FILES`: a missing corpus is then this message in every test, never a poisoned
+    // `LazyLock` in the second one.
+    crate::support::corpus::root();
     prop_oneof![
         4 => prop::sample::select(WITH_FIELDS.clone()),
         1 => 0..FILES.len(),
@@ -311,6 +314,7 @@ proptest! {
 /// the fuzz target's byte decoding reaches the same property.
 #[test]
 fn editor_property_sees_edits_on_the_corpus() {
+    crate::support::corpus::root();
     let request = Request {
         name: None,
         tag: Some("1.10"),

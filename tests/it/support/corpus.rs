@@ -83,6 +83,8 @@ fn every_corpus_test_finds_the_corpus_through_this_module() {
             readers.push(rel);
         }
     }
-    readers.sort();
-    assert_eq!(readers, ["corpus.rs", "editor_fuzz.rs", "manifest.rs"]);
+    // Not vacuous: the three that read it today are seen.
+    for known in ["corpus.rs", "editor_fuzz.rs", "manifest.rs"] {
+        assert!(readers.iter().any(|r| r == known), "{known}: {readers:?}");
+    }
 }
