@@ -44,6 +44,8 @@ pub const STALE_LOCK_AGE: Duration = Duration::from_secs(10 * 60);
 /// How many of the remote's lines a refusal carries: a hook that prints a whole log should not
 /// fill the report.
 const REMOTE_LINES: usize = 20;
+/// How many characters of one such line.
+const REMOTE_LINE_CHARS: usize = 500;
 
 /// Why one attempt did not push.
 pub(crate) enum AttemptError {
@@ -238,6 +240,8 @@ impl RemoteMessages {
             let line: String = self.partial.drain(..=end).collect();
             self.keep(&line);
         }
+        // A remote that never ends its line does not grow this without bound.
+        truncate_chars(&mut self.partial, REMOTE_LINE_CHARS);
     }
 
     fn keep(&mut self, line: &str) {
@@ -246,7 +250,9 @@ impl RemoteMessages {
         if line.is_empty() || line.contains("% (") || self.lines.len() == REMOTE_LINES {
             return;
         }
-        self.lines.push(line.to_owned());
+        let mut line = line.to_owned();
+        truncate_chars(&mut line, REMOTE_LINE_CHARS);
+        self.lines.push(line);
     }
 
     /// `status`, followed by what the remote printed, if anything.
@@ -257,6 +263,13 @@ impl RemoteMessages {
             return status.to_owned();
         }
         format!("{status}; the remote said: {}", self.lines.join(" / "))
+    }
+}
+
+/// Cuts `text` to its first `max` characters.
+fn truncate_chars(text: &mut String, max: usize) {
+    if let Some((at, _)) = text.char_indices().nth(max) {
+        text.truncate(at);
     }
 }
 
@@ -329,6 +342,21 @@ mod tests {
         assert_eq!(
             RemoteMessages::default().explain("pre-receive hook declined"),
             "pre-receive hook declined"
+        );
+
+        // A hook that prints without end fills neither memory nor the report.
+        let mut flood = RemoteMessages::default();
+        for _ in 0..1000 {
+            flood.push("é".repeat(100).as_bytes());
+        }
+        for _ in 0..100 {
+            flood.push(b"line\n");
+        }
+        let explained = flood.explain("declined");
+        assert!(
+            explained.len() < 30 * REMOTE_LINE_CHARS,
+            "{}",
+            explained.len()
         );
     }
 
