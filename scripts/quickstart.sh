@@ -51,6 +51,9 @@ show() {
 source "$ROOT/scripts/lib/apt.sh"
 # The registry, what the scripts use, and what building tagpilot's -sys crates needs.
 ensure_packages docker-registry python3 git pkg-config libssl-dev
+# shellcheck source=scripts/lib/cargo.sh
+source "$ROOT/scripts/lib/cargo.sh"
+cargo_on_path
 
 if [[ -z "${TAGPILOT:-}" ]]; then
     step "Building tagpilot"
@@ -58,6 +61,7 @@ if [[ -z "${TAGPILOT:-}" ]]; then
     TAGPILOT="${CARGO_TARGET_DIR:-$ROOT/target}/debug/tagpilot"
 fi
 TAGPILOT="$(cd "$(dirname "$TAGPILOT")" && pwd)/$(basename "$TAGPILOT")"
+echo "tagpilot: $TAGPILOT"
 
 # === 2. registry and images ===
 
@@ -142,6 +146,8 @@ show "$GITOPS" git --git-dir "$BARE" log --stat -1 main
 
 step "Done"
 cat <<EOF
+The tagpilot binary is $TAGPILOT
+  (cargo install --locked --path $ROOT puts it on PATH as ~/.cargo/bin/tagpilot)
 The example lives in $EXAMPLE (a git repository):
   cd $EXAMPLE && git diff          # exactly the bytes tagpilot changed
   tagpilot.yaml, policies/*.yaml   # the configuration and the image policies

@@ -19,8 +19,8 @@
 #   3. `cargo test --locked`, a debug build.
 # CI has 90 minutes on 2 cores: clippy and the tests share the target directory, so clippy's
 # check of the dependencies is the only extra build, and nothing is built in release mode.
-# The tests read the real-world manifests in ../shared/corpus (beside the checkout); the editor's
-# property test fails when that directory is missing.
+# The tests read the real-world manifests in ../shared/corpus (beside the checkout); each test
+# that reads them fails with one message when that directory is missing.
 set -euo pipefail
 
 # Everything the test suite needs from Debian, in one place.
@@ -50,10 +50,9 @@ source scripts/lib/deploy-tools.sh
 export TAGPILOT_TOOLS="${TAGPILOT_TOOLS:-$HOME/.cache/tagpilot-tools}"
 ensure_deploy_tools "$TAGPILOT_TOOLS"
 
-# rustup installs cargo under ~/.cargo/bin, which a non-login shell may not have on PATH.
-if ! command -v cargo >/dev/null && [[ -x "$HOME/.cargo/bin/cargo" ]]; then
-    PATH="$HOME/.cargo/bin:$PATH"
-fi
+# shellcheck source=scripts/lib/cargo.sh
+source scripts/lib/cargo.sh
+cargo_on_path
 
 if [[ -z "${TAGPILOT_NO_LINT:-}" ]]; then
     # rustup (the supported toolchain) ships rustfmt and clippy as components; add them when the

@@ -316,7 +316,13 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match runtime.block_on(run(cli)) {
+    let result = runtime.block_on(run(cli));
+    // Dropping the runtime would wait for every blocking task, and after a second signal one
+    // may be a push stuck in a remote's slow hook: `tagpilot run` promises to abort, so nothing
+    // is waited for. Every command awaits its own work before it returns; what is left is
+    // only what an abort walked away from.
+    runtime.shutdown_background();
+    match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");

@@ -333,12 +333,33 @@ async fn write_target<R: Registry>(
             )
             .await;
             let plan = report.plan.take();
+            // One push carries every group: all were written, or none.
+            let pushed = matches!(
+                &report.result,
+                Ok(o) if matches!(o.status, git::WriteStatus::Pushed { .. } | git::WriteStatus::UpToDate)
+            );
+            if let (Some(state), Some(plan)) = (planner.state, &plan)
+                && pushed
+                && !options.dry_run
+            {
+                steady::record_written(state, &repository.name, &plan.proposals, |_| true);
+            }
             (outcome::pushed(report), plan)
         }
         WriteMode::PullRequest => {
             let mut report =
                 crate::forge::sync_repository(cache, repository, planner, options.dry_run).await;
             let plan = report.plan.take();
+            if let (Some(state), Some(plan), Ok(synced)) = (planner.state, &plan, &report.result)
+                && !options.dry_run
+            {
+                steady::record_written(
+                    state,
+                    &repository.name,
+                    &plan.proposals,
+                    steady::in_pull_requests(synced),
+                );
+            }
             (outcome::pull_requests(report), plan)
         }
     }

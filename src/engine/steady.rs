@@ -15,7 +15,12 @@
 //! withdrawn stops holding the group after that. Strategies whose order cannot be read from tag
 //! names (newestBuild, digest) are never held here. A held group marks the plan incomplete, so
 //! its open pull request is kept, not closed as unneeded.
+//!
+//! A proposal is remembered only once it was written ([`record_written`]: pushed, or its pull
+//! request opened or updated): a push the remote refused proposed nothing, and the next cycle
+//! proposes again from scratch rather than holding against a tag nobody saw.
 
+use crate::forge::{Action, ForgeOutcome};
 use crate::git::ChangeGroup;
 use crate::plan::{Hold, Plan};
 use crate::policy::ImagePolicy;
@@ -25,8 +30,8 @@ use crate::state::{Proposal, ProposedChange, State};
 /// How long a proposal holds back a lower one.
 pub const STEADY_FOR: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 
-/// Holds the groups of `repository` that would move backwards from their last proposal, and
-/// records the others as the last proposal. Returns whether any group was held.
+/// Holds the groups of `repository` that would move backwards from their last proposal.
+/// Returns whether any group was held. Records nothing: see [`record_written`].
 pub fn hold_backwards<'p>(
     state: &State,
     repository: &str,
@@ -45,7 +50,6 @@ pub fn hold_backwards<'p>(
             .map(|last| backwards(group, last, &policy))
             .unwrap_or_default();
         if backwards.is_empty() {
-            state.record_proposal(repository, &group.key, &proposal(group, now));
             return true;
         }
         held_any = true;
@@ -107,6 +111,45 @@ fn tag_of(version: &str) -> &str {
     version.split('@').next().unwrap_or(version)
 }
 
+/// What `groups` propose, by group, to be recorded once written.
+pub fn proposals(groups: &[ChangeGroup], now: jiff::Timestamp) -> Vec<(String, Proposal)> {
+    groups
+        .iter()
+        .map(|g| (g.key.clone(), proposal(g, now)))
+        .collect()
+}
+
+/// Records as the last proposal of its group each of `proposals` that `written` says reached
+/// the remote (every change of it, by policy and file).
+pub fn record_written(
+    state: &State,
+    repository: &str,
+    proposals: &[(String, Proposal)],
+    written: impl Fn(&ProposedChange) -> bool,
+) {
+    for (group, proposal) in proposals {
+        if !proposal.changes.is_empty() && proposal.changes.iter().all(&written) {
+            state.record_proposal(repository, group, proposal);
+        }
+    }
+}
+
+/// Whether a pull request of `synced` carries `change` and was written: opened, taken over,
+/// updated or already up to date. A failed, blocked or declined one proposed nothing.
+pub fn in_pull_requests(synced: &ForgeOutcome) -> impl Fn(&ProposedChange) -> bool + '_ {
+    |change| {
+        synced.pull_requests.iter().any(|p| {
+            matches!(
+                p.action,
+                Action::Opened | Action::TakenOver | Action::Updated { .. } | Action::UpToDate
+            ) && p.changes.iter().any(|c| {
+                c.policy == change.policy
+                    && c.file.to_string_lossy().replace('\\', "/") == change.file
+            })
+        })
+    }
+}
+
 fn proposal(group: &ChangeGroup, now: jiff::Timestamp) -> Proposal {
     Proposal {
         changes: group
@@ -163,6 +206,47 @@ mod tests {
     }
 
     #[test]
+    fn only_a_pull_request_that_was_written_records_its_proposal() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        let t0: jiff::Timestamp = "2024-05-01T10:00:00Z".parse().unwrap();
+        let proposed = proposals(&[group("1.3.0")], t0);
+        let synced = |action| ForgeOutcome {
+            repository: "manifests".into(),
+            base: "main".into(),
+            base_commit: String::new(),
+            dry_run: false,
+            pull_requests: vec![crate::forge::PullRequestOutcome {
+                forge: crate::forge::ForgeKind::GitHub,
+                group: "api".into(),
+                branch: "tagpilot/api".into(),
+                action,
+                number: Some(7),
+                url: None,
+                changes: group("1.3.0").changes,
+                warnings: Vec::new(),
+            }],
+        };
+        for refused in [
+            Action::Failed {
+                error: "422 Unprocessable Entity".into(),
+            },
+            Action::Blocked { tip: "abc".into() },
+            Action::Declined { closed: 3 },
+        ] {
+            let outcome = synced(refused);
+            record_written(&state, "manifests", &proposed, in_pull_requests(&outcome));
+            assert_eq!(state.last_proposal("manifests", "api"), None);
+        }
+        let outcome = synced(Action::Opened);
+        record_written(&state, "manifests", &proposed, in_pull_requests(&outcome));
+        assert_eq!(
+            state.last_proposal("manifests", "api"),
+            Some(proposed[0].1.clone())
+        );
+    }
+
+    #[test]
     fn a_proposal_never_moves_backwards_within_the_window_and_does_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let state = State::open(dir.path()).unwrap();
@@ -170,7 +254,7 @@ mod tests {
         let lookup = |_: &str| Some(&policy);
         let t0: jiff::Timestamp = "2024-05-01T10:00:00Z".parse().unwrap();
 
-        // Cycle 1 proposes 1.3.0: recorded.
+        // Cycle 1 proposes 1.3.0, and its write fails: nothing is recorded.
         let mut groups = vec![group("1.3.0")];
         let mut plan = plan_with("1.3.0");
         assert!(!hold_backwards(
@@ -182,6 +266,11 @@ mod tests {
             t0
         ));
         assert_eq!(groups.len(), 1);
+        record_written(&state, "manifests", &proposals(&groups, t0), |_| false);
+        assert_eq!(state.last_proposal("manifests", "api"), None);
+        // Written this time: recorded.
+        record_written(&state, "manifests", &proposals(&groups, t0), |_| true);
+        assert!(state.last_proposal("manifests", "api").is_some());
 
         // Cycle 2: a lagging replica lists up to 1.2.9 only: the group is held, said why.
         let mut groups = vec![group("1.2.9")];
@@ -214,6 +303,7 @@ mod tests {
             lookup,
             t1
         ));
+        record_written(&state, "manifests", &proposals(&groups, t1), |_| true);
 
         // After the window, the registry's word stands (the tag was really withdrawn).
         let mut groups = vec![group("1.2.9")];

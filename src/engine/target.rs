@@ -14,7 +14,7 @@ use crate::git::{self, ChangeGroup, CommitFiles, Planned, Replanner, RepositoryC
 use crate::plan::{self, Plan, Progress};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
-use crate::state::State;
+use crate::state::{Proposal, State};
 
 use super::EngineError;
 use super::merge::merge;
@@ -27,6 +27,9 @@ pub struct TargetPlan {
     pub images: Vec<ImageOutcome>,
     /// Application problems found on the checkout, by index into [`Resolved::apps`].
     pub app_problems: Vec<(usize, String)>,
+    /// With a state store, what each group proposes, recorded once its write succeeded
+    /// ([`super::steady::record_written`]).
+    pub proposals: Vec<(String, Proposal)>,
 }
 
 /// Where each policy comes from, in the words a report uses.
@@ -160,16 +163,20 @@ impl<R: Registry> TargetPlanner<'_, R> {
             .collect();
         groups.extend(apps.override_groups);
         super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
-        let held = match self.state {
-            Some(state) => super::steady::hold_backwards(
-                state,
-                name,
-                &mut groups,
-                &mut plan,
-                |policy| self.policy(policy),
-                jiff::Timestamp::now(),
-            ),
-            None => false,
+        let (held, proposals) = match self.state {
+            Some(state) => {
+                let now = jiff::Timestamp::now();
+                let held = super::steady::hold_backwards(
+                    state,
+                    name,
+                    &mut groups,
+                    &mut plan,
+                    |policy| self.policy(policy),
+                    now,
+                );
+                (held, super::steady::proposals(&groups, now))
+            }
+            None => (false, Vec::new()),
         };
         let branch = self
             .branch_templates
@@ -184,6 +191,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
                 plan,
                 images,
                 app_problems: apps.app_problems,
+                proposals,
             },
         })
     }

@@ -186,8 +186,10 @@ pub enum AuthError {
     #[error(
         "the remote asks for credentials but `auth` is not configured{}",
         if *url_has_userinfo {
-            " (a password in the URL is not used: set `auth.tokenEnv` or `auth.username` \
-             and `auth.passwordEnv`)"
+            // libgit2 sends a URL's user and password before it asks for credentials, so
+            // being asked means the remote refused them.
+            " (the remote refused the user and password in the URL: set `auth.tokenEnv` or \
+             `auth.username` and `auth.passwordEnv`)"
         } else {
             ""
         }
@@ -520,7 +522,7 @@ mod tests {
     }
 
     #[test]
-    fn missing_auth_hints_that_a_password_in_the_url_is_not_used() {
+    fn missing_auth_says_the_password_in_the_url_was_refused() {
         let plain = AuthError::NotConfigured {
             url_has_userinfo: false,
         };
@@ -534,8 +536,8 @@ mod tests {
         .to_string();
         assert!(
             hinted.ends_with(
-                "(a password in the URL is not used: set `auth.tokenEnv` or `auth.username` \
-                 and `auth.passwordEnv`)"
+                "(the remote refused the user and password in the URL: set `auth.tokenEnv` or \
+                 `auth.username` and `auth.passwordEnv`)"
             ),
             "{hinted}"
         );

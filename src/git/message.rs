@@ -15,7 +15,10 @@ use crate::config::repository::Grouping;
 /// Template variables: `changes` (list of `{policy, image, file, line, from, to, source,
 /// revision_from, revision_to, compare_url}`, the last four empty unless the images say where
 /// they were built from), `group` (the group key: repository or policy name), `repository`,
-/// `policies` (distinct policy names).
+/// `policies` (distinct policy names). `changes` lists each change once: references in one file
+/// that move one image from one tag to the same tag (a Deployment's container and init
+/// container, say, or one field that a policy file and an Application both follow) are one
+/// change, at the first one's line and policy; `policies` still names every policy.
 pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | length }} image(s)
 {% for c in changes %}
 - {{ c.image }}: {{ c.from }} -> {{ c.to }} ({{ c.file }})
@@ -151,8 +154,9 @@ pub fn render_message(
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.add_template("commitMessage", template.unwrap_or(DEFAULT_COMMIT_MESSAGE))
         .map_err(TemplateError::Invalid)?;
+    let changes = distinct(&group.changes);
     let context = MessageContext {
-        changes: &group.changes,
+        changes: &changes,
         group: &group.key,
         repository,
         policies: policies.clone(),
@@ -171,6 +175,17 @@ pub fn render_message(
         message.push_str(&format!("{POLICY_TRAILER}: {policy}\n"));
     }
     Ok(message)
+}
+
+/// Each change once, in the planner's order: a reader counts image moves, not the lines that
+/// name an image.
+fn distinct(changes: &[Change]) -> Vec<Change> {
+    let mut seen = std::collections::HashSet::new();
+    changes
+        .iter()
+        .filter(|c| seen.insert((&c.image, &c.file, &c.from, &c.to)))
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
@@ -218,6 +233,47 @@ mod tests {
              - registry.example/api: 1.0.0 -> 1.1.0 (apps/a.yaml)\n\
              - registry.example/web: 2 -> 3 (b.yaml)\n\n\
              Tagpilot-Policy: api\nTagpilot-Policy: web\n"
+        );
+    }
+
+    #[test]
+    fn several_references_to_one_image_move_in_one_file_are_listed_once() {
+        let at = |line| Change {
+            line,
+            ..change("api", "apps/a.yaml", "1.0.0", "1.1.0")
+        };
+        let g = group(
+            "api",
+            &[("apps/a.yaml", "x")],
+            vec![
+                at(7),
+                at(20),
+                // Another source following the same field: the same move.
+                Change {
+                    policy: "web/api".into(),
+                    ..at(7)
+                },
+                // The same move in another file is another change.
+                change("api", "apps/b.yaml", "1.0.0", "1.1.0"),
+            ],
+        );
+        let message = render_message(None, "manifests", &g).unwrap();
+        assert_eq!(
+            message,
+            "chore(images): update 2 image(s)\n\n\
+             - registry.example/api: 1.0.0 -> 1.1.0 (apps/a.yaml)\n\
+             - registry.example/api: 1.0.0 -> 1.1.0 (apps/b.yaml)\n\n\
+             Tagpilot-Policy: api\nTagpilot-Policy: web/api\n"
+        );
+        let lines = render_message(
+            Some("{% for c in changes %}{{ c.line }} {% endfor %}"),
+            "m",
+            &g,
+        )
+        .unwrap();
+        assert_eq!(
+            lines,
+            "7 7\n\nTagpilot-Policy: api\nTagpilot-Policy: web/api\n"
         );
     }
 

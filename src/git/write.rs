@@ -1,6 +1,7 @@
 //! The write loop: fetch, let the planner plan on the fetched tip, commit each change group
 //! ([`super::commit`]), push without force ([`super::push`]), and on a rejected push start over
-//! from a new fetch.
+//! from a new fetch. A push the remote could not lock the branch for (another push in flight)
+//! is retried the same way.
 //!
 //! Commits are made in the cache's object store and become visible only through a successful
 //! push, so a failure at any step leaves the remote exactly as it was. Never pushes with force
@@ -291,6 +292,24 @@ async fn write_attempts<P: Replanner>(
                     branch = repo.target_branch(),
                     "branch moved; fetching and planning again"
                 );
+            }
+            Err(AttemptError::Raced(message)) => {
+                // Another push held the ref: it may not have landed yet, so this is a race
+                // even when the next fetch finds the branch where it was.
+                tracing::info!(
+                    attempt,
+                    branch = repo.target_branch(),
+                    %message,
+                    "another push held the branch; fetching and planning again"
+                );
+                if attempt == max_attempts {
+                    return Err(GitError::Rejected {
+                        repository: repo.name.clone(),
+                        url,
+                        branch: repo.target_branch().to_owned(),
+                        message,
+                    });
+                }
             }
             Err(AttemptError::Refused(message)) => {
                 tracing::info!(attempt, %message, "push refused; checking whether the branch moved");

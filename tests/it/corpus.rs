@@ -11,11 +11,10 @@ use tagpilot::policy::{ImagePolicy, Strategy};
 use tagpilot::registry::MemoryRegistry;
 use tagpilot::{apply, plan, report};
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
-
 /// Every YAML file of the corpus, relative path → text.
 fn corpus_files() -> BTreeMap<PathBuf, String> {
-    let root = Path::new(CORPUS);
+    let root = crate::support::corpus::root();
+    let root = root.as_path();
     let mut out = BTreeMap::new();
     for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
         let entry = entry.unwrap();
@@ -44,7 +43,7 @@ async fn plan_json_lists_exactly_the_lines_apply_changes() {
     let files = corpus_files();
     assert!(
         files.len() > 100,
-        "corpus not found at {CORPUS} ({} files)",
+        "only {} YAML files in the corpus",
         files.len()
     );
 

@@ -5,7 +5,10 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::git::{BareRepo, DEPLOYMENT_PATH, free_port};
+use crate::support::git::{
+    BareRepo, DEPLOYMENT_PATH, HTTP_PASSWORD, HTTP_PASSWORD_ENV, HTTP_USER, HttpGitServer,
+    free_port, write_executable,
+};
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
 pub(crate) struct Setup {
@@ -777,6 +780,85 @@ async fn sigterm_waits_for_the_cycle_in_flight_and_a_second_signal_aborts() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
+    assert_eq!(status.code(), Some(130), "{}", daemon.log());
+    assert!(daemon.log().contains("aborting"), "{}", daemon.log());
+}
+
+/// The README promises that a second signal aborts: the process is gone at once even while a
+/// push waits on the remote, here a pre-receive hook that does not return (git http-backend,
+/// whose hooks run as on any git server). Before, the process waited for the push to finish.
+#[tokio::test]
+async fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook() {
+    let s = setup().await;
+    let server = HttpGitServer::start(s.repo.dir.path());
+    let started = s.dir.path().join("hook-started");
+    let release = s.dir.path().join("hook-release");
+    // Waits until the test lets it go (at most a minute), so nothing outlives the test.
+    write_executable(
+        &s.repo.path().join("hooks/pre-receive"),
+        &format!(
+            "#!/bin/sh\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
+            started.display(),
+            release.display()
+        ),
+    );
+    std::fs::write(
+        s.dir.path().join("tagpilot.yaml"),
+        format!(
+            "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n    write:\n      mode: push\n",
+            s.registry.registries_yaml(),
+            server.url("origin.git")
+        ),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start_with(s.dir.path(), "1h", &[(HTTP_PASSWORD_ENV, HTTP_PASSWORD)]);
+    daemon.wait_for("/livez", 200).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the push never reached the hook:\n{}",
+            daemon.log()
+        );
+        assert!(
+            daemon.child.try_wait().unwrap().is_none(),
+            "{}",
+            daemon.log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let pid = daemon.child.id().to_string();
+    let term = || {
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+    };
+    // The first signal waits for the write in flight.
+    term();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        daemon.child.try_wait().unwrap().is_none(),
+        "exited before the push in flight ended:\n{}",
+        daemon.log()
+    );
+
+    // The second one does not: gone within the bound the README promises.
+    term();
+    let signalled = Instant::now();
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        if signalled.elapsed() > Duration::from_secs(2) {
+            std::fs::write(&release, "").unwrap();
+            panic!(
+                "still running 2 s after the second SIGTERM:\n{}",
+                daemon.log()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    std::fs::write(&release, "").unwrap();
     assert_eq!(status.code(), Some(130), "{}", daemon.log());
     assert!(daemon.log().contains("aborting"), "{}", daemon.log());
 }

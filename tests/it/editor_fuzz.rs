@@ -17,8 +17,6 @@ use tagpilot::manifest::scan;
 /// Cases per run when `PROPTEST_CASES` does not say: a few seconds in a debug build.
 const CASES: u32 = 512;
 
-const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus");
-
 const NAMES: [&str; 3] = ["ghcr.io/acme/api", "127.0.0.1:5000/shop/api", "nginx"];
 /// Tags that read as numbers, booleans or dates in plain YAML, to exercise quoting everywhere.
 const TAGS: [&str; 8] = [
@@ -71,13 +69,8 @@ struct CorpusFile {
 /// Every YAML file of the corpus. A missing corpus fails the test: a property test with no input
 /// would pass while checking nothing.
 static FILES: LazyLock<Vec<CorpusFile>> = LazyLock::new(|| {
-    let root = Path::new(CORPUS);
-    assert!(
-        root.is_dir(),
-        "{} is missing: the editor's property test is seeded with its real-world manifests \
-         (check out `shared/` beside the repository)",
-        root.display()
-    );
+    let root = crate::support::corpus::root();
+    let root = root.as_path();
     let mut files = Vec::new();
     for entry in walkdir::WalkDir::new(root).sort_by_file_name() {
         let entry = entry.unwrap();
@@ -123,6 +116,9 @@ static WITH_FIELDS: LazyLock<Vec<usize>> = LazyLock::new(|| {
 /// Mostly files with image fields (the editor's work), sometimes any file (Helm templates,
 /// charts, files with no image), which the mutations may turn into something it reads.
 fn corpus_file() -> impl Strategy<Value = usize> {
+    // Before `FILES`: a missing corpus is then this message in every test, never a poisoned
+    // `LazyLock` in the second one.
+    crate::support::corpus::root();
     prop_oneof![
         4 => prop::sample::select(WITH_FIELDS.clone()),
         1 => 0..FILES.len(),
@@ -318,6 +314,7 @@ proptest! {
 /// the fuzz target's byte decoding reaches the same property.
 #[test]
 fn editor_property_sees_edits_on_the_corpus() {
+    crate::support::corpus::root();
     let request = Request {
         name: None,
         tag: Some("1.10"),

@@ -287,6 +287,20 @@ async fn two_sources_that_agree_on_a_field_make_one_edit() {
         repo.show("main", "apps/web/deployment.yaml"),
         deployment("registry.example/shop/api:1.1.0")
     );
+    // One edit, one line in the commit message; both sources in its trailers.
+    let message = crate::support::git::git(&repo.path(), &["log", "-1", "--format=%B", "main"]);
+    assert_eq!(
+        message
+            .matches("registry.example/shop/api: 1.0.0 -> 1.1.0 (apps/web/deployment.yaml)")
+            .count(),
+        1,
+        "{message}"
+    );
+    assert!(message.contains("update 1 image(s)"), "{message}");
+    assert!(
+        message.contains("Tagpilot-Policy: api\n") && message.contains("Tagpilot-Policy: web/api"),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -919,4 +933,86 @@ async fn an_allow_tags_regexp_that_does_not_compile_holds_the_image_with_a_probl
         )]
     );
     assert_eq!(repo.rev("main").unwrap(), before, "nothing was pushed");
+}
+
+/// A proposal counts once it was written. A push the remote refused (a hook) proposed nothing:
+/// the next cycle proposes what the registry offers then, even a lower tag, instead of holding
+/// against the refused one as if it had been proposed (`engine::steady`).
+#[tokio::test]
+async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_again() {
+    set_test_secrets();
+    let repo = BareRepo::new();
+    repo.protect();
+    let server = crate::support::git::HttpGitServer::start(repo.dir.path());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    std::fs::write(
+        dir.path().join("policies/api.yaml"),
+        policy_file("api", "registry.example/api", "*", "apps/**"),
+    )
+    .unwrap();
+    let path = dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    auth: {{username: {}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n",
+            server.url("origin.git"),
+            crate::support::git::HTTP_USER,
+        ),
+    )
+    .unwrap();
+    let config = config::load(&path).unwrap();
+    let policies = policy::load(&config).unwrap();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let state = tagpilot::state::State::open(&dir.path().join("state")).unwrap();
+    let run = async |tags: &str| {
+        let registry =
+            MemoryRegistry::from_yaml(&format!("registry.example/api: {{tags: [{tags}]}}\n"))
+                .unwrap();
+        let input = engine::Input {
+            config: &config,
+            policies: &policies,
+            broken_policies: &[],
+            local: None,
+            cluster: None,
+        };
+        let context = engine::Context {
+            registry: &registry,
+            cache: Some(&cache),
+            progress: &(),
+            cancel: Default::default(),
+            state: Some(&state),
+        };
+        engine::run(&input, &context, engine::Options::default())
+            .await
+            .expect("engine cycle")
+    };
+
+    // 1.3.0 is planned, and the hook refuses the push.
+    let refused = run("\"1.0.0\", \"1.3.0\"").await;
+    assert_eq!(
+        refused.plan.repositories[0].status,
+        RepositoryStatus::Failed,
+        "{:?}",
+        refused.plan.repositories
+    );
+    assert_eq!(state.last_proposal("manifests", "api"), None);
+
+    // The hook is gone, and the registry now lists 1.2.9 as its newest (1.3.0 withdrawn, or a
+    // lagging replica): 1.2.9 is proposed and pushed, not held against a refused 1.3.0.
+    std::fs::remove_file(repo.path().join("hooks/pre-receive")).unwrap();
+    let pushed = run("\"1.0.0\", \"1.2.9\"").await;
+    assert!(pushed.plan.holds.is_empty(), "{:?}", pushed.plan.holds);
+    assert_eq!(
+        pushed.plan.repositories[0].status,
+        RepositoryStatus::Pushed,
+        "{:?}",
+        pushed.plan.repositories
+    );
+    assert!(
+        repo.show("main", crate::support::git::DEPLOYMENT_PATH)
+            .contains("registry.example/api:1.2.9")
+    );
+    let recorded = state.last_proposal("manifests", "api").expect("recorded");
+    assert_eq!(recorded.changes[0].to, "1.2.9");
 }

@@ -883,12 +883,40 @@ async fn http_wrong_password_is_an_auth_error_without_the_secret() {
     eprintln!("{err}");
     let shown = format!("{err} {err:?}");
     assert!(!shown.contains(WRONG_PASSWORD), "{shown}");
+    // libgit2 sent it: the message says it was refused, not that it was ignored.
+    assert!(
+        shown.contains("refused the user and password in the URL"),
+        "{shown}"
+    );
 
     // The cache is still usable with the right credentials.
     let ok = write_repository(&cache, &http_repo(&server, HTTP_PASSWORD_ENV, ""), &planner)
         .await
         .unwrap();
     assert_eq!(pushed(&ok.status), 1);
+}
+
+/// libgit2 uses a user and password written in the URL: a repository without `auth` pushes
+/// with them.
+#[tokio::test]
+async fn http_password_in_the_url_is_used() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = config(&format!(
+        "name: manifests\nurl: 'http://{HTTP_USER}:{HTTP_PASSWORD}@127.0.0.1:{}/git/origin.git'\n",
+        server.port
+    ));
+    let outcome = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert!(!outcome.url.contains(HTTP_PASSWORD), "{}", outcome.url);
 }
 
 #[tokio::test]
@@ -947,8 +975,10 @@ async fn protected_branch_refusal_is_reported_and_nothing_lands() {
         shown.contains("`manifests`") && shown.contains("`main`"),
         "{shown}"
     );
+    // The remote's status and the hook's own words (`remote:` lines), both.
+    assert!(shown.contains("pre-receive hook declined"), "{shown}");
     assert!(
-        shown.contains("pre-receive hook declined") || shown.contains("protected"),
+        shown.contains("main is protected: pushes need a review"),
         "{shown}"
     );
     assert_eq!(origin.rev("main").unwrap(), before, "no partial commit");
@@ -960,6 +990,93 @@ async fn protected_branch_refusal_is_reported_and_nothing_lands() {
         .await
         .unwrap();
     assert_eq!(pushed(&outcome.status), 1);
+}
+
+/// Another push holds `main`'s lock the moment the server applies ours: git's receive-pack
+/// answers "failed to update ref" (cannot lock ref). That push lost a race, and is retried like
+/// one that found the branch moved, even though the next fetch finds `main` where it was.
+#[tokio::test]
+async fn http_push_that_cannot_lock_the_ref_is_retried_as_a_race() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let lock = origin.path().join("refs/heads/main.lock");
+    let seen = origin.dir.path().join("hook-runs");
+    // First push: the "other push" takes the lock just before ours updates the ref. Second:
+    // it has finished.
+    write_executable(
+        &origin.path().join("hooks/pre-receive"),
+        &format!(
+            "#!/bin/sh\nif [ -e '{seen}' ]; then rm -f '{lock}'; else touch '{seen}' '{lock}'; fi\n",
+            seen = seen.display(),
+            lock = lock.display()
+        ),
+    );
+    let server = HttpGitServer::start(origin.dir.path());
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = http_repo(&server, HTTP_PASSWORD_ENV, "");
+    let before = origin.rev("main").unwrap();
+
+    let outcome = write_repository(
+        &RepoCache::new(cache_dir.path()),
+        &repo,
+        &LinePlanner::new(vec![api("1.1.0")]),
+    )
+    .await
+    .unwrap();
+
+    assert_eq!(outcome.attempts, 2);
+    assert_eq!(pushed(&outcome.status), 1);
+    assert_eq!(origin.rev("main~1").unwrap(), before);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+}
+
+/// Pushes `main.lock` back by an hour: what a push killed while it held the lock leaves.
+fn age_lock(lock: &Path) {
+    let status = Command::new("touch")
+        .args(["-d", "1 hour ago"])
+        .arg(lock)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+/// A ref lock a killed push left in a `file://` remote blocks every later push to the branch,
+/// people's too. An old one is removed (and logged); a young one belongs to a push in flight:
+/// it is left alone, and the push that meets it is retried and finally reported.
+#[tokio::test]
+async fn a_stale_ref_lock_in_a_file_remote_is_removed_and_a_fresh_one_is_not() {
+    let origin = BareRepo::new();
+    let lock = origin.path().join("refs/heads/main.lock");
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "write: {maxRetries: 1}\n");
+
+    // A fresh lock: a push in flight, as far as anyone can tell.
+    std::fs::write(&lock, "").unwrap();
+    let err = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, GitError::Rejected { .. }), "{err:?}");
+    assert!(err.to_string().contains("main.lock"), "{err}");
+    assert!(lock.exists(), "a young lock is not touched");
+
+    // Aged past the threshold: removed, and the push goes through.
+    age_lock(&lock);
+    let outcome = write_repository(&cache, &repo, &LinePlanner::new(vec![api("1.1.0")]))
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 1);
+    assert!(!lock.exists());
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.0.0")
+    );
+    // And people's pushes work again.
+    origin.push_change("main", "README.md", "after\n", "a person's push");
 }
 
 // === SSH: sshd with generated host and user keys ===

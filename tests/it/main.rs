@@ -11,6 +11,7 @@ mod deploy;
 mod editor_fuzz;
 mod engine;
 mod forge;
+mod front_door;
 mod git;
 mod golden;
 mod layers;

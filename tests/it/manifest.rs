@@ -2,31 +2,9 @@
 //! (`/work/shared/corpus`), plus property tests over generated documents.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tagpilot::manifest::{self, FieldKind, ImageField, ManifestError, Update, apply_edits, scan};
-
-/// `../shared/corpus` beside the repository (worktrees sit one level deeper, so the nearest
-/// ancestor that has one wins).
-fn corpus_root() -> Option<PathBuf> {
-    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let found = here
-        .ancestors()
-        .skip(1)
-        .map(|a| a.join("shared/corpus"))
-        .find(|c| c.is_dir());
-    if let Some(root) = found {
-        Some(root)
-    } else {
-        let root = here.join("../shared/corpus");
-        eprintln!(
-            "\n!!!! SKIPPING the corpus test: {} is absent. The real-world YAML files are not \
-             checked in this run. !!!!\n",
-            root.display()
-        );
-        None
-    }
-}
 
 struct Scanned {
     rel: String,
@@ -61,7 +39,7 @@ fn is_template(rel: &str) -> bool {
 
 #[test]
 fn corpus_fields_are_found_and_templates_are_refused() {
-    let Some(root) = corpus_root() else { return };
+    let root = crate::support::corpus::root();
     let scanned = scan_corpus(&root);
     assert!(
         scanned.len() > 100,
@@ -198,7 +176,7 @@ const NEW_DIGEST: &str = "sha256:abababababababababababababababababababababababa
 
 #[test]
 fn every_corpus_field_can_be_edited_surgically() {
-    let Some(root) = corpus_root() else { return };
+    let root = crate::support::corpus::root();
     let mut edited = 0;
     for s in scan_corpus(&root) {
         let Ok(fields) = &s.result else { continue };
