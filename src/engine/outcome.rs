@@ -1,7 +1,11 @@
 //! A repository's write result in the report's terms. The writers speak in their own enums
 //! ([`git::WriteStatus`], [`forge::Action`]); the report model gets them here, in one place.
+//! So does the log: one line per write (a commit pushed, a pull request written, an
+//! Application patched), its fields for a log collector and its message for a person.
 
-use crate::forge::ForgeReport;
+use crate::argocd::cluster;
+use crate::argocd::resolve::Resolved;
+use crate::forge::{Action, ForgeReport};
 use crate::git::{self, RepositoryReport};
 use crate::plan::{CommitSummary, PullRequestSummary, RepositoryOutcome, RepositoryStatus};
 
@@ -99,6 +103,114 @@ pub fn pull_requests<T>(r: ForgeReport<T>) -> RepositoryOutcome {
         commits: Vec::new(),
         pull_requests,
         error,
+    }
+}
+
+// === the log of writes ===
+
+/// One change as a log line carries it: `api: apps/api.yaml 1.0.0 → 1.1.0`.
+fn change_text(policy: &str, file: impl std::fmt::Display, from: &str, to: &str) -> String {
+    format!("{policy}: {file} {from} → {to}")
+}
+
+/// Every change of a commit or pull request, `; `-separated.
+fn changes_text(changes: &[git::Change]) -> String {
+    changes
+        .iter()
+        .map(|c| change_text(&c.policy, c.file.display(), &c.from, &c.to))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A commit id as `git log --oneline` shows it.
+fn short(id: &str) -> &str {
+    &id[..id.len().min(7)]
+}
+
+/// One log line per commit pushed: the repository, the branch, the commit and its changes, as
+/// fields and as a sentence. Nothing for a dry run or a failed write (that is logged as such).
+pub fn log_pushed<T>(r: &RepositoryReport<T>) {
+    let Ok(outcome) = &r.result else { return };
+    let git::WriteStatus::Pushed { commits } = &outcome.status else {
+        return;
+    };
+    for c in commits {
+        let changes = changes_text(&c.changes);
+        tracing::info!(
+            repository = %r.repository,
+            branch = %outcome.branch,
+            commit = short(&c.id),
+            changes = %changes,
+            "pushed {} to {} ({}): {changes}",
+            short(&c.id),
+            r.repository,
+            outcome.branch,
+        );
+    }
+}
+
+/// One log line per pull request tagpilot opened, updated, took over or closed: the
+/// repository, the pull request's address, the action and the changes it carries.
+pub fn log_pull_requests<T>(r: &ForgeReport<T>) {
+    let Ok(outcome) = &r.result else { return };
+    if outcome.dry_run {
+        return;
+    }
+    for p in &outcome.pull_requests {
+        let wrote = matches!(
+            p.action,
+            Action::Opened
+                | Action::TakenOver
+                | Action::Updated { .. }
+                | Action::Closed { .. }
+                | Action::Duplicate { .. }
+        );
+        if !wrote {
+            continue;
+        }
+        let address = p
+            .url
+            .clone()
+            .or_else(|| p.reference())
+            .unwrap_or_else(|| p.branch.clone());
+        let action = p.status(false);
+        let changes = changes_text(&p.changes);
+        tracing::info!(
+            repository = %r.repository,
+            pull_request = %address,
+            branch = %p.branch,
+            group = %p.group,
+            action = %action,
+            changes = %changes,
+            "pull request {address} in {}: {action}: {changes}",
+            r.repository,
+        );
+    }
+}
+
+/// One log line per Application patched: the Application and the changes the patch made.
+/// `reports` are [`cluster::send_patches`]'s, one per patch, in the same order.
+pub fn log_patches(
+    resolved: &Resolved,
+    patches: &[cluster::AppPatch],
+    reports: &[(usize, cluster::PatchReport)],
+) {
+    for (p, (_, report)) in patches.iter().zip(reports) {
+        if report.status != cluster::PatchStatus::Patched {
+            continue;
+        }
+        let application = resolved.apps[p.app].app.id();
+        let changes = p
+            .changes
+            .iter()
+            .map(|c| change_text(&c.policy, &c.file, &c.from, &c.to))
+            .collect::<Vec<_>>()
+            .join("; ");
+        tracing::info!(
+            %application,
+            changes = %changes,
+            "patched Application {application}: {changes}"
+        );
     }
 }
 
