@@ -50,10 +50,18 @@ pub enum PolicyChoice<'a> {
     None,
 }
 
-/// A policy as a user finds it: `name` (or `namespace:name`, as Flux markers name it) and the
-/// file it is in.
+/// A policy as a user finds it: `name` (or `namespace:name`, as Flux markers name it) and
+/// where its name is written, `file:line`.
 pub fn policy_label(p: &ImagePolicy) -> String {
-    format!("{} ({})", qualified_name(p), p.source.file.display())
+    let file = &p.source.file;
+    // `./policies/api.yaml` when tagpilot.yaml was found in the working directory.
+    let file = file.strip_prefix(".").unwrap_or(file);
+    format!(
+        "{} ({}:{})",
+        qualified_name(p),
+        file.display(),
+        p.source.line
+    )
 }
 
 fn qualified_name(p: &ImagePolicy) -> String {

@@ -1,7 +1,7 @@
 //! Argo CD Applications end to end through the library: Application manifests in a test git
 //! repository (file:// bare repository), the in-memory registry, the real git writer.
 //! The golden case lives in `tests/golden/argocd/applications/` (set `TAGPILOT_BLESS=1` to
-//! rewrite `plan.txt` and `out/` after a deliberate change).
+//! rewrite `plan.txt`, `plan.diff` and `out/` after a deliberate change).
 
 use std::path::{Path, PathBuf};
 
@@ -169,7 +169,12 @@ async fn golden_applications_plan_diff_is_what_apply_commits() {
         ..Default::default()
     };
     let planned = cycle_with(&config, None, &cache, &registry, &(), options).await;
-    let diff = tagpilot::report::diff(&planned.plan);
+    // As `tagpilot plan` shows it: the plan's `files` are the local directory's (none here).
+    let shown = tagpilot::plan::Plan {
+        files: planned.local_files,
+        ..planned.plan
+    };
+    let diff = tagpilot::report::diff(&shown);
     golden::assert_text(&golden().join("plan.diff"), &diff);
     assert!(
         diff.contains("--- /dev/null\n+++ b/apps/overlay/.argocd-source-team-a_overlay.yaml\n"),

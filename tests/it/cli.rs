@@ -1163,7 +1163,7 @@ async fn tags_with_policy_marks_what_that_policy_and_plan_choose() {
     run.expect_code(0);
     let out = &run.stdout;
     assert!(
-        out.starts_with("policy api (policies/api.yaml)\n"),
+        out.starts_with("policy api (policies/api.yaml:4)\n"),
         "says which policy it used:\n{out}"
     );
     // The range, the ignore globs and the allow regex are the policy's, not the default semver's.
@@ -1190,7 +1190,7 @@ async fn tags_uses_the_only_policy_following_the_image_and_says_so() {
     assert_eq!(
         first,
         format!(
-            "policy api (policies/api.yaml): the only configured policy following {image} (pass strategy flags or --policy to use another)"
+            "policy api (policies/api.yaml:4): the only configured policy following {image} (pass strategy flags or --policy to use another)"
         ),
         "{}",
         run.stdout
@@ -1222,8 +1222,8 @@ async fn tags_uses_the_only_policy_following_the_image_and_says_so() {
     run.expect_code(0);
     assert!(
         run.stderr.contains("2 configured policies follow")
-            && run.stderr.contains("api (policies/api.yaml)")
-            && run.stderr.contains("api-next (policies/api-next.yaml)"),
+            && run.stderr.contains("api (policies/api.yaml:4)")
+            && run.stderr.contains("api-next (policies/api-next.yaml:4)"),
         "{}",
         run.stderr
     );
