@@ -557,7 +557,9 @@ async fn tags(args: TagsArgs) -> Result<ExitCode> {
         Some(_) => Some(load_config(&args.config)?),
         None if Path::new(config::DEFAULT_CONFIG_FILE).exists() => Some(load_config(&args.config)?),
         None if args.policy.is_some() => {
-            bail!("--policy names a configured policy, but there is no tagpilot.yaml here; pass --config PATH")
+            bail!(
+                "--policy names a configured policy, but there is no tagpilot.yaml here; pass --config PATH"
+            )
         }
         None => None,
     };
@@ -568,18 +570,16 @@ async fn tags(args: TagsArgs) -> Result<ExitCode> {
         _ => None,
     };
     let configured = match &loaded {
-        Some(l) => tags::configured_policy(
-            &l.policies,
-            &reference.repository,
-            args.policy.as_deref(),
-        )
-        .map_err(|e| {
-            // The policy asked for may be in a file that did not load: say which did not.
-            for broken in &l.errors {
-                eprintln!("warning: {broken}");
-            }
-            e
-        })?,
+        Some(l) => {
+            tags::configured_policy(&l.policies, &reference.repository, args.policy.as_deref())
+                .map_err(|e| {
+                    // The policy asked for may be in a file that did not load: say which did not.
+                    for broken in &l.errors {
+                        eprintln!("warning: {broken}");
+                    }
+                    e
+                })?
+        }
         None => PolicyChoice::None,
     };
     let adhoc;

@@ -122,6 +122,15 @@ fn changes_text(changes: &[git::Change]) -> String {
         .join("; ")
 }
 
+/// `: <changes>` after a sentence, or nothing when there are none (a pull request closed).
+fn listed(changes: &str) -> String {
+    if changes.is_empty() {
+        String::new()
+    } else {
+        format!(": {changes}")
+    }
+}
+
 /// A commit id as `git log --oneline` shows it.
 fn short(id: &str) -> &str {
     &id[..id.len().min(7)]
@@ -137,14 +146,15 @@ pub fn log_pushed<T>(r: &RepositoryReport<T>) {
     for c in commits {
         let changes = changes_text(&c.changes);
         tracing::info!(
-            repository = %r.repository,
-            branch = %outcome.branch,
+            repository = r.repository.as_str(),
+            branch = outcome.branch.as_str(),
             commit = short(&c.id),
-            changes = %changes,
-            "pushed {} to {} ({}): {changes}",
+            changes = changes.as_str(),
+            "pushed {} to {} ({}){}",
             short(&c.id),
             r.repository,
             outcome.branch,
+            listed(&changes),
         );
     }
 }
@@ -176,14 +186,15 @@ pub fn log_pull_requests<T>(r: &ForgeReport<T>) {
         let action = p.status(false);
         let changes = changes_text(&p.changes);
         tracing::info!(
-            repository = %r.repository,
-            pull_request = %address,
-            branch = %p.branch,
-            group = %p.group,
-            action = %action,
-            changes = %changes,
-            "pull request {address} in {}: {action}: {changes}",
+            repository = r.repository.as_str(),
+            pull_request = address.as_str(),
+            branch = p.branch.as_str(),
+            group = p.group.as_str(),
+            action = action.as_str(),
+            changes = changes.as_str(),
+            "pull request {address} in {}: {action}{}",
             r.repository,
+            listed(&changes),
         );
     }
 }
@@ -207,9 +218,10 @@ pub fn log_patches(
             .collect::<Vec<_>>()
             .join("; ");
         tracing::info!(
-            %application,
-            changes = %changes,
-            "patched Application {application}: {changes}"
+            application = application.as_str(),
+            changes = changes.as_str(),
+            "patched Application {application}{}",
+            listed(&changes),
         );
     }
 }
@@ -273,5 +285,82 @@ mod tests {
             .map(|p| p.status.as_str())
             .collect();
         assert_eq!(statuses, ["opened", "failed: GitLab answered 500"]);
+    }
+
+    /// The log lines `f` writes, as text without colours.
+    fn logged(f: impl FnOnce()) -> String {
+        let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .without_time()
+            .with_writer(move || Sink(sink.clone()))
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let bytes = buffer.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn change(policy: &str, from: &str, to: &str) -> git::Change {
+        git::Change {
+            policy: policy.into(),
+            image: "ghcr.io/acme/api".into(),
+            file: "apps/api.yaml".into(),
+            line: 7,
+            from: from.into(),
+            to: to.into(),
+            strategy: "semver".into(),
+            source: None,
+            revision_from: None,
+            revision_to: None,
+            compare_url: None,
+        }
+    }
+
+    #[test]
+    fn each_pull_request_written_is_one_line_with_its_address_and_changes() {
+        let mut report = gitlab(vec![
+            (3, Action::Opened),
+            (4, Action::UpToDate),
+            (5, Action::Closed { reached_base: true }),
+        ]);
+        if let Ok(o) = &mut report.result {
+            o.pull_requests[0].url =
+                Some("https://gitlab.example/acme/manifests/-/merge_requests/3".into());
+            o.pull_requests[0].changes = vec![change("api", "1.0.0", "1.1.0")];
+        }
+        let log = logged(|| log_pull_requests(&report));
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines.len(), 2, "nothing for the one up to date:\n{log}");
+        assert!(
+            lines[0].contains(
+                "pull request https://gitlab.example/acme/manifests/-/merge_requests/3 in manifests: opened: api: apps/api.yaml 1.0.0 → 1.1.0"
+            ) && lines[0].contains("repository=\"manifests\"")
+                && lines[0].contains("group=\"group-3\""),
+            "{log}"
+        );
+        // Without an address, the forge's own number.
+        assert!(
+            lines[1].contains("pull request !5 in manifests: closed repository="),
+            "{log}"
+        );
+
+        // A dry run writes nothing, so logs no write.
+        if let Ok(o) = &mut report.result {
+            o.dry_run = true;
+        }
+        assert_eq!(logged(|| log_pull_requests(&report)), "");
     }
 }

@@ -380,7 +380,11 @@ mod tests {
             shown,
             [
                 (&file("app.yaml"), Some("a: 1\nb: 1\n"), "a: 2\nb: 2\n"),
-                (&file("web/.argocd-source-web.yaml"), None, "kustomize: {}\n"),
+                (
+                    &file("web/.argocd-source-web.yaml"),
+                    None,
+                    "kustomize: {}\n"
+                ),
             ]
         );
     }
@@ -401,7 +405,14 @@ mod tests {
                 other => panic!("{other:?}"),
             })
             .collect();
-        assert_eq!(shown, [(Some("a"), "a: 2\nb: 1\n"), (Some("b"), "a: 1\nb: 2\n")]);
-        assert!(diffs.iter().all(|d| d.original.as_deref() == Some("a: 1\nb: 1\n")));
+        assert_eq!(
+            shown,
+            [(Some("a"), "a: 2\nb: 1\n"), (Some("b"), "a: 1\nb: 2\n")]
+        );
+        assert!(
+            diffs
+                .iter()
+                .all(|d| d.original.as_deref() == Some("a: 1\nb: 1\n"))
+        );
     }
 }

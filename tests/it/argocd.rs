@@ -188,7 +188,14 @@ async fn golden_applications_plan_diff_is_what_apply_commits() {
     let work = tempfile::tempdir().unwrap();
     git(
         work.path(),
-        &["clone", "-q", "-b", "main", repo.path().to_str().unwrap(), "w"],
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "main",
+            repo.path().to_str().unwrap(),
+            "w",
+        ],
     );
     let w = work.path().join("w");
     git(&w, &["checkout", "-q", &before]);

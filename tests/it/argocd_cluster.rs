@@ -1330,9 +1330,8 @@ async fn plan_diff_shows_the_argocd_source_file_a_git_write_back_creates() {
         "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\n  annotations:\n    {IU}/image-list: web={image}:^1.0\n    {IU}/write-back-method: git\nspec:\n  source:\n    repoURL: {}\n    path: apps/web\n    targetRevision: main\n    kustomize: {{}}\n",
         repo.file_url()
     );
-    let kustomization = format!(
-        "resources:\n  - deployment.yaml\nimages:\n  - name: {image}\n    newTag: 1.0.0\n"
-    );
+    let kustomization =
+        format!("resources:\n  - deployment.yaml\nimages:\n  - name: {image}\n    newTag: 1.0.0\n");
     seed(
         &repo,
         &[

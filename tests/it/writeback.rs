@@ -210,7 +210,14 @@ async fn plan_diff_shows_the_repository_files_as_the_planned_commits_leave_them(
     let work = tempfile::tempdir().unwrap();
     git(
         work.path(),
-        &["clone", "-q", "-b", "main", s.repo.path().to_str().unwrap(), "w"],
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "main",
+            s.repo.path().to_str().unwrap(),
+            "w",
+        ],
     );
     let w = work.path().join("w");
     let patch = w.join("plan.diff");
