@@ -572,12 +572,11 @@ async fn tags(args: TagsArgs) -> Result<ExitCode> {
     let configured = match &loaded {
         Some(l) => {
             tags::configured_policy(&l.policies, &reference.repository, args.policy.as_deref())
-                .map_err(|e| {
+                .inspect_err(|_| {
                     // The policy asked for may be in a file that did not load: say which did not.
                     for broken in &l.errors {
                         eprintln!("warning: {broken}");
                     }
-                    e
                 })?
         }
         None => PolicyChoice::None,
