@@ -214,7 +214,8 @@ pub fn log_patches(
         let changes = p
             .changes
             .iter()
-            .map(|c| change_text(&c.policy, &c.file, &c.from, &c.to))
+            // The field patched: the change's "file" is the Application itself.
+            .map(|c| change_text(&c.policy, &c.field, &c.from, &c.to))
             .collect::<Vec<_>>()
             .join("; ");
         tracing::info!(

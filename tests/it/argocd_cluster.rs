@@ -1363,3 +1363,51 @@ async fn plan_diff_shows_the_argocd_source_file_a_git_write_back_creates() {
     );
     assert_eq!(repo.rev("main").unwrap(), before, "plan pushed a commit");
 }
+
+/// A patch sent is a write like a push: one log line naming the Application and its changes.
+#[tokio::test]
+async fn each_application_patched_is_logged_with_its_changes() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    let image = reg.image("shop/api");
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(ARGOCD_APPS))
+        .and(bearer())
+        .respond_with(list(vec![app(
+            "argocd",
+            "shop",
+            &[("image-list", &image)],
+            kustomize(&[&format!("{image}:1.0.0")]),
+            json!({}),
+        )]))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{ARGOCD_APPS}/shop")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig_path = write_cluster_config(dir.path(), &server, &reg);
+    let out = tagpilot(
+        dir.path(),
+        &["apply", "--log", "info"],
+        &[("KUBECONFIG", kubeconfig_path.as_str())],
+    )
+    .await;
+    expect(&out, 0);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("patched Application"))
+        .unwrap_or_else(|| panic!("no patch logged:\n{}", out.stderr));
+    assert!(
+        line.contains(&format!(
+            "patched Application argocd/shop: shop/{image}: spec.source.kustomize.images 1.0.0 → 1.1.0"
+        )) && line.contains("application=\"argocd/shop\""),
+        "{line}"
+    );
+}
