@@ -194,7 +194,8 @@ struct PlanArgs {
     /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
-    /// Also print a unified diff of every changed file.
+    /// Also print a unified diff of every change: the local directory's files, each configured
+    /// repository's files as its commits would leave them, each Application patch.
     #[arg(long)]
     diff: bool,
     /// Exit with 2 when there are changes (after applying them, for `apply`).
