@@ -9,9 +9,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
-use tagpilot::registry::{ClientOptions, Registry, RegistryClient};
+use tagpilot::registry::{ClientOptions, RegistryClient};
 use tagpilot::report::{self, Format};
-use tagpilot::{argocd, engine, policy, select};
+use tagpilot::{argocd, engine, policy};
 
 /// jemalloc, not the C library's allocator: with threads scanning files and serving requests,
 /// glibc's per-thread arenas keep much more than is live (ARCHITECTURE.md, "Memory").
@@ -204,7 +204,8 @@ struct PlanArgs {
     /// Report format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
-    /// Also print a unified diff of every changed file.
+    /// Also print a unified diff of every change: the local directory's files, each configured
+    /// repository's files as its commits would leave them, each Application patch.
     #[arg(long)]
     diff: bool,
     /// Exit with 2 when there are changes (after applying them, for `apply`).
@@ -221,6 +222,18 @@ struct TagsArgs {
     image: String,
     #[command(flatten)]
     config: ConfigArgs,
+    /// Order and choose as this configured policy does (`name` or `namespace:name`): its
+    /// strategy, range, filters and platforms. Without it and without strategy flags, the one
+    /// configured policy following IMAGE is used, if exactly one does.
+    #[arg(
+        long,
+        value_name = "NAME",
+        conflicts_with_all = [
+            "semver", "prerelease", "regex", "sort_by", "newest_build", "alphabetical",
+            "allow_tags", "ignore_tags", "platform",
+        ]
+    )]
+    policy: Option<String>,
     #[command(flatten)]
     strategy: StrategyArgs,
 }
@@ -266,6 +279,18 @@ struct StrategyArgs {
 }
 
 impl StrategyArgs {
+    /// Whether any flag describes a policy (`--order` has a default and needs `--regex`).
+    fn given(&self) -> bool {
+        self.semver.is_some()
+            || self.prerelease
+            || self.regex.is_some()
+            || self.newest_build
+            || self.alphabetical.is_some()
+            || self.allow_tags.is_some()
+            || !self.ignore_tags.is_empty()
+            || !self.platform.is_empty()
+    }
+
     /// The ad-hoc policy these flags describe.
     fn policy(&self, repository: &str) -> Result<tagpilot::policy::ImagePolicy> {
         use tagpilot::policy::{ImagePolicy, RegexOrder, Strategy};
@@ -490,6 +515,7 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
         &context,
         engine::Options {
             dry_run: !write,
+            diff: args.diff,
             ..Default::default()
         },
     )
@@ -601,27 +627,73 @@ fn applications_check_text(apps: &engine::check::ApplicationsCheck) -> String {
 }
 
 async fn tags(args: TagsArgs) -> Result<ExitCode> {
+    use tagpilot::plan::tags::{self, PolicyChoice};
     // A config is optional here: without one, registries are reached anonymously over HTTPS.
     let config = match &args.config.config {
-        Some(_) => load_config(&args.config)?,
-        None if Path::new(config::DEFAULT_CONFIG_FILE).exists() => load_config(&args.config)?,
-        None => Config::default(),
+        Some(_) => Some(load_config(&args.config)?),
+        None if Path::new(config::DEFAULT_CONFIG_FILE).exists() => Some(load_config(&args.config)?),
+        None if args.policy.is_some() => {
+            bail!(
+                "--policy names a configured policy, but there is no tagpilot.yaml here; pass --config PATH"
+            )
+        }
+        None => None,
     };
     let reference = tagpilot::image::ImageRef::parse(&args.image)?;
-    let policy = args.strategy.policy(&reference.name)?;
-    let registry = RegistryClient::from_config(&config).context("setting up registry access")?;
-    let tags = registry.list_tags(&policy.image).await?;
-    let progress = Spinner::new();
-    let inspector = plan::Inspector::new(&registry);
-    let mut candidates = inspector.candidates(&policy, &tags, &progress).await?;
-    drop(progress);
-    // Tags the filters dropped are listed too, with the reason, so keep them as bare candidates.
-    for tag in &tags {
-        if !candidates.iter().any(|c| &c.tag == tag) {
-            candidates.push(select::TagCandidate::new(tag.as_str()));
+    // Strategy flags describe a policy of their own; otherwise a configured one may apply.
+    let loaded = match &config {
+        Some(c) if args.policy.is_some() || !args.strategy.given() => Some(policy::load_all(c)),
+        _ => None,
+    };
+    let configured = match &loaded {
+        Some(l) => {
+            tags::configured_policy(&l.policies, &reference.repository, args.policy.as_deref())
+                .inspect_err(|_| {
+                    // The policy asked for may be in a file that did not load: say which did not.
+                    for broken in &l.errors {
+                        eprintln!("warning: {broken}");
+                    }
+                })?
         }
-    }
-    let ranked = select::rank(&policy, reference.tag.as_deref(), &candidates);
+        None => PolicyChoice::None,
+    };
+    let adhoc;
+    let policy = match configured {
+        PolicyChoice::Named(p) => {
+            println!("policy {}", tags::policy_label(p));
+            p
+        }
+        PolicyChoice::OnlyOne(p) => {
+            println!(
+                "policy {}: the only configured policy following {} (pass strategy flags or --policy to use another)",
+                tags::policy_label(p),
+                reference.repository
+            );
+            p
+        }
+        PolicyChoice::Several(ps) => {
+            eprintln!(
+                "note: {} configured policies follow {}: {}; pass --policy NAME to use one (listed by semver meanwhile)",
+                ps.len(),
+                reference.repository,
+                ps.iter()
+                    .map(|p| tags::policy_label(p))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            adhoc = args.strategy.policy(&reference.name)?;
+            &adhoc
+        }
+        PolicyChoice::None => {
+            adhoc = args.strategy.policy(&reference.name)?;
+            &adhoc
+        }
+    };
+    let config = config.unwrap_or_default();
+    let registry = RegistryClient::from_config(&config).context("setting up registry access")?;
+    let progress = Spinner::new();
+    let ranked = tags::rank_tags(&registry, policy, reference.tag.as_deref(), &progress).await?;
+    drop(progress);
     print!("{}", report::tags(&policy.image_name, &ranked));
     Ok(ExitCode::SUCCESS)
 }

@@ -6,7 +6,9 @@
 use comfy_table::{ContentArrangement, Table, presets};
 use serde::Serialize;
 
-use crate::plan::{Change, Finding, Hold, Plan, Problem, RepositoryOutcome, Severity, SkippedFile};
+use crate::plan::{
+    Change, DiffTarget, Finding, Hold, Plan, Problem, RepositoryOutcome, Severity, SkippedFile,
+};
 use crate::select::RankedTag;
 
 /// How `tagpilot plan` prints its report.
@@ -391,26 +393,67 @@ pub fn markdown(plan: &Plan) -> String {
     out
 }
 
-/// A unified diff of every file the plan changes, `a/` and `b/` prefixed like git's.
+/// A unified diff of every file the plan changes, `a/` and `b/` prefixed like git's: the local
+/// directory's files first, then each configured repository's files as its commits would leave
+/// them, then each Application patch. A `#` line names the repository or Application before its
+/// diffs; `git apply` and `patch` skip such lines, so a repository's part applies in a checkout.
 pub fn diff(plan: &Plan) -> String {
     let mut out = String::new();
     for f in &plan.files {
-        let name = f
-            .path
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/");
-        let text = similar::TextDiff::from_lines(&f.original, &f.updated);
-        out.push_str(
-            &text
-                .unified_diff()
-                .context_radius(3)
-                .header(&format!("a/{name}"), &format!("b/{name}"))
-                .to_string(),
+        let name = slash_path(&f.path);
+        out += &unified(
+            &f.original,
+            &f.updated,
+            &format!("a/{name}"),
+            &format!("b/{name}"),
         );
     }
+    let mut heading = String::new();
+    for d in &plan.diffs {
+        let (this, old, new) = match &d.target {
+            DiffTarget::RepositoryFile {
+                repository,
+                group,
+                path,
+            } => (
+                match group {
+                    Some(g) => format!("# repository {repository}, pull request for {g}\n"),
+                    None => format!("# repository {repository}\n"),
+                },
+                match d.original {
+                    Some(_) => format!("a/{path}"),
+                    None => "/dev/null".to_string(),
+                },
+                format!("b/{path}"),
+            ),
+            DiffTarget::Application { id } => (
+                format!("# Application {id}: the merge patch (write-back-method argocd)\n"),
+                format!("a/Application {id} (live)"),
+                format!("b/Application {id} (patched)"),
+            ),
+        };
+        if this != heading {
+            out += &this;
+            heading = this;
+        }
+        out += &unified(d.original.as_deref().unwrap_or(""), &d.updated, &old, &new);
+    }
     out
+}
+
+fn unified(original: &str, updated: &str, old: &str, new: &str) -> String {
+    similar::TextDiff::from_lines(original, updated)
+        .unified_diff()
+        .context_radius(3)
+        .header(old, new)
+        .to_string()
+}
+
+fn slash_path(path: &std::path::Path) -> String {
+    path.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// `tagpilot tags`: tags in policy order, the chosen one marked, the excluded ones with the reason.
@@ -469,6 +512,71 @@ mod tests {
             }],
             ..Plan::default()
         }
+    }
+
+    fn file(repository: &str, group: Option<&str>, path: &str) -> DiffTarget {
+        DiffTarget::RepositoryFile {
+            repository: repository.into(),
+            group: group.map(Into::into),
+            path: path.into(),
+        }
+    }
+
+    #[test]
+    fn diff_names_each_repository_once_and_shows_new_files_from_dev_null() {
+        let plan = Plan {
+            diffs: vec![
+                crate::plan::TargetDiff {
+                    target: file("manifests", None, "apps/a.yaml"),
+                    original: Some("image: a:1\n".into()),
+                    updated: "image: a:2\n".into(),
+                },
+                crate::plan::TargetDiff {
+                    target: file("manifests", None, "apps/.argocd-source-web.yaml"),
+                    original: None,
+                    updated: "kustomize:\n".into(),
+                },
+                crate::plan::TargetDiff {
+                    target: file("manifests", Some("api"), "apps/a.yaml"),
+                    original: Some("image: a:1\n".into()),
+                    updated: "image: a:3\n".into(),
+                },
+                crate::plan::TargetDiff {
+                    target: DiffTarget::Application {
+                        id: "argocd/shop".into(),
+                    },
+                    original: Some("[1]\n".into()),
+                    updated: "[2]\n".into(),
+                },
+            ],
+            ..Plan::default()
+        };
+        assert_eq!(
+            diff(&plan),
+            "# repository manifests
+--- a/apps/a.yaml
++++ b/apps/a.yaml
+@@ -1 +1 @@
+-image: a:1
++image: a:2
+--- /dev/null
++++ b/apps/.argocd-source-web.yaml
+@@ -0,0 +1 @@
++kustomize:
+# repository manifests, pull request for api
+--- a/apps/a.yaml
++++ b/apps/a.yaml
+@@ -1 +1 @@
+-image: a:1
++image: a:3
+# Application argocd/shop: the merge patch (write-back-method argocd)
+--- a/Application argocd/shop (live)
++++ b/Application argocd/shop (patched)
+@@ -1 +1 @@
+-[1]
++[2]
+"
+        );
     }
 
     #[test]

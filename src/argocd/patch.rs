@@ -29,6 +29,9 @@ pub struct AppPatch {
     pub name: String,
     /// The JSON merge patch body.
     pub body: serde_json::Value,
+    /// The same document with the overrides the live Application has now: what the patch
+    /// replaces, for `tagpilot plan --diff`.
+    pub live: serde_json::Value,
     pub changes: Vec<Change>,
 }
 
@@ -121,6 +124,7 @@ pub async fn plan_patches<R: Registry>(resolved: &Resolved, registry: &R) -> Pat
                 other: Default::default(),
             });
         }
+        let live = patch_body(kind, &overrides);
         let shown = format!("Application {}", app.id());
         let field = match kind {
             SourceKind::Helm => "spec.source.helm.parameters",
@@ -165,6 +169,7 @@ pub async fn plan_patches<R: Registry>(resolved: &Resolved, registry: &R) -> Pat
             namespace: app.metadata.namespace.clone().unwrap_or_default(),
             name: app.metadata.name.clone(),
             body: patch_body(kind, &overrides),
+            live,
             changes,
         });
     }

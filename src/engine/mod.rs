@@ -115,6 +115,9 @@ pub struct Options<'a> {
     /// (not even fetched). An Application is planned whole when one of its images is in the
     /// set, since its `.argocd-source` file is written whole. `None`: everything.
     pub only_images: Option<&'a BTreeSet<Repository>>,
+    /// Keep each repository file and Application patch before and after ([`Plan::diffs`]), for
+    /// `tagpilot plan --diff`. Off, the cycle holds no second copy of the texts it writes.
+    pub diff: bool,
 }
 
 /// Everything one cycle found and did.
@@ -214,6 +217,7 @@ async fn run_cycle<R: Registry>(
         branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
         sources: &sources,
         state: ctx.state,
+        diff: options.diff,
     };
     let mut images = Vec::new();
     let mut app_problems = Vec::new();
@@ -262,8 +266,12 @@ async fn run_cycle<R: Registry>(
             let patches = cluster::plan_patches(&apps.resolved, &registry).await;
             let (reports, problems) =
                 cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
+            outcome::log_patches(&apps.resolved, &patches.patches, &reports);
             cycle.failed |= !problems.is_empty();
             for p in patches.patches {
+                if options.diff {
+                    cycle.plan.diffs.push(patch_diff(&p));
+                }
                 cycle.plan.changes.extend(p.changes);
             }
             cycle.plan.holds.extend(patches.holds);
@@ -308,6 +316,23 @@ async fn run_cycle<R: Registry>(
     Ok(cycle)
 }
 
+/// An Application's patch as a diff: the merge patch document with the overrides the
+/// Application has now, and as the patch sets them.
+fn patch_diff(p: &cluster::AppPatch) -> plan::TargetDiff {
+    let pretty = |v: &serde_json::Value| {
+        let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+        text.push('\n');
+        text
+    };
+    plan::TargetDiff {
+        target: plan::DiffTarget::Application {
+            id: format!("{}/{}", p.namespace, p.name),
+        },
+        original: Some(pretty(&p.live)),
+        updated: pretty(&p.body),
+    }
+}
+
 /// Writes one repository target by its `write.mode`: a push, or pull requests.
 async fn write_target<R: Registry>(
     cache: &RepoCache,
@@ -332,6 +357,7 @@ async fn write_target<R: Registry>(
                 },
             )
             .await;
+            outcome::log_pushed(&report);
             let plan = report.plan.take();
             // One push carries every group: all were written, or none.
             let pushed = matches!(
@@ -349,6 +375,7 @@ async fn write_target<R: Registry>(
         WriteMode::PullRequest => {
             let mut report =
                 crate::forge::sync_repository(cache, repository, planner, options.dry_run).await;
+            outcome::log_pull_requests(&report);
             let plan = report.plan.take();
             if let (Some(state), Some(plan), Ok(synced)) = (planner.state, &plan, &report.result)
                 && !options.dry_run

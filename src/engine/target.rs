@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::argocd::branch::{BranchChange, BranchTemplate};
 use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan, git_change};
 use crate::argocd::resolve::{self, Resolved};
-use crate::files::Files;
+use crate::files::{Files, FilesError};
 use crate::git::{self, ChangeGroup, CommitFiles, Planned, Replanner, RepositoryConfig};
-use crate::plan::{self, Plan, Progress};
+use crate::plan::{self, DiffTarget, Plan, Progress, TargetDiff};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 use crate::state::{Proposal, State};
@@ -89,6 +89,8 @@ pub struct TargetPlanner<'a, R> {
     /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
     /// [`super::steady`].
     pub state: Option<&'a State>,
+    /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
+    pub diff: bool,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -178,6 +180,9 @@ impl<R: Registry> TargetPlanner<'_, R> {
             }
             None => (false, Vec::new()),
         };
+        if self.diff {
+            plan.diffs = target_diffs(name, files, &groups, alone, &mut plan.problems);
+        }
         let branch = self
             .branch_templates
             .get(name)
@@ -266,6 +271,61 @@ impl<R: Registry> TargetPlanner<'_, R> {
     }
 }
 
+/// Each file the target's commits change, as the base holds it and as the commits leave it.
+/// Groups that stack (one commit on another) are shown as their net effect, one diff per file;
+/// groups proposed each on its own from the base (`alone`) are shown one by one.
+fn target_diffs(
+    repository: &str,
+    files: &dyn Files,
+    groups: &[ChangeGroup],
+    alone: bool,
+    problems: &mut Vec<plan::Problem>,
+) -> Vec<TargetDiff> {
+    // Path → (group, new content); a later group's content already carries an earlier one's
+    // edits of the same file (see `ChangeGroup`), so when stacking the last one wins.
+    let mut shown: BTreeMap<(Option<&str>, &std::path::Path), &str> = BTreeMap::new();
+    for g in groups {
+        let group = alone.then_some(g.key.as_str());
+        for (path, content) in &g.files {
+            shown.insert((group, path.as_path()), content.as_str());
+        }
+    }
+    let mut out = Vec::with_capacity(shown.len());
+    for ((group, path), updated) in shown {
+        let original = match files.read(path) {
+            Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            // A file the plan creates (a new `.argocd-source-<app>.yaml`).
+            Err(FilesError::NotFound) => None,
+            Err(e) => {
+                problems.push(plan::Problem {
+                    repository: Some(repository.to_string()),
+                    file: Some(path.display().to_string()),
+                    message: format!("reading the file for its diff: {e}"),
+                    ..Default::default()
+                });
+                continue;
+            }
+        };
+        if original.as_deref() == Some(updated) {
+            continue;
+        }
+        out.push(TargetDiff {
+            target: DiffTarget::RepositoryFile {
+                repository: repository.to_string(),
+                group: group.map(str::to_string),
+                path: path
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            },
+            original,
+            updated: updated.to_string(),
+        });
+    }
+    out
+}
+
 impl<R: Registry> Replanner for TargetPlanner<'_, R> {
     type Plan = TargetPlan;
     type Error = EngineError;
@@ -278,5 +338,89 @@ impl<R: Registry> Replanner for TargetPlanner<'_, R> {
         files: &CommitFiles,
     ) -> Result<Planned<TargetPlan>, EngineError> {
         self.plan_target(repository, files).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::files::Directory;
+
+    fn group(key: &str, path: &str, content: &str) -> ChangeGroup {
+        ChangeGroup {
+            key: key.into(),
+            files: [(PathBuf::from(path), content.to_string())].into(),
+            changes: Vec::new(),
+        }
+    }
+
+    fn base() -> (tempfile::TempDir, Directory) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("app.yaml"), "a: 1\nb: 1\n").unwrap();
+        let files = Directory::open(dir.path()).unwrap();
+        (dir, files)
+    }
+
+    #[test]
+    fn stacked_groups_show_each_file_once_as_the_last_commit_leaves_it() {
+        let (_dir, files) = base();
+        // The second commit carries the first one's edit (see `ChangeGroup`).
+        let groups = [
+            group("a", "app.yaml", "a: 2\nb: 1\n"),
+            group("b", "app.yaml", "a: 2\nb: 2\n"),
+            group("web", "web/.argocd-source-web.yaml", "kustomize: {}\n"),
+        ];
+        let mut problems = Vec::new();
+        let diffs = target_diffs("manifests", &files, &groups, false, &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        let shown: Vec<(&DiffTarget, Option<&str>, &str)> = diffs
+            .iter()
+            .map(|d| (&d.target, d.original.as_deref(), d.updated.as_str()))
+            .collect();
+        let file = |path: &str| DiffTarget::RepositoryFile {
+            repository: "manifests".into(),
+            group: None,
+            path: path.into(),
+        };
+        assert_eq!(
+            shown,
+            [
+                (&file("app.yaml"), Some("a: 1\nb: 1\n"), "a: 2\nb: 2\n"),
+                (
+                    &file("web/.argocd-source-web.yaml"),
+                    None,
+                    "kustomize: {}\n"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn groups_proposed_alone_are_each_shown_against_the_base() {
+        let (_dir, files) = base();
+        let groups = [
+            group("a", "app.yaml", "a: 2\nb: 1\n"),
+            group("b", "app.yaml", "a: 1\nb: 2\n"),
+        ];
+        let mut problems = Vec::new();
+        let diffs = target_diffs("manifests", &files, &groups, true, &mut problems);
+        let shown: Vec<(Option<&str>, &str)> = diffs
+            .iter()
+            .map(|d| match &d.target {
+                DiffTarget::RepositoryFile { group, .. } => (group.as_deref(), d.updated.as_str()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [(Some("a"), "a: 2\nb: 1\n"), (Some("b"), "a: 1\nb: 2\n")]
+        );
+        assert!(
+            diffs
+                .iter()
+                .all(|d| d.original.as_deref() == Some("a: 1\nb: 1\n"))
+        );
     }
 }

@@ -14,11 +14,14 @@
 //! - [`index`]: which policies may touch a file or own a field, without trying them all.
 //! - [`decide`]: one reference's decision, and the registry look-ups behind it.
 //! - [`groups`]: a plan split into change groups for commits and pull requests.
+//! - [`tags`]: `tagpilot tags`, an image's tags in a policy's order, and which configured
+//!   policy it uses.
 
 mod decide;
 mod groups;
 mod index;
 pub mod model;
+pub mod tags;
 mod walk;
 
 #[cfg(test)]
@@ -31,8 +34,9 @@ pub use decide::{
 };
 pub use groups::PolicyGroup;
 pub use model::{
-    Change, CommitSummary, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
+    Change, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
     PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
+    TargetDiff,
 };
 pub use walk::{plan, plan_files, survey, survey_files};
 

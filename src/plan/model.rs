@@ -267,6 +267,37 @@ pub struct FileUpdate {
     pub edits: Vec<(String, Vec<Edit>)>,
 }
 
+/// A configured repository's file, or an Application, as it is and as the plan leaves it: what
+/// `tagpilot plan --diff` shows beside the local directory's [`FileUpdate`]s. Kept only when a
+/// cycle is asked for diffs (`engine::Options::diff`), since it holds both texts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetDiff {
+    pub target: DiffTarget,
+    /// `None` for a file the plan creates (a new `.argocd-source-<app>.yaml`).
+    pub original: Option<String>,
+    pub updated: String,
+}
+
+/// Whose text a [`TargetDiff`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiffTarget {
+    /// A file of a configured repository, as its commit would leave it. `group` is set when the
+    /// group is proposed on its own from the base (a pull request per policy), so one file may
+    /// be shown once per group.
+    RepositoryFile {
+        repository: String,
+        group: Option<String>,
+        /// Relative to the repository root, with `/` separators.
+        path: String,
+    },
+    /// The merge patch of an Application written with `write-back-method: argocd`: the
+    /// Application's overrides as they are, and as the patch sets them.
+    Application {
+        /// `namespace/name`.
+        id: String,
+    },
+}
+
 /// Everything tagpilot would do, and everything that stopped it.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
@@ -277,6 +308,8 @@ pub struct Plan {
     /// What was configured but found nothing to act on; see [`Finding`].
     pub findings: Vec<Finding>,
     pub files: Vec<FileUpdate>,
+    /// Configured repositories' files and Application patches before and after, when asked for.
+    pub diffs: Vec<TargetDiff>,
     /// What happened in each configured repository (`tagpilot apply`) or would (`plan`).
     pub repositories: Vec<RepositoryOutcome>,
     /// References found that are already where their policy wants them.
@@ -329,6 +362,7 @@ impl Plan {
         self.skipped.extend(other.skipped);
         self.findings.extend(other.findings);
         self.files.extend(other.files);
+        self.diffs.extend(other.diffs);
         self.repositories.extend(other.repositories);
         self.up_to_date += other.up_to_date;
         self.policies_used += other.policies_used;

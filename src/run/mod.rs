@@ -460,6 +460,7 @@ impl Daemon<'_> {
         let options = engine::Options {
             dry_run: false,
             only_images,
+            diff: false,
         };
         engine::run(&input, &context, options).await
     }

@@ -1,7 +1,7 @@
 //! Argo CD Applications end to end through the library: Application manifests in a test git
 //! repository (file:// bare repository), the in-memory registry, the real git writer.
 //! The golden case lives in `tests/golden/argocd/applications/` (set `TAGPILOT_BLESS=1` to
-//! rewrite `plan.txt` and `out/` after a deliberate change).
+//! rewrite `plan.txt`, `plan.diff` and `out/` after a deliberate change).
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use tagpilot::plan::RepositoryStatus;
 use tagpilot::registry::MemoryRegistry;
 
 use crate::golden::{self, bless};
-use crate::support::engine::cycle;
+use crate::support::engine::{cycle, cycle_with};
 use crate::support::git::{BareRepo, git};
 
 fn golden() -> PathBuf {
@@ -145,6 +145,74 @@ async fn golden_applications_plan_then_apply_in_one_commit() {
     // A second run finds nothing left to do.
     let again = run(&config, dir.path(), &registry, false).await;
     assert!(again.plan.changes.is_empty(), "{:?}", again.plan.changes);
+}
+
+/// `plan --diff` over the golden case's repository: every file its commit would change, in
+/// place (Directory manifests, Helm values, a kustomization) and `.argocd-source-<app>.yaml`
+/// files it creates, as `tests/golden/argocd/applications/plan.diff` states. Applied to a
+/// checkout of the base, the diff gives exactly the files `apply` then commits.
+#[tokio::test]
+async fn golden_applications_plan_diff_is_what_apply_commits() {
+    let repo = BareRepo::new();
+    push_tree(&repo, &golden().join("in"), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/**\"");
+    let registry = MemoryRegistry::from_yaml(
+        &std::fs::read_to_string(golden().join("registry.yaml")).unwrap(),
+    )
+    .unwrap();
+    let before = repo.rev("main").unwrap();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let options = tagpilot::engine::Options {
+        dry_run: true,
+        diff: true,
+        ..Default::default()
+    };
+    let planned = cycle_with(&config, None, &cache, &registry, &(), options).await;
+    // As `tagpilot plan` shows it: the plan's `files` are the local directory's (none here).
+    let shown = tagpilot::plan::Plan {
+        files: planned.local_files,
+        ..planned.plan
+    };
+    let diff = tagpilot::report::diff(&shown);
+    golden::assert_text(&golden().join("plan.diff"), &diff);
+    assert!(
+        diff.contains("--- /dev/null\n+++ b/apps/overlay/.argocd-source-team-a_overlay.yaml\n"),
+        "{diff}"
+    );
+
+    let applied = run(&config, dir.path(), &registry, false).await;
+    for r in &applied.plan.repositories {
+        assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
+    }
+    let work = tempfile::tempdir().unwrap();
+    git(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "main",
+            repo.path().to_str().unwrap(),
+            "w",
+        ],
+    );
+    let w = work.path().join("w");
+    git(&w, &["checkout", "-q", &before]);
+    std::fs::write(work.path().join("plan.diff"), &diff).unwrap();
+    git(
+        &w,
+        &["apply", work.path().join("plan.diff").to_str().unwrap()],
+    );
+    let changed = git(&repo.path(), &["diff", "--name-only", &before, "main"]);
+    assert!(!changed.is_empty());
+    for f in changed.lines() {
+        pretty_assertions::assert_eq!(
+            std::fs::read_to_string(w.join(f)).unwrap(),
+            repo.show("main", f),
+            "{f}"
+        );
+    }
 }
 
 /// The Applications of the `applications` golden case, configured by `ImageUpdater` resources

@@ -1258,3 +1258,156 @@ async fn git_secret_with_https_credentials_pushes_over_http() {
     let all = format!("{}{}", apply.stdout, apply.stderr);
     assert!(!all.contains(PASSWORD), "the password leaked: {all}");
 }
+
+/// `plan --diff` shows an `argocd`-method Application's patch: the merge patch document with
+/// the overrides the live Application has, and as the patch sets them. Nothing is patched.
+#[tokio::test]
+async fn plan_diff_shows_the_patch_of_an_argocd_method_application() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    let image = reg.image("shop/api");
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(ARGOCD_APPS))
+        .and(bearer())
+        .respond_with(list(vec![app(
+            "argocd",
+            "shop",
+            &[("image-list", &image)],
+            kustomize(&[&format!("{image}:1.0.0")]),
+            json!({}),
+        )]))
+        .expect(1)
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .respond_with(ResponseTemplate::new(200))
+        .expect(0)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig_path = write_cluster_config(dir.path(), &server, &reg);
+    let out = tagpilot(
+        dir.path(),
+        &["plan", "--diff"],
+        &[("KUBECONFIG", kubeconfig_path.as_str())],
+    )
+    .await;
+    expect(&out, 0);
+    let expected = format!(
+        "# Application argocd/shop: the merge patch (write-back-method argocd)
+--- a/Application argocd/shop (live)
++++ b/Application argocd/shop (patched)
+@@ -3,7 +3,7 @@
+     \"source\": {{
+       \"kustomize\": {{
+         \"images\": [
+-          \"{image}:1.0.0\"
++          \"{image}:1.1.0\"
+         ]
+       }}
+     }}
+"
+    );
+    assert!(
+        out.stdout.ends_with(&expected),
+        "expected at the end:\n{expected}\n--- got\n{}",
+        out.stdout
+    );
+}
+
+/// `plan --diff` shows the `.argocd-source-<app>.yaml` file a git write-back would create, in
+/// the repository's part of the diff, and pushes nothing.
+#[tokio::test]
+async fn plan_diff_shows_the_argocd_source_file_a_git_write_back_creates() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/web", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    let repo = BareRepo::new();
+    let image = reg.image("shop/web");
+    let application = format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\n  annotations:\n    {IU}/image-list: web={image}:^1.0\n    {IU}/write-back-method: git\nspec:\n  source:\n    repoURL: {}\n    path: apps/web\n    targetRevision: main\n    kustomize: {{}}\n",
+        repo.file_url()
+    );
+    let kustomization =
+        format!("resources:\n  - deployment.yaml\nimages:\n  - name: {image}\n    newTag: 1.0.0\n");
+    seed(
+        &repo,
+        &[
+            ("argocd/apps/web.yaml", application),
+            ("apps/web/kustomization.yaml", kustomization),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tagpilot.yaml"),
+        format!(
+            "registries:\n{}repositories:\n  - name: manifests\n    url: {}\napplications:\n  fromGit:\n    - repository: manifests\n      paths: [\"argocd/apps/*.yaml\"]\n",
+            reg.registries_yaml(),
+            repo.file_url()
+        ),
+    )
+    .unwrap();
+    let before = repo.rev("main").unwrap();
+
+    let out = tagpilot(dir.path(), &["plan", "--diff"], &[]).await;
+    expect(&out, 0);
+    let expected = format!(
+        "# repository manifests\n--- /dev/null\n+++ b/apps/web/.argocd-source-web.yaml\n@@ -0,0 +1,3 @@\n+kustomize:\n+  images:\n+  - {image}:1.1.0\n"
+    );
+    assert!(
+        out.stdout.ends_with(&expected),
+        "expected at the end:\n{expected}\n--- got\n{}",
+        out.stdout
+    );
+    assert_eq!(repo.rev("main").unwrap(), before, "plan pushed a commit");
+}
+
+/// A patch sent is a write like a push: one log line naming the Application and its changes.
+#[tokio::test]
+async fn each_application_patched_is_logged_with_its_changes() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    let image = reg.image("shop/api");
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path(ARGOCD_APPS))
+        .and(bearer())
+        .respond_with(list(vec![app(
+            "argocd",
+            "shop",
+            &[("image-list", &image)],
+            kustomize(&[&format!("{image}:1.0.0")]),
+            json!({}),
+        )]))
+        .mount(&server)
+        .await;
+    Mock::given(method("PATCH"))
+        .and(path(format!("{ARGOCD_APPS}/shop")))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig_path = write_cluster_config(dir.path(), &server, &reg);
+    let out = tagpilot(
+        dir.path(),
+        &["apply", "--log", "info"],
+        &[("KUBECONFIG", kubeconfig_path.as_str())],
+    )
+    .await;
+    expect(&out, 0);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.contains("patched Application"))
+        .unwrap_or_else(|| panic!("no patch logged:\n{}", out.stderr));
+    assert!(
+        line.contains(&format!(
+            "patched Application argocd/shop: shop/{image}: spec.source.kustomize.images 1.0.0 → 1.1.0"
+        )) && line.contains("application=\"argocd/shop\""),
+        "{line}"
+    );
+}

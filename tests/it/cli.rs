@@ -1352,6 +1352,161 @@ async fn tags_marks_the_chosen_tag_and_says_why_others_are_out() {
     );
 }
 
+/// A registry with `shop/api` tags on either side of a policy's range and filters, and a tree
+/// whose policy `api` takes `>=1.0, <2` but ignores `1.5.*` and allows only plain versions.
+async fn tags_setup() -> (TestRegistry, Tree, String) {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags(
+        "shop/api",
+        &["1.2.3", "1.4.0", "1.5.0", "1.5.1", "1.6.0-alpine", "2.0.0"],
+        ImageSpec::default(),
+    )
+    .await;
+    let tree = Tree::new(&reg.registries_yaml());
+    let image = reg.image("shop/api");
+    tree.write(
+        "policies/api.yaml",
+        &policy(
+            "api",
+            &image,
+            &format!(
+                "{}  allowTags: '^[0-9.]+$'\n  ignoreTags: [\"1.5.*\"]\n",
+                semver(">=1.0, <2")
+            ),
+        ),
+    )
+    .write(
+        "apps/api/deployment.yaml",
+        &deployment("api", &[&format!("{image}:1.2.3")]),
+    );
+    (reg, tree, image)
+}
+
+/// The line of `tags`' table for `tag`.
+fn tag_line(stdout: &str, tag: &str) -> String {
+    stdout
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == tag))
+        .unwrap_or_else(|| panic!("no line for {tag}:\n{stdout}"))
+        .to_string()
+}
+
+#[tokio::test]
+async fn tags_with_policy_marks_what_that_policy_and_plan_choose() {
+    let (_reg, tree, image) = tags_setup().await;
+
+    let run = tree
+        .run(&["tags", &format!("{image}:1.2.3"), "--policy", "api"])
+        .await;
+    run.expect_code(0);
+    let out = &run.stdout;
+    assert!(
+        out.starts_with("policy api (policies/api.yaml:4)\n"),
+        "says which policy it used:\n{out}"
+    );
+    // The range, the ignore globs and the allow regex are the policy's, not the default semver's.
+    assert!(tag_line(out, "1.4.0").starts_with('*'), "{out}");
+    assert!(tag_line(out, "1.5.1").contains("1.5.*"), "{out}");
+    assert!(tag_line(out, "1.6.0-alpine").contains("allowTags"), "{out}");
+    assert!(tag_line(out, "2.0.0").contains("out of range"), "{out}");
+    assert!(out.contains(&format!("chosen: {image}:1.4.0")), "{out}");
+
+    // What `plan` would write for a reference on the same tag.
+    let plan = tree.run(&["plan", "--format", "json"]).await;
+    plan.expect_code(0);
+    let report: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
+    assert_eq!(report["changes"][0]["to"], "1.4.0", "{report:#}");
+}
+
+#[tokio::test]
+async fn tags_uses_the_only_policy_following_the_image_and_says_so() {
+    let (_reg, tree, image) = tags_setup().await;
+
+    let run = tree.run(&["tags", &format!("{image}:1.2.3")]).await;
+    run.expect_code(0);
+    let first = run.stdout.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        format!(
+            "policy api (policies/api.yaml:4): the only configured policy following {image} (pass strategy flags or --policy to use another)"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!("chosen: {image}:1.4.0")),
+        "{}",
+        run.stdout
+    );
+
+    // Strategy flags describe a policy of their own: the configured one is not used.
+    let run = tree
+        .run(&["tags", &format!("{image}:1.2.3"), "--semver", ">=1.0"])
+        .await;
+    run.expect_code(0);
+    assert!(!run.stdout.contains("policy api"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!("chosen: {image}:2.0.0")),
+        "{}",
+        run.stdout
+    );
+
+    // A second policy on the image: neither is guessed, both are named.
+    tree.write(
+        "policies/api-next.yaml",
+        &policy("api-next", &image, &semver(">=2")),
+    );
+    let run = tree.run(&["tags", &format!("{image}:1.2.3")]).await;
+    run.expect_code(0);
+    assert!(
+        run.stderr.contains("2 configured policies follow")
+            && run.stderr.contains("api (policies/api.yaml:4)")
+            && run.stderr.contains("api-next (policies/api-next.yaml:4)"),
+        "{}",
+        run.stderr
+    );
+    let run = tree
+        .run(&["tags", &format!("{image}:1.2.3"), "--policy", "api-next"])
+        .await;
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains(&format!("chosen: {image}:2.0.0")),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test]
+async fn tags_with_an_unknown_or_foreign_policy_names_what_there_is() {
+    let (reg, tree, image) = tags_setup().await;
+
+    let run = tree.run(&["tags", &image, "--policy", "ap"]).await;
+    run.expect_code(1);
+    assert!(
+        run.stderr
+            .contains("no policy named `ap`; the policies are: api"),
+        "{}",
+        run.stderr
+    );
+
+    let other = reg.image("shop/web");
+    let run = tree.run(&["tags", &other, "--policy", "api"]).await;
+    run.expect_code(1);
+    assert!(
+        run.stderr
+            .contains(&format!("policy `api` follows {image}, not {other}")),
+        "{}",
+        run.stderr
+    );
+
+    // A policy and strategy flags are two answers to one question.
+    let run = tree
+        .run(&["tags", &image, "--policy", "api", "--semver", "*"])
+        .await;
+    run.expect_code(2);
+    assert!(run.stderr.contains("cannot be used with"), "{}", run.stderr);
+}
+
 #[tokio::test]
 async fn check_catches_an_unset_passphrase_variable_and_a_bad_commit_template_offline() {
     let tree = Tree::new("  []\n");

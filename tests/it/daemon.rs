@@ -1019,3 +1019,34 @@ async fn findings_and_skipped_files_are_logged_and_in_the_metrics() {
         assert!(skipped.contains(want), "{want} missing: {skipped}");
     }
 }
+
+/// Each push is one log line with the repository, the branch, the commit (short id) and the
+/// changes as fields, and a sentence saying the same: here as JSON, as a log collector reads it.
+#[tokio::test]
+async fn each_pushed_commit_is_logged_with_repository_commit_and_changes() {
+    let s = setup().await;
+    let daemon = Daemon::start_with(s.dir.path(), "1s", &[("TAGPILOT_LOG_FORMAT", "json")]);
+    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(15)).await;
+    let commit = s.repo.rev("main").unwrap()[..7].to_string();
+    let (status, log) = daemon.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+
+    let writes: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["fields"]["commit"].is_string())
+        .collect();
+    assert_eq!(writes.len(), 1, "one push, one line:\n{log}");
+    let fields = &writes[0]["fields"];
+    let changes = "api: apps/api/deployment.yaml 1.0.0 → 1.1.0";
+    assert_eq!(writes[0]["level"], "INFO", "{log}");
+    assert_eq!(fields["repository"], "manifests", "{log}");
+    assert_eq!(fields["branch"], "main", "{log}");
+    assert_eq!(fields["commit"], commit.as_str(), "{log}");
+    assert_eq!(fields["changes"], changes, "{log}");
+    assert_eq!(
+        fields["message"],
+        format!("pushed {commit} to manifests (main): {changes}"),
+        "{log}"
+    );
+}

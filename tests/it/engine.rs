@@ -752,6 +752,7 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
             let options = engine::Options {
                 dry_run: true,
                 only_images: Some(&images),
+                ..Default::default()
             };
             let cycle = engine::run(&input, &context, options).await.unwrap();
             (cycle, registry.tag_list_calls())

@@ -184,3 +184,50 @@ async fn a_failing_repository_is_reported_and_the_others_are_still_written() {
         deployment(&s.registry, "1.2.0", "2.1.0")
     );
 }
+
+/// `plan --diff` shows a repository's files as its commits would leave them: with one commit
+/// per policy, the file both policies edit is shown once, with both edits, and the diff applies
+/// to a checkout of the base to give exactly what `apply` then pushes.
+#[tokio::test]
+async fn plan_diff_shows_the_repository_files_as_the_planned_commits_leave_them() {
+    let s = setup("      mode: push\n      group: policy\n").await;
+    let before = s.repo.rev("main").unwrap();
+    let out = tagpilot(s.dir.path(), &["plan", "--diff"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let (api, web) = (s.registry.image("shop/api"), s.registry.image("shop/web"));
+    let expected = format!(
+        "# repository manifests\n--- a/{DEPLOYMENT_PATH}\n+++ b/{DEPLOYMENT_PATH}\n@@ -7,6 +7,6 @@\n     spec:\n       containers:\n         - name: api\n-          image: {api}:1.0.0  # the API\n+          image: {api}:1.2.0  # the API\n         - name: web\n-          image: \"{web}:2.0.0\"\n+          image: \"{web}:2.1.0\"\n"
+    );
+    assert!(
+        stdout.ends_with(&expected),
+        "expected the diff at the end:\n{expected}\n--- got\n{stdout}"
+    );
+    assert_eq!(s.repo.rev("main").unwrap(), before, "plan pushed something");
+
+    // The diff is the commits' net effect: applied to a checkout of the base, it gives the tree
+    // `apply` pushes.
+    let work = tempfile::tempdir().unwrap();
+    git(
+        work.path(),
+        &[
+            "clone",
+            "-q",
+            "-b",
+            "main",
+            s.repo.path().to_str().unwrap(),
+            "w",
+        ],
+    );
+    let w = work.path().join("w");
+    let patch = w.join("plan.diff");
+    let diff = &stdout[stdout.find("# repository").unwrap()..];
+    std::fs::write(&patch, diff).unwrap();
+    git(&w, &["apply", patch.to_str().unwrap()]);
+    let out = tagpilot(s.dir.path(), &["apply"]);
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    assert_eq!(
+        std::fs::read_to_string(w.join(DEPLOYMENT_PATH)).unwrap(),
+        s.repo.show("main", DEPLOYMENT_PATH)
+    );
+}

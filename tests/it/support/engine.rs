@@ -17,6 +17,22 @@ pub async fn cycle<R: Registry>(
     progress: &dyn Progress,
     dry_run: bool,
 ) -> Cycle {
+    let options = engine::Options {
+        dry_run,
+        ..Default::default()
+    };
+    cycle_with(config, cluster, cache, registry, progress, options).await
+}
+
+/// [`cycle`] with every option (`diff`, `only_images`) in the test's hands.
+pub async fn cycle_with<R: Registry>(
+    config: &Config,
+    cluster: Option<&Loaded>,
+    cache: &RepoCache,
+    registry: &R,
+    progress: &dyn Progress,
+    options: engine::Options<'_>,
+) -> Cycle {
     let input = engine::Input {
         config,
         policies: &[],
@@ -31,14 +47,7 @@ pub async fn cycle<R: Registry>(
         cancel: Default::default(),
         state: None,
     };
-    engine::run(
-        &input,
-        &context,
-        engine::Options {
-            dry_run,
-            ..Default::default()
-        },
-    )
-    .await
-    .expect("engine cycle")
+    engine::run(&input, &context, options)
+        .await
+        .expect("engine cycle")
 }

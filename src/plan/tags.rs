@@ -1,0 +1,220 @@
+//! `tagpilot tags`: an image's tags in a policy's order, the one it would choose marked.
+//!
+//! The policy is one the user configured (named, or the only one following the image) or one
+//! the command line describes; either way its tags go through the same filters, inspections
+//! (build times, platforms, ages) and selection as a plan's, so what `tags` marks is what
+//! `plan` would choose for a reference on the same tag.
+
+use std::collections::HashSet;
+
+use crate::image::Repository;
+use crate::policy::ImagePolicy;
+use crate::registry::{Registry, RegistryError};
+use crate::select::{self, RankedTag, TagCandidate};
+
+use super::{Inspector, Progress};
+
+/// Why `tags` cannot use the policy it was asked for.
+#[derive(Debug, thiserror::Error)]
+pub enum TagsError {
+    #[error("no policy named `{name}`; the policies are: {}", list_or_none(known))]
+    UnknownPolicy { name: String, known: Vec<String> },
+    #[error("`{name}` names {} policies ({}); name one as namespace:name", matches.len(), matches.join(", "))]
+    AmbiguousPolicy { name: String, matches: Vec<String> },
+    #[error("policy `{policy}` follows {follows}, not {image}")]
+    OtherImage {
+        policy: String,
+        follows: String,
+        image: String,
+    },
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Which configured policy `tags` uses for an image.
+#[derive(Debug)]
+pub enum PolicyChoice<'a> {
+    /// The policy named with `--policy`.
+    Named(&'a ImagePolicy),
+    /// No policy named, and exactly one configured policy follows the image: that one.
+    OnlyOne(&'a ImagePolicy),
+    /// No policy named, and several follow the image: none is taken without a name.
+    Several(Vec<&'a ImagePolicy>),
+    /// No policy named, and none follows the image.
+    None,
+}
+
+/// A policy as a user finds it: `name` (or `namespace:name`, as Flux markers name it) and
+/// where its name is written, `file:line`.
+pub fn policy_label(p: &ImagePolicy) -> String {
+    let file = &p.source.file;
+    // `./policies/api.yaml` when tagpilot.yaml was found in the working directory.
+    let file = file.strip_prefix(".").unwrap_or(file);
+    format!(
+        "{} ({}:{})",
+        qualified_name(p),
+        file.display(),
+        p.source.line
+    )
+}
+
+fn qualified_name(p: &ImagePolicy) -> String {
+    match &p.namespace {
+        Some(ns) => format!("{ns}:{}", p.name),
+        None => p.name.clone(),
+    }
+}
+
+/// The configured policy for `image`: the one called `name` (`name`, `namespace:name` or
+/// `namespace/name`), which must follow `image`; without a name, the only policy following it.
+pub fn configured_policy<'a>(
+    policies: &'a [ImagePolicy],
+    image: &Repository,
+    name: Option<&str>,
+) -> Result<PolicyChoice<'a>, TagsError> {
+    let Some(name) = name else {
+        let following: Vec<&ImagePolicy> = policies.iter().filter(|p| &p.image == image).collect();
+        return Ok(match following.as_slice() {
+            [] => PolicyChoice::None,
+            [one] => PolicyChoice::OnlyOne(one),
+            _ => PolicyChoice::Several(following),
+        });
+    };
+    let (namespace, bare) = match name.split_once([':', '/']) {
+        Some((ns, n)) => (Some(ns), n),
+        None => (None, name),
+    };
+    let matches: Vec<&ImagePolicy> = policies
+        .iter()
+        .filter(|p| p.name == bare && (namespace.is_none() || p.namespace.as_deref() == namespace))
+        .collect();
+    let policy = match matches.as_slice() {
+        [one] => *one,
+        [] => {
+            let mut known: Vec<String> = policies.iter().map(qualified_name).collect();
+            known.sort();
+            known.dedup();
+            return Err(TagsError::UnknownPolicy {
+                name: name.to_string(),
+                known,
+            });
+        }
+        _ => {
+            return Err(TagsError::AmbiguousPolicy {
+                name: name.to_string(),
+                matches: matches.iter().map(|p| policy_label(p)).collect(),
+            });
+        }
+    };
+    if &policy.image != image {
+        return Err(TagsError::OtherImage {
+            policy: qualified_name(policy),
+            follows: policy.image.to_string(),
+            image: image.to_string(),
+        });
+    }
+    Ok(PolicyChoice::Named(policy))
+}
+
+/// Every tag of the policy's image: the candidates in policy order, best first, then the tags
+/// its filters or strategy leave out, each with the reason. The one a reference on `current`
+/// would end on is marked.
+pub async fn rank_tags<R: Registry>(
+    registry: &R,
+    policy: &ImagePolicy,
+    current: Option<&str>,
+    progress: &dyn Progress,
+) -> Result<Vec<RankedTag>, RegistryError> {
+    let tags = registry.list_tags(&policy.image).await?;
+    let inspector = Inspector::new(registry);
+    let mut candidates = inspector.candidates(policy, &tags, progress).await?;
+    // Tags the filters dropped are listed too, with the reason, so keep them as bare candidates.
+    let kept: HashSet<String> = candidates.iter().map(|c| c.tag.clone()).collect();
+    for tag in tags.iter().filter(|t| !kept.contains(*t)) {
+        candidates.push(TagCandidate::new(tag.as_str()));
+    }
+    Ok(select::rank(policy, current, &candidates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Strategy;
+
+    fn policy(name: &str, namespace: Option<&str>, image: &str) -> ImagePolicy {
+        let mut p = ImagePolicy::adhoc(image, Strategy::semver(None, false).unwrap()).unwrap();
+        p.name = name.to_string();
+        p.namespace = namespace.map(str::to_string);
+        p
+    }
+
+    fn repo(image: &str) -> Repository {
+        Repository::parse(image).unwrap()
+    }
+
+    #[test]
+    fn the_only_policy_following_the_image_is_taken_without_a_name() {
+        let policies = [
+            policy("api", None, "ghcr.io/acme/api"),
+            policy("web", None, "ghcr.io/acme/web"),
+        ];
+        match configured_policy(&policies, &repo("ghcr.io/acme/api"), None).unwrap() {
+            PolicyChoice::OnlyOne(p) => assert_eq!(p.name, "api"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            configured_policy(&policies, &repo("ghcr.io/acme/db"), None).unwrap(),
+            PolicyChoice::None
+        ));
+    }
+
+    #[test]
+    fn two_policies_on_one_image_are_not_guessed_between() {
+        let policies = [
+            policy("api-stable", None, "ghcr.io/acme/api"),
+            policy("api-next", None, "ghcr.io/acme/api"),
+        ];
+        match configured_policy(&policies, &repo("ghcr.io/acme/api"), None).unwrap() {
+            PolicyChoice::Several(ps) => assert_eq!(ps.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        match configured_policy(&policies, &repo("ghcr.io/acme/api"), Some("api-next")).unwrap() {
+            PolicyChoice::Named(p) => assert_eq!(p.name, "api-next"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_named_policy_is_found_by_namespace_and_must_follow_the_image() {
+        let policies = [
+            policy("api", Some("team-a"), "ghcr.io/acme/api"),
+            policy("api", Some("team-b"), "ghcr.io/acme/api"),
+            policy("web", None, "ghcr.io/acme/web"),
+        ];
+        let api = repo("ghcr.io/acme/api");
+        let err = configured_policy(&policies, &api, Some("api")).unwrap_err();
+        assert!(matches!(err, TagsError::AmbiguousPolicy { .. }), "{err}");
+        for name in ["team-b:api", "team-b/api"] {
+            match configured_policy(&policies, &api, Some(name)).unwrap() {
+                PolicyChoice::Named(p) => assert_eq!(p.namespace.as_deref(), Some("team-b")),
+                other => panic!("{other:?}"),
+            }
+        }
+        let err = configured_policy(&policies, &api, Some("web")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "policy `web` follows ghcr.io/acme/web, not ghcr.io/acme/api"
+        );
+        let err = configured_policy(&policies, &api, Some("db")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no policy named `db`; the policies are: team-a:api, team-b:api, web"
+        );
+    }
+}
