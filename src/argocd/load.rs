@@ -118,17 +118,28 @@ pub fn read_tree(
         what: "applications.fromGit paths".into(),
         source,
     })?;
-    let paths: Vec<&Path> = files
+    // Hidden files are not Applications' places (`.argocd-source-*.yaml`), nor are hidden
+    // directories.
+    let wanted = |rel: &Path| {
+        !rel.components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+            && set.is_match(rel)
+    };
+    // A file the paths name, or a glob matches, is read as YAML whatever its name: teams keep
+    // Applications in `*.yaml.tpl` files too. One that cannot be read is a finding naming it.
+    let others: Vec<PathBuf> = files
+        .other_files()
+        .into_iter()
+        .filter(|rel| wanted(rel))
+        .collect();
+    let mut paths: Vec<&Path> = files
         .manifests()
         .iter()
         .map(PathBuf::as_path)
-        .filter(|rel| {
-            // Hidden files are not Applications' places either (`.argocd-source-*.yaml`).
-            !rel.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                && set.is_match(rel)
-        })
+        .filter(|rel| wanted(rel))
+        .chain(others.iter().map(PathBuf::as_path))
         .collect();
+    paths.sort();
     // Thousands of Applications: read and parse them on every core, keep the file order.
     let read = |rel: &&Path| {
         let shown = format!("{label}{}", slash(rel));

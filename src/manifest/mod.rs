@@ -31,10 +31,12 @@
 //! over the conventional Helm shapes. Values that are not valid image references (`$(IMG)`,
 //! `"{{ .Values.image }}"`) are not fields.
 
+mod add;
 mod detect;
 mod edit;
 #[doc(hidden)]
 pub mod fuzzing;
+mod helm_path;
 mod render;
 mod tree;
 mod verify;
@@ -47,7 +49,9 @@ use crate::policy::HelmPaths;
 
 use render::Quote;
 
+pub use add::{KustomizeImage, add_kustomize_image};
 pub use edit::apply_edits;
+pub use helm_path::{explain_helm_path, helm_value};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ManifestError {
