@@ -297,7 +297,7 @@ pub fn image_updater_tag(version: &str) -> String {
 
 /// A rendered branch name git refuses (`git check-ref-format --branch`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("branch name {name:?} is not valid in git: {reason}")]
+#[error("git-branch: the branch name {name:?} is not valid in git: {reason}")]
 pub struct BranchNameError {
     pub name: String,
     pub reason: &'static str,

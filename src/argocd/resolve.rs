@@ -692,7 +692,7 @@ fn repository_for<E: fmt::Display>(
             let name = t.render(None, &[]);
             if let Err(e) = super::branch::check_branch_name(&name) {
                 managed.problems.push(format!(
-                    "git-branch: {e}; nothing is written to {}",
+                    "{e}; nothing is written to {}",
                     crate::git::auth::redact_url(url)
                 ));
                 return None;

@@ -64,7 +64,7 @@ pub enum EngineError {
     #[error("a temporary directory for SSH keys: {0}")]
     KeyDir(#[source] std::io::Error),
     /// A `git-branch` template rendered a name git refuses; nothing is pushed.
-    #[error("the git-branch template renders a name git refuses")]
+    #[error(transparent)]
     BranchName(#[from] crate::argocd::branch::BranchNameError),
 }
 

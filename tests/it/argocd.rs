@@ -908,13 +908,13 @@ async fn helm_paths_follow_image_updater_or_say_why_not() {
                 "refused",
                 "a=registry.example/shop/api, b=registry.example/shop/worker, c=registry.example/shop/ui",
                 &format!(
-                    "{iu}a.helm.image-spec: images[2].image\n{iu}b.helm.image-spec: image[0]\n{iu}c.helm.image-spec: ui.image\n"
+                    "{iu}a.helm.image-spec: images[2].img\n{iu}b.helm.image-spec: image[0]\n{iu}c.helm.image-spec: ui.img\n"
                 ),
             ),
         ),
         (
             "apps/refused/values.yaml".into(),
-            "images:\n  - image: registry.example/shop/api:1.0.0\nimage:\n  ref: x\nbase: &base\n  image: registry.example/shop/ui:1.0.0\nui: *base\n".into(),
+            "images:\n  - img: registry.example/shop/api:1.0.0\nimage:\n  ref: x\nbase: &base\n  img: registry.example/shop/ui:1.0.0\nui: *base\n".into(),
         ),
     ]);
     let dir = tempfile::tempdir().unwrap();
@@ -964,7 +964,7 @@ async fn helm_paths_follow_image_updater_or_say_why_not() {
     );
     let p = problem("refused", "a");
     assert!(
-        p.contains("`images[2].image`") && p.contains("out of range"),
+        p.contains("`images[2].img`") && p.contains("out of range"),
         "{p}"
     );
     let p = problem("refused", "b");
