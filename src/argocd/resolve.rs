@@ -820,6 +820,58 @@ mod tests {
         assert_eq!(n("file:///srv/git/m.git"), "/srv/git/m");
     }
 
+    /// Image Updater's `parseTarget` takes `helmvalues:/<path>` from the root of
+    /// `git-repository`, at the revision of the source with that URL (`getWriteBackBranch`).
+    /// Without `git-repository`, tagpilot writes to the app's only `ref` source in git; with
+    /// none, or several, it names the problem.
+    #[test]
+    fn a_chart_s_helmvalues_go_to_git_repository_or_the_ref_source() {
+        let yaml = |extra: &str, refs: &str| {
+            format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  annotations:\n    {IU}image-list: r.example/api\n    {IU}write-back-method: git\n    {IU}write-back-target: helmvalues:/envs/prod/values.yaml\n{extra}spec:\n  sources:\n    - {{repoURL: 'oci://r.example/charts', chart: shop, targetRevision: 4.2.0}}\n{refs}"
+            )
+        };
+        let one_ref = "    - {repoURL: 'https://git.example/values.git', targetRevision: release, ref: values}\n";
+        let resolved = |text: String| {
+            let r = resolve(vec![(app(&text), Origin::Git)], &[], &|_| {
+                Ok::<_, &str>("main".into())
+            });
+            let a = &r.apps[0];
+            (
+                a.problems.clone(),
+                a.units.first().map(|u| u.write.clone()),
+                r.repositories
+                    .first()
+                    .map(|c| (c.url.clone(), c.branch.clone())),
+            )
+        };
+        let (problems, write, repo) = resolved(yaml(
+            &format!("    {IU}git-repository: https://git.example/values.git\n"),
+            one_ref,
+        ));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            write,
+            Some(UnitWrite::HelmValues {
+                file: "envs/prod/values.yaml".into()
+            })
+        );
+        assert_eq!(
+            repo,
+            Some(("https://git.example/values.git".into(), "release".into()))
+        );
+        let (problems, _, repo) = resolved(yaml("", one_ref));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(repo.unwrap().0, "https://git.example/values.git");
+        let (problems, write, _) = resolved(yaml("", ""));
+        assert_eq!(write, None);
+        assert!(
+            problems[0].contains("helmvalues:/envs/prod/values.yaml")
+                && problems[0].contains("set git-repository"),
+            "{problems:?}"
+        );
+    }
+
     #[test]
     fn sources_map_to_configured_repositories_branches_and_write_places() {
         let a = app(&format!(
