@@ -209,9 +209,9 @@ impl Files for Directory {
             .into_iter()
             .filter_map(Result::ok)
             .filter(|e| {
-                !e.file_type().is_dir()
-                    && !(e.file_type().is_file()
-                        && is_manifest_name(e.file_name().as_encoded_bytes()))
+                let manifest =
+                    e.file_type().is_file() && is_manifest_name(e.file_name().as_encoded_bytes());
+                !(e.file_type().is_dir() || manifest)
             })
             .filter_map(|e| {
                 e.path()
