@@ -127,11 +127,19 @@ pub fn read_tree(
     };
     // A file the paths name, or a glob matches, is read as YAML whatever its name: teams keep
     // Applications in `*.yaml.tpl` files too. One that cannot be read is a finding naming it.
-    let others: Vec<PathBuf> = files
-        .other_files()
-        .into_iter()
-        .filter(|rel| wanted(rel))
-        .collect();
+    // Paths that can match only `.yaml`/`.yml` names need no other files listed.
+    let only_manifests = globs
+        .iter()
+        .all(|g| g.ends_with(".yaml") || g.ends_with(".yml"));
+    let others: Vec<PathBuf> = if only_manifests {
+        Vec::new()
+    } else {
+        files
+            .other_files()
+            .into_iter()
+            .filter(|rel| wanted(rel))
+            .collect()
+    };
     let mut paths: Vec<&Path> = files
         .manifests()
         .iter()
