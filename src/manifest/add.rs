@@ -119,8 +119,14 @@ pub fn add_kustomize_image(
             let seq_end = matching_end(&before, seq);
             let last = last_content(&before[seq..seq_end])
                 .ok_or_else(|| cannot(before[seq].1.start, "`images:` has no entries"))?;
-            // The new item lines up with the existing ones.
-            let indent = column_of(text, before[seq].1.start);
+            // The new item lines up with the existing ones: at the `-` of the first.
+            let first = before[seq + 1].1.start;
+            let line_start = text[..first].rfind('\n').map_or(0, |n| n + 1);
+            let dash = text[line_start..first]
+                .rfind('-')
+                .map(|d| line_start + d)
+                .ok_or_else(|| cannot(first, "`images:` entries are not `- ` items"))?;
+            let indent = column_of(text, dash);
             (
                 end_of_line(text, last),
                 item(&pairs, indent),
@@ -351,6 +357,11 @@ mod tests {
 
     #[test]
     fn an_entry_is_appended_to_other_images_lined_up_with_them() {
+        let compact = "resources: [d.yaml]\nimages:\n- name: r.example/shop/web\n  newTag: 2.1.0\n";
+        assert_eq!(
+            add(compact, &entry("r.example/shop/api", None, "1.1.0")).unwrap(),
+            format!("{compact}- name: r.example/shop/api\n  newTag: 1.1.0\n")
+        );
         let text = "images:\n  - name: busybox\n    newTag: \"1.36\"\nresources:\n  - d.yaml\n";
         assert_eq!(
             add(text, &entry("r.example/shop/api", None, "1.2.0")).unwrap(),

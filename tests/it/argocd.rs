@@ -972,3 +972,84 @@ async fn helm_paths_follow_image_updater_or_say_why_not() {
     let p = problem("refused", "c");
     assert!(p.contains("`ui` is a YAML alias"), "{p}");
 }
+
+/// Image Updater adds a kustomization `images:` entry for an image it does not name (its
+/// `imagesFilter`, `pkg/argocd/git.go`), `name` being the `kustomize.image-name` with the image
+/// as `newName` when one is set (`parseImageOverride`). When the same cycle also edits that
+/// kustomization in place, the entry waits for the next cycle rather than one write hiding the
+/// other; tagpilot's own policies never add entries.
+#[tokio::test]
+async fn kustomization_entries_are_added_after_in_place_edits_and_with_aliases() {
+    let iu = "    argocd-image-updater.argoproj.io/";
+    let kustomize_app = |name: &str, list: &str, extra: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  annotations:\n{iu}image-list: {list}\n{iu}write-back-method: git\n{iu}write-back-target: kustomization\n{extra}spec:\n  source: {{repoURL: REPO_URL, path: apps/{name}}}\n"
+        )
+    };
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            kustomize_app(
+                "web",
+                "web=registry.example/shop/web, api=registry.example/shop/api",
+                "",
+            ),
+        ),
+        (
+            "apps/web/kustomization.yaml".into(),
+            "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.0.0\n".into(),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "argocd/jobs.yaml".into(),
+            kustomize_app(
+                "jobs",
+                "worker=registry.example/shop/worker",
+                &format!("{iu}worker.kustomize.image-name: worker\n"),
+            ),
+        ),
+        (
+            "apps/jobs/kustomization.yaml".into(),
+            "resources:\n  - deployment.yaml\n".into(),
+        ),
+        (
+            "apps/jobs/deployment.yaml".into(),
+            deployment("registry.example/shop/worker:3.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/web: {tags: [\"2.0.0\", \"2.1.0\"]}\nregistry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/worker: {tags: [\"3.0.0\", \"3.1.0\"]}\n",
+    )
+    .unwrap();
+    let first = run(&config, dir.path(), &registry, false).await;
+    assert_eq!(
+        repo.show("main", "apps/web/kustomization.yaml"),
+        "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.1.0\n"
+    );
+    assert!(
+        first
+            .plan
+            .holds
+            .iter()
+            .any(|h| h.policy == "web/api" && h.reason.contains("gets other edits this cycle")),
+        "{:?}",
+        first.plan.holds
+    );
+    assert_eq!(
+        repo.show("main", "apps/jobs/kustomization.yaml"),
+        "resources:\n  - deployment.yaml\nimages:\n  - name: worker\n    newName: registry.example/shop/worker\n    newTag: 3.1.0\n"
+    );
+    let second = run(&config, dir.path(), &registry, false).await;
+    assert!(second.plan.holds.is_empty(), "{:?}", second.plan.holds);
+    assert_eq!(
+        repo.show("main", "apps/web/kustomization.yaml"),
+        "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.1.0\n- name: registry.example/shop/api\n  newTag: 1.1.0\n"
+    );
+    let third = run(&config, dir.path(), &registry, false).await;
+    assert!(third.plan.changes.is_empty(), "{:?}", third.plan.changes);
+}
