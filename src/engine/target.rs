@@ -173,10 +173,15 @@ impl<R: Registry> TargetPlanner<'_, R> {
             ),
             None => false,
         };
-        let branch = self
-            .branch_templates
-            .get(name)
-            .map(|t| t.render(None, &self.branch_changes(&images)));
+        // With nothing to write no branch is named: a range over no changes may render empty,
+        // which is no branch at all.
+        let branch = if groups.is_empty() {
+            None
+        } else {
+            self.branch_templates
+                .get(name)
+                .map(|t| t.render(None, &self.branch_changes(&images)))
+        };
         // A name git would refuse is named here, before anything is committed or pushed.
         if let Some(b) = &branch {
             check_branch_name(b)?;

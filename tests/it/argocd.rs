@@ -1053,3 +1053,36 @@ async fn kustomization_entries_are_added_after_in_place_edits_and_with_aliases()
     let third = run(&config, dir.path(), &registry, false).await;
     assert!(third.plan.changes.is_empty(), "{:?}", third.plan.changes);
 }
+
+/// A template that renders empty when nothing changes (`{{range .Images}}` over no changes) is
+/// not a refused branch name: with nothing to write, no branch is named.
+#[tokio::test]
+async fn a_branch_template_over_no_changes_is_not_a_problem() {
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app(
+                "web",
+                "api=registry.example/shop/api",
+                "    argocd-image-updater.argoproj.io/git-branch: \"main:{{range .Images}}{{.Alias}}{{end}}\"\n",
+            ),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\"]}\n").unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert!(
+        applied.plan.problems.is_empty(),
+        "{:?}",
+        applied.plan.problems
+    );
+    for r in &applied.plan.repositories {
+        assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
+    }
+}
