@@ -8,6 +8,11 @@
 //! same field (see [`super::in_place`]); each image's outcome is still reported on its own.
 //! `.argocd-source-<app>.yaml` files ([`super::override_file`]) are Image
 //! Updater's format, written whole as Image Updater does, with the same tag selection.
+//!
+//! Where Applications bring Image Updater's configuration, its rules apply: an image a
+//! kustomization's `images:` does not name gets an entry (tagpilot's own policies only write
+//! keys an entry has), and a Helm value path that finds nothing is a problem naming the file,
+//! the path and why ([`crate::manifest::explain_helm_path`]), never a silent "not found".
 //! Writes nothing: the repository's tree is read (a commit, through [`crate::files::Files`]),
 //! the result is returned.
 
