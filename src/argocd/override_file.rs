@@ -77,12 +77,15 @@ impl OverrideFile {
             }
             this = &sorted;
         }
+        // go-yaml quotes by YAML 1.2's core schema (`1.2.0` stays plain, `"1.10"` is quoted)
+        // and also quotes YAML 1.1's booleans; Argo CD reads the file as YAML 1.1, so a value
+        // only 1.1 reads as a boolean or a number makes the whole file quoted by 1.1's rules.
+        let yaml_12 = !this.strings().any(yaml_11_special);
         let options = serde_saphyr::ser_options! {
             indent_step: 2,
             compact_list_indent: true,
             prefer_block_scalars: false,
-            // go-yaml quotes by YAML 1.2's core schema: `1.2.0` stays plain, `"1.10"` is quoted.
-            yaml_12: true,
+            yaml_12: yaml_12,
             no_lang_directive: true,
         };
         let body =
@@ -91,6 +94,21 @@ impl OverrideFile {
             Some(prefix) if !body.starts_with("---") => format!("{prefix}{body}"),
             _ => body,
         }
+    }
+
+    /// Every string tagpilot writes in the file.
+    fn strings(&self) -> impl Iterator<Item = &str> {
+        let helm = self
+            .helm
+            .iter()
+            .flat_map(|h| &h.parameters)
+            .flat_map(|p| [p.name.as_str(), p.value.as_str()]);
+        let kustomize = self
+            .kustomize
+            .iter()
+            .flat_map(|k| &k.images)
+            .map(String::as_str);
+        helm.chain(kustomize)
     }
 
     /// The image's current tag and digest in this file, if it names the image.
@@ -186,6 +204,22 @@ impl OverrideFile {
             }
         }
     }
+}
+
+/// Whether YAML 1.1 (not 1.2) reads `s`, unquoted, as something else than a string: its
+/// booleans (`yes`, `on`, `n`, …) and base-60 numbers (`1:20`).
+fn yaml_11_special(s: &str) -> bool {
+    const BOOLS: [&str; 8] = ["y", "yes", "n", "no", "on", "off", "true", "false"];
+    if BOOLS.iter().any(|b| s.eq_ignore_ascii_case(b)) {
+        return true;
+    }
+    let digits = s.trim_start_matches(['-', '+']);
+    digits.contains(':')
+        && digits.split(':').all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_digit() || c == '_' || c == '.')
+        })
 }
 
 /// The leading blank lines, comments and directives of `text` together with the `---` that
@@ -343,6 +377,13 @@ pub(crate) mod tests {
         assert_eq!(
             one.render(None),
             "helm:\n  parameters:\n  - name: image.tag\n    value: \"1.10\"\n    forcestring: true\n"
+        );
+        // Argo CD reads the file as YAML 1.1, where a plain `yes` is a boolean.
+        one.helm.as_mut().unwrap().parameters[0].value = "yes".into();
+        let text = one.render(None);
+        assert!(
+            text.contains("value: 'yes'") || text.contains("value: \"yes\""),
+            "{text}"
         );
         let kustomize = "kustomize:\n  images:\n  - registry.example/shop/api:1.2.0\n";
         assert_eq!(
