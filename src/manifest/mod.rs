@@ -17,7 +17,9 @@
 //! - `images:` entries of `kustomization.yaml`, `kustomization.yml` and `Kustomization` files,
 //!   whatever their `kind` (`Kustomization`, or `Component` for kustomize components). An entry is written only in the keys it already has (`newTag`,
 //!   `digest`); only an entry with nothing but a `name` gets them added. An entry that pins
-//!   neither (only `newName` or `tagSuffix`) is not a field;
+//!   neither (only `newName` or `tagSuffix`) is not a field. (Image Updater's rule, a whole
+//!   entry added for an image `images:` does not name, is [`add_kustomize_image`], for
+//!   Applications only.);
 //! - in documents without `apiVersion` and `kind` (Helm values), `image:` holding either a
 //!   `{registry, repository, tag, digest}` map (registry, tag and digest optional) or a whole
 //!   reference string, at any depth; plus the explicit [`HelmPaths`] passed to [`scan`], in any
