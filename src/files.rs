@@ -52,6 +52,14 @@ pub trait Files: Sync {
 
     /// Whether `path` is a directory (`""` is the root).
     fn is_dir(&self, path: &Path) -> bool;
+
+    /// The entries that are not manifests and not directories (other names, links, files in
+    /// hidden directories), relative, in path order: for the few readers that take a file by
+    /// the name a user gave (`applications.fromGit` paths such as `*.yaml.tpl`). Listed on
+    /// demand, never kept beside the manifests.
+    fn other_files(&self) -> Vec<PathBuf> {
+        Vec::new()
+    }
 }
 
 /// The manifests under the directory `dir` (all of them for `""`), in path order: a slice of
@@ -196,6 +204,26 @@ impl Files for Directory {
 
     fn is_dir(&self, path: &Path) -> bool {
         self.root.join(path).is_dir()
+    }
+
+    fn other_files(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = walkdir::WalkDir::new(&self.root)
+            .into_iter()
+            .filter_map(Result::ok)
+            .filter(|e| {
+                let manifest =
+                    e.file_type().is_file() && is_manifest_name(e.file_name().as_encoded_bytes());
+                !(e.file_type().is_dir() || manifest)
+            })
+            .filter_map(|e| {
+                e.path()
+                    .strip_prefix(&self.root)
+                    .ok()
+                    .map(Path::to_path_buf)
+            })
+            .collect();
+        out.sort();
+        out
     }
 }
 

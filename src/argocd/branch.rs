@@ -3,11 +3,22 @@
 //! branch and the same set always to the same one.
 //!
 //! Image Updater documents `{{.SHA256}}` (the SHA-256 of the change list) and
-//! `{{range .Images}}…{{end}}` with `.Name`, `.Alias`, `.OldTag` and `.NewTag`; tagpilot also
-//! renders `{{.AppName}}` and `{{.AppNamespace}}` (fields of the same template data in later
-//! Image Updater versions). Only these forms are understood: anything else is refused with the
-//! reason, never rendered as something approximate, because a wrong branch name would push
-//! where the user did not ask.
+//! `{{range .Images}}…{{end}}` with `.Name`, `.Alias`, `.OldTag` and `.NewTag`; its template
+//! data also has `.AppName`, `.AppNamespace` and `.TargetKey`. Every variable renders exactly as
+//! Image Updater renders it for a `git-branch` template (`TemplateBranchName` in its
+//! `pkg/argocd/git.go`), so that a branch Image Updater made is found and updated, never
+//! duplicated:
+//! - `.Name` is the image's name without its registry host (`shop/api` for
+//!   `registry.example:5000/shop/api`; Docker Hub's implicit `library/` dropped), and the
+//!   SHA-256 hashes that name;
+//! - `.OldTag` and `.NewTag` are the digest when there is one, else the tag;
+//! - `.AppName`, `.AppNamespace` and `.TargetKey` are empty: Image Updater passes them only to
+//!   its pull-request branch template, never to `git-branch`.
+//!
+//! Only these forms are understood: anything else is refused with the reason, never rendered as
+//! something approximate, because a wrong branch name would push where the user did not ask.
+//! A rendered name git would refuse (a `:` from a digest, say) is a [`BranchNameError`] before
+//! anything is pushed.
 //!
 //! Pure: no I/O. A small dedicated renderer rather than a translation to minijinja, because
 //! the accepted language is a handful of fixed forms and its errors must name them.
@@ -20,7 +31,8 @@ const MAX_BRANCH_LEN: usize = 255;
 /// One image change, as the template sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BranchChange {
-    /// The image name as written in `image-list`, without tag.
+    /// The image name as Image Updater names it: no registry host, no tag
+    /// ([`image_updater_name`]).
     pub name: String,
     pub alias: String,
     pub old_tag: String,
@@ -38,6 +50,7 @@ enum Part {
     Text(String),
     AppName,
     AppNamespace,
+    TargetKey,
     Sha256,
     /// `{{range .Images}}…{{end}}`.
     Images(Vec<ImagePart>),
@@ -75,7 +88,9 @@ pub enum TemplateError {
     RangeWithoutEnd,
     #[error("unknown field {0} in {{{{range .Images}}}}; known: .Name, .Alias, .OldTag, .NewTag")]
     UnknownImageField(String),
-    #[error("unknown field {0}; known: .SHA256, .AppName, .AppNamespace, {{{{range .Images}}}}")]
+    #[error(
+        "unknown field {0}; known: .SHA256, .AppName, .AppNamespace, .TargetKey, {{{{range .Images}}}}"
+    )]
     UnknownField(String),
     /// The action's body, trimmed.
     #[error("unsupported action {{{{{0}}}}}")]
@@ -111,6 +126,7 @@ impl BranchTemplate {
                         (None, ["end"]) => return Err(TemplateError::EndWithoutRange),
                         (None, [".AppName"]) => parts.push(Part::AppName),
                         (None, [".AppNamespace"]) => parts.push(Part::AppNamespace),
+                        (None, [".TargetKey"]) => parts.push(Part::TargetKey),
                         (None, [".SHA256"]) => parts.push(Part::Sha256),
                         (Some(r), [field]) => r.push(match *field {
                             ".Name" => ImagePart::Name,
@@ -151,6 +167,7 @@ impl BranchTemplate {
                 Part::Text(t) => out.push_str(t),
                 Part::AppName => out.push_str(app.map_or("", |a| a.0)),
                 Part::AppNamespace => out.push_str(app.map_or("", |a| a.1)),
+                Part::TargetKey => {}
                 Part::Sha256 => out.push_str(&sha256(changes)),
                 Part::Images(inner) => {
                     for c in changes {
@@ -177,14 +194,14 @@ impl BranchTemplate {
         out
     }
 
-    /// The template with only the app's fields filled in: what identifies its branch before
-    /// the changes are known.
-    pub fn render_app(&self, name: &str, namespace: &str) -> BranchTemplate {
+    /// The template with the app's fields filled in as Image Updater fills them for a
+    /// `git-branch` template: empty (its `TemplateBranchName(ctx, wbc.GitWriteBranch, "", "",
+    /// "", changeList)`). What is left identifies the branch before the changes are known.
+    pub fn render_app(&self) -> BranchTemplate {
         let mut parts: Vec<Part> = Vec::new();
         for p in &self.parts {
             let text = match p {
-                Part::AppName => name.to_string(),
-                Part::AppNamespace => namespace.to_string(),
+                Part::AppName | Part::AppNamespace | Part::TargetKey => String::new(),
                 Part::Text(t) => t.clone(),
                 other => {
                     parts.push(other.clone());
@@ -207,6 +224,7 @@ impl BranchTemplate {
                 Part::Text(t) => out.push_str(t),
                 Part::AppName => out.push_str("{{.AppName}}"),
                 Part::AppNamespace => out.push_str("{{.AppNamespace}}"),
+                Part::TargetKey => out.push_str("{{.TargetKey}}"),
                 Part::Sha256 => out.push_str("{{.SHA256}}"),
                 Part::Images(inner) => {
                     out.push_str("{{range .Images}}");
@@ -239,6 +257,101 @@ pub fn sha256(changes: &[BranchChange]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// An image's name as Image Updater's templates see it (`ContainerImage.ImageName`, from
+/// `NewFromIdentifier` in its registry-scanner): the path without the registry host, which is
+/// the first component when it has a `.` or a `:` or is `localhost`; Docker Hub's implicit
+/// `library/` is dropped unless the name was written with it. A tag or digest is cut off.
+pub fn image_updater_name(image: &str) -> String {
+    let image = image.split_once('@').map_or(image, |(n, _)| n);
+    // A tag follows the last `:` after the last `/`.
+    let image = match image.rsplit_once(':') {
+        Some((n, tag)) if !tag.contains('/') => n,
+        _ => image,
+    };
+    let (domain, path) = match image.split_once('/') {
+        Some((first, rest))
+            if first.contains('.') || first.contains(':') || first == "localhost" =>
+        {
+            (Some(first), rest)
+        }
+        _ => (None, image),
+    };
+    match domain {
+        None | Some("docker.io" | "index.docker.io") if !image.starts_with("library/") => {
+            path.strip_prefix("library/").unwrap_or(path).to_string()
+        }
+        _ => path.to_string(),
+    }
+}
+
+/// A tag as Image Updater's templates see it (`ImageTag.String()`): the digest when there is
+/// one, else the tag. `version` is tagpilot's `tag[@digest]` text.
+pub fn image_updater_tag(version: &str) -> String {
+    match version.split_once('@') {
+        Some((_, digest)) => digest.to_string(),
+        None => version.to_string(),
+    }
+}
+
+/// A rendered branch name git refuses (`git check-ref-format --branch`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("git-branch: the branch name {name:?} is not valid in git: {reason}")]
+pub struct BranchNameError {
+    pub name: String,
+    pub reason: &'static str,
+}
+
+/// Checks `name` as git checks a branch name (`git check-ref-format` on `refs/heads/<name>`),
+/// so a name it would refuse is reported before anything is pushed.
+pub fn check_branch_name(name: &str) -> Result<(), BranchNameError> {
+    let fail = |reason| {
+        Err(BranchNameError {
+            name: name.to_string(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return fail("it is empty");
+    }
+    if name.starts_with('-') {
+        return fail("it starts with `-`");
+    }
+    if name == "@" {
+        return fail("it is `@`");
+    }
+    if name.contains("..") {
+        return fail("it contains `..`");
+    }
+    if name.contains("@{") {
+        return fail("it contains `@{`");
+    }
+    if let Some(c) = name.chars().find(|c| {
+        c.is_ascii_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\')
+    }) {
+        return fail(match c {
+            ':' => "it contains `:`",
+            ' ' => "it contains a space",
+            '~' | '^' | '?' | '*' | '[' | '\\' => "it contains one of `~ ^ ? * [ \\`",
+            _ => "it contains a control character",
+        });
+    }
+    if name.ends_with('.') {
+        return fail("it ends with `.`");
+    }
+    for component in name.split('/') {
+        if component.is_empty() {
+            return fail("it has an empty component (`//`, or a leading or trailing `/`)");
+        }
+        if component.starts_with('.') {
+            return fail("a component starts with `.`");
+        }
+        if component.ends_with(".lock") {
+            return fail("a component ends with `.lock`");
+        }
+    }
+    Ok(())
 }
 
 fn tokenize(template: &str) -> Result<Vec<Token<'_>>, TemplateError> {
@@ -355,14 +468,70 @@ mod tests {
         );
     }
 
+    /// Image Updater renders `git-branch` templates with empty app fields
+    /// (`TemplateBranchName(ctx, wbc.GitWriteBranch, "", "", "", changeList)` in its
+    /// `pkg/argocd/git.go`; its test "AppNamespace and AppName empty when not provided" expects
+    /// `image-updater--`).
     #[test]
-    fn app_fields_render_before_the_changes_are_known() {
+    fn app_fields_render_empty_as_image_updater_renders_git_branch() {
         let t = BranchTemplate::parse("{{.AppNamespace}}/{{ .AppName -}} / {{- .SHA256}}").unwrap();
-        let app = t.render_app("web", "argocd");
-        assert_eq!(app.source(), "argocd/web/{{.SHA256}}");
-        let fixed = BranchTemplate::parse("updates-{{.AppName}}").unwrap();
+        assert_eq!(t.render_app().source(), "//{{.SHA256}}");
+        let fixed = BranchTemplate::parse("image-updater-{{.AppNamespace}}-{{.AppName}}").unwrap();
         assert!(!fixed.depends_on_changes());
-        assert_eq!(fixed.render(Some(("web", "argocd")), &[]), "updates-web");
+        assert_eq!(fixed.render_app().render(None, &[]), "image-updater--");
+        let key = BranchTemplate::parse("image-updater-{{.TargetKey}}-{{.SHA256}}").unwrap();
+        assert_eq!(key.render_app().source(), "image-updater--{{.SHA256}}");
+    }
+
+    /// Image Updater's `ImageName` (registry-scanner `NewFromIdentifier`): its test
+    /// "Template branch name with image name" renders `foo/bar` for `foo/bar`, and the host of
+    /// a registry is never part of it.
+    #[test]
+    fn image_names_drop_the_registry_host_as_image_updater_does() {
+        let n = image_updater_name;
+        assert_eq!(n("foo/bar"), "foo/bar");
+        assert_eq!(n("registry.example:5000/shop/api"), "shop/api");
+        assert_eq!(n("127.0.0.1:5000/shop/api:1.0"), "shop/api");
+        assert_eq!(n("0001.dkr.ecr.us-east-1.amazonaws.com/bar"), "bar");
+        assert_eq!(n("localhost/app@sha256:abc"), "app");
+        assert_eq!(n("nginx"), "nginx");
+        assert_eq!(n("docker.io/library/nginx"), "nginx");
+        assert_eq!(n("library/nginx"), "library/nginx");
+        assert_eq!(n("ghcr.io/library/x"), "library/x");
+        assert_eq!(image_updater_tag("1.2.0"), "1.2.0");
+        assert_eq!(image_updater_tag("1.2.0@sha256:abc"), "sha256:abc");
+    }
+
+    #[test]
+    fn branch_names_git_refuses_are_named_with_the_reason() {
+        for ok in ["image-updater-shop/api-1.2.0", "main", "a/b.c", "feature@x"] {
+            assert_eq!(check_branch_name(ok), Ok(()), "{ok}");
+            assert!(git2::Reference::is_valid_name(&format!("refs/heads/{ok}")));
+        }
+        for (bad, why) in [
+            ("up-registry.example:5000/shop/api", "`:`"),
+            ("up-sha256:abc", "`:`"),
+            ("a..b", "`..`"),
+            ("a/.b", "starts with `.`"),
+            ("a.lock", "`.lock`"),
+            ("a//b", "empty component"),
+            ("a/", "empty component"),
+            ("a b", "space"),
+            ("-a", "starts with `-`"),
+            ("a@{1}", "`@{`"),
+            ("", "empty"),
+        ] {
+            let e = check_branch_name(bad).unwrap_err();
+            assert!(e.to_string().contains(why), "{bad}: {e}");
+            // `git check-ref-format --branch` refuses a leading `-`; as a full ref name it
+            // would pass.
+            assert!(
+                !git2::Reference::is_valid_name(&format!("refs/heads/{bad}"))
+                    || bad.is_empty()
+                    || bad.starts_with('-'),
+                "git accepts {bad}"
+            );
+        }
     }
 
     #[test]

@@ -26,6 +26,22 @@ pub(crate) struct InPlace {
     pub helm: bool,
     /// Index into [`super::RepositoryPlan::images`].
     pub outcome: usize,
+    /// Written to a kustomization (`write-back-target: kustomization`): an image it does not
+    /// name gets an `images:` entry, as Image Updater adds one.
+    pub add_entry: Option<AddEntry>,
+}
+
+/// Where an image missing from a kustomization's `images:` comes from.
+#[derive(Debug, Clone)]
+pub(crate) struct AddEntry {
+    /// Index into the resolved apps.
+    pub app: usize,
+    /// Index into the app's images.
+    pub image: usize,
+    /// The source's path, where its manifests (and so its current tag) are.
+    pub root: String,
+    /// The kustomization's directory.
+    pub dir: String,
 }
 
 impl InPlace {
@@ -293,6 +309,7 @@ mod tests {
                 files,
                 helm,
                 outcome: 0,
+                add_entry: None,
             }
         };
         let names = |jobs: &[InPlace]| -> Vec<Vec<String>> {

@@ -118,17 +118,36 @@ pub fn read_tree(
         what: "applications.fromGit paths".into(),
         source,
     })?;
-    let paths: Vec<&Path> = files
+    // Hidden files are not Applications' places (`.argocd-source-*.yaml`), nor are hidden
+    // directories.
+    let wanted = |rel: &Path| {
+        !rel.components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+            && set.is_match(rel)
+    };
+    // A file the paths name, or a glob matches, is read as YAML whatever its name: teams keep
+    // Applications in `*.yaml.tpl` files too. One that cannot be read is a finding naming it.
+    // Paths that can match only `.yaml`/`.yml` names need no other files listed.
+    let only_manifests = globs
+        .iter()
+        .all(|g| g.ends_with(".yaml") || g.ends_with(".yml"));
+    let others: Vec<PathBuf> = if only_manifests {
+        Vec::new()
+    } else {
+        files
+            .other_files()
+            .into_iter()
+            .filter(|rel| wanted(rel))
+            .collect()
+    };
+    let mut paths: Vec<&Path> = files
         .manifests()
         .iter()
         .map(PathBuf::as_path)
-        .filter(|rel| {
-            // Hidden files are not Applications' places either (`.argocd-source-*.yaml`).
-            !rel.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                && set.is_match(rel)
-        })
+        .filter(|rel| wanted(rel))
+        .chain(others.iter().map(PathBuf::as_path))
         .collect();
+    paths.sort();
     // Thousands of Applications: read and parse them on every core, keep the file order.
     let read = |rel: &&Path| {
         let shown = format!("{label}{}", slash(rel));
@@ -232,6 +251,44 @@ mod tests {
     use super::*;
 
     const APP: &str = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: NAME\nspec:\n  source:\n    repoURL: https://git.example/m.git\n    path: apps/NAME\n";
+
+    /// Teams keep Applications in `*.yaml.tpl` files: a file the paths match is read as YAML
+    /// whatever its name, and one that cannot be read is a finding naming it, never skipped.
+    #[test]
+    fn files_the_paths_match_are_read_whatever_their_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let put = |f: &str, bytes: &[u8]| {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        };
+        put("argocd/web.yaml.tpl", APP.replace("NAME", "web").as_bytes());
+        put("argocd/plain.yaml", APP.replace("NAME", "plain").as_bytes());
+        put("argocd/binary.yaml.tpl", &[0xff, 0xfe, 0x00]);
+        put("argocd/notes.md", b"not matched");
+        put(
+            "argocd/.hidden/x.yaml.tpl",
+            APP.replace("NAME", "hidden").as_bytes(),
+        );
+        let files = Directory::open(dir.path()).unwrap();
+        let mut found = Found::default();
+        let mut problems = Vec::new();
+        read_tree(
+            &files,
+            "",
+            &["argocd/*.yaml".into(), "argocd/**/*.yaml.tpl".into()],
+            &mut found,
+            &mut problems,
+        )
+        .unwrap();
+        let names: Vec<&str> = found
+            .apps
+            .iter()
+            .map(|a| a.metadata.name.as_str())
+            .collect();
+        assert_eq!(names, ["plain", "web"]);
+        assert_eq!(problems, ["argocd/binary.yaml.tpl: not UTF-8 text"]);
+    }
 
     /// Three repositories, each holding one Application named after it, read with `bound`
     /// fetches at once; returns the apps in the order read and the most fetches in flight.

@@ -59,8 +59,56 @@ impl OverrideFile {
         serde_saphyr::from_str(text)
     }
 
-    pub fn render(&self) -> String {
-        serde_saphyr::to_string(self).expect("override file serialises")
+    /// The file as Image Updater writes it (`marshalParamsOverride` in its
+    /// `pkg/argocd/update.go`), so that a repository switching from Image Updater sees no diff
+    /// beyond the tags: go-yaml's style (two-space indent, list items not indented under their
+    /// key, long strings on one line, never folded into `>-` blocks), Helm parameters sorted
+    /// by name (its `sortHelmParameters`), and the original's leading comments and `---`
+    /// carried over verbatim (its `leadingDocumentStartPrefix`).
+    pub fn render(&self, original: Option<&str>) -> String {
+        let mut sorted;
+        let mut this = self;
+        if let Some(h) = &self.helm
+            && !h.parameters.is_sorted_by(|a, b| a.name <= b.name)
+        {
+            sorted = self.clone();
+            if let Some(h) = &mut sorted.helm {
+                h.parameters.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+            this = &sorted;
+        }
+        // go-yaml quotes by YAML 1.2's core schema (`1.2.0` stays plain, `"1.10"` is quoted)
+        // and also quotes YAML 1.1's booleans; Argo CD reads the file as YAML 1.1, so a value
+        // only 1.1 reads as a boolean or a number makes the whole file quoted by 1.1's rules.
+        let yaml_12 = !this.strings().any(yaml_11_special);
+        let options = serde_saphyr::ser_options! {
+            indent_step: 2,
+            compact_list_indent: true,
+            prefer_block_scalars: false,
+            yaml_12: yaml_12,
+            no_lang_directive: true,
+        };
+        let body =
+            serde_saphyr::to_string_with_options(this, options).expect("override file serialises");
+        match original.and_then(leading_document_start) {
+            Some(prefix) if !body.starts_with("---") => format!("{prefix}{body}"),
+            _ => body,
+        }
+    }
+
+    /// Every string tagpilot writes in the file.
+    fn strings(&self) -> impl Iterator<Item = &str> {
+        let helm = self
+            .helm
+            .iter()
+            .flat_map(|h| &h.parameters)
+            .flat_map(|p| [p.name.as_str(), p.value.as_str()]);
+        let kustomize = self
+            .kustomize
+            .iter()
+            .flat_map(|k| &k.images)
+            .map(String::as_str);
+        helm.chain(kustomize)
     }
 
     /// The image's current tag and digest in this file, if it names the image.
@@ -158,6 +206,40 @@ impl OverrideFile {
     }
 }
 
+/// Whether YAML 1.1 (not 1.2) reads `s`, unquoted, as something else than a string: its
+/// booleans (`yes`, `on`, `n`, …) and base-60 numbers (`1:20`).
+fn yaml_11_special(s: &str) -> bool {
+    const BOOLS: [&str; 8] = ["y", "yes", "n", "no", "on", "off", "true", "false"];
+    if BOOLS.iter().any(|b| s.eq_ignore_ascii_case(b)) {
+        return true;
+    }
+    let digits = s.trim_start_matches(['-', '+']);
+    digits.contains(':')
+        && digits.split(':').all(|p| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_digit() || c == '_' || c == '.')
+        })
+}
+
+/// The leading blank lines, comments and directives of `text` together with the `---` that
+/// follows them, verbatim; `None` when no `---` follows them (Image Updater's
+/// `leadingDocumentStartPrefix`).
+fn leading_document_start(text: &str) -> Option<&str> {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with('%') {
+            at += line.len();
+            continue;
+        }
+        let bare = line.trim_end_matches(['\n', '\r']);
+        let marker = bare == "---" || bare.starts_with("--- ") || bare.starts_with("---\t");
+        return marker.then(|| &text[..at + line.len()]);
+    }
+    None
+}
+
 /// Whether a kustomize override entry (`[old=]image[:tag][@digest]`) is the one for `image`.
 fn kustomize_entry_names(entry: &str, image: &AnnotatedImage, policy: &ImagePolicy) -> bool {
     let name = match entry.split_once('=') {
@@ -249,24 +331,64 @@ pub(crate) mod tests {
             Some((Some("1.0.0".into()), None))
         );
         f.set(SourceKind::Helm, &img, &pol, "1.1.0", None);
-        let text = f.render();
+        let text = f.render(None);
         let back = OverrideFile::parse(&text).unwrap();
         let h = back.helm.unwrap();
+        // Sorted by name, as Image Updater's `sortHelmParameters` writes them.
         assert_eq!(
             h.parameters,
             vec![
-                OverrideParameter {
-                    name: "api.image.tag".into(),
-                    value: "1.1.0".into(),
-                    forcestring: true
-                },
                 OverrideParameter {
                     name: "api.image.repository".into(),
                     value: "r.example/shop/api".into(),
                     forcestring: true
                 },
+                OverrideParameter {
+                    name: "api.image.tag".into(),
+                    value: "1.1.0".into(),
+                    forcestring: true
+                },
             ]
         );
         assert!(h.other.contains_key("valueFiles"), "{text}");
+    }
+
+    /// Image Updater writes the file with go-yaml (`marshalWithIndent`: two-space indent,
+    /// `CompactSeqIndent`, no line folding) and carries a leading `---` and the comments before
+    /// it over (`leadingDocumentStartPrefix`, its test cases in `pkg/argocd/update_test.go`).
+    #[test]
+    fn the_file_is_written_as_image_updater_writes_it() {
+        let long = "registry.example/platform/team-shop/services/checkout-api-with-a-rather-long-name-for-one-service";
+        let original = format!(
+            "# managed by argocd-image-updater\n---\nhelm:\n  parameters:\n  - name: image.name\n    value: {long}\n    forcestring: true\n  - name: image.tag\n    value: 1.1.0\n    forcestring: true\n"
+        );
+        let mut f = OverrideFile::parse(&original).unwrap();
+        f.helm.as_mut().unwrap().parameters[1].value = "1.2.0".into();
+        assert_eq!(
+            f.render(Some(&original)),
+            original.replace("value: 1.1.0", "value: 1.2.0")
+        );
+        let mut one = OverrideFile::default();
+        one.helm.get_or_insert_default().parameters = vec![OverrideParameter {
+            name: "image.tag".into(),
+            value: "1.10".into(),
+            forcestring: true,
+        }];
+        assert_eq!(
+            one.render(None),
+            "helm:\n  parameters:\n  - name: image.tag\n    value: \"1.10\"\n    forcestring: true\n"
+        );
+        // Argo CD reads the file as YAML 1.1, where a plain `yes` is a boolean.
+        one.helm.as_mut().unwrap().parameters[0].value = "yes".into();
+        let text = one.render(None);
+        assert!(
+            text.contains("value: 'yes'") || text.contains("value: \"yes\""),
+            "{text}"
+        );
+        let kustomize = "kustomize:\n  images:\n  - registry.example/shop/api:1.2.0\n";
+        assert_eq!(
+            OverrideFile::parse(kustomize).unwrap().render(None),
+            kustomize
+        );
     }
 }

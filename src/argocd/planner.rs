@@ -8,6 +8,11 @@
 //! same field (see [`super::in_place`]); each image's outcome is still reported on its own.
 //! `.argocd-source-<app>.yaml` files ([`super::override_file`]) are Image
 //! Updater's format, written whole as Image Updater does, with the same tag selection.
+//!
+//! Where Applications bring Image Updater's configuration, its rules apply: an image a
+//! kustomization's `images:` does not name gets an entry (tagpilot's own policies only write
+//! keys an entry has), and a Helm value path that finds nothing is a problem naming the file,
+//! the path and why ([`crate::manifest::explain_helm_path`]), never a silent "not found".
 //! Writes nothing: the repository's tree is read (a commit, through [`crate::files::Files`]),
 //! the result is returned.
 
@@ -22,12 +27,14 @@ use crate::registry::Registry;
 
 use super::ArgoError;
 use super::in_place::{
-    InPlace, batches, current_in_source, describe_files, detect, manifest_files, targets,
+    AddEntry, InPlace, batches, current_in_source, describe_files, detect, manifest_files, targets,
 };
 use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
 
 pub use super::outcome::{Decided, ImageOutcome, ImageStatus, decide};
-use super::outcome::{OverridePlace, OverrideTarget, decide_app_overrides};
+use super::outcome::{
+    OverridePlace, OverrideTarget, Record, decide_app_overrides, decide_override,
+};
 pub use super::override_file::{
     HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,
 };
@@ -98,27 +105,35 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         // held twice.
         let walks = batches(&jobs);
         let mut jobs: Vec<Option<InPlace>> = jobs.into_iter().map(Some).collect();
+        let mut missing = Vec::new();
         for walk in walks {
             let batch: Vec<InPlace> = walk.iter().filter_map(|&k| jobs[k].take()).collect();
-            let walked = self.plan_batch(batch, repository, files, &mut out).await?;
+            let walked = self
+                .plan_batch(batch, repository, files, &mut out, &mut missing)
+                .await?;
             out.in_place.push(walked);
         }
+        self.plan_added_entries(missing, repository, files, &mut out)
+            .await;
         Ok(out)
     }
 
     /// Plans a batch of in-place images in one walk of the tree and fills in their outcomes.
     /// Each image's outcome is looked up by its policy's name (one per batch), so a batch of
     /// thousands of Applications costs lookups, not a search of the plan per image.
+    /// Images a kustomization does not name, and that may get an entry, go to `missing`.
     async fn plan_batch(
         &self,
         batch: Vec<InPlace>,
         repository: &RepositoryConfig,
         files: &dyn Files,
         out: &mut RepositoryPlan,
+        missing: &mut Vec<Missing>,
     ) -> Result<Plan, ArgoError> {
-        let (policies, batch): (Vec<ImagePolicy>, Vec<(Vec<String>, usize)>) = batch
+        type Job = (Vec<String>, usize, Option<AddEntry>);
+        let (policies, batch): (Vec<ImagePolicy>, Vec<Job>) = batch
             .into_iter()
-            .map(|j| (j.policy, (j.files, j.outcome)))
+            .map(|j| (j.policy, (j.files, j.outcome, j.add_entry)))
             .unzip();
         let (p, matched) = plan::plan_files(
             files,
@@ -153,7 +168,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 (None, None) => {}
             }
         }
-        for (k, (job_files, at)) in batch.iter().enumerate() {
+        for (k, (job_files, at, add_entry)) in batch.iter().enumerate() {
             let policy = &policies[k];
             let name = policy.name.as_str();
             let outcome = &mut out.images[*at];
@@ -178,6 +193,27 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 outcome.reason = Some(pr.message.clone());
             } else if matched[k] {
                 outcome.status = ImageStatus::UpToDate;
+            } else if let (Some(entry), [file]) = (add_entry, job_files.as_slice()) {
+                missing.push(Missing {
+                    policy: policy.clone(),
+                    entry: entry.clone(),
+                    file: file.clone(),
+                    outcome: *at,
+                });
+            } else if let Some((file, reason)) = helm_reason(files, job_files, policy) {
+                // A Helm path that resolves to nothing is a problem naming the file, the path
+                // and why, never a silent "not found".
+                outcome.status = ImageStatus::Problem;
+                outcome.file = Some(file.clone());
+                outcome.reason = Some(reason.clone());
+                out.plan.problems.push(plan::Problem {
+                    repository: Some(repository.name.clone()),
+                    policy: Some(name.to_string()),
+                    image: Some(policy.image.to_string()),
+                    file: Some(file),
+                    line: None,
+                    message: reason,
+                });
             } else {
                 outcome.status = ImageStatus::NotFound;
                 outcome.reason = Some(format!(
@@ -207,6 +243,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             out.app_problems
                 .push((a, format!("source {}: {message}", unit.source + 1)));
         };
+        let mut add_entry = None;
         let (files, helm_target) = match (&unit.write, kind) {
             (UnitWrite::Manifests { .. }, _)
             | (UnitWrite::OverrideFile { .. }, SourceKind::Directory) => {
@@ -231,7 +268,10 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                     .map(|f| resolve::join(dir, f))
                     .find(|f| files.is_file(Path::new(f)))
                 {
-                    Some(f) => (vec![f], false),
+                    Some(f) => {
+                        add_entry = Some(dir.clone());
+                        (vec![f], false)
+                    }
                     None => {
                         problem(
                             out,
@@ -290,9 +330,146 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 files: files.clone(),
                 helm: helm_target,
                 outcome: out.images.len() - 1,
+                add_entry: add_entry.as_ref().map(|dir| AddEntry {
+                    app: a,
+                    image: i,
+                    root: unit.root.clone(),
+                    dir: dir.clone(),
+                }),
             });
         }
         Ok(())
+    }
+
+    /// Images a kustomization's `images:` does not name, for `write-back-target:
+    /// kustomization`: Image Updater adds an entry for them (its `imagesFilter` in
+    /// `pkg/argocd/git.go`), so they are decided from where the source's manifests have them and
+    /// added ([`crate::manifest::add_kustomize_image`]). One group per kustomization, written
+    /// whole; held when the walks also edit that file this cycle, so neither write hides the
+    /// other (the next cycle adds it).
+    async fn plan_added_entries(
+        &self,
+        missing: Vec<Missing>,
+        repository: &RepositoryConfig,
+        files: &dyn Files,
+        out: &mut RepositoryPlan,
+    ) {
+        let mut by_file: BTreeMap<String, Vec<Missing>> = BTreeMap::new();
+        for m in missing {
+            by_file.entry(m.file.clone()).or_default().push(m);
+        }
+        for (file, entries) in by_file {
+            let busy = out
+                .in_place
+                .iter()
+                .any(|p| p.files.iter().any(|f| f.path == Path::new(&file)));
+            let mut text = match files.read(Path::new(&file)).map(String::from_utf8) {
+                Ok(Ok(t)) => t,
+                Ok(Err(_)) => {
+                    out.app_problems.push((
+                        entries[0].entry.app,
+                        format!("cannot read {file}: not UTF-8 text"),
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    out.app_problems
+                        .push((entries[0].entry.app, format!("cannot read {file}: {e}")));
+                    continue;
+                }
+            };
+            let mut changes: Vec<Change> = Vec::new();
+            let mut key = None;
+            for m in entries {
+                let app = &self.resolved.apps[m.entry.app];
+                let image = &app.annotations.images[m.entry.image];
+                let current = current_in_source(files, &m.entry.root, image, &m.policy)
+                    .or_else(|| current_in_source(files, &m.entry.dir, image, &m.policy));
+                let field = "kustomize images (entry added)";
+                let place = OverridePlace {
+                    repository: Some(&repository.name),
+                    file: &file,
+                    field,
+                };
+                let mut added = OverrideFile::default();
+                let outcome = &mut out.images[m.outcome];
+                outcome.file = Some(file.clone());
+                let record = decide_override(
+                    &mut added,
+                    SourceKind::Kustomize,
+                    image,
+                    &m.policy,
+                    current,
+                    || {
+                        format!(
+                            "no reference to {} in {file} `images:` nor in the manifests under \
+                             {}; set force-update to add an entry anyway",
+                            m.policy.image,
+                            resolve::display(&m.entry.root)
+                        )
+                    },
+                    &place,
+                    self.registry,
+                    outcome,
+                )
+                .await;
+                match record {
+                    Some(Record::Change(mut c)) => {
+                        let hold = |reason: String, out: &mut RepositoryPlan| {
+                            let outcome = &mut out.images[m.outcome];
+                            outcome.status = ImageStatus::Held;
+                            outcome.to = None;
+                            outcome.reason = Some(reason.clone());
+                            out.plan.holds.push(plan::Hold {
+                                repository: Some(repository.name.clone()),
+                                policy: m.policy.name.clone(),
+                                file: file.clone(),
+                                line: 0,
+                                current: c.from.clone(),
+                                reason,
+                            });
+                        };
+                        if busy {
+                            hold(
+                                format!(
+                                    "{file} gets other edits this cycle; its `images:` entry \
+                                     for {} is added once they are written",
+                                    m.policy.image
+                                ),
+                                out,
+                            );
+                            continue;
+                        }
+                        let (tag, digest) = added
+                            .current(SourceKind::Kustomize, image, &m.policy)
+                            .unwrap_or_default();
+                        let entry = kustomize_entry(image, tag, digest);
+                        match crate::manifest::add_kustomize_image(Path::new(&file), &text, &entry)
+                        {
+                            Ok(updated) => {
+                                c.line = first_difference(&text, &updated);
+                                text = updated;
+                                key.get_or_insert_with(|| app.app.metadata.name.clone());
+                                changes.push(c);
+                            }
+                            Err(e) => hold(e.to_string(), out),
+                        }
+                    }
+                    Some(Record::Hold(h)) => out.plan.holds.push(h),
+                    Some(Record::Problem(p)) => out.plan.problems.push(p),
+                    Some(Record::UpToDate) => out.plan.up_to_date += 1,
+                    None => {}
+                }
+            }
+            if let Some(key) = key {
+                out.override_groups.push(ChangeGroup {
+                    key,
+                    files: BTreeMap::from([(PathBuf::from(&file), text)]),
+                    changes: changes.iter().map(git_change).collect(),
+                });
+                out.plan.changes.extend(changes);
+            }
+        }
     }
 
     /// `.argocd-source-<app>.yaml`: read what it holds, decide each image, write it whole.
@@ -365,7 +542,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         if changes.is_empty() {
             return Ok(());
         }
-        let updated = overrides.render();
+        let updated = overrides.render(original.as_deref());
         for c in &mut changes {
             c.line = line_of(&updated, &c.to);
         }
@@ -393,6 +570,86 @@ pub fn git_change(c: &Change) -> git::Change {
         revision_to: c.source.as_ref().map(|s| s.revision_to.clone()),
         compare_url: c.source.as_ref().map(|s| s.compare_url.clone()),
     }
+}
+
+/// Why an image's Helm value paths find nothing in its values file: the first path that names
+/// no value ([`crate::manifest::explain_helm_path`]), or a name path holding another image (two
+/// aliases sharing one name key: Image Updater would write each image's name there in turn).
+fn helm_reason(
+    files: &dyn Files,
+    job_files: &[String],
+    policy: &ImagePolicy,
+) -> Option<(String, String)> {
+    let paths = policy.targets.iter().find_map(|t| t.helm.as_ref())?;
+    let [file] = job_files else { return None };
+    let text = String::from_utf8(files.read(Path::new(file)).ok()?).ok()?;
+    let named: Vec<&String> = match &paths.image {
+        Some(spec) => vec![spec],
+        None => [&paths.repository, &paths.tag]
+            .into_iter()
+            .flatten()
+            .collect(),
+    };
+    for path in &named {
+        if let Some(why) = crate::manifest::explain_helm_path(&text, path) {
+            return Some((
+                file.clone(),
+                format!("Helm value `{path}` in {file}: {why}"),
+            ));
+        }
+    }
+    let name_path = paths.image.as_ref().or(paths.repository.as_ref())?;
+    let held = crate::manifest::helm_value(&text, name_path)?;
+    let other = crate::image::ImageRef::parse(&held).ok()?.repository;
+    (other != policy.image).then(|| {
+        (
+            file.clone(),
+            format!(
+                "Helm value `{name_path}` in {file} holds {held}, not {}: another image's name \
+                 key (Image Updater would write each image's name there in turn), so tagpilot \
+                 holds; give each image its own name key",
+                policy.image
+            ),
+        )
+    })
+}
+
+/// An image a kustomization does not name, found by a walk.
+pub(crate) struct Missing {
+    policy: ImagePolicy,
+    entry: AddEntry,
+    /// The kustomization.
+    file: String,
+    /// Index into [`RepositoryPlan::images`].
+    outcome: usize,
+}
+
+/// The entry Image Updater adds (its `parseImageOverride`): `name` the image, or the
+/// `kustomize.image-name` with the image as `newName`; then `newTag` and `digest`.
+fn kustomize_entry(
+    image: &super::annotations::AnnotatedImage,
+    tag: Option<String>,
+    digest: Option<String>,
+) -> crate::manifest::KustomizeImage {
+    let (name, new_name) = match &image.kustomize_image_name {
+        Some(k) if *k != image.image => (k.clone(), Some(image.image.clone())),
+        _ => (image.image.clone(), None),
+    };
+    crate::manifest::KustomizeImage {
+        name,
+        new_name,
+        new_tag: tag,
+        digest,
+    }
+}
+
+/// The 1-based line where `b` first differs from `a`.
+fn first_difference(a: &str, b: &str) -> usize {
+    a.lines()
+        .zip(b.lines())
+        .position(|(x, y)| x != y)
+        .unwrap_or_else(|| a.lines().count())
+        + 1
 }
 
 fn line_of(text: &str, needle: &str) -> usize {

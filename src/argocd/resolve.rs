@@ -313,6 +313,55 @@ fn plan_units<E: fmt::Display>(
             continue;
         }
         if source.chart.is_some()
+            && git_write
+            && let Some(WriteBackTarget::HelmValues(Some(file))) =
+                managed.annotations.write_back_target.clone()
+            && !file.starts_with('$')
+        {
+            // A chart from a Helm or OCI repository with its values in git, Argo CD's layout for
+            // charts one does not own. Image Updater writes `helmvalues:<file>` to
+            // `git-repository`, the path taken from that repository's root (its `parseTarget`
+            // joins the chart source's empty path; a leading `/` is dropped).
+            let Some((url, revision)) = chart_values_repository(&managed.annotations, &sources)
+            else {
+                managed.problems.push(format!(
+                    "source {}: write-back-target helmvalues:{file} on the chart {} from {} \
+                     names no git repository: set git-repository (Image Updater writes there), \
+                     or add one `ref` source in git",
+                    index + 1,
+                    source.chart.as_deref().unwrap_or_default(),
+                    crate::git::auth::redact_url(&source.repo_url),
+                ));
+                continue;
+            };
+            let revision = managed
+                .annotations
+                .git_branch
+                .as_ref()
+                .and_then(|b| b.base.clone())
+                .or(revision);
+            if let Some(name) = repository_for(
+                managed,
+                &url,
+                revision.as_deref(),
+                configured,
+                default_branch,
+                repos,
+                out,
+            ) {
+                managed.units.push(Unit {
+                    source: index,
+                    repository: name,
+                    root: String::new(),
+                    kind: Some(SourceKind::Helm),
+                    write: UnitWrite::HelmValues {
+                        file: relative_to("", Some(&file)),
+                    },
+                });
+            }
+            continue;
+        }
+        if source.chart.is_some()
             && !matches!(
                 (&managed.annotations.write_back_target, values_file(source, None)),
                 (Some(WriteBackTarget::HelmValues(f)), first) if f.as_deref().or(first).is_some_and(|f| f.starts_with('$'))
@@ -361,12 +410,19 @@ fn plan_units<E: fmt::Display>(
                     None => match values_file(source, file.as_deref()) {
                         Some(f) if f.starts_with('$') => {
                             match ref_values_file(&sources, f) {
-                                Some((url, path)) => {
-                                    // The values live in another source's repository.
+                                Some((url, path, revision)) => {
+                                    // The values live in another source's repository, at
+                                    // that source's revision.
+                                    let revision = managed
+                                        .annotations
+                                        .git_branch
+                                        .as_ref()
+                                        .and_then(|b| b.base.clone())
+                                        .or(revision);
                                     if let Some(name) = repository_for(
                                         managed,
                                         &url,
-                                        None,
+                                        revision.as_deref(),
                                         configured,
                                         default_branch,
                                         repos,
@@ -481,14 +537,44 @@ fn values_file<'s>(source: &'s Source, arg: Option<&'s str>) -> Option<&'s str> 
     })
 }
 
-/// `$values/envs/prod.yaml` → (the `values` source's repoURL, `envs/prod.yaml`).
-fn ref_values_file(sources: &[Source], file: &str) -> Option<(String, String)> {
+/// The git repository a chart's `helmvalues:<file>` is written to, and the revision to write
+/// at: `git-repository` when set (at the revision of the source with that URL, as Image
+/// Updater's `getWriteBackBranch` finds it), else the app's only `ref` source in git.
+fn chart_values_repository(
+    annotations: &AppAnnotations,
+    sources: &[Source],
+) -> Option<(String, Option<String>)> {
+    let revision_of = |url: &str| {
+        sources
+            .iter()
+            .find(|s| s.chart.is_none() && normalise_url(&s.repo_url) == normalise_url(url))
+            .and_then(|s| s.target_revision.clone())
+    };
+    if let Some(url) = &annotations.git_repository {
+        return Some((url.clone(), revision_of(url)));
+    }
+    let mut refs = sources
+        .iter()
+        .filter(|s| s.chart.is_none() && s.reference.is_some());
+    match (refs.next(), refs.next()) {
+        (Some(only), None) => Some((only.repo_url.clone(), only.target_revision.clone())),
+        _ => None,
+    }
+}
+
+/// `$values/envs/prod.yaml` → (the `values` source's repoURL, `envs/prod.yaml`, its
+/// `targetRevision`).
+fn ref_values_file(sources: &[Source], file: &str) -> Option<(String, String, Option<String>)> {
     let rest = file.strip_prefix('$')?;
     let (name, path) = rest.split_once('/')?;
     let source = sources
         .iter()
         .find(|s| s.reference.as_deref() == Some(name))?;
-    Some((source.repo_url.clone(), clean_path(path)))
+    Some((
+        source.repo_url.clone(),
+        clean_path(path),
+        source.target_revision.clone(),
+    ))
 }
 
 /// The repository config for a write to `url` at `revision`: the configured entry with that
@@ -527,17 +613,7 @@ fn repository_for<E: fmt::Display>(
             target: Some(t),
             ..
         }) => match BranchTemplate::parse(t) {
-            Ok(template) => Some(
-                template.render_app(
-                    &managed.app.metadata.name,
-                    managed
-                        .app
-                        .metadata
-                        .namespace
-                        .as_deref()
-                        .unwrap_or_default(),
-                ),
-            ),
+            Ok(template) => Some(template.render_app()),
             Err(reason) => {
                 // Writing to the base instead would push where the user did not ask.
                 managed.annotations.skipped.push(SkippedAnnotation {
@@ -635,7 +711,15 @@ fn repository_for<E: fmt::Display>(
         let text = if t.depends_on_changes() {
             t.source()
         } else {
-            t.render(None, &[])
+            let name = t.render(None, &[]);
+            if let Err(e) = super::branch::check_branch_name(&name) {
+                managed.problems.push(format!(
+                    "{e}; nothing is written to {}",
+                    crate::git::auth::redact_url(url)
+                ));
+                return None;
+            }
+            name
         };
         config.name = format!("{}:{text}", config.name);
         config.write.branch = Some(text);
@@ -756,6 +840,58 @@ mod tests {
         assert_eq!(n("git@github.com:acme/m.git"), "github.com/acme/m");
         assert_eq!(n("ssh://git@github.com/acme/m"), "github.com/acme/m");
         assert_eq!(n("file:///srv/git/m.git"), "/srv/git/m");
+    }
+
+    /// Image Updater's `parseTarget` takes `helmvalues:/<path>` from the root of
+    /// `git-repository`, at the revision of the source with that URL (`getWriteBackBranch`).
+    /// Without `git-repository`, tagpilot writes to the app's only `ref` source in git; with
+    /// none, or several, it names the problem.
+    #[test]
+    fn a_chart_s_helmvalues_go_to_git_repository_or_the_ref_source() {
+        let yaml = |extra: &str, refs: &str| {
+            format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  annotations:\n    {IU}image-list: r.example/api\n    {IU}write-back-method: git\n    {IU}write-back-target: helmvalues:/envs/prod/values.yaml\n{extra}spec:\n  sources:\n    - {{repoURL: 'oci://r.example/charts', chart: shop, targetRevision: 4.2.0}}\n{refs}"
+            )
+        };
+        let one_ref = "    - {repoURL: 'https://git.example/values.git', targetRevision: release, ref: values}\n";
+        let resolved = |text: String| {
+            let r = resolve(vec![(app(&text), Origin::Git)], &[], &|_| {
+                Ok::<_, &str>("main".into())
+            });
+            let a = &r.apps[0];
+            (
+                a.problems.clone(),
+                a.units.first().map(|u| u.write.clone()),
+                r.repositories
+                    .first()
+                    .map(|c| (c.url.clone(), c.branch.clone())),
+            )
+        };
+        let (problems, write, repo) = resolved(yaml(
+            &format!("    {IU}git-repository: https://git.example/values.git\n"),
+            one_ref,
+        ));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(
+            write,
+            Some(UnitWrite::HelmValues {
+                file: "envs/prod/values.yaml".into()
+            })
+        );
+        assert_eq!(
+            repo,
+            Some(("https://git.example/values.git".into(), "release".into()))
+        );
+        let (problems, _, repo) = resolved(yaml("", one_ref));
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(repo.unwrap().0, "https://git.example/values.git");
+        let (problems, write, _) = resolved(yaml("", ""));
+        assert_eq!(write, None);
+        assert!(
+            problems[0].contains("helmvalues:/envs/prod/values.yaml")
+                && problems[0].contains("set git-repository"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub enum EngineError {
     NoCacheDir,
     #[error("a temporary directory for SSH keys: {0}")]
     KeyDir(#[source] std::io::Error),
+    /// A `git-branch` template rendered a name git refuses; nothing is pushed.
+    #[error(transparent)]
+    BranchName(#[from] crate::argocd::branch::BranchNameError),
 }
 
 impl EngineError {
@@ -74,6 +77,7 @@ impl EngineError {
             EngineError::Applications(e) => e.metric_label(),
             EngineError::NoCacheDir => "no_cache_dir",
             EngineError::KeyDir(_) => "key_dir",
+            EngineError::BranchName(_) => "branch_name",
         }
     }
 }

@@ -6,7 +6,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::argocd::branch::{BranchChange, BranchTemplate};
+use crate::argocd::branch::{
+    BranchChange, BranchTemplate, check_branch_name, image_updater_name, image_updater_tag,
+};
 use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan, git_change};
 use crate::argocd::resolve::{self, Resolved};
 use crate::files::{Files, FilesError};
@@ -183,10 +185,19 @@ impl<R: Registry> TargetPlanner<'_, R> {
         if self.diff {
             plan.diffs = target_diffs(name, files, &groups, alone, &mut plan.problems);
         }
-        let branch = self
-            .branch_templates
-            .get(name)
-            .map(|t| t.render(None, &self.branch_changes(&images)));
+        // With nothing to write no branch is named: a range over no changes may render empty,
+        // which is no branch at all.
+        let branch = if groups.is_empty() {
+            None
+        } else {
+            self.branch_templates
+                .get(name)
+                .map(|t| t.render(None, &self.branch_changes(&images)))
+        };
+        // A name git would refuse is named here, before anything is committed or pushed.
+        if let Some(b) = &branch {
+            check_branch_name(b)?;
+        }
         Ok(Planned {
             groups,
             // A group held back is not "no longer needed": its pull request stays open.
@@ -253,19 +264,20 @@ impl<R: Registry> TargetPlanner<'_, R> {
             .iter()
             .filter(|o| o.status == ImageStatus::Update)
             .map(|o| BranchChange {
-                name: self
-                    .resolved
-                    .and_then(|r| {
-                        r.apps[o.app]
-                            .annotations
-                            .images
-                            .iter()
-                            .find(|i| i.alias == o.alias)
-                    })
-                    .map_or_else(|| o.image.clone(), |i| i.image.clone()),
+                name: image_updater_name(
+                    self.resolved
+                        .and_then(|r| {
+                            r.apps[o.app]
+                                .annotations
+                                .images
+                                .iter()
+                                .find(|i| i.alias == o.alias)
+                        })
+                        .map_or(o.image.as_str(), |i| i.image.as_str()),
+                ),
                 alias: o.alias.clone(),
-                old_tag: o.from.clone().unwrap_or_default(),
-                new_tag: o.to.clone().unwrap_or_default(),
+                old_tag: image_updater_tag(o.from.as_deref().unwrap_or_default()),
+                new_tag: image_updater_tag(o.to.as_deref().unwrap_or_default()),
             })
             .collect()
     }

@@ -135,6 +135,10 @@ impl Files for CommitFiles {
         &self.manifests
     }
 
+    fn other_files(&self) -> Vec<PathBuf> {
+        self.others.iter().map(|(p, _, _)| p.clone()).collect()
+    }
+
     fn read(&self, path: &Path) -> Result<Vec<u8>, FilesError> {
         let blob = match position(&self.manifests, path) {
             Some(i) => self.blobs[i],

@@ -73,7 +73,7 @@ pub(super) fn fields(
 
 /// A path segment in Helm value paths.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Seg {
+pub(super) enum Seg {
     Key(String),
     Index(usize),
 }
@@ -95,7 +95,7 @@ fn render_path(segs: &[Seg]) -> String {
 }
 
 /// Parses `images[1].tag`, `worker.image`; `None` for malformed paths.
-fn parse_path(path: &str) -> Option<Vec<Seg>> {
+pub(super) fn parse_path(path: &str) -> Option<Vec<Seg>> {
     let mut segs = Vec::new();
     for part in path.split('.') {
         let (key, mut rest) = part.split_once('[').map_or((part, ""), |(k, r)| (k, r));
@@ -119,7 +119,7 @@ fn parse_path(path: &str) -> Option<Vec<Seg>> {
     (!segs.is_empty()).then_some(segs)
 }
 
-fn resolve<'n>(root: &'n Node, segs: &[Seg]) -> Option<&'n Node> {
+pub(super) fn resolve<'n>(root: &'n Node, segs: &[Seg]) -> Option<&'n Node> {
     segs.iter().try_fold(root, |node, seg| match seg {
         Seg::Key(k) => node.get(k),
         Seg::Index(i) => node.items().get(*i),
@@ -131,6 +131,15 @@ fn resolve<'n>(root: &'n Node, segs: &[Seg]) -> Option<&'n Node> {
 fn looks_like_marker(comment: &str) -> bool {
     let text = comment.trim();
     text.starts_with("tagpilot:") || (text.starts_with('{') && text.contains("\"$imagepolicy\""))
+}
+
+/// The node a Helm value path names: the nested path (`a.b[0].c`), else a top-level key that
+/// is the whole path, dots and all, as Image Updater reads it (`resolveHelmScalarNode` in its
+/// `pkg/argocd/update.go`: "a literal key `a.b.c` if the nested structure doesn't exist").
+pub(super) fn lookup<'n>(root: &'n Node, path: &str) -> Option<&'n Node> {
+    parse_path(path)
+        .and_then(|segs| resolve(root, &segs))
+        .or_else(|| root.get(path))
 }
 
 /// A marker comment's content: `tagpilot: [ns:]policy[:part]` or Flux's JSON setter.
@@ -659,19 +668,17 @@ impl Scan<'_> {
 
     fn helm_explicit(&mut self, doc: &Node, paths: &HelmPaths) {
         if let Some(p) = &paths.image {
-            let Some(segs) = parse_path(p) else { return };
-            if let Some(node) = resolve(doc, &segs) {
+            if let Some(node) = lookup(doc, p) {
                 self.helm_whole(FieldKind::HelmValues { path: p.clone() }, node);
             }
             return;
         }
         let Some(p) = &paths.repository else { return };
-        let Some(repo) = parse_path(p).and_then(|s| resolve(doc, &s).and_then(|n| self.slot(n)))
-        else {
+        let Some(repo) = lookup(doc, p).and_then(|n| self.slot(n)) else {
             return;
         };
         let registry = match &paths.registry {
-            Some(r) => match parse_path(r).and_then(|s| resolve(doc, &s)) {
+            Some(r) => match lookup(doc, r) {
                 Some(n) if n.range.is_empty() => None,
                 Some(n) => match self.slot(n) {
                     Some(s) => Some(s),
@@ -700,6 +707,11 @@ impl Scan<'_> {
             let Some(path) = path else {
                 return missing(default_key);
             };
+            let nested = parse_path(path).and_then(|segs| resolve(doc, &segs));
+            if nested.is_none() && doc.get(path).is_some() {
+                // A literal dotted key at the top level, as Image Updater reads it.
+                return self.part(doc, path, after);
+            }
             let mut segs = parse_path(path)?;
             let Some(Seg::Key(key)) = segs.pop() else {
                 return None;

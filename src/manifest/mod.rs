@@ -17,7 +17,9 @@
 //! - `images:` entries of `kustomization.yaml`, `kustomization.yml` and `Kustomization` files,
 //!   whatever their `kind` (`Kustomization`, or `Component` for kustomize components). An entry is written only in the keys it already has (`newTag`,
 //!   `digest`); only an entry with nothing but a `name` gets them added. An entry that pins
-//!   neither (only `newName` or `tagSuffix`) is not a field;
+//!   neither (only `newName` or `tagSuffix`) is not a field. (Image Updater's rule, a whole
+//!   entry added for an image `images:` does not name, is [`add_kustomize_image`], for
+//!   Applications only.);
 //! - in documents without `apiVersion` and `kind` (Helm values), `image:` holding either a
 //!   `{registry, repository, tag, digest}` map (registry, tag and digest optional) or a whole
 //!   reference string, at any depth; plus the explicit [`HelmPaths`] passed to [`scan`], in any
@@ -31,10 +33,12 @@
 //! over the conventional Helm shapes. Values that are not valid image references (`$(IMG)`,
 //! `"{{ .Values.image }}"`) are not fields.
 
+mod add;
 mod detect;
 mod edit;
 #[doc(hidden)]
 pub mod fuzzing;
+mod helm_path;
 mod render;
 mod tree;
 mod verify;
@@ -47,7 +51,9 @@ use crate::policy::HelmPaths;
 
 use render::Quote;
 
+pub use add::{KustomizeImage, add_kustomize_image};
 pub use edit::apply_edits;
+pub use helm_path::{explain_helm_path, helm_value};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ManifestError {

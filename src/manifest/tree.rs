@@ -27,6 +27,8 @@ pub(crate) struct Node {
     pub in_flow: bool,
     /// Carries an explicit tag (`!!str`), which decides its type whatever its text.
     pub tagged: bool,
+    /// Carries an anchor (`&name`): aliases elsewhere read the same node.
+    pub anchored: bool,
 }
 
 #[derive(Debug)]
@@ -85,28 +87,30 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
             Open::Mapping { node, .. } => matches!(node.kind, NodeKind::Mapping { flow: true, .. }),
             Open::Sequence { node } => matches!(node.kind, NodeKind::Sequence { flow: true, .. }),
         });
-        let mk = |kind: NodeKind, tagged: bool| Node {
+        let mk = |kind: NodeKind, tagged: bool, anchor: usize| Node {
             kind,
             range: range.clone(),
             line: span.start.line(),
             column: span.start.col() + 1,
             in_flow,
             tagged,
+            anchored: anchor != 0,
         };
         let finished = match event {
             Event::Comment(text, _) => {
                 parsed.comments.insert(range.start, text.into_owned());
                 None
             }
-            Event::Scalar(value, style, _, tag) => Some(mk(
+            Event::Scalar(value, style, anchor, tag) => Some(mk(
                 NodeKind::Scalar {
                     value: value.into_owned(),
                     style,
                 },
                 tag.is_some(),
+                anchor,
             )),
-            Event::Alias(_) | Event::UnresolvedAlias(_) => Some(mk(NodeKind::Alias, false)),
-            Event::MappingStart(style, _, tag) => {
+            Event::Alias(_) | Event::UnresolvedAlias(_) => Some(mk(NodeKind::Alias, false, 0)),
+            Event::MappingStart(style, anchor, tag) => {
                 let flow = style == StructureStyle::Flow;
                 let node = mk(
                     NodeKind::Mapping {
@@ -114,6 +118,7 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
                         entries: Vec::new(),
                     },
                     tag.is_some(),
+                    anchor,
                 );
                 stack.push(Open::Mapping {
                     node,
@@ -121,7 +126,7 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
                 });
                 None
             }
-            Event::SequenceStart(style, _, tag) => {
+            Event::SequenceStart(style, anchor, tag) => {
                 let flow = style == StructureStyle::Flow;
                 let node = mk(
                     NodeKind::Sequence {
@@ -129,6 +134,7 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
                         items: Vec::new(),
                     },
                     tag.is_some(),
+                    anchor,
                 );
                 stack.push(Open::Sequence { node });
                 None

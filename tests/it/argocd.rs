@@ -467,7 +467,7 @@ async fn git_branch_templates_name_the_branch_after_the_changes() {
                 "jobs",
                 "worker=registry.example/shop/worker",
                 &format!(
-                    "{branch_key}\":{{{{.AppName}}}}{{{{range .Images}}}}-{{{{.Alias}}}}-{{{{.NewTag}}}}{{{{end}}}}\"\n"
+                    "{branch_key}\":jobs{{{{.AppName}}}}{{{{range .Images}}}}-{{{{.Alias}}}}-{{{{.NewTag}}}}{{{{end}}}}\"\n"
                 ),
             ),
         ),
@@ -491,7 +491,8 @@ async fn git_branch_templates_name_the_branch_after_the_changes() {
     };
     let first = format!(
         "image-updater-{}",
-        hex_sha256("registry.example/shop/api-1.0.0-1.1.0,")
+        // Image Updater hashes the image name without its registry host.
+        hex_sha256("shop/api-1.0.0-1.1.0,")
     );
 
     let applied = run(&config, dir.path(), &registry("\"1.1.0\""), false).await;
@@ -534,10 +535,7 @@ async fn git_branch_templates_name_the_branch_after_the_changes() {
         false,
     )
     .await;
-    let second = format!(
-        "image-updater-{}",
-        hex_sha256("registry.example/shop/api-1.0.0-1.2.0,")
-    );
+    let second = format!("image-updater-{}", hex_sha256("shop/api-1.0.0-1.2.0,"));
     assert_eq!(status(&newer, "manifests@main:image-updater-").0, second);
     assert!(
         repo.show(&second, "apps/web/deployment.yaml")
@@ -694,4 +692,486 @@ async fn a_repository_s_apps_are_planned_in_one_walk_with_each_image_reported() 
         f.searched
     );
     assert!(!planned.plan.has_problems(), "{:?}", planned.plan.problems);
+}
+
+// === the `argocd-iu` golden suite ===
+
+/// One case of `tests/golden/argocd-iu/`: Applications configured as teams configure Image
+/// Updater, each expected to give exactly what Image Updater commits (each case's `README.md`
+/// cites the Image Updater code or test it comes from). A case holds `in/` (pushed to `main` of
+/// a fresh repository, `REPO_URL` replaced), `registry.yaml`, `plan.txt` (the Applications
+/// section, then every problem and repository error of the plan), `out/` (every file the write
+/// changes, with its content), and optionally `paths.txt` (the `applications.fromGit` paths),
+/// `branches.txt` (branches that exist before, at `main`, one per line) and `branch.txt` (the
+/// branch the write must land on; default `main`). A second cycle must find nothing to do.
+async fn run_iu_case(case: &Path) -> Vec<String> {
+    let mut failures = Vec::new();
+    let read = |name: &str| std::fs::read_to_string(case.join(name)).ok();
+    let repo = BareRepo::new();
+    push_tree(&repo, &case.join("in"), &[]);
+    for b in read("branches.txt").unwrap_or_default().lines() {
+        git(&repo.path(), &["branch", b.trim(), "main"]);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let paths = read("paths.txt").unwrap_or_else(|| "\"argocd/**\"".into());
+    let config = tagpilot_yaml(dir.path(), &repo, paths.trim());
+    let registry = MemoryRegistry::from_yaml(&read("registry.yaml").unwrap_or_default()).unwrap();
+    let before = repo.rev("main").unwrap();
+    let branches_before = git(
+        &repo.path(),
+        &["branch", "--list", "--format=%(refname:short)"],
+    );
+
+    let planned = run(&config, dir.path(), &registry, true).await;
+    let mut text = planned
+        .applications
+        .as_deref()
+        .map(argocd::report::text)
+        .unwrap_or_default();
+    for p in &planned.plan.problems {
+        text.push_str(&format!(
+            "problem: {}{}\n",
+            p.file
+                .as_deref()
+                .map(|f| format!("{f}: "))
+                .unwrap_or_default(),
+            p.message
+        ));
+    }
+    for r in &planned.plan.repositories {
+        if let Some(e) = &r.error {
+            text.push_str(&format!("repository {}: {e}\n", r.repository));
+        }
+    }
+    failures.extend(golden::check_text(
+        &case.join("plan.txt"),
+        &text.replace(&repo.file_url(), "REPO_URL"),
+    ));
+    if repo.rev("main").unwrap() != before {
+        failures.push("plan pushed to main".into());
+    }
+
+    run(&config, dir.path(), &registry, false).await;
+    let branch = read("branch.txt").unwrap_or_else(|| "main".into());
+    let branch = branch.trim();
+    let out = case.join("out");
+    let changed: Vec<String> = match repo.rev(branch) {
+        Some(_) => git(&repo.path(), &["diff", "--name-only", &before, branch])
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+        None => {
+            failures.push(format!("branch {branch} was not written"));
+            Vec::new()
+        }
+    };
+    if bless() {
+        let _ = std::fs::remove_dir_all(&out);
+        for f in &changed {
+            let p = out.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, repo.show(branch, f)).unwrap();
+        }
+    }
+    let expected = if out.exists() {
+        files(&out)
+    } else {
+        Vec::new()
+    };
+    if changed != expected {
+        failures.push(format!("changed {changed:?}, expected {expected:?}"));
+    }
+    for f in changed.iter().filter(|f| expected.contains(f)) {
+        let want = std::fs::read_to_string(out.join(f)).unwrap();
+        let got = repo.show(branch, f);
+        if got != want {
+            failures.push(format!(
+                "{f} differs:\n{}",
+                similar::TextDiff::from_lines(&want, &got)
+                    .unified_diff()
+                    .header("expected", "actual")
+            ));
+        }
+    }
+    // Only the expected branch is new: an existing one is updated, never duplicated.
+    let branches_after = git(
+        &repo.path(),
+        &["branch", "--list", "--format=%(refname:short)"],
+    );
+    let mut new: Vec<&str> = branches_after
+        .lines()
+        .filter(|b| !branches_before.lines().any(|o| o == *b))
+        .collect();
+    new.retain(|b| *b != branch);
+    if !new.is_empty() {
+        failures.push(format!("unexpected new branches: {new:?}"));
+    }
+    if branch != "main" && repo.rev("main").unwrap() != before {
+        failures.push("the base branch was written".into());
+    }
+
+    // The base stays where it was when the write goes to another branch, so the same changes
+    // are planned again; that branch already holds them.
+    let again = run(&config, dir.path(), &registry, false).await;
+    let pushed: Vec<&str> = again
+        .plan
+        .repositories
+        .iter()
+        .filter(|r| r.status != RepositoryStatus::UpToDate)
+        .map(|r| r.repository.as_str())
+        .collect();
+    if (branch == "main" && !again.plan.changes.is_empty()) || !pushed.is_empty() {
+        failures.push(format!(
+            "a second cycle still writes {pushed:?}: {:?}",
+            again.plan.changes
+        ));
+    }
+    failures
+}
+
+#[tokio::test]
+async fn golden_image_updater_configurations_give_image_updater_s_result() {
+    let mut failures = Vec::new();
+    for case in golden::cases("argocd-iu") {
+        for f in run_iu_case(&case).await {
+            failures.push(format!(
+                "[{}] {f}",
+                case.file_name().unwrap().to_string_lossy()
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
+}
+
+/// A rendered branch name git would refuse is named before anything is pushed, whether the
+/// name is known before the plan or only from the changes (Image Updater would hand it to git,
+/// whose push then fails).
+#[tokio::test]
+async fn a_branch_name_git_refuses_is_a_named_problem_and_nothing_is_pushed() {
+    let branch_key = "    argocd-image-updater.argoproj.io/git-branch: ";
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app(
+                "web",
+                "api=registry.example/shop/api",
+                &format!("{branch_key}\"main:updates..{{{{.SHA256}}}}\"\n"),
+            ),
+        ),
+        (
+            "argocd/jobs.yaml".into(),
+            directory_app(
+                "jobs",
+                "worker=registry.example/shop/worker",
+                &format!("{branch_key}\"main:jobs updates\"\n"),
+            ),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/jobs/deployment.yaml".into(),
+            deployment("registry.example/shop/worker:3.0.0"),
+        ),
+    ]);
+    let main = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/worker: {tags: [\"3.0.0\", \"3.1.0\"]}\n",
+    )
+    .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    let failed = applied
+        .plan
+        .repositories
+        .iter()
+        .find(|r| r.repository.contains("updates.."))
+        .expect("the web target is reported");
+    assert_eq!(failed.status, RepositoryStatus::Failed);
+    let error = failed.error.as_deref().unwrap_or_default();
+    assert!(
+        error.contains("git-branch") && error.contains("`..`"),
+        "{error}"
+    );
+    let problems: Vec<&str> = applied
+        .plan
+        .problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("\"jobs updates\"") && p.contains("a space")),
+        "{problems:?}"
+    );
+    let branches = git(
+        &repo.path(),
+        &["branch", "--list", "--format=%(refname:short)"],
+    );
+    assert_eq!(branches.trim(), "main", "nothing but main: {branches}");
+    assert_eq!(repo.rev("main").unwrap(), main);
+}
+
+/// A Helm app on `apps/<name>/values.yaml` written in place, with these extra annotation lines.
+fn helm_app(name: &str, image_list: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: {image_list}\n    argocd-image-updater.argoproj.io/write-back-method: git\n    argocd-image-updater.argoproj.io/write-back-target: helmvalues:values.yaml\n{extra}spec:\n  source: {{repoURL: REPO_URL, path: apps/{name}, helm: {{}}}}\n"
+    )
+}
+
+/// Image Updater's Helm write-back (`setHelmValue`, `resolveHelmScalarNode` and
+/// `patchHelmValuesInPlace` in its `pkg/argocd/update.go`), case by case:
+/// - a literal dotted key (`image.tag:` at the top level) is read when the nested path is not
+///   there, and patched in place: the same bytes here;
+/// - a missing tag key beside an existing name key is created at the end of its mapping (Image
+///   Updater re-serialises the file to do it; tagpilot adds the one line, which is the same
+///   result for a file in go-yaml's layout);
+/// - a target naming only a tag path keeps the default name path `image.name`, which is missing:
+///   Image Updater would create it, rewriting the whole file; tagpilot holds with the reason;
+/// - two aliases sharing one name key for two images: Image Updater writes each name there in
+///   turn; tagpilot updates the image the key holds and names the other as a problem;
+/// - paths it refuses ("id %d is out of range", "id provided when … is not an yaml array") and
+///   paths through an alias are problems naming the file, the path and why.
+#[tokio::test]
+async fn helm_paths_follow_image_updater_or_say_why_not() {
+    let iu = "    argocd-image-updater.argoproj.io/";
+    let repo = repo_with(&[
+        (
+            "argocd/dotted.yaml".into(),
+            helm_app(
+                "dotted",
+                "api=registry.example/shop/api",
+                &format!("{iu}api.helm.image-name: image.repository\n{iu}api.helm.image-tag: image.tag\n"),
+            ),
+        ),
+        (
+            "apps/dotted/values.yaml".into(),
+            "# flat keys\nimage.repository: registry.example/shop/api\nimage.tag: 1.0.0 # pinned\n".into(),
+        ),
+        (
+            "argocd/missing.yaml".into(),
+            helm_app(
+                "missing",
+                "api=registry.example/shop/api",
+                &format!("{iu}api.helm.image-name: image.repository\n{iu}api.helm.image-tag: image.version\n"),
+            ),
+        ),
+        (
+            "apps/missing/values.yaml".into(),
+            "image:\n  repository: registry.example/shop/api\n".into(),
+        ),
+        (
+            "argocd/tagonly.yaml".into(),
+            helm_app(
+                "tagonly",
+                "api=registry.example/shop/api",
+                &format!("{iu}api.helm.image-tag: app.tag\n"),
+            ),
+        ),
+        ("apps/tagonly/values.yaml".into(), "app:\n  tag: 1.0.0\n".into()),
+        (
+            "argocd/shared.yaml".into(),
+            helm_app(
+                "shared",
+                "api=registry.example/shop/api, worker=registry.example/shop/worker",
+                &format!(
+                    "{iu}api.helm.image-name: image.repository\n{iu}api.helm.image-tag: image.tag\n{iu}worker.helm.image-name: image.repository\n{iu}worker.helm.image-tag: worker.tag\n"
+                ),
+            ),
+        ),
+        (
+            "apps/shared/values.yaml".into(),
+            "image:\n  repository: registry.example/shop/api\n  tag: 1.0.0\nworker:\n  tag: 3.0.0\n".into(),
+        ),
+        (
+            "argocd/refused.yaml".into(),
+            helm_app(
+                "refused",
+                "a=registry.example/shop/api, b=registry.example/shop/worker, c=registry.example/shop/ui",
+                &format!(
+                    "{iu}a.helm.image-spec: images[2].img\n{iu}b.helm.image-spec: image[0]\n{iu}c.helm.image-spec: ui.img\n"
+                ),
+            ),
+        ),
+        (
+            "apps/refused/values.yaml".into(),
+            "images:\n  - img: registry.example/shop/api:1.0.0\nimage:\n  ref: x\nbase: &base\n  img: registry.example/shop/ui:1.0.0\nui: *base\n".into(),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/worker: {tags: [\"3.0.0\", \"3.1.0\"]}\nregistry.example/shop/ui: {tags: [\"1.0.0\", \"1.1.0\"]}\n",
+    )
+    .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert_eq!(
+        repo.show("main", "apps/dotted/values.yaml"),
+        "# flat keys\nimage.repository: registry.example/shop/api\nimage.tag: 1.1.0 # pinned\n"
+    );
+    assert_eq!(
+        repo.show("main", "apps/missing/values.yaml"),
+        "image:\n  repository: registry.example/shop/api\n  version: 1.1.0\n"
+    );
+    assert_eq!(
+        repo.show("main", "apps/shared/values.yaml"),
+        "image:\n  repository: registry.example/shop/api\n  tag: 1.1.0\nworker:\n  tag: 3.0.0\n"
+    );
+    assert_eq!(
+        repo.show("main", "apps/tagonly/values.yaml"),
+        "app:\n  tag: 1.0.0\n"
+    );
+    let problem = |app: &str, alias: &str| -> String {
+        let policy = format!("{app}/{alias}");
+        applied
+            .plan
+            .problems
+            .iter()
+            .find(|p| p.policy.as_deref() == Some(policy.as_str()))
+            .map(|p| format!("{}: {}", p.file.as_deref().unwrap_or_default(), p.message))
+            .unwrap_or_else(|| panic!("no problem for {policy}: {:?}", applied.plan.problems))
+    };
+    let p = problem("tagonly", "api");
+    assert!(
+        p.contains("apps/tagonly/values.yaml")
+            && p.contains("`image.name`")
+            && p.contains("no key `image`"),
+        "{p}"
+    );
+    let p = problem("shared", "worker");
+    assert!(
+        p.contains("`image.repository`") && p.contains("holds registry.example/shop/api"),
+        "{p}"
+    );
+    let p = problem("refused", "a");
+    assert!(
+        p.contains("`images[2].img`") && p.contains("out of range"),
+        "{p}"
+    );
+    let p = problem("refused", "b");
+    assert!(p.contains("`image` is a mapping, not a list"), "{p}");
+    let p = problem("refused", "c");
+    assert!(p.contains("`ui` is a YAML alias"), "{p}");
+}
+
+/// Image Updater adds a kustomization `images:` entry for an image it does not name (its
+/// `imagesFilter`, `pkg/argocd/git.go`), `name` being the `kustomize.image-name` with the image
+/// as `newName` when one is set (`parseImageOverride`). When the same cycle also edits that
+/// kustomization in place, the entry waits for the next cycle rather than one write hiding the
+/// other; tagpilot's own policies never add entries.
+#[tokio::test]
+async fn kustomization_entries_are_added_after_in_place_edits_and_with_aliases() {
+    let iu = "    argocd-image-updater.argoproj.io/";
+    let kustomize_app = |name: &str, list: &str, extra: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  annotations:\n{iu}image-list: {list}\n{iu}write-back-method: git\n{iu}write-back-target: kustomization\n{extra}spec:\n  source: {{repoURL: REPO_URL, path: apps/{name}}}\n"
+        )
+    };
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            kustomize_app(
+                "web",
+                "web=registry.example/shop/web, api=registry.example/shop/api",
+                "",
+            ),
+        ),
+        (
+            "apps/web/kustomization.yaml".into(),
+            "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.0.0\n".into(),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "argocd/jobs.yaml".into(),
+            kustomize_app(
+                "jobs",
+                "worker=registry.example/shop/worker",
+                &format!("{iu}worker.kustomize.image-name: worker\n"),
+            ),
+        ),
+        (
+            "apps/jobs/kustomization.yaml".into(),
+            "resources:\n  - deployment.yaml\n".into(),
+        ),
+        (
+            "apps/jobs/deployment.yaml".into(),
+            deployment("registry.example/shop/worker:3.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/web: {tags: [\"2.0.0\", \"2.1.0\"]}\nregistry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/worker: {tags: [\"3.0.0\", \"3.1.0\"]}\n",
+    )
+    .unwrap();
+    let first = run(&config, dir.path(), &registry, false).await;
+    assert_eq!(
+        repo.show("main", "apps/web/kustomization.yaml"),
+        "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.1.0\n"
+    );
+    assert!(
+        first
+            .plan
+            .holds
+            .iter()
+            .any(|h| h.policy == "web/api" && h.reason.contains("gets other edits this cycle")),
+        "{:?}",
+        first.plan.holds
+    );
+    assert_eq!(
+        repo.show("main", "apps/jobs/kustomization.yaml"),
+        "resources:\n  - deployment.yaml\nimages:\n  - name: worker\n    newName: registry.example/shop/worker\n    newTag: 3.1.0\n"
+    );
+    let second = run(&config, dir.path(), &registry, false).await;
+    assert!(second.plan.holds.is_empty(), "{:?}", second.plan.holds);
+    assert_eq!(
+        repo.show("main", "apps/web/kustomization.yaml"),
+        "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.1.0\n- name: registry.example/shop/api\n  newTag: 1.1.0\n"
+    );
+    let third = run(&config, dir.path(), &registry, false).await;
+    assert!(third.plan.changes.is_empty(), "{:?}", third.plan.changes);
+}
+
+/// A template that renders empty when nothing changes (`{{range .Images}}` over no changes) is
+/// not a refused branch name: with nothing to write, no branch is named.
+#[tokio::test]
+async fn a_branch_template_over_no_changes_is_not_a_problem() {
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app(
+                "web",
+                "api=registry.example/shop/api",
+                "    argocd-image-updater.argoproj.io/git-branch: \"main:{{range .Images}}{{.Alias}}{{end}}\"\n",
+            ),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\"]}\n").unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert!(
+        applied.plan.problems.is_empty(),
+        "{:?}",
+        applied.plan.problems
+    );
+    for r in &applied.plan.repositories {
+        assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
+    }
 }

@@ -482,10 +482,8 @@ async fn a_branch_named_after_the_changes_is_planned_once() {
     let registry =
         MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
             .unwrap();
-    let branch = format!(
-        "image-updater-{}",
-        hex_sha256("registry.example/shop/api-1.0.0-1.1.0,")
-    );
+    // Image Updater hashes the image name without its registry host.
+    let branch = format!("image-updater-{}", hex_sha256("shop/api-1.0.0-1.1.0,"));
     for dry_run in [true, false] {
         let scans = Scans::default();
         let run = cycle(&config, dir.path(), &registry, &scans, dry_run).await;
