@@ -45,15 +45,7 @@ fn events<'a>(path: &Path, src: &'a str) -> Result<Events<'a>, ManifestError> {
     Parser::new_from_str_with_options(src, tree::options())
         .map(|next| {
             next.map(|(e, span)| (e, span.byte_range().unwrap_or(0..0)))
-                .map_err(|e| {
-                    let f = tree::failure(&e);
-                    ManifestError::Parse {
-                        file: path.to_path_buf(),
-                        line: f.line,
-                        column: f.column,
-                        message: f.message,
-                    }
-                })
+                .map_err(|e| ManifestError::unreadable(path, tree::failure(&e)))
         })
         .filter(|e| !matches!(e, Ok((Event::Comment(..) | Event::Anchor(..), _))))
         .collect()

@@ -65,6 +65,18 @@ pub enum ManifestError {
         column: usize,
         message: String,
     },
+    /// Collections nested deeper than the YAML reader's limit: no manifest is, and walking it
+    /// would only cost stack. Left alone.
+    #[error(
+        "{}:{line}:{column}: nested deeper than {limit} levels, left alone",
+        file.display()
+    )]
+    TooDeep {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        limit: usize,
+    },
     #[error(
         "{}:{line}:{column}: the image is written as a block scalar (`|` or `>`); tagpilot does not rewrite those",
         file.display()
@@ -101,10 +113,32 @@ pub enum ManifestError {
 }
 
 impl ManifestError {
+    /// The error for a file the YAML reader stopped on: too deep, or not valid YAML.
+    pub(crate) fn unreadable(path: &Path, f: tree::ParseFailure) -> ManifestError {
+        let file = path.to_path_buf();
+        if f.too_deep {
+            let options = tree::options();
+            ManifestError::TooDeep {
+                file,
+                line: f.line,
+                column: f.column,
+                limit: options.block_nesting_limit.max(options.flow_nesting_limit),
+            }
+        } else {
+            ManifestError::Parse {
+                file,
+                line: f.line,
+                column: f.column,
+                message: f.message,
+            }
+        }
+    }
+
     /// A short, stable label for metrics and reports.
     pub fn label(&self) -> &'static str {
         match self {
             ManifestError::Parse { .. } => "parse",
+            ManifestError::TooDeep { .. } => "too_deep",
             ManifestError::BlockScalar { .. } => "block_scalar",
             ManifestError::EmptyValue { .. } => "empty_value",
             ManifestError::CannotInsert { .. } => "cannot_insert",
@@ -315,12 +349,7 @@ pub fn scan_with_markers(
     src: &str,
     helm: &[HelmPaths],
 ) -> Result<(Vec<ImageField>, Vec<UnresolvedMarker>), ManifestError> {
-    let parsed = tree::parse(src).map_err(|f| ManifestError::Parse {
-        file: path.to_path_buf(),
-        line: f.line,
-        column: f.column,
-        message: f.message,
-    })?;
+    let parsed = tree::parse(src).map_err(|f| ManifestError::unreadable(path, f))?;
     Ok(detect::fields(path, src, &parsed, helm))
 }
 

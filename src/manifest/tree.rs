@@ -12,6 +12,9 @@ pub(crate) struct ParseFailure {
     pub line: usize,
     pub column: usize,
     pub message: String,
+    /// Nested deeper than [`options`] allows: the reader stopped on purpose, so the file is
+    /// too deep rather than broken.
+    pub too_deep: bool,
 }
 
 #[derive(Debug)]
@@ -55,6 +58,9 @@ pub(crate) struct Parsed {
     pub comments: HashMap<usize, String>,
 }
 
+/// The reader's options. Its nesting limits (255 levels of block or flow collections by
+/// default) bound the recursion of everything that walks a parsed document; a file nested
+/// deeper is skipped as too deep, never read halfway.
 pub(crate) fn options() -> Options {
     granit_parser::options! { emit_anchor_events: true }
 }
@@ -64,6 +70,7 @@ pub(crate) fn failure(e: &granit_parser::ScanError) -> ParseFailure {
         line: e.marker().line(),
         column: e.marker().col() + 1,
         message: e.info(),
+        too_deep: matches!(e.kind(), granit_parser::ErrorKind::RecursionLimitExceeded),
     }
 }
 

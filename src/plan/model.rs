@@ -80,6 +80,8 @@ pub enum SkipKind {
     NotText,
     /// A template of a Helm chart: tagpilot edits values files only.
     HelmTemplate,
+    /// Collections nested deeper than the YAML reader's limit.
+    TooDeep,
 }
 
 impl SkipKind {
@@ -88,6 +90,7 @@ impl SkipKind {
             SkipKind::InvalidYaml => "invalid_yaml",
             SkipKind::NotText => "not_text",
             SkipKind::HelmTemplate => "helm_template",
+            SkipKind::TooDeep => "too_deep",
         }
     }
 }

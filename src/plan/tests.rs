@@ -607,3 +607,31 @@ fn edit_distance_counts_single_character_edits() {
     assert_eq!(super::walk::edit_distance("api", "api"), 0);
     assert_eq!(super::walk::edit_distance("", "ab"), 2);
 }
+
+/// A file nested deeper than the YAML reader allows is skipped as too deep, named with the
+/// limit, and the other files are planned as usual (issue 17: every skip has its reason).
+#[tokio::test]
+async fn a_file_nested_too_deep_is_skipped_as_too_deep_and_the_rest_is_planned() {
+    let deep = format!("a: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+    let dir = tree(&[
+        ("deep.yaml", deep),
+        ("api.yaml", deployment(&format!("{API}:1.2.3"))),
+        ("broken.yaml", "a: [unclosed\n".to_string()),
+    ]);
+    let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
+    assert_eq!(p.changes.len(), 1, "{:?}", p.changes);
+    let skipped: Vec<(&str, SkipKind)> = p
+        .skipped
+        .iter()
+        .map(|s| (s.file.as_str(), s.kind))
+        .collect();
+    assert_eq!(
+        skipped,
+        [
+            ("broken.yaml", SkipKind::InvalidYaml),
+            ("deep.yaml", SkipKind::TooDeep)
+        ]
+    );
+    let reason = &p.skipped[1].reason;
+    assert!(reason.contains("nested deeper than 255 levels"), "{reason}");
+}

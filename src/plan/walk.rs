@@ -598,8 +598,11 @@ fn scan_file(
             return Scan::Skipped(Box::new(SkippedFile {
                 repository: None,
                 file: display,
+                kind: match e {
+                    manifest::ManifestError::TooDeep { .. } => SkipKind::TooDeep,
+                    _ => SkipKind::InvalidYaml,
+                },
                 reason: e.to_string(),
-                kind: SkipKind::InvalidYaml,
             }));
         }
     };

@@ -112,10 +112,11 @@ const FINDING_KINDS: [FindingKind; 3] = [
 ];
 
 /// Every reason a file is skipped for.
-const SKIP_KINDS: [SkipKind; 3] = [
+const SKIP_KINDS: [SkipKind; 4] = [
     SkipKind::InvalidYaml,
     SkipKind::NotText,
     SkipKind::HelmTemplate,
+    SkipKind::TooDeep,
 ];
 
 fn finding_labels(kind: FindingKind) -> FindingLabels {
