@@ -829,24 +829,14 @@ async fn run_iu_case(case: &Path) -> Vec<String> {
     failures
 }
 
-#[tokio::test]
-async fn golden_image_updater_configurations_give_image_updater_s_result() {
-    let mut failures = Vec::new();
-    for case in golden::cases("argocd-iu") {
-        for f in run_iu_case(&case).await {
-            failures.push(format!(
-                "[{}] {f}",
-                case.file_name().unwrap().to_string_lossy()
-            ));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failure(s):\n\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
-}
+golden::golden_suite! { "argocd-iu", run_iu_case, every_image_updater_case_has_its_test, {
+    golden_iu_branch_template_host_port => "branch-template-host-port",
+    golden_iu_existing_argocd_source => "existing-argocd-source",
+    golden_iu_kustomization_with_other_images => "kustomization-with-other-images",
+    golden_iu_kustomization_without_images => "kustomization-without-images",
+    golden_iu_multi_source_ref_values => "multi-source-ref-values",
+    golden_iu_templated_file_name => "templated-file-name",
+} }
 
 /// A rendered branch name git would refuse is named before anything is pushed, whether the
 /// name is known before the plan or only from the changes (Image Updater would hand it to git,

@@ -3,8 +3,9 @@
 //! Every golden case is a directory `tests/golden/<suite>/<case>/` (see `tests/golden/README.md`):
 //! `in/` what tagpilot starts from, `out/` the files expected afterwards (written by hand), and
 //! the expected renderings beside them (`plan.txt`, `body.md`, ...), plus `registry.yaml` where a
-//! registry is involved. This module runs the `rewrite` suite (plan then apply in a local
-//! directory); `argocd.rs` and `forge.rs` run theirs, all comparing through [`check_text`].
+//! registry is involved. This module runs the `rewrite` suite, each case a test of its own,
+//! through the engine as `tagpilot plan` then `apply` run it in a local directory; `argocd.rs`
+//! and `forge.rs` run theirs, all comparing through [`check_text`].
 //!
 //! A `rewrite` case:
 //! - `in/`: the root tagpilot runs in (`tagpilot.yaml`, `policies/`, manifests);
@@ -13,14 +14,14 @@
 //! - `plan.txt`: the expected table report (and `plan.md` / `plan.json` / `plan.diff` when present,
 //!   the other formats).
 //!
-//! `TAGPILOT_BLESS=1 cargo test --test it golden` rewrites the report files (never a `rewrite`
+//! `TAGPILOT_BLESS=1 cargo test --test it golden::` rewrites the report files (never a `rewrite`
 //! case's `out/`, which states intent and is edited by hand); review the diff before committing.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use tagpilot::registry::MemoryRegistry;
-use tagpilot::{apply, config, plan, policy, report};
+use tagpilot::{config, engine, plan, policy, report};
 
 /// The directory of one golden case.
 pub fn case_dir(suite: &str, case: &str) -> PathBuf {
@@ -103,6 +104,45 @@ pub fn assert_text(path: &Path, actual: &str) {
     }
 }
 
+/// Plans (or, with `write`, applies) the local directory `root` through the engine, as
+/// `tagpilot plan`/`apply` do: the report shows the local files the cycle planned.
+async fn cycle(
+    root: &Path,
+    config: &config::Config,
+    policies: &[policy::ImagePolicy],
+    registry: &MemoryRegistry,
+    write: bool,
+) -> plan::Plan {
+    let input = engine::Input {
+        config,
+        policies,
+        broken_policies: &[],
+        local: Some(root.to_path_buf()),
+        cluster: None,
+    };
+    let context = engine::Context {
+        registry,
+        cache: None,
+        progress: &(),
+        cancel: Default::default(),
+        state: None,
+    };
+    let options = engine::Options {
+        dry_run: !write,
+        diff: true,
+        ..Default::default()
+    };
+    let cycle = engine::run(&input, &context, options)
+        .await
+        .expect("engine cycle");
+    plan::Plan {
+        files: cycle.local_files,
+        ..cycle.plan
+    }
+}
+
+/// One `rewrite` case, end to end through the engine: plan (nothing written, every rendering
+/// as expected), apply (the tree is `out/`), plan again (nothing left to do).
 async fn run_case(case: &Path) -> Vec<String> {
     let mut failures = Vec::new();
     let work = tempfile::tempdir().unwrap();
@@ -112,19 +152,7 @@ async fn run_case(case: &Path) -> Vec<String> {
 
     let config = config::load(&work.path().join("tagpilot.yaml")).expect("tagpilot.yaml");
     let policies = policy::load(&config).expect("policies");
-    let scope = plan::Scope {
-        root: work.path().to_path_buf(),
-        repository: None,
-        exclude: config
-            .path
-            .iter()
-            .cloned()
-            .chain(policies.iter().map(|p| p.source.file.clone()))
-            .collect(),
-    };
-    let planned = plan::plan(&scope, &policies, &registry, &())
-        .await
-        .expect("plan");
+    let planned = cycle(work.path(), &config, &policies, &registry, false).await;
 
     // Plan mode writes nothing.
     if tree(work.path()) != tree(&case.join("in")) {
@@ -146,7 +174,7 @@ async fn run_case(case: &Path) -> Vec<String> {
         failures.extend(check_text(&case.join("plan.diff"), &report::diff(&planned)));
     }
 
-    apply::write_files(work.path(), &planned.files).expect("apply");
+    cycle(work.path(), &config, &policies, &registry, true).await;
     let actual = tree(work.path());
     let expected = tree(&case.join("out"));
     for (rel, want) in &expected {
@@ -169,9 +197,7 @@ async fn run_case(case: &Path) -> Vec<String> {
     }
 
     // Idempotence: a second plan over the applied tree finds nothing to do.
-    let again = plan::plan(&scope, &policies, &registry, &())
-        .await
-        .expect("second plan");
+    let again = cycle(work.path(), &config, &policies, &registry, false).await;
     if again.has_changes() {
         failures.push(format!(
             "second plan still has changes:\n{}",
@@ -181,22 +207,65 @@ async fn run_case(case: &Path) -> Vec<String> {
     failures
 }
 
-#[tokio::test]
-async fn golden_cases() {
-    let cases = cases("rewrite");
-    let mut failures = Vec::new();
-    for case in &cases {
-        for f in run_case(case).await {
-            failures.push(format!(
-                "[{}] {f}",
-                case.file_name().unwrap().to_string_lossy()
-            ));
-        }
-    }
+/// Fails the test with every failure of one golden case, named by suite and case.
+pub fn assert_case(suite: &str, case: &str, failures: Vec<String>) {
     assert!(
         failures.is_empty(),
-        "{} golden failure(s):\n\n{}",
+        "golden case {suite}/{case}: {} failure(s):\n\n{}",
         failures.len(),
         failures.join("\n\n")
     );
 }
+
+/// One test per case of a suite, so a failure names its case and the others still run, plus
+/// a test that the list is exactly the suite's directories (a case without a test would never
+/// run). `$run` is the suite's runner: `async fn(&Path) -> Vec<String>` of failures.
+macro_rules! golden_suite {
+    ($suite:literal, $run:path, $every:ident, { $($test:ident => $case:literal,)* }) => {
+        $(
+            #[tokio::test]
+            async fn $test() {
+                let case = $crate::golden::case_dir($suite, $case);
+                $crate::golden::assert_case($suite, $case, $run(&case).await);
+            }
+        )*
+
+        #[test]
+        fn $every() {
+            let on_disk: Vec<String> = $crate::golden::cases($suite)
+                .iter()
+                .map(|c| c.file_name().unwrap().to_string_lossy().into_owned())
+                .collect();
+            assert_eq!(on_disk, [$($case),*], "list each case of {} in its golden_suite!", $suite);
+        }
+    };
+}
+pub(crate) use golden_suite;
+
+golden_suite! { "rewrite", run_case, every_rewrite_case_has_its_test, {
+    rewrite_anchors => "anchors",
+    rewrite_bom => "bom",
+    rewrite_ci_placeholders => "ci-placeholders",
+    rewrite_comments => "comments",
+    rewrite_crlf => "crlf",
+    rewrite_cronjob => "cronjob",
+    rewrite_datadog_version_label => "datadog-version-label",
+    rewrite_deployment => "deployment",
+    rewrite_findings => "findings",
+    rewrite_flux_marker => "flux-marker",
+    rewrite_helm_chart_templates => "helm-chart-templates",
+    rewrite_helm_explicit_paths => "helm-explicit-paths",
+    rewrite_helm_map => "helm-map",
+    rewrite_helm_string => "helm-string",
+    rewrite_helm_template_left_alone => "helm-template-left-alone",
+    rewrite_init_ephemeral_containers => "init-ephemeral-containers",
+    rewrite_kustomize_component_placeholders => "kustomize-component-placeholders",
+    rewrite_kustomize_digest_entries => "kustomize-digest-entries",
+    rewrite_kustomize_images => "kustomize-images",
+    rewrite_kustomize_missing_newtag => "kustomize-missing-newtag",
+    rewrite_multi_doc => "multi-doc",
+    rewrite_non_ascii => "non-ascii",
+    rewrite_quoting => "quoting",
+    rewrite_rollout => "rollout",
+    rewrite_tagpilot_marker => "tagpilot-marker",
+} }
