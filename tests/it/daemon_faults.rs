@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::daemon::{Daemon, Setup, deployment, setup, wait_for_tag};
+use crate::daemon::{Daemon, Setup, setup, wait_for_tag};
 use crate::registry_faults::endless_registry;
 use crate::support::git::{BareRepo, DEPLOYMENT_PATH, free_port};
 use crate::support::registry::ImageSpec;
