@@ -8,7 +8,7 @@ use crate::image::{ImageRef, Repository, is_valid_digest, is_valid_tag};
 use crate::policy::HelmPaths;
 
 use super::render::Quote;
-use super::tree::{Node, NodeKind, Parsed};
+use super::tree::{self, Node, NodeKind, ParseFailure, Parsed};
 use super::{FieldKind, ImageField, InsertAt, MarkerPart, OnePart, Part, Shape, Slot};
 
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
@@ -22,43 +22,53 @@ struct Scan<'a> {
     out: Vec<ImageField>,
 }
 
+/// The image fields of `src`, read one document at a time (see [`tree::parse_each`]): every
+/// reading of a document looks inside that document only, so the result is the same as over
+/// the whole file, in file order.
 pub(super) fn fields(
     path: &Path,
     src: &str,
-    parsed: &Parsed,
     helm: &[HelmPaths],
-) -> Vec<ImageField> {
-    let mut scan = Scan {
-        path,
-        src,
-        parsed,
-        claimed: HashSet::new(),
-        out: Vec::new(),
-    };
-    for doc in &parsed.docs {
-        scan.markers(doc, false);
-    }
-    for doc in &parsed.docs {
-        for paths in helm {
-            scan.helm_explicit(doc, paths);
-        }
-    }
+) -> Result<Vec<ImageField>, ParseFailure> {
     let is_kustomization = path
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| KUSTOMIZATION_FILES.contains(&n));
-    for doc in &parsed.docs {
-        if is_kustomization {
-            scan.kustomize(doc);
-        } else if doc.is_mapping() && doc.get("apiVersion").is_none() && doc.get("kind").is_none() {
-            scan.helm_conventional(doc, &mut Vec::new());
-        } else {
-            scan.workload(doc);
+    let mut claimed = HashSet::new();
+    let mut out = Vec::new();
+    tree::parse_each(src, |parsed| {
+        let mut scan = Scan {
+            path,
+            src,
+            parsed,
+            claimed: std::mem::take(&mut claimed),
+            out: std::mem::take(&mut out),
+        };
+        for doc in &parsed.docs {
+            scan.markers(doc, false);
         }
-    }
-    let mut out = scan.out;
+        for doc in &parsed.docs {
+            for paths in helm {
+                scan.helm_explicit(doc, paths);
+            }
+        }
+        for doc in &parsed.docs {
+            if is_kustomization {
+                scan.kustomize(doc);
+            } else if doc.is_mapping()
+                && doc.get("apiVersion").is_none()
+                && doc.get("kind").is_none()
+            {
+                scan.helm_conventional(doc, &mut Vec::new());
+            } else {
+                scan.workload(doc);
+            }
+        }
+        claimed = scan.claimed;
+        out = scan.out;
+    })?;
     out.sort_by_key(|f| (f.line, f.column));
-    out
+    Ok(out)
 }
 
 /// A path segment in Helm value paths.

@@ -300,13 +300,12 @@ impl HelmCharts {
 
 /// Finds every image field in a YAML file. `helm` lists explicit value paths that apply to it.
 pub fn scan(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Vec<ImageField>, ManifestError> {
-    let parsed = tree::parse(src).map_err(|f| ManifestError::Parse {
+    detect::fields(path, src, helm).map_err(|f| ManifestError::Parse {
         file: path.to_path_buf(),
         line: f.line,
         column: f.column,
         message: f.message,
-    })?;
-    Ok(detect::fields(path, src, &parsed, helm))
+    })
 }
 
 #[cfg(test)]
