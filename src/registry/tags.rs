@@ -37,17 +37,13 @@ impl RegistryClient {
             bound,
         };
         let listing = self.paginate(&reg, repo, limits);
-        let result = match tokio::time::timeout(limits.timeout, listing).await {
+        match tokio::time::timeout(limits.timeout, listing).await {
             Ok(result) => result.map_err(|e| match e {
                 Paged::Registry(e) => e,
                 Paged::Bound(bound) => too_long(bound),
             }),
             Err(_) => Err(too_long(TagListBound::Time(limits.timeout))),
-        };
-        if let Err(e @ RegistryError::TagListTooLong { .. }) = &result {
-            warn!("{e}");
         }
-        result
     }
 
     async fn paginate(
