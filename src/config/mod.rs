@@ -121,7 +121,7 @@ pub struct TagListLimits {
 
 impl TagListLimits {
     fn default_max_pages() -> usize {
-        // Docker Hub and GHCR send at most 100 tags a page, whatever `n` asks for: 50 000 tags.
+        // A registry that caps pages at 100 tags, whatever `n` asks for, still gets 50 000.
         500
     }
     fn default_max_tags() -> usize {
