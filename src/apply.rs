@@ -38,8 +38,7 @@ fn write_one(path: &Path, f: &FileUpdate) -> Result<(), ApplyError> {
         path: path.to_path_buf(),
         source,
     };
-    let current = std::fs::read(path).map_err(io)?;
-    if current != f.original.as_bytes() {
+    if !holds(path, f.original.as_bytes()).map_err(io)? {
         return Err(ApplyError::Changed {
             path: path.to_path_buf(),
         });
@@ -52,6 +51,28 @@ fn write_one(path: &Path, f: &FileUpdate) -> Result<(), ApplyError> {
     tmp.as_file().set_permissions(permissions).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
+}
+
+/// Whether the file at `path` holds exactly `expected`, compared a block at a time: reading it
+/// whole would hold a third copy of a large file beside the plan's two.
+fn holds(path: &Path, expected: &[u8]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    if file.metadata()?.len() != expected.len() as u64 {
+        return Ok(false);
+    }
+    let mut block = vec![0u8; 64 * 1024];
+    let mut rest = expected;
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 {
+            return Ok(rest.is_empty());
+        }
+        match rest.split_at_checked(n) {
+            Some((head, tail)) if head == &block[..n] => rest = tail,
+            _ => return Ok(false),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -99,6 +120,20 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(err, ApplyError::Changed { .. }), "{err}");
+        // Same length, one byte different, past the first block.
+        let mut original = vec![b'#'; 200 * 1024];
+        original.push(b'\n');
+        std::fs::write(&p, &original).unwrap();
+        let mut changed = original.clone();
+        changed[150 * 1024] = b'!';
+        let as_text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        assert!(holds(&p, &original).unwrap());
+        assert!(!holds(&p, &changed).unwrap());
+        assert!(!holds(&p, &original[1..]).unwrap());
+        let err =
+            write_files(dir.path(), &[update("a.yaml", &as_text(changed), "x\n")]).unwrap_err();
+        assert!(matches!(err, ApplyError::Changed { .. }), "{err}");
+        std::fs::write(&p, "image: app:1 # edited by a human\n").unwrap();
         assert!(err.to_string().contains("a.yaml"));
         assert_eq!(
             std::fs::read_to_string(&p).unwrap(),

@@ -75,7 +75,7 @@ impl Default for PolicySource {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RegistryConfig {
     /// `host[:port]` as written in image references.
@@ -93,6 +93,65 @@ pub struct RegistryConfig {
     /// the policies that need it.
     #[serde(default, deserialize_with = "duration")]
     pub timeout: Option<std::time::Duration>,
+    /// How far one tag listing of a repository on this registry may go.
+    #[serde(default)]
+    pub tag_list: TagListLimits,
+}
+
+/// `registries[].tagList`: the bounds of one tag listing. A registry that paginates without
+/// end (a bug, but seen) would otherwise hold every policy of the cycle and grow memory
+/// without bound; past a bound the listing fails with an error naming it, for that
+/// repository's images only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct TagListLimits {
+    /// Pages (requests) per listing.
+    #[serde(default = "TagListLimits::default_max_pages")]
+    pub max_pages: usize,
+    /// Tags per listing.
+    #[serde(default = "TagListLimits::default_max_tags")]
+    pub max_tags: usize,
+    /// Time per listing, every page and retry included.
+    #[serde(
+        default = "TagListLimits::default_timeout",
+        deserialize_with = "required_duration"
+    )]
+    pub timeout: std::time::Duration,
+}
+
+impl TagListLimits {
+    fn default_max_pages() -> usize {
+        // A registry that caps pages at 100 tags, whatever `n` asks for, still gets 50 000.
+        500
+    }
+    fn default_max_tags() -> usize {
+        // The largest repositories seen (nightly builds on Docker Hub) hold a few ten thousand.
+        100_000
+    }
+    fn default_timeout() -> std::time::Duration {
+        std::time::Duration::from_secs(300)
+    }
+}
+
+impl Default for TagListLimits {
+    fn default() -> Self {
+        TagListLimits {
+            max_pages: TagListLimits::default_max_pages(),
+            max_tags: TagListLimits::default_max_tags(),
+            timeout: TagListLimits::default_timeout(),
+        }
+    }
+}
+
+fn required_duration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<std::time::Duration, D::Error> {
+    match duration(d)? {
+        Some(d) => Ok(d),
+        None => Err(serde::de::Error::custom(
+            "timeout: give a duration (30s, 2m)",
+        )),
+    }
 }
 
 /// A duration as people write it (`30s`, `2m`, `1h 30m`).
@@ -261,6 +320,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 ),
             );
         }
+        if r.tag_list.max_pages == 0 || r.tag_list.max_tags == 0 {
+            at(
+                host,
+                format!(
+                    "registry {:?}: tagList.maxPages and tagList.maxTags must be at least 1",
+                    r.host
+                ),
+            );
+        }
         if let Some(rate) = r.rate_limit
             && !(rate.is_finite() && rate > 0.0)
         {
@@ -406,6 +474,39 @@ mod tests {
             let err = parse(Path::new("tagpilot.yaml"), text)
                 .unwrap_err()
                 .to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn tag_list_limits_default_per_registry_and_can_be_set() {
+        let path = Path::new("tagpilot.yaml");
+        let c = parse(
+            path,
+            "registries:\n  - host: a.example\n  - host: b.example\n    tagList: {maxPages: 3, timeout: 20s}\n",
+        )
+        .unwrap();
+        assert_eq!(c.registries[0].tag_list, TagListLimits::default());
+        let b = c.registries[1].tag_list;
+        assert_eq!(
+            (b.max_pages, b.max_tags, b.timeout),
+            (3, 100_000, std::time::Duration::from_secs(20))
+        );
+        for (text, want) in [
+            (
+                "registries:\n  - host: a.example\n    tagList: {maxTags: 0}\n",
+                "tagpilot.yaml:2:11: registry \"a.example\": tagList.maxPages and tagList.maxTags must be at least 1",
+            ),
+            (
+                "registries:\n  - host: a.example\n    tagList: {maxPage: 2}\n",
+                "unknown field `maxPage`",
+            ),
+            (
+                "registries:\n  - host: a.example\n    tagList: {timeout: 0s}\n",
+                "more than zero",
+            ),
+        ] {
+            let err = parse(path, text).unwrap_err().to_string();
             assert!(err.contains(want), "{text}: {err}");
         }
     }

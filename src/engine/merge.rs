@@ -78,6 +78,9 @@ pub fn merge(
             .collect();
         all.sort_by_key(|e| (e.span.start, e.span.end));
         all.dedup();
+        // The parts' own result goes first: a large file is then held twice here, not three
+        // times.
+        drop(std::mem::take(&mut f.updated));
         match manifest::apply_edits(&path, &f.original, &all) {
             Ok(updated) => {
                 f.updated = updated;

@@ -8,7 +8,7 @@ use crate::image::{ImageRef, Repository, is_valid_digest, is_valid_tag};
 use crate::policy::HelmPaths;
 
 use super::render::Quote;
-use super::tree::{Node, NodeKind, Parsed};
+use super::tree::{self, Node, NodeKind, ParseFailure, Parsed};
 use super::{
     FieldKind, ImageField, InsertAt, MarkerPart, OnePart, Part, Shape, Slot, UnresolvedMarker,
 };
@@ -27,48 +27,60 @@ struct Scan<'a> {
     unresolved: Vec<UnresolvedMarker>,
 }
 
+/// The image fields of `src`, read one document at a time (see [`tree::parse_each`]): every
+/// reading of a document looks inside that document only, so the result is the same as over
+/// the whole file, in file order.
 pub(super) fn fields(
     path: &Path,
     src: &str,
-    parsed: &Parsed,
     helm: &[HelmPaths],
-) -> (Vec<ImageField>, Vec<UnresolvedMarker>) {
-    let mut scan = Scan {
-        path,
-        src,
-        parsed,
-        claimed: HashSet::new(),
-        out: Vec::new(),
-        markers_seen: HashSet::new(),
-        unresolved: Vec::new(),
-    };
-    for doc in &parsed.docs {
-        scan.markers(doc, false);
-    }
-    scan.stray_markers();
-    for doc in &parsed.docs {
-        for paths in helm {
-            scan.helm_explicit(doc, paths);
-        }
-    }
+) -> Result<(Vec<ImageField>, Vec<UnresolvedMarker>), ParseFailure> {
     let is_kustomization = path
         .file_name()
         .and_then(|n| n.to_str())
         .is_some_and(|n| KUSTOMIZATION_FILES.contains(&n));
-    for doc in &parsed.docs {
-        if is_kustomization {
-            scan.kustomize(doc);
-        } else if doc.is_mapping() && doc.get("apiVersion").is_none() && doc.get("kind").is_none() {
-            scan.helm_conventional(doc, &mut Vec::new());
-        } else {
-            scan.workload(doc);
+    let mut claimed = HashSet::new();
+    let mut out = Vec::new();
+    let mut unresolved = Vec::new();
+    tree::parse_each(src, |parsed| {
+        let mut scan = Scan {
+            path,
+            src,
+            parsed,
+            claimed: std::mem::take(&mut claimed),
+            out: std::mem::take(&mut out),
+            markers_seen: HashSet::new(),
+            unresolved: std::mem::take(&mut unresolved),
+        };
+        for doc in &parsed.docs {
+            scan.markers(doc, false);
         }
-    }
-    let mut out = scan.out;
+        // A document's comments are its own: one left over names a marker that took nothing.
+        scan.stray_markers();
+        for doc in &parsed.docs {
+            for paths in helm {
+                scan.helm_explicit(doc, paths);
+            }
+        }
+        for doc in &parsed.docs {
+            if is_kustomization {
+                scan.kustomize(doc);
+            } else if doc.is_mapping()
+                && doc.get("apiVersion").is_none()
+                && doc.get("kind").is_none()
+            {
+                scan.helm_conventional(doc, &mut Vec::new());
+            } else {
+                scan.workload(doc);
+            }
+        }
+        claimed = scan.claimed;
+        out = scan.out;
+        unresolved = scan.unresolved;
+    })?;
     out.sort_by_key(|f| (f.line, f.column));
-    let mut unresolved = scan.unresolved;
     unresolved.sort_by_key(|m| (m.line, m.column));
-    (out, unresolved)
+    Ok((out, unresolved))
 }
 
 /// A path segment in Helm value paths.

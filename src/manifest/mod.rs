@@ -349,8 +349,7 @@ pub fn scan_with_markers(
     src: &str,
     helm: &[HelmPaths],
 ) -> Result<(Vec<ImageField>, Vec<UnresolvedMarker>), ManifestError> {
-    let parsed = tree::parse(src).map_err(|f| ManifestError::unreadable(path, f))?;
-    Ok(detect::fields(path, src, &parsed, helm))
+    detect::fields(path, src, helm).map_err(|f| ManifestError::unreadable(path, f))
 }
 
 /// A marker comment (tagpilot's or Flux's) that resolves to no field: nothing would be written

@@ -51,7 +51,8 @@ pub(crate) enum NodeKind {
     Alias,
 }
 
-/// A parsed file: one root per document, and comments by the byte they start at.
+/// A parsed document (or, from [`parse`], file): its root(s), and its comments by the byte they
+/// start at.
 #[derive(Debug, Default)]
 pub(crate) struct Parsed {
     pub docs: Vec<Node>,
@@ -84,11 +85,37 @@ enum Open {
     },
 }
 
+/// The whole file at once, for the few readers that look across documents (explaining why a
+/// Helm value path names nothing); detection reads one document at a time ([`parse_each`]).
 pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
+    let mut all = Parsed::default();
+    parse_each(src, |doc| {
+        all.docs.append(&mut doc.docs);
+        all.comments.extend(doc.comments.drain());
+    })?;
+    Ok(all)
+}
+
+/// Parses `src` one document at a time, handing each to `each` as it ends and dropping it
+/// after: a file of many documents never has more than one tree in memory (a node is about a
+/// hundred bytes, several times the text it stands for). A parse failure anywhere is the
+/// file's, as from a parse of the whole.
+pub(crate) fn parse_each(src: &str, mut each: impl FnMut(&mut Parsed)) -> Result<(), ParseFailure> {
     let mut parsed = Parsed::default();
     let mut stack: Vec<Open> = Vec::new();
     for next in Parser::new_from_str_with_options(src, options()) {
         let (event, span) = next.map_err(|e| failure(&e))?;
+        // Comments after a document's last node still belong to it (a marker on its last
+        // line): the document is handed over at its end event.
+        if matches!(event, Event::DocumentEnd) && stack.is_empty() {
+            // A document of comments only still goes out: a marker there resolves to nothing,
+            // and says so.
+            if !parsed.docs.is_empty() || !parsed.comments.is_empty() {
+                each(&mut parsed);
+            }
+            parsed = Parsed::default();
+            continue;
+        }
         let range = span.byte_range().unwrap_or(0..0);
         let in_flow = stack.iter().any(|o| match o {
             Open::Mapping { node, .. } => matches!(node.kind, NodeKind::Mapping { flow: true, .. }),
@@ -177,7 +204,10 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
             },
         }
     }
-    Ok(parsed)
+    if !parsed.docs.is_empty() || !parsed.comments.is_empty() {
+        each(&mut parsed);
+    }
+    Ok(())
 }
 
 impl Node {

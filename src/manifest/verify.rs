@@ -7,7 +7,7 @@ use std::ops::Range;
 use granit_parser::{Event, Parser};
 
 use super::render::Quote;
-use super::tree::{self, ParseFailure};
+use super::tree;
 use super::{Edit, Expect};
 
 /// Where and why verification failed: a byte offset in the original text and a reason.
@@ -17,34 +17,30 @@ pub(crate) struct Mismatch {
     pub reason: String,
 }
 
-type Events<'a> = Vec<(Event<'a>, Range<usize>)>;
-
-fn events(src: &str) -> Result<Events<'_>, ParseFailure> {
-    Parser::new_from_str_with_options(src, tree::options())
-        .map(|next| {
-            next.map(|(e, span)| (e, span.byte_range().unwrap_or(0..0)))
-                .map_err(|e| tree::failure(&e))
-        })
-        .collect()
-}
-
+/// Both texts are read as event streams side by side, never collected: a large file costs its
+/// two texts and a stack as deep as its nesting, not an event list each (which, at about a
+/// hundred bytes an event, came to several times the file).
+///
 /// `edits` are sorted by position and do not overlap; `new` is `old` with them applied.
 pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatch> {
     let first = edits.first().map_or(0, |e| e.span.start);
-    let before = events(old).map_err(|f| Mismatch {
-        offset: 0,
-        reason: format!(
-            "the original text does not parse at {}:{}: {}",
-            f.line, f.column, f.message
-        ),
-    })?;
-    let after = events(new).map_err(|f| Mismatch {
-        offset: first,
-        reason: format!(
-            "the edited text does not parse at {}:{}: {}",
-            f.line, f.column, f.message
-        ),
-    })?;
+    let mut before = Parser::new_from_str_with_options(old, tree::options());
+    let mut next_before = move || -> Option<Result<(Event<'_>, Range<usize>), Mismatch>> {
+        before.next().map(|next| {
+            next.map(|(e, span)| (e, span.byte_range().unwrap_or(0..0)))
+                .map_err(|e| {
+                    let f = tree::failure(&e);
+                    Mismatch {
+                        offset: 0,
+                        reason: format!(
+                            "the original text does not parse at {}:{}: {}",
+                            f.line, f.column, f.message
+                        ),
+                    }
+                })
+        })
+    };
+    let after = Parser::new_from_str_with_options(new, tree::options());
 
     // Where each edit's text lands in the new string.
     let mut delta: isize = 0;
@@ -56,15 +52,40 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
             start..start + e.text.len()
         })
         .collect();
+    // The mappings insertions go into, by the byte their start event is at: only their keys
+    // are collected.
+    let targets: Vec<usize> = edits
+        .iter()
+        .filter_map(|e| match &e.expect {
+            Expect::Insert { mapping, .. } => Some(*mapping),
+            Expect::Replace { .. } => None,
+        })
+        .collect();
 
-    // For each original mapping start (by event index): its end event index and direct keys.
-    let mapping_ends = match_mappings(&before);
-
+    let mut stack: Vec<Frame> = Vec::new();
     let mut replaced = vec![false; edits.len()];
     let mut inserted: Vec<Vec<(String, Option<Quote>, usize)>> = vec![Vec::new(); edits.len()];
+    // An inserted pair sits between two entries (or at the end) of its mapping when the next
+    // original event is one of that mapping's keys or its end.
+    let mut landed = vec![false; edits.len()];
+    let mut already_there = vec![false; edits.len()];
+    let mut pending: Vec<usize> = Vec::new();
     let mut i = 0;
-    for (ev2, r2) in &after {
-        if let Event::Scalar(value, style, _, _) = ev2 {
+    for next in after {
+        let (ev2, r2) = match next {
+            Ok((e, span)) => (e, span.byte_range().unwrap_or(0..0)),
+            Err(e) => {
+                let f = tree::failure(&e);
+                return Err(Mismatch {
+                    offset: first,
+                    reason: format!(
+                        "the edited text does not parse at {}:{}: {}",
+                        f.line, f.column, f.message
+                    ),
+                });
+            }
+        };
+        if let Event::Scalar(value, style, _, _) = &ev2 {
             let hit = edits.iter().zip(&new_ranges).position(|(e, nr)| {
                 matches!(e.expect, Expect::Insert { .. })
                     && nr.start <= r2.start
@@ -72,19 +93,54 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
             });
             if let Some(k) = hit {
                 inserted[k].push((value.to_string(), Quote::of(*style), i));
+                if inserted[k].len() == 2 {
+                    pending.push(k);
+                }
                 continue;
             }
         }
-        let Some((ev1, r1)) = before.get(i) else {
+        let Some(got) = next_before() else {
             return Err(Mismatch {
                 offset: old.len(),
                 reason: "the edited text has extra content".into(),
             });
         };
+        let (ev1, r1) = got?;
         i += 1;
+        if !matches!(ev1, Event::Comment(..)) {
+            // The event is one of the top mapping's keys, or its end.
+            let node = matches!(
+                ev1,
+                Event::Scalar(..)
+                    | Event::Alias(_)
+                    | Event::UnresolvedAlias(_)
+                    | Event::MappingStart(..)
+                    | Event::SequenceStart(..)
+            );
+            let owner = match stack.last() {
+                Some(Frame::Map {
+                    start, next_is_key, ..
+                }) if (*next_is_key && node) || matches!(ev1, Event::MappingEnd) => Some(*start),
+                _ => None,
+            };
+            for k in pending.drain(..) {
+                if let Expect::Insert { mapping, .. } = &edits[k].expect {
+                    landed[k] = owner == Some(*mapping);
+                }
+            }
+        }
+        track(&mut stack, &ev1, r1.start, &targets, |start, keys| {
+            for (k, edit) in edits.iter().enumerate() {
+                if let Expect::Insert { mapping, key, .. } = &edit.expect
+                    && *mapping == start
+                {
+                    already_there[k] = keys.iter().any(|have| have == key);
+                }
+            }
+        });
         let replacement = edits.iter().position(|e| {
             matches!(e.expect, Expect::Replace { .. })
-                && e.span == *r1
+                && e.span == r1
                 && matches!(ev1, Event::Scalar(..))
         });
         if let Some(k) = replacement {
@@ -92,14 +148,14 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
                 unreachable!()
             };
             let (Event::Scalar(v1, _, anchor1, tag1), Event::Scalar(v2, s2, anchor2, tag2)) =
-                (ev1, ev2)
+                (&ev1, &ev2)
             else {
                 return Err(Mismatch {
                     offset: r1.start,
                     reason: "the edited scalar is no longer a scalar".into(),
                 });
             };
-            if *r2 != new_ranges[k] {
+            if r2 != new_ranges[k] {
                 return Err(Mismatch {
                     offset: r1.start,
                     reason: "the new text is not read as exactly one scalar".into(),
@@ -132,9 +188,10 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
             });
         }
     }
-    if i != before.len() {
+    if let Some(rest) = next_before() {
+        let (_, r1) = rest?;
         return Err(Mismatch {
-            offset: before[i].1.start,
+            offset: r1.start,
             reason: "the edited text lost content".into(),
         });
     }
@@ -149,10 +206,7 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
             }
             Expect::Replace { .. } => {}
             Expect::Insert {
-                mapping,
-                key,
-                value,
-                quote,
+                key, value, quote, ..
             } => {
                 let got = &inserted[k];
                 let fail = |reason: String| {
@@ -174,26 +228,13 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
                 {
                     return fail(format!("inserting `{key}` reads back as `{k2}: {v2}`"));
                 }
-                // The pair must sit between two entries (or at the end) of the intended mapping:
-                // the next original event is one of its keys or its end.
-                let next = before[*at..]
-                    .iter()
-                    .position(|(e, _)| !matches!(e, Event::Comment(..)))
-                    .map(|n| at + n);
-                let owner = mapping_ends
-                    .iter()
-                    .find(|m| next.is_some_and(|n| n == m.end || m.key_events.contains(&n)));
-                match owner {
-                    Some(m) if before[m.start].1.start == *mapping => {
-                        if m.keys.iter().any(|k| k == key) {
-                            return fail(format!("the mapping already has `{key}`"));
-                        }
-                    }
-                    _ => {
-                        return fail(format!(
-                            "`{key}` did not land between entries of its mapping"
-                        ));
-                    }
+                if !landed[k] {
+                    return fail(format!(
+                        "`{key}` did not land between entries of its mapping"
+                    ));
+                }
+                if already_there[k] {
+                    return fail(format!("the mapping already has `{key}`"));
                 }
             }
         }
@@ -201,82 +242,66 @@ pub(crate) fn verify(old: &str, new: &str, edits: &[Edit]) -> Result<(), Mismatc
     Ok(())
 }
 
-struct MappingSpan {
-    start: usize,
-    end: usize,
-    keys: Vec<String>,
-    /// Event indexes where its keys begin.
-    key_events: Vec<usize>,
+/// An open collection of the original text, while its events are read.
+enum Frame {
+    Map {
+        /// The byte its start event is at.
+        start: usize,
+        /// Its plain keys so far, for a mapping an insertion goes into; `None` for the others.
+        keys: Option<Vec<String>>,
+        next_is_key: bool,
+    },
+    Seq,
 }
 
-/// Pairs each MappingStart with its MappingEnd (event indexes) and lists its keys.
-fn match_mappings(events: &Events<'_>) -> Vec<MappingSpan> {
-    enum Frame {
-        Map {
-            start: usize,
-            keys: Vec<String>,
-            key_events: Vec<usize>,
-            next_is_key: bool,
-        },
-        Seq,
-    }
-    let mut out = Vec::new();
-    let mut stack: Vec<Frame> = Vec::new();
-    let take_slot = |stack: &mut Vec<Frame>, i: usize, key: Option<&str>| {
+/// Follows one original event into `stack`; calls `closed` with each target mapping's start and
+/// keys as it ends.
+fn track(
+    stack: &mut Vec<Frame>,
+    event: &Event<'_>,
+    at: usize,
+    targets: &[usize],
+    mut closed: impl FnMut(usize, &[String]),
+) {
+    let take_slot = |stack: &mut Vec<Frame>, key: Option<&str>| {
         if let Some(Frame::Map {
-            keys,
-            key_events,
-            next_is_key,
-            ..
+            keys, next_is_key, ..
         }) = stack.last_mut()
         {
-            if *next_is_key {
-                key_events.push(i);
-                if let Some(k) = key {
-                    keys.push(k.to_string());
-                }
+            if *next_is_key && let (Some(keys), Some(k)) = (keys, key) {
+                keys.push(k.to_string());
             }
             *next_is_key = !*next_is_key;
         }
     };
-    for (i, (e, _)) in events.iter().enumerate() {
-        match e {
-            Event::Scalar(v, ..) => take_slot(&mut stack, i, Some(v)),
-            Event::Alias(_) | Event::UnresolvedAlias(_) => take_slot(&mut stack, i, None),
-            Event::MappingStart(..) => {
-                take_slot(&mut stack, i, None);
-                stack.push(Frame::Map {
-                    start: i,
-                    keys: Vec::new(),
-                    key_events: Vec::new(),
-                    next_is_key: true,
-                });
-            }
-            Event::SequenceStart(..) => {
-                take_slot(&mut stack, i, None);
-                stack.push(Frame::Seq);
-            }
-            Event::MappingEnd => {
-                if let Some(Frame::Map {
-                    start,
-                    keys,
-                    key_events,
-                    ..
-                }) = stack.pop()
-                {
-                    out.push(MappingSpan {
-                        start,
-                        end: i,
-                        keys,
-                        key_events,
-                    });
-                }
-            }
-            Event::SequenceEnd => {
-                stack.pop();
-            }
-            _ => {}
+    match event {
+        Event::Scalar(v, ..) => take_slot(stack, Some(v)),
+        Event::Alias(_) | Event::UnresolvedAlias(_) => take_slot(stack, None),
+        Event::MappingStart(..) => {
+            take_slot(stack, None);
+            stack.push(Frame::Map {
+                start: at,
+                keys: targets.contains(&at).then(Vec::new),
+                next_is_key: true,
+            });
         }
+        Event::SequenceStart(..) => {
+            take_slot(stack, None);
+            stack.push(Frame::Seq);
+        }
+        Event::MappingEnd => {
+            if let Some(Frame::Map {
+                start,
+                keys: Some(keys),
+                ..
+            }) = stack.pop()
+            {
+                closed(start, &keys);
+            }
+        }
+        Event::SequenceEnd => {
+            stack.pop();
+        }
+        _ => {}
     }
-    out
 }

@@ -223,6 +223,7 @@ impl RegistryClient {
                     timeout: config
                         .and_then(|c| c.timeout)
                         .unwrap_or(self.options.request_timeout),
+                    tag_list: config.map_or(self.options.tag_list, |c| c.tag_list),
                     down: Default::default(),
                     credential: Mutex::new(Arc::new(OnceCell::new())),
                     scheme: Mutex::new(Scheme::Anonymous),
@@ -259,11 +260,7 @@ impl Registry for RegistryClient {
 
     fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
         match &self.store {
-            Some(store) => store
-                .first_seen(repo, tags, jiff::Timestamp::now())
-                .into_iter()
-                .map(Some)
-                .collect(),
+            Some(store) => store.first_seen(repo, tags, jiff::Timestamp::now()),
             None => vec![None; tags.len()],
         }
     }

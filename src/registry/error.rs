@@ -128,6 +128,19 @@ pub enum RegistryError {
         body: String,
     },
 
+    /// A tag listing went past one of its bounds (`registries[].tagList`): a registry that
+    /// paginates without end costs this one error for the repository's images, not the cycle.
+    #[error(
+        "registry {registry} paginated the tag list of repository {repository} past {bound}; \
+         stopped listing (set `tagList` for host {registry} under `registries:` in tagpilot.yaml \
+         if the repository really has more)"
+    )]
+    TagListTooLong {
+        registry: String,
+        repository: String,
+        bound: TagListBound,
+    },
+
     #[error("cannot get credentials for registry {registry} (repository {repository}): {source}")]
     Credentials {
         registry: String,
@@ -153,6 +166,7 @@ impl RegistryError {
             RegistryError::Malformed { .. } => "malformed_response",
             RegistryError::Http { .. } => "http_error",
             RegistryError::Credentials { .. } => "credentials",
+            RegistryError::TagListTooLong { .. } => "tag_list_too_long",
         }
     }
 }
@@ -208,6 +222,34 @@ impl fmt::Display for Refusal {
             write!(f, " (HTTP 403: {body})")?;
         }
         Ok(())
+    }
+}
+
+/// Which bound of `registries[].tagList` a listing reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TagListBound {
+    /// `maxPages`: this many pages were read and the registry pointed at another.
+    Pages(usize),
+    /// `maxTags`: more distinct tags than this.
+    Tags(usize),
+    /// `timeout`: the listing took longer than this, every page included.
+    Time(std::time::Duration),
+    /// One page's body was larger than `maxTags` tags of the longest length the spec allows.
+    PageBytes(usize),
+}
+
+impl fmt::Display for TagListBound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TagListBound::Pages(n) => write!(f, "{n} pages (tagList.maxPages)"),
+            TagListBound::Tags(n) => write!(f, "{n} tags (tagList.maxTags)"),
+            TagListBound::Time(d) => {
+                write!(f, "{} (tagList.timeout)", humantime::format_duration(*d))
+            }
+            TagListBound::PageBytes(n) => {
+                write!(f, "{n} bytes in one page (more than tagList.maxTags tags)")
+            }
+        }
     }
 }
 

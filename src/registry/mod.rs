@@ -60,7 +60,7 @@ use std::future::Future;
 
 pub use auth::{Credential, DockerConfigSource};
 pub use client::{RequestStats, ResponseCount};
-pub use error::{Malformation, Refusal, Refused, RegistryError};
+pub use error::{Malformation, Refusal, Refused, RegistryError, TagListBound};
 pub use memory::{MemoryRegistry, MemoryRegistryError};
 pub use options::ClientOptions;
 pub use state::RegistryClient;

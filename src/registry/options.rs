@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::auth::{Credential, DockerConfigSource};
-use crate::config::{Config, RegistryConfig};
+use crate::config::{Config, RegistryConfig, TagListLimits};
 
 /// How the client is set up. [`ClientOptions::from_config`] is what the CLI uses; tests set the
 /// `config.json` location and the credential helper search path explicitly.
@@ -21,6 +21,9 @@ pub struct ClientOptions {
     pub helper_path: Option<OsString>,
     /// `n` asked for per tag-list page.
     pub page_size: usize,
+    /// Bounds of a tag listing on a registry `registries` does not name (those that it names
+    /// carry their own).
+    pub tag_list: TagListLimits,
     /// Retries after a 429 or 503 before giving up.
     pub max_retries: u32,
     /// A `Retry-After` longer than this is not waited for: the request fails at once.
@@ -42,6 +45,7 @@ impl Default for ClientOptions {
             docker_config: DockerConfigSource::FromEnvironment,
             helper_path: None,
             page_size: 1000,
+            tag_list: TagListLimits::default(),
             max_retries: 3,
             max_retry_wait: Duration::from_secs(60),
             max_concurrency_per_registry: 16,

@@ -53,6 +53,8 @@ pub(super) struct RegistryState {
     pub(super) in_flight: Semaphore,
     /// How long one request may take (`registries[].timeout`, else the client's).
     pub(super) timeout: std::time::Duration,
+    /// Bounds of one tag listing (`registries[].tagList`).
+    pub(super) tag_list: crate::config::TagListLimits,
     /// A request timed out this cycle: the others fail fast instead of each waiting as long,
     /// so one registry that hangs delays only the policies that need it.
     pub(super) down: std::sync::atomic::AtomicBool,

@@ -22,11 +22,12 @@ pub trait MetadataStore: Send + Sync {
     /// Keeps what the client read from a verified config blob.
     fn put_config(&self, digest: &str, facts: &[u8]);
     /// When each of `tags` of `repo` was first seen; a tag never seen before is recorded as seen
-    /// at `now` and answered so. The answer has one entry per tag, in order.
+    /// at `now` and answered so. The answer has one entry per tag, in order; `None` where the
+    /// store cannot say (it failed to record the tag), never a guess.
     fn first_seen(
         &self,
         repo: &Repository,
         tags: &[&str],
         now: jiff::Timestamp,
-    ) -> Vec<jiff::Timestamp>;
+    ) -> Vec<Option<jiff::Timestamp>>;
 }

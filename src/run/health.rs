@@ -18,8 +18,9 @@ impl Health {
         self.live.store(live, Ordering::Relaxed);
     }
 
-    /// A cycle completed: from now on the process is ready. Only shutdown takes it back, so
-    /// one failed cycle does not take a replica out of a Service.
+    /// A cycle completed, and heard from a registry: from now on the process is ready. Only
+    /// shutdown takes it back, so one failed cycle, or registries that go away, do not take a
+    /// replica out of a Service.
     pub fn cycle_completed(&self) {
         self.ready.store(true, Ordering::Relaxed);
     }

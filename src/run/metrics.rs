@@ -38,6 +38,9 @@ pub enum CycleResult {
     Error,
     /// Shutdown stopped it before every target was done.
     Cancelled,
+    /// The cycle ran, but no registry it asked answered: nothing it decided rests on a tag
+    /// list, so it is not counted as a success whatever its targets did.
+    RegistriesUnreachable,
 }
 
 impl CycleResult {
@@ -50,14 +53,54 @@ impl CycleResult {
         }
     }
 
+    /// The result of a cycle whose registry requests are `answered`: a cycle that ran, but in
+    /// which no registry asked gave an answer, is [`CycleResult::RegistriesUnreachable`].
+    pub fn given(self, answered: RegistriesAnswered) -> Self {
+        match self {
+            CycleResult::Ok | CycleResult::Partial if answered.none_reachable() => {
+                CycleResult::RegistriesUnreachable
+            }
+            other => other,
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             CycleResult::Ok => "ok",
             CycleResult::Partial => "partial",
             CycleResult::Error => "error",
             CycleResult::Cancelled => "cancelled",
+            CycleResult::RegistriesUnreachable => "registries_unreachable",
         }
     }
+
+    const ALL: [CycleResult; 5] = [
+        CycleResult::Ok,
+        CycleResult::Partial,
+        CycleResult::Error,
+        CycleResult::Cancelled,
+        CycleResult::RegistriesUnreachable,
+    ];
+}
+
+/// How many registries a cycle (or re-check) sent requests to, and how many of them answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistriesAnswered {
+    pub asked: usize,
+    pub reachable: usize,
+}
+
+impl RegistriesAnswered {
+    /// Registries were asked, and none answered.
+    pub fn none_reachable(self) -> bool {
+        self.asked > 0 && self.reachable == 0
+    }
+}
+
+/// Whether an answer shows the registry reachable: any HTTP status but a 5xx or a 429 (which
+/// say it cannot serve now). `unreachable` is no answer at all.
+fn reachable(status: &str) -> bool {
+    status.parse::<u16>().is_ok_and(|s| s < 500 && s != 429)
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -86,6 +129,12 @@ struct RegistryStatusLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RegistryLabel {
     registry: String,
+}
+
+/// The `--state-dir`: one value per process.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirLabel {
+    dir: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -317,6 +366,9 @@ pub struct Metrics {
     rechecks: Family<ResultLabel, Counter>,
     registry_requests: Family<RegistryStatusLabels, Counter>,
     tag_listings: Family<RegistryLabel, Counter>,
+    registry_up: Family<RegistryLabel, Gauge>,
+    registry_last_reachable: Family<RegistryLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    state_up: Family<DirLabel, Gauge>,
     leader: Gauge,
     /// What the last full cycle found configured but nothing to act on, by kind.
     findings: Family<FindingLabels, Gauge>,
@@ -355,12 +407,7 @@ impl Metrics {
         let cycles = Family::<ResultLabel, Counter>::default();
         // Every result shows from the start, at zero, so that `rate()` and `absent()` in alerts
         // work before the first failure.
-        for result in [
-            CycleResult::Ok,
-            CycleResult::Partial,
-            CycleResult::Error,
-            CycleResult::Cancelled,
-        ] {
+        for result in CycleResult::ALL {
             cycles
                 .get_or_create(&ResultLabel {
                     result: result.label(),
@@ -370,7 +417,7 @@ impl Metrics {
         // Counters get their `_total` suffix when rendered.
         registry.register(
             "tagpilot_cycles",
-            "Cycles run, by how they ended (ok, partial, error, cancelled)",
+            "Cycles run, by how they ended (ok, partial, error, cancelled, registries_unreachable)",
             cycles.clone(),
         );
         // From a tenth of a second (a few cached repositories) to about seven minutes.
@@ -407,12 +454,7 @@ impl Metrics {
             webhooks.clone(),
         );
         let rechecks = Family::<ResultLabel, Counter>::default();
-        for result in [
-            CycleResult::Ok,
-            CycleResult::Partial,
-            CycleResult::Error,
-            CycleResult::Cancelled,
-        ] {
+        for result in CycleResult::ALL {
             rechecks
                 .get_or_create(&ResultLabel {
                     result: result.label(),
@@ -435,6 +477,25 @@ impl Metrics {
             "tagpilot_tag_listings",
             "Tag list requests by registry",
             tag_listings.clone(),
+        );
+        let registry_up = Family::<RegistryLabel, Gauge>::default();
+        registry.register(
+            "tagpilot_registry_up",
+            "1 when a request to the registry got an answer (not 5xx or 429) in the last cycle or re-check that asked it, 0 when none did",
+            registry_up.clone(),
+        );
+        let registry_last_reachable =
+            Family::<RegistryLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        registry.register(
+            "tagpilot_registry_last_reachable_timestamp_seconds",
+            "When the registry last answered a request (Unix time)",
+            registry_last_reachable.clone(),
+        );
+        let state_up = Family::<DirLabel, Gauge>::default();
+        registry.register(
+            "tagpilot_state_store_up",
+            "1 while the --state-dir store works, 0 while it is down after an I/O error (a full disk) and first-seen times are unknown",
+            state_up.clone(),
         );
         let leader = Gauge::default();
         registry.register(
@@ -481,6 +542,9 @@ impl Metrics {
             metadata_hits_seen: Default::default(),
             registry_requests,
             tag_listings,
+            registry_up,
+            registry_last_reachable,
+            state_up,
             registry_seen: Mutex::default(),
             webhooks,
             rechecks,
@@ -499,7 +563,18 @@ impl Metrics {
         broken_policies: &[PolicyError],
         took: Duration,
     ) {
-        let kind = CycleResult::of(result);
+        self.record_cycle_as(CycleResult::of(result), result, broken_policies, took);
+    }
+
+    /// [`Metrics::record_cycle`] with the result as `kind`: [`CycleResult::of`] the cycle,
+    /// [`given`](CycleResult::given) the registries' answers.
+    pub fn record_cycle_as(
+        &self,
+        kind: CycleResult,
+        result: &Result<Cycle, EngineError>,
+        broken_policies: &[PolicyError],
+        took: Duration,
+    ) {
         self.cycles
             .get_or_create(&ResultLabel {
                 result: kind.label(),
@@ -507,10 +582,7 @@ impl Metrics {
             .inc();
         self.cycle_duration.observe(took.as_secs_f64());
         if kind == CycleResult::Ok {
-            let now = SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .unwrap_or_default();
-            self.last_success.set(now.as_secs_f64());
+            self.last_success.set(unix_now());
         }
         if let (Some(series), Ok(cycle)) = (&self.image_updater, result) {
             // A cancelled cycle did not read everything it watches; what it wrote counts.
@@ -596,9 +668,12 @@ impl Metrics {
         }
     }
 
-    /// Adds the registry client's answers since the last call (its counts only grow).
-    pub fn record_registry(&self, responses: &[ResponseCount]) {
+    /// Adds the registry client's answers since the last call (its counts only grow), sets
+    /// each registry asked since then up or down, and says how many were asked and answered.
+    pub fn record_registry(&self, responses: &[ResponseCount]) -> RegistriesAnswered {
         let mut seen = self.registry_seen.lock().unwrap_or_else(|e| e.into_inner());
+        // Registry → whether any of its new answers shows it reachable.
+        let mut asked: BTreeMap<&str, bool> = BTreeMap::new();
         for r in responses {
             let before = seen
                 .insert((r.registry.clone(), r.request, r.status.clone()), r.count)
@@ -607,6 +682,7 @@ impl Metrics {
             if new == 0 {
                 continue;
             }
+            *asked.entry(&r.registry).or_default() |= reachable(&r.status);
             self.registry_requests
                 .get_or_create(&RegistryStatusLabels {
                     registry: r.registry.clone(),
@@ -621,6 +697,31 @@ impl Metrics {
                     .inc_by(new);
             }
         }
+        let now = unix_now();
+        for (registry, up) in &asked {
+            let label = RegistryLabel {
+                registry: registry.to_string(),
+            };
+            self.registry_up.get_or_create(&label).set(i64::from(*up));
+            if *up {
+                self.registry_last_reachable.get_or_create(&label).set(now);
+            }
+        }
+        RegistriesAnswered {
+            asked: asked.len(),
+            reachable: asked.values().filter(|up| **up).count(),
+        }
+    }
+
+    /// Whether the state store (its database file `path`) works, as `tagpilot_state_store_up`
+    /// shows it, labelled with its `--state-dir`.
+    pub fn set_state_up(&self, path: &std::path::Path, up: bool) {
+        let dir = path.parent().unwrap_or(path);
+        self.state_up
+            .get_or_create(&DirLabel {
+                dir: dir.display().to_string(),
+            })
+            .set(i64::from(up));
     }
 
     /// Adds the registry client's metadata cache hits since the last call (its count only grows).
@@ -674,6 +775,14 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
         text
     }
+}
+
+/// Now as Unix seconds, as the timestamp gauges hold it.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
 }
 
 /// Each update of a cycle as (policy, result): a change is `pushed`, `pull_request` or `failed`
@@ -856,6 +965,62 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn a_cycle_in_which_no_registry_answered_is_not_ok_and_each_registry_says_so() {
+        let metrics = Metrics::new();
+        let count = |registry: &str, status: &str, count| ResponseCount {
+            registry: registry.to_string(),
+            request: "tag_list",
+            status: status.to_string(),
+            count,
+        };
+        // A cycle where one registry answers and the other does not.
+        let answered =
+            metrics.record_registry(&[count("ghcr.io", "200", 1), count("quay.io", "503", 2)]);
+        assert_eq!(
+            answered,
+            RegistriesAnswered {
+                asked: 2,
+                reachable: 1
+            }
+        );
+        let result = Ok(Cycle::default());
+        assert_eq!(CycleResult::of(&result).given(answered), CycleResult::Ok);
+        // Then one where neither does: ghcr.io's 200 is not counted again.
+        let answered = metrics.record_registry(&[
+            count("ghcr.io", "200", 1),
+            count("ghcr.io", "unreachable", 1),
+            count("quay.io", "503", 2),
+            count("quay.io", "429", 1),
+        ]);
+        assert!(answered.none_reachable(), "{answered:?}");
+        let kind = CycleResult::of(&result).given(answered);
+        assert_eq!(kind, CycleResult::RegistriesUnreachable);
+        metrics.record_cycle_as(kind, &result, &[], Duration::from_secs(1));
+        // A cycle that asked no registry at all (everything cached) is not a failed one.
+        assert!(!metrics.record_registry(&[]).none_reachable());
+        let text = metrics.render();
+        for line in [
+            "tagpilot_cycles_total{result=\"registries_unreachable\"} 1",
+            "tagpilot_cycles_total{result=\"ok\"} 0",
+            "tagpilot_registry_up{registry=\"ghcr.io\"} 0",
+            "tagpilot_registry_up{registry=\"quay.io\"} 0",
+            "tagpilot_registry_last_reachable_timestamp_seconds{registry=\"ghcr.io\"} ",
+        ] {
+            assert!(text.contains(line), "{line} missing from\n{text}");
+        }
+        assert!(
+            !text.contains(
+                "tagpilot_registry_last_reachable_timestamp_seconds{registry=\"quay.io\"}"
+            ),
+            "quay.io never answered:\n{text}"
+        );
+        assert!(
+            !text.contains("tagpilot_last_successful_cycle_timestamp_seconds 1"),
+            "not a successful cycle:\n{text}"
+        );
     }
 
     fn image(alias: &str, repository: &str, status: ImageStatus) -> crate::argocd::ImageOutcome {

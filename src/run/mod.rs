@@ -315,6 +315,12 @@ impl Daemon<'_> {
             }
             let started = Instant::now();
             let policies = policy::load_all(self.config);
+            // A store that went down (a full disk) is opened again as soon as it can be. The
+            // metric waits for the flush at the end: a full disk may let the file open and
+            // still refuse the writes.
+            if let Some(state) = &self.shared.state {
+                state.recover();
+            }
             self.registry.start_cycle();
             // Every repository is read now: the hints so far are answered by this cycle.
             self.shared.rechecks.full_cycle_starts();
@@ -329,20 +335,29 @@ impl Daemon<'_> {
                 () = abort.cancelled() => return Stopped::Aborted,
             };
             let took = started.elapsed();
-            self.shared
-                .metrics
-                .record_cycle(&result, &policies.errors, took);
-            self.shared
+            let answered = self
+                .shared
                 .metrics
                 .record_registry(&self.registry.responses());
+            let kind = CycleResult::of(&result).given(answered);
+            self.shared
+                .metrics
+                .record_cycle_as(kind, &result, &policies.errors, took);
             self.shared
                 .metrics
                 .record_metadata_hits(self.registry.metadata_cache_hits());
             if let Some(state) = &self.shared.state {
                 state.flush();
+                self.shared
+                    .metrics
+                    .set_state_up(state.path(), state.is_up());
             }
-            let kind = CycleResult::of(&result);
             log_cycle(&result, kind, took);
+            // Ready after the first cycle that ran and heard from a registry: a replica that
+            // reaches none (a wrong proxy, a network policy) keeps a rollout from replacing one
+            // that does. Once ready, it stays so: registries going away is not this replica's
+            // fault, and taking it out of the Service would only cost it the webhooks that
+            // say they are back. `tagpilot_registry_up` is what to alert on.
             if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
                 self.shared.health.cycle_completed();
             }
@@ -511,6 +526,11 @@ fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Durat
                 if let Some(error) = &r.error {
                     tracing::warn!(repository = %r.repository, "{error}");
                 }
+            }
+            if kind == CycleResult::RegistriesUnreachable {
+                tracing::error!(
+                    "no registry answered this cycle; nothing was decided on a tag list"
+                );
             }
             tracing::info!(
                 result = ?kind,

@@ -135,8 +135,8 @@ fn young(age: Option<std::time::Duration>, min_age: std::time::Duration) -> Stri
     match age {
         Some(age) => format!("{} old, minAge {min_age}", short_duration(age)),
         None => format!(
-            "of unknown age (tagpilot remembers when it first saw a tag only with --state-dir), \
-             minAge {min_age}"
+            "of unknown age (tagpilot remembers when it first saw a tag only with a --state-dir \
+             that takes writes), minAge {min_age}"
         ),
     }
 }

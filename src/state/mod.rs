@@ -26,7 +26,8 @@
 //! images or YAML.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
@@ -117,8 +118,12 @@ pub struct ProposedChange {
 
 /// The state database of one `--state-dir`.
 pub struct State {
-    db: Database,
+    /// `None` while down: the handle that met an I/O error is dropped, so that redb's lock on
+    /// the file is released for [`State::recover`] to open it again.
+    db: RwLock<Option<Database>>,
     path: PathBuf,
+    /// An I/O error made the store unusable; cleared by a successful [`State::recover`].
+    down: AtomicBool,
     /// A write failed this cycle; said once per cycle, not once per write.
     warned: Mutex<bool>,
 }
@@ -139,43 +144,11 @@ impl State {
             source,
         })?;
         let path = dir.join(STATE_FILE);
-        let db = match open_checked(&path) {
-            Ok(db) => db,
-            Err(Opened::Locked) => return Err(StateError::Locked { path }),
-            Err(Opened::Io(source)) => {
-                return Err(StateError::Open {
-                    path,
-                    source: Box::new(source),
-                });
-            }
-            Err(Opened::Unreadable(why)) => {
-                let aside = aside_name(&path);
-                tracing::warn!(
-                    file = %path.display(),
-                    moved_to = %aside.display(),
-                    "the state database is unreadable ({why}); moving it aside and starting \
-                     with an empty one: cached metadata is fetched again and first-seen times \
-                     start now"
-                );
-                std::fs::rename(&path, &aside).map_err(|source| StateError::MoveAside {
-                    path: path.clone(),
-                    source,
-                })?;
-                match open_checked(&path) {
-                    Ok(db) => db,
-                    Err(Opened::Locked) => return Err(StateError::Locked { path }),
-                    Err(Opened::Io(source) | Opened::Unreadable(source)) => {
-                        return Err(StateError::Open {
-                            path,
-                            source: Box::new(source),
-                        });
-                    }
-                }
-            }
-        };
+        let db = open_or_replace(&path)?;
         let state = State {
-            db,
+            db: RwLock::new(Some(db)),
             path,
+            down: AtomicBool::new(false),
             warned: Mutex::new(false),
         };
         state.forget_old_deliveries();
@@ -186,17 +159,48 @@ impl State {
         &self.path
     }
 
-    /// Makes every write so far durable. Called at the end of each cycle.
-    pub fn flush(&self) {
-        let result = (|| -> Result<(), redb::Error> {
-            let mut txn = self.db.begin_write()?;
-            txn.set_durability(Durability::Immediate)?;
-            txn.commit()?;
-            Ok(())
-        })();
-        if let Err(e) = result {
-            self.write_failed(&e);
+    /// Whether the store works: `false` from an I/O error until [`State::recover`] succeeds.
+    pub fn is_up(&self) -> bool {
+        !self.down.load(Ordering::Relaxed)
+    }
+
+    /// When the store is down, opens its file again (or, when the file reads as no database
+    /// now, moves it aside and makes a new one). Returns whether the store is up; costs nothing
+    /// when it was.
+    pub fn recover(&self) -> bool {
+        if self.is_up() {
+            return true;
         }
+        let mut db = self.db.write().unwrap_or_else(|e| e.into_inner());
+        // Another caller may have recovered it while this one waited for the lock.
+        if self.is_up() {
+            return true;
+        }
+        // The failed handle holds redb's lock on the file: it goes first.
+        *db = None;
+        match open_or_replace(&self.path) {
+            Ok(fresh) => {
+                *db = Some(fresh);
+                self.down.store(false, Ordering::Relaxed);
+                tracing::info!(file = %self.path.display(), "the state database works again");
+                true
+            }
+            Err(e) => {
+                tracing::debug!(
+                    file = %self.path.display(),
+                    error = %e,
+                    "the state database cannot be opened again yet"
+                );
+                false
+            }
+        }
+    }
+
+    /// Makes every write so far durable. Called at the end of each cycle; a store that is
+    /// down is tried again first.
+    pub fn flush(&self) {
+        self.recover();
+        let _ = self.write(|_| Ok(()), Durability::Immediate);
         *self.warned.lock().unwrap_or_else(|e| e.into_inner()) = false;
     }
 
@@ -205,14 +209,17 @@ impl State {
     /// not.
     pub fn seen_delivery(&self, kind: &str, id: &str) -> bool {
         let now = jiff::Timestamp::now().as_second();
-        let result = self.write(|txn| {
-            let mut table = txn.open_table(DELIVERIES)?;
-            let seen = table.get((kind, id))?.is_some();
-            if !seen {
-                table.insert((kind, id), now)?;
-            }
-            Ok(seen)
-        });
+        let result = self.write(
+            |txn| {
+                let mut table = txn.open_table(DELIVERIES)?;
+                let seen = table.get((kind, id))?.is_some();
+                if !seen {
+                    table.insert((kind, id), now)?;
+                }
+                Ok(seen)
+            },
+            Durability::None,
+        );
         result.unwrap_or(false)
     }
 
@@ -227,27 +234,36 @@ impl State {
         let Ok(json) = serde_json::to_vec(proposal) else {
             return;
         };
-        let _ = self.write(|txn| {
-            txn.open_table(PROPOSALS)?
-                .insert((repository, group), json.as_slice())?;
-            Ok(())
-        });
+        let _ = self.write(
+            |txn| {
+                txn.open_table(PROPOSALS)?
+                    .insert((repository, group), json.as_slice())?;
+                Ok(())
+            },
+            Durability::None,
+        );
     }
 
     /// Forgets what is no longer proposed for `group` of `repository`.
     pub fn forget_proposal(&self, repository: &str, group: &str) {
-        let _ = self.write(|txn| {
-            txn.open_table(PROPOSALS)?.remove((repository, group))?;
-            Ok(())
-        });
+        let _ = self.write(
+            |txn| {
+                txn.open_table(PROPOSALS)?.remove((repository, group))?;
+                Ok(())
+            },
+            Durability::None,
+        );
     }
 
     fn forget_old_deliveries(&self) {
         let cutoff = (jiff::Timestamp::now() - DELIVERY_MEMORY).as_second();
-        let _ = self.write(|txn| {
-            txn.open_table(DELIVERIES)?.retain(|_, at| at >= cutoff)?;
-            Ok(())
-        });
+        let _ = self.write(
+            |txn| {
+                txn.open_table(DELIVERIES)?.retain(|_, at| at >= cutoff)?;
+                Ok(())
+            },
+            Durability::None,
+        );
     }
 
     /// One value by key; `None` when absent or unreadable.
@@ -256,8 +272,10 @@ impl State {
         table: TableDefinition<'_, K, &'static [u8]>,
         key: impl std::borrow::Borrow<K::SelfType<'k>>,
     ) -> Option<Vec<u8>> {
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let db = db.as_ref()?;
         let result = (|| -> Result<Option<Vec<u8>>, redb::Error> {
-            let txn = self.db.begin_read()?;
+            let txn = db.begin_read()?;
             let table = match txn.open_table(table) {
                 Ok(t) => t,
                 // Nothing was ever written to it.
@@ -272,14 +290,20 @@ impl State {
         })
     }
 
-    /// One write transaction, committed without waiting for the disk (see [`State::flush`]).
+    /// One write transaction; `Durability::None` during a cycle (see [`State::flush`]). A
+    /// store that is down answers `Err` without trying.
     fn write<T>(
         &self,
         f: impl FnOnce(&redb::WriteTransaction) -> Result<T, redb::Error>,
+        durability: Durability,
     ) -> Result<T, ()> {
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let Some(db) = db.as_ref() else {
+            return Err(());
+        };
         let result = (|| -> Result<T, redb::Error> {
-            let mut txn = self.db.begin_write()?;
-            txn.set_durability(Durability::None)?;
+            let mut txn = db.begin_write()?;
+            txn.set_durability(durability)?;
             let value = f(&txn)?;
             txn.commit()?;
             Ok(value)
@@ -288,6 +312,23 @@ impl State {
     }
 
     fn write_failed(&self, e: &redb::Error) {
+        // redb refuses every later transaction of a handle that met an I/O error
+        // (`PreviousIo`): the store is down until `recover` opens the file again.
+        let io = matches!(
+            e,
+            redb::Error::Io(_)
+                | redb::Error::PreviousIo
+                | redb::Error::DatabaseClosed
+                | redb::Error::Corrupted(_)
+        );
+        if io && !self.down.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                file = %self.path.display(),
+                "the state database is down after an I/O error ({e}); first-seen times are \
+                 unknown until it is opened again, which is tried before each cycle"
+            );
+            return;
+        }
         let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
         if !*warned {
             *warned = true;
@@ -295,6 +336,30 @@ impl State {
                 file = %self.path.display(),
                 "writing the state database failed ({e}); going on without remembering"
             );
+        }
+    }
+
+    /// Each of `tags`' first-seen time as stored, without recording anything: what a store
+    /// whose writes fail can still say. `None` where unknown.
+    fn stored_first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        let (registry, path) = (repo.registry.as_str(), repo.path.as_str());
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let result = db.as_ref().map(|db| {
+            (|| -> Result<Vec<Option<jiff::Timestamp>>, redb::Error> {
+                let txn = db.begin_read()?;
+                let table = txn.open_table(FIRST_SEEN)?;
+                tags.iter()
+                    .map(|tag| {
+                        Ok(table
+                            .get((registry, path, *tag))?
+                            .and_then(|v| jiff::Timestamp::from_second(v.value()).ok()))
+                    })
+                    .collect()
+            })()
+        });
+        match result {
+            Some(Ok(times)) => times,
+            _ => vec![None; tags.len()],
         }
     }
 }
@@ -305,10 +370,13 @@ impl MetadataStore for State {
     }
 
     fn put_manifest(&self, digest: &str, bytes: &[u8]) {
-        let _ = self.write(|txn| {
-            txn.open_table(MANIFESTS)?.insert(digest, bytes)?;
-            Ok(())
-        });
+        let _ = self.write(
+            |txn| {
+                txn.open_table(MANIFESTS)?.insert(digest, bytes)?;
+                Ok(())
+            },
+            Durability::None,
+        );
     }
 
     fn config(&self, digest: &str) -> Option<Vec<u8>> {
@@ -316,10 +384,13 @@ impl MetadataStore for State {
     }
 
     fn put_config(&self, digest: &str, facts: &[u8]) {
-        let _ = self.write(|txn| {
-            txn.open_table(CONFIGS)?.insert(digest, facts)?;
-            Ok(())
-        });
+        let _ = self.write(
+            |txn| {
+                txn.open_table(CONFIGS)?.insert(digest, facts)?;
+                Ok(())
+            },
+            Durability::None,
+        );
     }
 
     fn first_seen(
@@ -327,26 +398,66 @@ impl MetadataStore for State {
         repo: &Repository,
         tags: &[&str],
         now: jiff::Timestamp,
-    ) -> Vec<jiff::Timestamp> {
+    ) -> Vec<Option<jiff::Timestamp>> {
         let (registry, path) = (repo.registry.as_str(), repo.path.as_str());
-        let result = self.write(|txn| {
-            let mut table = txn.open_table(FIRST_SEEN)?;
-            let mut out = Vec::with_capacity(tags.len());
-            for tag in tags {
-                let known = table.get((registry, path, *tag))?.map(|v| v.value());
-                let seconds = match known {
-                    Some(s) => s,
-                    None => {
-                        table.insert((registry, path, *tag), now.as_second())?;
-                        now.as_second()
-                    }
-                };
-                out.push(jiff::Timestamp::from_second(seconds).unwrap_or(now));
+        let result = self.write(
+            |txn| {
+                let mut table = txn.open_table(FIRST_SEEN)?;
+                let mut out = Vec::with_capacity(tags.len());
+                for tag in tags {
+                    let known = table.get((registry, path, *tag))?.map(|v| v.value());
+                    let seconds = match known {
+                        Some(s) => s,
+                        None => {
+                            table.insert((registry, path, *tag), now.as_second())?;
+                            now.as_second()
+                        }
+                    };
+                    out.push(Some(jiff::Timestamp::from_second(seconds).unwrap_or(now)));
+                }
+                Ok(out)
+            },
+            Durability::None,
+        );
+        // A time that cannot be recorded is unknown, not "now": "now" answered every cycle
+        // would keep `minAge` waiting for as long as the store fails.
+        result.unwrap_or_else(|()| self.stored_first_seen(repo, tags))
+    }
+}
+
+/// Opens the database at `path`; a file that is not a readable database is moved aside with a
+/// warning and replaced by an empty one.
+fn open_or_replace(path: &Path) -> Result<Database, StateError> {
+    let path = path.to_path_buf();
+    match open_checked(&path) {
+        Ok(db) => Ok(db),
+        Err(Opened::Locked) => Err(StateError::Locked { path }),
+        Err(Opened::Io(source)) => Err(StateError::Open {
+            path,
+            source: Box::new(source),
+        }),
+        Err(Opened::Unreadable(why)) => {
+            let aside = aside_name(&path);
+            tracing::warn!(
+                file = %path.display(),
+                moved_to = %aside.display(),
+                "the state database is unreadable ({why}); moving it aside and starting \
+                 with an empty one: cached metadata is fetched again and first-seen times \
+                 start now"
+            );
+            std::fs::rename(&path, &aside).map_err(|source| StateError::MoveAside {
+                path: path.clone(),
+                source,
+            })?;
+            match open_checked(&path) {
+                Ok(db) => Ok(db),
+                Err(Opened::Locked) => Err(StateError::Locked { path }),
+                Err(Opened::Io(source) | Opened::Unreadable(source)) => Err(StateError::Open {
+                    path,
+                    source: Box::new(source),
+                }),
             }
-            Ok(out)
-        });
-        // Unknown is "seen now": minAge then waits, which is the safe side.
-        result.unwrap_or_else(|()| vec![now; tags.len()])
+        }
     }
 }
 
@@ -430,7 +541,7 @@ mod tests {
             let state = State::open(dir.path()).unwrap();
             state.put_manifest("sha256:aa", b"{}");
             state.put_config("sha256:bb", br#"{"created":null}"#);
-            assert_eq!(state.first_seen(&repo(), &["1.0.0"], t0), vec![t0]);
+            assert_eq!(state.first_seen(&repo(), &["1.0.0"], t0), vec![Some(t0)]);
             state.flush();
         }
         let state = State::open(dir.path()).unwrap();
@@ -439,10 +550,10 @@ mod tests {
         assert_eq!(state.manifest("sha256:cc"), None);
         assert_eq!(
             state.first_seen(&repo(), &["1.0.0", "1.1.0"], t1),
-            vec![t0, t1],
+            vec![Some(t0), Some(t1)],
             "known tags keep their time, new ones start now"
         );
-        assert_eq!(state.first_seen(&repo(), &["1.1.0"], t0), vec![t1]);
+        assert_eq!(state.first_seen(&repo(), &["1.1.0"], t0), vec![Some(t1)]);
     }
 
     #[test]
@@ -516,5 +627,98 @@ mod tests {
         let err = State::open(dir.path()).unwrap_err();
         assert!(matches!(err, StateError::Locked { .. }), "{err}");
         assert!(err.to_string().contains("--state-dir"), "{err}");
+    }
+
+    /// A small tmpfs of its own, unmounted on drop: a disk that really fills up.
+    struct SmallDisk {
+        dir: tempfile::TempDir,
+    }
+
+    impl SmallDisk {
+        /// `None`, with a message, where `mount` is not allowed (not root, no tmpfs).
+        fn mount(bytes: u64) -> Option<SmallDisk> {
+            let dir = tempfile::tempdir().unwrap();
+            let out = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+                .arg(dir.path())
+                .output();
+            match out {
+                Ok(o) if o.status.success() => Some(SmallDisk { dir }),
+                Ok(o) => {
+                    eprintln!(
+                        "skipped: cannot mount a small tmpfs to fill ({})",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    );
+                    None
+                }
+                Err(e) => {
+                    eprintln!("skipped: cannot run mount to make a small tmpfs ({e})");
+                    None
+                }
+            }
+        }
+
+        fn path(&self) -> &Path {
+            self.dir.path()
+        }
+
+        /// Writes `name` until the disk is full.
+        fn fill(&self, name: &str) {
+            use std::io::Write;
+            let mut f = std::fs::File::create(self.path().join(name)).unwrap();
+            let chunk = vec![0u8; 16 * 1024];
+            while f.write_all(&chunk).is_ok() {}
+        }
+    }
+
+    impl Drop for SmallDisk {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(self.dir.path())
+                .status();
+        }
+    }
+
+    /// Regression: one ENOSPC used to leave redb's handle refusing every later write
+    /// (`PreviousIo`) until a restart, and first-seen times answered "now" all that time, so
+    /// every `minAge` policy waited for ever.
+    #[test]
+    fn a_full_disk_takes_the_store_down_and_it_recovers_without_a_restart() {
+        let Some(disk) = SmallDisk::mount(4 << 20) else {
+            return;
+        };
+        let t0: jiff::Timestamp = "2024-05-01T10:00:00Z".parse().unwrap();
+        let t1: jiff::Timestamp = "2024-05-01T11:00:00Z".parse().unwrap();
+        let state = State::open(disk.path()).unwrap();
+        assert_eq!(state.first_seen(&repo(), &["1.0.0"], t0), vec![Some(t0)]);
+        state.flush();
+        assert!(state.is_up());
+
+        disk.fill("filler");
+        for i in 0..64 {
+            state.put_manifest(&format!("sha256:{i}"), &[7; 64 * 1024]);
+            if !state.is_up() {
+                break;
+            }
+        }
+        assert!(!state.is_up(), "writes on a full disk take the store down");
+        assert_eq!(
+            state.first_seen(&repo(), &["2.0.0"], t1)[0],
+            None,
+            "a tag that cannot be recorded is of unknown age, not seen now"
+        );
+        state.flush();
+        assert!(!state.is_up(), "still down while the disk is full");
+
+        std::fs::remove_file(disk.path().join("filler")).unwrap();
+        assert!(state.recover(), "opened again once the disk has room");
+        assert!(state.is_up());
+        assert_eq!(
+            state.first_seen(&repo(), &["1.0.0", "2.0.0"], t1),
+            vec![Some(t0), Some(t1)],
+            "what was flushed before is still there, and new tags are recorded again"
+        );
+        state.put_manifest("sha256:after", b"{}");
+        assert_eq!(state.manifest("sha256:after").as_deref(), Some(&b"{}"[..]));
     }
 }

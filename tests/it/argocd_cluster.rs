@@ -298,6 +298,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
         credentials: None,
         rate_limit: None,
         timeout: None,
+        tag_list: Default::default(),
     }]);
     let anonymous = RegistryClient::new(options.clone()).unwrap();
     assert!(

@@ -92,7 +92,7 @@ impl MetadataStore for CountingStore {
         repo: &Repository,
         tags: &[&str],
         now: jiff::Timestamp,
-    ) -> Vec<jiff::Timestamp> {
+    ) -> Vec<Option<jiff::Timestamp>> {
         self.inner.first_seen(repo, tags, now)
     }
 }
@@ -736,6 +736,7 @@ fn insecure_registry(host: &str) -> RegistryConfig {
         credentials: None,
         rate_limit: None,
         timeout: None,
+        tag_list: Default::default(),
     }
 }
 

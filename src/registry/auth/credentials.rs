@@ -386,6 +386,7 @@ mod tests {
             }),
             rate_limit: None,
             timeout: None,
+            tag_list: Default::default(),
         }];
         let given = HashMap::from([(
             "R.example".to_string(),
@@ -524,6 +525,7 @@ mod tests {
             }),
             rate_limit: None,
             timeout: None,
+            tag_list: Default::default(),
         }];
         let cred = resolver(dir.path(), &registries, None)
             .resolve("ghcr.io", "ghcr.io")
@@ -550,6 +552,7 @@ mod tests {
             }),
             rate_limit: None,
             timeout: None,
+            tag_list: Default::default(),
         }];
         let err = resolver(dir.path(), &registries, None)
             .resolve("ghcr.io", "ghcr.io")

@@ -363,6 +363,7 @@ impl TestRegistry {
             }),
             rate_limit: None,
             timeout: None,
+            tag_list: Default::default(),
         }
     }
 
