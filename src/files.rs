@@ -47,6 +47,10 @@ pub trait Files: Sync {
     /// The content of the regular file at `path` (relative to the root).
     fn read(&self, path: &Path) -> Result<Vec<u8>, FilesError>;
 
+    /// The size in bytes of the regular file at `path`, known without reading it: the planner
+    /// skips a file too large to be a manifest before it costs that much memory.
+    fn size(&self, path: &Path) -> Result<u64, FilesError>;
+
     /// Whether `path` is a regular file. A symbolic link is not.
     fn is_file(&self, path: &Path) -> bool;
 
@@ -196,6 +200,15 @@ impl Files for Directory {
             std::io::ErrorKind::NotFound => FilesError::NotFound,
             _ => FilesError::Io(e),
         })
+    }
+
+    fn size(&self, path: &Path) -> Result<u64, FilesError> {
+        std::fs::metadata(self.root.join(path))
+            .map(|m| m.len())
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => FilesError::NotFound,
+                _ => FilesError::Io(e),
+            })
     }
 
     fn is_file(&self, path: &Path) -> bool {

@@ -121,6 +121,19 @@ impl CommitFiles {
         result
     }
 
+    /// The blob of the regular file at `path`.
+    fn blob(&self, path: &Path) -> Result<Oid, FilesError> {
+        match position(&self.manifests, path) {
+            Some(i) => Ok(self.blobs[i]),
+            None => match self.other(path) {
+                Some((id, mode)) if is_regular(mode) => Ok(id),
+                Some((_, mode)) => Err(FilesError::NotAFile(kind_name(mode))),
+                None if self.is_dir(path) => Err(FilesError::NotAFile("a directory")),
+                None => Err(FilesError::NotFound),
+            },
+        }
+    }
+
     /// The id and mode of the non-manifest entry at `path`.
     fn other(&self, path: &Path) -> Option<(Oid, i32)> {
         self.others
@@ -140,16 +153,16 @@ impl Files for CommitFiles {
     }
 
     fn read(&self, path: &Path) -> Result<Vec<u8>, FilesError> {
-        let blob = match position(&self.manifests, path) {
-            Some(i) => self.blobs[i],
-            None => match self.other(path) {
-                Some((id, mode)) if is_regular(mode) => id,
-                Some((_, mode)) => return Err(FilesError::NotAFile(kind_name(mode))),
-                None if self.is_dir(path) => return Err(FilesError::NotAFile("a directory")),
-                None => return Err(FilesError::NotFound),
-            },
-        };
+        let blob = self.blob(path)?;
         self.with_repo(|git| Ok(git.find_blob(blob)?.content().to_vec()))
+            .map_err(|e| FilesError::Store(e.message().to_owned()))
+    }
+
+    fn size(&self, path: &Path) -> Result<u64, FilesError> {
+        let blob = self.blob(path)?;
+        // The object's header only: its size without inflating its content.
+        self.with_repo(|git| git.odb()?.read_header(blob))
+            .map(|(size, _)| size as u64)
             .map_err(|e| FilesError::Store(e.message().to_owned()))
     }
 
@@ -249,6 +262,11 @@ mod tests {
             ]
         );
         assert_eq!(files.read(Path::new("a-b/c.yaml")).unwrap(), b"c: 1\n");
+        assert_eq!(files.size(Path::new("a-b/c.yaml")).unwrap(), 5);
+        assert!(matches!(
+            files.size(Path::new("link.yaml")),
+            Err(FilesError::NotAFile(_))
+        ));
         // Not listed, still read by path: a hidden directory's file.
         assert_eq!(
             files.read(Path::new(".github/workflows/ci.yaml")).unwrap(),

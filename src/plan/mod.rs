@@ -38,7 +38,7 @@ pub use model::{
     PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
     TargetDiff,
 };
-pub use walk::{plan, plan_files, survey, survey_files};
+pub use walk::{MAX_MANIFEST_BYTES, plan, plan_files, survey, survey_files};
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
 /// per-registry rate limits underneath; this only bounds fan-out.

@@ -82,6 +82,8 @@ pub enum SkipKind {
     HelmTemplate,
     /// Collections nested deeper than the YAML reader's limit.
     TooDeep,
+    /// Larger than a manifest may be ([`crate::plan::MAX_MANIFEST_BYTES`]); never read.
+    TooLarge,
 }
 
 impl SkipKind {
@@ -91,6 +93,7 @@ impl SkipKind {
             SkipKind::NotText => "not_text",
             SkipKind::HelmTemplate => "helm_template",
             SkipKind::TooDeep => "too_deep",
+            SkipKind::TooLarge => "too_large",
         }
     }
 }

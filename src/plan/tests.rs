@@ -635,3 +635,27 @@ async fn a_file_nested_too_deep_is_skipped_as_too_deep_and_the_rest_is_planned()
     let reason = &p.skipped[1].reason;
     assert!(reason.contains("nested deeper than 255 levels"), "{reason}");
 }
+
+/// A file past [`MAX_MANIFEST_BYTES`] is skipped as too large before it is read (a sparse file
+/// here: nothing of it is ever allocated), and the rest is planned.
+#[tokio::test]
+async fn a_file_larger_than_a_manifest_may_be_is_skipped_unread() {
+    let dir = tree(&[("api.yaml", deployment(&format!("{API}:1.2.3")))]);
+    let big = std::fs::File::create(dir.path().join("huge.yaml")).unwrap();
+    big.set_len(MAX_MANIFEST_BYTES + 1).unwrap();
+    let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
+    assert_eq!(p.changes.len(), 1, "{:?}", p.changes);
+    let skipped: Vec<(&str, SkipKind, &str)> = p
+        .skipped
+        .iter()
+        .map(|s| (s.file.as_str(), s.kind, s.reason.as_str()))
+        .collect();
+    assert_eq!(
+        skipped,
+        [(
+            "huge.yaml",
+            SkipKind::TooLarge,
+            "65 MiB, more than the 64 MiB a manifest may be; left alone"
+        )]
+    );
+}

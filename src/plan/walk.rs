@@ -559,6 +559,12 @@ pub(super) fn apply_sorted(
     manifest::apply_edits(path, src, &edits)
 }
 
+/// The largest file the planner reads as a manifest. The API server refuses objects of more
+/// than a few MiB (etcd's request limit), so a file past this is no set of manifests a cluster
+/// would take, and reading, parsing, editing and verifying it costs several times its size.
+/// Skipped before it is read, with the reason.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
 /// Reads and scans one file: which fields it holds, and which policy owns each.
 fn scan_file(
     files: &dyn Files,
@@ -570,6 +576,20 @@ fn scan_file(
         return Scan::NotTargeted;
     }
     let display = display_path(rel);
+    if let Ok(size) = files.size(rel)
+        && size > MAX_MANIFEST_BYTES
+    {
+        return Scan::Skipped(Box::new(SkippedFile {
+            repository: None,
+            file: display,
+            reason: format!(
+                "{} MiB, more than the {} MiB a manifest may be; left alone",
+                size.div_ceil(1 << 20),
+                MAX_MANIFEST_BYTES >> 20
+            ),
+            kind: SkipKind::TooLarge,
+        }));
+    }
     let src = match files.read(rel) {
         Ok(bytes) => match String::from_utf8(bytes) {
             Ok(s) => s,

@@ -161,11 +161,12 @@ const FINDING_KINDS: [FindingKind; 3] = [
 ];
 
 /// Every reason a file is skipped for.
-const SKIP_KINDS: [SkipKind; 4] = [
+const SKIP_KINDS: [SkipKind; 5] = [
     SkipKind::InvalidYaml,
     SkipKind::NotText,
     SkipKind::HelmTemplate,
     SkipKind::TooDeep,
+    SkipKind::TooLarge,
 ];
 
 fn finding_labels(kind: FindingKind) -> FindingLabels {
