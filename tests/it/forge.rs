@@ -2,6 +2,11 @@
 //! GitHub and GitLab APIs as `wiremock` doubles scripted as exact scenarios. Every mock states
 //! how often it must be called; a request nobody scripted gets wiremock's 404, which fails the
 //! run, so each scenario also shows that nothing unexpected was sent.
+//!
+//! A scenario both forges share is written once, generic over `ForgeDouble`
+//! (`support/forge_double.rs`), and `on_each_forge!` runs it as `github::<scenario>` and
+//! `gitlab::<scenario>`. What only one forge has (a GitHub App, GitHub Enterprise's GraphQL,
+//! GitLab's draft prefix and compare API) stays a test of its own further down.
 
 use std::path::Path;
 
@@ -83,6 +88,47 @@ impl Replanner for ApiPlanner {
             complete: self.complete,
             ..Planned::groups(self.groups(files)?)
         })
+    }
+}
+
+/// Two groups: `api` to 1.2.0 and `web` to 2.1.0, each changing its own line only.
+struct ApiAndWeb;
+
+impl Replanner for ApiAndWeb {
+    type Plan = ();
+    type Error = std::io::Error;
+
+    async fn plan(
+        &self,
+        _repository: &RepositoryConfig,
+        files: &CommitFiles,
+    ) -> std::io::Result<Planned<()>> {
+        let text = read_text(files, DEPLOYMENT_PATH)?;
+        let group = |key: &str, line: usize, to: &str| {
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            let old = lines[line - 1].clone();
+            lines[line - 1] = format!("          image: registry.example/{key}:{to}");
+            ChangeGroup {
+                key: key.into(),
+                files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
+                    .into_iter()
+                    .collect(),
+                changes: vec![Change {
+                    policy: key.into(),
+                    image: format!("registry.example/{key}"),
+                    file: DEPLOYMENT_PATH.into(),
+                    line,
+                    from: old.rsplit(':').next().unwrap().to_owned(),
+                    to: to.into(),
+                    strategy: "semver".into(),
+                    ..Default::default()
+                }],
+            }
+        };
+        Ok(Planned::groups(vec![
+            group("api", API_LINE, "1.2.0"),
+            group("web", WEB_LINE, "2.1.0"),
+        ]))
     }
 }
 
@@ -670,6 +716,89 @@ async fn a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait<F: Forge
     s.server.verify().await;
 }
 
+async fn a_second_open_proposal_for_a_group_is_closed_as_a_duplicate<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+    let second = F::from_branch(
+        F::proposal(9, "Update api to 1.2.0", &first),
+        "tagpilot/old-name-api",
+    );
+    F::expect_list_open(
+        &s.server,
+        json!([second, F::proposal(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    F::expect_comment(&s.server, 9).await;
+    F::expect_close(&s.server, 9).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    let actions: Vec<_> = outcome
+        .pull_requests
+        .iter()
+        .map(|p| (p.number, p.action.clone()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (Some(7), Action::UpToDate),
+            (Some(9), Action::Duplicate { of: 7 })
+        ]
+    );
+    s.server.verify().await;
+}
+
+async fn a_forge_error_for_one_group_fails_that_group_and_the_others_go_on<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    F::expect_no_proposals_yet(&s.server).await;
+    F::list_closed_from("tagpilot/web", json!([]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    // The forge refuses the first group's proposal ...
+    F::create_request()
+        .respond_with(F::refused("The base branch was modified meanwhile."))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    // ... and opens the second's.
+    F::create_request_from("tagpilot/web")
+        .respond_with(F::opened(8))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+
+    let cache = RepoCache::new(s.cache.path());
+    let mut reports = forge::sync_all(&cache, std::slice::from_ref(&repo), &ApiAndWeb, false).await;
+    let report = reports.remove(0);
+    assert!(report.failed(), "a failed group fails the repository");
+    let outcome = report
+        .result
+        .expect("the repository's other groups went on");
+    let api = &outcome.pull_requests[0];
+    assert!(
+        matches!(&api.action, Action::Failed { error } if error.contains("base branch was modified")),
+        "{:?}",
+        api.action
+    );
+    assert!(
+        api.status(false).starts_with("failed: "),
+        "{}",
+        api.status(false)
+    );
+    let web = &outcome.pull_requests[1];
+    assert_eq!(
+        (web.group.as_str(), web.action.clone(), web.number),
+        ("web", Action::Opened, Some(8))
+    );
+    assert_eq!(
+        api_line(&s.repo, "tagpilot/web"),
+        "image: registry.example/api:1.0.0",
+        "the web branch carries only the web change"
+    );
+    s.server.verify().await;
+}
+
 /// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
@@ -705,6 +834,8 @@ on_each_forge!(
     an_already_exists_refusal_takes_over_the_open_proposal,
     rate_limits_are_waited_out_from_the_headers,
     a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait,
+    a_second_open_proposal_for_a_group_is_closed_as_a_duplicate,
+    a_forge_error_for_one_group_fails_that_group_and_the_others_go_on,
 );
 
 // === GitHub only ===
@@ -1269,134 +1400,6 @@ async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
     assert_eq!(
         api_line(&s.repo, BRANCH),
         "image: registry.example/api:1.2.0"
-    );
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_second_open_pull_request_for_a_group_is_closed_as_a_duplicate() {
-    let s = setup().await;
-    let repo = s.github("");
-    let first = open_first::<GitHubApi>(&s, &repo).await;
-    let mut second = pull(9, &first, false);
-    second["head"]["ref"] = "tagpilot/old-name-api".into();
-    expect_list_open(&s.server, json!([second, pull(7, &first, false)])).await;
-    expect_comment(&s.server, 9).await;
-    expect_close(&s.server, 9).await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    let actions: Vec<_> = outcome
-        .pull_requests
-        .iter()
-        .map(|p| (p.number, p.action.clone()))
-        .collect();
-    assert_eq!(
-        actions,
-        [
-            (Some(7), Action::UpToDate),
-            (Some(9), Action::Duplicate { of: 7 })
-        ]
-    );
-    s.server.verify().await;
-}
-
-/// Two groups: `api` to 1.2.0 and `web` to 2.1.0, each changing its own line only.
-struct ApiAndWeb;
-
-impl Replanner for ApiAndWeb {
-    type Plan = ();
-    type Error = std::io::Error;
-
-    async fn plan(
-        &self,
-        _repository: &RepositoryConfig,
-        files: &CommitFiles,
-    ) -> std::io::Result<Planned<()>> {
-        let text = read_text(files, DEPLOYMENT_PATH)?;
-        let group = |key: &str, line: usize, to: &str| {
-            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-            let old = lines[line - 1].clone();
-            lines[line - 1] = format!("          image: registry.example/{key}:{to}");
-            ChangeGroup {
-                key: key.into(),
-                files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
-                    .into_iter()
-                    .collect(),
-                changes: vec![Change {
-                    policy: key.into(),
-                    image: format!("registry.example/{key}"),
-                    file: DEPLOYMENT_PATH.into(),
-                    line,
-                    from: old.rsplit(':').next().unwrap().to_owned(),
-                    to: to.into(),
-                    strategy: "semver".into(),
-                    ..Default::default()
-                }],
-            }
-        };
-        Ok(Planned::groups(vec![
-            group("api", API_LINE, "1.2.0"),
-            group("web", WEB_LINE, "2.1.0"),
-        ]))
-    }
-}
-
-#[tokio::test]
-async fn a_forge_error_for_one_group_fails_that_group_and_the_others_go_on() {
-    let s = setup().await;
-    let repo = s.github("");
-    expect_no_pulls_yet(&s.server).await;
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .and(query_param("state", "closed"))
-        .and(query_param("head", "acme:tagpilot/web"))
-        .and(header("authorization", AUTH))
-        .respond_with(ok_json(json!([])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    // GitHub refuses the first group's pull request ...
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({"head": BRANCH})))
-        .respond_with(ResponseTemplate::new(422).set_body_json(json!({
-            "message": "Validation Failed",
-            "errors": [{"resource": "PullRequest", "code": "custom",
-                        "message": "The base branch was modified meanwhile."}],
-        })))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    // ... and opens the second's.
-    expect_create(&s.server, 8, json!({"head": "tagpilot/web"})).await;
-
-    let cache = RepoCache::new(s.cache.path());
-    let mut reports = forge::sync_all(&cache, std::slice::from_ref(&repo), &ApiAndWeb, false).await;
-    let report = reports.remove(0);
-    assert!(report.failed(), "a failed group fails the repository");
-    let outcome = report
-        .result
-        .expect("the repository's other groups went on");
-    let api = &outcome.pull_requests[0];
-    assert!(
-        matches!(&api.action, Action::Failed { error } if error.contains("base branch was modified")),
-        "{:?}",
-        api.action
-    );
-    assert!(
-        api.status(false).starts_with("failed: "),
-        "{}",
-        api.status(false)
-    );
-    let web = &outcome.pull_requests[1];
-    assert_eq!(
-        (web.group.as_str(), web.action.clone(), web.number),
-        ("web", Action::Opened, Some(8))
-    );
-    assert_eq!(
-        api_line(&s.repo, "tagpilot/web"),
-        "image: registry.example/api:1.0.0",
-        "the web branch carries only the web change"
     );
     s.server.verify().await;
 }

@@ -57,9 +57,17 @@ pub trait ForgeDouble {
     /// The listing of open proposals on `main`, for any branch.
     fn list_open_request() -> MockBuilder;
     /// An opening of a proposal for `BRANCH` into `main`.
-    fn create_request() -> MockBuilder;
+    fn create_request() -> MockBuilder {
+        Self::create_request_from(BRANCH)
+    }
+    /// An opening of a proposal for `branch` into `main`.
+    fn create_request_from(branch: &str) -> MockBuilder;
     /// The listing of closed proposals from `BRANCH` into `main`.
-    fn list_closed(response: Value) -> Mock;
+    fn list_closed(response: Value) -> Mock {
+        Self::list_closed_from(BRANCH, response)
+    }
+    /// The listing of closed proposals from `branch` into `main`.
+    fn list_closed_from(branch: &str, response: Value) -> Mock;
     /// The listing of open proposals from `BRANCH` only, after opening one was refused.
     fn list_open_from_branch(response: Value) -> Mock;
     /// The refusal to open a second proposal for `BRANCH`.
@@ -70,8 +78,14 @@ pub trait ForgeDouble {
     fn forbidden_listing() -> ResponseTemplate;
     /// A bare 403, naming no permission.
     fn forbidden() -> ResponseTemplate;
+    /// A refusal to open a proposal, with the forge's `message`.
+    fn refused(message: &str) -> ResponseTemplate;
     /// The answer to an edit of proposal `number`.
     fn edited(number: u64) -> ResponseTemplate;
+    /// The answer to opening proposal `number`.
+    fn opened(number: u64) -> ResponseTemplate;
+    /// `proposal` as coming from `branch` instead of `BRANCH`.
+    fn from_branch(proposal: Value, branch: &str) -> Value;
 
     /// Exactly one opening of a proposal with `title`, labels and reviewers, answered with
     /// `response` (and the reviewers looked up first where the forge needs that).
@@ -233,12 +247,15 @@ impl ForgeDouble for GitHubApi {
             .and(query_param_is_missing("head"))
     }
 
-    fn create_request() -> MockBuilder {
-        Self::authed("POST", PULLS).and(body_partial_json(json!({"head": BRANCH, "base": "main"})))
+    fn create_request_from(branch: &str) -> MockBuilder {
+        Self::authed("POST", PULLS).and(body_partial_json(json!({"head": branch, "base": "main"})))
     }
 
-    fn list_closed(response: Value) -> Mock {
-        github::list_closed(response)
+    fn list_closed_from(branch: &str, response: Value) -> Mock {
+        Self::authed("GET", PULLS)
+            .and(query_param("state", "closed"))
+            .and(query_param("head", format!("acme:{branch}")))
+            .respond_with(ok_json(response))
     }
 
     fn list_open_from_branch(response: Value) -> Mock {
@@ -275,8 +292,24 @@ impl ForgeDouble for GitHubApi {
             .set_body_json(json!({"message": "Resource not accessible by integration"}))
     }
 
+    fn refused(message: &str) -> ResponseTemplate {
+        ResponseTemplate::new(422).set_body_json(json!({
+            "message": "Validation Failed",
+            "errors": [{"resource": "PullRequest", "code": "custom", "message": message}],
+        }))
+    }
+
     fn edited(number: u64) -> ResponseTemplate {
         ok_json(github::pull(number, "", false))
+    }
+
+    fn opened(number: u64) -> ResponseTemplate {
+        created(github::pull(number, "", false))
+    }
+
+    fn from_branch(mut proposal: Value, branch: &str) -> Value {
+        proposal["head"]["ref"] = branch.into();
+        proposal
     }
 
     async fn expect_create_answered(
@@ -302,7 +335,7 @@ impl ForgeDouble for GitHubApi {
         labels: &[&str],
         reviewers: &[&str],
     ) {
-        let response = created(github::pull(number, "", false));
+        let response = Self::opened(number);
         Self::expect_create_answered(server, title, labels, reviewers, response).await;
         if !labels.is_empty() {
             github::expect_labels(server, number, json!(labels)).await;
@@ -417,16 +450,16 @@ impl ForgeDouble for GitLabApi {
             .and(query_param_is_missing("source_branch"))
     }
 
-    fn create_request() -> MockBuilder {
+    fn create_request_from(branch: &str) -> MockBuilder {
         Self::authed("POST", MRS).and(body_partial_json(
-            json!({"source_branch": BRANCH, "target_branch": "main"}),
+            json!({"source_branch": branch, "target_branch": "main"}),
         ))
     }
 
-    fn list_closed(response: Value) -> Mock {
+    fn list_closed_from(branch: &str, response: Value) -> Mock {
         Self::authed("GET", MRS)
             .and(query_param("state", "closed"))
-            .and(query_param("source_branch", BRANCH))
+            .and(query_param("source_branch", branch))
             .and(query_param("target_branch", "main"))
             .respond_with(ok_json(response))
     }
@@ -460,8 +493,21 @@ impl ForgeDouble for GitLabApi {
         ResponseTemplate::new(403).set_body_json(json!({"message": "403 Forbidden"}))
     }
 
+    fn refused(message: &str) -> ResponseTemplate {
+        ResponseTemplate::new(422).set_body_json(json!({ "message": [message] }))
+    }
+
     fn edited(number: u64) -> ResponseTemplate {
         ok_json(merge_request(number, "", ""))
+    }
+
+    fn opened(number: u64) -> ResponseTemplate {
+        created(merge_request(number, "", ""))
+    }
+
+    fn from_branch(mut proposal: Value, branch: &str) -> Value {
+        proposal["source_branch"] = branch.into();
+        proposal
     }
 
     async fn expect_create_answered(
