@@ -556,7 +556,9 @@ async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives<F:
         json!([F::closed(7, "Update api to 1.2.0", &first)]),
     )
     .await;
-    F::create_request()
+    // Nothing is opened, whatever its body.
+    Mock::given(method("POST"))
+        .and(path(F::proposals()))
         .respond_with(ResponseTemplate::new(500))
         .expect(0)
         .mount(&s.server)
