@@ -2,6 +2,11 @@
 //! GitHub and GitLab APIs as `wiremock` doubles scripted as exact scenarios. Every mock states
 //! how often it must be called; a request nobody scripted gets wiremock's 404, which fails the
 //! run, so each scenario also shows that nothing unexpected was sent.
+//!
+//! A scenario both forges share is written once, generic over `ForgeDouble`
+//! (`support/forge_double.rs`), and `on_each_forge!` runs it as `github::<scenario>` and
+//! `gitlab::<scenario>`. What only one forge has (a GitHub App, GitHub Enterprise's GraphQL,
+//! GitLab's draft prefix and compare API) stays a test of its own further down.
 
 use std::path::Path;
 
@@ -10,13 +15,13 @@ use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{
     Change, ChangeGroup, CommitFiles, Planned, Replanner, RepoCache, RepositoryConfig,
 };
-use wiremock::matchers::{
-    body_json, body_partial_json, header, method, path, query_param, query_param_is_missing,
-};
+use wiremock::matchers::{body_partial_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
+use crate::support::forge_double::{ForgeDouble, GitHubApi, GitLabApi};
 use crate::support::git::*;
 use crate::support::github::*;
+use crate::support::gitlab::*;
 
 const TOKEN: &str = HTTP_PASSWORD;
 
@@ -86,6 +91,47 @@ impl Replanner for ApiPlanner {
     }
 }
 
+/// Two groups: `api` to 1.2.0 and `web` to 2.1.0, each changing its own line only.
+struct ApiAndWeb;
+
+impl Replanner for ApiAndWeb {
+    type Plan = ();
+    type Error = std::io::Error;
+
+    async fn plan(
+        &self,
+        _repository: &RepositoryConfig,
+        files: &CommitFiles,
+    ) -> std::io::Result<Planned<()>> {
+        let text = read_text(files, DEPLOYMENT_PATH)?;
+        let group = |key: &str, line: usize, to: &str| {
+            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+            let old = lines[line - 1].clone();
+            lines[line - 1] = format!("          image: registry.example/{key}:{to}");
+            ChangeGroup {
+                key: key.into(),
+                files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
+                    .into_iter()
+                    .collect(),
+                changes: vec![Change {
+                    policy: key.into(),
+                    image: format!("registry.example/{key}"),
+                    file: DEPLOYMENT_PATH.into(),
+                    line,
+                    from: old.rsplit(':').next().unwrap().to_owned(),
+                    to: to.into(),
+                    strategy: "semver".into(),
+                    ..Default::default()
+                }],
+            }
+        };
+        Ok(Planned::groups(vec![
+            group("api", API_LINE, "1.2.0"),
+            group("web", WEB_LINE, "2.1.0"),
+        ]))
+    }
+}
+
 struct Setup {
     repo: BareRepo,
     server: MockServer,
@@ -102,24 +148,17 @@ async fn setup() -> Setup {
 }
 
 impl Setup {
+    /// The repository with the forge `F`'s double at this setup's server.
+    fn config_for<F: ForgeDouble>(&self, write_extra: &str) -> RepositoryConfig {
+        self.config(&F::forge_yaml(&self.server.uri()), write_extra)
+    }
+
     fn github(&self, write_extra: &str) -> RepositoryConfig {
-        self.config(
-            &format!(
-                "github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}",
-                self.server.uri()
-            ),
-            write_extra,
-        )
+        self.config_for::<GitHubApi>(write_extra)
     }
 
     fn gitlab(&self, write_extra: &str) -> RepositoryConfig {
-        self.config(
-            &format!(
-                "gitlab: {{apiUrl: '{}/api/v4', tokenEnv: {HTTP_PASSWORD_ENV}, project: acme/manifests}}",
-                self.server.uri()
-            ),
-            write_extra,
-        )
+        self.config_for::<GitLabApi>(write_extra)
     }
 
     fn config(&self, forge: &str, write_extra: &str) -> RepositoryConfig {
@@ -186,28 +225,28 @@ impl Setup {
             .unwrap()
             .to_owned()
     }
+
+    /// The text of the first edit of proposal `number` that sets one. (GitLab adds labels
+    /// and reviewers with an edit of its own, which has none.)
+    async fn edited_body<F: ForgeDouble>(&self, number: u64) -> String {
+        self.bodies(F::EDIT, &F::proposal_path(number))
+            .await
+            .into_iter()
+            .find_map(|b| b[F::BODY].as_str().map(str::to_owned))
+            .expect("the body was edited")
+    }
 }
 
-/// Phase one of most scenarios: no pull request yet, tagpilot opens #7 for `api` at 1.2.0.
+/// Phase one of most scenarios: no proposal yet, tagpilot opens #7 for `api` at 1.2.0.
 /// Returns the body tagpilot sent.
-async fn open_first(s: &Setup, repo: &RepositoryConfig) -> String {
-    expect_no_pulls_yet(&s.server).await;
-    expect_create(
-        &s.server,
-        7,
-        json!({
-            "title": "Update api to 1.2.0",
-            "head": BRANCH,
-            "base": "main",
-            "draft": false,
-        }),
-    )
-    .await;
+async fn open_first<F: ForgeDouble>(s: &Setup, repo: &RepositoryConfig) -> String {
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(&s.server, 7, "Update api to 1.2.0", &[], &[]).await;
     let outcome = s.apply(repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests.len(), 1);
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(outcome.pull_requests[0].number, Some(7));
-    let body = s.first_sent("POST", PULLS, "body").await;
+    let body = s.first_sent("POST", &F::proposals(), F::BODY).await;
     s.next_phase().await;
     body
 }
@@ -221,47 +260,34 @@ fn api_line(repo: &BareRepo, rev: &str) -> String {
         .to_owned()
 }
 
-#[tokio::test]
-async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels_and_reviewers() {
+// === Each scenario once, run against each forge's double ===
+
+async fn open_pushes_a_branch_on_the_base_and_opens_one_proposal_with_labels_and_reviewers<
+    F: ForgeDouble,
+>() {
     let s = setup().await;
-    let repo = s.github("  labels: [dependencies, images]\n  reviewers: [alice, acme/platform]\n");
+    let repo = s.config_for::<F>(&format!(
+        "  labels: [dependencies, images]\n  reviewers: [{}]\n",
+        F::REVIEWERS.join(", ")
+    ));
     let main = s.repo.rev("main").unwrap();
-    expect_no_pulls_yet(&s.server).await;
-    expect_create(
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(
         &s.server,
         7,
-        json!({
-            "title": "Update api to 1.2.0", "head": BRANCH, "base": "main", "draft": false,
-        }),
+        "Update api to 1.2.0",
+        &["dependencies", "images"],
+        F::REVIEWERS,
     )
     .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/manifests/issues/7/labels"))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(
-            json!({"labels": ["dependencies", "images"]}),
-        ))
-        .respond_with(ok_json(json!([])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path("/repos/acme/manifests/pulls/7/requested_reviewers"))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(
-            json!({"reviewers": ["alice"], "team_reviewers": ["platform"]}),
-        ))
-        .respond_with(created(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
 
     let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
-    assert_eq!(
-        outcome.pull_requests[0].url.as_deref(),
-        Some("https://github.example/acme/manifests/pull/7")
-    );
+    let opened = &outcome.pull_requests[0];
+    assert_eq!(opened.action, Action::Opened);
+    assert_eq!(opened.number, Some(7));
+    assert_eq!(opened.url.as_deref(), Some(F::url(7).as_str()));
+    // In the forge's words: GitHub's `#7`, GitLab's `!7`.
+    assert_eq!(opened.reference(), Some(F::reference(7)));
 
     let tip = s.repo.rev(BRANCH).expect("branch pushed");
     assert_eq!(
@@ -278,15 +304,543 @@ async fn open_pushes_a_branch_on_the_base_and_opens_one_pull_request_with_labels
         main,
         "the base is never pushed"
     );
-    let body = s.first_sent("POST", PULLS, "body").await;
+    let body = s.first_sent("POST", &F::proposals(), F::BODY).await;
     assert!(body.contains("| `registry.example/api` | `1.0.0` | `1.2.0` | `apps/api/deployment.yaml:10` | `api` | semver |"), "{body}");
     let marker = Marker::find(&body).expect("marker");
     assert_eq!(
         (marker.group.as_str(), marker.head.as_str()),
         ("api", tip.as_str())
     );
+    let other_noun = ["pull request", "merge request"]
+        .into_iter()
+        .find(|noun| *noun != F::NOUN)
+        .unwrap();
+    assert!(
+        body.contains(&format!("this {}", F::NOUN)) && !body.contains(other_noun),
+        "{body}"
+    );
     s.server.verify().await;
 }
+
+async fn a_newer_tag_updates_the_branch_title_and_body_in_place<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    F::expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    assert_eq!(outcome.pull_requests[0].number, Some(7));
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.3.0"
+    );
+    let body = s.edited_body::<F>(7).await;
+    assert!(
+        body.contains("`1.3.0`") && !body.contains("`1.2.0`"),
+        "{body}"
+    );
+    assert_eq!(
+        Marker::find(&body).unwrap().head,
+        s.repo.rev(BRANCH).unwrap()
+    );
+    s.next_phase().await;
+
+    // Nothing new: nothing pushed, nothing edited.
+    let tip = s.repo.rev(BRANCH).unwrap();
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.3.0", &body)]),
+    )
+    .await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
+    assert_eq!(s.repo.rev(BRANCH).unwrap(), tip);
+    s.server.verify().await;
+}
+
+async fn an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added<F: ForgeDouble>() {
+    let s = setup().await;
+    let first = open_first::<F>(&s, &s.config_for::<F>("")).await;
+    // The config gained labels and reviewers after #7 was opened.
+    let repo = s.config_for::<F>("  labels: [dependencies, images]\n  reviewers: [alice, bob]\n");
+
+    // A human labelled it (in other case) and added a label of their own, asked alice and
+    // dave, who is not in the config: only `images` and bob are missing, and dave stays.
+    let listed = F::labelled(
+        F::proposal(7, "Update api to 1.2.0", &first),
+        &["Dependencies", "needs-qa"],
+        &["alice", "dave"],
+    );
+    F::expect_list_open(&s.server, json!([listed])).await;
+    F::expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
+    F::expect_additions(&s.server, 7, &["images"], &["alice", "dave"], &["bob"]).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: false }
+    );
+    assert_eq!(outcome.pull_requests[0].warnings, Vec::<String>::new());
+    let body = s.edited_body::<F>(7).await;
+    s.next_phase().await;
+
+    // Everything wanted is there: no call beyond the listing, not even for reviews.
+    let listed = F::labelled(
+        F::proposal(7, "Update api to 1.3.0", &body),
+        &["dependencies", "images", "needs-qa"],
+        &["alice", "bob", "dave"],
+    );
+    F::expect_list_open(&s.server, json!([listed])).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
+    s.server.verify().await;
+}
+
+async fn a_moved_base_rebuilds_the_branch_on_the_new_base<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+    s.repo
+        .push_change("main", "README.md", "manifests, edited\n", "unrelated edit");
+    let new_main = s.repo.rev("main").unwrap();
+
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    F::expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.2.0"})).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Updated { rebuilt: true }
+    );
+    assert_eq!(s.repo.rev(&format!("{BRANCH}~1")).unwrap(), new_main);
+    assert_eq!(s.repo.show(BRANCH, "README.md"), "manifests, edited\n");
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.2.0"
+    );
+    s.server.verify().await;
+}
+
+async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+    s.repo
+        .push_change(BRANCH, "apps/api/notes.txt", "keep me\n", "reviewer's fix");
+    let human = s.repo.rev(BRANCH).unwrap();
+
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    F::expect_comment(&s.server, 7).await;
+    F::expect_edit(&s.server, 7).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Blocked { tip: human.clone() }
+    );
+    assert!(
+        outcome.pull_requests[0]
+            .status(false)
+            .contains("someone else pushed")
+    );
+    assert_eq!(
+        s.repo.rev(BRANCH).unwrap(),
+        human,
+        "the human's commit survives"
+    );
+    let comment = &s.bodies("POST", &F::comments_path(7)).await[0];
+    assert!(
+        comment["body"].as_str().unwrap().contains(&human[..12]),
+        "{comment}"
+    );
+    let noted = s.edited_body::<F>(7).await;
+    assert_eq!(
+        Marker::find(&noted).unwrap().noted.as_deref(),
+        Some(human.as_str())
+    );
+    s.next_phase().await;
+
+    // Said once: the next run neither comments nor edits.
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.2.0", &noted)]),
+    )
+    .await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert!(matches!(
+        outcome.pull_requests[0].action,
+        Action::Blocked { .. }
+    ));
+    assert_eq!(s.repo.rev(BRANCH).unwrap(), human);
+    s.server.verify().await;
+}
+
+async fn a_change_already_in_the_base_closes_the_proposal_and_deletes_the_branch<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+    // Someone merges the same change by hand.
+    s.merge_by_hand("bump api by hand");
+
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    F::expect_comment(&s.server, 7).await;
+    F::expect_close(&s.server, 7).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Closed { reached_base: true }
+    );
+    let comment = &s.bodies("POST", &F::comments_path(7)).await[0];
+    assert!(
+        comment["body"]
+            .as_str()
+            .unwrap()
+            .contains("already in `main`"),
+        "{comment}"
+    );
+    assert_eq!(s.repo.rev(BRANCH), None, "the branch is deleted");
+    s.server.verify().await;
+}
+
+async fn an_incomplete_plan_does_not_close_proposals<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+    s.merge_by_hand("bump by hand");
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    let planner = ApiPlanner {
+        complete: false,
+        ..wants("1.2.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Kept);
+    assert!(s.repo.rev(BRANCH).is_some());
+    s.server.verify().await;
+}
+
+async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+
+    // #7 was closed without merging, its branch deleted with it.
+    git(
+        &s.repo.path(),
+        &["update-ref", "-d", &format!("refs/heads/{BRANCH}")],
+    );
+    F::expect_list_open(&s.server, json!([])).await;
+    F::expect_list_closed(
+        &s.server,
+        json!([F::closed(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    // Nothing is opened, whatever its body.
+    Mock::given(method("POST"))
+        .and(path(F::proposals()))
+        .respond_with(ResponseTemplate::new(500))
+        .expect(0)
+        .mount(&s.server)
+        .await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].action,
+        Action::Declined { closed: 7 }
+    );
+    assert_eq!(
+        s.repo.rev(BRANCH),
+        None,
+        "nothing pushed for a declined proposal"
+    );
+    s.next_phase().await;
+
+    // A newer tag is a new proposal.
+    F::expect_list_open(&s.server, json!([])).await;
+    F::expect_list_closed(
+        &s.server,
+        json!([F::closed(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    F::expect_create(&s.server, 8, "Update api to 1.3.0", &[], &[]).await;
+    let outcome = s.apply(&repo, "1.3.0").await;
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    assert_eq!(outcome.pull_requests[0].number, Some(8));
+    assert_eq!(
+        api_line(&s.repo, BRANCH),
+        "image: registry.example/api:1.3.0"
+    );
+    s.server.verify().await;
+}
+
+async fn a_403_names_the_missing_permission<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    F::list_open_request()
+        .respond_with(F::forbidden_listing())
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let err = s.apply_err(&repo, "1.2.0").await;
+    let text = err.to_string();
+    assert!(matches!(err, ForgeError::Permission { .. }), "{text}");
+    assert!(
+        text.contains(F::READ_PERMISSION) && text.contains("`manifests`") && text.contains(F::NAME),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+    s.next_phase().await;
+
+    // A bare 403 on opening: the permission that call needs is named, and the call.
+    F::expect_no_proposals_yet(&s.server).await;
+    F::create_request()
+        .respond_with(F::forbidden())
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let text = s.apply_err(&repo, "1.2.0").await.to_string();
+    assert!(
+        text.contains(F::WRITE_PERMISSION) && text.contains(&format!("open a {}", F::NOUN)),
+        "{text}"
+    );
+    assert!(!text.contains(TOKEN), "{text}");
+    s.server.verify().await;
+}
+
+/// GitHub refuses a second pull request for a branch with a 422, GitLab with a 409.
+async fn an_already_exists_refusal_takes_over_the_open_proposal<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("  labels: [dependencies]\n  reviewers: [alice]\n");
+    // The listing of tagpilot's proposals lags behind one opened meanwhile.
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create_answered(
+        &s.server,
+        "Update api to 1.2.0",
+        &["dependencies"],
+        &["alice"],
+        F::already_exists(),
+    )
+    .await;
+    F::list_open_from_branch(json!([F::proposal(5, "Bump api", "opened by hand")]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    F::expect_edit_with(&s.server, 5, json!({"title": "Update api to 1.2.0"})).await;
+    // Taken over, it gets the labels and reviewers it lacks, as if tagpilot had opened it.
+    F::expect_additions(&s.server, 5, &["dependencies"], &[], &["alice"]).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(
+        outcome.pull_requests[0].number,
+        Some(5),
+        "no second proposal"
+    );
+    assert_eq!(outcome.pull_requests[0].action, Action::TakenOver);
+    assert_eq!(
+        outcome.pull_requests[0].status(false),
+        "taken over: one was open for the branch already"
+    );
+    let body = s.edited_body::<F>(5).await;
+    assert_eq!(Marker::find(&body).unwrap().group, "api");
+    s.server.verify().await;
+}
+
+async fn rate_limits_are_waited_out_from_the_headers<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let reset = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    // A rate limit naming its reset time, as the forge sends it; then the listing answers.
+    F::list_open_request()
+        .respond_with(F::rate_limited_until(reset))
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    F::expect_no_proposals_yet(&s.server).await;
+    // 429 with Retry-After (GitHub's secondary rate limit); then the proposal opens.
+    F::create_request()
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
+        .up_to_n_times(1)
+        .expect(1)
+        .with_priority(1)
+        .mount(&s.server)
+        .await;
+    F::expect_create(&s.server, 7, "Update api to 1.2.0", &[], &[]).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    assert_eq!(outcome.pull_requests[0].number, Some(7));
+    s.server.verify().await;
+}
+
+async fn a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    F::list_open_request()
+        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let err = s.apply_err(&repo, "1.2.0").await;
+    assert!(
+        matches!(
+            &err,
+            ForgeError::RateLimited {
+                forge,
+                wait_seconds: 3600,
+                ..
+            } if *forge == F::NAME
+        ),
+        "{err}"
+    );
+    s.server.verify().await;
+}
+
+async fn a_second_open_proposal_for_a_group_is_closed_as_a_duplicate<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let first = open_first::<F>(&s, &repo).await;
+    let second = F::from_branch(
+        F::proposal(9, "Update api to 1.2.0", &first),
+        "tagpilot/old-name-api",
+    );
+    F::expect_list_open(
+        &s.server,
+        json!([second, F::proposal(7, "Update api to 1.2.0", &first)]),
+    )
+    .await;
+    F::expect_comment(&s.server, 9).await;
+    F::expect_close(&s.server, 9).await;
+    let outcome = s.apply(&repo, "1.2.0").await;
+    let actions: Vec<_> = outcome
+        .pull_requests
+        .iter()
+        .map(|p| (p.number, p.action.clone()))
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            (Some(7), Action::UpToDate),
+            (Some(9), Action::Duplicate { of: 7 })
+        ]
+    );
+    s.server.verify().await;
+}
+
+async fn a_forge_error_for_one_group_fails_that_group_and_the_others_go_on<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    F::expect_no_proposals_yet(&s.server).await;
+    F::list_closed_from("tagpilot/web", json!([]))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    // The forge refuses the first group's proposal ...
+    F::create_request()
+        .respond_with(F::refused("The base branch was modified meanwhile."))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    // ... and opens the second's.
+    F::create_request_from("tagpilot/web")
+        .respond_with(F::opened(8))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+
+    let cache = RepoCache::new(s.cache.path());
+    let mut reports = forge::sync_all(&cache, std::slice::from_ref(&repo), &ApiAndWeb, false).await;
+    let report = reports.remove(0);
+    assert!(report.failed(), "a failed group fails the repository");
+    let outcome = report
+        .result
+        .expect("the repository's other groups went on");
+    let api = &outcome.pull_requests[0];
+    assert!(
+        matches!(&api.action, Action::Failed { error } if error.contains("base branch was modified")),
+        "{:?}",
+        api.action
+    );
+    assert!(
+        api.status(false).starts_with("failed: "),
+        "{}",
+        api.status(false)
+    );
+    let web = &outcome.pull_requests[1];
+    assert_eq!(
+        (web.group.as_str(), web.action.clone(), web.number),
+        ("web", Action::Opened, Some(8))
+    );
+    assert_eq!(
+        api_line(&s.repo, "tagpilot/web"),
+        "image: registry.example/api:1.0.0",
+        "the web branch carries only the web change"
+    );
+    s.server.verify().await;
+}
+
+/// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
+macro_rules! on_each_forge {
+    ($($scenario:ident),+ $(,)?) => {
+        mod github {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::forge_double::GitHubApi>().await;
+                }
+            )+
+        }
+        mod gitlab {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::forge_double::GitLabApi>().await;
+                }
+            )+
+        }
+    };
+}
+
+on_each_forge!(
+    open_pushes_a_branch_on_the_base_and_opens_one_proposal_with_labels_and_reviewers,
+    a_newer_tag_updates_the_branch_title_and_body_in_place,
+    an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added,
+    a_moved_base_rebuilds_the_branch_on_the_new_base,
+    a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once,
+    a_change_already_in_the_base_closes_the_proposal_and_deletes_the_branch,
+    an_incomplete_plan_does_not_close_proposals,
+    a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives,
+    a_403_names_the_missing_permission,
+    an_already_exists_refusal_takes_over_the_open_proposal,
+    rate_limits_are_waited_out_from_the_headers,
+    a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait,
+    a_second_open_proposal_for_a_group_is_closed_as_a_duplicate,
+    a_forge_error_for_one_group_fails_that_group_and_the_others_go_on,
+);
+
+// === GitHub only ===
 
 #[tokio::test]
 async fn a_bare_reviewer_name_that_is_no_collaborator_is_requested_as_a_team_and_an_unknown_one_is_reported()
@@ -315,64 +869,21 @@ async fn a_bare_reviewer_name_that_is_no_collaborator_is_requested_as_a_team_and
     s.server.verify().await;
 }
 
+/// GitHub no longer lists a reviewer as requested once they reviewed, nor a team once a
+/// member reviewed, so it reads the reviews before asking again. GitLab lists reviewers also
+/// after they reviewed, and has no team reviewers: this case is GitHub's alone.
 #[tokio::test]
-async fn a_newer_tag_updates_the_branch_title_and_body_in_place() {
+async fn a_reviewer_who_reviewed_is_not_asked_again_nor_the_team_once_someone_reviewed() {
     let s = setup().await;
-    let repo = s.github("");
-    let first = open_first(&s, &repo).await;
+    let first = open_first::<GitHubApi>(&s, &s.github("")).await;
+    let repo = s.github("  reviewers: [alice, bob, carol, acme/platform]\n");
 
-    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
-    expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Updated { rebuilt: false }
-    );
-    assert_eq!(outcome.pull_requests[0].number, Some(7));
-    assert_eq!(
-        api_line(&s.repo, BRANCH),
-        "image: registry.example/api:1.3.0"
-    );
-    let body = s.first_sent("PATCH", &pull_path(7), "body").await;
-    assert!(
-        body.contains("`1.3.0`") && !body.contains("`1.2.0`"),
-        "{body}"
-    );
-    assert_eq!(
-        Marker::find(&body).unwrap().head,
-        s.repo.rev(BRANCH).unwrap()
-    );
-    s.next_phase().await;
-
-    // Nothing new: nothing pushed, nothing patched.
-    let tip = s.repo.rev(BRANCH).unwrap();
-    let mut same = pull(7, &body, false);
-    same["title"] = "Update api to 1.3.0".into();
-    expect_list_open(&s.server, json!([same])).await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
-    assert_eq!(s.repo.rev(BRANCH).unwrap(), tip);
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added() {
-    let s = setup().await;
-    let first = open_first(&s, &s.github("")).await;
-    // The config gained labels and reviewers after #7 was opened.
-    let repo = s.github(
-        "  labels: [dependencies, images]\n  reviewers: [alice, bob, carol, acme/platform]\n",
-    );
-
-    // A human labelled it (in other case) and added a label of their own; alice is requested,
-    // bob already approved: only `images` and carol are missing. The team is not asked again
-    // once someone reviewed, as GitHub drops a team's request when a member reviews.
+    // alice is requested, bob already approved: only carol is missing. The team is not asked
+    // again once someone reviewed, as GitHub drops a team's request when a member reviews.
     let mut listed = pull(7, &first, false);
-    listed["labels"] = json!([{"name": "Dependencies"}, {"name": "needs-qa"}]);
     listed["requested_reviewers"] = json!([{"login": "alice", "id": 1}]);
     expect_list_open(&s.server, json!([listed])).await;
     expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
-    expect_labels(&s.server, 7, json!(["images"])).await;
     expect_reviews(&s.server, 7, &["bob"]).await;
     expect_review_request(&s.server, 7, &["carol"], &[], 201).await;
     let outcome = s.apply(&repo, "1.3.0").await;
@@ -384,10 +895,9 @@ async fn an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added
     let body = s.first_sent("PATCH", &pull_path(7), "body").await;
     s.next_phase().await;
 
-    // Everything wanted is there: no call beyond the listing, not even for reviews.
+    // Everyone is asked, the team too: no call beyond the listing, not even for reviews.
     let mut listed = pull(7, &body, false);
     listed["title"] = "Update api to 1.3.0".into();
-    listed["labels"] = json!([{"name": "dependencies"}, {"name": "images"}, {"name": "needs-qa"}]);
     listed["requested_reviewers"] = json!([
         {"login": "alice", "id": 1}, {"login": "bob", "id": 2}, {"login": "carol", "id": 3}
     ]);
@@ -395,328 +905,6 @@ async fn an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added
     expect_list_open(&s.server, json!([listed])).await;
     let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_moved_base_rebuilds_the_branch_on_the_new_base() {
-    let s = setup().await;
-    let repo = s.github("");
-    let first = open_first(&s, &repo).await;
-    s.repo
-        .push_change("main", "README.md", "manifests, edited\n", "unrelated edit");
-    let new_main = s.repo.rev("main").unwrap();
-
-    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
-    expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.2.0"})).await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Updated { rebuilt: true }
-    );
-    assert_eq!(s.repo.rev(&format!("{BRANCH}~1")).unwrap(), new_main);
-    assert_eq!(s.repo.show(BRANCH, "README.md"), "manifests, edited\n");
-    assert_eq!(
-        api_line(&s.repo, BRANCH),
-        "image: registry.example/api:1.2.0"
-    );
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once() {
-    let s = setup().await;
-    let repo = s.github("");
-    let first = open_first(&s, &repo).await;
-    s.repo
-        .push_change(BRANCH, "apps/api/notes.txt", "keep me\n", "reviewer's fix");
-    let human = s.repo.rev(BRANCH).unwrap();
-
-    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
-    expect_comment(&s.server, 7).await;
-    expect_edit(&s.server, 7).await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Blocked { tip: human.clone() }
-    );
-    assert!(
-        outcome.pull_requests[0]
-            .status(false)
-            .contains("someone else pushed")
-    );
-    assert_eq!(
-        s.repo.rev(BRANCH).unwrap(),
-        human,
-        "the human's commit survives"
-    );
-    let comment = &s.bodies("POST", &comments_path(7)).await[0];
-    assert!(
-        comment["body"].as_str().unwrap().contains(&human[..12]),
-        "{comment}"
-    );
-    let noted = s.first_sent("PATCH", &pull_path(7), "body").await;
-    assert_eq!(
-        Marker::find(&noted).unwrap().noted.as_deref(),
-        Some(human.as_str())
-    );
-    s.next_phase().await;
-
-    // Said once: the next run neither comments nor patches.
-    expect_list_open(&s.server, json!([pull(7, &noted, false)])).await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert!(matches!(
-        outcome.pull_requests[0].action,
-        Action::Blocked { .. }
-    ));
-    assert_eq!(s.repo.rev(BRANCH).unwrap(), human);
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_change_already_in_the_base_closes_the_pull_request_and_deletes_the_branch() {
-    let s = setup().await;
-    let repo = s.github("");
-    let first = open_first(&s, &repo).await;
-    // Someone merges the same change by hand.
-    s.merge_by_hand("bump api by hand");
-
-    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
-    expect_comment(&s.server, 7).await;
-    expect_close(&s.server, 7).await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Closed { reached_base: true }
-    );
-    let comment = &s.bodies("POST", &comments_path(7)).await[0];
-    assert!(
-        comment["body"]
-            .as_str()
-            .unwrap()
-            .contains("already in `main`"),
-        "{comment}"
-    );
-    assert_eq!(s.repo.rev(BRANCH), None, "the branch is deleted");
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn an_incomplete_plan_does_not_close_pull_requests() {
-    let s = setup().await;
-    let repo = s.github("");
-    let first = open_first(&s, &repo).await;
-    s.merge_by_hand("bump by hand");
-    expect_list_open(&s.server, json!([pull(7, &first, false)])).await;
-    let planner = ApiPlanner {
-        complete: false,
-        ..wants("1.2.0")
-    };
-    let outcome = s.run(&repo, &planner, false).await.unwrap();
-    assert_eq!(outcome.pull_requests[0].action, Action::Kept);
-    assert!(s.repo.rev(BRANCH).is_some());
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_proposal_closed_unmerged_is_not_reopened_until_a_newer_tag_arrives() {
-    let s = setup().await;
-    let repo = s.github("");
-    let first = open_first(&s, &repo).await;
-
-    // #7 was closed without merging.
-    expect_list_open(&s.server, json!([])).await;
-    expect_list_closed(&s.server, json!([pull(7, &first, false)])).await;
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .respond_with(created(pull(8, "", false)))
-        .expect(0)
-        .mount(&s.server)
-        .await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Declined { closed: 7 }
-    );
-    s.next_phase().await;
-
-    // A newer tag is a new proposal.
-    expect_list_open(&s.server, json!([])).await;
-    expect_list_closed(&s.server, json!([pull(7, &first, false)])).await;
-    expect_create(
-        &s.server,
-        8,
-        json!({"title": "Update api to 1.3.0", "head": BRANCH}),
-    )
-    .await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
-    assert_eq!(outcome.pull_requests[0].number, Some(8));
-    assert_eq!(
-        api_line(&s.repo, BRANCH),
-        "image: registry.example/api:1.3.0"
-    );
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_403_names_the_missing_permission() {
-    let s = setup().await;
-    let repo = s.github("");
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .respond_with(
-            ResponseTemplate::new(403)
-                .insert_header("x-accepted-github-permissions", "pull_requests=read")
-                .set_body_json(
-                    json!({"message": "Resource not accessible by personal access token"}),
-                ),
-        )
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let err = s.apply_err(&repo, "1.2.0").await;
-    let text = err.to_string();
-    assert!(matches!(err, ForgeError::Permission { .. }), "{text}");
-    assert!(
-        text.contains("`pull_requests: read`") && text.contains("`manifests`"),
-        "{text}"
-    );
-    assert!(!text.contains(TOKEN), "{text}");
-    s.next_phase().await;
-
-    // Without GitHub's header, the permission the call needs is named.
-    expect_no_pulls_yet(&s.server).await;
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .respond_with(
-            ResponseTemplate::new(403)
-                .set_body_json(json!({"message": "Resource not accessible by integration"})),
-        )
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let text = s.apply_err(&repo, "1.2.0").await.to_string();
-    assert!(
-        text.contains("`pull_requests: write`") && text.contains("open a pull request"),
-        "{text}"
-    );
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_422_already_exists_takes_over_the_existing_pull_request() {
-    let s = setup().await;
-    let repo = s.github("  labels: [dependencies]\n  reviewers: [alice]\n");
-    expect_no_pulls_yet(&s.server).await;
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .and(header("authorization", AUTH))
-        .respond_with(ResponseTemplate::new(422).set_body_json(json!({
-            "message": "Validation Failed",
-            "errors": [{"resource": "PullRequest", "code": "custom",
-                        "message": "A pull request already exists for acme:tagpilot/api."}],
-        })))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .and(query_param("state", "open"))
-        .and(query_param("head", format!("acme:{BRANCH}")))
-        .and(header("authorization", AUTH))
-        .respond_with(ok_json(json!([pull(5, "opened by hand", false)])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    expect_edit_with(&s.server, 5, json!({"title": "Update api to 1.2.0"})).await;
-    // Taken over, it gets the labels and reviewers it lacks, as if tagpilot had opened it.
-    expect_labels(&s.server, 5, json!(["dependencies"])).await;
-    expect_reviews(&s.server, 5, &[]).await;
-    expect_review_request(&s.server, 5, &["alice"], &[], 201).await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].number,
-        Some(5),
-        "no second pull request"
-    );
-    assert_eq!(outcome.pull_requests[0].action, Action::TakenOver);
-    assert_eq!(
-        outcome.pull_requests[0].status(false),
-        "taken over: one was open for the branch already"
-    );
-    let body = s.first_sent("PATCH", &pull_path(5), "body").await;
-    assert_eq!(Marker::find(&body).unwrap().group, "api");
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn rate_limits_are_waited_out_from_the_headers() {
-    let s = setup().await;
-    let repo = s.github("");
-    let reset = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 1;
-    // Primary rate limit: 403 with the reset time; then the listing answers.
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .and(query_param("state", "open"))
-        .respond_with(
-            ResponseTemplate::new(403)
-                .insert_header("x-ratelimit-remaining", "0")
-                .insert_header("x-ratelimit-reset", reset.to_string().as_str())
-                .set_body_json(json!({"message": "API rate limit exceeded"})),
-        )
-        .up_to_n_times(1)
-        .expect(1)
-        .with_priority(1)
-        .mount(&s.server)
-        .await;
-    expect_no_pulls_yet(&s.server).await;
-    // Secondary rate limit: 429 with Retry-After; then the pull request opens.
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
-        .up_to_n_times(1)
-        .expect(1)
-        .with_priority(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .and(header("authorization", AUTH))
-        .respond_with(created(pull(7, "", false)))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(outcome.pull_requests[0].number, Some(7));
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait() {
-    let s = setup().await;
-    let repo = s.github("");
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let err = s.apply_err(&repo, "1.2.0").await;
-    assert!(
-        matches!(
-            err,
-            ForgeError::RateLimited {
-                wait_seconds: 3600,
-                ..
-            }
-        ),
-        "{err}"
-    );
     s.server.verify().await;
 }
 
@@ -939,36 +1127,7 @@ async fn enterprise_draft_and_auto_merge_use_the_api_prefix_and_the_graphql_endp
     s.server.verify().await;
 }
 
-// === GitLab ===
-
-const MRS: &str = "/api/v4/projects/acme%2Fmanifests/merge_requests";
-const PRIVATE_TOKEN: (&str, &str) = ("private-token", HTTP_PASSWORD);
-
-fn merge_request(iid: u64, title: &str, description: &str) -> Value {
-    json!({
-        "iid": iid,
-        "web_url": format!("https://gitlab.example/acme/manifests/-/merge_requests/{iid}"),
-        "title": title,
-        "description": description,
-        "source_branch": BRANCH,
-        "target_branch": "main",
-        "state": "opened",
-    })
-}
-
-fn gitlab_list(state: &str, response: Value) -> Mock {
-    Mock::given(method("GET"))
-        .and(path(MRS))
-        .and(query_param("state", state))
-        .and(query_param("target_branch", "main"))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ok_json(response))
-}
-
-/// Exactly one listing of merge requests in `state`, answered with `response`.
-async fn expect_gitlab_list(server: &MockServer, state: &str, response: Value) {
-    gitlab_list(state, response).expect(1).mount(server).await;
-}
+// === GitLab only ===
 
 /// A change whose image names its GitLab source: the merge request lists the commits GitLab's
 /// compare API gives between the two revisions.
@@ -1012,45 +1171,16 @@ async fn gitlab_merge_requests_list_the_commits_inside_the_image() {
     s.server.verify().await;
 }
 
+/// GitLab marks a draft by the title's `Draft: ` prefix and sets auto-merge with a call of its
+/// own after opening; an update keeps the prefix. (GitHub's draft flag and GraphQL auto-merge
+/// are in `enterprise_draft_and_auto_merge_use_the_api_prefix_and_the_graphql_endpoint`.)
 #[tokio::test]
-async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
+async fn gitlab_a_draft_is_a_title_prefix_and_auto_merge_follows_the_opening() {
     let s = setup().await;
-    let repo = s.gitlab("  labels: [dependencies, images]\n  reviewers: [alice]\n  draft: true\n  autoMerge: true\n");
+    let repo = s.gitlab("  draft: true\n  autoMerge: true\n");
 
-    // Open: reviewers looked up by name, draft by title prefix, auto-merge after creation.
-    expect_gitlab_list(&s.server, "opened", json!([])).await;
-    Mock::given(method("GET"))
-        .and(path(MRS))
-        .and(query_param("state", "closed"))
-        .and(query_param("source_branch", BRANCH))
-        .and(query_param("target_branch", "main"))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ok_json(json!([])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/api/v4/users"))
-        .and(query_param("username", "alice"))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ok_json(json!([{"id": 11, "username": "alice"}])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(MRS))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .and(body_partial_json(json!({
-            "source_branch": BRANCH,
-            "target_branch": "main",
-            "title": "Draft: Update api to 1.2.0",
-            "labels": "dependencies,images",
-            "reviewer_ids": [11],
-        })))
-        .respond_with(created(merge_request(3, "Draft: Update api to 1.2.0", "")))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    GitLabApi::expect_no_proposals_yet(&s.server).await;
+    GitLabApi::expect_create(&s.server, 3, "Draft: Update api to 1.2.0", &[], &[]).await;
     Mock::given(method("PUT"))
         .and(path(format!("{MRS}/3/merge")))
         .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
@@ -1064,36 +1194,17 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     let outcome = s.apply(&repo, "1.2.0").await;
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
     assert_eq!(outcome.pull_requests[0].number, Some(3));
-    assert_eq!(
-        api_line(&s.repo, BRANCH),
-        "image: registry.example/api:1.2.0"
-    );
     let description = s.first_sent("POST", MRS, "description").await;
-    assert_eq!(Marker::find(&description).unwrap().group, "api");
-    // In GitLab's words: a merge request, numbered `!3`.
-    assert!(
-        description.contains("this merge request") && !description.contains("pull request"),
-        "{description}"
-    );
-    assert_eq!(outcome.pull_requests[0].reference().as_deref(), Some("!3"));
     s.next_phase().await;
 
-    // A newer tag: the branch and the merge request are updated in place, still a draft. It
-    // has its labels and reviewer, so nothing more is sent.
-    let mut listed = merge_request(3, "Draft: Update api to 1.2.0", &description);
-    listed["labels"] = json!(["dependencies", "images"]);
-    listed["reviewers"] = json!([{"id": 11, "username": "alice"}]);
-    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
-    Mock::given(method("PUT"))
-        .and(path(format!("{MRS}/3")))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .and(body_partial_json(
-            json!({"title": "Draft: Update api to 1.3.0"}),
-        ))
-        .respond_with(ok_json(merge_request(3, "", "")))
-        .expect(1)
-        .mount(&s.server)
-        .await;
+    // A newer tag: updated in place, still a draft.
+    expect_gitlab_list(
+        &s.server,
+        "opened",
+        json!([merge_request(3, "Draft: Update api to 1.2.0", &description)]),
+    )
+    .await;
+    expect_gitlab_put(&s.server, 3, json!({"title": "Draft: Update api to 1.3.0"})).await;
     let outcome = s.apply(&repo, "1.3.0").await;
     assert_eq!(
         outcome.pull_requests[0].action,
@@ -1102,324 +1213,6 @@ async fn gitlab_merge_requests_open_update_and_close_like_pull_requests() {
     assert_eq!(
         api_line(&s.repo, BRANCH),
         "image: registry.example/api:1.3.0"
-    );
-    let description = s
-        .first_sent("PUT", &format!("{MRS}/3"), "description")
-        .await;
-    s.next_phase().await;
-
-    // Merged by hand: a note, closed, branch deleted.
-    s.merge_by_hand("bump by hand");
-    expect_gitlab_list(
-        &s.server,
-        "opened",
-        json!([merge_request(3, "Draft: Update api to 1.3.0", &description)]),
-    )
-    .await;
-    Mock::given(method("POST"))
-        .and(path(format!("{MRS}/3/notes")))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(created(json!({"id": 1})))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("PUT"))
-        .and(path(format!("{MRS}/3")))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .and(body_partial_json(json!({"state_event": "close"})))
-        .respond_with(ok_json(merge_request(3, "", "")))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Closed { reached_base: true }
-    );
-    assert_eq!(s.repo.rev(BRANCH), None);
-    s.server.verify().await;
-}
-
-/// Exactly one update of merge request `iid` whose body is exactly `fields`.
-async fn expect_gitlab_put_exactly(server: &MockServer, iid: u64, fields: Value) {
-    Mock::given(method("PUT"))
-        .and(path(format!("{MRS}/{iid}")))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .and(body_json(fields))
-        .respond_with(ok_json(merge_request(iid, "", "")))
-        .expect(1)
-        .mount(server)
-        .await;
-}
-
-/// Exactly one update of merge request `iid` setting at least `fields`.
-async fn expect_gitlab_put(server: &MockServer, iid: u64, fields: Value) {
-    Mock::given(method("PUT"))
-        .and(path(format!("{MRS}/{iid}")))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .and(body_partial_json(fields))
-        .respond_with(ok_json(merge_request(iid, "", "")))
-        .expect(1)
-        .mount(server)
-        .await;
-}
-
-/// Exactly one lookup of the GitLab user `username`, answered with `id` (or nobody).
-async fn expect_gitlab_user(server: &MockServer, username: &str, id: Option<u64>) {
-    let users = match id {
-        Some(id) => json!([{"id": id, "username": username}]),
-        None => json!([]),
-    };
-    Mock::given(method("GET"))
-        .and(path("/api/v4/users"))
-        .and(query_param("username", username))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ok_json(users))
-        .expect(1)
-        .mount(server)
-        .await;
-}
-
-#[tokio::test]
-async fn gitlab_an_update_adds_missing_labels_and_reviewers_and_keeps_the_present_ones() {
-    let s = setup().await;
-    let repo = s.gitlab("  labels: [dependencies, images]\n  reviewers: [alice, bob]\n");
-    // !3 was opened before the config named labels and reviewers; a human since labelled it
-    // and made alice (id 11) a reviewer.
-    expect_gitlab_list(&s.server, "opened", json!([])).await;
-    expect_gitlab_list(&s.server, "closed", json!([])).await;
-    expect_gitlab_user(&s.server, "alice", Some(11)).await;
-    expect_gitlab_user(&s.server, "bob", Some(12)).await;
-    Mock::given(method("POST"))
-        .and(path(MRS))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(created(merge_request(3, "Update api to 1.2.0", "")))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    s.apply(&repo, "1.2.0").await;
-    let description = s.first_sent("POST", MRS, "description").await;
-    s.next_phase().await;
-
-    let mut listed = merge_request(3, "Update api to 1.2.0", &description);
-    listed["labels"] = json!(["Dependencies", "needs-qa"]);
-    listed["reviewers"] = json!([{"id": 11, "username": "alice"}, {"id": 30, "username": "dave"}]);
-    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
-    expect_gitlab_put(&s.server, 3, json!({"title": "Update api to 1.3.0"})).await;
-    // Only bob is looked up; the present reviewers stay, since `reviewer_ids` replaces the set.
-    expect_gitlab_user(&s.server, "bob", Some(12)).await;
-    expect_gitlab_put_exactly(
-        &s.server,
-        3,
-        json!({"add_labels": "images", "reviewer_ids": [11, 30, 12]}),
-    )
-    .await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Updated { rebuilt: false }
-    );
-    let description = s
-        .first_sent("PUT", &format!("{MRS}/3"), "description")
-        .await;
-    s.next_phase().await;
-
-    // Nothing missing: the listing is the only call.
-    let mut listed = merge_request(3, "Update api to 1.3.0", &description);
-    listed["labels"] = json!(["dependencies", "images", "needs-qa"]);
-    listed["reviewers"] = json!([{"id": 11, "username": "alice"}, {"id": 12, "username": "bob"}]);
-    expect_gitlab_list(&s.server, "opened", json!([listed])).await;
-    let outcome = s.apply(&repo, "1.3.0").await;
-    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn gitlab_409_already_exists_takes_over_the_existing_merge_request() {
-    let s = setup().await;
-    let repo = s.gitlab("  labels: [dependencies]\n");
-    // The listing of tagpilot's merge requests lags behind one opened meanwhile.
-    Mock::given(method("GET"))
-        .and(path(MRS))
-        .and(query_param("state", "opened"))
-        .and(query_param("target_branch", "main"))
-        .and(query_param_is_missing("source_branch"))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ok_json(json!([])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    expect_gitlab_list(&s.server, "closed", json!([])).await;
-    Mock::given(method("POST"))
-        .and(path(MRS))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .and(body_partial_json(
-            json!({"source_branch": BRANCH, "target_branch": "main"}),
-        ))
-        .respond_with(ResponseTemplate::new(409).set_body_json(json!({
-            "message": ["Another open merge request already exists for this source branch: !3"],
-        })))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("GET"))
-        .and(path(MRS))
-        .and(query_param("state", "opened"))
-        .and(query_param("source_branch", BRANCH))
-        .and(query_param("target_branch", "main"))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ok_json(json!([merge_request(
-            3,
-            "Bump api",
-            "opened by hand"
-        )])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    expect_gitlab_put(&s.server, 3, json!({"title": "Update api to 1.2.0"})).await;
-    expect_gitlab_put_exactly(&s.server, 3, json!({"add_labels": "dependencies"})).await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(
-        (
-            outcome.pull_requests[0].action.clone(),
-            outcome.pull_requests[0].number
-        ),
-        (Action::TakenOver, Some(3)),
-        "no second merge request, and reported as taken over"
-    );
-    let description = s
-        .bodies("PUT", &format!("{MRS}/3"))
-        .await
-        .into_iter()
-        .find_map(|b| b["description"].as_str().map(str::to_owned))
-        .expect("the description was updated");
-    assert_eq!(Marker::find(&description).unwrap().group, "api");
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn gitlab_rate_limits_are_waited_out_from_the_headers() {
-    let s = setup().await;
-    let repo = s.gitlab("");
-    let reset = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 1;
-    // 429 with Retry-After on the listing, then it answers.
-    Mock::given(method("GET"))
-        .and(path(MRS))
-        .and(query_param("state", "opened"))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "1"))
-        .up_to_n_times(1)
-        .expect(1)
-        .with_priority(1)
-        .mount(&s.server)
-        .await;
-    expect_gitlab_list(&s.server, "opened", json!([])).await;
-    expect_gitlab_list(&s.server, "closed", json!([])).await;
-    // 429 with only GitLab's RateLimit-Reset (epoch seconds) on the create, then it opens.
-    Mock::given(method("POST"))
-        .and(path(MRS))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(
-            ResponseTemplate::new(429)
-                .insert_header("ratelimit-remaining", "0")
-                .insert_header("ratelimit-reset", reset.to_string().as_str()),
-        )
-        .up_to_n_times(1)
-        .expect(1)
-        .with_priority(1)
-        .mount(&s.server)
-        .await;
-    Mock::given(method("POST"))
-        .and(path(MRS))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .and(body_partial_json(
-            json!({"source_branch": BRANCH, "title": "Update api to 1.2.0"}),
-        ))
-        .respond_with(created(merge_request(3, "Update api to 1.2.0", "")))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(outcome.pull_requests[0].number, Some(3));
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn gitlab_a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait() {
-    let s = setup().await;
-    let repo = s.gitlab("");
-    Mock::given(method("GET"))
-        .and(path(MRS))
-        .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
-        .respond_with(ResponseTemplate::new(429).insert_header("retry-after", "3600"))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let err = s.apply_err(&repo, "1.2.0").await;
-    assert!(
-        matches!(
-            err,
-            ForgeError::RateLimited {
-                forge: "GitLab",
-                wait_seconds: 3600,
-                ..
-            }
-        ),
-        "{err}"
-    );
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn gitlab_403_names_the_scope_and_a_closed_proposal_is_not_reopened() {
-    let s = setup().await;
-    let repo = s.gitlab("");
-    Mock::given(method("GET"))
-        .and(path(MRS))
-        .respond_with(ResponseTemplate::new(403).set_body_json(json!({"message": "403 Forbidden"})))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    let text = s.apply_err(&repo, "1.2.0").await.to_string();
-    assert!(
-        text.contains("`api scope") && text.contains("GitLab"),
-        "{text}"
-    );
-    assert!(!text.contains(TOKEN), "{text}");
-    s.next_phase().await;
-
-    let marker = Marker {
-        group: "api".into(),
-        proposal: tagpilot::forge::body::proposal_id(&[Change {
-            policy: "api".into(),
-            image: "registry.example/api".into(),
-            file: DEPLOYMENT_PATH.into(),
-            line: API_LINE,
-            from: "1.0.0".into(),
-            to: "1.2.0".into(),
-            strategy: "semver".into(),
-            ..Default::default()
-        }]),
-        head: "0".repeat(40),
-        noted: None,
-    };
-    let mut closed = merge_request(2, "Update api to 1.2.0", &marker.render());
-    closed["state"] = "closed".into();
-    expect_gitlab_list(&s.server, "opened", json!([])).await;
-    expect_gitlab_list(&s.server, "closed", json!([closed])).await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    assert_eq!(
-        outcome.pull_requests[0].action,
-        Action::Declined { closed: 2 }
-    );
-    assert_eq!(
-        s.repo.rev(BRANCH),
-        None,
-        "nothing pushed for a declined proposal"
     );
     s.server.verify().await;
 }
@@ -1609,134 +1402,6 @@ async fn a_github_app_installation_token_pushes_over_http_as_x_access_token() {
     assert_eq!(
         api_line(&s.repo, BRANCH),
         "image: registry.example/api:1.2.0"
-    );
-    s.server.verify().await;
-}
-
-#[tokio::test]
-async fn a_second_open_pull_request_for_a_group_is_closed_as_a_duplicate() {
-    let s = setup().await;
-    let repo = s.github("");
-    let first = open_first(&s, &repo).await;
-    let mut second = pull(9, &first, false);
-    second["head"]["ref"] = "tagpilot/old-name-api".into();
-    expect_list_open(&s.server, json!([second, pull(7, &first, false)])).await;
-    expect_comment(&s.server, 9).await;
-    expect_close(&s.server, 9).await;
-    let outcome = s.apply(&repo, "1.2.0").await;
-    let actions: Vec<_> = outcome
-        .pull_requests
-        .iter()
-        .map(|p| (p.number, p.action.clone()))
-        .collect();
-    assert_eq!(
-        actions,
-        [
-            (Some(7), Action::UpToDate),
-            (Some(9), Action::Duplicate { of: 7 })
-        ]
-    );
-    s.server.verify().await;
-}
-
-/// Two groups: `api` to 1.2.0 and `web` to 2.1.0, each changing its own line only.
-struct ApiAndWeb;
-
-impl Replanner for ApiAndWeb {
-    type Plan = ();
-    type Error = std::io::Error;
-
-    async fn plan(
-        &self,
-        _repository: &RepositoryConfig,
-        files: &CommitFiles,
-    ) -> std::io::Result<Planned<()>> {
-        let text = read_text(files, DEPLOYMENT_PATH)?;
-        let group = |key: &str, line: usize, to: &str| {
-            let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-            let old = lines[line - 1].clone();
-            lines[line - 1] = format!("          image: registry.example/{key}:{to}");
-            ChangeGroup {
-                key: key.into(),
-                files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
-                    .into_iter()
-                    .collect(),
-                changes: vec![Change {
-                    policy: key.into(),
-                    image: format!("registry.example/{key}"),
-                    file: DEPLOYMENT_PATH.into(),
-                    line,
-                    from: old.rsplit(':').next().unwrap().to_owned(),
-                    to: to.into(),
-                    strategy: "semver".into(),
-                    ..Default::default()
-                }],
-            }
-        };
-        Ok(Planned::groups(vec![
-            group("api", API_LINE, "1.2.0"),
-            group("web", WEB_LINE, "2.1.0"),
-        ]))
-    }
-}
-
-#[tokio::test]
-async fn a_forge_error_for_one_group_fails_that_group_and_the_others_go_on() {
-    let s = setup().await;
-    let repo = s.github("");
-    expect_no_pulls_yet(&s.server).await;
-    Mock::given(method("GET"))
-        .and(path(PULLS))
-        .and(query_param("state", "closed"))
-        .and(query_param("head", "acme:tagpilot/web"))
-        .and(header("authorization", AUTH))
-        .respond_with(ok_json(json!([])))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    // GitHub refuses the first group's pull request ...
-    Mock::given(method("POST"))
-        .and(path(PULLS))
-        .and(header("authorization", AUTH))
-        .and(body_partial_json(json!({"head": BRANCH})))
-        .respond_with(ResponseTemplate::new(422).set_body_json(json!({
-            "message": "Validation Failed",
-            "errors": [{"resource": "PullRequest", "code": "custom",
-                        "message": "The base branch was modified meanwhile."}],
-        })))
-        .expect(1)
-        .mount(&s.server)
-        .await;
-    // ... and opens the second's.
-    expect_create(&s.server, 8, json!({"head": "tagpilot/web"})).await;
-
-    let cache = RepoCache::new(s.cache.path());
-    let mut reports = forge::sync_all(&cache, std::slice::from_ref(&repo), &ApiAndWeb, false).await;
-    let report = reports.remove(0);
-    assert!(report.failed(), "a failed group fails the repository");
-    let outcome = report
-        .result
-        .expect("the repository's other groups went on");
-    let api = &outcome.pull_requests[0];
-    assert!(
-        matches!(&api.action, Action::Failed { error } if error.contains("base branch was modified")),
-        "{:?}",
-        api.action
-    );
-    assert!(
-        api.status(false).starts_with("failed: "),
-        "{}",
-        api.status(false)
-    );
-    let web = &outcome.pull_requests[1];
-    assert_eq!(
-        (web.group.as_str(), web.action.clone(), web.number),
-        ("web", Action::Opened, Some(8))
-    );
-    assert_eq!(
-        api_line(&s.repo, "tagpilot/web"),
-        "image: registry.example/api:1.0.0",
-        "the web branch carries only the web change"
     );
     s.server.verify().await;
 }

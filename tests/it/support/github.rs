@@ -96,17 +96,6 @@ pub async fn expect_create(server: &MockServer, number: u64, fields: Value) {
         .await;
 }
 
-/// Exactly one comment posted on pull request `number`.
-pub async fn expect_comment(server: &MockServer, number: u64) {
-    Mock::given(method("POST"))
-        .and(path(comments_path(number)))
-        .and(header("authorization", AUTH))
-        .respond_with(created(json!({"id": 1})))
-        .expect(1)
-        .mount(server)
-        .await;
-}
-
 /// Exactly one edit of pull request `number`, whatever it changes.
 pub async fn expect_edit(server: &MockServer, number: u64) {
     Mock::given(method("PATCH"))

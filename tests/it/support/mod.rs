@@ -3,8 +3,10 @@
 pub mod bin;
 pub mod corpus;
 pub mod engine;
+pub mod forge_double;
 pub mod git;
 pub mod github;
+pub mod gitlab;
 pub mod kube;
 pub mod registry;
 pub mod scripted;
