@@ -152,11 +152,10 @@ impl<R: Registry> TargetPlanner<'_, R> {
         // A pull request per policy starts from the base, so it must carry only its own edits.
         let alone = repository.write.mode == git::WriteMode::PullRequest
             && repository.write.group == git::Grouping::Policy;
-        let groups = if alone {
-            plan.groups_by_policy_alone()?
-        } else {
-            plan.groups_by_policy()?
-        };
+        // The groups take the plan's texts: from here they carry every new text the write
+        // needs, and the plan keeps none beside them through the commit and the push (the
+        // report counts files from the changes).
+        let groups = plan.take_groups(alone)?;
         let mut groups: Vec<ChangeGroup> = groups
             .into_iter()
             .map(|g| ChangeGroup {

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use super::model::{Change, Plan};
+use super::model::{Change, FileUpdate, Plan};
 use super::walk::apply_sorted;
 use crate::manifest;
 
@@ -18,55 +18,68 @@ pub struct PolicyGroup {
 }
 
 impl Plan {
-    /// Splits the plan into one group per policy (by name), each group's file contents built
-    /// cumulatively on the groups before it. The last group's contents equal [`Plan::files`].
-    pub fn groups_by_policy(&self) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
-        self.policy_groups(true)
+    /// Splits the plan into one group per policy (by name), for a commit or a pull request
+    /// each. Each group's file contents are built cumulatively on the groups before it (the
+    /// last group's contents are the planned texts), or, with `alone`, carry only that policy's
+    /// edits, for proposals that each start from the base (one pull request per policy).
+    ///
+    /// For the writers, which need only the groups: each file's planned text moves into the
+    /// group that carries all of its edits instead of being built again, and the plan keeps no
+    /// texts (`files` is left empty). A large file then costs its text as it was and as
+    /// planned, not a third copy.
+    pub fn take_groups(
+        &mut self,
+        alone: bool,
+    ) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
+        let groups = split(&self.changes, &mut self.files, !alone);
+        self.files = Vec::new();
+        groups
     }
+}
 
-    /// One group per policy whose file contents carry only that policy's edits, for proposals
-    /// that each start from the base (one pull request per policy).
-    pub fn groups_by_policy_alone(&self) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
-        self.policy_groups(false)
-    }
-
-    fn policy_groups(&self, cumulative: bool) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
-        let names: BTreeSet<&str> = self.changes.iter().map(|c| c.policy.as_str()).collect();
-        let mut groups = Vec::new();
-        for (n, name) in names.iter().enumerate() {
-            let upto: BTreeSet<&str> = if cumulative {
-                names.iter().take(n + 1).copied().collect()
+/// The groups of `changes` over `files`. A file's `updated` text is moved into the one group
+/// whose edits of it are all of them: that group's content is exactly that text.
+fn split(
+    changes: &[Change],
+    files: &mut [FileUpdate],
+    cumulative: bool,
+) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
+    let names: BTreeSet<&str> = changes.iter().map(|c| c.policy.as_str()).collect();
+    let mut groups = Vec::new();
+    for (n, name) in names.iter().enumerate() {
+        let upto: BTreeSet<&str> = if cumulative {
+            names.iter().take(n + 1).copied().collect()
+        } else {
+            BTreeSet::from([*name])
+        };
+        let mut texts = BTreeMap::new();
+        for f in files
+            .iter_mut()
+            .filter(|f| f.edits.iter().any(|(p, _)| p == name))
+        {
+            let whole = f.edits.iter().all(|(p, _)| upto.contains(p.as_str()));
+            let text = if whole {
+                std::mem::take(&mut f.updated)
             } else {
-                BTreeSet::from([*name])
-            };
-            let mut files = BTreeMap::new();
-            for f in self
-                .files
-                .iter()
-                .filter(|f| f.edits.iter().any(|(p, _)| p == name))
-            {
                 let edits = f
                     .edits
                     .iter()
                     .filter(|(p, _)| upto.contains(p.as_str()))
                     .flat_map(|(_, e)| e.iter().cloned());
-                files.insert(
-                    f.path.clone(),
-                    apply_sorted(&f.path, &f.original, edits.collect())?,
-                );
-            }
-            let changes = self
-                .changes
-                .iter()
-                .filter(|c| c.policy == *name)
-                .cloned()
-                .collect();
-            groups.push(PolicyGroup {
-                policy: name.to_string(),
-                files,
-                changes,
-            });
+                apply_sorted(&f.path, &f.original, edits.collect())?
+            };
+            texts.insert(f.path.clone(), text);
         }
-        Ok(groups)
+        let changes = changes
+            .iter()
+            .filter(|c| c.policy == *name)
+            .cloned()
+            .collect();
+        groups.push(PolicyGroup {
+            policy: name.to_string(),
+            files: texts,
+            changes,
+        });
     }
+    Ok(groups)
 }

@@ -659,3 +659,44 @@ async fn a_file_larger_than_a_manifest_may_be_is_skipped_unread() {
         )]
     );
 }
+
+/// The groups a writer takes: cumulative groups end on the planned text, groups alone carry
+/// only their policy's edits, and either way the plan keeps no texts of its own afterwards.
+#[tokio::test]
+async fn take_groups_split_per_policy_and_leave_the_plan_no_texts() {
+    let both = format!(
+        "{}---\n{}",
+        deployment(&format!("{API}:1.2.3")),
+        deployment(&format!("{WEB}:0.9.0"))
+    );
+    let dir = tree(&[("both.yaml", both.clone())]);
+    let ps = policies(&(semver("api", API) + &semver("web", WEB)));
+    let planned = run(dir.path(), &ps, &registry()).await;
+    let updated = planned.files[0].updated.clone();
+    let api_only = both.replace("api:1.2.3", "api:1.3.0");
+    let web_only = both.replace("web:0.9.0", "web:1.0.0");
+    assert_eq!(updated, api_only.replace("web:0.9.0", "web:1.0.0"));
+
+    let contents = |groups: &[PolicyGroup]| -> Vec<(String, String)> {
+        groups
+            .iter()
+            .map(|g| (g.policy.clone(), g.files[Path::new("both.yaml")].clone()))
+            .collect()
+    };
+    let mut cumulative = planned.clone();
+    let groups = cumulative.take_groups(false).unwrap();
+    assert_eq!(
+        contents(&groups),
+        [("api".into(), api_only.clone()), ("web".into(), updated)]
+    );
+    assert!(cumulative.files.is_empty());
+    assert_eq!(cumulative.changes, planned.changes);
+
+    let mut alone = planned.clone();
+    let groups = alone.take_groups(true).unwrap();
+    assert_eq!(
+        contents(&groups),
+        [("api".into(), api_only), ("web".into(), web_only)]
+    );
+    assert!(alone.files.is_empty());
+}

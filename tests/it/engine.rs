@@ -202,6 +202,11 @@ async fn a_repository_named_by_a_policy_file_and_two_applications_gets_one_plan_
     let table = tagpilot::report::table(&applied.plan);
     assert!(table.contains("named by: policy file"), "{table}");
     assert!(table.contains("Application jobs (git)"), "{table}");
+
+    // The commit carried the new texts; the plan kept none of its own beside them (a large
+    // file's memory, issue 17), and the report still counts the files from the changes.
+    assert!(applied.plan.files.is_empty(), "{:?}", applied.plan.files);
+    assert!(table.contains("3 changes in 3 files"), "{table}");
 }
 
 #[tokio::test]
