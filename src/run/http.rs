@@ -130,7 +130,7 @@ fn respond(shared: &Shared, kind: &'static str, mut answer: Answer) -> (StatusCo
         }
         // The reason, never the request: its URL may carry the secret.
         verdict => {
-            tracing::debug!(kind, result = verdict.label(), reason = %answer.text, "notification not acted on")
+            tracing::debug!(kind, result = verdict.label(), error = answer.error, reason = %answer.text, "notification not acted on")
         }
     }
     (answer.status, answer.text)

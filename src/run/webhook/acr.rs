@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::{Parsed, repository};
+use super::{Parsed, PayloadError, repository};
 
 #[derive(Debug, Deserialize)]
 struct Event {
@@ -24,7 +24,7 @@ struct RequestRecord {
     host: String,
 }
 
-pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(body: &[u8]) -> Result<Parsed, PayloadError> {
     let event: Event = super::json(body, "an Azure Container Registry webhook")?;
     if event.action != "push" {
         return Ok(Parsed::Ignored(format!(
@@ -34,7 +34,7 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
     }
     let host = event
         .request
-        .ok_or("an Azure Container Registry push without request.host")?
+        .ok_or_else(|| PayloadError::missing("an Azure Container Registry push", "request.host"))?
         .host;
     Ok(Parsed::Pushed(vec![repository(
         &host,

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use super::{Parsed, repository};
+use super::{Parsed, PayloadError, repository};
 
 #[derive(Debug, Deserialize)]
 struct Payload {
@@ -28,22 +28,24 @@ struct Repo {
     region: Option<String>,
 }
 
-pub fn parse(body: &[u8], registry_url: Option<&str>) -> Result<Parsed, String> {
+pub fn parse(body: &[u8], registry_url: Option<&str>) -> Result<Parsed, PayloadError> {
     let payload: Payload = super::json(body, "an Alibaba Cloud Container Registry webhook")?;
     let r = &payload.repository;
     let path = match (&r.repo_full_name, &r.namespace, &r.name) {
         (Some(full), _, _) => full.clone(),
         (None, Some(namespace), Some(name)) => format!("{namespace}/{name}"),
-        _ => return Err("an Alibaba Cloud webhook without repository.repo_full_name".into()),
+        _ => {
+            return Err(PayloadError::missing(
+                "an Alibaba Cloud webhook",
+                "repository.repo_full_name",
+            ));
+        }
     };
     let host = match (registry_url, &r.region) {
         (Some(url), _) => url.to_string(),
         (None, Some(region)) => format!("registry.{region}.aliyuncs.com"),
         (None, None) => {
-            return Err(
-                "an Alibaba Cloud webhook without repository.region: pass ?registry_url=<host>"
-                    .into(),
-            );
+            return Err(PayloadError::NoRegion);
         }
     };
     Ok(Parsed::Pushed(vec![repository(

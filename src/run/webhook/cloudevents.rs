@@ -21,7 +21,7 @@ use axum::http::HeaderMap;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Parsed, gar, harbor, repository};
+use super::{Parsed, PayloadError, gar, harbor, repository};
 
 /// The attributes tagpilot reads, wherever they came from.
 #[derive(Debug, Default, Deserialize)]
@@ -38,7 +38,7 @@ struct Event {
     data: Option<Value>,
 }
 
-pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, PayloadError> {
     if headers.contains_key("ce-specversion") {
         parse_binary(headers, body)
     } else {
@@ -46,12 +46,12 @@ pub fn parse(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, String> {
     }
 }
 
-pub fn parse_structured(body: &[u8]) -> Result<Parsed, String> {
+pub fn parse_structured(body: &[u8]) -> Result<Parsed, PayloadError> {
     let event: Event = super::json(body, "a CloudEvent")?;
     read(event)
 }
 
-fn parse_binary(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, String> {
+fn parse_binary(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, PayloadError> {
     let attribute = |name: &str| {
         headers
             .get(name)
@@ -72,7 +72,7 @@ fn parse_binary(headers: &HeaderMap, body: &[u8]) -> Result<Parsed, String> {
     })
 }
 
-fn read(event: Event) -> Result<Parsed, String> {
+fn read(event: Event) -> Result<Parsed, PayloadError> {
     let required = [
         ("specversion", &event.specversion),
         ("id", &event.id),
@@ -81,28 +81,35 @@ fn read(event: Event) -> Result<Parsed, String> {
     ];
     for (name, value) in required {
         if value.as_deref().is_none_or(str::is_empty) {
-            return Err(format!("not a CloudEvent: no {name}"));
+            return Err(PayloadError::NotACloudEvent { attribute: name });
         }
     }
     if event.specversion.as_deref() != Some("1.0") {
-        return Err(format!(
-            "CloudEvents specversion {:?} is not 1.0",
-            event.specversion.unwrap_or_default()
-        ));
+        return Err(PayloadError::UnsupportedSpecversion {
+            version: event.specversion.unwrap_or_default(),
+        });
     }
     let kind = event.kind.as_deref().unwrap_or_default();
     let source = event.source.as_deref().unwrap_or_default();
     let data = event.data.unwrap_or(Value::Null);
     match kind {
         "harbor.artifact.pushed" => {
-            let data: harbor::EventData = serde_json::from_value(data)
-                .map_err(|e| format!("harbor.artifact.pushed data: {e}"))?;
+            let data: harbor::EventData =
+                serde_json::from_value(data).map_err(|source| PayloadError::BadEventData {
+                    kind: kind.to_string(),
+                    field: "data",
+                    source,
+                })?;
             harbor::pushed(&data)
         }
         "com.amazon.ecr.image.push" => ecr(source, &data),
         "google.cloud.pubsub.topic.v1.messagePublished" => {
             let message: gar::PubsubMessage = serde_json::from_value(data["message"].clone())
-                .map_err(|e| format!("{kind} data.message: {e}"))?;
+                .map_err(|source| PayloadError::BadEventData {
+                    kind: kind.to_string(),
+                    field: "data.message",
+                    source,
+                })?;
             gar::from_message(&message)
         }
         other if generic(other) => generic_push(other, &data),
@@ -113,21 +120,21 @@ fn read(event: Event) -> Result<Parsed, String> {
 }
 
 /// ECR's registry is `<account>.dkr.ecr.<region>.amazonaws.com`.
-fn ecr(source: &str, data: &Value) -> Result<Parsed, String> {
+fn ecr(source: &str, data: &Value) -> Result<Parsed, PayloadError> {
     let fields: Vec<&str> = source.split(':').collect();
     let (region, account, resource) = match fields.as_slice() {
         ["urn" | "arn", "aws", "ecr", region, account, resource] => (*region, *account, *resource),
         _ => {
-            return Err(format!(
-                "source {source:?} is not urn:aws:ecr:<region>:<account>:repository/<name>"
-            ));
+            return Err(PayloadError::NotAnEcrSource {
+                value: source.to_string(),
+            });
         }
     };
     let account = data["registryId"].as_str().unwrap_or(account);
     let name = data["repositoryName"]
         .as_str()
         .or_else(|| resource.strip_prefix("repository/"))
-        .ok_or("an ECR push without data.repositoryName")?;
+        .ok_or_else(|| PayloadError::missing("an ECR push", "data.repositoryName"))?;
     let host = format!("{account}.dkr.ecr.{region}.amazonaws.com");
     Ok(Parsed::Pushed(vec![repository(&host, name)?]))
 }
@@ -139,12 +146,17 @@ fn generic(kind: &str) -> bool {
         && !["pull", "delet", "scan"].iter().any(|w| kind.contains(w))
 }
 
-fn generic_push(kind: &str, data: &Value) -> Result<Parsed, String> {
+fn generic_push(kind: &str, data: &Value) -> Result<Parsed, PayloadError> {
     let field = |names: [&str; 2]| names.iter().find_map(|n| data[*n].as_str());
-    let name = field(["repositoryName", "repository"])
-        .ok_or_else(|| format!("a {kind} event without data.repository or repositoryName"))?;
-    let registry = field(["registryUrl", "registry"])
-        .ok_or_else(|| format!("a {kind} event without data.registry or registryUrl"))?;
+    let name = field(["repositoryName", "repository"]).ok_or_else(|| {
+        PayloadError::missing(
+            format!("a {kind} event"),
+            "data.repository or repositoryName",
+        )
+    })?;
+    let registry = field(["registryUrl", "registry"]).ok_or_else(|| {
+        PayloadError::missing(format!("a {kind} event"), "data.registry or registryUrl")
+    })?;
     let registry = registry
         .trim_start_matches("https://")
         .trim_start_matches("http://");

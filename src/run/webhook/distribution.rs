@@ -10,7 +10,7 @@
 
 use serde::Deserialize;
 
-use super::{Parsed, repository};
+use super::{Parsed, PayloadError, repository};
 
 /// What a manifest push carries as `target.mediaType`; a URL naming `/manifests/` or `/blobs/`
 /// decides first.
@@ -78,7 +78,7 @@ impl Target {
     }
 }
 
-pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(body: &[u8]) -> Result<Parsed, PayloadError> {
     let envelope: Envelope = super::json(body, "a distribution notification envelope")?;
     let mut pushed = Vec::new();
     let mut ids = Vec::new();
@@ -92,11 +92,8 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
             .host
             .clone()
             .or_else(|| url_host(event.target.url.as_deref()?))
-            .ok_or_else(|| {
-                format!(
-                    "a push to {} names no registry host (request.host)",
-                    event.target.repository
-                )
+            .ok_or_else(|| PayloadError::NoRegistryHost {
+                repository: event.target.repository.clone(),
             })?;
         pushed.push(repository(&host, &event.target.repository)?);
     }

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::{Parsed, repository};
+use super::{Parsed, PayloadError, repository};
 
 #[derive(Debug, Deserialize)]
 struct Payload {
@@ -23,13 +23,18 @@ struct Repo {
     name: Option<String>,
 }
 
-pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(body: &[u8]) -> Result<Parsed, PayloadError> {
     let payload: Payload = super::json(body, "a Docker Hub webhook")?;
     let r = &payload.repository;
     let path = match (&r.repo_name, &r.namespace, &r.name) {
         (Some(full), _, _) => full.clone(),
         (None, Some(namespace), Some(name)) => format!("{namespace}/{name}"),
-        _ => return Err("a Docker Hub webhook without repository.repo_name".into()),
+        _ => {
+            return Err(PayloadError::missing(
+                "a Docker Hub webhook",
+                "repository.repo_name",
+            ));
+        }
     };
     Ok(Parsed::Pushed(vec![repository("docker.io", &path)?]))
 }

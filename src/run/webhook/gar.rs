@@ -10,7 +10,7 @@
 use base64::Engine;
 use serde::Deserialize;
 
-use super::{Parsed, repository_of_reference};
+use super::{Parsed, PayloadError, repository_of_reference};
 
 #[derive(Debug, Deserialize)]
 struct Push {
@@ -33,20 +33,23 @@ struct Notification {
     tag: Option<String>,
 }
 
-pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(body: &[u8]) -> Result<Parsed, PayloadError> {
     let push: Push = super::json(body, "a Pub/Sub push message")?;
     from_message(&push.message)
 }
 
 /// Artifact Registry's notification inside a Pub/Sub message.
-pub fn from_message(message: &PubsubMessage) -> Result<Parsed, String> {
+pub fn from_message(message: &PubsubMessage) -> Result<Parsed, PayloadError> {
     let data = message
         .data
         .as_deref()
-        .ok_or("a Pub/Sub message without data")?;
+        .ok_or_else(|| PayloadError::missing("a Pub/Sub message", "data"))?;
     let data = base64::engine::general_purpose::STANDARD
         .decode(data.trim())
-        .map_err(|e| format!("message.data is not base64: {e}"))?;
+        .map_err(|source| PayloadError::NotBase64 {
+            field: "message.data",
+            source,
+        })?;
     let n: Notification = super::json(&data, "an Artifact Registry notification")?;
     if n.action != "INSERT" {
         return Ok(Parsed::Ignored(format!(
@@ -57,6 +60,6 @@ pub fn from_message(message: &PubsubMessage) -> Result<Parsed, String> {
     let reference = n
         .tag
         .or(n.digest)
-        .ok_or("an Artifact Registry INSERT without tag or digest")?;
+        .ok_or_else(|| PayloadError::missing("an Artifact Registry INSERT", "tag or digest"))?;
     Ok(Parsed::Pushed(vec![repository_of_reference(&reference)?]))
 }

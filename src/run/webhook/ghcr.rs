@@ -9,7 +9,7 @@
 
 use serde::Deserialize;
 
-use super::{Parsed, repository, repository_of_reference};
+use super::{Parsed, PayloadError, repository, repository_of_reference};
 
 #[derive(Debug, Deserialize)]
 struct Package {
@@ -68,12 +68,14 @@ pub enum Accept {
     PublishedPackages,
 }
 
-pub fn parse(event: Option<&str>, body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(event: Option<&str>, body: &[u8]) -> Result<Parsed, PayloadError> {
     parse_as(event, body, Accept::Pushes)
 }
 
-pub fn parse_as(event: Option<&str>, body: &[u8], accept: Accept) -> Result<Parsed, String> {
-    let event = event.ok_or("no X-GitHub-Event header")?;
+pub fn parse_as(event: Option<&str>, body: &[u8], accept: Accept) -> Result<Parsed, PayloadError> {
+    let event = event.ok_or(PayloadError::MissingHeader {
+        header: "X-GitHub-Event",
+    })?;
     let key = match (event, accept) {
         ("package", _) => "package",
         ("registry_package", Accept::Pushes) => "registry_package",
@@ -89,8 +91,13 @@ pub fn parse_as(event: Option<&str>, body: &[u8], accept: Accept) -> Result<Pars
         .and_then(|a| a.as_str())
         .unwrap_or_default()
         .to_string();
-    let package: Package = serde_json::from_value(value[key].take())
-        .map_err(|e| format!("not a GitHub {event} event: {key}: {e}"))?;
+    let package: Package = serde_json::from_value(value[key].take()).map_err(|source| {
+        PayloadError::NotAGitHubEvent {
+            event: event.to_string(),
+            key,
+            source,
+        }
+    })?;
     let pushed = match accept {
         Accept::Pushes => matches!(action.as_str(), "published" | "updated"),
         Accept::PublishedPackages => action == "published",

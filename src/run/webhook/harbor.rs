@@ -7,7 +7,7 @@
 
 use serde::Deserialize;
 
-use super::{Parsed, repository_of_reference};
+use super::{Parsed, PayloadError, repository_of_reference};
 
 #[derive(Debug, Deserialize)]
 struct Payload {
@@ -30,13 +30,15 @@ struct Resource {
     resource_url: Option<String>,
 }
 
-pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(body: &[u8]) -> Result<Parsed, PayloadError> {
     let value: serde_json::Value = super::json(body, "a Harbor webhook")?;
     if value.get("specversion").is_some() {
         return super::cloudevents::parse_structured(body);
     }
-    let payload: Payload =
-        serde_json::from_value(value).map_err(|e| format!("not a Harbor webhook: {e}"))?;
+    let payload: Payload = serde_json::from_value(value).map_err(|source| PayloadError::NotA {
+        what: "a Harbor webhook",
+        source,
+    })?;
     if payload.kind != "PUSH_ARTIFACT" {
         return Ok(Parsed::Ignored(format!(
             "a {} event, not a push (PUSH_ARTIFACT)",
@@ -45,21 +47,20 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
     }
     let data = payload
         .event_data
-        .ok_or("a PUSH_ARTIFACT event without event_data")?;
+        .ok_or_else(|| PayloadError::missing("a PUSH_ARTIFACT event", "event_data"))?;
     pushed(&data)
 }
 
 /// The repositories of a push's resources.
-pub fn pushed(data: &EventData) -> Result<Parsed, String> {
+pub fn pushed(data: &EventData) -> Result<Parsed, PayloadError> {
     if data.resources.is_empty() {
-        return Err("a Harbor push without resources".into());
+        return Err(PayloadError::missing("a Harbor push", "resources"));
     }
     let mut hints = Vec::new();
     for r in &data.resources {
-        let url = r
-            .resource_url
-            .as_deref()
-            .ok_or("a Harbor push resource without resource_url (the registry host)")?;
+        let url = r.resource_url.as_deref().ok_or_else(|| {
+            PayloadError::missing("a Harbor push resource", "resource_url (the registry host)")
+        })?;
         hints.push(repository_of_reference(url)?);
     }
     Ok(Parsed::Pushed(hints))

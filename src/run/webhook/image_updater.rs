@@ -26,8 +26,8 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, StatusCode};
 
 use super::{
-    Answer, Carrier, Check, Parsed, Request, Secrets, acr, aliyun, cloudevents, distribution,
-    dockerhub, ghcr, harbor, quay,
+    Answer, Carrier, Check, Parsed, PayloadError, Request, Secrets, acr, aliyun, cloudevents,
+    distribution, dockerhub, ghcr, harbor, quay,
 };
 
 /// Image Updater's registry types.
@@ -98,7 +98,7 @@ impl Type {
         }
     }
 
-    fn parse(self, request: &Request<'_>) -> Result<Parsed, String> {
+    fn parse(self, request: &Request<'_>) -> Result<Parsed, PayloadError> {
         match self {
             Type::DockerHub => dockerhub::parse(request.body),
             Type::Quay => quay::parse(request.body),

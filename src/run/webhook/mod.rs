@@ -100,7 +100,7 @@ impl Kind {
         }
     }
 
-    fn parse(self, request: &Request<'_>) -> Result<Parsed, String> {
+    fn parse(self, request: &Request<'_>) -> Result<Parsed, PayloadError> {
         match self {
             Kind::Distribution => distribution::parse(request.body),
             Kind::DockerHub => dockerhub::parse(request.body),
@@ -204,6 +204,8 @@ pub struct Answer {
     pub hints: Vec<Repository>,
     /// The ids the sender gave this delivery ([`Parsed::Delivered`]); empty when it gives none.
     pub deliveries: Vec<String>,
+    /// What was wrong with a malformed body ([`PayloadError::label`]), for the log.
+    pub error: Option<&'static str>,
 }
 
 impl Answer {
@@ -214,6 +216,7 @@ impl Answer {
             text: text.into(),
             hints: Vec::new(),
             deliveries: Vec::new(),
+            error: None,
         }
     }
 
@@ -261,7 +264,7 @@ fn answer(
     headers: &HeaderMap,
     query: &[(String, String)],
     body: Result<Bytes, BytesRejection>,
-    parse: impl FnOnce(&Request<'_>) -> Result<Parsed, String>,
+    parse: impl FnOnce(&Request<'_>) -> Result<Parsed, PayloadError>,
 ) -> Answer {
     let Some(secret) = secrets.get(check.secret_key) else {
         return Answer::refuse(
@@ -311,8 +314,11 @@ fn answer(
         body: &body,
     };
     let (mut hints, deliveries) = match parse(&request) {
-        Err(reason) => {
-            return Answer::refuse(Verdict::Malformed, StatusCode::BAD_REQUEST, reason);
+        Err(error) => {
+            let mut answer =
+                Answer::refuse(Verdict::Malformed, StatusCode::BAD_REQUEST, render(&error));
+            answer.error = Some(error.label());
+            return answer;
         }
         Ok(Parsed::Ignored(why)) => {
             return Answer::refuse(Verdict::Ignored, StatusCode::ACCEPTED, why);
@@ -332,6 +338,7 @@ fn answer(
         text: format!("re-checking {}", names.join(", ")),
         hints,
         deliveries,
+        error: None,
     }
 }
 
@@ -373,28 +380,149 @@ fn describe(carriers: &[Carrier]) -> String {
     format!("expected {}", ways.join(" or "))
 }
 
+/// Why a body is not a notification tagpilot reads: answered as a 400, with its causes
+/// ([`render`]). Each message says its own part; a JSON, base64 or image-reference error below
+/// it comes from `source()`.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    /// The body (or a part of it) does not deserialise into `what` the endpoint reads.
+    #[error("not {what}")]
+    NotA {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A GitHub event whose `key` (`package`, `registry_package`) does not read as a package.
+    #[error("not a GitHub {event} event: {key}")]
+    NotAGitHubEvent {
+        event: String,
+        key: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A CloudEvent of type `kind` whose `field` does not read as that type's data.
+    #[error("{kind} {field}")]
+    BadEventData {
+        kind: String,
+        field: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{field} is not base64")]
+    NotBase64 {
+        field: &'static str,
+        #[source]
+        source: base64::DecodeError,
+    },
+    #[error("no {header} header")]
+    MissingHeader { header: &'static str },
+    /// `what` (a push, a resource, a webhook) lacks `field`, which names the repository or host.
+    #[error("{what} without {field}")]
+    MissingField { what: String, field: &'static str },
+    #[error("not a CloudEvent: no {attribute}")]
+    NotACloudEvent { attribute: &'static str },
+    #[error("CloudEvents specversion {version:?} is not 1.0")]
+    UnsupportedSpecversion { version: String },
+    #[error("source {value:?} is not urn:aws:ecr:<region>:<account>:repository/<name>")]
+    NotAnEcrSource { value: String },
+    #[error("a push to {repository} names no registry host (request.host)")]
+    NoRegistryHost { repository: String },
+    /// Alibaba Cloud names the host only by its region.
+    #[error("an Alibaba Cloud webhook without repository.region: pass ?registry_url=<host>")]
+    NoRegion,
+    #[error("{field} {value:?} names no repository")]
+    NoRepositoryIn { field: &'static str, value: String },
+    #[error("no image repository in {host:?} and {path:?}")]
+    NoRepository { host: String, path: String },
+    #[error("{name} is not an image repository")]
+    NotARepository {
+        name: String,
+        #[source]
+        source: crate::image::ImageError,
+    },
+    #[error("{reference:?} is not an image reference")]
+    NotAReference {
+        reference: String,
+        #[source]
+        source: crate::image::ImageError,
+    },
+}
+
+impl PayloadError {
+    /// A bounded name for the variant, for metrics and log fields.
+    pub fn label(&self) -> &'static str {
+        match self {
+            PayloadError::NotA { .. } => "not_json",
+            PayloadError::NotAGitHubEvent { .. } => "not_a_github_event",
+            PayloadError::BadEventData { .. } => "bad_event_data",
+            PayloadError::NotBase64 { .. } => "not_base64",
+            PayloadError::MissingHeader { .. } => "missing_header",
+            PayloadError::MissingField { .. } => "missing_field",
+            PayloadError::NotACloudEvent { .. } => "not_a_cloudevent",
+            PayloadError::UnsupportedSpecversion { .. } => "unsupported_specversion",
+            PayloadError::NotAnEcrSource { .. } => "not_an_ecr_source",
+            PayloadError::NoRegistryHost { .. } => "no_registry_host",
+            PayloadError::NoRegion => "no_region",
+            PayloadError::NoRepositoryIn { .. } => "no_repository_in",
+            PayloadError::NoRepository { .. } => "no_repository",
+            PayloadError::NotARepository { .. } => "not_a_repository",
+            PayloadError::NotAReference { .. } => "not_a_reference",
+        }
+    }
+
+    /// `what` without `field`.
+    fn missing(what: impl Into<String>, field: &'static str) -> PayloadError {
+        PayloadError::MissingField {
+            what: what.into(),
+            field,
+        }
+    }
+}
+
+/// An error and its causes on one line (`not a Harbor webhook: missing field `type` at line 1
+/// column 2`), for the answer's body: the sender has no other way to read the cause.
+pub fn render(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// The image repository at `host` and `path`, as a policy naming `host/path` would have it
 /// (lower-cased host, Docker Hub's spellings folded).
-fn repository(host: &str, path: &str) -> Result<Repository, String> {
+fn repository(host: &str, path: &str) -> Result<Repository, PayloadError> {
     let host = host.trim().trim_end_matches('/');
     let path = path.trim().trim_matches('/');
     if host.is_empty() || path.is_empty() {
-        return Err(format!("no image repository in {host:?} and {path:?}"));
+        return Err(PayloadError::NoRepository {
+            host: host.to_string(),
+            path: path.to_string(),
+        });
     }
-    Repository::parse(&format!("{host}/{path}"))
-        .map_err(|e| format!("{host}/{path} is not an image repository: {e}"))
+    let name = format!("{host}/{path}");
+    Repository::parse(&name).map_err(|source| PayloadError::NotARepository { name, source })
 }
 
 /// The repository of an image reference with a host (`ghcr.io/o/app:1.0`, `host/p@sha256:…`).
-fn repository_of_reference(reference: &str) -> Result<Repository, String> {
-    let image = crate::image::ImageRef::parse(reference)
-        .map_err(|e| format!("{reference:?} is not an image reference: {e}"))?;
+fn repository_of_reference(reference: &str) -> Result<Repository, PayloadError> {
+    let image =
+        crate::image::ImageRef::parse(reference).map_err(|source| PayloadError::NotAReference {
+            reference: reference.to_string(),
+            source,
+        })?;
     Ok(image.repository)
 }
 
 /// A JSON body into `T`, or the reason it is not a `what`.
-fn json<'a, T: serde::Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, String> {
-    serde_json::from_slice(body).map_err(|e| format!("not {what}: {e}"))
+fn json<'a, T: serde::Deserialize<'a>>(
+    body: &'a [u8],
+    what: &'static str,
+) -> Result<T, PayloadError> {
+    serde_json::from_slice(body).map_err(|source| PayloadError::NotA { what, source })
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use super::{Parsed, repository};
+use super::{Parsed, PayloadError, repository};
 
 #[derive(Debug, Deserialize)]
 struct Payload {
@@ -18,9 +18,9 @@ struct Payload {
     updated_tags: Option<serde_json::Value>,
 }
 
-pub fn parse(body: &[u8]) -> Result<Parsed, String> {
+pub fn parse(body: &[u8]) -> Result<Parsed, PayloadError> {
     let payload: Payload = super::json(body, "a Quay notification")?;
-    let unnamed = || "a Quay notification without repository or docker_url".to_string();
+    let unnamed = || PayloadError::missing("a Quay notification", "repository or docker_url");
     if payload.repository.is_none() && payload.docker_url.is_none() {
         return Err(unnamed());
     }
@@ -36,7 +36,10 @@ pub fn parse(body: &[u8]) -> Result<Parsed, String> {
                 .trim_start_matches("http://");
             let (host, path) = url
                 .split_once('/')
-                .ok_or_else(|| format!("docker_url {url:?} names no repository"))?;
+                .ok_or_else(|| PayloadError::NoRepositoryIn {
+                    field: "docker_url",
+                    value: url.to_string(),
+                })?;
             repository(host, path)?
         }
         (None, Some(path)) => repository("quay.io", path)?,

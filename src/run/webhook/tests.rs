@@ -184,6 +184,65 @@ fn malformed_bodies_are_refused_with_the_reason() {
     assert!(a.text.contains("r:5000/Shop/API"), "{}", a.text);
 }
 
+#[test]
+fn a_malformed_body_s_answer_says_each_part_once() {
+    // The error says its own part; the JSON error is its source, and the answer joins them.
+    let body = br#"{"events": 1}"#;
+    let e = distribution::parse(body).unwrap_err();
+    assert_eq!(e.to_string(), "not a distribution notification envelope");
+    assert!(
+        std::error::Error::source(&e)
+            .is_some_and(|s| s.to_string().contains("expected a sequence")),
+        "{e:?}"
+    );
+    let a = post(Kind::Distribution, &[BEARER], &[], body);
+    refused(&a, Verdict::Malformed, StatusCode::BAD_REQUEST);
+    assert!(
+        a.text
+            .starts_with("not a distribution notification envelope: invalid type: integer `1`"),
+        "{}",
+        a.text
+    );
+    assert_eq!(a.text.matches("invalid type").count(), 1, "{}", a.text);
+    assert_eq!(a.error, Some("not_json"));
+    // A repository's own error is a cause too, named once.
+    let bad_repo = br#"{"events":[{"action":"push","target":{"repository":"Shop/API","tag":"1"},"request":{"host":"r:5000"}}]}"#;
+    let a = post(Kind::Distribution, &[BEARER], &[], bad_repo);
+    assert!(
+        a.text
+            .starts_with("r:5000/Shop/API is not an image repository: image reference"),
+        "{}",
+        a.text
+    );
+    assert_eq!(a.text.matches("r:5000/Shop/API").count(), 2, "{}", a.text);
+    assert_eq!(a.error, Some("not_a_repository"));
+    // What is not a parse failure carries no error label.
+    let a = post(
+        Kind::Distribution,
+        &[BEARER],
+        &[],
+        &fixture("distribution-pull.v1.json"),
+    );
+    refused(&a, Verdict::Ignored, StatusCode::ACCEPTED);
+    assert_eq!(a.error, None);
+}
+
+#[test]
+fn a_bad_base64_cause_is_rendered_after_the_field() {
+    let a = post(
+        Kind::Gar,
+        &[],
+        &[SECRET],
+        br#"{"message":{"data":"%%%","messageId":"1"},"subscription":"s"}"#,
+    );
+    assert!(
+        a.text.starts_with("message.data is not base64: Invalid"),
+        "{}",
+        a.text
+    );
+    assert_eq!(a.error, Some("not_base64"));
+}
+
 // === Docker Hub ===
 
 #[test]
