@@ -20,7 +20,7 @@ pub enum WebhookError {
     SecretSource { key: String },
     #[error("{key}.secretEnv: the environment variable {var} is not set")]
     SecretEnvUnset { key: String, var: String },
-    #[error("{key}.secretFile {}: {source}", path.display())]
+    #[error("{key}.secretFile {}: cannot be read", path.display())]
     SecretFile {
         key: String,
         path: PathBuf,
@@ -183,6 +183,27 @@ mod tests {
         assert!(!s.signed(body, "sha256=not-hex"));
         assert!(!s.signed(body, &good[..good.len() - 2]));
         assert!(!Secret::new("another").unwrap().signed(body, good));
+    }
+
+    /// The error names the setting and the file once; why it cannot be read is its source,
+    /// which the caller prints after it (not repeated in the message).
+    #[test]
+    fn a_secret_file_that_cannot_be_read_names_the_setting_and_says_why_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = WebhooksConfig {
+            secret_file: Some("missing".into()),
+            ..Default::default()
+        };
+        let err = Secrets::load(&config, dir.path()).unwrap_err();
+        let path = dir.path().join("missing");
+        assert_eq!(
+            err.to_string(),
+            format!("webhooks.secretFile {}: cannot be read", path.display())
+        );
+        let cause = std::error::Error::source(&err)
+            .expect("the io error")
+            .to_string();
+        assert!(!err.to_string().contains(&cause), "{err}");
     }
 
     #[test]
