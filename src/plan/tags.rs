@@ -50,6 +50,48 @@ pub enum PolicyChoice<'a> {
     None,
 }
 
+impl PolicyChoice<'_> {
+    /// What `tagpilot tags` says about the choice for `repository`: a line for the listing
+    /// when a configured policy orders it, a note for stderr when several could and none was
+    /// taken; nothing when the flags' own policy is used.
+    pub fn announcement(&self, repository: &Repository) -> Announcement {
+        match self {
+            PolicyChoice::Named(p) => Announcement::Policy(format!("policy {}", policy_label(p))),
+            PolicyChoice::OnlyOne(p) => Announcement::Policy(format!(
+                "policy {}: the only configured policy following {repository} (pass strategy flags or --policy to use another)",
+                policy_label(p)
+            )),
+            PolicyChoice::Several(ps) => Announcement::Note(format!(
+                "note: {} configured policies follow {repository}: {}; pass --policy NAME to use one (listed by semver meanwhile)",
+                ps.len(),
+                ps.iter()
+                    .map(|p| policy_label(p))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            PolicyChoice::None => Announcement::Nothing,
+        }
+    }
+
+    /// The configured policy chosen, if one was.
+    pub fn policy(&self) -> Option<&ImagePolicy> {
+        match self {
+            PolicyChoice::Named(p) | PolicyChoice::OnlyOne(p) => Some(p),
+            PolicyChoice::Several(_) | PolicyChoice::None => None,
+        }
+    }
+}
+
+/// What `tagpilot tags` says about the policy it orders tags by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Announcement {
+    /// The configured policy used: printed above the listing.
+    Policy(String),
+    /// Several configured policies could apply and none was taken: printed on stderr.
+    Note(String),
+    Nothing,
+}
+
 /// A policy as a user finds it: `name` (or `namespace:name`, as Flux markers name it) and
 /// where its name is written, `file:line`.
 pub fn policy_label(p: &ImagePolicy) -> String {
