@@ -88,7 +88,7 @@ struct RunArgs {
     #[command(flatten)]
     config: ConfigArgs,
     /// Time between cycles (`90s`, `2m`, `1h`); each wait has jitter.
-    #[arg(long, env = "TAGPILOT_INTERVAL", default_value = "2m", value_parser = parse_interval)]
+    #[arg(long, env = "TAGPILOT_INTERVAL", default_value = "2m", value_parser = tagpilot::run::pace::parse_interval)]
     interval: std::time::Duration,
     /// Address for /livez, /readyz and /metrics.
     #[arg(long, env = "TAGPILOT_LISTEN", default_value = "0.0.0.0:8080")]
@@ -134,7 +134,7 @@ struct LeaderArgs {
         env = "TAGPILOT_LEASE_DURATION",
         value_name = "DURATION",
         default_value = "15s",
-        value_parser = parse_lease_duration
+        value_parser = tagpilot::run::lease::parse_lease_duration
     )]
     lease_duration: std::time::Duration,
 }
@@ -382,28 +382,6 @@ fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A duration in humantime's words (`2m`, `90s`); zero would spin without pause.
-fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
-    match humantime::parse_duration(text) {
-        Ok(d) if d.is_zero() => Err("the interval must be longer than zero".to_string()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// A lease duration: whole seconds (the Lease counts in seconds), at least the minimum.
-fn parse_lease_duration(text: &str) -> Result<std::time::Duration, String> {
-    let min = tagpilot::run::lease::MIN_LEASE_DURATION;
-    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
-    if d < min {
-        return Err(format!("the Lease must last at least {}s", min.as_secs()));
-    }
-    if d.subsec_nanos() != 0 {
-        return Err("the Lease counts in whole seconds".to_string());
-    }
-    Ok(d)
-}
-
 async fn run_service(args: RunArgs) -> Result<ExitCode> {
     let config = session::load_config(args.config.config.as_deref())?;
     let settings = tagpilot::run::Settings {
@@ -447,23 +425,13 @@ async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     let cycle = engine::run(&input, &context, options).await?;
     drop(progress);
 
-    let shown = Plan {
-        files: cycle.local_files,
-        ..cycle.plan
-    };
-    let rendered = report::render(&shown, args.format);
-    match (&cycle.applications, args.format) {
-        (Some(apps), Format::Json) => print!("{}", argocd::report::json(&rendered, apps)),
-        (Some(apps), _) => print!("{rendered}{}", argocd::report::text(apps)),
-        (None, _) => print!("{rendered}"),
+    let (written, failed) = (cycle.written, cycle.failed);
+    let (shown, text) = session::render_cycle(cycle, args.format, args.diff);
+    print!("{text}");
+    if written > 0 {
+        eprintln!("wrote {written} file(s) under {}", root.display());
     }
-    if args.diff {
-        print!("{}", report::diff(&shown));
-    }
-    if cycle.written > 0 {
-        eprintln!("wrote {} file(s) under {}", cycle.written, root.display());
-    }
-    if cycle.failed {
+    if failed {
         return Ok(ExitCode::from(1));
     }
     let pending = !shown.changes.is_empty();

@@ -15,9 +15,10 @@ use crate::argocd::cluster::{self, Cluster, Loaded};
 use crate::config::{self, Config, ConfigError};
 use crate::engine;
 use crate::git::RepoCache;
-use crate::plan::Progress;
+use crate::plan::{Plan, Progress};
 use crate::policy;
 use crate::registry::{ClientOptions, RegistryClient, RegistryError};
+use crate::report::{self, Format};
 use crate::state::State;
 
 /// Why a session could not be opened.
@@ -170,5 +171,54 @@ impl Session {
             cancel,
             state: self.state.as_deref(),
         }
+    }
+}
+
+/// What `plan` and `apply` print of a cycle: the report of the plan (the local directory's
+/// files and the configured repositories', in `format`, with the Applications section), then
+/// every change as a unified diff when asked. Also the plan shown, which decides the exit code.
+pub fn render_cycle(cycle: engine::Cycle, format: Format, diff: bool) -> (Plan, String) {
+    let shown = Plan {
+        files: cycle.local_files,
+        ..cycle.plan
+    };
+    let rendered = report::render(&shown, format);
+    let mut out = match (&cycle.applications, format) {
+        (Some(apps), Format::Json) => crate::argocd::report::json(&rendered, apps),
+        (Some(apps), _) => format!("{rendered}{}", crate::argocd::report::text(apps)),
+        (None, _) => rendered,
+    };
+    if diff {
+        out.push_str(&report::diff(&shown));
+    }
+    (shown, out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_named_config_is_loaded_and_a_missing_one_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tagpilot.yaml");
+        std::fs::write(&path, "registries: []\n").unwrap();
+        let config = optional_config(Some(&path), true).unwrap().unwrap();
+        assert_eq!(config.base_dir(), dir.path());
+        let missing = dir.path().join("none.yaml");
+        let err = load_config(Some(&missing)).unwrap_err();
+        assert!(matches!(err, SessionError::Config(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_session_without_a_cluster_reads_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = Options {
+            cache_dir: Some(dir.path().to_path_buf()),
+            ..Options::default()
+        };
+        let session = Session::open(Config::default(), options).await.unwrap();
+        assert!(session.cluster.is_none() && session.applications.is_none());
+        assert!(session.cache.is_some());
     }
 }

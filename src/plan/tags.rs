@@ -217,6 +217,32 @@ mod tests {
     }
 
     #[test]
+    fn the_choice_is_announced_on_the_listing_and_several_as_a_note() {
+        let policies = [
+            policy("api-stable", None, "ghcr.io/acme/api"),
+            policy("api-next", Some("apps"), "ghcr.io/acme/api"),
+        ];
+        let api = repo("ghcr.io/acme/api");
+        let named = configured_policy(&policies, &api, Some("apps:api-next")).unwrap();
+        let Announcement::Policy(line) = named.announcement(&api) else {
+            panic!("{named:?}")
+        };
+        assert!(line.starts_with("policy apps:api-next ("), "{line}");
+        assert_eq!(named.policy().map(|p| p.name.as_str()), Some("api-next"));
+        let several = configured_policy(&policies, &api, None).unwrap();
+        let Announcement::Note(note) = several.announcement(&api) else {
+            panic!("{several:?}")
+        };
+        assert!(
+            note.starts_with("note: 2 configured policies follow ghcr.io/acme/api: api-stable ("),
+            "{note}"
+        );
+        assert!(note.contains("pass --policy NAME"), "{note}");
+        assert!(several.policy().is_none());
+        assert_eq!(PolicyChoice::None.announcement(&api), Announcement::Nothing);
+    }
+
+    #[test]
     fn two_policies_on_one_image_are_not_guessed_between() {
         let policies = [
             policy("api-stable", None, "ghcr.io/acme/api"),

@@ -35,6 +35,21 @@ pub const LEADER_LABEL: &str = "tagpilot.dev/leader";
 /// The shortest lease: one second of grace needs at least three.
 pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(3);
 
+/// `--lease-duration`: whole seconds (the Lease counts in seconds), at least the minimum.
+pub fn parse_lease_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < MIN_LEASE_DURATION {
+        return Err(format!(
+            "the Lease must last at least {}s",
+            MIN_LEASE_DURATION.as_secs()
+        ));
+    }
+    if d.subsec_nanos() != 0 {
+        return Err("the Lease counts in whole seconds".to_string());
+    }
+    Ok(d)
+}
+
 /// How `--leader-elect` was asked to run.
 #[derive(Debug, Clone)]
 pub struct LeaderElection {
