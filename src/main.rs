@@ -253,53 +253,19 @@ struct StrategyArgs {
 }
 
 impl StrategyArgs {
-    /// Whether any flag describes a policy (`--order` has a default and needs `--regex`).
-    fn given(&self) -> bool {
-        self.semver.is_some()
-            || self.prerelease
-            || self.regex.is_some()
-            || self.newest_build
-            || self.alphabetical.is_some()
-            || self.allow_tags.is_some()
-            || !self.ignore_tags.is_empty()
-            || !self.platform.is_empty()
-    }
-
-    /// The ad-hoc policy these flags describe.
-    fn policy(&self, repository: &str) -> Result<tagpilot::policy::ImagePolicy> {
-        use tagpilot::policy::{ImagePolicy, RegexOrder, Strategy};
-        let strategy = if let Some(pattern) = &self.regex {
-            let order: RegexOrder = self
-                .order
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--order: {e}"))?;
-            Strategy::regex(pattern, self.sort_by.as_deref(), order)?
-        } else if self.newest_build {
-            Strategy::NewestBuild
-        } else if let Some(order) = &self.alphabetical {
-            match order.as_str() {
-                "desc" => Strategy::Alphabetical { descending: true },
-                "asc" => Strategy::Alphabetical { descending: false },
-                other => bail!("--alphabetical takes asc or desc, not {other:?}"),
-            }
-        } else {
-            Strategy::semver(self.semver.as_deref(), self.prerelease)?
-        };
-        let mut policy = ImagePolicy::adhoc(repository, strategy)?;
-        if let Some(allow) = &self.allow_tags {
-            policy.set_allow_tags(allow)?;
+    fn adhoc(&self) -> tagpilot::plan::tags::AdhocPolicy<'_> {
+        tagpilot::plan::tags::AdhocPolicy {
+            semver: self.semver.as_deref(),
+            prerelease: self.prerelease,
+            regex: self.regex.as_deref(),
+            sort_by: self.sort_by.as_deref(),
+            order: &self.order,
+            newest_build: self.newest_build,
+            alphabetical: self.alphabetical.as_deref(),
+            allow_tags: self.allow_tags.as_deref(),
+            ignore_tags: &self.ignore_tags,
+            platforms: &self.platform,
         }
-        if !self.ignore_tags.is_empty() {
-            policy.set_ignore_tags(&self.ignore_tags)?;
-        }
-        for p in &self.platform {
-            policy
-                .platforms
-                .push(p.parse().map_err(|e: tagpilot::image::ImageError| {
-                    anyhow::anyhow!("--platform: {e}")
-                })?);
-        }
-        Ok(policy)
     }
 }
 
@@ -489,7 +455,9 @@ async fn tags(args: TagsArgs) -> Result<ExitCode> {
     let reference = tagpilot::image::ImageRef::parse(&args.image)?;
     // Strategy flags describe a policy of their own; otherwise a configured one may apply.
     let loaded = match &config {
-        Some(c) if args.policy.is_some() || !args.strategy.given() => Some(policy::load_all(c)),
+        Some(c) if args.policy.is_some() || !args.strategy.adhoc().given() => {
+            Some(policy::load_all(c))
+        }
         _ => None,
     };
     let configured = match &loaded {
@@ -513,7 +481,7 @@ async fn tags(args: TagsArgs) -> Result<ExitCode> {
     let policy = match configured.policy() {
         Some(p) => p,
         None => {
-            adhoc = args.strategy.policy(&reference.name)?;
+            adhoc = args.strategy.adhoc().policy(&reference.name)?;
             &adhoc
         }
     };
