@@ -199,7 +199,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_named_config_is_loaded_and_a_missing_one_is_named() {
+    fn a_named_config_is_loaded_and_an_unreadable_one_is_a_config_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tagpilot.yaml");
         std::fs::write(&path, "registries: []\n").unwrap();
