@@ -23,6 +23,9 @@
 //! - [`forge`] — pull requests on GitHub and merge requests on GitLab.
 //! - [`engine`] — one cycle: sources grouped into targets, each planned once and written once;
 //!   `plan`, `apply` and the long-running mode all call [`engine::run`].
+//! - [`session`] — what a command builds once from the configuration and its flags: the
+//!   registry client with the cluster's credentials, the clone cache, the cluster's
+//!   Applications, the state store.
 //! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics,
 //!   shutdown on signals, and leader election among replicas (`--leader-elect`).
 
@@ -43,6 +46,7 @@ pub mod registry;
 pub mod report;
 pub mod run;
 pub mod select;
+pub mod session;
 pub mod state;
 pub mod version;
 pub mod yaml_error;

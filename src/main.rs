@@ -2,15 +2,14 @@
 //! deliberate code (0 success, 1 error, 2 changes pending with `--exit-code`).
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
-use tagpilot::config::{self, Config};
 use tagpilot::plan::{self, Plan};
-use tagpilot::registry::{ClientOptions, RegistryClient};
 use tagpilot::report::{self, Format};
+use tagpilot::session::{self, Session};
 use tagpilot::{argocd, engine, policy};
 
 /// jemalloc, not the C library's allocator: with threads scanning files and serving requests,
@@ -89,7 +88,7 @@ struct RunArgs {
     #[command(flatten)]
     config: ConfigArgs,
     /// Time between cycles (`90s`, `2m`, `1h`); each wait has jitter.
-    #[arg(long, env = "TAGPILOT_INTERVAL", default_value = "2m", value_parser = parse_interval)]
+    #[arg(long, env = "TAGPILOT_INTERVAL", default_value = "2m", value_parser = tagpilot::run::pace::parse_interval)]
     interval: std::time::Duration,
     /// Address for /livez, /readyz and /metrics.
     #[arg(long, env = "TAGPILOT_LISTEN", default_value = "0.0.0.0:8080")]
@@ -135,44 +134,19 @@ struct LeaderArgs {
         env = "TAGPILOT_LEASE_DURATION",
         value_name = "DURATION",
         default_value = "15s",
-        value_parser = parse_lease_duration
+        value_parser = tagpilot::run::lease::parse_lease_duration
     )]
     lease_duration: std::time::Duration,
 }
 
 impl LeaderArgs {
-    /// The election's settings, with this replica's identity and Pod from the downward API
-    /// ($POD_NAME, $POD_NAMESPACE) when running in a Pod.
     fn settings(&self) -> Option<tagpilot::run::lease::LeaderElection> {
-        use tagpilot::run::lease::{LeaderElection, PodName};
-        if !self.leader_elect {
-            return None;
-        }
-        let env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-        let pod_namespace = env("POD_NAMESPACE");
-        let pod = env("POD_NAME");
-        // Two processes on one host (outside a cluster) must not share an identity.
-        let identity = pod.clone().unwrap_or_else(|| {
-            let host = env("HOSTNAME")
-                .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-                .map(|h| h.trim().to_string())
-                .unwrap_or_else(|| "tagpilot".to_string());
-            format!("{host}-{}", std::process::id())
-        });
-        let lease_namespace = self.lease_namespace.clone().or(pod_namespace.clone());
-        let pod = pod.map(|name| PodName {
-            namespace: pod_namespace
-                .clone()
-                .or(lease_namespace.clone())
-                .unwrap_or_else(|| "default".to_string()),
-            name,
-        });
-        Some(LeaderElection {
-            lease_name: self.lease_name.clone(),
-            lease_namespace,
-            identity,
-            lease_duration: self.lease_duration,
-            pod,
+        self.leader_elect.then(|| {
+            tagpilot::run::lease::LeaderElection::from_environment(
+                self.lease_name.clone(),
+                self.lease_namespace.clone(),
+                self.lease_duration,
+            )
         })
     }
 }
@@ -279,53 +253,19 @@ struct StrategyArgs {
 }
 
 impl StrategyArgs {
-    /// Whether any flag describes a policy (`--order` has a default and needs `--regex`).
-    fn given(&self) -> bool {
-        self.semver.is_some()
-            || self.prerelease
-            || self.regex.is_some()
-            || self.newest_build
-            || self.alphabetical.is_some()
-            || self.allow_tags.is_some()
-            || !self.ignore_tags.is_empty()
-            || !self.platform.is_empty()
-    }
-
-    /// The ad-hoc policy these flags describe.
-    fn policy(&self, repository: &str) -> Result<tagpilot::policy::ImagePolicy> {
-        use tagpilot::policy::{ImagePolicy, RegexOrder, Strategy};
-        let strategy = if let Some(pattern) = &self.regex {
-            let order: RegexOrder = self
-                .order
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--order: {e}"))?;
-            Strategy::regex(pattern, self.sort_by.as_deref(), order)?
-        } else if self.newest_build {
-            Strategy::NewestBuild
-        } else if let Some(order) = &self.alphabetical {
-            match order.as_str() {
-                "desc" => Strategy::Alphabetical { descending: true },
-                "asc" => Strategy::Alphabetical { descending: false },
-                other => bail!("--alphabetical takes asc or desc, not {other:?}"),
-            }
-        } else {
-            Strategy::semver(self.semver.as_deref(), self.prerelease)?
-        };
-        let mut policy = ImagePolicy::adhoc(repository, strategy)?;
-        if let Some(allow) = &self.allow_tags {
-            policy.set_allow_tags(allow)?;
+    fn adhoc(&self) -> tagpilot::plan::tags::AdhocPolicy<'_> {
+        tagpilot::plan::tags::AdhocPolicy {
+            semver: self.semver.as_deref(),
+            prerelease: self.prerelease,
+            regex: self.regex.as_deref(),
+            sort_by: self.sort_by.as_deref(),
+            order: &self.order,
+            newest_build: self.newest_build,
+            alphabetical: self.alphabetical.as_deref(),
+            allow_tags: self.allow_tags.as_deref(),
+            ignore_tags: &self.ignore_tags,
+            platforms: &self.platform,
         }
-        if !self.ignore_tags.is_empty() {
-            policy.set_ignore_tags(&self.ignore_tags)?;
-        }
-        for p in &self.platform {
-            policy
-                .platforms
-                .push(p.parse().map_err(|e: tagpilot::image::ImageError| {
-                    anyhow::anyhow!("--platform: {e}")
-                })?);
-        }
-        Ok(policy)
     }
 }
 
@@ -408,30 +348,8 @@ fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A duration in humantime's words (`2m`, `90s`); zero would spin without pause.
-fn parse_interval(text: &str) -> Result<std::time::Duration, String> {
-    match humantime::parse_duration(text) {
-        Ok(d) if d.is_zero() => Err("the interval must be longer than zero".to_string()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-/// A lease duration: whole seconds (the Lease counts in seconds), at least the minimum.
-fn parse_lease_duration(text: &str) -> Result<std::time::Duration, String> {
-    let min = tagpilot::run::lease::MIN_LEASE_DURATION;
-    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
-    if d < min {
-        return Err(format!("the Lease must last at least {}s", min.as_secs()));
-    }
-    if d.subsec_nanos() != 0 {
-        return Err("the Lease counts in whole seconds".to_string());
-    }
-    Ok(d)
-}
-
 async fn run_service(args: RunArgs) -> Result<ExitCode> {
-    let config = load_config(&args.config)?;
+    let config = session::load_config(args.config.config.as_deref())?;
     let settings = tagpilot::run::Settings {
         interval: args.interval,
         listen: args.listen,
@@ -447,98 +365,39 @@ async fn run_service(args: RunArgs) -> Result<ExitCode> {
     }
 }
 
-/// `--config`, else `./tagpilot.yaml`.
-fn load_config(args: &ConfigArgs) -> Result<Config> {
-    let path = match &args.config {
-        Some(p) => p.clone(),
-        None => {
-            let p = PathBuf::from(config::DEFAULT_CONFIG_FILE);
-            if !p.exists() {
-                bail!(
-                    "no {} in {}; pass --config PATH",
-                    config::DEFAULT_CONFIG_FILE,
-                    std::env::current_dir()
-                        .map(|d| d.display().to_string())
-                        .unwrap_or_default()
-                );
-            }
-            p
-        }
-    };
-    Ok(config::load(&path)?)
-}
-
 async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode> {
     // Check what the user wrote first; talk to registries and git servers second.
-    let config = load_config(&args.config)?;
+    let config = session::load_config(args.config.config.as_deref())?;
     // A broken policy file is reported with its location; every valid policy is still planned.
     let policies = policy::load_all(&config);
     let root = args
         .root
         .clone()
         .unwrap_or_else(|| config.base_dir().to_path_buf());
-    // Live Applications and the pull secrets they name are read before the registry client is
-    // built, so those credentials reach it like any other.
-    let cluster = match config
-        .applications
-        .as_ref()
-        .and_then(|a| a.from_cluster.as_ref())
-    {
-        Some(from) => {
-            Some(argocd::cluster::load(argocd::cluster::Cluster::connect().await?, from).await?)
-        }
-        None => None,
-    };
-    let mut client_options = ClientOptions::from_config(&config);
-    if let Some(c) = &cluster {
-        client_options.credentials = c.registry_credentials.clone();
-    }
-    let registry = RegistryClient::new(client_options).context("setting up registry access")?;
-    let cache = engine::repo_cache(args.cache_dir.as_deref());
-    let progress = Spinner::new();
-    let input = engine::Input {
-        config: &config,
-        policies: &policies.policies,
-        broken_policies: &policies.errors,
-        local: Some(root.clone()),
-        cluster: cluster.as_ref(),
-    };
-    let context = engine::Context {
-        registry: &registry,
-        cache: cache.as_ref(),
-        progress: &progress,
-        cancel: Default::default(),
+    let options = session::Options {
+        cache_dir: args.cache_dir.clone(),
+        read_cluster: true,
         state: None,
     };
-    let cycle = engine::run(
-        &input,
-        &context,
-        engine::Options {
-            dry_run: !write,
-            diff: args.diff,
-            ..Default::default()
-        },
-    )
-    .await?;
+    let session = Session::open(config, options).await?;
+    let progress = Spinner::new();
+    let input = session.input(&policies, Some(root.clone()), session.applications.as_ref());
+    let context = session.context(&progress, Default::default());
+    let options = engine::Options {
+        dry_run: !write,
+        diff: args.diff,
+        ..Default::default()
+    };
+    let cycle = engine::run(&input, &context, options).await?;
     drop(progress);
 
-    let shown = Plan {
-        files: cycle.local_files,
-        ..cycle.plan
-    };
-    let rendered = report::render(&shown, args.format);
-    match (&cycle.applications, args.format) {
-        (Some(apps), Format::Json) => print!("{}", argocd::report::json(&rendered, apps)),
-        (Some(apps), _) => print!("{rendered}{}", argocd::report::text(apps)),
-        (None, _) => print!("{rendered}"),
+    let (written, failed) = (cycle.written, cycle.failed);
+    let (shown, text) = session::render_cycle(cycle, args.format, args.diff);
+    print!("{text}");
+    if written > 0 {
+        eprintln!("wrote {written} file(s) under {}", root.display());
     }
-    if args.diff {
-        print!("{}", report::diff(&shown));
-    }
-    if cycle.written > 0 {
-        eprintln!("wrote {} file(s) under {}", cycle.written, root.display());
-    }
-    if cycle.failed {
+    if failed {
         return Ok(ExitCode::from(1));
     }
     let pending = !shown.changes.is_empty();
@@ -557,8 +416,10 @@ fn exit_code(plan: &Plan, exit_code_on_changes: bool) -> ExitCode {
     }
 }
 
+/// Offline: no registry client and no cluster, so no [`Session`]; the clone cache only as
+/// last fetched.
 fn check(args: CheckArgs) -> Result<ExitCode> {
-    let config = load_config(&args.config)?;
+    let config = session::load_config(args.config.config.as_deref())?;
     let summary = policy::check(&config)?;
     let problems = engine::check::check_repositories(&config);
     if !problems.is_empty() {
@@ -578,7 +439,7 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     }
     let apps = engine::check::check_applications(&config, cache.as_ref())?;
     if let Some(apps) = &apps {
-        print!("{}", applications_check_text(apps));
+        print!("{}", apps.text());
     }
     let apps_failed = apps.as_ref().is_some_and(|a| a.has_problems());
     Ok(if local.has_problems() || apps_failed {
@@ -588,61 +449,15 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     })
 }
 
-/// `tagpilot check`'s section on `applications.fromGit`: how many Applications and resources,
-/// what each resolves to, and what could not be read.
-fn applications_check_text(apps: &engine::check::ApplicationsCheck) -> String {
-    let plural =
-        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    let mut out = format!(
-        "\nApplications (applications.fromGit): {}, {}\n",
-        plural(apps.applications, "Application", "Applications"),
-        plural(
-            apps.updaters,
-            "ImageUpdater resource",
-            "ImageUpdater resources"
-        ),
-    );
-    out.push_str(&argocd::report::resolved_text(&apps.resolved));
-    let found = Plan {
-        findings: apps.findings.clone(),
-        ..Plan::default()
-    };
-    // Indented under the section.
-    for line in report::findings_table(&found)
-        .lines()
-        .filter(|l| !l.is_empty())
-    {
-        out.push_str(&format!("  {line}\n"));
-    }
-    for u in &apps.unread {
-        out.push_str(&format!("  not read: {u}\n"));
-    }
-    for p in &apps.problems {
-        out.push_str(&format!("  problem: {p}\n"));
-    }
-    for w in &apps.warnings {
-        out.push_str(&format!("  warning: {w}\n"));
-    }
-    out
-}
-
 async fn tags(args: TagsArgs) -> Result<ExitCode> {
-    use tagpilot::plan::tags::{self, PolicyChoice};
-    // A config is optional here: without one, registries are reached anonymously over HTTPS.
-    let config = match &args.config.config {
-        Some(_) => Some(load_config(&args.config)?),
-        None if Path::new(config::DEFAULT_CONFIG_FILE).exists() => Some(load_config(&args.config)?),
-        None if args.policy.is_some() => {
-            bail!(
-                "--policy names a configured policy, but there is no tagpilot.yaml here; pass --config PATH"
-            )
-        }
-        None => None,
-    };
+    use tagpilot::plan::tags::{self, Announcement, PolicyChoice};
+    let config = session::optional_config(args.config.config.as_deref(), args.policy.is_some())?;
     let reference = tagpilot::image::ImageRef::parse(&args.image)?;
     // Strategy flags describe a policy of their own; otherwise a configured one may apply.
     let loaded = match &config {
-        Some(c) if args.policy.is_some() || !args.strategy.given() => Some(policy::load_all(c)),
+        Some(c) if args.policy.is_some() || !args.strategy.adhoc().given() => {
+            Some(policy::load_all(c))
+        }
         _ => None,
     };
     let configured = match &loaded {
@@ -657,42 +472,29 @@ async fn tags(args: TagsArgs) -> Result<ExitCode> {
         }
         None => PolicyChoice::None,
     };
+    match configured.announcement(&reference.repository) {
+        Announcement::Policy(line) => println!("{line}"),
+        Announcement::Note(note) => eprintln!("{note}"),
+        Announcement::Nothing => {}
+    }
     let adhoc;
-    let policy = match configured {
-        PolicyChoice::Named(p) => {
-            println!("policy {}", tags::policy_label(p));
-            p
-        }
-        PolicyChoice::OnlyOne(p) => {
-            println!(
-                "policy {}: the only configured policy following {} (pass strategy flags or --policy to use another)",
-                tags::policy_label(p),
-                reference.repository
-            );
-            p
-        }
-        PolicyChoice::Several(ps) => {
-            eprintln!(
-                "note: {} configured policies follow {}: {}; pass --policy NAME to use one (listed by semver meanwhile)",
-                ps.len(),
-                reference.repository,
-                ps.iter()
-                    .map(|p| tags::policy_label(p))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            adhoc = args.strategy.policy(&reference.name)?;
-            &adhoc
-        }
-        PolicyChoice::None => {
-            adhoc = args.strategy.policy(&reference.name)?;
+    let policy = match configured.policy() {
+        Some(p) => p,
+        None => {
+            adhoc = args.strategy.adhoc().policy(&reference.name)?;
             &adhoc
         }
     };
-    let config = config.unwrap_or_default();
-    let registry = RegistryClient::from_config(&config).context("setting up registry access")?;
+    // The registries of tagpilot.yaml, not the cluster's: one image's tags need no Application.
+    let session = Session::open(config.unwrap_or_default(), Default::default()).await?;
     let progress = Spinner::new();
-    let ranked = tags::rank_tags(&registry, policy, reference.tag.as_deref(), &progress).await?;
+    let ranked = tags::rank_tags(
+        &session.registry,
+        policy,
+        reference.tag.as_deref(),
+        &progress,
+    )
+    .await?;
     drop(progress);
     print!("{}", report::tags(&policy.image_name, &ranked));
     Ok(ExitCode::SUCCESS)

@@ -235,4 +235,42 @@ impl ApplicationsCheck {
     pub fn has_problems(&self) -> bool {
         !self.problems.is_empty() || self.resolved.apps.iter().any(|a| !a.problems.is_empty())
     }
+
+    /// `tagpilot check`'s section on `applications.fromGit`: how many Applications and
+    /// resources, what each resolves to, and what could not be read.
+    pub fn text(&self) -> String {
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut out = format!(
+            "\nApplications (applications.fromGit): {}, {}\n",
+            plural(self.applications, "Application", "Applications"),
+            plural(
+                self.updaters,
+                "ImageUpdater resource",
+                "ImageUpdater resources"
+            ),
+        );
+        out.push_str(&crate::argocd::report::resolved_text(&self.resolved));
+        let found = Plan {
+            findings: self.findings.clone(),
+            ..Plan::default()
+        };
+        // Indented under the section.
+        for line in crate::report::findings_table(&found)
+            .lines()
+            .filter(|l| !l.is_empty())
+        {
+            out.push_str(&format!("  {line}\n"));
+        }
+        for u in &self.unread {
+            out.push_str(&format!("  not read: {u}\n"));
+        }
+        for p in &self.problems {
+            out.push_str(&format!("  problem: {p}\n"));
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("  warning: {w}\n"));
+        }
+        out
+    }
 }

@@ -7,8 +7,8 @@
 
 use std::collections::HashSet;
 
-use crate::image::Repository;
-use crate::policy::ImagePolicy;
+use crate::image::{ImageError, Repository};
+use crate::policy::{ImagePolicy, PolicyError, RegexOrder, Strategy};
 use crate::registry::{Registry, RegistryError};
 use crate::select::{self, RankedTag, TagCandidate};
 
@@ -27,6 +27,77 @@ pub enum TagsError {
         follows: String,
         image: String,
     },
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("--order")]
+    Order(#[source] PolicyError),
+    #[error("--alphabetical takes asc or desc, not {0:?}")]
+    Alphabetical(String),
+    #[error("--platform")]
+    Platform(#[source] ImageError),
+}
+
+/// A policy of `tagpilot tags`'s own, as its strategy flags describe it (they mirror a
+/// policy's `spec`; semver when none is given).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AdhocPolicy<'a> {
+    pub semver: Option<&'a str>,
+    pub prerelease: bool,
+    pub regex: Option<&'a str>,
+    pub sort_by: Option<&'a str>,
+    /// How `regex` sort keys compare: `numerical`, `alphabetical` or `semver`.
+    pub order: &'a str,
+    pub newest_build: bool,
+    /// `desc` or `asc`.
+    pub alphabetical: Option<&'a str>,
+    pub allow_tags: Option<&'a str>,
+    pub ignore_tags: &'a [String],
+    pub platforms: &'a [String],
+}
+
+impl AdhocPolicy<'_> {
+    /// Whether any flag describes a policy (`order` has a default and needs `regex`).
+    pub fn given(&self) -> bool {
+        self.semver.is_some()
+            || self.prerelease
+            || self.regex.is_some()
+            || self.newest_build
+            || self.alphabetical.is_some()
+            || self.allow_tags.is_some()
+            || !self.ignore_tags.is_empty()
+            || !self.platforms.is_empty()
+    }
+
+    /// The policy for `repository`.
+    pub fn policy(&self, repository: &str) -> Result<ImagePolicy, TagsError> {
+        let strategy = if let Some(pattern) = self.regex {
+            let order: RegexOrder = self.order.parse().map_err(TagsError::Order)?;
+            Strategy::regex(pattern, self.sort_by, order)?
+        } else if self.newest_build {
+            Strategy::NewestBuild
+        } else if let Some(order) = self.alphabetical {
+            match order {
+                "desc" => Strategy::Alphabetical { descending: true },
+                "asc" => Strategy::Alphabetical { descending: false },
+                other => return Err(TagsError::Alphabetical(other.to_string())),
+            }
+        } else {
+            Strategy::semver(self.semver, self.prerelease)?
+        };
+        let mut policy = ImagePolicy::adhoc(repository, strategy)?;
+        if let Some(allow) = self.allow_tags {
+            policy.set_allow_tags(allow)?;
+        }
+        if !self.ignore_tags.is_empty() {
+            policy.set_ignore_tags(self.ignore_tags)?;
+        }
+        for p in self.platforms {
+            policy
+                .platforms
+                .push(p.parse().map_err(TagsError::Platform)?);
+        }
+        Ok(policy)
+    }
 }
 
 fn list_or_none(names: &[String]) -> String {
@@ -48,6 +119,48 @@ pub enum PolicyChoice<'a> {
     Several(Vec<&'a ImagePolicy>),
     /// No policy named, and none follows the image.
     None,
+}
+
+impl PolicyChoice<'_> {
+    /// What `tagpilot tags` says about the choice for `repository`: a line for the listing
+    /// when a configured policy orders it, a note for stderr when several could and none was
+    /// taken; nothing when the flags' own policy is used.
+    pub fn announcement(&self, repository: &Repository) -> Announcement {
+        match self {
+            PolicyChoice::Named(p) => Announcement::Policy(format!("policy {}", policy_label(p))),
+            PolicyChoice::OnlyOne(p) => Announcement::Policy(format!(
+                "policy {}: the only configured policy following {repository} (pass strategy flags or --policy to use another)",
+                policy_label(p)
+            )),
+            PolicyChoice::Several(ps) => Announcement::Note(format!(
+                "note: {} configured policies follow {repository}: {}; pass --policy NAME to use one (listed by semver meanwhile)",
+                ps.len(),
+                ps.iter()
+                    .map(|p| policy_label(p))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            PolicyChoice::None => Announcement::Nothing,
+        }
+    }
+
+    /// The configured policy chosen, if one was.
+    pub fn policy(&self) -> Option<&ImagePolicy> {
+        match self {
+            PolicyChoice::Named(p) | PolicyChoice::OnlyOne(p) => Some(p),
+            PolicyChoice::Several(_) | PolicyChoice::None => None,
+        }
+    }
+}
+
+/// What `tagpilot tags` says about the policy it orders tags by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Announcement {
+    /// The configured policy used: printed above the listing.
+    Policy(String),
+    /// Several configured policies could apply and none was taken: printed on stderr.
+    Note(String),
+    Nothing,
 }
 
 /// A policy as a user finds it: `name` (or `namespace:name`, as Flux markers name it) and
@@ -145,7 +258,6 @@ pub async fn rank_tags<R: Registry>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Strategy;
 
     fn policy(name: &str, namespace: Option<&str>, image: &str) -> ImagePolicy {
         let mut p = ImagePolicy::adhoc(image, Strategy::semver(None, false).unwrap()).unwrap();
@@ -172,6 +284,73 @@ mod tests {
             configured_policy(&policies, &repo("ghcr.io/acme/db"), None).unwrap(),
             PolicyChoice::None
         ));
+    }
+
+    #[test]
+    fn strategy_flags_make_a_policy_of_their_own() {
+        let none = AdhocPolicy {
+            order: "alphabetical",
+            ..AdhocPolicy::default()
+        };
+        assert!(!none.given());
+        assert!(matches!(
+            none.policy("ghcr.io/acme/api").unwrap().strategy,
+            Strategy::Semver { .. }
+        ));
+        let platforms = ["linux/arm64".to_string()];
+        let newest = AdhocPolicy {
+            newest_build: true,
+            platforms: &platforms,
+            ..none
+        };
+        assert!(newest.given());
+        let policy = newest.policy("ghcr.io/acme/api").unwrap();
+        assert!(matches!(policy.strategy, Strategy::NewestBuild));
+        assert_eq!(policy.platforms.len(), 1);
+        let sideways = AdhocPolicy {
+            alphabetical: Some("sideways"),
+            ..none
+        };
+        let err = sideways.policy("ghcr.io/acme/api").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--alphabetical takes asc or desc, not \"sideways\""
+        );
+        let bad = ["linux".to_string()];
+        let bad_platform = AdhocPolicy {
+            platforms: &bad,
+            ..none
+        };
+        assert!(matches!(
+            bad_platform.policy("ghcr.io/acme/api"),
+            Err(TagsError::Platform(_))
+        ));
+    }
+
+    #[test]
+    fn the_choice_is_announced_on_the_listing_and_several_as_a_note() {
+        let policies = [
+            policy("api-stable", None, "ghcr.io/acme/api"),
+            policy("api-next", Some("apps"), "ghcr.io/acme/api"),
+        ];
+        let api = repo("ghcr.io/acme/api");
+        let named = configured_policy(&policies, &api, Some("apps:api-next")).unwrap();
+        let Announcement::Policy(line) = named.announcement(&api) else {
+            panic!("{named:?}")
+        };
+        assert!(line.starts_with("policy apps:api-next ("), "{line}");
+        assert_eq!(named.policy().map(|p| p.name.as_str()), Some("api-next"));
+        let several = configured_policy(&policies, &api, None).unwrap();
+        let Announcement::Note(note) = several.announcement(&api) else {
+            panic!("{several:?}")
+        };
+        assert!(
+            note.starts_with("note: 2 configured policies follow ghcr.io/acme/api: api-stable ("),
+            "{note}"
+        );
+        assert!(note.contains("pass --policy NAME"), "{note}");
+        assert!(several.policy().is_none());
+        assert_eq!(PolicyChoice::None.announcement(&api), Announcement::Nothing);
     }
 
     #[test]

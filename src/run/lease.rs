@@ -35,6 +35,21 @@ pub const LEADER_LABEL: &str = "tagpilot.dev/leader";
 /// The shortest lease: one second of grace needs at least three.
 pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(3);
 
+/// `--lease-duration`: whole seconds (the Lease counts in seconds), at least the minimum.
+pub fn parse_lease_duration(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if d < MIN_LEASE_DURATION {
+        return Err(format!(
+            "the Lease must last at least {}s",
+            MIN_LEASE_DURATION.as_secs()
+        ));
+    }
+    if d.subsec_nanos() != 0 {
+        return Err("the Lease counts in whole seconds".to_string());
+    }
+    Ok(d)
+}
+
 /// How `--leader-elect` was asked to run.
 #[derive(Debug, Clone)]
 pub struct LeaderElection {
@@ -59,6 +74,41 @@ pub struct PodName {
 }
 
 impl LeaderElection {
+    /// The election's settings from the flags, with this replica's identity and Pod from the
+    /// downward API (`$POD_NAME`, `$POD_NAMESPACE`) when running in a Pod.
+    pub fn from_environment(
+        lease_name: String,
+        lease_namespace: Option<String>,
+        lease_duration: Duration,
+    ) -> LeaderElection {
+        let env = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+        let pod_namespace = env("POD_NAMESPACE");
+        let pod = env("POD_NAME");
+        // Two processes on one host (outside a cluster) must not share an identity.
+        let identity = pod.clone().unwrap_or_else(|| {
+            let host = env("HOSTNAME")
+                .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|| "tagpilot".to_string());
+            format!("{host}-{}", std::process::id())
+        });
+        let lease_namespace = lease_namespace.or(pod_namespace.clone());
+        let pod = pod.map(|name| PodName {
+            namespace: pod_namespace
+                .clone()
+                .or(lease_namespace.clone())
+                .unwrap_or_else(|| "default".to_string()),
+            name,
+        });
+        LeaderElection {
+            lease_name,
+            lease_namespace,
+            identity,
+            lease_duration,
+            pod,
+        }
+    }
+
     fn duration_secs(&self) -> u64 {
         self.lease_duration.as_secs()
     }

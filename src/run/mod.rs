@@ -13,8 +13,9 @@
 //!                           in flight starts no further target, webhooks get 503
 //! ```
 //!
-//! What lives across cycles is built once here: the registry client with its caches, the clone
-//! cache, the cancellation token and, with `--state-dir`, the state store ([`crate::state`]),
+//! What lives across cycles is built once here: the [`Session`] (the registry client with its
+//! caches, the clone cache, the cluster connection), the cancellation token and, with
+//! `--state-dir`, the state store ([`crate::state`]),
 //! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
 //! deliveries) and is flushed to disk after each cycle. Policies are read again every cycle, so a changed or added
 //! policy file takes effect without a restart, and a broken one is reported without stopping the
@@ -40,14 +41,13 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::argocd::FromCluster;
 use crate::argocd::cluster::{self, Cluster, Loaded};
-use crate::argocd::{ArgoError, FromCluster};
 use crate::config::Config;
 use crate::engine::{self, Cycle, EngineError};
-use crate::git::RepoCache;
 use crate::image::Repository;
 use crate::policy;
-use crate::registry::{ClientOptions, RegistryClient, RegistryError};
+use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
 use self::http::Shared;
@@ -100,10 +100,8 @@ pub enum RunError {
     },
     #[error("handling SIGTERM and SIGINT: {0}")]
     Signals(#[source] std::io::Error),
-    #[error("setting up registry access: {0}")]
-    Registry(#[from] RegistryError),
-    #[error("reading Applications from the cluster: {0}")]
-    Cluster(#[from] ArgoError),
+    #[error(transparent)]
+    Session(#[from] SessionError),
     #[error("no cache directory for clones of configured repositories: pass --cache-dir")]
     NoCacheDir,
     #[error(transparent)]
@@ -174,29 +172,29 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         }
     });
 
-    let from_cluster = config
+    // The pull secrets Applications name reach the registry client like any other
+    // credentials; they are read once, at start.
+    let mut session = Session::open(
+        config,
+        session::Options {
+            cache_dir: settings.cache_dir,
+            read_cluster: true,
+            state,
+        },
+    )
+    .await?;
+    if session.cache.is_none() {
+        return Err(RunError::NoCacheDir);
+    }
+    // Every cycle reads the Applications again; the first reading gave its credentials and
+    // need not be kept for the life of the process.
+    session.applications = None;
+    let from_cluster = session
+        .config
         .applications
         .as_ref()
         .and_then(|a| a.from_cluster.clone());
-    let cluster = match &from_cluster {
-        Some(from) => {
-            let cluster = Cluster::connect().await.map_err(ArgoError::from)?;
-            // The pull secrets Applications name reach the registry client like any other
-            // credentials; they are read once, at start.
-            let first = cluster::load(cluster.clone(), from).await?;
-            Some((cluster, from.clone(), first.registry_credentials))
-        }
-        None => None,
-    };
-    let mut client_options = ClientOptions::from_config(&config);
-    if let Some((_, _, credentials)) = &cluster {
-        client_options.credentials = credentials.clone();
-    }
-    let mut registry = RegistryClient::new(client_options)?;
-    if let Some(state) = &state {
-        registry = registry.with_store(state.clone());
-    }
-    let cache = engine::repo_cache(settings.cache_dir.as_deref()).ok_or(RunError::NoCacheDir)?;
+    let cluster = session.cluster.clone().zip(from_cluster);
 
     let elector = match settings.leader_election {
         Some(election) => Some(Elector::start(election).await?),
@@ -210,16 +208,14 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     }
 
     // The watches run for as long as the loop does.
-    let updaters = cluster.as_ref().map(|(c, from, _)| {
+    let updaters = cluster.as_ref().map(|(c, from)| {
         let (watch, drive) = c.watch_image_updaters(&from.namespaces);
         (watch, tokio::spawn(drive))
     });
     let daemon = Daemon {
-        config: &config,
-        registry: &registry,
-        cache: &cache,
+        session: &session,
         updaters: updaters.as_ref().map(|(w, _)| w.clone()),
-        cluster: cluster.map(|(c, from, _)| (c, from)),
+        cluster,
         shared: &shared,
         roles: elector.as_ref().map(Elector::roles),
     };
@@ -266,9 +262,8 @@ async fn follow_role(
 
 /// What every cycle uses.
 struct Daemon<'a> {
-    config: &'a Config,
-    registry: &'a RegistryClient,
-    cache: &'a RepoCache,
+    /// The configuration, the registry client, the clone cache and the state store.
+    session: &'a Session,
     cluster: Option<(Cluster, FromCluster)>,
     /// With `applications.fromCluster`, the `ImageUpdater` resources, watched rather than
     /// listed every cycle.
@@ -314,14 +309,14 @@ impl Daemon<'_> {
                 }
             }
             let started = Instant::now();
-            let policies = policy::load_all(self.config);
+            let policies = policy::load_all(&self.session.config);
             // A store that went down (a full disk) is opened again as soon as it can be. The
             // metric waits for the flush at the end: a full disk may let the file open and
             // still refuse the writes.
             if let Some(state) = &self.shared.state {
                 state.recover();
             }
-            self.registry.start_cycle();
+            self.session.registry.start_cycle();
             // Every repository is read now: the hints so far are answered by this cycle.
             self.shared.rechecks.full_cycle_starts();
             // Losing the lease cancels like a signal does: no further target starts, the
@@ -338,14 +333,14 @@ impl Daemon<'_> {
             let answered = self
                 .shared
                 .metrics
-                .record_registry(&self.registry.responses());
+                .record_registry(&self.session.registry.responses());
             let kind = CycleResult::of(&result).given(answered);
             self.shared
                 .metrics
                 .record_cycle_as(kind, &result, &policies.errors, took);
             self.shared
                 .metrics
-                .record_metadata_hits(self.registry.metadata_cache_hits());
+                .record_metadata_hits(self.session.registry.metadata_cache_hits());
             if let Some(state) = &self.shared.state {
                 state.flush();
                 self.shared
@@ -413,21 +408,21 @@ impl Daemon<'_> {
     async fn recheck(&self, images: &BTreeSet<Repository>, drain: CancellationToken) {
         let started = Instant::now();
         let names: Vec<String> = images.iter().map(ToString::to_string).collect();
-        let policies = policy::load_all(self.config);
+        let policies = policy::load_all(&self.session.config);
         // Applications are only known once read; without them, a repository no policy uses
         // costs nothing at all.
-        if self.config.applications.is_none()
+        if self.session.config.applications.is_none()
             && !policies.policies.iter().any(|p| images.contains(&p.image))
         {
             tracing::info!(repositories = ?names, "no policy uses the notified repositories");
             return;
         }
-        self.registry.forget_tags(images);
+        self.session.registry.forget_tags(images);
         let result = self.cycle(&policies, Some(images), drain).await;
         self.shared.metrics.record_recheck(&result);
         self.shared
             .metrics
-            .record_registry(&self.registry.responses());
+            .record_registry(&self.session.registry.responses());
         let took = humantime::format_duration(round(started.elapsed())).to_string();
         match &result {
             Err(e) => tracing::error!(repositories = ?names, error = %e, %took, "re-check failed"),
@@ -458,20 +453,8 @@ impl Daemon<'_> {
             }
             None => None,
         };
-        let input = engine::Input {
-            config: self.config,
-            policies: &policies.policies,
-            broken_policies: &policies.errors,
-            local: None,
-            cluster: loaded.as_ref(),
-        };
-        let context = engine::Context {
-            registry: self.registry,
-            cache: Some(self.cache),
-            progress: &(),
-            cancel,
-            state: self.shared.state.as_deref(),
-        };
+        let input = self.session.input(policies, None, loaded.as_ref());
+        let context = self.session.context(&(), cancel);
         let options = engine::Options {
             dry_run: false,
             only_images,

@@ -12,6 +12,15 @@ const LONGEST_RETRY: Duration = Duration::from_secs(5 * 60);
 /// How far a wait may move either way, as a fraction of it.
 const INTERVAL_JITTER: f64 = 0.1;
 
+/// `--interval`: a duration in humantime's words (`2m`, `90s`); zero would spin without pause.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("the interval must be longer than zero".to_string()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The waits between cycles: the interval with jitter after a success, and exponential backoff
 /// with jitter after consecutive failures, back to the interval once a cycle succeeds.
 #[derive(Debug)]

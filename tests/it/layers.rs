@@ -48,6 +48,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("report", "report", Layer::Planning),
         ("argocd", "argocd", Layer::Sources),
         ("engine", "engine", Layer::Engine),
+        ("session", "session", Layer::Engine),
         ("run", "run", Layer::Service),
     ];
     // The longest prefix wins: `argocd::application` before `argocd`.
