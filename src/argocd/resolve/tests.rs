@@ -126,7 +126,7 @@ fn an_unreadable_filter_blocks_its_image_with_a_problem() {
         app.problems,
         vec![format!(
             "image \"api\": {IU}api.allow-tags `regexp:^v(\\d+$` cannot be read: invalid \
-             regexp: error: unclosed group; the image is not updated"
+                 regexp: error: unclosed group; the image is not updated"
         )]
     );
 }
