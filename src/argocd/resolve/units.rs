@@ -341,7 +341,7 @@ fn ask_pull_requests(
 }
 
 /// The branch `git-branch`'s target names. A name that depends on the changes is rendered
-/// once they are planned ([`super::super::render_branches`]); until then the template stands
+/// once they are planned (by the engine, `engine/target.rs`); until then the template stands
 /// in for it.
 fn target_branch_text(
     managed: &mut ManagedApp,
