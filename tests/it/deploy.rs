@@ -1007,7 +1007,7 @@ fn the_image_updater_crd_schema_is_structural() {
     assert_eq!(problems, Vec::<String>::new());
 }
 
-/// The CRD and tagpilot's reader (src/argocd/image_updater.rs) know the same fields: a sample
+/// The CRD and tagpilot's reader (src/argocd/image_updater/mod.rs) know the same fields: a sample
 /// that sets every field of the CRD's spec is valid for the CRD and read by tagpilot, and at
 /// every object of it, the fields tagpilot accepts are the CRD's.
 #[test]

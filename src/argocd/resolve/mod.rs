@@ -1,0 +1,377 @@
+//! From annotated Applications to what tagpilot plans: one [`ImagePolicy`] per image, the git
+//! repositories to write (matched to `repositories:` by URL, or synthesised), and per source the
+//! place its changes land.
+//!
+//! Pure: the remote default branch (for `targetRevision: HEAD`) is asked through a callback, so
+//! this module opens no connection itself.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+
+use crate::git::RepositoryConfig;
+use crate::image::Repository;
+use crate::policy::{ImagePolicy, PolicyError, Strategy};
+
+use super::annotations::{AnnotatedImage, AppAnnotations, UpdateStrategy};
+use super::application::Application;
+use super::branch::BranchTemplate;
+use super::image_updater::Selected;
+
+mod units;
+use units::Resolver;
+
+/// Where an Application came from decides what `write-back-method: argocd` can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Git,
+    Cluster,
+}
+
+/// An Application with Image Updater annotations, ready to plan.
+#[derive(Debug, Clone)]
+pub struct ManagedApp {
+    pub app: Application,
+    pub origin: Origin,
+    pub annotations: AppAnnotations,
+    /// One per image of `image-list`, in order; `None` where the image's settings are invalid
+    /// (the reason is in `annotations.skipped`).
+    pub policies: Vec<Option<ImagePolicy>>,
+    /// Where the app's changes are written, one entry per source that has a git path.
+    pub units: Vec<Unit>,
+    /// Patch the Application through the Kubernetes API instead of writing to git.
+    pub patch: bool,
+    /// `write-back-method: git…`.
+    pub git_write: bool,
+    /// App-level problems (no repository to write to, a method that cannot work here).
+    pub problems: Vec<String>,
+    /// The `ImageUpdater` resource entry that configures it; `None`: its annotations.
+    pub configured_by: Option<super::image_updater::ConfiguredBy>,
+}
+
+/// What makes two units one repository target: the URL, the branch, the branch template and
+/// whether changes go through pull requests.
+type RepositoryKey = (String, String, Option<String>, bool);
+
+/// One source of an app, and where in which repository its changes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// 0-based index into [`Application::sources`].
+    pub source: usize,
+    /// `repositories[].name` (configured or synthesised).
+    pub repository: String,
+    /// The source's `path`, relative to the repository root, `/`-separated, no trailing `/`
+    /// (`""` for the root).
+    pub root: String,
+    /// The source type from the spec (`helm:`, `kustomize:`, `directory:`); detected from the
+    /// files at plan time when absent.
+    pub kind: Option<SourceKind>,
+    pub write: UnitWrite,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    Directory,
+    Kustomize,
+    Helm,
+}
+
+impl SourceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceKind::Directory => "directory",
+            SourceKind::Kustomize => "kustomize",
+            SourceKind::Helm => "helm",
+        }
+    }
+}
+
+/// How a unit is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnitWrite {
+    /// Directory sources: the manifests under the root, in place.
+    Manifests {
+        recurse: bool,
+        include: Option<String>,
+        exclude: Option<String>,
+    },
+    /// `write-back-target: kustomization[:dir]`: this directory's kustomization, in place.
+    Kustomization { dir: String },
+    /// `write-back-target: helmvalues[:file]`: this values file, in place.
+    HelmValues { file: String },
+    /// No target: `.argocd-source-<app>.yaml` in the root (its content depends on the kind).
+    OverrideFile { file: String },
+}
+
+/// Everything resolved from a set of Applications.
+#[derive(Debug, Clone, Default)]
+pub struct Resolved {
+    pub apps: Vec<ManagedApp>,
+    /// The repositories the units name, in first-use order.
+    pub repositories: Vec<RepositoryConfig>,
+    /// `git-branch` targets whose name depends on the changes, by repository name: their
+    /// `write.branch` holds the template until the changes are planned.
+    pub branch_templates: BTreeMap<String, BranchTemplate>,
+}
+
+impl Resolved {
+    /// Keeps only the apps with an image in `images` (each kept whole: its `.argocd-source`
+    /// file is written whole), and the repositories and branch templates they use.
+    pub fn keep_images(&mut self, images: &BTreeSet<Repository>) {
+        self.apps.retain(|a| {
+            a.policies
+                .iter()
+                .flatten()
+                .any(|p| images.contains(&p.image))
+        });
+        let used = |name: &str| {
+            self.apps
+                .iter()
+                .any(|a| a.units.iter().any(|u| u.repository == name))
+        };
+        let repositories = std::mem::take(&mut self.repositories);
+        self.repositories = repositories.into_iter().filter(|r| used(&r.name)).collect();
+        let templates = std::mem::take(&mut self.branch_templates);
+        self.branch_templates = templates
+            .into_iter()
+            .filter(|(name, _)| used(name))
+            .collect();
+    }
+
+    /// The apps with at least one unit in `repository`.
+    pub fn apps_in(&self, repository: &str) -> impl Iterator<Item = (usize, &ManagedApp)> {
+        self.apps
+            .iter()
+            .enumerate()
+            .filter(move |(_, a)| a.units.iter().any(|u| u.repository == repository))
+    }
+}
+
+/// Resolves every annotated Application (the others are left out). `default_branch` answers
+/// `targetRevision: HEAD` for repositories not configured in `tagpilot.yaml` (its error, of
+/// whatever type the asker has, is shown in the app's problems).
+pub fn resolve<E: fmt::Display>(
+    apps: Vec<(Application, Origin)>,
+    configured: &[RepositoryConfig],
+    default_branch: &dyn Fn(&str) -> Result<String, E>,
+) -> Resolved {
+    resolve_selected(
+        super::image_updater::select(apps, &[]).apps,
+        configured,
+        default_branch,
+    )
+}
+
+/// Resolves Applications whose configuration is already chosen
+/// ([`super::image_updater::select`]: from their annotations or an `ImageUpdater` resource);
+/// those with none are left out.
+pub fn resolve_selected<E: fmt::Display>(
+    apps: Vec<Selected>,
+    configured: &[RepositoryConfig],
+    default_branch: &dyn Fn(&str) -> Result<String, E>,
+) -> Resolved {
+    let mut resolver = Resolver {
+        configured,
+        default_branch,
+        repos: BTreeMap::new(),
+        out: Resolved::default(),
+    };
+    // Sized once: thousands of Applications grown by doubling would hold up to three copies'
+    // worth of memory while the vector moves.
+    resolver.out.apps.reserve_exact(apps.len());
+    for selected in apps {
+        let Selected {
+            app,
+            origin,
+            settings,
+            configured_by,
+            problems,
+        } = selected;
+        let Some(mut annotations) = settings else {
+            continue;
+        };
+        annotations.images.shrink_to_fit();
+        let mut problems = problems;
+        // A filter, range or strategy that cannot be read blocks its image, with a problem:
+        // never "no filter", which would widen what the user asked for.
+        let policies = annotations
+            .images
+            .iter()
+            .map(|image| {
+                if image.is_blocked() {
+                    for u in &image.unreadable {
+                        problems.push(format!(
+                            "image {:?}: {u}; the image is not updated",
+                            image.alias
+                        ));
+                    }
+                    return None;
+                }
+                match policy(&app, image) {
+                    Ok(p) => Some(p),
+                    Err(reason) => {
+                        problems.push(format!(
+                            "image {:?}: {reason}; the image is not updated",
+                            image.alias
+                        ));
+                        None
+                    }
+                }
+            })
+            .collect();
+        let mut managed = ManagedApp {
+            app,
+            origin,
+            annotations,
+            policies,
+            units: Vec::new(),
+            patch: false,
+            git_write: false,
+            problems,
+            configured_by,
+        };
+        // Nothing to write for an app whose configuration names no image (a conflict between
+        // resources, say): it is only reported.
+        if !managed.annotations.images.is_empty() {
+            resolver.plan_units(&mut managed);
+        }
+        managed.units.shrink_to_fit();
+        resolver.out.apps.push(managed);
+    }
+    let mut out = resolver.out;
+    out.apps.shrink_to_fit();
+    out
+}
+
+/// The policy for one annotated image. Its targets are set per checkout, when the files are
+/// known.
+fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, PolicyError> {
+    let strategy = match image.strategy {
+        UpdateStrategy::Semver => Strategy::semver(image.constraint.as_deref(), false)?,
+        UpdateStrategy::NewestBuild => Strategy::NewestBuild,
+        UpdateStrategy::Alphabetical => Strategy::Alphabetical { descending: true },
+        UpdateStrategy::Digest => Strategy::Digest {
+            tag: image
+                .constraint
+                .clone()
+                .unwrap_or_else(|| "latest".to_string()),
+        },
+    };
+    let mut p = ImagePolicy::adhoc(&image.image, strategy)?;
+    p.name = policy_name(app, &image.alias);
+    p.namespace = app.metadata.namespace.clone();
+    if let Some(re) = &image.allow_tags {
+        p.set_allow_tags(re)?;
+    }
+    p.set_ignore_tags(&image.ignore_tags)?;
+    p.platforms = image.platforms.clone();
+    p.min_age = image.min_age;
+    // Image Updater's choice, read from its `GetNewestVersionFromTags`
+    // (registry-scanner/pkg/image/version.go): the current tag is not read at all, so `latest`
+    // (or no tag) is replaced, and every version parses as Masterminds reads it (`1.0` is
+    // 1.0.0), so a file on `1.0` moves to the highest version of any precision. Its tests
+    // (`Test_LatestVersion`) are the cases of `image_updater_choices` below. Never moving
+    // backwards and never leaving a variant family stay tagpilot's own rules.
+    p.replace_unreadable_tags = true;
+    p.keep_precision = false;
+    Ok(p)
+}
+
+/// `<app>/<alias>`: what reports, commit trailers and groups call an app's image.
+pub fn policy_name(app: &Application, alias: &str) -> String {
+    format!("{}/{alias}", app.metadata.name)
+}
+
+/// The `.argocd-source-<app>.yaml` name Argo CD merges for this app (`<ns>_<app>` for apps
+/// outside Argo CD's own namespace, "apps in any namespace").
+pub fn override_file_name(app: &Application) -> String {
+    match app.metadata.namespace.as_deref() {
+        Some(ns) if ns != "argocd" => format!(".argocd-source-{ns}_{}.yaml", app.metadata.name),
+        _ => format!(".argocd-source-{}.yaml", app.metadata.name),
+    }
+}
+
+/// Why `write-back-method: argocd` cannot work for an app read from git.
+pub fn argocd_from_git(a: &AppAnnotations) -> String {
+    format!(
+        "write-back-method {} patches the live Application through the Kubernetes API; \
+         with applications.fromGit there is none to patch: set write-back-method: git",
+        if a.write_back_explicit {
+            "argocd"
+        } else {
+            "argocd (Image Updater's default)"
+        }
+    )
+}
+
+/// A URL reduced to what identifies the repository: no scheme, userinfo, `.git` or trailing
+/// `/`; host lowercased; scp-like `git@host:path` read as `host/path`.
+pub fn normalise_url(url: &str) -> String {
+    let url = url.trim();
+    let rest = match url.split_once("://") {
+        Some((_, rest)) => rest,
+        // scp-like: user@host:path
+        None => match url.split_once(':') {
+            Some((host, path)) if !host.contains('/') => {
+                return normalise_url(&format!("ssh://{host}/{path}"));
+            }
+            _ => url,
+        },
+    };
+    let rest = match rest.split_once('/') {
+        Some((authority, path)) => {
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{}/{path}", host.to_ascii_lowercase())
+        }
+        None => rest.rsplit('@').next().unwrap_or(rest).to_ascii_lowercase(),
+    };
+    let rest = rest.trim_end_matches('/');
+    rest.strip_suffix(".git").unwrap_or(rest).to_string()
+}
+
+/// `a/./b/` → `a/b`; `.` and `/` → `""`.
+pub fn clean_path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}
+
+/// A `write-back-target` argument: relative to the source path, or from the repository root
+/// with a leading `/`.
+fn relative_to(root: &str, arg: Option<&str>) -> String {
+    match arg {
+        None => root.to_string(),
+        Some(a) if a.starts_with('/') => clean_path(a),
+        Some(a) => clean_path(&join(root, a)),
+    }
+}
+
+pub fn join(root: &str, rel: &str) -> String {
+    if root.is_empty() {
+        clean_path(rel)
+    } else {
+        clean_path(&format!("{root}/{rel}"))
+    }
+}
+
+/// `root`-relative path helper for reports.
+pub fn display(root: &str) -> &str {
+    if root.is_empty() { "." } else { root }
+}
+
+/// Whether `path` (repository-relative) lies under `root`.
+pub fn under(root: &str, path: &Path) -> bool {
+    root.is_empty() || path.starts_with(root)
+}
+
+#[cfg(test)]
+mod tests;
