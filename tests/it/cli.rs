@@ -44,6 +44,17 @@ impl Run {
         );
         self
     }
+
+    /// Fails naming what stdout lacks, with the whole of it.
+    #[track_caller]
+    fn expect_stdout(&self, want: &str) -> &Self {
+        assert!(
+            self.stdout.contains(want),
+            "stdout lacks {want:?}:\n{}",
+            self.stdout
+        );
+        self
+    }
 }
 
 /// A manifest root in a temp directory, with a separate empty home for the child process.
@@ -222,8 +233,8 @@ async fn plan_table_lists_the_change_and_writes_nothing() {
         "{}",
         run.stdout
     );
-    assert!(run.stdout.contains("POLICY"), "{}", run.stdout);
-    assert!(run.stdout.contains("1 change in 1 file"), "{}", run.stdout);
+    run.expect_stdout("POLICY");
+    run.expect_stdout("1 change in 1 file");
     // stderr is no terminal here: no spinner, and nothing to warn about.
     assert_eq!(run.stderr, "");
     assert_eq!(tree.snapshot(), before, "plan wrote to the tree");
@@ -269,7 +280,7 @@ async fn plan_markdown_has_a_change_table() {
         "| api | `{}` | `apps/api/deployment.yaml:10` | `1.2.3` | `1.3.0` |",
         reg.image("shop/api")
     );
-    assert!(run.stdout.contains(&row), "{}", run.stdout);
+    run.expect_stdout(&row);
 }
 
 #[tokio::test]
@@ -284,7 +295,7 @@ async fn plan_diff_is_a_unified_diff_with_a_and_b_headers() {
     let expected = format!(
         "--- a/apps/api/deployment.yaml\n+++ b/apps/api/deployment.yaml\n@@ -7,4 +7,4 @@\n     spec:\n       containers:\n         - name: c0\n-          image: {image}:1.2.3\n+          image: {image}:1.3.0\n"
     );
-    assert!(run.stdout.contains(&expected), "{}", run.stdout);
+    run.expect_stdout(&expected);
     assert_eq!(tree.snapshot(), before);
 }
 
@@ -317,19 +328,11 @@ async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_n
     );
     let run = tree.run(&["plan", "--exit-code"]).await;
     run.expect_code(2);
-    assert!(
-        run.stdout.contains(&format!(
+    run.expect_stdout(&format!(
             "Warnings:\n  policy web, image {}: no file its targets match holds the image; searched paths apps/** in the local directory\n",
             reg.image("shop/web")
-        )),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains("0 problems, 1 warning"),
-        "{}",
-        run.stdout
-    );
+        ));
+    run.expect_stdout("0 problems, 1 warning");
 
     // `aps/**` for `apps/**`: a problem, so 1, whatever is pending.
     tree.write(
@@ -400,11 +403,7 @@ async fn apply_rewrites_the_files_and_a_second_run_finds_nothing_to_do() {
 
     let run = tree.run(&["apply"]).await;
     run.expect_code(0);
-    assert!(
-        run.stdout.contains("2 changes in 2 files"),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout("2 changes in 2 files");
 
     assert_eq!(
         tree.read("apps/api/deployment.yaml"),
@@ -577,7 +576,7 @@ async fn basic_auth_reads_the_password_from_password_env() {
         .run_env(&["plan"], &[("REG_PASSWORD", reg.password().unwrap())])
         .await;
     run.expect_code(0);
-    assert!(run.stdout.contains("1.3.0"), "{}", run.stdout);
+    run.expect_stdout("1.3.0");
 }
 
 #[tokio::test]
@@ -821,7 +820,7 @@ async fn digest_strategy_moves_the_pin_when_the_tag_is_pushed_again() {
     assert_eq!(served_digest(&reg, "shop/api", "stable").await, second);
     let run = tree.run(&["apply"]).await;
     run.expect_code(0);
-    assert!(run.stdout.contains(&second), "{}", run.stdout);
+    run.expect_stdout(&second);
     assert_eq!(
         tree.read("app.yaml"),
         deployment("app", &[&format!("{image}:stable@{second}")])
@@ -1157,25 +1156,9 @@ async fn check_names_targets_that_match_no_file_and_markers_that_resolve_to_noth
     // Offline: no registry is configured or reached.
     let run = tree.run(&["check"]).await;
     run.expect_code(1);
-    assert!(
-        run.stdout.contains("2 policies in 2 files: OK\n"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(
-            "policy api, image 127.0.0.1:5000/shop/api: its targets match no file; searched paths aps/** in the local directory"
-        ),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(
-            "apps/web/values.yaml:2: marker names policy \"flux-system:web\", which is not defined; found apps:web"
-        ),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout("2 policies in 2 files: OK\n");
+    run.expect_stdout("policy api, image 127.0.0.1:5000/shop/api: its targets match no file; searched paths aps/** in the local directory");
+    run.expect_stdout("apps/web/values.yaml:2: marker names policy \"flux-system:web\", which is not defined; found apps:web");
 
     // Fixed, what is left is a warning: exit 0, still said.
     tree.write(
@@ -1195,11 +1178,7 @@ async fn check_names_targets_that_match_no_file_and_markers_that_resolve_to_noth
     );
     let run = tree.run(&["check"]).await;
     run.expect_code(0);
-    assert!(
-        run.stdout.contains("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory\n"),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory\n");
 }
 
 #[tokio::test]
@@ -1275,17 +1254,9 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
     let cache = cache.to_str().unwrap();
     let run = tree.run(&["check", "--cache-dir", cache]).await;
     run.expect_code(0);
-    assert!(
-        run.stdout.contains("0 Applications, 0 ImageUpdater resources\n  not read: repository apps: not in the clone cache yet"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(
-            "\nnot read: repository apps: not in the clone cache yet (tagpilot plan fetches it)\n"
-        ),
-        "{}",
-        run.stdout
+    run.expect_stdout("0 Applications, 0 ImageUpdater resources\n  not read: repository apps: not in the clone cache yet");
+    run.expect_stdout(
+        "\nnot read: repository apps: not in the clone cache yet (tagpilot plan fetches it)\n",
     );
     assert!(
         tree.snapshot().keys().all(|p| !p.starts_with("cache")),
@@ -1296,22 +1267,10 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
     tree.run(&["plan", "--cache-dir", cache]).await;
     let run = tree.run(&["check", "--cache-dir", cache]).await;
     run.expect_code(1);
-    assert!(
-        run.stdout.contains(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps\n")),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains(&format!("1 Application, 0 ImageUpdater resources\n  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n")),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps\n"));
+    run.expect_stdout(&format!("1 Application, 0 ImageUpdater resources\n  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n"));
     // Its source holds no field for its image: a warning, with what was searched.
-    assert!(
-        run.stdout.contains(&format!("  Warnings:\n    repository apps, application argocd/billing, image {image}: its sources hold no field for the image; searched source 1 (directory) at apps:apps/billing as last fetched\n")),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout(&format!("  Warnings:\n    repository apps, application argocd/billing, image {image}: its sources hold no field for the image; searched source 1 (directory) at apps:apps/billing as last fetched\n"));
 }
 
 #[tokio::test]
@@ -1433,11 +1392,7 @@ async fn tags_uses_the_only_policy_following_the_image_and_says_so() {
         "{}",
         run.stdout
     );
-    assert!(
-        run.stdout.contains(&format!("chosen: {image}:1.4.0")),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout(&format!("chosen: {image}:1.4.0"));
 
     // Strategy flags describe a policy of their own: the configured one is not used.
     let run = tree
@@ -1445,11 +1400,7 @@ async fn tags_uses_the_only_policy_following_the_image_and_says_so() {
         .await;
     run.expect_code(0);
     assert!(!run.stdout.contains("policy api"), "{}", run.stdout);
-    assert!(
-        run.stdout.contains(&format!("chosen: {image}:2.0.0")),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout(&format!("chosen: {image}:2.0.0"));
 
     // A second policy on the image: neither is guessed, both are named.
     tree.write(
@@ -1469,11 +1420,7 @@ async fn tags_uses_the_only_policy_following_the_image_and_says_so() {
         .run(&["tags", &format!("{image}:1.2.3"), "--policy", "api-next"])
         .await;
     run.expect_code(0);
-    assert!(
-        run.stdout.contains(&format!("chosen: {image}:2.0.0")),
-        "{}",
-        run.stdout
-    );
+    run.expect_stdout(&format!("chosen: {image}:2.0.0"));
 }
 
 #[tokio::test]
