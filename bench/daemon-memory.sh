@@ -22,18 +22,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH_DIR="${TAGPILOT_BENCH_DIR:-${TMPDIR:-/tmp}/tagpilot-daemon-memory}"
 REPOS="${1:-1000}"
 CYCLES="${2:-10}"
-say() { echo "bench: $*" >&2; }
-[[ "$REPOS" =~ ^[0-9]+$ && "$CYCLES" =~ ^[0-9]+$ ]] || {
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 64
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+whole_numbers_or_usage 18 "$REPOS" "$CYCLES"
 
 # shellcheck source=scripts/lib/apt.sh
 source "$ROOT/scripts/lib/apt.sh"
 ensure_packages docker-registry python3 git curl
 
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 TAGPILOT="$(tagpilot_binary)"
 
 rm -rf "$BENCH_DIR"

@@ -24,18 +24,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH_DIR="${TAGPILOT_BENCH_DIR:-${TMPDIR:-/tmp}/tagpilot-large-file}"
 MB="${1:-50}"
 REFS="${2:-20}"
-say() { echo "bench: $*" >&2; }
-[[ "$MB" =~ ^[0-9]+$ && "$REFS" =~ ^[0-9]+$ ]] || {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 64
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+whole_numbers_or_usage 20 "$MB" "$REFS"
 
 # shellcheck source=scripts/lib/apt.sh
 source "$ROOT/scripts/lib/apt.sh"
 ensure_packages docker-registry python3 git time
 
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 TAGPILOT="$(tagpilot_binary)"
 
 rm -rf "$BENCH_DIR"

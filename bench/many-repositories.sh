@@ -29,18 +29,14 @@ shift $(($# < 3 ? $# : 3))
 BOUNDS=("$@")
 ((${#BOUNDS[@]} > 0)) || BOUNDS=(1 4 16 64)
 IMAGES=50
-say() { echo "bench: $*" >&2; }
-[[ "$REPOS" =~ ^[0-9]+$ && "$APPS" =~ ^[0-9]+$ && "$DELAY_MS" =~ ^[0-9]+$ ]] || {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 64
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+whole_numbers_or_usage 20 "$REPOS" "$APPS" "$DELAY_MS"
 
 # shellcheck source=scripts/lib/apt.sh
 source "$ROOT/scripts/lib/apt.sh"
 ensure_packages docker-registry python3 git time
 
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 TAGPILOT="$(tagpilot_binary)"
 
 rm -rf "$BENCH_DIR"

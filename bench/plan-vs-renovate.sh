@@ -23,6 +23,8 @@ BENCH_DIR="${TAGPILOT_BENCH_DIR:-${TMPDIR:-/tmp}/tagpilot-bench}"
 RUN="$BENCH_DIR/run"
 RENOVATE_VERSION=39
 ONLY=""
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 
 while (($# > 0)); do
     case "$1" in
@@ -35,13 +37,11 @@ while (($# > 0)); do
         shift 2
         ;;
     *)
-        sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
-        exit 64
+        usage_exit 20
         ;;
     esac
 done
 want() { [[ -z "$ONLY" || "$ONLY" == "$1" ]]; }
-say() { echo "bench: $*" >&2; }
 
 # === tools ===
 
@@ -67,18 +67,7 @@ if want renovate; then
 fi
 
 if want tagpilot; then
-    TAGPILOT="${TAGPILOT:-}"
-    if [[ -z "$TAGPILOT" ]]; then
-        TAGPILOT="${CARGO_TARGET_DIR:-$ROOT/target}/release/tagpilot"
-        if [[ ! -x "$TAGPILOT" ]]; then
-            say "building tagpilot (release)"
-            (cd "$ROOT" && cargo build --release --locked --bin tagpilot)
-        fi
-    fi
-    [[ -x "$TAGPILOT" ]] || {
-        say "no tagpilot binary at $TAGPILOT"
-        exit 1
-    }
+    TAGPILOT="$(tagpilot_binary)"
 fi
 
 # === data ===

@@ -22,18 +22,15 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BENCH_DIR="${TAGPILOT_BENCH_DIR:-${TMPDIR:-/tmp}/tagpilot-push-to-commit}"
 PUSHES="${1:-20}"
-say() { echo "bench: $*" >&2; }
-[[ "$PUSHES" =~ ^[0-9]+$ ]] && ((PUSHES > 0)) || {
-    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
-    exit 64
-}
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+whole_numbers_or_usage 20 "$PUSHES"
+((PUSHES > 0)) || usage_exit 20
 
 # shellcheck source=scripts/lib/apt.sh
 source "$ROOT/scripts/lib/apt.sh"
 ensure_packages docker-registry python3 git curl
 
-# shellcheck source=bench/lib.sh
-source "$ROOT/bench/lib.sh"
 TAGPILOT="$(tagpilot_binary)"
 
 rm -rf "$BENCH_DIR"

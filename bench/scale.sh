@@ -34,12 +34,12 @@ BENCH_DIR="${TAGPILOT_BENCH_DIR:-${TMPDIR:-/tmp}/tagpilot-scale}"
 SIZES=("$@")
 ((${#SIZES[@]} > 0)) || SIZES=(1000:100 10000:1000 50000:1000 50000:1000:2 apps:500 apps:2000
     apps:5000 apps:20000 apps:50000 repos:200:2000)
-say() { echo "bench: $*" >&2; }
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
 
 for size in "${SIZES[@]}"; do
     [[ "$size" =~ ^([0-9]+:[0-9]+(:[0-9]+)?|apps:[0-9]+|repos:[0-9]+:[0-9]+)$ ]] || {
-        sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
-        exit 64
+        usage_exit 31
     }
 done
 
@@ -49,14 +49,7 @@ done
 source "$ROOT/scripts/lib/apt.sh"
 ensure_packages time docker-registry python3 git
 
-TAGPILOT="${TAGPILOT:-}"
-if [[ -z "$TAGPILOT" ]]; then
-    TAGPILOT="${CARGO_TARGET_DIR:-$ROOT/target}/release/tagpilot"
-    if [[ ! -x "$TAGPILOT" ]]; then
-        say "building tagpilot (release)"
-        (cd "$ROOT" && cargo build --release --locked --bin tagpilot)
-    fi
-fi
+TAGPILOT="$(tagpilot_binary)"
 # Each run's working directory is its manifest repository: make the paths absolute.
 BINARIES=("tagpilot=$(realpath "$TAGPILOT")")
 [[ -n "${TAGPILOT_BASELINE:-}" ]] && BINARIES+=("baseline=$(realpath "$TAGPILOT_BASELINE")")
