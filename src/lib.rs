@@ -12,6 +12,8 @@
 //! - [`select`] — tag selection (pure).
 //! - [`registry`] — the OCI registry edge, and an in-memory registry for tests.
 //! - [`manifest`] — finding image fields in YAML and editing them surgically (pure).
+//! - [`verification`] — whether a change that reached git runs healthy in an Argo CD
+//!   Application: one observation of its status judged (pure).
 //! - [`plan`] — the planner; builds every edit in memory and writes nothing.
 //! - [`report`] — table, JSON, Markdown and diff renderings of a plan (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
@@ -48,5 +50,6 @@ pub mod run;
 pub mod select;
 pub mod session;
 pub mod state;
+pub mod verification;
 pub mod version;
 pub mod yaml_error;

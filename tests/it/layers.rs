@@ -38,6 +38,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("argocd::application", "argocd::application", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
+        ("verification", "verification", Layer::Core),
         ("registry", "registry", Layer::Edge),
         ("git", "git", Layer::Edge),
         ("forge", "forge", Layer::Edge),
