@@ -9,6 +9,8 @@
 //! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
 //! - [`provenance`] — where an image was built from (its OCI source and revision labels), and
 //!   the source comparison an update makes (pure).
+//! - [`holds`] — tags not to propose again for a field: a failed deployment, a person's
+//!   rollback (pure).
 //! - [`select`] — tag selection (pure).
 //! - [`registry`] — the OCI registry edge, and an in-memory registry for tests.
 //! - [`manifest`] — finding image fields in YAML and editing them surgically (pure).
@@ -38,6 +40,7 @@ pub mod engine;
 pub mod files;
 pub mod forge;
 pub mod git;
+pub mod holds;
 pub mod image;
 pub mod kubernetes;
 pub mod manifest;

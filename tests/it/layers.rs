@@ -35,6 +35,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("config", "config", Layer::Leaf),
         ("policy", "policy", Layer::Leaf),
         ("files", "files", Layer::Leaf),
+        ("holds", "holds", Layer::Leaf),
         ("argocd::application", "argocd::application", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
