@@ -96,6 +96,12 @@ pub enum KubeError {
         #[source]
         source: kube::Error,
     },
+    #[error("Kubernetes API: watching Application {id}")]
+    WatchApplication {
+        id: String,
+        #[source]
+        source: kube::runtime::watcher::Error,
+    },
 }
 
 /// A connection to the Kubernetes API.
@@ -403,6 +409,53 @@ impl Cluster {
             })
     }
 }
+
+impl Cluster {
+    /// Follows one Application: its state as the API sends it, first the object as listed,
+    /// then every change (one watch, not polling). `None` when the Application is gone. A
+    /// dropped watch is resumed with kube's backoff; each error is yielded so the caller can
+    /// name it.
+    pub fn watch_application(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl futures_util::Stream<Item = Result<Option<serde_json::Value>, KubeError>> + Send + use<>
+    {
+        use futures_util::StreamExt as _;
+        use kube::runtime::{WatchStreamExt as _, watcher};
+        let id = format!("{namespace}/{name}");
+        watcher::watch_object(self.applications_api(Some(namespace)), name)
+            .default_backoff()
+            .map(move |event| match event {
+                Ok(object) => {
+                    object
+                        .map(serde_json::to_value)
+                        .transpose()
+                        .map_err(|source| KubeError::ReadApplication {
+                            id: id.clone(),
+                            source,
+                        })
+                }
+                Err(source) => Err(KubeError::WatchApplication {
+                    id: id.clone(),
+                    source,
+                }),
+            })
+    }
+
+    /// Asks Argo CD to compare the Application again now (its `argocd.argoproj.io/refresh`
+    /// annotation, which the controller removes once it has refreshed): for a status that was
+    /// reconciled before the sync it reports on finished.
+    pub async fn refresh_application(&self, namespace: &str, name: &str) -> Result<(), KubeError> {
+        let patch = serde_json::json!({
+            "metadata": {"annotations": {REFRESH_ANNOTATION: "normal"}}
+        });
+        self.patch_application(namespace, name, &patch).await
+    }
+}
+
+/// Argo CD's annotation that asks the controller for a refresh (`normal` or `hard`).
+pub const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
 
 fn updater_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(

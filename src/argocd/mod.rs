@@ -31,6 +31,7 @@ pub mod cluster;
 /// The `applications:` types, which live with the rest of the configuration.
 pub use crate::config::applications as config;
 pub mod credentials;
+pub mod follow;
 pub mod load;
 pub mod report;
 

@@ -22,4 +22,5 @@ mod policy;
 mod registry;
 mod registry_faults;
 mod support;
+mod verification;
 mod writeback;
