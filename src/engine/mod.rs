@@ -18,7 +18,6 @@
 
 pub mod check;
 mod image_sources;
-pub mod merge;
 pub mod outcome;
 pub mod shared;
 pub mod steady;

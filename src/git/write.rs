@@ -20,10 +20,10 @@ use super::auth::redact_url;
 use super::cache::{self, RepoCache, cache_error};
 pub use super::commit::PushedCommit;
 use super::commit::{build_commits, same_proposal};
-use super::message::{ChangeGroup, regroup};
 use super::push::{AttemptError, push};
 use super::sign::{self, Signer};
 use super::tree::CommitFiles;
+use crate::change::{self, ChangeGroup};
 use crate::config::repository::{ConfigError, RepositoryConfig};
 
 /// What a planner found on one checkout: the change groups to commit, and its own account of
@@ -237,7 +237,7 @@ async fn write_attempts<P: Replanner>(
                 source: Box::new(e),
             })?;
         drop(files);
-        let groups = regroup(&repo.name, repo.write.group, planned.groups);
+        let groups = change::group(&repo.name, repo.write.group, planned.groups);
         last.plan = Some(planned.plan);
         let signer = match &signer {
             Some(loaded) => loaded.clone(),

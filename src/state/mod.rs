@@ -33,7 +33,6 @@ use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
     TableError,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::image::Repository;
 use crate::registry::MetadataStore;
@@ -100,21 +99,8 @@ impl StateError {
     }
 }
 
-/// What was last proposed for one group of one repository.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Proposal {
-    pub changes: Vec<ProposedChange>,
-    /// When it was proposed.
-    pub at: jiff::Timestamp,
-}
-
-/// One change of a proposal: which policy moved which file to what (`tag` or `tag@digest`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProposedChange {
-    pub policy: String,
-    pub file: String,
-    pub to: String,
-}
+/// What was last proposed for one group of one repository: the change model's.
+pub use crate::change::{Proposal, ProposedChange};
 
 /// The state database of one `--state-dir`.
 pub struct State {
