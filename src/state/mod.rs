@@ -8,7 +8,7 @@
 //! - **when each tag was first seen**, per registry repository and tag, for `minAge` under
 //!   strategies that do not read build times;
 //! - **the last proposal per group**, per repository, so a proposal does not move backwards
-//!   from one cycle to the next (see `crate::engine::steady`);
+//!   from one cycle to the next (see `crate::plan::steady`);
 //! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
 //!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
 //!
