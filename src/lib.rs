@@ -7,6 +7,8 @@
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
 //! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
+//! - [`change`] — the change model: a change, what goes into one commit or pull request (and
+//!   the one rule that groups them), what a group last proposed (pure).
 //! - [`provenance`] — where an image was built from (its OCI source and revision labels), and
 //!   the source comparison an update makes (pure).
 //! - [`holds`] — tags not to propose again for a field: a failed deployment, a person's
@@ -35,6 +37,7 @@
 
 pub mod apply;
 pub mod argocd;
+pub mod change;
 pub mod config;
 pub mod engine;
 pub mod files;

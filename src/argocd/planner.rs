@@ -19,8 +19,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use crate::change::ChangeGroup;
 use crate::files::{Files, FilesError};
-use crate::git::{self, ChangeGroup, RepositoryConfig};
+use crate::git::RepositoryConfig;
 use crate::plan::{self, Change, Plan, Progress};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
@@ -465,7 +466,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 out.override_groups.push(ChangeGroup {
                     key,
                     files: BTreeMap::from([(PathBuf::from(&file), text)]),
-                    changes: changes.iter().map(git_change).collect(),
+                    changes: changes.clone(),
                 });
                 out.plan.changes.extend(changes);
             }
@@ -549,26 +550,10 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         out.override_groups.push(ChangeGroup {
             key: app.app.metadata.name.clone(),
             files: BTreeMap::from([(PathBuf::from(file), updated)]),
-            changes: changes.iter().map(git_change).collect(),
+            changes: changes.clone(),
         });
         out.plan.changes.extend(changes);
         Ok(())
-    }
-}
-
-pub fn git_change(c: &Change) -> git::Change {
-    git::Change {
-        policy: c.policy.clone(),
-        image: c.image.clone(),
-        file: c.file.clone().into(),
-        line: c.line,
-        from: c.from.clone(),
-        to: c.to.clone(),
-        strategy: c.strategy.to_string(),
-        source: c.source.as_ref().map(|s| s.source.clone()),
-        revision_from: c.source.as_ref().map(|s| s.revision_from.clone()),
-        revision_to: c.source.as_ref().map(|s| s.revision_to.clone()),
-        compare_url: c.source.as_ref().map(|s| s.compare_url.clone()),
     }
 }
 

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::StreamExt as _;
 
-use crate::git::ChangeGroup;
+use crate::change::ChangeGroup;
 use crate::image::Repository;
 use crate::plan::Plan;
 use crate::provenance::{ImageSource, SourceChange, source_change};
@@ -75,17 +75,13 @@ pub(super) async fn describe<R: Registry>(
     if described.is_empty() {
         return;
     }
-    for c in &mut plan.changes {
+    let changes = plan
+        .changes
+        .iter_mut()
+        .chain(groups.iter_mut().flat_map(|g| g.changes.iter_mut()));
+    for c in changes {
         if let Some(s) = described.get(&(c.image.clone(), c.from.clone(), c.to.clone())) {
             c.source = Some(Box::new(s.clone()));
-        }
-    }
-    for c in groups.iter_mut().flat_map(|g| g.changes.iter_mut()) {
-        if let Some(s) = described.get(&(c.image.clone(), c.from.clone(), c.to.clone())) {
-            c.source = Some(s.source.clone());
-            c.revision_from = Some(s.revision_from.clone());
-            c.revision_to = Some(s.revision_to.clone());
-            c.compare_url = Some(s.compare_url.clone());
         }
     }
 }

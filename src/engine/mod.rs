@@ -18,7 +18,6 @@
 
 pub mod check;
 mod image_sources;
-pub mod merge;
 pub mod outcome;
 pub mod shared;
 pub mod steady;
@@ -178,6 +177,13 @@ async fn run_cycle<R: Registry>(
             ..Default::default()
         });
     }
+    let step = Step {
+        input,
+        ctx,
+        options,
+        policies: &policies,
+        registry: &registry,
+    };
 
     // 1. Sources: policy files are the caller's; Applications are read here.
     let apps = match &input.config.applications {
@@ -188,14 +194,58 @@ async fn run_cycle<R: Registry>(
 
     // 2. The local directory: a target of its own, written in place.
     if let Some(root) = &input.local {
+        step.local(root, &mut cycle).await?;
+    }
+
+    // 3. Repository targets: each planned once, with every source that names it.
+    let mut found = AppFindings::default();
+    step.repositories(resolved, &mut cycle, &mut found).await?;
+
+    // 4. Application targets (`write-back-method: argocd`), and the Applications section.
+    if let Some(apps) = apps {
+        step.applications(&apps, &mut cycle, &mut found).await;
+        cycle.applications = Some(apps.report(
+            &mut cycle.plan,
+            &found.images,
+            &found.app_problems,
+            found.patch_reports,
+        ));
+    }
+    plan::Progress::done(ctx.progress);
+    Ok(cycle)
+}
+
+/// What every step of one cycle reads.
+struct Step<'s, 'a, R> {
+    input: &'s Input<'a>,
+    ctx: &'s Context<'a, R>,
+    options: Options<'a>,
+    /// The policies this cycle plans (all, or those of `options.only_images`).
+    policies: &'s [ImagePolicy],
+    registry: &'s Shared<'a, R>,
+}
+
+/// What the targets found of the Applications, for their section of the report and their
+/// `ImageUpdater` status.
+#[derive(Default)]
+struct AppFindings {
+    images: Vec<argocd::planner::ImageOutcome>,
+    /// By index into [`Resolved::apps`].
+    app_problems: Vec<(usize, String)>,
+    patch_reports: Vec<(usize, cluster::PatchReport)>,
+}
+
+impl<R: Registry> Step<'_, '_, R> {
+    /// Plans the local directory and, unless dry-running, writes it in place.
+    async fn local(&self, root: &Path, cycle: &mut Cycle) -> Result<(), EngineError> {
         let scope = Scope {
-            root: root.clone(),
+            root: root.to_path_buf(),
             repository: None,
-            exclude: own_files(input),
+            exclude: own_files(self.input),
         };
-        let mut local = plan::plan(&scope, &policies, &registry, ctx.progress).await?;
+        let mut local = plan::plan(&scope, self.policies, self.registry, self.ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);
-        if !options.dry_run && !cycle.local_files.is_empty() {
+        if !self.options.dry_run && !cycle.local_files.is_empty() {
             // Like a failing repository, a failed local write is reported and the rest goes on.
             match crate::apply::write_files(root, &cycle.local_files) {
                 Ok(files) => cycle.written = files.len(),
@@ -206,26 +256,35 @@ async fn run_cycle<R: Registry>(
             }
         }
         cycle.plan.merge(local);
+        Ok(())
     }
 
-    // 3. Repository targets: each planned once, with every source that names it.
-    let targets = repository_targets(input.config, &policies, options.only_images, resolved);
-    let sources = SourceNames::new(&policies, resolved);
-    let no_templates = Default::default();
-    let planner = TargetPlanner {
-        policies: &policies,
-        apps: resolved.map(|r| AppPlanner::new(r, &registry, ctx.progress)),
-        resolved,
-        registry: &registry,
-        progress: ctx.progress,
-        branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
-        sources: &sources,
-        state: ctx.state,
-        diff: options.diff,
-    };
-    let mut images = Vec::new();
-    let mut app_problems = Vec::new();
-    if !targets.is_empty() {
+    /// Plans and writes every repository target, a few at a time, results in target order.
+    async fn repositories(
+        &self,
+        resolved: Option<&Resolved>,
+        cycle: &mut Cycle,
+        found: &mut AppFindings,
+    ) -> Result<(), EngineError> {
+        let (input, ctx, options) = (self.input, self.ctx, self.options);
+        let targets =
+            repository_targets(input.config, self.policies, options.only_images, resolved);
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let sources = SourceNames::new(self.policies, resolved);
+        let no_templates = Default::default();
+        let planner = TargetPlanner {
+            policies: self.policies,
+            apps: resolved.map(|r| AppPlanner::new(r, self.registry, ctx.progress)),
+            resolved,
+            registry: self.registry,
+            progress: ctx.progress,
+            branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
+            sources: &sources,
+            state: ctx.state,
+            diff: options.diff,
+        };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before
         // it is written, so a registry that hangs holds up only the targets whose policies need
@@ -252,72 +311,78 @@ async fn run_cycle<R: Registry>(
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
                 cycle.plan.merge(p.plan);
-                images.extend(p.images);
-                app_problems.extend(p.app_problems);
+                found.images.extend(p.images);
+                found.app_problems.extend(p.app_problems);
             }
             let mut outcome = outcome;
             outcome.sources = planner.sources_of(&repository.name);
             cycle.plan.repositories.push(outcome);
         }
+        Ok(())
     }
 
-    // 4. Application targets (`write-back-method: argocd`), and the Applications section.
-    if let Some(apps) = apps {
-        let mut patch_reports = Vec::new();
-        if let Some(c) = input.cluster
-            && !cycle.cancelled
-        {
-            let patches = cluster::plan_patches(&apps.resolved, &registry).await;
-            let (reports, problems) =
-                cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
-            outcome::log_patches(&apps.resolved, &patches.patches, &reports);
-            cycle.failed |= !problems.is_empty();
-            for p in patches.patches {
-                if options.diff {
-                    cycle.plan.diffs.push(patch_diff(&p));
-                }
-                cycle.plan.changes.extend(p.changes);
-            }
-            cycle.plan.holds.extend(patches.holds);
-            cycle.plan.problems.extend(patches.problems);
-            cycle.plan.problems.extend(problems);
-            cycle.plan.up_to_date += patches.up_to_date;
-            images.extend(patches.images);
-            app_problems.extend(patches.app_problems);
-            patch_reports = reports;
+    /// Patches the Applications written with `write-back-method: argocd`, then sets each
+    /// `ImageUpdater` resource's status once the writes are done.
+    async fn applications(&self, apps: &Applications, cycle: &mut Cycle, found: &mut AppFindings) {
+        let Some(c) = self.input.cluster else {
+            return;
+        };
+        if cycle.cancelled {
+            return;
         }
-        // Image Updater's status on each resource from the cluster, once the writes are done.
-        if let Some(c) = input.cluster
-            && !options.dry_run
-            && !cycle.cancelled
-        {
-            let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-            let writes = argocd::updater_status::status_writes(
-                &apps.updaters,
-                &apps.resolved,
-                &images,
-                &app_problems,
-                &now,
-            );
-            for w in writes {
-                if let Err(e) = c
-                    .cluster
-                    .patch_image_updater_status(&w.namespace, &w.name, &w.status)
-                    .await
-                {
-                    cycle.failed = true;
-                    cycle.plan.problems.push(Problem {
-                        message: e.to_string(),
-                        ..Default::default()
-                    });
-                }
+        let options = self.options;
+        let patches = cluster::plan_patches(&apps.resolved, self.registry).await;
+        let (reports, problems) =
+            cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
+        outcome::log_patches(&apps.resolved, &patches.patches, &reports);
+        cycle.failed |= !problems.is_empty();
+        for p in patches.patches {
+            if options.diff {
+                cycle.plan.diffs.push(patch_diff(&p));
             }
+            cycle.plan.changes.extend(p.changes);
         }
-        cycle.applications =
-            Some(apps.report(&mut cycle.plan, &images, &app_problems, patch_reports));
+        cycle.plan.holds.extend(patches.holds);
+        cycle.plan.problems.extend(patches.problems);
+        cycle.plan.problems.extend(problems);
+        cycle.plan.up_to_date += patches.up_to_date;
+        found.images.extend(patches.images);
+        found.app_problems.extend(patches.app_problems);
+        found.patch_reports = reports;
+        if !options.dry_run {
+            write_updater_status(c, apps, found, cycle).await;
+        }
     }
-    plan::Progress::done(ctx.progress);
-    Ok(cycle)
+}
+
+/// Image Updater's status on each resource from the cluster.
+async fn write_updater_status(
+    c: &Loaded,
+    apps: &Applications,
+    found: &AppFindings,
+    cycle: &mut Cycle,
+) {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let writes = argocd::updater_status::status_writes(
+        &apps.updaters,
+        &apps.resolved,
+        &found.images,
+        &found.app_problems,
+        &now,
+    );
+    for w in writes {
+        if let Err(e) = c
+            .cluster
+            .patch_image_updater_status(&w.namespace, &w.name, &w.status)
+            .await
+        {
+            cycle.failed = true;
+            cycle.plan.problems.push(Problem {
+                message: e.to_string(),
+                ..Default::default()
+            });
+        }
+    }
 }
 
 /// An Application's patch as a diff: the merge patch document with the overrides the

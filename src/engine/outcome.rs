@@ -5,6 +5,7 @@
 
 use crate::argocd::cluster;
 use crate::argocd::resolve::Resolved;
+use crate::change::Change;
 use crate::forge::{Action, ForgeReport};
 use crate::git::{self, RepositoryReport};
 use crate::plan::{CommitSummary, PullRequestSummary, RepositoryOutcome, RepositoryStatus};
@@ -114,10 +115,10 @@ fn change_text(policy: &str, file: impl std::fmt::Display, from: &str, to: &str)
 }
 
 /// Every change of a commit or pull request, `; `-separated.
-fn changes_text(changes: &[git::Change]) -> String {
+fn changes_text(changes: &[Change]) -> String {
     changes
         .iter()
-        .map(|c| change_text(&c.policy, c.file.display(), &c.from, &c.to))
+        .map(|c| change_text(&c.policy, &c.file, &c.from, &c.to))
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -314,19 +315,17 @@ mod tests {
         }
     }
 
-    fn change(policy: &str, from: &str, to: &str) -> git::Change {
-        git::Change {
+    fn change(policy: &str, from: &str, to: &str) -> Change {
+        Change {
             policy: policy.into(),
             image: "ghcr.io/acme/api".into(),
             file: "apps/api.yaml".into(),
             line: 7,
             from: from.into(),
             to: to.into(),
-            strategy: "semver".into(),
+            strategy: "semver",
             source: None,
-            revision_from: None,
-            revision_to: None,
-            compare_url: None,
+            ..Change::default()
         }
     }
 

@@ -1,6 +1,6 @@
 //! A target is one repository and branch, whatever named it: policy files, Applications kept in
 //! git, Applications read from the cluster. [`TargetPlanner`] plans every source of a target on
-//! the one tree the writer hands it (a commit read from the clone cache), joins their plans ([`super::merge`]) and returns the
+//! the one tree the writer hands it (a commit read from the clone cache), joins their plans ([`crate::plan::merge`]) and returns the
 //! change groups with the plan itself, so one target costs one clone, one plan and one commit
 //! (or one pull request per group).
 
@@ -9,17 +9,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use crate::argocd::branch::{
     BranchChange, BranchTemplate, check_branch_name, image_updater_name, image_updater_tag,
 };
-use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan, git_change};
+use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan};
 use crate::argocd::resolve::{self, Resolved};
+use crate::change::{ChangeGroup, Stacking};
 use crate::files::{Files, FilesError};
-use crate::git::{self, ChangeGroup, CommitFiles, Planned, Replanner, RepositoryConfig};
+use crate::git::{CommitFiles, Planned, Replanner, RepositoryConfig};
+use crate::plan::merge::merge;
 use crate::plan::{self, DiffTarget, Plan, Progress, TargetDiff};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 use crate::state::{Proposal, State};
 
 use super::EngineError;
-use super::merge::merge;
 
 /// What planning one target found, handed back with its write outcome.
 #[derive(Debug, Clone, Default)]
@@ -89,7 +90,7 @@ pub struct TargetPlanner<'a, R> {
     pub branch_templates: &'a BTreeMap<String, BranchTemplate>,
     pub sources: &'a SourceNames,
     /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
-    /// [`super::steady`].
+    /// [`crate::plan::steady`].
     pub state: Option<&'a State>,
     /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
     pub diff: bool,
@@ -150,39 +151,28 @@ impl<R: Registry> TargetPlanner<'_, R> {
         let images = self.reconcile(apps.images, &plan);
 
         // A pull request per policy starts from the base, so it must carry only its own edits.
-        let alone = repository.write.mode == git::WriteMode::PullRequest
-            && repository.write.group == git::Grouping::Policy;
+        let stacking = Stacking::of(&repository.write);
         // The groups take the plan's texts: from here they carry every new text the write
         // needs, and the plan keeps none beside them through the commit and the push (the
         // report counts files from the changes).
-        let groups = plan.take_groups(alone)?;
-        let mut groups: Vec<ChangeGroup> = groups
-            .into_iter()
-            .map(|g| ChangeGroup {
-                key: g.policy,
-                files: g.files,
-                changes: g.changes.iter().map(git_change).collect(),
-            })
-            .collect();
+        let mut groups = plan.take_groups(stacking)?;
         groups.extend(apps.override_groups);
         super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
         let (held, proposals) = match self.state {
             Some(state) => {
-                let now = jiff::Timestamp::now();
-                let held = super::steady::hold_backwards(
-                    state,
-                    name,
-                    &mut groups,
-                    &mut plan,
-                    |policy| self.policy(policy),
-                    now,
-                );
-                (held, super::steady::proposals(&groups, now))
+                let memory = plan::steady::Memory {
+                    repository: name,
+                    last_proposal: &|group| state.last_proposal(name, group),
+                    policy: &|policy| self.policy(policy),
+                    now: jiff::Timestamp::now(),
+                };
+                let held = plan::steady::hold_backwards(&memory, &mut groups, &mut plan);
+                (held, plan::steady::proposals(&groups, memory.now))
             }
             None => (false, Vec::new()),
         };
         if self.diff {
-            plan.diffs = target_diffs(name, files, &groups, alone, &mut plan.problems);
+            plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
         }
         // With nothing to write no branch is named: a range over no changes may render empty,
         // which is no branch at all.
@@ -284,19 +274,19 @@ impl<R: Registry> TargetPlanner<'_, R> {
 
 /// Each file the target's commits change, as the base holds it and as the commits leave it.
 /// Groups that stack (one commit on another) are shown as their net effect, one diff per file;
-/// groups proposed each on its own from the base (`alone`) are shown one by one.
+/// groups proposed each on its own from the base ([`Stacking::Alone`]) are shown one by one.
 fn target_diffs(
     repository: &str,
     files: &dyn Files,
     groups: &[ChangeGroup],
-    alone: bool,
+    stacking: Stacking,
     problems: &mut Vec<plan::Problem>,
 ) -> Vec<TargetDiff> {
     // Path → (group, new content); a later group's content already carries an earlier one's
     // edits of the same file (see `ChangeGroup`), so when stacking the last one wins.
     let mut shown: BTreeMap<(Option<&str>, &std::path::Path), &str> = BTreeMap::new();
     for g in groups {
-        let group = alone.then_some(g.key.as_str());
+        let group = (stacking == Stacking::Alone).then_some(g.key.as_str());
         for (path, content) in &g.files {
             shown.insert((group, path.as_path()), content.as_str());
         }
@@ -384,7 +374,13 @@ mod tests {
             group("web", "web/.argocd-source-web.yaml", "kustomize: {}\n"),
         ];
         let mut problems = Vec::new();
-        let diffs = target_diffs("manifests", &files, &groups, false, &mut problems);
+        let diffs = target_diffs(
+            "manifests",
+            &files,
+            &groups,
+            Stacking::Stacked,
+            &mut problems,
+        );
         assert!(problems.is_empty(), "{problems:?}");
         let shown: Vec<(&DiffTarget, Option<&str>, &str)> = diffs
             .iter()
@@ -416,7 +412,7 @@ mod tests {
             group("b", "app.yaml", "a: 1\nb: 2\n"),
         ];
         let mut problems = Vec::new();
-        let diffs = target_diffs("manifests", &files, &groups, true, &mut problems);
+        let diffs = target_diffs("manifests", &files, &groups, Stacking::Alone, &mut problems);
         let shown: Vec<(Option<&str>, &str)> = diffs
             .iter()
             .map(|d| match &d.target {

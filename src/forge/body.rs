@@ -9,7 +9,9 @@ use sha2::Digest as _;
 use std::collections::BTreeMap;
 
 use super::{ForgeKind, Marker, SourceCommits};
-use crate::git::{self, Change, ChangeGroup};
+use crate::change::{Change, ChangeGroup, TemplateChange};
+use crate::git;
+use crate::provenance::{SourceChange, SourceForge, SourceRepository};
 
 /// Why a `write.branch` or `write.title` template gives no usable text.
 #[derive(Debug, thiserror::Error)]
@@ -41,8 +43,8 @@ pub enum TemplateError {
 pub const DEFAULT_BRANCH: &str = "tagpilot/{{ group }}";
 
 /// The title used when `write.title` is not set. Variables as for the branch: `group`,
-/// `repository`, `changes` (list of `{policy, image, file, line, from, to, strategy}`),
-/// `policies`.
+/// `repository`, `changes` (list of `{policy, image, file, line, from, to, strategy}`, as
+/// [`Change::template_view`] shows them), `policies`.
 pub const DEFAULT_TITLE: &str = "chore(images): update {{ group }}\
 {% if changes | length == 1 %} to {{ changes[0].to }}{% endif %}";
 
@@ -64,7 +66,7 @@ pub fn proposal_id(changes: &[Change]) -> String {
 struct TemplateContext<'a> {
     group: &'a str,
     repository: &'a str,
-    changes: &'a [Change],
+    changes: Vec<TemplateChange<'a>>,
     policies: Vec<&'a str>,
 }
 
@@ -84,7 +86,7 @@ fn render(
     let context = TemplateContext {
         group: &group.key,
         repository,
-        changes: &group.changes,
+        changes: group.changes.iter().map(Change::template_view).collect(),
         policies,
     };
     let text = env
@@ -170,27 +172,23 @@ pub fn body(
             cell(&c.image),
             cell(&c.from),
             cell(&c.to),
-            cell(&c.file.to_string_lossy().replace('\\', "/")),
+            cell(&c.file.replace('\\', "/")),
             c.line,
             cell(&c.policy),
-            cell(&c.strategy),
+            cell(c.strategy),
         ));
     }
     // What changed inside the images, where both images say (see `crate::provenance`).
-    let compared: Vec<&Change> = group
+    let compared: Vec<(&Change, &SourceChange)> = group
         .changes
         .iter()
-        .filter(|c| c.compare_url.is_some())
+        .filter_map(|c| Some((c, c.source.as_deref()?)))
         .collect();
     if !compared.is_empty() {
         out.push_str("\n**What changed in the source**\n\n");
         let mut seen = Vec::new();
-        for c in compared {
-            let (Some(url), Some(from), Some(to)) =
-                (&c.compare_url, &c.revision_from, &c.revision_to)
-            else {
-                continue;
-            };
+        for (c, s) in compared {
+            let (url, from, to) = (&s.compare_url, &s.revision_from, &s.revision_to);
             if seen.contains(&url) {
                 continue;
             }
@@ -256,11 +254,19 @@ pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), Templ
             line: 1,
             from: "1.0.0".into(),
             to: "1.1.0".into(),
-            strategy: "semver".into(),
-            source: Some("https://github.com/acme/app".into()),
-            revision_from: Some("0a1b2c3".into()),
-            revision_to: Some("4d5e6f7".into()),
-            compare_url: Some("https://github.com/acme/app/compare/0a1b2c3...4d5e6f7".into()),
+            strategy: "semver",
+            source: Some(Box::new(SourceChange {
+                repository: SourceRepository {
+                    forge: SourceForge::GitHub,
+                    host: "github.com".into(),
+                    path: "acme/app".into(),
+                },
+                source: "https://github.com/acme/app".into(),
+                revision_from: "0a1b2c3".into(),
+                revision_to: "4d5e6f7".into(),
+                compare_url: "https://github.com/acme/app/compare/0a1b2c3...4d5e6f7".into(),
+            })),
+            ..Change::default()
         }],
     };
     let branch = branch_name(write.branch.as_deref(), "example", &sample)?;
@@ -281,17 +287,16 @@ fn cell(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
     fn change(image: &str, to: &str) -> Change {
         Change {
             policy: "api".into(),
             image: image.into(),
-            file: PathBuf::from("apps/a.yaml"),
+            file: "apps/a.yaml".into(),
             line: 3,
             from: "1.0.0".into(),
             to: to.into(),
-            strategy: "semver".into(),
+            strategy: "semver",
             ..Default::default()
         }
     }

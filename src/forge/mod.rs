@@ -22,7 +22,7 @@ mod sync;
 
 use std::future::Future;
 
-use crate::git::{self, GitError};
+use crate::git::GitError;
 
 pub use crate::config::forge::{ConfigError, ForgeConfig, GitHubApp, GitHubConfig, GitLabConfig};
 pub use body::{DEFAULT_BRANCH, DEFAULT_TITLE, TemplateError, check_templates};
@@ -313,7 +313,7 @@ pub struct PullRequestOutcome {
     pub action: Action,
     pub number: Option<u64>,
     pub url: Option<String>,
-    pub changes: Vec<git::Change>,
+    pub changes: Vec<crate::change::Change>,
     /// What the forge would not apply, e.g. an unknown reviewer; the pull request stands.
     pub warnings: Vec<String>,
 }

@@ -10,9 +10,10 @@ use std::path::{Component, Path, PathBuf};
 use git2::{Oid, Repository};
 
 use super::cache::cache_error;
-use super::message::{Change, ChangeGroup, TemplateError, render_message};
+use super::message::{TemplateError, render_message};
 use super::sign::{SignError, Signer};
 use super::{GitError, Libgit2Error};
+use crate::change::{Change, ChangeGroup};
 use crate::config::repository::RepositoryConfig;
 
 /// Why a change group's commit could not be built.

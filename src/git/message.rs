@@ -1,14 +1,11 @@
-//! What a commit says: the change groups the planner hands over, how they are regrouped per the
-//! repository's `write.group`, and the commit message rendered from the user's template.
+//! What a commit says: the commit message rendered from the user's template for one change
+//! group ([`crate::change`] groups them).
 //!
 //! Pure: no repository, no file system. The writer calls these functions on every attempt.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
 use serde::Serialize;
 
-use crate::config::repository::Grouping;
+use crate::change::{Change, ChangeGroup, TemplateChange};
 
 /// The message used when `write.commitMessage` is not set.
 ///
@@ -31,87 +28,6 @@ pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | len
 /// (`git log --grep 'Tagpilot-Policy: checkout-api'`).
 pub const POLICY_TRAILER: &str = "Tagpilot-Policy";
 
-/// One image reference moving from one tag to another, as the commit message shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Change {
-    pub policy: String,
-    pub image: String,
-    /// Relative to the repository root.
-    pub file: PathBuf,
-    /// 1-based.
-    pub line: usize,
-    pub from: String,
-    pub to: String,
-    /// The policy's strategy (`semver`, `regex`, …), for pull request bodies.
-    #[serde(default)]
-    pub strategy: String,
-    /// What changed inside the image, when the old and the new image name the same GitHub or
-    /// GitLab repository and a revision each ([`crate::provenance`]): the repository's web
-    /// address, the two revisions and the page comparing them. Templates see them as
-    /// `c.source`, `c.revision_from`, `c.revision_to` and `c.compare_url`.
-    pub source: Option<String>,
-    pub revision_from: Option<String>,
-    pub revision_to: Option<String>,
-    pub compare_url: Option<String>,
-}
-
-/// What the planner produced for one group of changes: the files' new contents and the changes
-/// they carry.
-///
-/// Groups are applied in the order the planner returns them, each on top of the previous one, so
-/// when two groups change one file, the later group's content must already include the earlier
-/// group's edits (build the groups by applying edits cumulatively). With `group: repository` the
-/// writer merges all groups into one, keeping each file's last content.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ChangeGroup {
-    /// The policy name (or repository name) this group belongs to.
-    pub key: String,
-    /// Path relative to the repository root → the whole new content of that file.
-    pub files: BTreeMap<PathBuf, String>,
-    pub changes: Vec<Change>,
-}
-
-/// Merges or keeps the planner's groups per `grouping`. Empty groups are dropped.
-pub fn regroup(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> Vec<ChangeGroup> {
-    let groups = groups.into_iter().filter(|g| !g.files.is_empty());
-    match grouping {
-        Grouping::Policy => groups.collect(),
-        Grouping::Path => {
-            // Each file on its own: its last content (which carries every earlier group's edits
-            // of it) and every change made to it.
-            let mut by_path: BTreeMap<PathBuf, ChangeGroup> = BTreeMap::new();
-            for group in groups {
-                for (path, content) in group.files {
-                    let entry = by_path.entry(path.clone()).or_insert_with(|| ChangeGroup {
-                        key: path.to_string_lossy().replace('\\', "/"),
-                        ..ChangeGroup::default()
-                    });
-                    entry.files.insert(path.clone(), content);
-                    entry
-                        .changes
-                        .extend(group.changes.iter().filter(|c| c.file == path).cloned());
-                }
-            }
-            by_path.into_values().collect()
-        }
-        Grouping::Repository => {
-            let mut merged = ChangeGroup {
-                key: repository.to_owned(),
-                ..ChangeGroup::default()
-            };
-            for group in groups {
-                merged.files.extend(group.files);
-                merged.changes.extend(group.changes);
-            }
-            if merged.files.is_empty() {
-                Vec::new()
-            } else {
-                vec![merged]
-            }
-        }
-    }
-}
-
 /// Why no commit message could be made from `write.commitMessage`.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
@@ -133,7 +49,7 @@ pub fn check_template(template: &str) -> Result<(), TemplateError> {
 
 #[derive(Serialize)]
 struct MessageContext<'a> {
-    changes: &'a [Change],
+    changes: &'a [TemplateChange<'a>],
     group: &'a str,
     repository: &'a str,
     policies: Vec<&'a str>,
@@ -179,17 +95,19 @@ pub fn render_message(
 
 /// Each change once, in the planner's order: a reader counts image moves, not the lines that
 /// name an image.
-fn distinct(changes: &[Change]) -> Vec<Change> {
+fn distinct(changes: &[Change]) -> Vec<TemplateChange<'_>> {
     let mut seen = std::collections::HashSet::new();
     changes
         .iter()
         .filter(|c| seen.insert((&c.image, &c.file, &c.from, &c.to)))
-        .cloned()
+        .map(Change::template_view)
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     fn change(policy: &str, file: &str, from: &str, to: &str) -> Change {
@@ -200,7 +118,7 @@ mod tests {
             line: 7,
             from: from.into(),
             to: to.into(),
-            strategy: "semver".into(),
+            strategy: "semver",
             ..Default::default()
         }
     }
@@ -300,70 +218,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("commitMessage"), "{err}");
-    }
-
-    #[test]
-    fn regroup_by_repository_keeps_the_last_content_of_each_file() {
-        let groups = vec![
-            group(
-                "api",
-                &[("a.yaml", "api-edit")],
-                vec![change("api", "a.yaml", "1", "2")],
-            ),
-            group("empty", &[], vec![]),
-            group(
-                "web",
-                &[("a.yaml", "api-edit+web-edit"), ("b.yaml", "b")],
-                vec![change("web", "a.yaml", "3", "4")],
-            ),
-        ];
-        let merged = regroup("manifests", Grouping::Repository, groups.clone());
-        assert_eq!(merged.len(), 1);
-        assert_eq!(merged[0].key, "manifests");
-        assert_eq!(
-            merged[0].files[&PathBuf::from("a.yaml")],
-            "api-edit+web-edit"
-        );
-        assert_eq!(merged[0].changes.len(), 2);
-        let per_policy = regroup("manifests", Grouping::Policy, groups);
-        assert_eq!(
-            per_policy
-                .iter()
-                .map(|g| g.key.as_str())
-                .collect::<Vec<_>>(),
-            ["api", "web"]
-        );
-        assert!(regroup("m", Grouping::Repository, vec![group("x", &[], vec![])]).is_empty());
-    }
-
-    #[test]
-    fn regroup_by_path_gives_each_file_its_last_content_and_its_changes() {
-        let groups = vec![
-            group(
-                "api",
-                &[("a.yaml", "api-edit")],
-                vec![change("api", "a.yaml", "1", "2")],
-            ),
-            group(
-                "web",
-                &[("a.yaml", "api-edit+web-edit"), ("b.yaml", "b")],
-                vec![
-                    change("web", "a.yaml", "3", "4"),
-                    change("web", "b.yaml", "5", "6"),
-                ],
-            ),
-        ];
-        let by_path = regroup("m", Grouping::Path, groups);
-        assert_eq!(
-            by_path.iter().map(|g| g.key.as_str()).collect::<Vec<_>>(),
-            ["a.yaml", "b.yaml"]
-        );
-        assert_eq!(by_path[0].files.len(), 1);
-        assert_eq!(
-            by_path[0].files[&PathBuf::from("a.yaml")],
-            "api-edit+web-edit"
-        );
-        assert_eq!(by_path[0].changes.len(), 2);
-        assert_eq!(by_path[1].changes.len(), 1);
     }
 }

@@ -10,7 +10,7 @@
 //! It never writes a secret to a log, an error or a report, and prints URLs without userinfo.
 //!
 //! - [`config`]: the `repositories:` section of `tagpilot.yaml`.
-//! - [`message`]: change groups and commit messages (pure).
+//! - [`message`]: commit messages (pure); the change groups are [`crate::change`]'s.
 //! - [`auth`]: credentials, SSH host key checking, URL redaction.
 //! - [`sign`]: SSH and OpenPGP commit signatures, in-process.
 //! - [`cache`]: the clone cache under `--cache-dir`.
@@ -40,7 +40,7 @@ pub use config::{
     AuthConfig, Author, Grouping, ProvidedToken, RepositoryConfig, SigningConfig, WriteConfig,
     WriteMode,
 };
-pub use message::{Change, ChangeGroup, DEFAULT_COMMIT_MESSAGE, POLICY_TRAILER};
+pub use message::{DEFAULT_COMMIT_MESSAGE, POLICY_TRAILER};
 pub use tree::CommitFiles;
 pub use write::{
     Planned, PushedCommit, Replanner, RepositoryReport, WriteOptions, WriteOutcome, WriteStatus,

@@ -16,11 +16,12 @@ use git2::{AutotagOption, FetchOptions, Oid, Repository};
 use super::auth::{Connector, redact_url};
 use super::cache::{self, RepoCache, cache_error, connect_error};
 use super::commit::{CommitError, apply_files, make_commit};
-use super::message::{ChangeGroup, POLICY_TRAILER, regroup, render_message};
+use super::message::{POLICY_TRAILER, render_message};
 use super::push::{AttemptError, push};
 use super::sign::Signer;
 use super::write::Replanner;
 use super::{GitError, Libgit2Error};
+use crate::change::{self, ChangeGroup};
 use crate::config::repository::RepositoryConfig;
 
 /// The base branch as fetched, and the change groups planned on it.
@@ -75,7 +76,7 @@ pub async fn prepare<P: Replanner>(
     drop(files);
     let prepared = Prepared {
         base_tip,
-        groups: regroup(&repo.name, repo.write.group, planned.groups),
+        groups: change::group(&repo.name, repo.write.group, planned.groups),
         complete: planned.complete,
     };
     Ok((prepared, planned.plan))

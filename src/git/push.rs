@@ -97,118 +97,202 @@ pub(crate) fn push(
     expected_remote: Option<Oid>,
     owned: bool,
 ) -> Result<(), AttemptError> {
-    let target = format!("refs/heads/{branch}");
-    let local = format!("refs/tagpilot/push/{branch}");
-    let fatal = |source: PushError| {
-        AttemptError::Fatal(GitError::Push {
-            repository: repo.name.clone(),
-            url: redact_url(&repo.url),
-            source,
-        })
+    let to = PushTo {
+        git,
+        repo,
+        branch,
+        target: format!("refs/heads/{branch}"),
+        local: format!("refs/tagpilot/push/{branch}"),
     };
-    let libgit2 = |e: git2::Error| fatal(PushError::Git(Libgit2Error::scrubbed(e, &repo.url)));
-    let refspec = match commit {
-        Some(commit) => {
-            git.reference(&local, commit, true, "tagpilot: commit to push")
-                .map_err(libgit2)?;
-            // `+` only for a branch tagpilot owns: a shared branch must fast-forward.
-            let force = if owned { "+" } else { "" };
-            format!("{force}{local}:{target}")
-        }
-        None => format!(":{target}"),
-    };
-
+    // 1. What to send: the commit under a ref of tagpilot's own, or the branch's deletion.
+    let refspec = to.refspec(commit, owned)?;
     if let Some(remote) = local_remote(&repo.url) {
-        remove_stale_lock(&remote, &target, &repo.name, STALE_LOCK_AGE);
+        remove_stale_lock(&remote, &to.target, &repo.name, STALE_LOCK_AGE);
     }
     let connector = Connector::new(&repo.url, &repo.auth)
         .map_err(|e| AttemptError::Fatal(GitError::config(repo, e)))?;
-    let moved = Cell::new(false);
-    let statuses: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
-    let remote_said = RefCell::new(RemoteMessages::default());
-    let result = {
-        let mut callbacks = connector.callbacks();
-        // What the remote prints (hooks' stderr, `remote:` lines) comes on the side band.
-        callbacks.sideband_progress(|text| {
-            remote_said.borrow_mut().push(text);
-            true
-        });
-        callbacks.push_negotiation(|updates| {
-            for update in updates {
-                if update.dst_refname() == Ok(target.as_str())
-                    && update.src() != expected_remote.unwrap_or(Oid::ZERO_SHA1)
-                {
-                    moved.set(true);
-                    return Err(git2::Error::from_str(
-                        "the branch moved since it was fetched",
-                    ));
-                }
-            }
-            Ok(())
-        });
-        // git2 reports success even when the server refused a ref: each ref's status comes here.
-        callbacks.push_update_reference(|name, status| {
-            statuses
-                .borrow_mut()
-                .push((name.to_owned(), status.map(str::to_owned)));
-            Ok(())
-        });
-        let mut options = PushOptions::new();
-        options.remote_callbacks(callbacks);
-        let mut remote = git.remote_anonymous(&repo.url).map_err(libgit2)?;
-        remote.push(&[refspec.as_str()], Some(&mut options))
-    };
-    let _ = git.find_reference(&local).and_then(|mut r| r.delete());
-    if moved.get() {
+    // 2. Send it, hearing what the remote says of each ref.
+    let sent = to.send(&connector, &refspec, expected_remote)?;
+    let _ = git.find_reference(&to.local).and_then(|mut r| r.delete());
+    // 3. What the connection says.
+    if sent.moved {
         return Err(AttemptError::Moved);
     }
     if let Some(failure) = connector.take_failure() {
         return Err(AttemptError::Fatal(connect_error(repo, failure)));
     }
-    if let Err(e) = result {
-        let e = Libgit2Error::scrubbed(e, &repo.url);
+    if let Err(e) = sent.result {
+        return Err(to.transport_error(e));
+    }
+    // 4. What the remote says of the branch.
+    to.ref_status(commit, sent.statuses, sent.remote_said)
+}
+
+/// One push's branch, in the repository it is pushed from.
+struct PushTo<'a> {
+    git: &'a Repository,
+    repo: &'a RepositoryConfig,
+    branch: &'a str,
+    /// `refs/heads/<branch>` on the remote.
+    target: String,
+    /// The local ref the commit is pushed from, removed after the push.
+    local: String,
+}
+
+/// What one push connection reported.
+struct Sent {
+    result: Result<(), git2::Error>,
+    /// The remote branch no longer held the expected value when the push negotiated.
+    moved: bool,
+    /// Each ref's status: `None` for updated, else the remote's reason.
+    statuses: Vec<(String, Option<String>)>,
+    remote_said: RemoteMessages,
+}
+
+impl PushTo<'_> {
+    fn fatal(&self, source: PushError) -> AttemptError {
+        AttemptError::Fatal(GitError::Push {
+            repository: self.repo.name.clone(),
+            url: redact_url(&self.repo.url),
+            source,
+        })
+    }
+
+    fn libgit2(&self, e: git2::Error) -> AttemptError {
+        self.fatal(PushError::Git(Libgit2Error::scrubbed(e, &self.repo.url)))
+    }
+
+    fn refspec(&self, commit: Option<Oid>, owned: bool) -> Result<String, AttemptError> {
+        let (local, target) = (&self.local, &self.target);
+        Ok(match commit {
+            Some(commit) => {
+                self.git
+                    .reference(local, commit, true, "tagpilot: commit to push")
+                    .map_err(|e| self.libgit2(e))?;
+                // `+` only for a branch tagpilot owns: a shared branch must fast-forward.
+                let force = if owned { "+" } else { "" };
+                format!("{force}{local}:{target}")
+            }
+            None => format!(":{target}"),
+        })
+    }
+
+    fn send(
+        &self,
+        connector: &Connector,
+        refspec: &str,
+        expected_remote: Option<Oid>,
+    ) -> Result<Sent, AttemptError> {
+        let target = self.target.as_str();
+        let moved = Cell::new(false);
+        let statuses: RefCell<Vec<(String, Option<String>)>> = RefCell::new(Vec::new());
+        let remote_said = RefCell::new(RemoteMessages::default());
+        let result = {
+            let mut callbacks = connector.callbacks();
+            // What the remote prints (hooks' stderr, `remote:` lines) comes on the side band.
+            callbacks.sideband_progress(|text| {
+                remote_said.borrow_mut().push(text);
+                true
+            });
+            callbacks.push_negotiation(|updates| {
+                for update in updates {
+                    if update.dst_refname() == Ok(target)
+                        && update.src() != expected_remote.unwrap_or(Oid::ZERO_SHA1)
+                    {
+                        moved.set(true);
+                        return Err(git2::Error::from_str(
+                            "the branch moved since it was fetched",
+                        ));
+                    }
+                }
+                Ok(())
+            });
+            // git2 reports success even when the server refused a ref: each ref's status comes
+            // here.
+            callbacks.push_update_reference(|name, status| {
+                statuses
+                    .borrow_mut()
+                    .push((name.to_owned(), status.map(str::to_owned)));
+                Ok(())
+            });
+            let mut options = PushOptions::new();
+            options.remote_callbacks(callbacks);
+            let mut remote = self
+                .git
+                .remote_anonymous(&self.repo.url)
+                .map_err(|e| self.libgit2(e))?;
+            remote.push(&[refspec], Some(&mut options))
+        };
+        Ok(Sent {
+            result,
+            moved: moved.get(),
+            statuses: statuses.into_inner(),
+            remote_said: remote_said.into_inner(),
+        })
+    }
+
+    /// A push the connection failed: the branch moved, the remote is unreachable, or git
+    /// said why.
+    fn transport_error(&self, e: git2::Error) -> AttemptError {
+        let e = Libgit2Error::scrubbed(e, &self.repo.url);
         if e.git2().code() == git2::ErrorCode::NotFastForward
             || e.message().contains("not present locally")
             || e.message().contains("non-fast")
         {
-            return Err(AttemptError::Moved);
+            return AttemptError::Moved;
         }
-        return Err(match e.git2().class() {
+        match e.git2().class() {
             git2::ErrorClass::Net | git2::ErrorClass::Os | git2::ErrorClass::Ssl => {
                 AttemptError::Fatal(GitError::Unreachable {
-                    repository: repo.name.clone(),
-                    url: redact_url(&repo.url),
+                    repository: self.repo.name.clone(),
+                    url: redact_url(&self.repo.url),
                     source: e,
                 })
             }
-            _ => fatal(PushError::Git(e)),
-        });
+            _ => self.fatal(PushError::Git(e)),
+        }
     }
-    let statuses = statuses.into_inner();
-    match statuses.iter().find(|(name, _)| *name == target) {
-        Some((_, None)) => {
-            // Keep the tracking ref in step, so the next lease starts from what we pushed.
-            let tracking = format!("refs/remotes/origin/{branch}");
-            match commit {
-                Some(commit) => {
-                    let _ = git.reference(&tracking, commit, true, "tagpilot: pushed");
+
+    /// The branch's own status: updated (the tracking ref follows), refused, or lost to
+    /// another push in flight.
+    fn ref_status(
+        &self,
+        commit: Option<Oid>,
+        statuses: Vec<(String, Option<String>)>,
+        remote_said: RemoteMessages,
+    ) -> Result<(), AttemptError> {
+        match statuses.iter().find(|(name, _)| *name == self.target) {
+            Some((_, None)) => {
+                // Keep the tracking ref in step, so the next lease starts from what we pushed.
+                let tracking = format!("refs/remotes/origin/{}", self.branch);
+                match commit {
+                    Some(commit) => {
+                        let _ = self
+                            .git
+                            .reference(&tracking, commit, true, "tagpilot: pushed");
+                    }
+                    None => {
+                        let _ = self
+                            .git
+                            .find_reference(&tracking)
+                            .and_then(|mut r| r.delete());
+                    }
                 }
-                None => {
-                    let _ = git.find_reference(&tracking).and_then(|mut r| r.delete());
+                Ok(())
+            }
+            Some((_, Some(status))) => {
+                let message = remote_said.explain(status);
+                let message = super::auth::scrub(&message, &self.repo.url);
+                if lost_a_race(status) {
+                    Err(AttemptError::Raced(message))
+                } else {
+                    Err(AttemptError::Refused(message))
                 }
             }
-            Ok(())
+            None => Err(self.fatal(PushError::NoStatus {
+                target: self.target.clone(),
+            })),
         }
-        Some((_, Some(status))) => {
-            let message = remote_said.into_inner().explain(status);
-            let message = super::auth::scrub(&message, &repo.url);
-            if lost_a_race(status) {
-                Err(AttemptError::Raced(message))
-            } else {
-                Err(AttemptError::Refused(message))
-            }
-        }
-        None => Err(fatal(PushError::NoStatus { target })),
     }
 }
 

@@ -9,7 +9,7 @@
 //! fetched (a lease checked in the same connection as the push).
 
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,10 +20,10 @@ use super::auth::redact_url;
 use super::cache::{self, RepoCache, cache_error};
 pub use super::commit::PushedCommit;
 use super::commit::{build_commits, same_proposal};
-use super::message::{ChangeGroup, regroup};
 use super::push::{AttemptError, push};
 use super::sign::{self, Signer};
 use super::tree::CommitFiles;
+use crate::change::{self, ChangeGroup};
 use crate::config::repository::{ConfigError, RepositoryConfig};
 
 /// What a planner found on one checkout: the change groups to commit, and its own account of
@@ -194,146 +194,221 @@ async fn write_attempts<P: Replanner>(
     options: WriteOptions,
     last: &mut LastPlan<P::Plan>,
 ) -> Result<WriteOutcome, GitError> {
-    repo.validate()?;
-    let mut repo = repo.clone();
-    if repo.write.mode == super::WriteMode::PullRequest {
-        // Here the target would be the base branch itself: never push a protected base.
-        return Err(GitError::config(&repo, ConfigError::PullRequestNotPushed));
-    }
-    // Loaded after the first plan, so that a key that does not unlock is reported beside the
-    // changes it kept from being written; still before anything is committed or pushed.
-    let mut signer: Option<Arc<Option<Signer>>> = None;
-    let dir = cache.repo_dir(&repo);
-    let url = redact_url(&repo.url);
-    let max_attempts = repo.write.max_retries + 1;
+    // 1. What every round shares: the checked configuration, the clone, the signer once loaded.
+    let mut rounds = Rounds::new(cache, repo, options)?;
     let mut refused: Option<(cache::Fetched, String)> = None;
-
-    for attempt in 1..=max_attempts {
-        let (fetched, files) = blocking({
-            let (dir, repo) = (dir.clone(), repo.clone());
-            move || {
-                let (git, fetched) = cache::sync(&dir, &repo)?;
-                let files = cache::commit_files(git, &dir, &repo, fetched.base_tip)?;
-                Ok((fetched, files))
-            }
-        })
-        .await?;
+    for attempt in 1..=rounds.max_attempts {
+        // 2. Fetch the base.
+        let (fetched, files) = rounds.fetch().await?;
         if let Some((seen, message)) = refused.take()
             && seen == fetched
         {
             // Nothing moved, so the refusal was not a race: report it.
-            return Err(GitError::Rejected {
-                repository: repo.name.clone(),
-                url,
-                branch: repo.target_branch().to_owned(),
-                message,
-            });
+            return Err(rounds.rejected(message));
         }
+        // 3. Plan on it.
+        let Some((fetched, groups, signer)) = rounds.plan(planner, fetched, files, last).await?
+        else {
+            // The base moved while the branch named from the changes was fetched.
+            continue;
+        };
+        // 4. Commit and push.
+        let result = rounds.write(fetched, groups, signer).await?;
+        // 5. Done, or why to go round again.
+        match rounds.judge(attempt, fetched, result)? {
+            Next::Done(outcome) => return Ok(outcome),
+            Next::Again { refused: r } => refused = r,
+        }
+        if attempt < rounds.max_attempts {
+            tokio::time::sleep(backoff(attempt)).await;
+        }
+    }
+    Err(GitError::RetriesExhausted {
+        repository: rounds.repo.name.clone(),
+        url: rounds.url,
+        branch: rounds.repo.target_branch().to_owned(),
+        attempts: rounds.max_attempts,
+    })
+}
+
+/// What the rounds of one repository's write share.
+struct Rounds {
+    /// The configuration, with `write.branch` set once a plan names the branch.
+    repo: RepositoryConfig,
+    options: WriteOptions,
+    /// The repository's clone in the cache.
+    dir: PathBuf,
+    /// Without userinfo.
+    url: String,
+    max_attempts: u32,
+    /// Loaded after the first plan, so that a key that does not unlock is reported beside the
+    /// changes it kept from being written; still before anything is committed or pushed.
+    signer: Option<Arc<Option<Signer>>>,
+}
+
+/// After a round: its outcome, or another round (with the refusal to check against the next
+/// fetch).
+enum Next {
+    Done(WriteOutcome),
+    Again {
+        refused: Option<(cache::Fetched, String)>,
+    },
+}
+
+impl Rounds {
+    fn new(
+        cache: &RepoCache,
+        repo: &RepositoryConfig,
+        options: WriteOptions,
+    ) -> Result<Self, GitError> {
+        repo.validate()?;
+        if repo.write.mode == super::WriteMode::PullRequest {
+            // Here the target would be the base branch itself: never push a protected base.
+            return Err(GitError::config(repo, ConfigError::PullRequestNotPushed));
+        }
+        Ok(Rounds {
+            repo: repo.clone(),
+            options,
+            dir: cache.repo_dir(repo),
+            url: redact_url(&repo.url),
+            max_attempts: repo.write.max_retries + 1,
+            signer: None,
+        })
+    }
+
+    /// Fetches the base and reads its tip's files.
+    async fn fetch(&self) -> Result<(cache::Fetched, CommitFiles), GitError> {
+        let (dir, repo) = (self.dir.clone(), self.repo.clone());
+        blocking(move || {
+            let (git, fetched) = cache::sync(&dir, &repo)?;
+            let files = cache::commit_files(git, &dir, &repo, fetched.base_tip)?;
+            Ok((fetched, files))
+        })
+        .await
+    }
+
+    /// Plans on `files`, groups the changes, and fetches the branch the plan names, if it names
+    /// another. `None` when the base moved meanwhile: plan again on it.
+    async fn plan<P: Replanner>(
+        &mut self,
+        planner: &P,
+        fetched: cache::Fetched,
+        files: CommitFiles,
+        last: &mut LastPlan<P::Plan>,
+    ) -> Result<Option<(cache::Fetched, Vec<ChangeGroup>, Arc<Option<Signer>>)>, GitError> {
         let planned = planner
-            .plan(&repo, &files)
+            .plan(&self.repo, &files)
             .await
             .map_err(|e| GitError::Plan {
-                repository: repo.name.clone(),
+                repository: self.repo.name.clone(),
                 source: Box::new(e),
             })?;
         drop(files);
-        let groups = regroup(&repo.name, repo.write.group, planned.groups);
+        let groups = change::group(&self.repo.name, self.repo.write.group, planned.groups);
         last.plan = Some(planned.plan);
-        let signer = match &signer {
+        let signer = match &self.signer {
             Some(loaded) => loaded.clone(),
-            None => signer.insert(sign::signer_for(&repo)?).clone(),
+            None => self.signer.insert(sign::signer_for(&self.repo)?).clone(),
         };
         let mut fetched = fetched;
         if let Some(branch) = planned.branch
-            && repo.write.branch.as_deref() != Some(branch.as_str())
+            && self.repo.write.branch.as_deref() != Some(branch.as_str())
         {
             // The branch is named from the changes just planned: fetch what it holds for the
             // lease. The base is fetched again with it; had it moved, plan again on it.
-            repo.write.branch = Some(branch);
-            last.branch = repo.target_branch().to_owned();
+            self.repo.write.branch = Some(branch);
+            last.branch = self.repo.target_branch().to_owned();
             let renamed = blocking({
-                let (dir, repo) = (dir.clone(), repo.clone());
+                let (dir, repo) = (self.dir.clone(), self.repo.clone());
                 move || Ok(cache::sync(&dir, &repo)?.1)
             })
             .await?;
             if renamed.base_tip != fetched.base_tip {
-                continue;
+                return Ok(None);
             }
             fetched = renamed;
         }
-        let result = blocking({
-            let (dir, repo, signer) = (dir.clone(), repo.clone(), signer.clone());
-            move || {
-                Ok(commit_and_push(
-                    &dir,
-                    &repo,
-                    fetched,
-                    groups,
-                    signer.as_ref().as_ref(),
-                    options,
-                ))
-            }
+        Ok(Some((fetched, groups, signer)))
+    }
+
+    /// Commits `groups` on the fetched base and pushes them (or, dry, only builds them).
+    async fn write(
+        &self,
+        fetched: cache::Fetched,
+        groups: Vec<ChangeGroup>,
+        signer: Arc<Option<Signer>>,
+    ) -> Result<Result<WriteStatus, AttemptError>, GitError> {
+        let (dir, repo, options) = (self.dir.clone(), self.repo.clone(), self.options);
+        blocking(move || {
+            Ok(commit_and_push(
+                &dir,
+                &repo,
+                fetched,
+                groups,
+                signer.as_ref().as_ref(),
+                options,
+            ))
         })
-        .await?;
-        let outcome = |status| WriteOutcome {
-            repository: repo.name.clone(),
-            url: url.clone(),
-            branch: repo.target_branch().to_owned(),
-            base_commit: fetched.base_tip.to_string(),
-            status,
-            attempts: attempt,
-        };
+        .await
+    }
+
+    /// What a round's write means: done, failed, or worth another round.
+    fn judge(
+        &self,
+        attempt: u32,
+        fetched: cache::Fetched,
+        result: Result<WriteStatus, AttemptError>,
+    ) -> Result<Next, GitError> {
+        let branch = self.repo.target_branch();
         match result {
-            Ok(status) => return Ok(outcome(status)),
-            Err(AttemptError::Fatal(e)) => return Err(e),
+            Ok(status) => Ok(Next::Done(WriteOutcome {
+                repository: self.repo.name.clone(),
+                url: self.url.clone(),
+                branch: branch.to_owned(),
+                base_commit: fetched.base_tip.to_string(),
+                status,
+                attempts: attempt,
+            })),
+            Err(AttemptError::Fatal(e)) => Err(e),
             Err(AttemptError::Moved) => {
-                tracing::info!(
-                    attempt,
-                    branch = repo.target_branch(),
-                    "branch moved; fetching and planning again"
-                );
+                tracing::info!(attempt, branch, "branch moved; fetching and planning again");
+                Ok(Next::Again { refused: None })
             }
             Err(AttemptError::Raced(message)) => {
                 // Another push held the ref: it may not have landed yet, so this is a race
                 // even when the next fetch finds the branch where it was.
                 tracing::info!(
                     attempt,
-                    branch = repo.target_branch(),
+                    branch,
                     %message,
                     "another push held the branch; fetching and planning again"
                 );
-                if attempt == max_attempts {
-                    return Err(GitError::Rejected {
-                        repository: repo.name.clone(),
-                        url,
-                        branch: repo.target_branch().to_owned(),
-                        message,
-                    });
+                if attempt == self.max_attempts {
+                    return Err(self.rejected(message));
                 }
+                Ok(Next::Again { refused: None })
             }
             Err(AttemptError::Refused(message)) => {
                 tracing::info!(attempt, %message, "push refused; checking whether the branch moved");
-                if attempt == max_attempts {
-                    return Err(GitError::Rejected {
-                        repository: repo.name.clone(),
-                        url,
-                        branch: repo.target_branch().to_owned(),
-                        message,
-                    });
+                if attempt == self.max_attempts {
+                    return Err(self.rejected(message));
                 }
-                refused = Some((fetched, message));
+                Ok(Next::Again {
+                    refused: Some((fetched, message)),
+                })
             }
         }
-        if attempt < max_attempts {
-            tokio::time::sleep(backoff(attempt)).await;
+    }
+
+    /// The remote refused the push for a reason of its own.
+    fn rejected(&self, message: String) -> GitError {
+        GitError::Rejected {
+            repository: self.repo.name.clone(),
+            url: self.url.clone(),
+            branch: self.repo.target_branch().to_owned(),
+            message,
         }
     }
-    Err(GitError::RetriesExhausted {
-        repository: repo.name.clone(),
-        url,
-        branch: repo.target_branch().to_owned(),
-        attempts: max_attempts,
-    })
 }
 
 /// Exponential backoff with jitter, so two bots racing for one branch drift apart.

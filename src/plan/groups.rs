@@ -1,27 +1,20 @@
-//! A plan split into change groups: one per policy, for a commit or a pull request each.
+//! A plan split into change groups: one per policy, for a commit or a pull request each. How
+//! they stack, and how they are grouped further per `write.group`, is the change model's rule
+//! ([`crate::change`]); here the groups' texts are built from the plan's edits.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 
 use super::model::{Change, FileUpdate, Plan};
 use super::walk::apply_sorted;
+use crate::change::{ChangeGroup, Stacking};
 use crate::manifest;
 
-/// One policy's share of a plan, as a commit per policy needs it: the files it changes, with
-/// content that already includes every earlier group's edits (groups apply in order).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PolicyGroup {
-    pub policy: String,
-    /// Path relative to the root → whole new content.
-    pub files: BTreeMap<PathBuf, String>,
-    pub changes: Vec<Change>,
-}
-
 impl Plan {
-    /// Splits the plan into one group per policy (by name), for a commit or a pull request
-    /// each. Each group's file contents are built cumulatively on the groups before it (the
-    /// last group's contents are the planned texts), or, with `alone`, carry only that policy's
-    /// edits, for proposals that each start from the base (one pull request per policy).
+    /// Splits the plan into one group per policy (by name, the group's key), for a commit or a
+    /// pull request each. Each group's file contents are built cumulatively on the groups
+    /// before it (the last group's contents are the planned texts), or, with
+    /// [`Stacking::Alone`], carry only that policy's edits, for proposals that each start from
+    /// the base (one pull request per policy).
     ///
     /// For the writers, which need only the groups: each file's planned text moves into the
     /// group that carries all of its edits instead of being built again, and the plan keeps no
@@ -29,9 +22,13 @@ impl Plan {
     /// planned, not a third copy.
     pub fn take_groups(
         &mut self,
-        alone: bool,
-    ) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
-        let groups = split(&self.changes, &mut self.files, !alone);
+        stacking: Stacking,
+    ) -> Result<Vec<ChangeGroup>, manifest::ManifestError> {
+        let groups = split(
+            &self.changes,
+            &mut self.files,
+            stacking == Stacking::Stacked,
+        );
         self.files = Vec::new();
         groups
     }
@@ -43,7 +40,7 @@ fn split(
     changes: &[Change],
     files: &mut [FileUpdate],
     cumulative: bool,
-) -> Result<Vec<PolicyGroup>, manifest::ManifestError> {
+) -> Result<Vec<ChangeGroup>, manifest::ManifestError> {
     let names: BTreeSet<&str> = changes.iter().map(|c| c.policy.as_str()).collect();
     let mut groups = Vec::new();
     for (n, name) in names.iter().enumerate() {
@@ -75,8 +72,8 @@ fn split(
             .filter(|c| c.policy == *name)
             .cloned()
             .collect();
-        groups.push(PolicyGroup {
-            policy: name.to_string(),
+        groups.push(ChangeGroup {
+            key: name.to_string(),
             files: texts,
             changes,
         });

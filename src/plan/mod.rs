@@ -14,13 +14,17 @@
 //! - [`index`]: which policies may touch a file or own a field, without trying them all.
 //! - [`decide`]: one reference's decision, and the registry look-ups behind it.
 //! - [`groups`]: a plan split into change groups for commits and pull requests.
+//! - [`merge`]: several sources' plans of one checkout joined into one.
+//! - [`steady`]: which groups to hold rather than propose backwards from their last proposal.
 //! - [`tags`]: `tagpilot tags`, an image's tags in a policy's order, and which configured
 //!   policy it uses.
 
 mod decide;
 mod groups;
 mod index;
+pub mod merge;
 pub mod model;
+pub mod steady;
 pub mod tags;
 mod walk;
 
@@ -32,7 +36,6 @@ use std::path::PathBuf;
 pub use decide::{
     DecideError, Inspector, Outcome, decide_reference, version_reference, version_text,
 };
-pub use groups::PolicyGroup;
 pub use model::{
     Change, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
     PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,

@@ -4,30 +4,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+pub use crate::change::Change;
 use crate::manifest::Edit;
-
-/// One image field that will move.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Change {
-    /// The configured repository (`repositories[].name`); absent for the local directory.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub repository: Option<String>,
-    pub policy: String,
-    /// The repository the policy follows (`127.0.0.1:5000/shop/api`).
-    pub image: String,
-    /// Path relative to the root, with `/` separators.
-    pub file: String,
-    pub line: usize,
-    /// What kind of field: `Deployment/web container app`, `kustomize images[web]`, …
-    pub field: String,
-    pub strategy: &'static str,
-    pub from: String,
-    pub to: String,
-    /// What changed inside the image, when the old and the new image say where they were built
-    /// from (their OCI `source` and `revision` labels): filled in after planning.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<Box<crate::provenance::SourceChange>>,
-}
 
 /// A reference the policy found but chose not to move, with the reason (pinned above the range,
 /// no candidate, …). Shown so that "why didn't it update?" has an answer.

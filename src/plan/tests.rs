@@ -3,6 +3,7 @@
 use super::*;
 use std::path::Path;
 
+use crate::change::{ChangeGroup, Stacking};
 use crate::image::Repository;
 use crate::policy::ImagePolicy;
 use crate::registry::{ImageInfo, MemoryRegistry, Registry};
@@ -677,14 +678,14 @@ async fn take_groups_split_per_policy_and_leave_the_plan_no_texts() {
     let web_only = both.replace("web:0.9.0", "web:1.0.0");
     assert_eq!(updated, api_only.replace("web:0.9.0", "web:1.0.0"));
 
-    let contents = |groups: &[PolicyGroup]| -> Vec<(String, String)> {
+    let contents = |groups: &[ChangeGroup]| -> Vec<(String, String)> {
         groups
             .iter()
-            .map(|g| (g.policy.clone(), g.files[Path::new("both.yaml")].clone()))
+            .map(|g| (g.key.clone(), g.files[Path::new("both.yaml")].clone()))
             .collect()
     };
     let mut cumulative = planned.clone();
-    let groups = cumulative.take_groups(false).unwrap();
+    let groups = cumulative.take_groups(Stacking::Stacked).unwrap();
     assert_eq!(
         contents(&groups),
         [("api".into(), api_only.clone()), ("web".into(), updated)]
@@ -693,7 +694,7 @@ async fn take_groups_split_per_policy_and_leave_the_plan_no_texts() {
     assert_eq!(cumulative.changes, planned.changes);
 
     let mut alone = planned.clone();
-    let groups = alone.take_groups(true).unwrap();
+    let groups = alone.take_groups(Stacking::Alone).unwrap();
     assert_eq!(
         contents(&groups),
         [("api".into(), api_only), ("web".into(), web_only)]

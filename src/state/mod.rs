@@ -8,7 +8,7 @@
 //! - **when each tag was first seen**, per registry repository and tag, for `minAge` under
 //!   strategies that do not read build times;
 //! - **the last proposal per group**, per repository, so a proposal does not move backwards
-//!   from one cycle to the next (see `crate::engine::steady`);
+//!   from one cycle to the next (see `crate::plan::steady`);
 //! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
 //!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
 //!
@@ -33,7 +33,6 @@ use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
     TableError,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::image::Repository;
 use crate::registry::MetadataStore;
@@ -100,21 +99,8 @@ impl StateError {
     }
 }
 
-/// What was last proposed for one group of one repository.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Proposal {
-    pub changes: Vec<ProposedChange>,
-    /// When it was proposed.
-    pub at: jiff::Timestamp,
-}
-
-/// One change of a proposal: which policy moved which file to what (`tag` or `tag@digest`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProposedChange {
-    pub policy: String,
-    pub file: String,
-    pub to: String,
-}
+/// What was last proposed for one group of one repository: the change model's.
+pub use crate::change::{Proposal, ProposedChange};
 
 /// The state database of one `--state-dir`.
 pub struct State {

@@ -11,10 +11,10 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
+use tagpilot::change::{Change, ChangeGroup};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
-use tagpilot::git::{
-    Change, ChangeGroup, CommitFiles, Planned, Replanner, RepoCache, RepositoryConfig,
-};
+use tagpilot::git::{CommitFiles, Planned, Replanner, RepoCache, RepositoryConfig};
+use tagpilot::provenance::{SourceChange, source_repository};
 use wiremock::matchers::{body_partial_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -31,6 +31,18 @@ struct ApiPlanner {
     complete: bool,
     /// The image's source repository and its revisions before and after, as labels say.
     source: Option<(&'static str, &'static str, &'static str)>,
+}
+
+/// What changed in the image's source, as the engine describes it: `source` at `from`, then
+/// at `to`, compared at `compare_url`.
+fn source_change(source: &str, from: &str, to: &str, compare_url: String) -> Box<SourceChange> {
+    Box::new(SourceChange {
+        repository: source_repository(source).expect("a GitHub or GitLab repository"),
+        source: source.into(),
+        revision_from: from.into(),
+        revision_to: to.into(),
+        compare_url,
+    })
 }
 
 fn wants(tag: &'static str) -> ApiPlanner {
@@ -63,13 +75,11 @@ impl ApiPlanner {
                 line: API_LINE,
                 from: old.rsplit(':').next().unwrap().to_owned(),
                 to: self.tag.into(),
-                strategy: "semver".into(),
-                source: self.source.map(|(s, _, _)| s.into()),
-                revision_from: self.source.map(|(_, f, _)| f.into()),
-                revision_to: self.source.map(|(_, _, t)| t.into()),
-                compare_url: self
+                strategy: "semver",
+                source: self
                     .source
-                    .map(|(s, f, t)| format!("{s}/-/compare/{f}...{t}")),
+                    .map(|(s, f, t)| source_change(s, f, t, format!("{s}/-/compare/{f}...{t}"))),
+                ..Default::default()
             }],
         }])
     }
@@ -120,7 +130,7 @@ impl Replanner for ApiAndWeb {
                     line,
                     from: old.rsplit(':').next().unwrap().to_owned(),
                     to: to.into(),
-                    strategy: "semver".into(),
+                    strategy: "semver",
                     ..Default::default()
                 }],
             }
@@ -1031,11 +1041,14 @@ fn pull_request_body_matches_the_golden_file() {
                 line: 21,
                 from: "1.4.2".into(),
                 to: "1.5.0".into(),
-                strategy: "semver".into(),
-                source: Some("https://github.com/acme/checkout".into()),
-                revision_from: Some("1111111111111111111111111111111111111111".into()),
-                revision_to: Some("2222222222222222222222222222222222222222".into()),
-                compare_url: Some("https://github.com/acme/checkout/compare/1111111111111111111111111111111111111111...2222222222222222222222222222222222222222".into()),
+                strategy: "semver",
+                source: Some(source_change(
+                    "https://github.com/acme/checkout",
+                    "1111111111111111111111111111111111111111",
+                    "2222222222222222222222222222222222222222",
+                    "https://github.com/acme/checkout/compare/1111111111111111111111111111111111111111...2222222222222222222222222222222222222222".into(),
+                )),
+                ..Default::default()
             },
             Change {
                 policy: "checkout".into(),
@@ -1044,7 +1057,7 @@ fn pull_request_body_matches_the_golden_file() {
                 line: 9,
                 from: "main-1a2b3c4-1700000000".into(),
                 to: "main-9f8e7d6-1700086400".into(),
-                strategy: "regex".into(),
+                strategy: "regex",
                 ..Default::default()
             },
         ],
@@ -1059,7 +1072,12 @@ fn pull_request_body_matches_the_golden_file() {
     let subjects: Vec<String> = (1..=23).map(|n| format!("Change {n}\n\nbody")).collect();
     let commits = forge::SourceCommits::from_messages(subjects.iter().map(String::as_str), 23);
     let sources = std::collections::BTreeMap::from([(
-        group.changes[0].compare_url.clone().unwrap(),
+        group.changes[0]
+            .source
+            .as_ref()
+            .unwrap()
+            .compare_url
+            .clone(),
         commits,
     )]);
     let actual = forge::body::body(

@@ -9,10 +9,11 @@ use std::process::Command;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use tagpilot::change::{Change, ChangeGroup};
 use tagpilot::git::{
-    AuthError, Change, ChangeGroup, CommitFiles, ConfigError, GitError, Planned, Replanner,
-    RepoCache, RepositoryConfig, SignError, WriteOptions, WriteStatus, write_all, write_planned,
-    write_repository, write_repository_with,
+    AuthError, CommitFiles, ConfigError, GitError, Planned, Replanner, RepoCache, RepositoryConfig,
+    SignError, WriteOptions, WriteStatus, write_all, write_planned, write_repository,
+    write_repository_with,
 };
 
 use crate::support::git::*;
@@ -98,11 +99,11 @@ impl LinePlanner {
             let change = Change {
                 policy: edit.policy.into(),
                 image: edit.image.into(),
-                file: path.clone(),
+                file: path.to_string_lossy().into_owned(),
                 line: edit.line,
                 from,
                 to: edit.tag.into(),
-                strategy: "semver".into(),
+                strategy: "semver",
                 ..Default::default()
             };
             match groups.iter_mut().find(|g| g.key == edit.policy) {

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Layer {
-    /// Image references, versions, YAML error rendering, configuration and policy types.
+    /// Image references, versions, YAML error rendering, configuration and policy types, the
+    /// change model.
     Leaf,
     /// Tag selection and YAML editing: pure functions over leaf types.
     Core,
@@ -36,6 +37,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("policy", "policy", Layer::Leaf),
         ("files", "files", Layer::Leaf),
         ("holds", "holds", Layer::Leaf),
+        ("change", "change", Layer::Leaf),
         ("argocd::application", "argocd::application", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),

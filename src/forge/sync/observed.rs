@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use git2::Oid;
 
+use crate::change::ChangeGroup;
 use crate::forge::{ForgeError, ForgeKind, Marker, PullRequest, SourceCommits};
+use crate::git::WriteConfig;
 use crate::git::proposal::BranchTip;
-use crate::git::{ChangeGroup, WriteConfig};
 
 /// What is, as far as the sync needs to know it.
 #[derive(Debug)]

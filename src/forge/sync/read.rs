@@ -119,12 +119,12 @@ async fn source_commits<F: Forge>(
     groups: &[PlannedGroup],
 ) -> BTreeMap<String, SourceCommits> {
     let mut out = BTreeMap::new();
-    for c in groups.iter().flat_map(|g| &g.group.changes) {
-        let (Some(source), Some(from), Some(to), Some(url)) =
-            (&c.source, &c.revision_from, &c.revision_to, &c.compare_url)
-        else {
-            continue;
-        };
+    for s in groups
+        .iter()
+        .flat_map(|g| &g.group.changes)
+        .filter_map(|c| c.source.as_deref())
+    {
+        let (source, from, to, url) = (&s.source, &s.revision_from, &s.revision_to, &s.compare_url);
         if out.contains_key(url) {
             continue;
         }

@@ -6,9 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use git2::Oid;
 
 use super::*;
+use crate::change::{Change, ChangeGroup};
 use crate::forge::Reviewer;
+use crate::git::WriteConfig;
 use crate::git::proposal::BranchTip;
-use crate::git::{Change, ChangeGroup, WriteConfig};
 
 const BRANCH: &str = "tagpilot/api";
 
@@ -32,7 +33,7 @@ fn group(to: &str) -> ChangeGroup {
             line: 3,
             from: "1.0.0".into(),
             to: to.into(),
-            strategy: "semver".into(),
+            strategy: "semver",
             ..Default::default()
         }],
     }
