@@ -61,3 +61,25 @@ fn lines(errors: &[CheckError]) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_error_reads_as_its_source_with_the_same_chain() {
+        let wrapped = CliError::from(SessionError::NoConfigForPolicy);
+        assert_eq!(
+            wrapped.to_string(),
+            SessionError::NoConfigForPolicy.to_string()
+        );
+        assert!(std::error::Error::source(&wrapped).is_none());
+        let none = CliError::NoAnnotatedApplication {
+            paths: "apps, more/app.yaml".into(),
+        };
+        assert_eq!(
+            none.to_string(),
+            "no Application with an image-list annotation in apps, more/app.yaml"
+        );
+    }
+}

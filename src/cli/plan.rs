@@ -55,11 +55,7 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
 /// What `plan` and `apply` print of a cycle: its report (the local directory's files and the
 /// configured repositories', with the Applications section) in `format`, then every change as
 /// a unified diff when asked. Also the plan shown, which decides the exit code.
-pub fn render_cycle(
-    cycle: Cycle,
-    format: Format,
-    diff: bool,
-) -> Result<(Plan, String), ReportError> {
+fn render_cycle(cycle: Cycle, format: Format, diff: bool) -> Result<(Plan, String), ReportError> {
     let shown = Plan {
         files: cycle.local_files,
         ..cycle.plan
