@@ -19,7 +19,8 @@
 //! - [`verification`] — whether a change that reached git runs healthy in an Argo CD
 //!   Application: one observation of its status judged (pure).
 //! - [`plan`] — the planner; builds every edit in memory and writes nothing.
-//! - [`report`] — table, JSON, Markdown and diff renderings of a plan (pure).
+//! - [`report`] — the report of a cycle: one typed model, rendered as a table, JSON, Markdown
+//!   and a diff (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
 //! - [`kubernetes`] — the Kubernetes API edge: Applications, `ImageUpdater` resources, Secrets,
@@ -34,10 +35,12 @@
 //!   Applications, the state store.
 //! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics,
 //!   shutdown on signals, and leader election among replicas (`--leader-elect`).
+//! - [`cli`] — the command line: its flags, and one runner per command over a [`session`].
 
 pub mod apply;
 pub mod argocd;
 pub mod change;
+pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod files;

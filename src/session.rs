@@ -15,10 +15,10 @@ use crate::argocd::cluster::{self, Cluster, Loaded};
 use crate::config::{self, Config, ConfigError};
 use crate::engine;
 use crate::git::RepoCache;
-use crate::plan::{Plan, Progress};
+use crate::plan::{self, Progress};
 use crate::policy;
 use crate::registry::{ClientOptions, RegistryClient, RegistryError};
-use crate::report::{self, Format};
+use crate::select::RankedTag;
 use crate::state::State;
 
 /// Why a session could not be opened.
@@ -172,26 +172,17 @@ impl Session {
             state: self.state.as_deref(),
         }
     }
-}
 
-/// What `plan` and `apply` print of a cycle: the report of the plan (the local directory's
-/// files and the configured repositories', in `format`, with the Applications section), then
-/// every change as a unified diff when asked. Also the plan shown, which decides the exit code.
-pub fn render_cycle(cycle: engine::Cycle, format: Format, diff: bool) -> (Plan, String) {
-    let shown = Plan {
-        files: cycle.local_files,
-        ..cycle.plan
-    };
-    let rendered = report::render(&shown, format);
-    let mut out = match (&cycle.applications, format) {
-        (Some(apps), Format::Json) => crate::argocd::report::json(&rendered, apps),
-        (Some(apps), _) => format!("{rendered}{}", crate::argocd::report::text(apps)),
-        (None, _) => rendered,
-    };
-    if diff {
-        out.push_str(&report::diff(&shown));
+    /// `tagpilot tags`: the image's tags in `policy`'s order, asked of this session's registry
+    /// client, with `current` marked and the one the policy would choose.
+    pub async fn rank_tags(
+        &self,
+        policy: &policy::ImagePolicy,
+        current: Option<&str>,
+        progress: &dyn Progress,
+    ) -> Result<Vec<RankedTag>, RegistryError> {
+        plan::tags::rank_tags(&self.registry, policy, current, progress).await
     }
-    (shown, out)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The "Applications" part of `tagpilot plan`: each annotated Application with the images it
 //! manages, where each change lands (source and file), the chosen tags, and the annotations
-//! tagpilot skipped with the reason. Pure: builds strings.
+//! tagpilot skipped with the reason. The report model (`crate::report::Report`) carries it to
+//! every format; its text is here, beside its type. Pure: builds strings.
 
 use serde::Serialize;
 
@@ -202,19 +203,5 @@ pub fn resolved_text(resolved: &Resolved) -> String {
             out.push_str(&format!("    problem: {p}\n"));
         }
     }
-    out
-}
-
-/// The JSON report with an `applications` key added.
-pub fn json(base: &str, reports: &[ApplicationReport]) -> String {
-    let mut value: serde_json::Value = serde_json::from_str(base).expect("the report is JSON");
-    if let Some(map) = value.as_object_mut() {
-        map.insert(
-            "applications".into(),
-            serde_json::to_value(reports).expect("reports serialise"),
-        );
-    }
-    let mut out = serde_json::to_string_pretty(&value).expect("JSON serialises");
-    out.push('\n');
     out
 }

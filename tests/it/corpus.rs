@@ -92,7 +92,7 @@ async fn plan_json_lists_exactly_the_lines_apply_changes() {
 
     // What the JSON says will change: file → lines, each with the version it moves to.
     let json: serde_json::Value =
-        serde_json::from_str(&report::render(&planned, report::Format::Json)).unwrap();
+        serde_json::from_str(&report::render(&planned, report::Format::Json).unwrap()).unwrap();
     let mut listed: BTreeMap<String, BTreeMap<usize, String>> = BTreeMap::new();
     for change in json["changes"].as_array().expect("changes") {
         let file = change["file"].as_str().unwrap().to_string();

@@ -166,7 +166,7 @@ async fn run_case(case: &Path) -> Vec<String> {
         if case.join(file).exists() {
             failures.extend(check_text(
                 &case.join(file),
-                &report::render(&planned, format),
+                &report::render(&planned, format).expect("the report renders"),
             ));
         }
     }
