@@ -22,6 +22,7 @@
 //! others. The local directory is not a target: `tagpilot run` writes to configured repositories
 //! and Applications, never to the directory its policies are read from.
 
+pub mod clock;
 pub mod health;
 pub mod http;
 pub mod lease;

@@ -927,7 +927,11 @@ async fn unreachable_remote_is_named_and_leaves_a_usable_cache() {
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = RepoCache::new(cache_dir.path());
     let planner = LinePlanner::new(vec![api("1.1.0")]);
-    let port = free_port();
+    // A port held for the test but never listened on: connections to it are refused, and no
+    // other test can take it meanwhile.
+    let unreachable = tokio::net::TcpSocket::new_v4().unwrap();
+    unreachable.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let port = unreachable.local_addr().unwrap().port();
     let repo = config(&format!(
         "name: manifests\nurl: 'http://127.0.0.1:{port}/git/origin.git'\n\
          auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n"

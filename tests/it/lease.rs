@@ -1,23 +1,38 @@
 //! Leader election (`tagpilot run --leader-elect`) against the scripted Kubernetes API of
 //! `support::kube`: acquiring a free Lease, renewing it, following while another replica
 //! holds it, losing it (taken by another holder, a renewal refused, a renewal that hangs),
-//! and giving it up at shutdown. Each test states the exact requests, in order. The last
-//! test runs the binary end to end: a follower writes nothing to a real bare repository,
-//! and the same process writes once it leads.
+//! and giving it up at shutdown. Each test states the exact requests, in order.
+//!
+//! The election keeps time by a manual clock: the test moves it from one wake-up of the
+//! election to the next once the election waits on it, so nothing here waits for time to
+//! pass, and a request in flight never sees the clock move. "Another replica" renews on that
+//! clock too, every second, just before the clock reaches each second. Requests still time
+//! out on real time, generously (a loaded machine must not time out a request the double
+//! answers at once); a renewal that hangs moves the clock by as long as the lease's own
+//! timeouts would let it hang. The last test runs the binary end to end, on real time: a
+//! follower writes nothing to a real bare repository, and the same process writes once it
+//! leads.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
+use tagpilot::run::clock::Clock;
 use tagpilot::run::lease::{Elector, LEADER_LABEL, LeaderElection, PodName, Role};
 use tokio::sync::watch;
 
 use crate::daemon;
 use crate::support::git::DEPLOYMENT_PATH;
-use crate::support::kube::{Fault, LeaseApi, NAMESPACE, cluster};
+use crate::support::kube::{Fault, LeaseApi, ManualClock, NAMESPACE, cluster};
 
 const ME: &str = "tagpilot-0";
 const OTHER: &str = "tagpilot-1";
 /// Renewed a second before expiry; each request gives up after a quarter second.
 const DURATION: Duration = Duration::from_secs(3);
+/// How long the test's requests may take in real time before they give up.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long, in real time, the election may take to next wait on the clock (a safety net:
+/// a broken election fails the test rather than hanging it).
+const REAL_LIMIT: Duration = Duration::from_secs(30);
 
 fn settings_for(duration: Duration) -> LeaderElection {
     LeaderElection {
@@ -32,45 +47,124 @@ fn settings_for(duration: Duration) -> LeaderElection {
     }
 }
 
-async fn start(server: &wiremock::MockServer) -> Elector {
-    start_for(server, DURATION).await
+/// Another replica, renewing the Lease every second of the test's clock for `duration`.
+struct Other {
+    identity: &'static str,
+    duration: Duration,
+    /// When it renews next.
+    next: SystemTime,
 }
 
-async fn start_for(server: &wiremock::MockServer, duration: Duration) -> Elector {
-    let settings = settings_for(duration);
-    Elector::start_with(cluster(server, settings.request_timeout()).await, settings)
-        .await
-        .unwrap()
+/// The scripted API, and the clock the election keeps.
+struct Harness {
+    server: wiremock::MockServer,
+    api: LeaseApi,
+    clock: ManualClock,
 }
 
-/// Waits (at most `within`) until the role is `want`; the journal is in the failure message.
-async fn wait_role(
-    roles: &mut watch::Receiver<Role>,
-    want: Role,
-    api: &LeaseApi,
-    within: Duration,
-) {
-    let reached = tokio::time::timeout(within, roles.wait_for(|r| *r == want))
-        .await
-        .is_ok_and(|r| r.is_ok());
-    assert!(
-        reached,
-        "never {want:?} within {within:?}; now {:?}; requests:\n{}",
-        *roles.borrow(),
-        api.journal().join("\n")
-    );
-}
+impl Harness {
+    async fn new() -> Harness {
+        let (server, api) = LeaseApi::start().await;
+        // Whole seconds: a Lease's times are written in microseconds.
+        let clock = ManualClock::at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+        Harness { server, api, clock }
+    }
 
-/// Waits until the journal has `n` lines matching `pred`.
-async fn wait_journal(api: &LeaseApi, what: &str, n: usize, pred: impl Fn(&str) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while api.journal().iter().filter(|l| pred(l)).count() < n {
+    async fn start(&self) -> Elector {
+        self.start_for(DURATION).await
+    }
+
+    async fn start_for(&self, duration: Duration) -> Elector {
+        let client = cluster(&self.server, REQUEST_TIMEOUT).await;
+        Elector::start_with_clock(client, settings_for(duration), Arc::new(self.clock.clone()))
+            .await
+            .unwrap()
+    }
+
+    /// Another replica takes or renews the Lease now, and then every second while the clock
+    /// is driven with it.
+    fn other(&self, identity: &'static str, duration: Duration) -> Other {
+        let now = self.clock.now();
+        self.api.hold_by_at(identity, duration, now);
+        Other {
+            identity,
+            duration,
+            next: now + Duration::from_secs(1),
+        }
+    }
+
+    /// Moves the clock from one wake-up to the next (the election's, and `other`'s renewals)
+    /// until `done` holds once the election waits, and answers whether it did before the
+    /// clock had to pass `limit`.
+    async fn drive(
+        &self,
+        mut other: Option<&mut Other>,
+        limit: SystemTime,
+        done: impl Fn() -> bool,
+    ) -> bool {
+        loop {
+            let wake = tokio::time::timeout(REAL_LIMIT, self.clock.next_wake()).await;
+            if done() {
+                return true;
+            }
+            let Ok(mut next) = wake else {
+                return false;
+            };
+            if let Some(o) = other.as_deref_mut() {
+                next = next.min(o.next);
+                if next <= limit && o.next == next {
+                    self.api.hold_by_at(o.identity, o.duration, next);
+                    o.next += Duration::from_secs(1);
+                }
+            }
+            if next > limit {
+                return false;
+            }
+            self.clock.advance_to(next);
+        }
+    }
+
+    /// Lets `by` pass on the clock, with `other` renewing.
+    async fn run_for(&self, by: Duration, other: Option<&mut Other>) {
+        let limit = self.clock.now() + by;
+        self.drive(other, limit, || false).await;
+        self.clock.advance_to(limit);
+    }
+
+    /// Drives the clock (at most `within` on it) until the role is `want`; the journal is in
+    /// the failure message.
+    async fn wait_role(
+        &self,
+        roles: &mut watch::Receiver<Role>,
+        want: Role,
+        other: Option<&mut Other>,
+        within: Duration,
+    ) {
+        let limit = self.clock.now() + within;
+        let reached = self.drive(other, limit, || *roles.borrow() == want).await;
         assert!(
-            Instant::now() < deadline,
-            "fewer than {n} {what}; requests:\n{}",
-            api.journal().join("\n")
+            reached,
+            "never {want:?} within {within:?}; now {:?}; requests:\n{}",
+            *roles.borrow(),
+            self.api.journal().join("\n")
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    /// Drives the clock until the journal has `n` lines matching `pred`.
+    async fn wait_journal(
+        &self,
+        what: &str,
+        n: usize,
+        other: Option<&mut Other>,
+        pred: impl Fn(&str) -> bool,
+    ) {
+        let limit = self.clock.now() + Duration::from_secs(15);
+        let count = || self.api.journal().iter().filter(|l| pred(l)).count() >= n;
+        assert!(
+            self.drive(other, limit, count).await,
+            "fewer than {n} {what}; requests:\n{}",
+            self.api.journal().join("\n")
+        );
     }
 }
 
@@ -84,13 +178,15 @@ const RELEASE: &str =
 
 #[tokio::test]
 async fn acquires_a_free_lease_labels_its_pod_renews_and_releases_at_shutdown() {
-    let (server, api) = LeaseApi::start().await;
-    let elector = start(&server).await;
+    let h = Harness::new().await;
+    let api = &h.api;
+    let elector = h.start().await;
     let mut roles = elector.roles();
-    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    h.wait_role(&mut roles, Role::Leading, None, Duration::from_secs(10))
+        .await;
     assert_eq!(api.holder().as_deref(), Some(ME));
     // Renewed twice: more than two durations' worth of leading on one acquisition.
-    wait_journal(&api, "renewals", 2, |l| l == RENEW).await;
+    h.wait_journal("renewals", 2, None, |l| l == RENEW).await;
     assert_eq!(*roles.borrow(), Role::Leading);
 
     elector.stop().await;
@@ -137,13 +233,21 @@ async fn acquires_a_free_lease_labels_its_pod_renews_and_releases_at_shutdown() 
 
 #[tokio::test]
 async fn follows_while_another_replica_renews_and_takes_over_once_it_stops() {
-    let (server, api) = LeaseApi::start().await;
-    let other = api.keep_held_by(OTHER, DURATION);
-    let elector = start(&server).await;
+    let h = Harness::new().await;
+    let api = &h.api;
+    let mut other = h.other(OTHER, DURATION);
+    let elector = h.start().await;
     let mut roles = elector.roles();
-    wait_role(&mut roles, Role::Following, &api, Duration::from_secs(5)).await;
+    h.wait_role(
+        &mut roles,
+        Role::Following,
+        Some(&mut other),
+        Duration::from_secs(5),
+    )
+    .await;
     // Longer than the Lease lasts: only the other replica's renewals keep this one out.
-    tokio::time::sleep(DURATION + Duration::from_secs(1)).await;
+    h.run_for(DURATION + Duration::from_secs(1), Some(&mut other))
+        .await;
     assert_eq!(*roles.borrow(), Role::Following);
     assert_eq!(api.holder().as_deref(), Some(OTHER));
     let journal = api.journal();
@@ -155,11 +259,12 @@ async fn follows_while_another_replica_renews_and_takes_over_once_it_stops() {
         journal.join("\n")
     );
 
-    // The other replica stops renewing: once its Lease has expired, this one takes over.
-    other.cancel();
-    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    // The other replica stops renewing (the clock runs on without it): once its Lease has
+    // expired, this one takes over.
+    h.wait_role(&mut roles, Role::Leading, None, Duration::from_secs(10))
+        .await;
     assert_eq!(api.holder().as_deref(), Some(ME));
-    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+    h.wait_journal("labels", 1, None, |l| l == LABEL).await;
     let journal = api.journal();
     let forced = journal
         .iter()
@@ -172,16 +277,25 @@ async fn follows_while_another_replica_renews_and_takes_over_once_it_stops() {
 
 #[tokio::test]
 async fn a_lease_taken_by_another_holder_stops_leading_and_removes_the_label() {
-    let (server, api) = LeaseApi::start().await;
-    let elector = start(&server).await;
+    let h = Harness::new().await;
+    let api = &h.api;
+    let elector = h.start().await;
     let mut roles = elector.roles();
-    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
-    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+    h.wait_role(&mut roles, Role::Leading, None, Duration::from_secs(10))
+        .await;
+    h.wait_journal("labels", 1, None, |l| l == LABEL).await;
 
     api.clear_journal();
-    let other = api.keep_held_by(OTHER, Duration::from_secs(60));
-    wait_role(&mut roles, Role::Following, &api, Duration::from_secs(5)).await;
-    wait_journal(&api, "label removals", 1, |l| l == UNLABEL).await;
+    let mut other = h.other(OTHER, Duration::from_secs(60));
+    h.wait_role(
+        &mut roles,
+        Role::Following,
+        Some(&mut other),
+        Duration::from_secs(5),
+    )
+    .await;
+    h.wait_journal("label removals", 1, Some(&mut other), |l| l == UNLABEL)
+        .await;
     assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
     assert_eq!(api.holder().as_deref(), Some(OTHER));
     // The renewal found the other holder on reading the Lease back.
@@ -190,8 +304,8 @@ async fn a_lease_taken_by_another_holder_stops_leading_and_removes_the_label() {
         vec![RENEW, "GET lease", UNLABEL],
         "exactly one renewal, then the step down"
     );
+    // The other replica still holds the Lease (the clock has not passed its expiry).
     elector.stop().await;
-    other.cancel();
     assert_eq!(
         api.holder().as_deref(),
         Some(OTHER),
@@ -201,19 +315,24 @@ async fn a_lease_taken_by_another_holder_stops_leading_and_removes_the_label() {
 
 /// Leads, then makes Lease patches fail with `fault`, and checks that the role turned to
 /// following before the Lease expired. A six-second Lease: renewed two seconds before expiry,
-/// each request given half a second, so a loaded machine has over a second to spare.
+/// each request given half a second; a renewal that hangs moves the clock on by all three
+/// of its timeouts (connecting, sending, waiting for the answer).
 async fn steps_down_before_expiry(fault: Fault) {
     let duration = Duration::from_secs(6);
-    let (server, api) = LeaseApi::start().await;
-    let elector = start_for(&server, duration).await;
+    let h = Harness::new().await;
+    let api = &h.api;
+    let elector = h.start_for(duration).await;
     let mut roles = elector.roles();
-    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
-    wait_journal(&api, "labels", 1, |l| l == LABEL).await;
+    h.wait_role(&mut roles, Role::Leading, None, Duration::from_secs(10))
+        .await;
+    h.wait_journal("labels", 1, None, |l| l == LABEL).await;
 
+    api.advance_while_hanging(&h.clock, settings_for(duration).request_timeout() * 3);
     api.set_fault(Some(fault));
     let expiry = api.expiry().expect("a held Lease has an expiry");
-    wait_role(&mut roles, Role::Following, &api, duration * 2).await;
-    let stepped_down = jiff::Timestamp::now();
+    h.wait_role(&mut roles, Role::Following, None, duration * 2)
+        .await;
+    let stepped_down = jiff::Timestamp::try_from(h.clock.now()).unwrap();
     // Not a speed test: the order of two events. Another replica may take the Lease only
     // after `expiry`; this one stopped writing before that, and the renewal that failed was
     // the only one attempted.
@@ -230,7 +349,8 @@ async fn steps_down_before_expiry(fault: Fault) {
 
     // Once the API answers again, the Lease (still naming this replica) is renewed and held.
     api.set_fault(None);
-    wait_role(&mut roles, Role::Leading, &api, Duration::from_secs(10)).await;
+    h.wait_role(&mut roles, Role::Leading, None, Duration::from_secs(10))
+        .await;
     assert_eq!(api.holder().as_deref(), Some(ME));
     elector.stop().await;
 }

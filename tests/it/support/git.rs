@@ -1,11 +1,19 @@
 //! Real git servers on loopback for the write-back tests: bare repositories reached over
 //! file://, `git http-backend` behind lighttpd with Basic auth, and `sshd` with generated keys.
 //! Everything lives in a fresh temp dir and dies with the value that started it.
+//!
+//! No server picks a port that another test could take first: the test binds the listener
+//! (port 0) and hands it over. lighttpd takes it by systemd socket activation (`LISTEN_FDS`);
+//! sshd never listens at all, the test accepts each connection and hands it to an `sshd -i`
+//! (inetd mode).
 
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Once;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -204,6 +212,9 @@ pub fn write_executable(path: &Path, text: &str) {
     assert!(status.success(), "writing {}", path.display());
 }
 
+/// A port that was free a moment ago: bound, dropped and reused, so another test may take it
+/// in between. Only the daemon tests still use it (they start the binary on a port they
+/// name); the servers here are handed a bound listener instead.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -212,24 +223,25 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-fn wait_for_port(port: u16, child: &mut Child, what: &str, log: &Path) {
+/// A listener on a port the OS picked, held from here on.
+fn loopback_listener() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")
+}
+
+/// Waits until `log` says `ready`; fails the test, with the log, if `child` exits first.
+fn wait_for_log(child: &mut Child, what: &str, log: &Path, ready: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(ready) {
             return;
         }
         if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "{what} exited with {status}: {}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
+            panic!("{what} exited with {status}: {text}");
         }
-        std::thread::sleep(Duration::from_millis(50));
+        assert!(Instant::now() < deadline, "{what} did not start: {text}");
+        std::thread::sleep(Duration::from_millis(20));
     }
-    panic!(
-        "{what} did not listen on {port}: {}",
-        std::fs::read_to_string(log).unwrap_or_default()
-    );
 }
 
 /// A process killed (by its own id) when dropped.
@@ -258,7 +270,8 @@ impl HttpGitServer {
     /// [`HttpGitServer::start`] accepting only `user` with `password`.
     pub fn start_for(root: &Path, user: &str, password: &str) -> HttpGitServer {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
+        let listener = loopback_listener();
+        let port = listener.local_addr().unwrap().port();
         let users = dir.path().join("users");
         std::fs::write(&users, format!("{user}:{password}\n")).unwrap();
         let log = dir.path().join("error.log");
@@ -267,6 +280,7 @@ impl HttpGitServer {
 server.document-root = "{doc}"
 server.bind = "127.0.0.1"
 server.port = {port}
+server.systemd-socket-activation = "enable"
 server.errorlog = "{log}"
 alias.url = ("/git" => "/usr/lib/git-core/git-http-backend")
 $HTTP["url"] =~ "^/git" {{
@@ -284,15 +298,22 @@ auth.require = ("/git" => ("method" => "basic", "realm" => "git", "require" => "
         );
         let config_path = dir.path().join("lighttpd.conf");
         std::fs::write(&config_path, config).unwrap();
-        let mut child = Command::new("lighttpd")
-            .args(["-D", "-f"])
+        // Socket activation: the listener becomes descriptor 3 of a process whose pid
+        // `LISTEN_PID` names. It goes in as stdin; the shell moves it to 3 and names its own
+        // pid, which `exec` hands on to lighttpd.
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(
+                "exec 3<&0 </dev/null; export LISTEN_PID=$$ LISTEN_FDS=1; \
+                 exec lighttpd -D -f \"$0\"",
+            )
             .arg(&config_path)
-            .stdin(Stdio::null())
+            .stdin(Stdio::from(OwnedFd::from(listener)))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
             .spawn()
             .expect("start lighttpd");
-        wait_for_port(port, &mut child, "lighttpd", &dir.path().join("stderr.log"));
+        wait_for_log(&mut child, "lighttpd", &log, "server started");
         HttpGitServer {
             _server: Server(child),
             _dir: dir,
@@ -326,9 +347,10 @@ pub fn ssh_keygen(dir: &Path, name: &str, passphrase: &str) -> SshKey {
     SshKey { private, public }
 }
 
-/// `sshd` running as the current user on a free port, accepting one generated user key.
+/// `sshd` as the current user, one `sshd -i` (inetd mode) per connection to a listener the
+/// test holds, accepting one generated user key.
 pub struct SshGitServer {
-    _server: Server,
+    _server: InetdServer,
     pub dir: TempDir,
     pub port: u16,
     pub host_key: SshKey,
@@ -339,7 +361,6 @@ pub struct SshGitServer {
 impl SshGitServer {
     pub fn start() -> SshGitServer {
         let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
         let host_key = ssh_keygen(dir.path(), "host_ed25519", "");
         let user_key = ssh_keygen(dir.path(), "user_ed25519", "");
         std::fs::write(
@@ -350,7 +371,7 @@ impl SshGitServer {
         // sshd insists on its privilege separation directory even when it cannot use it.
         let _ = std::fs::create_dir_all("/run/sshd");
         let config = format!(
-            "Port {port}\nListenAddress 127.0.0.1\nHostKey {hk}\nPidFile {d}/sshd.pid\n\
+            "HostKey {hk}\nPidFile {d}/sshd.pid\n\
              AuthorizedKeysFile {d}/authorized_keys\nStrictModes no\nPasswordAuthentication no\n\
              KbdInteractiveAuthentication no\nUsePAM no\nPermitRootLogin prohibit-password\n\
              PubkeyAuthentication yes\nLogLevel ERROR\n",
@@ -359,24 +380,28 @@ impl SshGitServer {
         );
         let config_path = dir.path().join("sshd_config");
         std::fs::write(&config_path, config).unwrap();
-        let log = dir.path().join("sshd.log");
-        let mut child = Command::new("/usr/sbin/sshd")
-            .args(["-D", "-e", "-f"])
+        // A configuration sshd refuses fails here, not as a connection closed mid-test.
+        let check = Command::new("/usr/sbin/sshd")
+            .args(["-t", "-f"])
             .arg(&config_path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start sshd");
-        wait_for_port(port, &mut child, "sshd", &log);
+            .output()
+            .expect("run sshd -t");
+        assert!(
+            check.status.success(),
+            "sshd -t: {}",
+            String::from_utf8_lossy(&check.stderr)
+        );
+        let mut sshd = Command::new("/usr/sbin/sshd");
+        sshd.args(["-i", "-e", "-f"]).arg(&config_path);
+        let server = InetdServer::start(sshd, dir.path().join("sshd.log"));
         let user = String::from_utf8(Command::new("id").arg("-un").output().unwrap().stdout)
             .unwrap()
             .trim()
             .to_owned();
         SshGitServer {
-            _server: Server(child),
+            port: server.port,
+            _server: server,
             dir,
-            port,
             host_key,
             user_key,
             user,
@@ -401,6 +426,83 @@ impl SshGitServer {
         )
         .unwrap();
         path
+    }
+}
+
+/// Accepts connections on a listener it holds and runs `command` for each, the connection as
+/// its stdin and stdout, as inetd does; stops accepting and kills what still runs when
+/// dropped.
+struct InetdServer {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    children: Arc<Mutex<Vec<Child>>>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl InetdServer {
+    /// Starts accepting; each child's stderr goes to `log`.
+    fn start(command: Command, log: PathBuf) -> InetdServer {
+        let listener = loopback_listener();
+        let port = listener.local_addr().unwrap().port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let children: Arc<Mutex<Vec<Child>>> = Arc::default();
+        let acceptor = std::thread::spawn({
+            let stop = stop.clone();
+            let children = children.clone();
+            move || InetdServer::accept(listener, command, &log, &stop, &children)
+        });
+        InetdServer {
+            port,
+            stop,
+            children,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    fn accept(
+        listener: TcpListener,
+        mut command: Command,
+        log: &Path,
+        stop: &AtomicBool,
+        children: &Mutex<Vec<Child>>,
+    ) {
+        for stream in listener.incoming() {
+            if stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(stream) = stream else { continue };
+            let stderr = std::fs::File::options()
+                .create(true)
+                .append(true)
+                .open(log)
+                .unwrap();
+            let child = command
+                .stdin(Stdio::from(OwnedFd::from(stream.try_clone().unwrap())))
+                .stdout(Stdio::from(OwnedFd::from(stream)))
+                .stderr(stderr)
+                .spawn()
+                .expect("start the inetd child");
+            let mut children = children.lock().unwrap();
+            // Reaps the ones that are done, so that they do not linger as zombies.
+            children.retain_mut(|c| matches!(c.try_wait(), Ok(None)));
+            children.push(child);
+        }
+    }
+}
+
+impl Drop for InetdServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wakes the acceptor, which then sees the stop.
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(acceptor) = self.acceptor.take() {
+            let _ = acceptor.join();
+        }
+        let mut children = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        for child in children.iter_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

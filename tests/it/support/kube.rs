@@ -4,11 +4,14 @@
 //! 409 to take a Lease another field manager holds, strategic merge patches, JSON merge
 //! patches on Pods). Every request is journalled in order, so tests state the exact
 //! exchange; faults (500s, hangs) are switched on by the test. "Another replica" is the test
-//! itself, writing the Lease directly.
+//! itself, writing the Lease directly. [`ManualClock`] is the time the election keeps, moved
+//! by the test.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use wiremock::matchers::any;
@@ -37,6 +40,8 @@ struct State {
     pod_labels: BTreeMap<String, BTreeMap<String, String>>,
     journal: Vec<String>,
     fault: Option<Fault>,
+    /// Moves a clock when a request hangs, by as long as the client waits for it.
+    on_hang: Option<(ManualClock, Duration)>,
 }
 
 /// The API double; clone it freely, all clones share one state.
@@ -77,6 +82,12 @@ impl LeaseApi {
         self.state().fault = fault;
     }
 
+    /// While a request hangs (`Fault::Hang`), `clock` moves on by `by`: the time the client
+    /// waits before giving up, which a manual clock does not see pass on its own.
+    pub fn advance_while_hanging(&self, clock: &ManualClock, by: Duration) {
+        self.state().on_hang = Some((clock.clone(), by));
+    }
+
     /// The Lease's holder, if any.
     pub fn holder(&self) -> Option<String> {
         self.state()
@@ -107,8 +118,13 @@ impl LeaseApi {
 
     /// Another replica, `identity`, takes or renews the Lease now, for `duration`.
     pub fn hold_by(&self, identity: &str, duration: Duration) {
+        self.hold_by_at(identity, duration, SystemTime::now());
+    }
+
+    /// Another replica, `identity`, takes or renews the Lease at `at`, for `duration`.
+    pub fn hold_by_at(&self, identity: &str, duration: Duration, at: SystemTime) {
         let mut state = self.state();
-        let now = micro_time(jiff::Timestamp::now());
+        let now = micro_time(jiff::Timestamp::try_from(at).unwrap());
         let spec = state.lease.get_or_insert_with(Default::default);
         let taken = spec.get("holderIdentity").and_then(Value::as_str) != Some(identity);
         spec.insert("holderIdentity".into(), json!(identity));
@@ -282,6 +298,9 @@ impl Respond for LeaseApi {
                         return status(500, "InternalError", "etcdserver: request timed out");
                     }
                     Some(Fault::Hang) => {
+                        if let Some((clock, by)) = &state.on_hang {
+                            clock.advance(*by);
+                        }
                         return ResponseTemplate::new(200).set_delay(Duration::from_secs(60));
                     }
                     None => {}
@@ -351,4 +370,107 @@ pub async fn cluster(server: &MockServer, timeout: Duration) -> tagpilot::argocd
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
     tagpilot::argocd::cluster::Cluster::new(kube::Client::try_from(config).unwrap())
+}
+
+/// A clock that stands still until the test moves it, and tells the test when someone waits
+/// on it (and until when), so that the test moves it exactly to the next wake-up.
+#[derive(Debug, Clone)]
+pub struct ManualClock {
+    inner: Arc<ManualInner>,
+}
+
+#[derive(Debug)]
+struct ManualInner {
+    now: tokio::sync::watch::Sender<SystemTime>,
+    /// The deadlines of the sleepers waiting now, by sleeper.
+    sleepers: tokio::sync::watch::Sender<BTreeMap<u64, SystemTime>>,
+    next_sleeper: std::sync::atomic::AtomicU64,
+}
+
+/// Takes a sleeper off the list when its sleep ends or is dropped (a `select!` that lost).
+struct Asleep<'a> {
+    inner: &'a ManualInner,
+    id: u64,
+}
+
+impl Drop for Asleep<'_> {
+    fn drop(&mut self) {
+        self.inner.sleepers.send_modify(|s| {
+            s.remove(&self.id);
+        });
+    }
+}
+
+impl ManualClock {
+    /// A clock reading `start`.
+    pub fn at(start: SystemTime) -> ManualClock {
+        ManualClock {
+            inner: Arc::new(ManualInner {
+                now: tokio::sync::watch::Sender::new(start),
+                sleepers: tokio::sync::watch::Sender::new(BTreeMap::new()),
+                next_sleeper: Default::default(),
+            }),
+        }
+    }
+
+    /// Moves the clock on by `by`, waking whoever sleeps until then.
+    pub fn advance(&self, by: Duration) {
+        self.inner.now.send_modify(|now| *now += by);
+    }
+
+    /// Moves the clock to `to`, unless it reads later already.
+    pub fn advance_to(&self, to: SystemTime) {
+        self.inner.now.send_modify(|now| *now = (*now).max(to));
+    }
+
+    /// Waits until someone sleeps on the clock past its time now, and answers the earliest
+    /// such deadline (sleepers already due are waking up, not waiting).
+    pub async fn next_wake(&self) -> SystemTime {
+        let mut sleepers = self.inner.sleepers.subscribe();
+        loop {
+            let now = self.now_();
+            let next = sleepers
+                .borrow_and_update()
+                .values()
+                .copied()
+                .filter(|d| *d > now)
+                .min();
+            if let Some(next) = next {
+                return next;
+            }
+            sleepers.changed().await.unwrap();
+        }
+    }
+
+    fn now_(&self) -> SystemTime {
+        *self.inner.now.borrow()
+    }
+}
+
+impl tagpilot::run::clock::Clock for ManualClock {
+    fn now(&self) -> SystemTime {
+        self.now_()
+    }
+
+    fn sleep_until(&self, deadline: SystemTime) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let mut now = self.inner.now.subscribe();
+            if *now.borrow_and_update() >= deadline {
+                return;
+            }
+            let id = self
+                .inner
+                .next_sleeper
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.inner.sleepers.send_modify(|s| {
+                s.insert(id, deadline);
+            });
+            let _asleep = Asleep {
+                inner: &self.inner,
+                id,
+            };
+            // The sender lives as long as the clock, which outlives this borrow of it.
+            let _ = now.wait_for(|now| *now >= deadline).await;
+        })
+    }
 }

@@ -30,7 +30,6 @@
 //! gets a unique layer, so two pushes with different specs have different digests.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -244,11 +243,14 @@ impl TestRegistry {
             );
             std::fs::write(dir.path().join("htpasswd"), &out.stdout).unwrap();
         }
-        // A port picked by the OS can be taken by someone else before the registry binds it;
-        // try a few.
-        let mut last_log = String::new();
-        for _ in 0..5 {
-            let port = free_port();
+        // docker-registry binds its own port and takes no listener (it has no socket
+        // activation), so it starts on a port chosen below the OS's ephemeral range, where no
+        // other test's bind to port 0 (nor any outgoing connection) lands. A port taken anyway,
+        // by another registry that chose the same one or by a service of the machine, shows in
+        // the registry's log as "address already in use" and costs a retry on another port;
+        // any other failure fails the test at once, with the log.
+        for _ in 0..BIND_ATTEMPTS {
+            let port = chosen_port();
             // Every response carries this id, so a registry of another test that happens to get
             // the same port is never mistaken for ours.
             let id = unique();
@@ -285,9 +287,13 @@ impl TestRegistry {
             }
             let _ = child.kill();
             let _ = child.wait();
-            last_log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            assert!(
+                log.contains("address already in use"),
+                "docker-registry did not start on port {port}:\n{log}"
+            );
         }
-        panic!("docker-registry did not start:\n{last_log}");
+        panic!("docker-registry found {BIND_ATTEMPTS} chosen ports taken");
     }
 
     /// `127.0.0.1:PORT`, as written in image references and in `tagpilot.yaml`'s `host`.
@@ -606,12 +612,18 @@ fn pusher() -> Client {
     })
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// How many chosen ports a registry tries before the test gives up.
+const BIND_ATTEMPTS: usize = 10;
+
+/// A port for a registry: random, below the OS's ephemeral range (`ip_local_port_range`), from
+/// which ports bound to port 0 and outgoing connections are drawn.
+fn chosen_port() -> u16 {
+    let ephemeral_start = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768)
+        .max(2048);
+    fastrand::u16(ephemeral_start / 2..ephemeral_start)
 }
 
 fn unique() -> String {

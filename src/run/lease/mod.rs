@@ -2,10 +2,12 @@
 //! `coordination.k8s.io/v1` Lease, and only the holder writes.
 //!
 //! The protocol is `kube-lease-manager`'s (server-side apply to take a free Lease, so two
-//! replicas cannot both take it; renewals a grace period before expiry), never a home-made one.
-//! This module only turns its answers into a [`Role`] the loop can wait on, and keeps the
-//! leader's Pod labelled `tagpilot.dev/leader=true` so that the webhook Service, which selects
-//! that label, sends registry notifications to the one replica that acts on them.
+//! replicas cannot both take it; renewals a grace period before expiry), ported request for
+//! request into [`protocol`] so that it keeps time by a [`Clock`] a test can move: its
+//! decisions are pure functions of the Lease read, the time and the identity. This module
+//! turns its answers into a [`Role`] the loop can wait on, and keeps the leader's Pod labelled
+//! `tagpilot.dev/leader=true` so that the webhook Service, which selects that label, sends
+//! registry notifications to the one replica that acts on them.
 //!
 //! The promise: **a replica that loses the lease stops writing before another can take it.**
 //! With a lease of `duration` seconds, the holder renews `grace` seconds before expiry (a
@@ -20,14 +22,18 @@
 //! the Pod label while not leading (it is removed at start too, in case a restarted container
 //! left it behind).
 
+mod protocol;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use self::protocol::{Manager, Params, ProtocolError};
 use crate::kubernetes::{Cluster, KubeError};
+use crate::run::clock::{Clock, SystemClock};
 
 /// The label the leader keeps on its own Pod; the webhook Service selects `"true"`.
 pub const LEADER_LABEL: &str = "tagpilot.dev/leader";
@@ -177,6 +183,16 @@ impl Elector {
         cluster: Cluster,
         settings: LeaderElection,
     ) -> Result<Elector, LeaseError> {
+        Elector::start_with_clock(cluster, settings, Arc::new(SystemClock)).await
+    }
+
+    /// [`Elector::start_with`], keeping time by `clock`: when to renew, when another holder's
+    /// lease expires, how long to wait after an error (tests move a manual clock).
+    pub async fn start_with_clock(
+        cluster: Cluster,
+        settings: LeaderElection,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Elector, LeaseError> {
         if settings.lease_duration < MIN_LEASE_DURATION {
             return Err(LeaseError::TooShort(settings.lease_duration));
         }
@@ -188,6 +204,7 @@ impl Elector {
             cluster,
             namespace,
             settings,
+            clock,
         };
         election.label(false).await?;
         let (tx, roles) = watch::channel(Role::Joining);
@@ -231,6 +248,7 @@ struct Election {
     cluster: Cluster,
     namespace: String,
     settings: LeaderElection,
+    clock: Arc<dyn Clock>,
 }
 
 /// Between two attempts to reach the Lease after an error.
@@ -246,12 +264,12 @@ impl Election {
                 m = self.manager() => m,
                 () = stop.cancelled() => return,
             };
-            let manager = match manager {
+            let mut manager = match manager {
                 Ok(m) => m,
                 Err(e) => {
                     tracing::warn!(error = %e, retry_in = ?retry, "cannot read the Lease");
                     tokio::select! {
-                        () = tokio::time::sleep(retry) => {}
+                        () = self.clock.sleep(retry) => {}
                         () = stop.cancelled() => return,
                     }
                     retry = (retry * 2).min(RETRY_MAX);
@@ -296,7 +314,7 @@ impl Election {
                             self.step_down(&tx).await;
                             tracing::warn!(error = %e, retry_in = ?retry, "the Lease could not be renewed or read");
                             tokio::select! {
-                                () = tokio::time::sleep(retry) => {}
+                                () = self.clock.sleep(retry) => {}
                                 () = stop.cancelled() => return,
                             }
                             retry = (retry * 2).min(RETRY_MAX);
@@ -319,16 +337,16 @@ impl Election {
         }
     }
 
-    async fn manager(&self) -> Result<LeaseManager, LeaseManagerError> {
+    async fn manager(&self) -> Result<Manager, ProtocolError> {
         let s = &self.settings;
-        LeaseManagerBuilder::new(self.cluster.client(), &s.lease_name)
-            .with_namespace(&self.namespace)
-            .with_identity(&s.identity)
-            .with_field_manager(format!("tagpilot-{}", s.identity))
-            .with_duration(s.duration_secs())
-            .with_grace(s.grace_secs())
-            .build()
-            .await
+        let params = Params {
+            identity: s.identity.clone(),
+            field_manager: format!("tagpilot-{}", s.identity),
+            duration: Duration::from_secs(s.duration_secs()),
+            grace: Duration::from_secs(s.grace_secs()),
+        };
+        let api = kube::Api::namespaced(self.cluster.client(), &self.namespace);
+        Manager::connect(api, &s.lease_name, params, self.clock.clone()).await
     }
 
     /// Puts the leader label on this replica's Pod, or takes it off.
