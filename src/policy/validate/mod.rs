@@ -280,37 +280,10 @@ impl Validator<'_> {
         })
     }
 
+    /// `spec.strategy`: exactly one strategy, checked value by value.
     fn strategy(&mut self, raw: Spanned<RawStrategy>) -> Option<Strategy> {
-        let s = &raw.value;
-        let given: Vec<&str> = [
-            s.semver.as_ref().map(|_| "semver"),
-            s.regex.as_ref().map(|_| "regex"),
-            s.newest_build.as_ref().map(|_| "newestBuild"),
-            s.digest.as_ref().map(|_| "digest"),
-            s.alphabetical.as_ref().map(|_| "alphabetical"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        match given.len() {
-            0 => {
-                self.error(
-                    &raw,
-                    "spec.strategy names no strategy; set exactly one of semver, regex, newestBuild, digest, alphabetical",
-                );
-                return None;
-            }
-            1 => {}
-            _ => {
-                self.error(
-                    &raw,
-                    format!(
-                        "spec.strategy sets {}; set exactly one",
-                        given.join(" and ")
-                    ),
-                );
-                return None;
-            }
+        if !self.one_strategy(&raw) {
+            return None;
         }
         let RawStrategy {
             semver,
@@ -399,6 +372,41 @@ impl Validator<'_> {
             });
         }
         None
+    }
+
+    /// Whether `raw` sets exactly one strategy; an error on it otherwise.
+    fn one_strategy(&mut self, raw: &Spanned<RawStrategy>) -> bool {
+        let s = &raw.value;
+        let given: Vec<&str> = [
+            s.semver.as_ref().map(|_| "semver"),
+            s.regex.as_ref().map(|_| "regex"),
+            s.newest_build.as_ref().map(|_| "newestBuild"),
+            s.digest.as_ref().map(|_| "digest"),
+            s.alphabetical.as_ref().map(|_| "alphabetical"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match given.len() {
+            0 => {
+                self.error(
+                    raw,
+                    "spec.strategy names no strategy; set exactly one of semver, regex, newestBuild, digest, alphabetical",
+                );
+                false
+            }
+            1 => true,
+            _ => {
+                self.error(
+                    raw,
+                    format!(
+                        "spec.strategy sets {}; set exactly one",
+                        given.join(" and ")
+                    ),
+                );
+                false
+            }
+        }
     }
 
     fn target(&mut self, raw: Spanned<RawTarget>) -> Option<Target> {
