@@ -253,18 +253,47 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     {
         return Ok(Config::default());
     }
+    // 1. The config as written.
     let mut config: Config = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
     // A second pass for the values' positions: the public types stay plain for their users.
     let spans: ConfigSpans = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
     config.policies_written = spans.policies.is_some();
-    let mut problems = Vec::new();
-    let mut at = |s: &Spanned<String>, message: String| {
-        problems.push(format!(
-            "{name}:{}:{}: {message}",
+    // 2. Each value checked where it is written, every problem reported at once.
+    let mut problems = Problems {
+        name,
+        list: Vec::new(),
+    };
+    check_repositories(&config, &spans, &mut problems);
+    check_registries(&config, &spans, &mut problems);
+    check_webhooks_and_concurrency(&config, &spans, &mut problems);
+    let problems = problems.list;
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(invalid(problems.join("\n")))
+    }
+}
+
+/// The problems found in a config file (`name`), each as `name:line:column: message`.
+struct Problems {
+    name: String,
+    list: Vec<String>,
+}
+
+impl Problems {
+    fn at(&mut self, s: &Spanned<String>, message: String) {
+        self.list.push(format!(
+            "{}:{}:{}: {message}",
+            self.name,
             s.referenced.line(),
             s.referenced.column()
         ));
-    };
+    }
+}
+
+/// Each repository named once, and each one's structure.
+fn check_repositories(config: &Config, spans: &ConfigSpans, problems: &mut Problems) {
+    let mut at = |s: &Spanned<String>, message: String| problems.at(s, message);
     let mut names: Vec<&Spanned<String>> = Vec::new();
     for (r, span) in config.repositories.iter().zip(&spans.repositories) {
         if let Some(first) = names.iter().find(|n| n.value == r.name) {
@@ -282,6 +311,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             at(&span.name, e.to_string());
         }
     }
+}
+
+/// Each registry host written as image references write it, named once, with its credentials,
+/// tag list bounds and rate limit in range.
+fn check_registries(config: &Config, spans: &ConfigSpans, problems: &mut Problems) {
+    let mut at = |s: &Spanned<String>, message: String| problems.at(s, message);
     let mut hosts: Vec<&Spanned<String>> = Vec::new();
     for (r, span) in config.registries.iter().zip(&spans.registries) {
         let host = &span.host;
@@ -341,6 +376,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             );
         }
     }
+}
+
+/// The webhooks' own problems, at their kind's entry; `concurrency.repositories` at least 1.
+fn check_webhooks_and_concurrency(config: &Config, spans: &ConfigSpans, problems: &mut Problems) {
+    let name = &problems.name;
+    let problems = &mut problems.list;
     if let (Some(w), Some(span)) = (&config.webhooks, &spans.webhooks) {
         for (key, message) in w.problems() {
             // The kind's own entry when it has one, else `webhooks:` itself.
@@ -357,11 +398,6 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             span.referenced.line(),
             span.referenced.column()
         ));
-    }
-    if problems.is_empty() {
-        Ok(config)
-    } else {
-        Err(invalid(problems.join("\n")))
     }
 }
 

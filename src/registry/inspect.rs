@@ -14,7 +14,7 @@ use tracing::warn;
 
 use super::error::{malformed, unreachable};
 use super::manifest::{manifest_url, parse_manifest, verify_digest};
-use super::send::Target;
+use super::send::{RegistryRequest, Target};
 use super::state::{ConfigFacts, Kind, RegistryClient, SharedManifest};
 use super::{ImageInfo, RegistryError};
 use crate::image::{Platform, Repository};
@@ -90,11 +90,13 @@ impl RegistryClient {
                     .send(
                         &reg,
                         repo,
-                        Kind::Blob,
-                        Method::GET,
-                        url,
-                        None,
-                        Target::Blob(&what),
+                        RegistryRequest {
+                            kind: Kind::Blob,
+                            method: Method::GET,
+                            url,
+                            accept: None,
+                            target: Target::Blob(&what),
+                        },
                     )
                     .await?;
                 let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;

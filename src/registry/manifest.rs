@@ -14,7 +14,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::RegistryError;
 use super::error::{Malformation, malformed, unreachable};
-use super::send::Target;
+use super::send::{RegistryRequest, Target};
 use super::state::{Kind, RegistryClient, RegistryState, SharedManifest};
 use crate::image::Repository;
 
@@ -38,11 +38,13 @@ impl RegistryClient {
         self.send(
             reg,
             repo,
-            Kind::Manifest,
-            method,
-            url,
-            Some(MANIFEST_ACCEPT),
-            Target::Manifest(what),
+            RegistryRequest {
+                kind: Kind::Manifest,
+                method,
+                url,
+                accept: Some(MANIFEST_ACCEPT),
+                target: Target::Manifest(what),
+            },
         )
         .await
     }

@@ -24,21 +24,33 @@ pub(super) enum Target<'a> {
     Blob(&'a str),
 }
 
+/// One request as its caller asks for it: what it counts as, how and where it goes, the media
+/// types it accepts, and what it is after.
+pub(super) struct RegistryRequest<'a> {
+    pub kind: Kind,
+    pub method: Method,
+    pub url: Url,
+    pub accept: Option<&'a str>,
+    pub target: Target<'a>,
+}
+
 impl RegistryClient {
     /// Sends one request to a registry: waits for the rate limiter, authenticates, counts, and
     /// retries a 401 once after learning the challenge and a 429/503 after `Retry-After`.
     /// Returns only successful responses; everything else becomes a [`RegistryError`].
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn send(
         &self,
         reg: &RegistryState,
         repo: &Repository,
-        kind: Kind,
-        method: Method,
-        url: Url,
-        accept: Option<&str>,
-        target: Target<'_>,
+        asked: RegistryRequest<'_>,
     ) -> Result<reqwest::Response, RegistryError> {
+        let RegistryRequest {
+            kind,
+            method,
+            url,
+            accept,
+            target,
+        } = asked;
         let scope = format!("repository:{}:pull", repo.path);
         let mut answered_challenge = false;
         let mut rate_limited = 0u32;

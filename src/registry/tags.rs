@@ -20,7 +20,7 @@ use tracing::warn;
 
 use super::RegistryError;
 use super::error::{Malformation, TagListBound, malformed, unreachable};
-use super::send::Target;
+use super::send::{RegistryRequest, Target};
 use super::state::{Kind, RegistryClient, RegistryState};
 use crate::config::TagListLimits;
 use crate::image::Repository;
@@ -63,11 +63,13 @@ impl RegistryClient {
                 .send(
                     reg,
                     repo,
-                    Kind::TagList,
-                    Method::GET,
-                    url.clone(),
-                    None,
-                    Target::Tags,
+                    RegistryRequest {
+                        kind: Kind::TagList,
+                        method: Method::GET,
+                        url: url.clone(),
+                        accept: None,
+                        target: Target::Tags,
+                    },
                 )
                 .await?;
             let link = link_next(

@@ -4,15 +4,21 @@
 
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use crate::image::{ImageRef, Platform, Repository, is_valid_tag};
 use crate::version::Constraint;
 
 use super::{
-    API_VERSION, HelmPaths, ImagePolicy, KIND, PolicyError, RegexOrder, SourceLocation, Strategy,
-    Target, ValueError,
+    API_VERSION, ImagePolicy, KIND, PolicyError, RegexOrder, SourceLocation, Strategy, Target,
+    ValueError,
+};
+
+mod raw;
+
+use self::raw::{
+    NameOnly, RawDigest, RawDocument, RawMetadata, RawRegex, RawSemver, RawStrategy, RawTarget,
+    SortOrder,
 };
 
 /// Parses and checks one document of a policy file (`offset`: lines before it in the file).
@@ -46,153 +52,6 @@ pub(super) fn document(
             None
         }
     }
-}
-
-// === the documents as written ===
-
-/// Just enough of a document to name it in an error about the rest.
-#[derive(Deserialize)]
-struct NameOnly {
-    metadata: Option<NameOnlyMetadata>,
-}
-
-#[derive(Deserialize)]
-struct NameOnlyMetadata {
-    name: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawDocument {
-    api_version: Spanned<String>,
-    kind: Spanned<String>,
-    metadata: RawMetadata,
-    spec: Spanned<RawSpec>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawMetadata {
-    name: Spanned<String>,
-    #[serde(default)]
-    namespace: Option<Spanned<String>>,
-    // Accepted so policies can be kept next to Kubernetes resources and labelled like them.
-    #[serde(default)]
-    #[allow(dead_code)]
-    labels: std::collections::BTreeMap<String, String>,
-    #[serde(default)]
-    #[allow(dead_code)]
-    annotations: std::collections::BTreeMap<String, String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawSpec {
-    image: Spanned<String>,
-    strategy: Spanned<RawStrategy>,
-    #[serde(default)]
-    allow_tags: Option<Spanned<String>>,
-    #[serde(default)]
-    ignore_tags: Vec<Spanned<String>>,
-    #[serde(default)]
-    platforms: Vec<Spanned<String>>,
-    #[serde(default)]
-    pin_digest: bool,
-    #[serde(default)]
-    allow_downgrade: bool,
-    #[serde(default)]
-    replace_unreadable_tags: bool,
-    #[serde(default)]
-    min_age: Option<Spanned<String>>,
-    #[serde(default)]
-    targets: Vec<Spanned<RawTarget>>,
-}
-
-/// Every strategy is an optional key so that "none" and "two" can be reported as such rather than
-/// as serde's enum errors. A key written with no value (`newestBuild:`) counts as present.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawStrategy {
-    #[serde(default, deserialize_with = "present")]
-    semver: Option<Spanned<Option<RawSemver>>>,
-    #[serde(default, deserialize_with = "present")]
-    regex: Option<Spanned<Option<RawRegex>>>,
-    #[serde(default, deserialize_with = "present")]
-    newest_build: Option<Spanned<Option<RawEmpty>>>,
-    #[serde(default, deserialize_with = "present")]
-    digest: Option<Spanned<Option<RawDigest>>>,
-    #[serde(default, deserialize_with = "present")]
-    alphabetical: Option<Spanned<Option<RawAlphabetical>>>,
-}
-
-fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawEmpty {}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawSemver {
-    #[serde(default)]
-    range: Option<Spanned<String>>,
-    #[serde(default)]
-    prerelease: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawRegex {
-    pattern: Spanned<String>,
-    #[serde(default)]
-    sort_by: Option<Spanned<String>>,
-    #[serde(default)]
-    order: Option<RegexOrder>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawDigest {
-    tag: Spanned<String>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum SortOrder {
-    Asc,
-    Desc,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawAlphabetical {
-    #[serde(default)]
-    order: Option<SortOrder>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawTarget {
-    #[serde(default)]
-    paths: Vec<Spanned<String>>,
-    #[serde(default)]
-    repository: Option<Spanned<String>>,
-    #[serde(default)]
-    helm: Option<Spanned<HelmPaths>>,
-    #[serde(default)]
-    kustomize: Option<RawKustomize>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawKustomize {
-    image_name: Spanned<String>,
 }
 
 // === validation ===
@@ -236,45 +95,11 @@ impl Validator<'_> {
 
     fn policy(&mut self, raw: RawDocument) -> Option<ImagePolicy> {
         let before = self.errors.len();
-        let name = raw.metadata.name.value.clone();
-        if is_valid_name(&name) {
-            self.policy = Some(name.clone());
-        } else {
-            self.error(
-                &raw.metadata.name,
-                format!(
-                    "metadata.name {name:?} is not a valid name (lower-case letters, digits, '-', '.', '_'; \
-                     starting and ending with a letter or digit)"
-                ),
-            );
-        }
-        if raw.api_version.value != API_VERSION {
-            self.error(
-                &raw.api_version,
-                format!(
-                    "apiVersion must be {API_VERSION:?}, not {:?}",
-                    raw.api_version.value
-                ),
-            );
-        }
-        if raw.kind.value != KIND {
-            self.error(
-                &raw.kind,
-                format!("kind must be {KIND:?}, not {:?}", raw.kind.value),
-            );
-        }
-        let namespace = raw.metadata.namespace.map(|ns| {
-            if !is_valid_name(&ns.value) {
-                self.error(
-                    &ns,
-                    format!("metadata.namespace {:?} is not a valid name", ns.value),
-                );
-            }
-            ns.value
-        });
-        let source = self.at(&raw.metadata.name);
+        // 1. What the document is, and the name and namespace it gives the policy.
+        let (name, namespace, source) = self.header(&raw.api_version, &raw.kind, raw.metadata);
         let spec = raw.spec.value;
 
+        // 2. The spec, value by value.
         let image = match Repository::parse(&spec.image.value) {
             Ok(r) => Some(r),
             Err(e) => {
@@ -283,27 +108,116 @@ impl Validator<'_> {
             }
         };
         let strategy = self.strategy(spec.strategy);
-        let allow_tags = spec
-            .allow_tags
-            .and_then(|a| match regex::Regex::new(&a.value) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    self.error_from(
-                        &a,
-                        format!(
-                            "allowTags: invalid regex {}: {}",
-                            as_written(&a.value),
-                            one_line(&e.to_string())
-                        ),
-                        e,
-                    );
-                    None
-                }
-            });
+        let allow_tags = self.allow_tags(spec.allow_tags);
+        let (ignore_tags, ignore_set) = self.ignore_tags(spec.ignore_tags);
+        let mut platforms = Vec::new();
+        for p in spec.platforms {
+            match p.value.parse::<Platform>() {
+                Ok(platform) => platforms.push(platform),
+                Err(e) => self.error_from(&p, format!("platforms: {e}"), e),
+            }
+        }
+        let min_age = self.min_age(spec.min_age, &strategy);
+        let targets: Vec<Target> = spec
+            .targets
+            .into_iter()
+            .filter_map(|t| self.target(t))
+            .collect();
+
+        // 3. A policy only when the document had no error.
+        if self.errors.len() > before {
+            return None;
+        }
+        Some(ImagePolicy {
+            name,
+            namespace,
+            source,
+            image: image?,
+            image_name: spec.image.value,
+            strategy: strategy?,
+            allow_tags,
+            ignore_tags,
+            ignore_set,
+            platforms,
+            pin_digest: spec.pin_digest,
+            allow_downgrade: spec.allow_downgrade,
+            replace_unreadable_tags: spec.replace_unreadable_tags,
+            keep_precision: true,
+            min_age,
+            targets,
+        })
+    }
+
+    /// Checks `apiVersion`, `kind` and `metadata`: the policy's name, its namespace, and where
+    /// its name is written.
+    fn header(
+        &mut self,
+        api_version: &Spanned<String>,
+        kind: &Spanned<String>,
+        metadata: RawMetadata,
+    ) -> (String, Option<String>, SourceLocation) {
+        let name = metadata.name.value.clone();
+        if is_valid_name(&name) {
+            self.policy = Some(name.clone());
+        } else {
+            self.error(
+                &metadata.name,
+                format!(
+                    "metadata.name {name:?} is not a valid name (lower-case letters, digits, '-', '.', '_'; \
+                     starting and ending with a letter or digit)"
+                ),
+            );
+        }
+        if api_version.value != API_VERSION {
+            self.error(
+                api_version,
+                format!(
+                    "apiVersion must be {API_VERSION:?}, not {:?}",
+                    api_version.value
+                ),
+            );
+        }
+        if kind.value != KIND {
+            self.error(kind, format!("kind must be {KIND:?}, not {:?}", kind.value));
+        }
+        let namespace = metadata.namespace.map(|ns| {
+            if !is_valid_name(&ns.value) {
+                self.error(
+                    &ns,
+                    format!("metadata.namespace {:?} is not a valid name", ns.value),
+                );
+            }
+            ns.value
+        });
+        let source = self.at(&metadata.name);
+        (name, namespace, source)
+    }
+
+    /// `allowTags`: a regex.
+    fn allow_tags(&mut self, allow_tags: Option<Spanned<String>>) -> Option<regex::Regex> {
+        allow_tags.and_then(|a| match regex::Regex::new(&a.value) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.error_from(
+                    &a,
+                    format!(
+                        "allowTags: invalid regex {}: {}",
+                        as_written(&a.value),
+                        one_line(&e.to_string())
+                    ),
+                    e,
+                );
+                None
+            }
+        })
+    }
+
+    /// `ignoreTags`: the globs as written, and the set that matches them all.
+    fn ignore_tags(&mut self, globs: Vec<Spanned<String>>) -> (Vec<String>, globset::GlobSet) {
         let mut ignore_builder = globset::GlobSetBuilder::new();
         let mut ignore_tags = Vec::new();
-        let ignore_at = spec.ignore_tags.first().map(|g| self.at(g));
-        for g in spec.ignore_tags {
+        let ignore_at = globs.first().map(|g| self.at(g));
+        for g in globs {
             match globset::Glob::new(&g.value) {
                 Ok(glob) => {
                     ignore_builder.add(glob);
@@ -332,15 +246,17 @@ impl Validator<'_> {
                 globset::GlobSet::empty()
             }
         };
-        let mut platforms = Vec::new();
-        for p in spec.platforms {
-            match p.value.parse::<Platform>() {
-                Ok(platform) => platforms.push(platform),
-                Err(e) => self.error_from(&p, format!("platforms: {e}"), e),
-            }
-        }
-        let min_age = spec.min_age.and_then(|m| {
-            if let Some(Strategy::Digest { .. }) = &strategy {
+        (ignore_tags, ignore_set)
+    }
+
+    /// `minAge`: a duration, for a strategy that has newer tags to wait for.
+    fn min_age(
+        &mut self,
+        min_age: Option<Spanned<String>>,
+        strategy: &Option<Strategy>,
+    ) -> Option<std::time::Duration> {
+        min_age.and_then(|m| {
+            if let Some(Strategy::Digest { .. }) = strategy {
                 self.error(
                     &m,
                     "minAge: the digest strategy follows one tag and has no newer tag to wait                      for; remove minAge"
@@ -361,67 +277,13 @@ impl Validator<'_> {
                     None
                 }
             }
-        });
-        let targets: Vec<Target> = spec
-            .targets
-            .into_iter()
-            .filter_map(|t| self.target(t))
-            .collect();
-
-        if self.errors.len() > before {
-            return None;
-        }
-        Some(ImagePolicy {
-            name,
-            namespace,
-            source,
-            image: image?,
-            image_name: spec.image.value,
-            strategy: strategy?,
-            allow_tags,
-            ignore_tags,
-            ignore_set,
-            platforms,
-            pin_digest: spec.pin_digest,
-            allow_downgrade: spec.allow_downgrade,
-            replace_unreadable_tags: spec.replace_unreadable_tags,
-            keep_precision: true,
-            min_age,
-            targets,
         })
     }
 
+    /// `spec.strategy`: exactly one strategy, checked value by value.
     fn strategy(&mut self, raw: Spanned<RawStrategy>) -> Option<Strategy> {
-        let s = &raw.value;
-        let given: Vec<&str> = [
-            s.semver.as_ref().map(|_| "semver"),
-            s.regex.as_ref().map(|_| "regex"),
-            s.newest_build.as_ref().map(|_| "newestBuild"),
-            s.digest.as_ref().map(|_| "digest"),
-            s.alphabetical.as_ref().map(|_| "alphabetical"),
-        ]
-        .into_iter()
-        .flatten()
-        .collect();
-        match given.len() {
-            0 => {
-                self.error(
-                    &raw,
-                    "spec.strategy names no strategy; set exactly one of semver, regex, newestBuild, digest, alphabetical",
-                );
-                return None;
-            }
-            1 => {}
-            _ => {
-                self.error(
-                    &raw,
-                    format!(
-                        "spec.strategy sets {}; set exactly one",
-                        given.join(" and ")
-                    ),
-                );
-                return None;
-            }
+        if !self.one_strategy(&raw) {
+            return None;
         }
         let RawStrategy {
             semver,
@@ -510,6 +372,41 @@ impl Validator<'_> {
             });
         }
         None
+    }
+
+    /// Whether `raw` sets exactly one strategy; an error on it otherwise.
+    fn one_strategy(&mut self, raw: &Spanned<RawStrategy>) -> bool {
+        let s = &raw.value;
+        let given: Vec<&str> = [
+            s.semver.as_ref().map(|_| "semver"),
+            s.regex.as_ref().map(|_| "regex"),
+            s.newest_build.as_ref().map(|_| "newestBuild"),
+            s.digest.as_ref().map(|_| "digest"),
+            s.alphabetical.as_ref().map(|_| "alphabetical"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match given.len() {
+            0 => {
+                self.error(
+                    raw,
+                    "spec.strategy names no strategy; set exactly one of semver, regex, newestBuild, digest, alphabetical",
+                );
+                false
+            }
+            1 => true,
+            _ => {
+                self.error(
+                    raw,
+                    format!(
+                        "spec.strategy sets {}; set exactly one",
+                        given.join(" and ")
+                    ),
+                );
+                false
+            }
+        }
     }
 
     fn target(&mut self, raw: Spanned<RawTarget>) -> Option<Target> {
@@ -670,37 +567,4 @@ fn as_written(value: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 17, "Filters fail closed": `ignoreTags` globs that are each valid but too large
-    /// to match together used to become an empty set, which ignores nothing.
-    #[test]
-    fn ignore_tags_that_cannot_be_matched_together_are_an_error() {
-        let globs: Vec<String> = (0..400)
-            .map(|i| format!("      - \"{}{i}\"\n", "?[a-z]".repeat(400)))
-            .collect();
-        let yaml = format!(
-            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: r.example/api\n  strategy: {{semver: {{}}}}\n  ignoreTags:\n{}",
-            globs.concat()
-        );
-        let errors = crate::policy::parse_file(Path::new("p.yaml"), &yaml)
-            .expect_err("no policy that ignores nothing");
-        let text = errors.to_string();
-        assert!(text.contains("p.yaml:9"), "{text}");
-        assert!(
-            text.contains("ignoreTags: the globs cannot be matched together"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn value_paths() {
-        for ok in ["image.tag", "images[1].tag", "a.b[0][2].c", "tag"] {
-            assert!(check_value_path(ok).is_ok(), "{ok}");
-        }
-        for bad in ["", "image..tag", "images[x].tag", "images[1", ".tag", "a[]"] {
-            assert!(check_value_path(bad).is_err(), "{bad}");
-        }
-    }
-}
+mod tests;

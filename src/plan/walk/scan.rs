@@ -1,0 +1,283 @@
+//! Phase 1 of a walk: read and scan every file a policy may touch, and say what the scan alone
+//! can tell (skipped files, problems of fields and markers, findings).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use tracing::debug;
+
+use super::owner::owner;
+use super::{Fingerprint, Owned, OwnerError, Scan, ScannedFile, display_path};
+use crate::files::{Files, blocking, parallel_map};
+use crate::manifest;
+use crate::plan::Progress;
+use crate::plan::decide::FieldFacts;
+use crate::plan::index::{PolicyIndex, TargetMatches};
+use crate::plan::model::{Finding, FindingKind, Plan, Problem, SkipKind, SkippedFile};
+
+/// What scanning a tree found before any registry is asked: the files with owned fields, and a
+/// plan holding what the scan alone can tell (skipped files, problems of fields and markers,
+/// findings, how many policies matched a reference).
+pub(super) struct TreeScan {
+    pub(super) plan: Plan,
+    pub(super) files: Vec<ScannedFile>,
+}
+
+/// Reads and scans every file of `files_in` that a policy of `index` may touch, on every core.
+pub(super) fn scan_tree(
+    files_in: &dyn Files,
+    excluded: &BTreeSet<PathBuf>,
+    index: &PolicyIndex<'_>,
+    progress: &dyn Progress,
+) -> TreeScan {
+    let mut plan = Plan::default();
+    let paths: Vec<&Path> = files_in
+        .manifests()
+        .iter()
+        .map(PathBuf::as_path)
+        .filter(|p| !excluded.contains(*p))
+        .collect();
+    let charts = manifest::HelmCharts::from_paths(&paths);
+    let matches = TargetMatches::new(index.policies());
+    progress.phase("scanning manifests", paths.len() as u64);
+    let scans = blocking(|| {
+        parallel_map(&paths, |rel| {
+            progress.advance();
+            scan_file(files_in, rel, index, &matches)
+        })
+    });
+    let mut files = Vec::new();
+    // Policies that found their image, owned or not: two policies contesting a field both did.
+    let mut seen = BTreeSet::new();
+    for (rel, scan) in paths.iter().zip(scans) {
+        // A chart's templates are Go templates, not manifests: never edited, even when a
+        // policy's targets cover them.
+        if !matches!(scan, Scan::NotTargeted)
+            && let Some(chart) = charts.template_of(rel)
+        {
+            plan.skipped.push(SkippedFile {
+                repository: None,
+                file: display_path(rel),
+                reason: format!(
+                    "a template of the Helm chart {}/; tagpilot edits values files, never templates",
+                    display_path(chart)
+                ),
+                kind: SkipKind::HelmTemplate,
+            });
+            continue;
+        }
+        match scan {
+            Scan::NotTargeted => {}
+            Scan::Skipped(skipped) => plan.skipped.push(*skipped),
+            Scan::Unreadable(problem) => plan.problems.push(*problem),
+            Scan::Scanned {
+                fingerprint,
+                fields,
+                problems,
+                named,
+            } => {
+                plan.problems.extend(problems);
+                seen.extend(named);
+                if fields.is_empty() {
+                    continue;
+                }
+                seen.extend(fields.iter().map(|f| f.policy));
+                files.push(ScannedFile {
+                    rel: rel.to_path_buf(),
+                    fingerprint,
+                    fields,
+                });
+            }
+        }
+    }
+    let used: BTreeSet<usize> = files
+        .iter()
+        .flat_map(|f| f.fields.iter().map(|o| o.policy))
+        .collect();
+    plan.policies_used = used.len();
+    plan.findings = findings(index, &matches, !paths.is_empty(), &seen);
+    TreeScan { plan, files }
+}
+
+/// The scope's findings: each policy whose targets here match no file (per target), and each
+/// whose matched files hold no reference to its image. Targets naming literal files are an
+/// Argo CD Application's: the Applications section reports those images itself.
+fn findings(
+    index: &PolicyIndex<'_>,
+    matches: &TargetMatches,
+    any_file: bool,
+    seen: &BTreeSet<usize>,
+) -> Vec<Finding> {
+    let repository = index.repository();
+    let place = match repository {
+        Some(name) => format!("repository {name}"),
+        None => "the local directory".to_string(),
+    };
+    let describe = |paths: &[String]| -> String {
+        if paths.is_empty() {
+            format!("every YAML file of {place}")
+        } else {
+            format!("paths {} in {place}", paths.join(", "))
+        }
+    };
+    let mut out = Vec::new();
+    for (i, policy) in index.policies().iter().enumerate() {
+        // (paths, whether they matched a file) of each of the policy's targets in this scope.
+        let targets: Vec<(&[String], bool)> = if policy.targets.is_empty() {
+            if repository.is_some() {
+                continue;
+            }
+            vec![(&[][..], any_file)]
+        } else {
+            policy
+                .targets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.repository.as_deref() == repository && !t.literal)
+                .map(|(j, t)| {
+                    let hit = if t.paths.is_empty() {
+                        any_file
+                    } else {
+                        matches.is_marked(i, j)
+                    };
+                    (t.paths.as_slice(), hit)
+                })
+                .collect()
+        };
+        let finding = |kind, searched: Vec<String>| Finding {
+            policy: Some(policy.name.clone()),
+            ..Finding::new(kind, policy.image.to_string(), searched.join("; "))
+        };
+        let missed: Vec<String> = targets
+            .iter()
+            .filter(|(_, hit)| !hit)
+            .map(|(paths, _)| describe(paths))
+            .collect();
+        if !missed.is_empty() {
+            out.push(finding(FindingKind::NoFiles, missed));
+        }
+        let hit: Vec<String> = targets
+            .iter()
+            .filter(|(_, hit)| *hit)
+            .map(|(paths, _)| describe(paths))
+            .collect();
+        if !hit.is_empty() && !seen.contains(&i) {
+            out.push(finding(FindingKind::ImageNotFound, hit));
+        }
+    }
+    out
+}
+
+/// The largest file the planner reads as a manifest. The API server refuses objects of more
+/// than a few MiB (etcd's request limit), so a file past this is no set of manifests a cluster
+/// would take, and reading, parsing, editing and verifying it costs several times its size.
+/// Skipped before it is read, with the reason.
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// Reads and scans one file: which fields it holds, and which policy owns each.
+fn scan_file(
+    files: &dyn Files,
+    rel: &Path,
+    index: &PolicyIndex<'_>,
+    matches: &TargetMatches,
+) -> Scan {
+    if !index.applies_marking(rel, matches) {
+        return Scan::NotTargeted;
+    }
+    let display = display_path(rel);
+    if let Ok(size) = files.size(rel)
+        && size > MAX_MANIFEST_BYTES
+    {
+        return Scan::Skipped(Box::new(SkippedFile {
+            repository: None,
+            file: display,
+            reason: format!(
+                "{} MiB, more than the {} MiB a manifest may be; left alone",
+                size.div_ceil(1 << 20),
+                MAX_MANIFEST_BYTES >> 20
+            ),
+            kind: SkipKind::TooLarge,
+        }));
+    }
+    let src = match files.read(rel) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(_) => {
+                return Scan::Skipped(Box::new(SkippedFile {
+                    repository: None,
+                    file: display,
+                    reason: "not UTF-8 text".into(),
+                    kind: SkipKind::NotText,
+                }));
+            }
+        },
+        Err(e) => {
+            return Scan::Unreadable(Box::new(Problem {
+                file: Some(display),
+                message: format!("cannot read: {e}"),
+                ..Problem::default()
+            }));
+        }
+    };
+    let helm = index.helm_paths(rel);
+    let (fields, unresolved) = match manifest::scan_with_markers(rel, &src, &helm) {
+        Ok(scanned) => scanned,
+        Err(e) => {
+            debug!(file = %rel.display(), error = %e, "not a YAML document tagpilot can edit");
+            return Scan::Skipped(Box::new(SkippedFile {
+                repository: None,
+                file: display,
+                kind: match e {
+                    manifest::ManifestError::TooDeep { .. } => SkipKind::TooDeep,
+                    _ => SkipKind::InvalidYaml,
+                },
+                reason: e.to_string(),
+            }));
+        }
+    };
+    let mut owned = Vec::new();
+    let mut problems = Vec::new();
+    let mut named = Vec::new();
+    if index.reads_markers() {
+        problems.extend(unresolved.into_iter().map(|m| Problem {
+            file: Some(display.clone()),
+            line: Some(m.line),
+            message: format!("marker `{}` resolves to nothing: {}", m.marker, m.reason),
+            ..Problem::default()
+        }));
+    }
+    let mut applicable = None;
+    for (ordinal, field) in (0u32..).zip(fields) {
+        match owner(&field, rel, index, &helm, &mut applicable) {
+            Ok(Some(policy)) => owned.push(Owned {
+                ordinal,
+                policy,
+                line: field.line,
+                facts: FieldFacts::of(&field),
+            }),
+            Ok(None) => {}
+            Err(e) => {
+                // The contesting policies did find their image, and say so in this problem.
+                if let OwnerError::Contested { policies, .. } = &e {
+                    named.extend(policies.iter().flat_map(|p| index.named(p)).copied());
+                }
+                problems.push(Problem {
+                    file: Some(display.clone()),
+                    line: Some(field.line),
+                    message: e.to_string(),
+                    ..Problem::default()
+                });
+            }
+        }
+    }
+    // In the file's order, whichever check found them.
+    problems.sort_by_key(|p| p.line);
+    // Kept until every field is decided: no room to spare per file.
+    owned.shrink_to_fit();
+    Scan::Scanned {
+        fingerprint: Fingerprint::of(&src),
+        fields: owned,
+        problems,
+        named,
+    }
+}

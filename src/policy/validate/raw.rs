@@ -1,0 +1,151 @@
+//! The documents as written: what serde reads, every value with its span, before any check.
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use crate::policy::{HelmPaths, RegexOrder};
+
+/// Just enough of a document to name it in an error about the rest.
+#[derive(Deserialize)]
+pub(super) struct NameOnly {
+    pub(super) metadata: Option<NameOnlyMetadata>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct NameOnlyMetadata {
+    pub(super) name: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawDocument {
+    pub(super) api_version: Spanned<String>,
+    pub(super) kind: Spanned<String>,
+    pub(super) metadata: RawMetadata,
+    pub(super) spec: Spanned<RawSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawMetadata {
+    pub(super) name: Spanned<String>,
+    #[serde(default)]
+    pub(super) namespace: Option<Spanned<String>>,
+    // Accepted so policies can be kept next to Kubernetes resources and labelled like them.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) labels: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) annotations: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawSpec {
+    pub(super) image: Spanned<String>,
+    pub(super) strategy: Spanned<RawStrategy>,
+    #[serde(default)]
+    pub(super) allow_tags: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) ignore_tags: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) platforms: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) pin_digest: bool,
+    #[serde(default)]
+    pub(super) allow_downgrade: bool,
+    #[serde(default)]
+    pub(super) replace_unreadable_tags: bool,
+    #[serde(default)]
+    pub(super) min_age: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) targets: Vec<Spanned<RawTarget>>,
+}
+
+/// Every strategy is an optional key so that "none" and "two" can be reported as such rather than
+/// as serde's enum errors. A key written with no value (`newestBuild:`) counts as present.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawStrategy {
+    #[serde(default, deserialize_with = "present")]
+    pub(super) semver: Option<Spanned<Option<RawSemver>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub(super) regex: Option<Spanned<Option<RawRegex>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub(super) newest_build: Option<Spanned<Option<RawEmpty>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub(super) digest: Option<Spanned<Option<RawDigest>>>,
+    #[serde(default, deserialize_with = "present")]
+    pub(super) alphabetical: Option<Spanned<Option<RawAlphabetical>>>,
+}
+
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawEmpty {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSemver {
+    #[serde(default)]
+    pub(super) range: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) prerelease: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawRegex {
+    pub(super) pattern: Spanned<String>,
+    #[serde(default)]
+    pub(super) sort_by: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) order: Option<RegexOrder>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDigest {
+    pub(super) tag: Spanned<String>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum SortOrder {
+    Asc,
+    Desc,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawAlphabetical {
+    #[serde(default)]
+    pub(super) order: Option<SortOrder>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawTarget {
+    #[serde(default)]
+    pub(super) paths: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub(super) repository: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) helm: Option<Spanned<HelmPaths>>,
+    #[serde(default)]
+    pub(super) kustomize: Option<RawKustomize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawKustomize {
+    pub(super) image_name: Spanned<String>,
+}

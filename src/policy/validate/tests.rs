@@ -1,0 +1,32 @@
+use super::*;
+
+/// Issue 17, "Filters fail closed": `ignoreTags` globs that are each valid but too large
+/// to match together used to become an empty set, which ignores nothing.
+#[test]
+fn ignore_tags_that_cannot_be_matched_together_are_an_error() {
+    let globs: Vec<String> = (0..400)
+        .map(|i| format!("      - \"{}{i}\"\n", "?[a-z]".repeat(400)))
+        .collect();
+    let yaml = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: r.example/api\n  strategy: {{semver: {{}}}}\n  ignoreTags:\n{}",
+        globs.concat()
+    );
+    let errors = crate::policy::parse_file(Path::new("p.yaml"), &yaml)
+        .expect_err("no policy that ignores nothing");
+    let text = errors.to_string();
+    assert!(text.contains("p.yaml:9"), "{text}");
+    assert!(
+        text.contains("ignoreTags: the globs cannot be matched together"),
+        "{text}"
+    );
+}
+
+#[test]
+fn value_paths() {
+    for ok in ["image.tag", "images[1].tag", "a.b[0][2].c", "tag"] {
+        assert!(check_value_path(ok).is_ok(), "{ok}");
+    }
+    for bad in ["", "image..tag", "images[x].tag", "images[1", ".tag", "a[]"] {
+        assert!(check_value_path(bad).is_err(), "{bad}");
+    }
+}

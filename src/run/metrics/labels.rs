@@ -1,0 +1,81 @@
+//! The label sets of tagpilot's own series: bounded sets each, never tags, digests or commit ids.
+
+use prometheus_client::encoding::EncodeLabelSet;
+
+use crate::plan::{FindingKind, Severity, SkipKind};
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct ResultLabel {
+    pub(super) result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct UpdateLabels {
+    pub(super) policy: String,
+    pub(super) result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct WebhookLabels {
+    pub(super) kind: &'static str,
+    pub(super) result: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RegistryStatusLabels {
+    pub(super) registry: String,
+    pub(super) status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct RegistryLabel {
+    pub(super) registry: String,
+}
+
+/// The `--state-dir`: one value per process.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct DirLabel {
+    pub(super) dir: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct KindLabel {
+    pub(super) kind: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct FindingLabels {
+    pub(super) kind: &'static str,
+    pub(super) severity: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct SkipLabel {
+    pub(super) reason: &'static str,
+}
+
+/// Every finding kind, so each series shows from the start at zero.
+pub(super) const FINDING_KINDS: [FindingKind; 3] = [
+    FindingKind::NoFiles,
+    FindingKind::ImageNotFound,
+    FindingKind::ApplicationImageNotFound,
+];
+
+/// Every reason a file is skipped for.
+pub(super) const SKIP_KINDS: [SkipKind; 5] = [
+    SkipKind::InvalidYaml,
+    SkipKind::NotText,
+    SkipKind::HelmTemplate,
+    SkipKind::TooDeep,
+    SkipKind::TooLarge,
+];
+
+pub(super) fn finding_labels(kind: FindingKind) -> FindingLabels {
+    FindingLabels {
+        kind: kind.label(),
+        severity: match kind.severity() {
+            Severity::Problem => "problem",
+            Severity::Warning => "warning",
+        },
+    }
+}

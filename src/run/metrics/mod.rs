@@ -1,0 +1,298 @@
+//! Every metric `tagpilot run` exports, registered once here, and how a cycle's outcome becomes
+//! them. Labels are bounded sets (results, error kinds, policy names from the configuration);
+//! never tags, digests or commit ids, which would grow without end.
+//!
+//! With `--image-updater-metrics`, Argo CD Image Updater's four per-resource series are exported
+//! too, under its names and labels, so dashboards built on them keep working (see
+//! [`ImageUpdaterSeries`]).
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
+
+use super::webhook::Verdict;
+
+use self::image_updater::ImageUpdaterSeries;
+use self::labels::{
+    DirLabel, FINDING_KINDS, FindingLabels, KindLabel, RegistryLabel, RegistryStatusLabels,
+    ResultLabel, SKIP_KINDS, SkipLabel, UpdateLabels, WebhookLabels, finding_labels,
+};
+
+mod image_updater;
+mod labels;
+mod record;
+mod result;
+
+pub use self::result::{CycleResult, RegistriesAnswered};
+
+/// The metrics, and the registry that renders them.
+pub struct Metrics {
+    // A `Mutex` only because `Registry` is not `Sync`; it is locked for rendering, which is rare.
+    registry: Mutex<Registry>,
+    cycles: Family<ResultLabel, Counter>,
+    cycle_duration: Histogram,
+    last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
+    updates: Family<UpdateLabels, Counter>,
+    errors: Family<KindLabel, Counter>,
+    webhooks: Family<WebhookLabels, Counter>,
+    rechecks: Family<ResultLabel, Counter>,
+    registry_requests: Family<RegistryStatusLabels, Counter>,
+    tag_listings: Family<RegistryLabel, Counter>,
+    registry_up: Family<RegistryLabel, Gauge>,
+    registry_last_reachable: Family<RegistryLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    state_up: Family<DirLabel, Gauge>,
+    leader: Gauge,
+    /// What the last full cycle found configured but nothing to act on, by kind.
+    findings: Family<FindingLabels, Gauge>,
+    /// The files the last full cycle skipped, by reason.
+    skipped_files: Family<SkipLabel, Gauge>,
+    metadata_hits: Counter,
+    /// The registry client's metadata cache hits when last taken.
+    metadata_hits_seen: std::sync::atomic::AtomicU64,
+    /// The registry client's counts when last taken, so each cycle adds only what is new.
+    registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
+    /// `--image-updater-metrics`: Argo CD Image Updater's series too.
+    image_updater: Option<ImageUpdaterSeries>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// tagpilot's own metrics.
+    pub fn new() -> Self {
+        Self::with_image_updater(false)
+    }
+
+    /// tagpilot's own metrics, and with `image_updater` Argo CD Image Updater's as well.
+    pub fn with_image_updater(image_updater: bool) -> Self {
+        // 1. Register every family, in the order they are rendered. Counters get their `_total`
+        //    suffix when rendered.
+        let mut registry = Registry::default();
+        let metrics = Metrics {
+            cycles: registered(
+                &mut registry,
+                "tagpilot_cycles",
+                "Cycles run, by how they ended (ok, partial, error, cancelled, registries_unreachable)",
+                Family::default(),
+            ),
+            // From a tenth of a second (a few cached repositories) to about seven minutes.
+            cycle_duration: registered(
+                &mut registry,
+                "tagpilot_cycle_duration_seconds",
+                "How long each cycle took",
+                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                    0.1, 2.0, 13,
+                )),
+            ),
+            last_success: registered(
+                &mut registry,
+                "tagpilot_last_successful_cycle_timestamp_seconds",
+                "When the last cycle with no failed target ended (Unix time)",
+                Gauge::default(),
+            ),
+            updates: registered(
+                &mut registry,
+                "tagpilot_updates",
+                "Image reference updates by policy and result (proposed, pushed, pull_request, held, failed)",
+                Family::default(),
+            ),
+            errors: registered(
+                &mut registry,
+                "tagpilot_errors",
+                "Errors by kind (the error enums' variants)",
+                Family::default(),
+            ),
+            webhooks: registered(
+                &mut registry,
+                "tagpilot_webhook_requests",
+                "Webhook requests by kind and result (accepted, ignored, unauthorized, malformed, too_large, unknown_kind)",
+                Family::default(),
+            ),
+            rechecks: registered(
+                &mut registry,
+                "tagpilot_webhook_rechecks",
+                "Re-checks of the policies and Applications that use the repositories notifications named, by how they ended (as tagpilot_cycles_total)",
+                Family::default(),
+            ),
+            registry_requests: registered(
+                &mut registry,
+                "tagpilot_registry_requests",
+                "Requests to registries by registry and HTTP status (unreachable: no answer)",
+                Family::default(),
+            ),
+            tag_listings: registered(
+                &mut registry,
+                "tagpilot_tag_listings",
+                "Tag list requests by registry",
+                Family::default(),
+            ),
+            registry_up: registered(
+                &mut registry,
+                "tagpilot_registry_up",
+                "1 when a request to the registry got an answer (not 5xx or 429) in the last cycle or re-check that asked it, 0 when none did",
+                Family::default(),
+            ),
+            registry_last_reachable: registered(
+                &mut registry,
+                "tagpilot_registry_last_reachable_timestamp_seconds",
+                "When the registry last answered a request (Unix time)",
+                Family::default(),
+            ),
+            state_up: registered(
+                &mut registry,
+                "tagpilot_state_store_up",
+                "1 while the --state-dir store works, 0 while it is down after an I/O error (a full disk) and first-seen times are unknown",
+                Family::default(),
+            ),
+            leader: registered(
+                &mut registry,
+                "tagpilot_leader",
+                "1 while this replica writes (it holds the Lease, or runs without --leader-elect), 0 while it follows",
+                Gauge::default(),
+            ),
+            findings: registered(
+                &mut registry,
+                "tagpilot_findings",
+                "What the last full cycle found configured but nothing to act on, by kind (no_files, image_not_found, application_image_not_found) and severity (problem, warning)",
+                Family::default(),
+            ),
+            skipped_files: registered(
+                &mut registry,
+                "tagpilot_skipped_files",
+                "Files the last full cycle left alone, by reason (invalid_yaml, not_text, helm_template)",
+                Family::default(),
+            ),
+            metadata_hits: registered(
+                &mut registry,
+                "tagpilot_metadata_cache_hits",
+                "Image manifests and configs served from memory or the --state-dir store instead of a registry",
+                Counter::default(),
+            ),
+            image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
+            metadata_hits_seen: Default::default(),
+            registry_seen: Mutex::default(),
+            registry: Mutex::new(registry),
+        };
+        // 2. Bounded series show from the start at zero.
+        metrics.start_at_zero();
+        metrics
+    }
+
+    /// Sets every result, finding kind and skip reason to zero, so that `rate()` and `absent()`
+    /// in alerts work before the first failure.
+    fn start_at_zero(&self) {
+        for result in CycleResult::ALL {
+            let label = ResultLabel {
+                result: result.label(),
+            };
+            self.cycles.get_or_create(&label).inc_by(0);
+            self.rechecks.get_or_create(&label).inc_by(0);
+        }
+        for kind in FINDING_KINDS {
+            self.findings.get_or_create(&finding_labels(kind)).set(0);
+        }
+        for kind in SKIP_KINDS {
+            self.skipped_files
+                .get_or_create(&SkipLabel {
+                    reason: kind.label(),
+                })
+                .set(0);
+        }
+    }
+
+    /// shows it, labelled with its `--state-dir`.
+    pub fn set_state_up(&self, path: &std::path::Path, up: bool) {
+        let dir = path.parent().unwrap_or(path);
+        self.state_up
+            .get_or_create(&DirLabel {
+                dir: dir.display().to_string(),
+            })
+            .set(i64::from(up));
+    }
+
+    /// Adds the registry client's metadata cache hits since the last call (its count only grows).
+    pub fn record_metadata_hits(&self, total: u64) {
+        let before = self
+            .metadata_hits_seen
+            .swap(total, std::sync::atomic::Ordering::Relaxed);
+        self.metadata_hits.inc_by(total.saturating_sub(before));
+    }
+
+    /// Counts one webhook request of `kind` (`distribution`, `docker.io`, `unknown`: a bounded
+    /// set) and what became of it.
+    pub fn webhook(&self, kind: &'static str, verdict: Verdict) {
+        self.webhooks
+            .get_or_create(&WebhookLabels {
+                kind,
+                result: verdict.label(),
+            })
+            .inc();
+    }
+
+    /// Whether this replica writes, as `tagpilot_leader` shows it.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Counts a notification a follower refused (`result="not_leader"`; the kind is not read).
+    pub fn webhook_not_leader(&self) {
+        self.webhooks
+            .get_or_create(&WebhookLabels {
+                kind: "any",
+                result: "not_leader",
+            })
+            .inc();
+    }
+
+    /// Counts one error of `kind` (a bounded label: an error variant's `metric_label`).
+    pub fn error(&self, kind: &'static str) {
+        self.errors
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// The Prometheus text of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        let registry = self.registry.lock().unwrap_or_else(|e| e.into_inner());
+        // Writing into a `String` cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
+        text
+    }
+}
+
+/// Registers `metric` under `name` and hands it back: the registry keeps a handle to the same
+/// series.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// Now as Unix seconds, as the timestamp gauges hold it.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests;
