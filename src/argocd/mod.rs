@@ -26,6 +26,7 @@
 pub mod annotations;
 pub mod application;
 pub mod branch;
+pub mod settings;
 
 pub mod cluster;
 /// The `applications:` types, which live with the rest of the configuration.

@@ -12,9 +12,9 @@ use crate::plan::{self, Change, Hold, Inspector, Problem};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 
-use super::annotations::AnnotatedImage;
 use super::override_file::OverrideFile;
 use super::resolve::{ManagedApp, SourceKind};
+use super::settings::ImageSettings;
 
 /// What happened to one image of one app in one source.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -148,7 +148,7 @@ pub async fn decide_app_overrides<R: Registry>(
     overrides: &mut OverrideFile,
     kind: SourceKind,
     target: &OverrideTarget<'_>,
-    elsewhere: impl Fn(&AnnotatedImage, &ImagePolicy) -> Option<(Option<String>, Option<String>)>,
+    elsewhere: impl Fn(&ImageSettings, &ImagePolicy) -> Option<(Option<String>, Option<String>)>,
     missing: impl Fn(&ImagePolicy) -> String,
     registry: &R,
 ) -> AppDecisions {
@@ -222,7 +222,7 @@ pub enum Record {
 pub async fn decide_override<R: Registry>(
     overrides: &mut OverrideFile,
     kind: SourceKind,
-    image: &AnnotatedImage,
+    image: &ImageSettings,
     policy: &ImagePolicy,
     current: Option<(Option<String>, Option<String>)>,
     missing: impl FnOnce() -> String,

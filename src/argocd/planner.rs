@@ -627,7 +627,7 @@ pub(crate) struct Missing {
 /// The entry Image Updater adds (its `parseImageOverride`): `name` the image, or the
 /// `kustomize.image-name` with the image as `newName`; then `newTag` and `digest`.
 fn kustomize_entry(
-    image: &super::annotations::AnnotatedImage,
+    image: &super::settings::ImageSettings,
     tag: Option<String>,
     digest: Option<String>,
 ) -> crate::manifest::KustomizeImage {
