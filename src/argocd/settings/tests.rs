@@ -60,7 +60,9 @@ fn field(path: &str) -> String {
 
 #[test]
 fn a_setting_as_an_annotation_or_a_resource_field_is_the_same_typed_setting() {
-    let cases: &[(&str, &[(&str, &str)], &str)] = &[
+    // (image, annotations, the resource's commonUpdateSettings)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case<'_>] = &[
         ("r.example/api:~1.2", &[], "{}"),
         (
             "r.example/api",
