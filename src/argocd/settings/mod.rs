@@ -5,7 +5,7 @@
 //! Why it exists: Image Updater takes the same settings as annotations and as `ImageUpdater`
 //! resources. Both are read into one typed input ([`SettingsInput`]: annotations from their
 //! strings, in [`super::annotations`]; resources from their typed fields, in
-//! [`super::image_updater`]) and checked by one reader ([`read`]), so a setting means the same
+//! [`super::image_updater`]) and checked by one reader ([`read()`]), so a setting means the same
 //! and fails the same way whichever way it is written. No value is written out as an
 //! annotation string to be parsed back.
 //!
