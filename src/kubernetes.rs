@@ -427,15 +427,13 @@ impl Cluster {
         watcher::watch_object(self.applications_api(Some(namespace)), name)
             .default_backoff()
             .map(move |event| match event {
-                Ok(object) => {
-                    object
-                        .map(serde_json::to_value)
-                        .transpose()
-                        .map_err(|source| KubeError::ReadApplication {
-                            id: id.clone(),
-                            source,
-                        })
-                }
+                Ok(object) => object
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|source| KubeError::ReadApplication {
+                        id: id.clone(),
+                        source,
+                    }),
                 Err(source) => Err(KubeError::WatchApplication {
                     id: id.clone(),
                     source,

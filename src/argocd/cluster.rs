@@ -14,11 +14,11 @@ use std::path::Path;
 use crate::registry::Credential;
 
 use super::ArgoError;
-use super::annotations::AppAnnotations;
 use super::application::Application;
 use super::image_updater::{ImageUpdater, select};
 use super::resolve::Origin;
 use super::resolve::Resolved;
+use super::settings::AppSettings;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};
@@ -83,7 +83,7 @@ pub async fn load_watched(
         apps.iter().cloned().map(|a| (a, Origin::Cluster)).collect(),
         &updaters,
     );
-    let configured: Vec<(String, &AppAnnotations)> = selection
+    let configured: Vec<(String, &AppSettings)> = selection
         .apps
         .iter()
         .filter_map(|s| s.settings.as_ref().map(|a| (s.app.id(), a)))

@@ -22,8 +22,8 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
-use super::annotations::{AppAnnotations, GitCredentials, PullSecret, WriteBackMethod};
 use super::resolve::{Origin, Resolved};
+use super::settings::{AppSettings, GitCredentials, PullSecret, WriteBackMethod};
 use crate::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 
 /// Why a Secret (or an environment variable) gave no usable credential. Never holds the value.
@@ -71,7 +71,7 @@ pub enum CredentialError {
 /// not be used, each naming the application and the Secret.
 pub async fn pull_secrets(
     cluster: &Cluster,
-    apps: &[(String, &AppAnnotations)],
+    apps: &[(String, &AppSettings)],
 ) -> (HashMap<String, Credential>, Vec<String>) {
     let mut secrets = SecretCache::default();
     registry_credentials(cluster, apps, &mut secrets, &|v| std::env::var(v).ok()).await
@@ -106,7 +106,7 @@ impl SecretCache {
 /// credentials for one host is reported, and the first is used.
 async fn registry_credentials(
     cluster: &Cluster,
-    apps: &[(String, &AppAnnotations)],
+    apps: &[(String, &AppSettings)],
     secrets: &mut SecretCache,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> (HashMap<String, Credential>, Vec<String>) {

@@ -14,8 +14,8 @@ use crate::image::Repository;
 use crate::manifest::{self, FieldKind};
 use crate::policy::{HelmPaths, ImagePolicy, Target};
 
-use super::annotations::AnnotatedImage;
 use super::resolve::{self, SourceKind};
+use super::settings::ImageSettings;
 
 /// One image of one app unit, written in place: planned by the ordinary planner.
 pub(crate) struct InPlace {
@@ -128,7 +128,7 @@ pub(crate) fn batches(jobs: &[InPlace]) -> Vec<Vec<usize>> {
 pub(crate) fn targets(
     files: &[String],
     repository: &str,
-    image: &AnnotatedImage,
+    image: &ImageSettings,
     helm: bool,
 ) -> Vec<Target> {
     let target = |helm: Option<HelmPaths>| Target {
@@ -261,7 +261,7 @@ pub(crate) fn describe_files(files: &[String]) -> String {
 pub(crate) fn current_in_source(
     files: &dyn Files,
     root: &str,
-    image: &AnnotatedImage,
+    image: &ImageSettings,
     policy: &ImagePolicy,
 ) -> Option<(Option<String>, Option<String>)> {
     let paths = manifest_files(files, root, true, None, None).ok()?;

@@ -3,7 +3,9 @@
 //!
 //! Why it exists: most users already describe what to update in Image Updater annotations on
 //! their `Application`s. Rather than asking them to write `ImagePolicy` files, tagpilot reads
-//! those annotations ([`annotations`]), turns every annotated app into policies and write places
+//! those annotations ([`annotations`]) or `ImageUpdater` resources ([`image_updater`]) into one
+//! typed settings model, checked by one reader ([`settings`]), turns every managed app into
+//! policies and write places
 //! ([`resolve`]) and plans each repository's apps on a checkout ([`planner`]: in place through
 //! the ordinary planner, [`in_place`], or in `.argocd-source-<app>.yaml` files,
 //! [`override_file`]); the engine ([`crate::engine`]) joins that plan with every other source's
@@ -14,7 +16,7 @@
 //! what became of each image and [`report`] adds an "Applications" section to `tagpilot plan`.
 //! [`branch`] renders `git-branch` templates, once the changes they name are planned.
 //!
-//! Layers, bottom up: [`application`], [`annotations`], [`config`], [`branch`] and
+//! Layers, bottom up: [`application`], [`settings`], [`annotations`], [`config`], [`branch`] and
 //! [`override_file`] are pure types; [`resolve`], [`outcome`], [`in_place`] and [`planner`]
 //! select and edit over them; [`crate::kubernetes`] and [`load`] are edges that decide nothing
 //! ([`crate::kubernetes`] never imports the planner).
@@ -26,6 +28,7 @@
 pub mod annotations;
 pub mod application;
 pub mod branch;
+pub mod settings;
 
 pub mod cluster;
 /// The `applications:` types, which live with the rest of the configuration.

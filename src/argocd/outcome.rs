@@ -12,9 +12,9 @@ use crate::plan::{self, Change, Hold, Inspector, Problem};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 
-use super::annotations::AnnotatedImage;
 use super::override_file::OverrideFile;
 use super::resolve::{ManagedApp, SourceKind};
+use super::settings::ImageSettings;
 
 /// What happened to one image of one app in one source.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -137,21 +137,27 @@ pub struct AppDecisions {
     pub images: Vec<ImageOutcome>,
 }
 
+/// The overrides being decided: the file or live overrides images are set in, the kind of
+/// source they are for, and the registry the decisions ask.
+pub struct Overrides<'a, R> {
+    pub file: &'a mut OverrideFile,
+    pub kind: SourceKind,
+    pub registry: &'a R,
+}
+
 /// Decides every image of app `a` ([`decide_override`] each) against `overrides`, setting the
 /// ones that move. An image the overrides do not name is looked for with `elsewhere` (the
 /// source's manifests, or what the live Application runs); `missing` says why one that is
 /// nowhere is not written.
-#[allow(clippy::too_many_arguments)]
 pub async fn decide_app_overrides<R: Registry>(
+    overrides: &mut Overrides<'_, R>,
     a: usize,
     app: &ManagedApp,
-    overrides: &mut OverrideFile,
-    kind: SourceKind,
     target: &OverrideTarget<'_>,
-    elsewhere: impl Fn(&AnnotatedImage, &ImagePolicy) -> Option<(Option<String>, Option<String>)>,
+    elsewhere: impl Fn(&ImageSettings, &ImagePolicy) -> Option<(Option<String>, Option<String>)>,
     missing: impl Fn(&ImagePolicy) -> String,
-    registry: &R,
 ) -> AppDecisions {
+    let kind = overrides.kind;
     let mut out = AppDecisions::default();
     for (image, policy) in app.annotations.images.iter().zip(&app.policies) {
         let Some(policy) = policy else {
@@ -171,17 +177,16 @@ pub async fn decide_app_overrides<R: Registry>(
             reason: None,
         };
         let current = overrides
+            .file
             .current(kind, image, policy)
             .or_else(|| elsewhere(image, policy));
         let record = decide_override(
             overrides,
-            kind,
             image,
             policy,
             current,
             || missing(policy),
             &target.place,
-            registry,
             &mut outcome,
         )
         .await;
@@ -218,16 +223,13 @@ pub enum Record {
 /// planner counts once per reference that stays, so the summary means the same whichever way
 /// an image is written. (The `.argocd-source` path used to count one per file without changes,
 /// held and failed images included.)
-#[allow(clippy::too_many_arguments)]
 pub async fn decide_override<R: Registry>(
-    overrides: &mut OverrideFile,
-    kind: SourceKind,
-    image: &AnnotatedImage,
+    overrides: &mut Overrides<'_, R>,
+    image: &ImageSettings,
     policy: &ImagePolicy,
     current: Option<(Option<String>, Option<String>)>,
     missing: impl FnOnce() -> String,
     place: &OverridePlace<'_>,
-    registry: &R,
     outcome: &mut ImageOutcome,
 ) -> Option<Record> {
     let (tag, digest) = match current {
@@ -242,10 +244,19 @@ pub async fn decide_override<R: Registry>(
     let from = plan::version_text(tag.as_deref(), digest.as_deref());
     outcome.from = Some(from.clone());
     let repository = place.repository.map(str::to_string);
-    let record = match decide(policy, tag.as_deref(), digest.as_deref(), registry).await {
+    let decided = decide(
+        policy,
+        tag.as_deref(),
+        digest.as_deref(),
+        overrides.registry,
+    )
+    .await;
+    let record = match decided {
         Ok(Decided::Move { tag, digest }) => {
             let to = plan::version_text(Some(&tag), digest.as_deref());
-            overrides.set(kind, image, policy, &tag, digest.as_deref());
+            overrides
+                .file
+                .set(overrides.kind, image, policy, &tag, digest.as_deref());
             outcome.status = ImageStatus::Update;
             outcome.to = Some(to.clone());
             Record::Change(Change {

@@ -10,8 +10,8 @@ use crate::image::{ImageRef, Repository};
 use crate::plan;
 use crate::policy::ImagePolicy;
 
-use super::annotations::AnnotatedImage;
 use super::resolve::SourceKind;
+use super::settings::ImageSettings;
 
 /// Argo CD's parameter-override file, in Image Updater's shape. Keys tagpilot does not know are
 /// kept as they were.
@@ -115,7 +115,7 @@ impl OverrideFile {
     pub fn current(
         &self,
         kind: SourceKind,
-        image: &AnnotatedImage,
+        image: &ImageSettings,
         policy: &ImagePolicy,
     ) -> Option<(Option<String>, Option<String>)> {
         match kind {
@@ -152,7 +152,7 @@ impl OverrideFile {
     pub fn set(
         &mut self,
         kind: SourceKind,
-        image: &AnnotatedImage,
+        image: &ImageSettings,
         policy: &ImagePolicy,
         tag: &str,
         digest: Option<&str>,
@@ -241,7 +241,7 @@ fn leading_document_start(text: &str) -> Option<&str> {
 }
 
 /// Whether a kustomize override entry (`[old=]image[:tag][@digest]`) is the one for `image`.
-fn kustomize_entry_names(entry: &str, image: &AnnotatedImage, policy: &ImagePolicy) -> bool {
+fn kustomize_entry_names(entry: &str, image: &ImageSettings, policy: &ImagePolicy) -> bool {
     let name = match entry.split_once('=') {
         Some((old, _)) => old.to_string(),
         None => match ImageRef::parse(entry) {
@@ -262,7 +262,7 @@ pub(crate) mod tests {
 
     /// The first image of an `image-list` annotation (with `pairs` under Image Updater's
     /// prefix) and a newest-build policy for it.
-    pub(crate) fn image(pairs: &[(&str, &str)]) -> (AnnotatedImage, ImagePolicy) {
+    pub(crate) fn image(pairs: &[(&str, &str)]) -> (ImageSettings, ImagePolicy) {
         let mut m: Map<String, String> = pairs
             .iter()
             .map(|(k, v)| {

@@ -35,6 +35,56 @@ pub fn status_writes(
 ) -> Vec<StatusWrite> {
     let mut out = Vec::new();
     for u in updaters.iter().filter(|u| u.origin == "cluster") {
+        // 1. What this cycle did for the resource's Applications.
+        let tally = Tally::of(u, resolved, images, app_problems);
+        // 2. The status Image Updater would write for that.
+        let old = u.status.clone().unwrap_or(Value::Null);
+        let generation = u.metadata.generation.unwrap_or(0);
+        let mut status = json!({
+            "observedGeneration": generation,
+            "lastCheckedAt": now,
+            "applicationsMatched": tally.matched.len(),
+            "imagesManaged": tally.images_managed,
+        });
+        tally.updates_into(&mut status, &old, now);
+        status["conditions"] = tally.conditions(&old, generation, now);
+        // 3. Sent only when it changed.
+        if !same_apart_from_check_time(&status, &old) {
+            out.push(StatusWrite {
+                namespace: u.namespace().to_string(),
+                name: u.metadata.name.clone(),
+                status,
+            });
+        }
+    }
+    out
+}
+
+/// Updates of one alias to one version, counting the Applications.
+struct Update {
+    alias: String,
+    image: String,
+    from: String,
+    to: String,
+    apps: usize,
+}
+
+/// What one cycle did for the Applications one resource configures.
+struct Tally {
+    /// Indices of those Applications in [`Resolved::apps`].
+    matched: Vec<usize>,
+    images_managed: usize,
+    errors: usize,
+    updates: Vec<Update>,
+}
+
+impl Tally {
+    fn of(
+        u: &ImageUpdater,
+        resolved: &Resolved,
+        images: &[ImageOutcome],
+        app_problems: &[(usize, String)],
+    ) -> Tally {
         let matched: Vec<usize> = resolved
             .apps
             .iter()
@@ -53,8 +103,7 @@ pub fn status_writes(
                     + app_problems.iter().filter(|(a, _)| *a == i).count()
             })
             .sum::<usize>();
-        // Updates of one alias to one version are one entry, counting the Applications.
-        let mut updates: Vec<(String, String, String, String, usize)> = Vec::new();
+        let mut updates: Vec<Update> = Vec::new();
         for o in images
             .iter()
             .filter(|o| matched.contains(&o.app) && o.status == ImageStatus::Update)
@@ -64,50 +113,58 @@ pub fn status_writes(
             };
             match updates
                 .iter_mut()
-                .find(|(alias, _, _, new, _)| *alias == o.alias && new == to)
+                .find(|u| u.alias == o.alias && u.to == *to)
             {
-                Some(entry) => entry.4 += 1,
-                None => updates.push((
-                    o.alias.clone(),
-                    o.image.clone(),
-                    from.clone(),
-                    to.clone(),
-                    1,
-                )),
+                Some(entry) => entry.apps += 1,
+                None => updates.push(Update {
+                    alias: o.alias.clone(),
+                    image: o.image.clone(),
+                    from: from.clone(),
+                    to: to.clone(),
+                    apps: 1,
+                }),
             }
         }
-        let updated: usize = updates.iter().map(|u| u.4).sum();
+        Tally {
+            matched,
+            images_managed,
+            errors,
+            updates,
+        }
+    }
 
-        let old = u.status.clone().unwrap_or(Value::Null);
-        let generation = u.metadata.generation.unwrap_or(0);
-        let mut status = json!({
-            "observedGeneration": generation,
-            "lastCheckedAt": now,
-            "applicationsMatched": matched.len(),
-            "imagesManaged": images_managed,
-        });
-        if updates.is_empty() {
+    /// `lastUpdatedAt` and `recentUpdates`: this cycle's, or kept from `old` when it updated
+    /// nothing.
+    fn updates_into(&self, status: &mut Value, old: &Value, now: &str) {
+        if self.updates.is_empty() {
             for keep in ["lastUpdatedAt", "recentUpdates"] {
                 if let Some(v) = old.get(keep) {
                     status[keep] = v.clone();
                 }
             }
-        } else {
-            status["lastUpdatedAt"] = json!(now);
-            status["recentUpdates"] = updates
-                .iter()
-                .map(|(alias, image, from, to, apps)| {
-                    json!({
-                        "alias": alias,
-                        "image": image,
-                        "newVersion": to,
-                        "applicationsUpdated": apps,
-                        "updatedAt": now,
-                        "message": format!("Updated from {from} to {to}."),
-                    })
-                })
-                .collect();
+            return;
         }
+        status["lastUpdatedAt"] = json!(now);
+        status["recentUpdates"] = self
+            .updates
+            .iter()
+            .map(|u| {
+                json!({
+                    "alias": u.alias,
+                    "image": u.image,
+                    "newVersion": u.to,
+                    "applicationsUpdated": u.apps,
+                    "updatedAt": now,
+                    "message": format!("Updated from {} to {}.", u.from, u.to),
+                })
+            })
+            .collect();
+    }
+
+    /// The conditions; each keeps its `lastTransitionTime` from `old` while its status stays.
+    fn conditions(&self, old: &Value, generation: i64, now: &str) -> Value {
+        let (errors, matched) = (self.errors, self.matched.len());
+        let updated: usize = self.updates.iter().map(|u| u.apps).sum();
         let (error, ready) = if errors > 0 {
             (
                 (
@@ -119,8 +176,7 @@ pub fn status_writes(
                     "True",
                     "ReconcileCompletedWithErrors",
                     format!(
-                        "Reconciled {} applications with {errors} errors, {updated} images updated.",
-                        matched.len()
+                        "Reconciled {matched} applications with {errors} errors, {updated} images updated."
                     ),
                 ),
             )
@@ -134,10 +190,7 @@ pub fn status_writes(
                 (
                     "True",
                     "ReconcileSucceeded",
-                    format!(
-                        "Reconciled {} applications, {updated} images updated.",
-                        matched.len()
-                    ),
+                    format!("Reconciled {matched} applications, {updated} images updated."),
                 ),
             )
         };
@@ -153,7 +206,7 @@ pub fn status_writes(
             ("Error", error),
             ("Ready", ready),
         ];
-        status["conditions"] = conditions
+        conditions
             .into_iter()
             .map(|(kind, (state, reason, message))| {
                 let previous = old["conditions"]
@@ -172,17 +225,8 @@ pub fn status_writes(
                     "lastTransitionTime": since,
                 })
             })
-            .collect();
-
-        if !same_apart_from_check_time(&status, &old) {
-            out.push(StatusWrite {
-                namespace: u.namespace().to_string(),
-                name: u.metadata.name.clone(),
-                status,
-            });
-        }
+            .collect()
     }
-    out
 }
 
 fn same_apart_from_check_time(new: &Value, old: &Value) -> bool {

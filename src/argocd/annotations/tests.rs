@@ -1,4 +1,7 @@
-use super::parse::{parse_branch, parse_pull_secret, parse_target, parse_write_back};
+use super::super::settings::{
+    GitBranch, GitCredentials, PullSecret, UnreadableSetting, UpdateStrategy, WriteBackMethod,
+    WriteBackTarget, parse_branch, parse_pull_secret, parse_target, parse_write_back,
+};
 use super::*;
 use std::collections::BTreeMap;
 
@@ -152,19 +155,22 @@ fn every_pull_secret_form_parses_and_ext_is_reported() {
 
 #[test]
 fn write_back_methods_targets_and_branches() {
-    assert_eq!(parse_write_back("argocd"), Ok(WriteBackMethod::Argocd));
     assert_eq!(
-        parse_write_back("git:repocreds"),
+        parse_write_back("argocd", None),
+        Ok(WriteBackMethod::Argocd)
+    );
+    assert_eq!(
+        parse_write_back("git:repocreds", None),
         Ok(WriteBackMethod::Git(GitCredentials::RepoCreds))
     );
     assert_eq!(
-        parse_write_back("git:secret:argocd/git-creds"),
+        parse_write_back("git:secret:argocd/git-creds", None),
         Ok(WriteBackMethod::Git(GitCredentials::Secret {
             namespace: "argocd".into(),
             name: "git-creds".into()
         }))
     );
-    assert!(parse_write_back("git:secret:nope").is_err());
+    assert!(parse_write_back("git:secret:nope", None).is_err());
     assert_eq!(
         parse_target("kustomization:../base"),
         Ok(WriteBackTarget::Kustomization(Some("../base".into())))
@@ -355,6 +361,6 @@ fn values_are_case_insensitive_where_image_updater_reads_them_so() {
     let keys: Vec<&str> = a.skipped.iter().map(|s| s.key.as_str()).collect();
     assert_eq!(keys, vec![iu("c.force-update")]);
     // Case-sensitive upstream, so here too.
-    assert!(parse_write_back("Git").is_err());
+    assert!(parse_write_back("Git", None).is_err());
     assert!(parse_target("Kustomization").is_err());
 }

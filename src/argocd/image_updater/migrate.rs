@@ -3,8 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::annotations::{self, UpdateStrategy};
+use super::super::annotations;
 use super::super::application::Application;
+use super::super::settings::{self, UpdateStrategy};
 use super::settings::valid_alias;
 use super::{API_VERSION, DEFAULT_NAMESPACE, KIND};
 
@@ -63,7 +64,7 @@ pub fn migrate(app: &Application) -> Option<String> {
 
 /// One `images` entry for `image`, its alias made unique among `used`; `None` for an image
 /// with a setting that cannot be read.
-fn image_entry(image: &annotations::AnnotatedImage, used: &mut Vec<String>) -> Option<Value> {
+fn image_entry(image: &settings::ImageSettings, used: &mut Vec<String>) -> Option<Value> {
     if image.is_blocked() {
         // Written without the setting it could not read, the image would be updated more
         // widely than its annotations allow.
@@ -160,18 +161,18 @@ fn image_entry(image: &annotations::AnnotatedImage, used: &mut Vec<String>) -> O
 }
 
 /// `writeBackConfig` for the app's write-back annotations (empty when they set nothing).
-fn write_back_config(a: &annotations::AppAnnotations) -> Map<String, Value> {
+fn write_back_config(a: &settings::AppSettings) -> Map<String, Value> {
     let mut write_back = Map::new();
     if a.write_back_explicit {
         let method = match &a.write_back {
-            annotations::WriteBackMethod::Argocd => "argocd".to_string(),
-            annotations::WriteBackMethod::Git(annotations::GitCredentials::Configured) => {
+            settings::WriteBackMethod::Argocd => "argocd".to_string(),
+            settings::WriteBackMethod::Git(settings::GitCredentials::Configured) => {
                 "git".to_string()
             }
-            annotations::WriteBackMethod::Git(annotations::GitCredentials::RepoCreds) => {
+            settings::WriteBackMethod::Git(settings::GitCredentials::RepoCreds) => {
                 "git:repocreds".to_string()
             }
-            annotations::WriteBackMethod::Git(annotations::GitCredentials::Secret {
+            settings::WriteBackMethod::Git(settings::GitCredentials::Secret {
                 namespace,
                 name,
             }) => format!("git:secret:{namespace}/{name}"),
@@ -193,10 +194,10 @@ fn write_back_config(a: &annotations::AppAnnotations) -> Map<String, Value> {
     }
     if let Some(t) = &a.write_back_target {
         let text = match t {
-            annotations::WriteBackTarget::Kustomization(None) => "kustomization".to_string(),
-            annotations::WriteBackTarget::Kustomization(Some(d)) => format!("kustomization:{d}"),
-            annotations::WriteBackTarget::HelmValues(None) => "helmvalues".to_string(),
-            annotations::WriteBackTarget::HelmValues(Some(f)) => format!("helmvalues:{f}"),
+            settings::WriteBackTarget::Kustomization(None) => "kustomization".to_string(),
+            settings::WriteBackTarget::Kustomization(Some(d)) => format!("kustomization:{d}"),
+            settings::WriteBackTarget::HelmValues(None) => "helmvalues".to_string(),
+            settings::WriteBackTarget::HelmValues(Some(f)) => format!("helmvalues:{f}"),
         };
         git.insert("writeBackTarget".into(), json!(text));
     }
@@ -206,17 +207,17 @@ fn write_back_config(a: &annotations::AppAnnotations) -> Map<String, Value> {
     write_back
 }
 
-fn pull_secret_text(p: &annotations::PullSecret) -> String {
+fn pull_secret_text(p: &settings::PullSecret) -> String {
     match p {
-        annotations::PullSecret::PullSecret { namespace, name } => {
+        settings::PullSecret::PullSecret { namespace, name } => {
             format!("pullsecret:{namespace}/{name}")
         }
-        annotations::PullSecret::Secret {
+        settings::PullSecret::Secret {
             namespace,
             name,
             field,
         } => format!("secret:{namespace}/{name}#{field}"),
-        annotations::PullSecret::Env(var) => format!("env:{var}"),
-        annotations::PullSecret::Ext(script) => format!("ext:{script}"),
+        settings::PullSecret::Env(var) => format!("env:{var}"),
+        settings::PullSecret::Ext(script) => format!("ext:{script}"),
     }
 }

@@ -2,13 +2,13 @@
 //! the configuration of Image Updater 1.x: which Applications a resource selects, and what its
 //! settings say for each of them.
 //!
-//! Pure. A selected Application's settings are turned into the same [`AppAnnotations`] its
-//! annotations would give, by writing them as the annotations they stand for and reading those
-//! with [`annotations::parse`]: one reader, so a setting means the same whichever way it is
-//! written, and a resource and the equivalent annotations plan alike. What the reader cannot
-//! honour is reported under the resource's field (`ImageUpdater argocd/web:
-//! spec.applicationRefs[0].images[1].commonUpdateSettings.allowTags`), not under the annotation
-//! it was written as.
+//! Pure. A selected Application's settings are read from the resource's typed fields into the
+//! settings' typed input and checked by the one reader annotations go through too
+//! ([`super::settings::read`]; never written out as annotation strings and parsed back), so a
+//! setting means the same whichever way it is written, and a resource and the equivalent
+//! annotations plan alike. What the reader cannot honour is reported under the resource's
+//! field (`ImageUpdater argocd/web:
+//! spec.applicationRefs[0].images[1].commonUpdateSettings.allowTags`).
 //!
 //! Which configuration counts, per Application:
 //! - no `ImageUpdater` resource at all: its annotations, as Image Updater 0.x read them;

@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use super::super::annotations::{self, AppAnnotations, IMAGE_UPDATER_PREFIX, SkippedAnnotation};
+use super::super::annotations::{self, IMAGE_UPDATER_PREFIX};
 use super::super::application::Application;
 use super::super::resolve::Origin;
+use super::super::settings::{AppSettings, SkippedAnnotation};
 use super::settings::settings_for;
 use super::{ApplicationRef, DEFAULT_NAMESPACE, ImageUpdater, KIND, LabelSelector};
 
@@ -17,7 +18,7 @@ pub struct Selected {
     pub app: Application,
     pub origin: Origin,
     /// What to update and how; `None`: the Application is not managed.
-    pub settings: Option<AppAnnotations>,
+    pub settings: Option<AppSettings>,
     /// The resource entry that configures it; `None` for annotations alone.
     pub configured_by: Option<ConfiguredBy>,
     /// Why it is not updated although something names it (a conflict between resources).
@@ -140,7 +141,7 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
             [] => {
                 if annotations::parse(&selected.app.metadata.annotations).is_some() {
                     // Not an error (Image Updater 1.x ignores them too), but never silent.
-                    let mut settings = AppAnnotations::default();
+                    let mut settings = AppSettings::default();
                     settings.skipped.push(SkippedAnnotation {
                         key: format!("{IMAGE_UPDATER_PREFIX}image-list"),
                         reason: format!(
@@ -165,7 +166,7 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
                     "selected by more than one {KIND}: {}; neither applies until only one selects it",
                     names.join(" and ")
                 ));
-                selected.settings = Some(AppAnnotations::default());
+                selected.settings = Some(AppSettings::default());
             }
         }
         forget_read_metadata(&mut selected.app);

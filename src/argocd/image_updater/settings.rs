@@ -1,11 +1,13 @@
-//! A selected entry's settings turned into what the annotation reader reads: written as the
-//! annotations they stand for, read with [`annotations::parse`], and what it cannot honour
-//! named by the resource's field.
+//! A selected entry's settings: its typed fields, inherited spec → entry → image, read into the
+//! settings' typed input and checked by the same reader as annotations
+//! ([`settings::read`]); what cannot be honoured is named by the resource's field.
 
-use std::collections::BTreeMap;
-
-use super::super::annotations::{self, AppAnnotations, IMAGE_UPDATER_PREFIX, SkippedAnnotation};
+use super::super::annotations;
 use super::super::application::Application;
+use super::super::settings::{
+    self, AppSettings, Given, HelmNames, ImageInput, Listed, PullRequestProvider,
+    PullRequestSettings, SettingError, SettingsInput, SkippedAnnotation, image_and_constraint,
+};
 use super::{
     ApplicationRef, CommonUpdateSettings, ImageConfig, ImageUpdater, KIND, PullRequest,
     WriteBackConfig,
@@ -104,7 +106,7 @@ pub(super) fn settings_for(
     u: &ImageUpdater,
     entry: &ApplicationRef,
     index: usize,
-) -> AppAnnotations {
+) -> AppSettings {
     let at = Entry {
         u,
         entry,
@@ -115,51 +117,43 @@ pub(super) fn settings_for(
         return at.annotated(app);
     }
 
-    // What the entry says, written as the annotations it stands for.
-    let mut written = Written::default();
-    let mut skipped: Vec<SkippedAnnotation> = Vec::new();
-    let mut list = Vec::new();
-    let mut list_fields = Vec::new();
+    // 1. Each image the entry names, with its inherited settings, as typed input.
+    let mut input = SettingsInput::default();
+    let mut listed = false;
     for (i, image) in entry.images.iter().enumerate() {
         let path = format!("{}.images[{i}]", at.ref_path);
         if let Some(refused) = at.refused(i, &path) {
-            skipped.push(refused);
+            input.skipped.push(refused);
             continue;
         }
-        list.push(format!("{}={}", image.alias, image.image_name.trim()));
-        list_fields.push(format!("{path}.imageName"));
-        at.put_image(&mut written, image, &path);
+        listed = true;
+        match at.image_input(image, &path) {
+            Ok(image) => input.images.push(image),
+            Err(skipped) => input.skipped.push(skipped),
+        }
     }
-    if list.is_empty() {
-        let mut settings = AppAnnotations::default();
+    if !listed {
+        let mut settings = AppSettings::default();
         if entry.images.is_empty() {
-            skipped.push(SkippedAnnotation {
+            input.skipped.push(SkippedAnnotation {
                 key: format!("{}: {}.images", at.resource, at.ref_path),
                 reason: "no images and no useAnnotations: nothing to update".to_string(),
             });
         }
-        settings.skipped = skipped;
+        settings.skipped = input.skipped;
         return settings;
     }
-    // One entry per image; `parse` splits at commas outside constraints.
-    let image_list = list.join(", ");
-    written.put(
-        "image-list".into(),
-        image_list,
-        &format!("{}.images", at.ref_path),
-    );
-    let (pull_request, pull_request_error) = at.put_write_back(&mut written);
+    // 2. How the changes are written.
+    let pull_request_error = at.write_back(&mut input);
 
-    let mut settings = annotations::parse(&written.annotations).unwrap_or_default();
-    at.name_by_field(&mut settings, &written.fields, &list, &list_fields);
-    settings.skipped.extend(skipped);
+    // 3. The one reader checks every value, as it does the annotations'.
+    let mut settings = settings::read(input);
     if let Some(e) = pull_request_error {
         // Pushing straight to the branch instead would skip the review the user asked for.
         settings.images.clear();
         settings.skipped.push(e);
+        settings.skipped.sort_by(|a, b| a.key.cmp(&b.key));
     }
-    settings.skipped.sort_by(|a, b| a.key.cmp(&b.key));
-    settings.pull_request = pull_request;
     settings
 }
 
@@ -173,25 +167,9 @@ struct Entry<'a> {
     ref_path: String,
 }
 
-/// The annotations an entry's settings stand for, and `fields`: each annotation's field, for
-/// reports.
-#[derive(Default)]
-struct Written {
-    annotations: BTreeMap<String, String>,
-    fields: BTreeMap<String, String>,
-}
-
-impl Written {
-    fn put(&mut self, key: String, value: String, field: &str) {
-        let key = format!("{IMAGE_UPDATER_PREFIX}{key}");
-        self.fields.insert(key.clone(), field.to_string());
-        self.annotations.insert(key, value);
-    }
-}
-
 impl Entry<'_> {
     /// `useAnnotations: true`: the Application's annotations are its configuration.
-    fn annotated(&self, app: &Application) -> AppAnnotations {
+    fn annotated(&self, app: &Application) -> AppSettings {
         let entry = self.entry;
         // Upstream ignores every other setting of the entry then; so does tagpilot, openly.
         let mut settings = annotations::parse(&app.metadata.annotations).unwrap_or_default();
@@ -285,180 +263,115 @@ impl Entry<'_> {
         None
     }
 
-    /// Writes image's (at `path`) inherited `commonUpdateSettings` and its manifest targets.
-    fn put_image(&self, written: &mut Written, image: &ImageConfig, path: &str) {
-        let alias = &image.alias;
+    /// Image `image` (at `path`) with its inherited `commonUpdateSettings` and its manifest
+    /// targets; or why it is left out, when its `imageName` names no image.
+    fn image_input(
+        &self,
+        image: &ImageConfig,
+        path: &str,
+    ) -> Result<ImageInput, SkippedAnnotation> {
+        let name_key = format!("{}: {path}.imageName", self.resource);
+        let written = image.image_name.trim();
+        let (name, constraint) = image_and_constraint(written);
+        if name.is_empty() {
+            return Err(SkippedAnnotation {
+                key: name_key,
+                reason: SettingError::NoImageName(written.to_string()).to_string(),
+            });
+        }
+        let repository = settings::repository(&name, &name_key)?;
+        let alias = Some(image.alias.clone());
+        let mut input = ImageInput::new(alias, Given::new(name_key, name), repository, constraint);
+
         let mut common = Common::default();
         common.layer(self.u.spec.common_update_settings.as_ref(), "spec");
         common.layer(self.entry.common_update_settings.as_ref(), &self.ref_path);
         common.layer(image.common_update_settings.as_ref(), path);
-        if let Some(f) = &common.update_strategy {
-            written.put(format!("{alias}.update-strategy"), f.value.clone(), &f.path);
-        }
-        if let Some(f) = &common.force_update {
-            written.put(
-                format!("{alias}.force-update"),
-                f.value.to_string(),
-                &f.path,
-            );
-        }
-        if let Some(f) = &common.allow_tags {
-            written.put(format!("{alias}.allow-tags"), f.value.clone(), &f.path);
-        }
-        if let Some(f) = &common.ignore_tags {
-            written.put(format!("{alias}.ignore-tags"), f.value.join(","), &f.path);
-        }
-        if let Some(f) = &common.pull_secret {
-            written.put(format!("{alias}.pull-secret"), f.value.clone(), &f.path);
-        }
-        if let Some(f) = &common.platforms {
-            written.put(format!("{alias}.platforms"), f.value.join(","), &f.path);
-        }
-        let Some(t) = &image.manifest_targets else {
-            return;
+        let text = |f: &Option<Field<String>>| {
+            f.as_ref()
+                .map(|f| self.given(&f.path, f.value.trim().to_string()))
         };
-        let targets = format!("{path}.manifestTargets");
+        let list = |f: &Option<Field<Vec<String>>>| {
+            f.as_ref().map(|f| {
+                let items: Vec<String> = f
+                    .value
+                    .iter()
+                    .map(|s| s.trim())
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                // Problems quote the list as a user would write it in one line.
+                let written = items.join(", ");
+                self.given(&f.path, Listed { items, written })
+            })
+        };
+        input.strategy = text(&common.update_strategy);
+        input.allow_tags = text(&common.allow_tags);
+        input.ignore_tags = list(&common.ignore_tags);
+        input.platforms = list(&common.platforms);
+        input.pull_secret = text(&common.pull_secret);
+        input.force_update = common.force_update.as_ref().is_some_and(|f| f.value);
+
+        let Some(t) = &image.manifest_targets else {
+            return Ok(input);
+        };
+        let trimmed = |v: &Option<String>| v.as_ref().map(|v| v.trim().to_string());
         if let Some(h) = &t.helm {
             // `spec` wins over `name` and `tag`, as upstream.
-            match &h.spec {
-                Some(spec) => written.put(
-                    format!("{alias}.helm.image-spec"),
-                    spec.clone(),
-                    &format!("{targets}.helm.spec"),
-                ),
-                None => {
-                    if let Some(n) = &h.name {
-                        written.put(
-                            format!("{alias}.helm.image-name"),
-                            n.clone(),
-                            &format!("{targets}.helm.name"),
-                        );
-                    }
-                    if let Some(t) = &h.tag {
-                        written.put(
-                            format!("{alias}.helm.image-tag"),
-                            t.clone(),
-                            &format!("{targets}.helm.tag"),
-                        );
-                    }
-                }
-            }
+            input.helm = match &h.spec {
+                Some(_) => HelmNames {
+                    spec: trimmed(&h.spec),
+                    ..HelmNames::default()
+                },
+                None => HelmNames {
+                    name: trimmed(&h.name),
+                    tag: trimmed(&h.tag),
+                    spec: None,
+                },
+            };
         }
-        if let Some(k) = t.kustomize.as_ref().and_then(|k| k.name.as_ref()) {
-            written.put(
-                format!("{alias}.kustomize.image-name"),
-                k.clone(),
-                &format!("{targets}.kustomize.name"),
-            );
-        }
+        input.kustomize_image_name = t.kustomize.as_ref().and_then(|k| trimmed(&k.name));
+        Ok(input)
     }
 
-    /// Writes the inherited `writeBackConfig`; its pull request's settings, or why they cannot
-    /// be honoured, are returned (they have no annotation).
-    fn put_write_back(
-        &self,
-        written: &mut Written,
-    ) -> (
-        Option<annotations::PullRequestSettings>,
-        Option<SkippedAnnotation>,
-    ) {
+    /// `value`, given at `path` of this resource.
+    fn given<T>(&self, path: &str, value: T) -> Given<T> {
+        Given::new(format!("{}: {path}", self.resource), value)
+    }
+
+    /// The inherited `writeBackConfig`; its pull request's settings too, or why they cannot be
+    /// honoured.
+    fn write_back(&self, input: &mut SettingsInput) -> Option<SkippedAnnotation> {
         let (u, resource) = (self.u, &self.resource);
         let mut wb = WriteBack::default();
         wb.layer(u.spec.write_back_config.as_ref(), "spec");
         wb.layer(self.entry.write_back_config.as_ref(), &self.ref_path);
-        let mut pull_request = None;
-        let mut pull_request_error = None;
-        if let Some(f) = &wb.method {
-            let method = f.value.trim();
-            // `git:secret:<name>` names a Secret in the resource's namespace.
-            let method = match method.strip_prefix("git:secret:") {
-                Some(name) if !name.contains('/') => {
-                    format!("git:secret:{}/{name}", u.namespace())
-                }
-                _ => method.to_string(),
-            };
-            let is_git = method == "git" || method.starts_with("git:");
-            written.put("write-back-method".into(), method, &f.path);
-            if is_git {
-                if let Some(g) = &wb.repository {
-                    written.put("git-repository".into(), g.value.clone(), &g.path);
-                }
-                if let Some(g) = &wb.branch {
-                    written.put("git-branch".into(), g.value.clone(), &g.path);
-                }
-                if let Some(g) = &wb.target {
-                    written.put("write-back-target".into(), g.value.clone(), &g.path);
-                }
-                if let Some(p) = &wb.pull_request {
-                    match pull_request_settings(&p.value, wb.branch.as_ref()) {
-                        Ok(settings) => {
-                            pull_request = Some(annotations::PullRequestSettings {
-                                field: format!("{resource}: {}", p.path),
-                                ..settings
-                            })
-                        }
-                        Err(reason) => {
-                            pull_request_error = Some(SkippedAnnotation {
-                                key: format!("{resource}: {}", p.path),
-                                reason,
-                            })
-                        }
-                    }
-                }
-            }
+        let f = wb.method.as_ref()?;
+        let method = f.value.trim();
+        let is_git = method == "git" || method.starts_with("git:");
+        input.write_back = Some(self.given(&f.path, method.to_string()));
+        // `git:secret:<name>` names a Secret in the resource's namespace.
+        input.secret_namespace = Some(u.namespace().to_string());
+        if !is_git {
+            return None;
         }
-        (pull_request, pull_request_error)
-    }
-
-    /// Names what the reader skipped or could not read by the resource field it was written
-    /// in (`list`, `list_fields`: each `image-list` entry and its field).
-    fn name_by_field(
-        &self,
-        settings: &mut AppAnnotations,
-        fields: &BTreeMap<String, String>,
-        list: &[String],
-        list_fields: &[String],
-    ) {
-        let (resource, ref_path) = (&self.resource, &self.ref_path);
-        let list_key = format!("{IMAGE_UPDATER_PREFIX}image-list");
-        for s in &mut settings.skipped {
-            let field = if s.key == list_key {
-                // Which image: the reason starts with its alias where it concerns one.
-                list.iter()
-                    .zip(list_fields)
-                    .find(|(entry, _)| {
-                        entry
-                            .split_once('=')
-                            .is_some_and(|(alias, _)| s.reason.starts_with(&format!("{alias}:")))
-                    })
-                    .map(|(_, f)| f.clone())
-                    .unwrap_or_else(|| format!("{ref_path}.images"))
-            } else {
-                fields.get(&s.key).cloned().unwrap_or_else(|| s.key.clone())
-            };
-            s.key = format!("{resource}: {field}");
-        }
-        // An unreadable setting is named by the field it was written in.
-        for image in &mut settings.images {
-            let image_field = list
-                .iter()
-                .zip(list_fields)
-                .find(|(entry, _)| {
-                    entry
-                        .split_once('=')
-                        .is_some_and(|(alias, _)| alias == image.alias)
-                })
-                .map(|(_, f)| f.clone());
-            for u in &mut image.unreadable {
-                let field = if u.key == list_key {
-                    image_field
-                        .clone()
-                        .unwrap_or_else(|| format!("{ref_path}.images"))
-                } else {
-                    fields.get(&u.key).cloned().unwrap_or_else(|| u.key.clone())
-                };
-                u.key = format!("{resource}: {field}");
+        let text = |f: &Field<String>| self.given(&f.path, f.value.trim().to_string());
+        input.git_repository = wb.repository.as_ref().map(|g| g.value.trim().to_string());
+        input.git_branch = wb.branch.as_ref().map(text);
+        input.write_back_target = wb.target.as_ref().map(text);
+        let p = wb.pull_request.as_ref()?;
+        match pull_request_settings(&p.value, wb.branch.as_ref()) {
+            Ok(settings) => {
+                input.pull_request = Some(PullRequestSettings {
+                    field: format!("{resource}: {}", p.path),
+                    ..settings
+                });
+                None
             }
+            Err(reason) => Some(SkippedAnnotation {
+                key: format!("{resource}: {}", p.path),
+                reason,
+            }),
         }
     }
 }
@@ -473,10 +386,10 @@ pub(super) fn valid_alias(alias: &str) -> bool {
 fn pull_request_settings(
     p: &PullRequest,
     branch: Option<&Field<String>>,
-) -> Result<annotations::PullRequestSettings, String> {
+) -> Result<PullRequestSettings, String> {
     let provider = match (&p.github, &p.gitlab) {
-        (Some(_), None) => annotations::PullRequestProvider::GitHub,
-        (None, Some(_)) => annotations::PullRequestProvider::GitLab,
+        (Some(_), None) => PullRequestProvider::GitHub,
+        (None, Some(_)) => PullRequestProvider::GitLab,
         (a, b) => {
             return Err(format!(
                 "exactly one provider (github or gitlab) must be set, got {}; the \
@@ -500,7 +413,7 @@ fn pull_request_settings(
             labels.push(l.to_string());
         }
     }
-    Ok(annotations::PullRequestSettings {
+    Ok(PullRequestSettings {
         provider,
         labels,
         field: String::new(),

@@ -1,10 +1,9 @@
 use super::select::go_glob;
 use super::*;
 use crate::argocd::Origin;
-use crate::argocd::annotations::{
-    self, AppAnnotations, IMAGE_UPDATER_PREFIX, UpdateStrategy, WriteBackMethod,
-};
+use crate::argocd::annotations::{self, IMAGE_UPDATER_PREFIX};
 use crate::argocd::application::Application;
+use crate::argocd::settings::{self, AppSettings, UpdateStrategy, WriteBackMethod};
 
 fn app(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Application {
     let mut a = Application::default();
@@ -419,7 +418,7 @@ spec:
 "#;
     let shop = select_one(app("shop", &[], &[]), yaml).settings.unwrap();
     let pr = shop.pull_request.unwrap();
-    assert_eq!(pr.provider, annotations::PullRequestProvider::GitHub);
+    assert_eq!(pr.provider, settings::PullRequestProvider::GitHub);
     assert_eq!(pr.labels, ["deps"]);
     let both = select_one(app("both", &[], &[]), yaml).settings.unwrap();
     assert!(both.images.is_empty(), "nothing is pushed instead of a PR");
@@ -476,7 +475,7 @@ fn a_migrated_resource_configures_the_application_as_its_annotations_did() {
     let from_resource = select_one(app("shop", &[], &[]), &yaml).settings.unwrap();
     let from_annotations = annotations::parse(&annotated.metadata.annotations).unwrap();
     // Aliases: the unaliased worker gets one of its own; everything else is the same.
-    let strip = |a: &AppAnnotations| -> Vec<String> {
+    let strip = |a: &AppSettings| -> Vec<String> {
         a.images
             .iter()
             .map(|i| {
@@ -498,7 +497,7 @@ fn a_migrated_resource_configures_the_application_as_its_annotations_did() {
         from_resource.git_repository,
         from_annotations.git_repository
     );
-    let branch = |a: &AppAnnotations| {
+    let branch = |a: &AppSettings| {
         a.git_branch
             .as_ref()
             .map(|b| (b.base.clone(), b.target.clone()))

@@ -13,10 +13,10 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::policy::{ImagePolicy, PolicyError, Strategy};
 
-use super::annotations::{AnnotatedImage, AppAnnotations, UpdateStrategy};
 use super::application::Application;
 use super::branch::BranchTemplate;
 use super::image_updater::Selected;
+use super::settings::{AppSettings, ImageSettings, UpdateStrategy};
 
 mod units;
 use units::Resolver;
@@ -33,7 +33,7 @@ pub enum Origin {
 pub struct ManagedApp {
     pub app: Application,
     pub origin: Origin,
-    pub annotations: AppAnnotations,
+    pub annotations: AppSettings,
     /// One per image of `image-list`, in order; `None` where the image's settings are invalid
     /// (the reason is in `annotations.skipped`).
     pub policies: Vec<Option<ImagePolicy>>,
@@ -246,7 +246,7 @@ pub fn resolve_selected<E: fmt::Display>(
 
 /// The policy for one annotated image. Its targets are set per checkout, when the files are
 /// known.
-fn policy(app: &Application, image: &AnnotatedImage) -> Result<ImagePolicy, PolicyError> {
+fn policy(app: &Application, image: &ImageSettings) -> Result<ImagePolicy, PolicyError> {
     let strategy = match image.strategy {
         UpdateStrategy::Semver => Strategy::semver(image.constraint.as_deref(), false)?,
         UpdateStrategy::NewestBuild => Strategy::NewestBuild,
@@ -293,7 +293,7 @@ pub fn override_file_name(app: &Application) -> String {
 }
 
 /// Why `write-back-method: argocd` cannot work for an app read from git.
-pub fn argocd_from_git(a: &AppAnnotations) -> String {
+pub fn argocd_from_git(a: &AppSettings) -> String {
     format!(
         "write-back-method {} patches the live Application through the Kubernetes API; \
          with applications.fromGit there is none to patch: set write-back-method: git",

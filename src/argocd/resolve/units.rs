@@ -7,12 +7,12 @@ use std::fmt;
 use crate::config::repository::WriteMode;
 use crate::git::RepositoryConfig;
 
-use super::super::annotations::{
-    AppAnnotations, GitBranch, GitCredentials, PullRequestProvider, PullRequestSettings,
-    SkippedAnnotation, WriteBackMethod, WriteBackTarget,
-};
 use super::super::application::{Application, Source};
 use super::super::branch::BranchTemplate;
+use super::super::settings::{
+    AppSettings, GitBranch, GitCredentials, PullRequestProvider, PullRequestSettings,
+    SkippedAnnotation, WriteBackMethod, WriteBackTarget,
+};
 use super::{
     ManagedApp, Origin, RepositoryKey, Resolved, SourceKind, Unit, UnitWrite, argocd_from_git,
     clean_path, join, normalise_url, override_file_name, relative_to,
@@ -525,7 +525,7 @@ fn values_file<'s>(source: &'s Source, arg: Option<&'s str>) -> Option<&'s str> 
 /// at: `git-repository` when set (at the revision of the source with that URL, as Image
 /// Updater's `getWriteBackBranch` finds it), else the app's only `ref` source in git.
 fn chart_values_repository(
-    annotations: &AppAnnotations,
+    annotations: &AppSettings,
     sources: &[Source],
 ) -> Option<(String, Option<String>)> {
     let revision_of = |url: &str| {

@@ -33,12 +33,12 @@ use super::in_place::{
 use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
 
 pub use super::outcome::{Decided, ImageOutcome, ImageStatus, decide};
-use super::outcome::{
-    OverridePlace, OverrideTarget, Record, decide_app_overrides, decide_override,
-};
+use super::outcome::{OverridePlace, OverrideTarget, Overrides, decide_app_overrides};
 pub use super::override_file::{
     HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,
 };
+
+mod added;
 
 /// The result of planning one repository's apps on one checkout.
 #[derive(Debug, Clone, Default)]
@@ -98,8 +98,14 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         out.images.reserve_exact(images);
         for (a, app) in self.resolved.apps_in(name) {
             for unit in app.units.iter().filter(|u| u.repository == name) {
-                self.plan_unit(a, app, unit, repository, files, &mut out, &mut jobs)
-                    .await?;
+                let at = UnitAt {
+                    a,
+                    app,
+                    unit,
+                    repository,
+                    files,
+                };
+                self.plan_unit(&at, &mut out, &mut jobs).await?;
             }
         }
         // Each job's policy moves into its walk: thousands of Applications' policies are not
@@ -227,17 +233,19 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         Ok(p)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn plan_unit(
         &self,
-        a: usize,
-        app: &ManagedApp,
-        unit: &Unit,
-        repository: &RepositoryConfig,
-        files: &dyn Files,
+        at: &UnitAt<'_>,
         out: &mut RepositoryPlan,
         jobs: &mut Vec<InPlace>,
     ) -> Result<(), ArgoError> {
+        let UnitAt {
+            a,
+            app,
+            unit,
+            repository,
+            files,
+        } = *at;
         let kind = unit.kind.unwrap_or_else(|| detect(files, &unit.root));
         let source = app.app.sources()[unit.source];
         let problem = |out: &mut RepositoryPlan, message: String| {
@@ -300,9 +308,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                     problem(out, resolve::argocd_from_git(&app.annotations));
                     return Ok(());
                 }
-                return self
-                    .plan_override(a, app, unit, kind, file, repository, files, out)
-                    .await;
+                return self.plan_override(at, kind, file, out).await;
             }
         };
         for (i, image) in app.annotations.images.iter().enumerate() {
@@ -342,150 +348,21 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         Ok(())
     }
 
-    /// Images a kustomization's `images:` does not name, for `write-back-target:
-    /// kustomization`: Image Updater adds an entry for them (its `imagesFilter` in
-    /// `pkg/argocd/git.go`), so they are decided from where the source's manifests have them and
-    /// added ([`crate::manifest::add_kustomize_image`]). One group per kustomization, written
-    /// whole; held when the walks also edit that file this cycle, so neither write hides the
-    /// other (the next cycle adds it).
-    async fn plan_added_entries(
-        &self,
-        missing: Vec<Missing>,
-        repository: &RepositoryConfig,
-        files: &dyn Files,
-        out: &mut RepositoryPlan,
-    ) {
-        let mut by_file: BTreeMap<String, Vec<Missing>> = BTreeMap::new();
-        for m in missing {
-            by_file.entry(m.file.clone()).or_default().push(m);
-        }
-        for (file, entries) in by_file {
-            let busy = out
-                .in_place
-                .iter()
-                .any(|p| p.files.iter().any(|f| f.path == Path::new(&file)));
-            let mut text = match files.read(Path::new(&file)).map(String::from_utf8) {
-                Ok(Ok(t)) => t,
-                Ok(Err(_)) => {
-                    out.app_problems.push((
-                        entries[0].entry.app,
-                        format!("cannot read {file}: not UTF-8 text"),
-                    ));
-                    continue;
-                }
-                Err(e) => {
-                    out.app_problems
-                        .push((entries[0].entry.app, format!("cannot read {file}: {e}")));
-                    continue;
-                }
-            };
-            let mut changes: Vec<Change> = Vec::new();
-            let mut key = None;
-            for m in entries {
-                let app = &self.resolved.apps[m.entry.app];
-                let image = &app.annotations.images[m.entry.image];
-                let current = current_in_source(files, &m.entry.root, image, &m.policy)
-                    .or_else(|| current_in_source(files, &m.entry.dir, image, &m.policy));
-                let field = "kustomize images (entry added)";
-                let place = OverridePlace {
-                    repository: Some(&repository.name),
-                    file: &file,
-                    field,
-                };
-                let mut added = OverrideFile::default();
-                let outcome = &mut out.images[m.outcome];
-                outcome.file = Some(file.clone());
-                let record = decide_override(
-                    &mut added,
-                    SourceKind::Kustomize,
-                    image,
-                    &m.policy,
-                    current,
-                    || {
-                        format!(
-                            "no reference to {} in {file} `images:` nor in the manifests under \
-                             {}; set force-update to add an entry anyway",
-                            m.policy.image,
-                            resolve::display(&m.entry.root)
-                        )
-                    },
-                    &place,
-                    self.registry,
-                    outcome,
-                )
-                .await;
-                match record {
-                    Some(Record::Change(mut c)) => {
-                        let hold = |reason: String, out: &mut RepositoryPlan| {
-                            let outcome = &mut out.images[m.outcome];
-                            outcome.status = ImageStatus::Held;
-                            outcome.to = None;
-                            outcome.reason = Some(reason.clone());
-                            out.plan.holds.push(plan::Hold {
-                                repository: Some(repository.name.clone()),
-                                policy: m.policy.name.clone(),
-                                file: file.clone(),
-                                line: 0,
-                                current: c.from.clone(),
-                                reason,
-                            });
-                        };
-                        if busy {
-                            hold(
-                                format!(
-                                    "{file} gets other edits this cycle; its `images:` entry \
-                                     for {} is added once they are written",
-                                    m.policy.image
-                                ),
-                                out,
-                            );
-                            continue;
-                        }
-                        let (tag, digest) = added
-                            .current(SourceKind::Kustomize, image, &m.policy)
-                            .unwrap_or_default();
-                        let entry = kustomize_entry(image, tag, digest);
-                        match crate::manifest::add_kustomize_image(Path::new(&file), &text, &entry)
-                        {
-                            Ok(updated) => {
-                                c.line = first_difference(&text, &updated);
-                                text = updated;
-                                key.get_or_insert_with(|| app.app.metadata.name.clone());
-                                changes.push(c);
-                            }
-                            Err(e) => hold(e.to_string(), out),
-                        }
-                    }
-                    Some(Record::Hold(h)) => out.plan.holds.push(h),
-                    Some(Record::Problem(p)) => out.plan.problems.push(p),
-                    Some(Record::UpToDate) => out.plan.up_to_date += 1,
-                    None => {}
-                }
-            }
-            if let Some(key) = key {
-                out.override_groups.push(ChangeGroup {
-                    key,
-                    files: BTreeMap::from([(PathBuf::from(&file), text)]),
-                    changes: changes.clone(),
-                });
-                out.plan.changes.extend(changes);
-            }
-        }
-    }
-
     /// `.argocd-source-<app>.yaml`: read what it holds, decide each image, write it whole.
-    #[allow(clippy::too_many_arguments)]
     async fn plan_override(
         &self,
-        a: usize,
-        app: &ManagedApp,
-        unit: &Unit,
+        at: &UnitAt<'_>,
         kind: SourceKind,
         file: &str,
-        repository: &RepositoryConfig,
-        files: &dyn Files,
         out: &mut RepositoryPlan,
     ) -> Result<(), ArgoError> {
+        let UnitAt {
+            a,
+            app,
+            unit,
+            repository,
+            files,
+        } = *at;
         let original = match files.read(Path::new(file)).map(String::from_utf8) {
             Ok(Ok(t)) => Some(t),
             Err(FilesError::NotFound) => None,
@@ -518,11 +395,15 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             repository: repository.name.clone(),
             file: file.to_string(),
         };
+        let mut deciding = Overrides {
+            file: &mut overrides,
+            kind,
+            registry: self.registry,
+        };
         let decided = decide_app_overrides(
+            &mut deciding,
             a,
             app,
-            &mut overrides,
-            kind,
             &target,
             |image, policy| current_in_source(files, &unit.root, image, policy),
             |policy| {
@@ -532,7 +413,6 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                     resolve::display(&unit.root)
                 )
             },
-            self.registry,
         )
         .await;
         out.plan.holds.extend(decided.holds);
@@ -599,6 +479,17 @@ fn helm_reason(
     })
 }
 
+/// One unit of one app being planned on a checkout: what its phases share.
+#[derive(Clone, Copy)]
+struct UnitAt<'a> {
+    /// Index into [`Resolved::apps`].
+    a: usize,
+    app: &'a ManagedApp,
+    unit: &'a Unit,
+    repository: &'a RepositoryConfig,
+    files: &'a dyn Files,
+}
+
 /// An image a kustomization does not name, found by a walk.
 pub(crate) struct Missing {
     policy: ImagePolicy,
@@ -607,34 +498,6 @@ pub(crate) struct Missing {
     file: String,
     /// Index into [`RepositoryPlan::images`].
     outcome: usize,
-}
-
-/// The entry Image Updater adds (its `parseImageOverride`): `name` the image, or the
-/// `kustomize.image-name` with the image as `newName`; then `newTag` and `digest`.
-fn kustomize_entry(
-    image: &super::annotations::AnnotatedImage,
-    tag: Option<String>,
-    digest: Option<String>,
-) -> crate::manifest::KustomizeImage {
-    let (name, new_name) = match &image.kustomize_image_name {
-        Some(k) if *k != image.image => (k.clone(), Some(image.image.clone())),
-        _ => (image.image.clone(), None),
-    };
-    crate::manifest::KustomizeImage {
-        name,
-        new_name,
-        new_tag: tag,
-        digest,
-    }
-}
-
-/// The 1-based line where `b` first differs from `a`.
-fn first_difference(a: &str, b: &str) -> usize {
-    a.lines()
-        .zip(b.lines())
-        .position(|(x, y)| x != y)
-        .unwrap_or_else(|| a.lines().count())
-        + 1
 }
 
 fn line_of(text: &str, needle: &str) -> usize {
