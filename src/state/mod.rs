@@ -9,6 +9,8 @@
 //!   strategies that do not read build times;
 //! - **the last proposal per group**, per repository, so a proposal does not move backwards
 //!   from one cycle to the next (see `crate::plan::steady`);
+//! - **held tags** (`holds.rs`): tags not to propose again for a field (a failed deployment, a
+//!   person's rollback). The one thing here that is not a cache: see that file;
 //! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
 //!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
 //!
@@ -24,6 +26,8 @@
 //!
 //! This module stores bytes and answers questions about them. It decides nothing about tags,
 //! images or YAML.
+
+mod holds;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,6 +89,11 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
+    /// The held tags cannot be read: the caller must hold what it cannot clear.
+    #[error("state database {}: the held tags cannot be read", path.display())]
+    HoldsUnknown { path: PathBuf },
+    #[error("state database {}: the hold on {field} was not recorded", path.display())]
+    HoldNotRecorded { path: PathBuf, field: String },
 }
 
 impl StateError {
@@ -95,6 +104,8 @@ impl StateError {
             StateError::Dir { .. } => "state_dir",
             StateError::Open { .. } => "state_open",
             StateError::MoveAside { .. } => "state_move_aside",
+            StateError::HoldsUnknown { .. } => "state_holds_unknown",
+            StateError::HoldNotRecorded { .. } => "state_hold_not_recorded",
         }
     }
 }

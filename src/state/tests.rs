@@ -198,3 +198,43 @@ fn a_full_disk_takes_the_store_down_and_it_recovers_without_a_restart() {
     state.put_manifest("sha256:after", b"{}");
     assert_eq!(state.manifest("sha256:after").as_deref(), Some(&b"{}"[..]));
 }
+
+#[test]
+fn held_tags_survive_a_reopen_one_per_field_until_released() {
+    use crate::holds::{FieldKey, HeldTag, HoldReason};
+    let dir = tempfile::tempdir().unwrap();
+    let key = |policy: &str| FieldKey {
+        repository: Some("manifests".into()),
+        policy: policy.into(),
+        file: "apps/api/deployment.yaml".into(),
+        field: "Deployment/api container api".into(),
+    };
+    let held = |policy: &str, tag: &str| HeldTag {
+        key: key(policy),
+        tag: tag.into(),
+        reason: HoldReason::Failed {
+            application: "argocd/shop-api".into(),
+            failure: "health Degraded after the sync".into(),
+        },
+        since: "2026-11-25T10:00:00Z".parse().unwrap(),
+    };
+    {
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(state.holds().unwrap(), vec![]);
+        state.hold(&held("web", "2.0.0")).unwrap();
+        state.hold(&held("api", "1.3.0")).unwrap();
+        state.hold(&held("api", "1.4.0")).unwrap();
+    }
+    let state = State::open(dir.path()).unwrap();
+    assert_eq!(
+        state.holds().unwrap(),
+        vec![held("api", "1.4.0"), held("web", "2.0.0")],
+        "one hold per field, the latest; ordered by field"
+    );
+    assert_eq!(
+        state.release(&key("api")).unwrap(),
+        Some(held("api", "1.4.0"))
+    );
+    assert_eq!(state.release(&key("api")).unwrap(), None);
+    assert_eq!(state.holds().unwrap(), vec![held("web", "2.0.0")]);
+}

@@ -1,0 +1,89 @@
+//! Held tags ([`crate::holds`]), kept across restarts. Unlike everything else in the store they
+//! are not a cache: a hold forgotten is a failed tag proposed again. So their reads say when
+//! they cannot answer (the caller then holds every change it cannot clear, rather than assume
+//! there is no hold), and their writes are durable at once.
+
+use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
+
+use super::{State, StateError};
+use crate::holds::{FieldKey, HeldTag};
+
+/// One held tag per field: key is the field as JSON (`FieldKey`), value the `HeldTag` as JSON.
+const HOLDS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("holds/v1");
+
+impl State {
+    /// Every held tag, ordered by field. `Err` when the store cannot be read: holds unknown.
+    pub fn holds(&self) -> Result<Vec<HeldTag>, StateError> {
+        let unknown = || StateError::HoldsUnknown {
+            path: self.path.clone(),
+        };
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let db = db.as_ref().ok_or_else(unknown)?;
+        let read = || -> Result<Vec<HeldTag>, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = match txn.open_table(HOLDS) {
+                Ok(t) => t,
+                Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut out = Vec::new();
+            for entry in table.iter()? {
+                let (_, value) = entry?;
+                // A record this version cannot read is skipped with a warning, not a reason to
+                // forget the others.
+                match serde_json::from_slice::<HeldTag>(value.value()) {
+                    Ok(held) => out.push(held),
+                    Err(e) => {
+                        tracing::warn!(file = %self.path.display(), "a held tag cannot be read: {e}")
+                    }
+                }
+            }
+            Ok(out)
+        };
+        let mut holds = read().map_err(|e| {
+            tracing::warn!(file = %self.path.display(), "reading the held tags failed: {e}");
+            unknown()
+        })?;
+        holds.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(holds)
+    }
+
+    /// Holds a tag for its field, replacing what the field held before; durable on return.
+    pub fn hold(&self, held: &HeldTag) -> Result<(), StateError> {
+        let key = field_key(&held.key);
+        let value = serde_json::to_vec(held).unwrap_or_default();
+        self.write(
+            |txn| {
+                txn.open_table(HOLDS)?
+                    .insert(key.as_str(), value.as_slice())?;
+                Ok(())
+            },
+            Durability::Immediate,
+        )
+        .map_err(|()| StateError::HoldNotRecorded {
+            path: self.path.clone(),
+            field: held.key.to_string(),
+        })
+    }
+
+    /// Releases the hold on `field`; returns what it held, `None` when nothing was held.
+    pub fn release(&self, field: &FieldKey) -> Result<Option<HeldTag>, StateError> {
+        let key = field_key(field);
+        self.write(
+            |txn| {
+                let mut table = txn.open_table(HOLDS)?;
+                let removed = table.remove(key.as_str())?;
+                Ok(removed.and_then(|v| serde_json::from_slice(v.value()).ok()))
+            },
+            Durability::Immediate,
+        )
+        .map_err(|()| StateError::HoldNotRecorded {
+            path: self.path.clone(),
+            field: field.to_string(),
+        })
+    }
+}
+
+fn field_key(field: &FieldKey) -> String {
+    serde_json::to_string(field).unwrap_or_default()
+}
