@@ -2,18 +2,20 @@
 //! on an interval, with what a long-running process needs around it.
 //!
 //! ```text
-//!            ┌── pace: interval ± jitter; backoff with jitter after a failed cycle
-//! signals ─▶ loop ── engine::run(config, policies reloaded, registry client, clone cache)
-//!            │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
-//!            │   └─ between cycles: re-checks of only the repositories notifications named
-//!  --listen ─┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
-//!                                                  └─▶ recheck: coalesced, rate-limited hints
+//!             ┌── pace: interval ± jitter (on the clock); backoff after a failed cycle
+//! shutdown ─▶ loop ── engine::run(config, policies reloaded, registry client, clone cache)
+//!             │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
+//!             │   └─ between cycles: re-checks of only the repositories notifications named
+//!  listener ──┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
+//!                                                   └─▶ recheck: coalesced, rate-limited hints
 //!
 //!  --leader-elect: lease ── Leading ─▶ cycles and re-checks run; Following ─▶ none starts, one
 //!                           in flight starts no further target, webhooks get 503
 //! ```
 //!
-//! What lives across cycles is built once here: the [`Session`] (the registry client with its
+//! The listener, the shutdown and the clock are [`serve`]'s parameters, so a test runs the
+//! service in-process; [`main`] is the binary's wiring of them (`--listen`, signals, tokio's
+//! clock). What lives across cycles is built once here: the [`Session`] (the registry client with its
 //! caches, the clone cache, the cluster connection), the cancellation token and, with
 //! `--state-dir`, the state store ([`crate::state`]),
 //! which outlives the process (metadata by digest, first-seen times, last proposals, webhook

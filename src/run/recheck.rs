@@ -12,7 +12,7 @@
 //!   before it started are answered by it ([`Rechecks::full_cycle_starts`]).
 //!
 //! The loop runs batches between its interval cycles and never delays one for them
-//! (`super::Daemon::cycles`), and every request still goes through the registry client's
+//! (`super::cycles`), and every request still goes through the registry client's
 //! per-registry rate limit, so a flood of notifications can neither starve the interval cycle
 //! nor push a registry past its limit.
 
