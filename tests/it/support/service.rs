@@ -118,6 +118,12 @@ impl std::io::Write for Logs {
     }
 }
 
+thread_local! {
+    /// A runtime thread's logger, for as long as the thread runs.
+    static LOGGING: std::cell::RefCell<Option<tracing::dispatcher::DefaultGuard>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Runs `test` on a runtime of its own (one thread, and a `LocalSet` for [`Service`]'s task)
 /// whose every thread (the test's, the blocking pool's
 /// that git runs on) logs to the test's [`Logs`]: text lines, or JSON lines if `json`.
@@ -132,9 +138,14 @@ where
         .enable_all()
         .on_thread_start({
             let dispatch = dispatch.clone();
-            // The guard would reset the thread's logger when dropped; the thread is the
-            // runtime's and ends with it.
-            move || std::mem::forget(tracing::dispatcher::set_default(&dispatch))
+            move || {
+                let guard = tracing::dispatcher::set_default(&dispatch);
+                LOGGING.with(|logging| *logging.borrow_mut() = Some(guard));
+            }
+        })
+        .on_thread_stop(|| {
+            // The guard back out of the thread's storage, dropped: the logger is reset.
+            drop(LOGGING.with(|logging| logging.borrow_mut().take()));
         })
         .build()
         .unwrap();
