@@ -90,3 +90,35 @@ impl Signals {
         "Ctrl-C"
     }
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// Sends `SIGTERM` to this test process, whose handler [`watch`] installed.
+    fn sigterm() {
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &std::process::id().to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    }
+
+    #[tokio::test]
+    async fn the_first_sigterm_drains_and_the_second_aborts() {
+        let shutdown = Shutdown::new();
+        watch(shutdown.clone()).unwrap();
+        let (drain, abort) = (shutdown.draining(), shutdown.aborting());
+        sigterm();
+        tokio::time::timeout(Duration::from_secs(10), drain.cancelled())
+            .await
+            .expect("the first SIGTERM drains");
+        assert!(!abort.is_cancelled(), "the first SIGTERM aborted");
+        sigterm();
+        tokio::time::timeout(Duration::from_secs(10), abort.cancelled())
+            .await
+            .expect("the second SIGTERM aborts");
+    }
+}
