@@ -16,7 +16,7 @@
 //! The listener, the shutdown and the clock are [`serve`]'s parameters, so a test runs the
 //! service in-process; [`main`] is the binary's wiring of them (`--listen`, signals, tokio's
 //! clock). What lives across cycles is built once here: the [`Session`] (the registry client with its
-//! caches, the clone cache, the cluster connection), the cancellation token and, with
+//! caches, the clone cache, the cluster connection) and, with
 //! `--state-dir`, the state store ([`crate::state`]),
 //! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
 //! deliveries) and is flushed to disk after each cycle. Policies are read again every cycle, so a changed or added
@@ -62,7 +62,8 @@ use self::webhook::{Secrets, WebhookError};
 pub struct Settings {
     /// The time between two cycles (before jitter).
     pub interval: Duration,
-    /// Where `/livez`, `/readyz` and `/metrics` are served.
+    /// Where `/livez`, `/readyz` and `/metrics` are served: bound by [`main`]; [`serve`] is
+    /// handed a listener instead.
     pub listen: SocketAddr,
     /// Where state is kept; one process per directory.
     pub state_dir: Option<PathBuf>,
