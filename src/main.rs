@@ -100,7 +100,7 @@ async fn run_service(args: RunArgs) -> Result<ExitCode> {
         leader_election: args.leader.settings(),
         image_updater_metrics: args.image_updater_metrics,
     };
-    match tagpilot::run::serve(config, settings).await? {
+    match tagpilot::run::main(config, settings).await? {
         tagpilot::run::Stopped::Drained => Ok(ExitCode::SUCCESS),
         // Like a process killed by SIGINT: 128 + 2.
         tagpilot::run::Stopped::Aborted => Ok(ExitCode::from(130)),

@@ -1,50 +1,38 @@
-//! The clock leader election keeps time by: when to renew the Lease, when another replica's
-//! Lease expires, how long to wait before trying again. A parameter of
-//! [`super::lease::Elector::start_with_clock`], so that a test decides when time passes.
+//! The clock the loop keeps time by: when the next cycle is due, when a re-check may run, how
+//! long a cycle took. A parameter of [`super::serve`], so that a test decides when time passes.
 //!
-//! Wall-clock time ([`SystemTime`]), not a monotonic instant: a Lease's expiry is its
-//! `renewTime`, written by whichever replica renewed it last, plus `leaseDurationSeconds`, and
-//! only a wall clock can be compared with a time another process wrote.
-//!
-//! Why a trait rather than tokio's paused time: paused time advances by itself whenever the
-//! runtime is idle, and a runtime waiting on a real socket (the Kubernetes API, or the test
-//! double standing in for it) is idle, so under `start_paused` every request timeout would
-//! fire at once. Production uses [`SystemClock`]; the lease's tests run on real time and move
-//! a manual clock by hand (`tests/it/support/kube.rs`). Request timeouts stay on tokio's
-//! time: they bound real waits, not the election's schedule.
+//! Why a trait rather than tokio's paused time alone: paused time advances by itself whenever
+//! the runtime is idle, and a runtime waiting on a real socket (a registry, a git server) is
+//! idle, so under `start_paused` every HTTP timeout would fire at once. Production uses
+//! [`TokioClock`]; unit tests of pure pacing pause tokio's time and use it too; the service's
+//! tests, which talk to real servers, run on real time and move this clock by hand (a manual
+//! clock in `tests/it/support/service.rs`). Timeouts of I/O (registry requests, the lease)
+//! stay on tokio's time: they bound real waits, not the loop's schedule.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Duration, SystemTime};
 
-/// Tells the (wall-clock) time and sleeps until a moment of it.
+use tokio::time::Instant;
+
+/// Tells the time and sleeps until a deadline.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now, on this clock.
-    fn now(&self) -> SystemTime;
+    fn now(&self) -> Instant;
 
-    /// Completes once [`Clock::now`] has reached `deadline` (at once if it already has).
-    fn sleep_until(&self, deadline: SystemTime) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
-
-    /// Completes once `duration` has passed on this clock.
-    fn sleep(&self, duration: Duration) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        self.sleep_until(self.now() + duration)
-    }
+    /// Completes once [`Clock::now`] reaches `deadline`.
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }
 
-/// The system's wall clock; sleeps on tokio's timer.
+/// Tokio's clock: real time, or paused time in a test that pauses it.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub struct TokioClock;
 
-impl Clock for SystemClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
+impl Clock for TokioClock {
+    fn now(&self) -> Instant {
+        Instant::now()
     }
 
-    fn sleep_until(&self, deadline: SystemTime) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        // A deadline already past (or a clock stepped forward) is no wait at all.
-        let wait = deadline
-            .duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO);
-        Box::pin(tokio::time::sleep(wait))
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(tokio::time::sleep_until(deadline))
     }
 }

@@ -2,19 +2,21 @@
 //! on an interval, with what a long-running process needs around it.
 //!
 //! ```text
-//!            ┌── pace: interval ± jitter; backoff with jitter after a failed cycle
-//! signals ─▶ loop ── engine::run(config, policies reloaded, registry client, clone cache)
-//!            │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
-//!            │   └─ between cycles: re-checks of only the repositories notifications named
-//!  --listen ─┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
-//!                                                  └─▶ recheck: coalesced, rate-limited hints
+//!             ┌── pace: interval ± jitter (on the clock); backoff after a failed cycle
+//! shutdown ─▶ loop ── engine::run(config, policies reloaded, registry client, clone cache)
+//!             │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
+//!             │   └─ between cycles: re-checks of only the repositories notifications named
+//!  listener ──┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
+//!                                                   └─▶ recheck: coalesced, rate-limited hints
 //!
 //!  --leader-elect: lease ── Leading ─▶ cycles and re-checks run; Following ─▶ none starts, one
 //!                           in flight starts no further target, webhooks get 503
 //! ```
 //!
-//! What lives across cycles is built once here: the [`Session`] (the registry client with its
-//! caches, the clone cache, the cluster connection), the cancellation token and, with
+//! The listener, the shutdown and the clock are [`serve`]'s parameters, so a test runs the
+//! service in-process; [`main`] is the binary's wiring of them (`--listen`, signals, tokio's
+//! clock). What lives across cycles is built once here: the [`Session`] (the registry client with its
+//! caches, the clone cache, the cluster connection) and, with
 //! `--state-dir`, the state store ([`crate::state`]),
 //! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
 //! deliveries) and is flushed to disk after each cycle. Policies are read again every cycle, so a changed or added
@@ -23,6 +25,7 @@
 //! and Applications, never to the directory its policies are read from.
 
 pub mod clock;
+mod cycles;
 pub mod health;
 pub mod http;
 pub mod lease;
@@ -34,29 +37,24 @@ pub mod recheck;
 pub mod signal;
 pub mod webhook;
 
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::argocd::FromCluster;
-use crate::argocd::cluster::{self, Cluster, Loaded};
 use crate::config::Config;
-use crate::engine::{self, Cycle, EngineError};
-use crate::image::Repository;
-use crate::policy;
 use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
+use self::clock::{Clock, TokioClock};
+use self::cycles::Daemon;
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};
-use self::metrics::CycleResult;
-use self::pace::Pacer;
 use self::recheck::Rechecks;
+pub use self::signal::Shutdown;
 use self::webhook::{Secrets, WebhookError};
 
 /// How `tagpilot run` was asked to run.
@@ -64,7 +62,8 @@ use self::webhook::{Secrets, WebhookError};
 pub struct Settings {
     /// The time between two cycles (before jitter).
     pub interval: Duration,
-    /// Where `/livez`, `/readyz` and `/metrics` are served.
+    /// Where `/livez`, `/readyz` and `/metrics` are served: bound by [`main`]; [`serve`] is
+    /// handed a listener instead.
     pub listen: SocketAddr,
     /// Where state is kept; one process per directory.
     pub state_dir: Option<PathBuf>,
@@ -101,6 +100,8 @@ pub enum RunError {
     },
     #[error("handling SIGTERM and SIGINT: {0}")]
     Signals(#[source] std::io::Error),
+    #[error("reading the address of the listener handed over")]
+    Address(#[source] std::io::Error),
     #[error(transparent)]
     Session(#[from] SessionError),
     #[error("no cache directory for clones of configured repositories: pass --cache-dir")]
@@ -111,24 +112,96 @@ pub enum RunError {
     LeaderElection(#[from] LeaseError),
 }
 
-/// Runs cycles until a signal stops them; serves health and metrics on `settings.listen`
-/// meanwhile.
-pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunError> {
+/// `tagpilot run` as the binary runs it: takes the state directory's lock, listens on
+/// `settings.listen`, turns SIGTERM and SIGINT into the [`Shutdown`] (the first drains, the
+/// second aborts) and keeps time by tokio's clock; then [`serve`]s.
+pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunError> {
     // The lock first: a second process must fail on it, not on a port already taken.
-    let lock = settings
-        .state_dir
-        .as_deref()
-        .map(StateLock::acquire)
-        .transpose()?;
+    let lock = lock_state_dir(settings.state_dir.as_deref())?;
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .map_err(|source| RunError::Listen {
+            addr: settings.listen,
+            source,
+        })?;
+    let shutdown = Shutdown::new();
+    signal::watch(shutdown.clone()).map_err(RunError::Signals)?;
+    let service = Service {
+        listener,
+        shutdown,
+        clock: Arc::new(TokioClock),
+    };
+    serve_locked(config, settings, lock, service).await
+}
+
+/// Runs cycles until `shutdown` stops them; serves health, metrics and webhooks on `listener`
+/// meanwhile, and keeps the loop's time (interval, re-check pacing) on `clock`.
+/// `settings.listen` is not used: the caller bound the listener. Returns once the write in
+/// flight has finished after a drain, or at once after an abort.
+pub async fn serve(
+    config: Config,
+    settings: Settings,
+    listener: tokio::net::TcpListener,
+    shutdown: Shutdown,
+    clock: Arc<dyn Clock>,
+) -> Result<Stopped, RunError> {
+    let lock = lock_state_dir(settings.state_dir.as_deref())?;
+    let service = Service {
+        listener,
+        shutdown,
+        clock,
+    };
+    serve_locked(config, settings, lock, service).await
+}
+
+/// What the service is handed rather than builds: where it listens, what stops it, and the
+/// clock it keeps time by.
+struct Service {
+    listener: tokio::net::TcpListener,
+    shutdown: Shutdown,
+    clock: Arc<dyn Clock>,
+}
+
+/// One process per state directory.
+fn lock_state_dir(dir: Option<&std::path::Path>) -> Result<Option<StateLock>, RunError> {
+    let lock = dir.map(StateLock::acquire).transpose()?;
     if let Some(lock) = &lock {
         tracing::info!(dir = %lock.dir().display(), "state directory locked");
     }
+    Ok(lock)
+}
+
+/// The phases of a run: what the handlers share, the HTTP server, the loop, and the server
+/// stopped last, so `/livez` answers until the loop has ended.
+async fn serve_locked(
+    config: Config,
+    settings: Settings,
+    lock: Option<StateLock>,
+    service: Service,
+) -> Result<Stopped, RunError> {
     // Behind the lock, so a second process is refused by the lock's clear message first; redb
     // holds its own lock on the file as well.
     let state = lock
         .as_ref()
         .map(|l| State::open(l.dir()).map(Arc::new))
         .transpose()?;
+    let shared = Arc::new(shared(&config, &settings, state, service.clock.clone())?);
+    let server = Server::start(service.listener, shared.clone(), &service.shutdown)?;
+    let stopped = run_loop(config, settings, &shared, &service.shutdown, service.clock).await;
+    shared.health.set_live(false);
+    server.stop().await;
+    drop(lock);
+    stopped
+}
+
+/// What the loop and the HTTP handlers share: health, metrics, webhook secrets, the re-checks
+/// waiting and the state store.
+fn shared(
+    config: &Config,
+    settings: &Settings,
+    state: Option<Arc<State>>,
+    clock: Arc<dyn Clock>,
+) -> Result<Shared, RunError> {
     let secrets = config
         .webhooks
         .as_ref()
@@ -140,39 +213,59 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         .as_ref()
         .map(|w| w.recheck)
         .unwrap_or_default();
-    let drain = CancellationToken::new();
-    let abort = signal::watch(drain.clone()).map_err(RunError::Signals)?;
-
-    let shared = Arc::new(Shared {
+    Ok(Shared {
         secrets,
-        rechecks: Rechecks::new(pace),
-        state: state.clone(),
+        rechecks: Rechecks::with_clock(pace, clock),
+        state,
         metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics),
         ..Shared::default()
-    });
-    let listener = tokio::net::TcpListener::bind(settings.listen)
-        .await
-        .map_err(|source| RunError::Listen {
-            addr: settings.listen,
-            source,
-        })?;
-    tracing::info!(addr = %settings.listen, "serving /livez, /readyz and /metrics");
-    let stop_serving = CancellationToken::new();
-    let server = tokio::spawn(
-        axum::serve(listener, http::router(shared.clone()))
-            .with_graceful_shutdown(stop_serving.clone().cancelled_owned())
-            .into_future(),
-    );
-    // Out of the Service as soon as shutdown starts, even in the middle of a cycle.
-    tokio::spawn({
-        let drain = drain.clone();
-        let shared = shared.clone();
-        async move {
+    })
+}
+
+/// `/livez`, `/readyz`, `/metrics` and the webhooks, served until [`Server::stop`].
+struct Server {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    fn start(
+        listener: tokio::net::TcpListener,
+        shared: Arc<Shared>,
+        shutdown: &Shutdown,
+    ) -> Result<Server, RunError> {
+        let addr = listener.local_addr().map_err(RunError::Address)?;
+        tracing::info!(%addr, "serving /livez, /readyz and /metrics");
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(
+            axum::serve(listener, http::router(shared.clone()))
+                .with_graceful_shutdown(stop.clone().cancelled_owned())
+                .into_future(),
+        );
+        // Out of the Service as soon as shutdown starts, even in the middle of a cycle.
+        let drain = shutdown.draining();
+        tokio::spawn(async move {
             drain.cancelled().await;
             shared.health.draining();
-        }
-    });
+        });
+        Ok(Server { stop, task })
+    }
 
+    async fn stop(self) {
+        self.stop.cancel();
+        // The server only stops on `stop`; its own failure is not worth an error at exit.
+        let _ = self.task.await;
+    }
+}
+
+/// Opens the session, joins the election if asked, and runs cycles until the shutdown.
+async fn run_loop(
+    config: Config,
+    settings: Settings,
+    shared: &Arc<Shared>,
+    shutdown: &Shutdown,
+    clock: Arc<dyn Clock>,
+) -> Result<Stopped, RunError> {
     // The pull secrets Applications name reach the registry client like any other
     // credentials; they are read once, at start.
     let mut session = Session::open(
@@ -180,7 +273,7 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         session::Options {
             cache_dir: settings.cache_dir,
             read_cluster: true,
-            state,
+            state: shared.state.clone(),
         },
     )
     .await?;
@@ -205,7 +298,11 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         }
     };
     if let Some(elector) = &elector {
-        tokio::spawn(follow_role(elector.roles(), shared.clone(), drain.clone()));
+        tokio::spawn(follow_role(
+            elector.roles(),
+            shared.clone(),
+            shutdown.draining(),
+        ));
     }
 
     // The watches run for as long as the loop does.
@@ -217,10 +314,13 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
         session: &session,
         updaters: updaters.as_ref().map(|(w, _)| w.clone()),
         cluster,
-        shared: &shared,
+        shared,
         roles: elector.as_ref().map(Elector::roles),
+        clock,
     };
-    let stopped = daemon.cycles(settings.interval, drain, abort).await;
+    let stopped = daemon
+        .cycles(settings.interval, shutdown.draining(), shutdown.aborting())
+        .await;
     if let Some((_, watching)) = updaters {
         watching.abort();
     }
@@ -231,11 +331,6 @@ pub async fn serve(config: Config, settings: Settings) -> Result<Stopped, RunErr
     {
         elector.stop().await;
     }
-    shared.health.set_live(false);
-    stop_serving.cancel();
-    // The server only stops on `stop_serving`; its own failure is not worth an error at exit.
-    let _ = server.await;
-    drop(lock);
     Ok(stopped)
 }
 
@@ -259,279 +354,4 @@ async fn follow_role(
             return;
         }
     }
-}
-
-/// What every cycle uses.
-struct Daemon<'a> {
-    /// The configuration, the registry client, the clone cache and the state store.
-    session: &'a Session,
-    cluster: Option<(Cluster, FromCluster)>,
-    /// With `applications.fromCluster`, the `ImageUpdater` resources, watched rather than
-    /// listed every cycle.
-    updaters: Option<cluster::UpdaterWatch>,
-    shared: &'a Shared,
-    /// With `--leader-elect`, the election's verdicts: cycles run only while leading.
-    roles: Option<tokio::sync::watch::Receiver<Role>>,
-}
-
-/// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
-/// waits forever: raced against a cycle, it stops further targets and lets the cycle finish.
-async fn cancel_when_lease_lost(
-    roles: Option<tokio::sync::watch::Receiver<Role>>,
-    cancel: CancellationToken,
-) {
-    match roles {
-        Some(mut roles) => lease::not_leading(&mut roles).await,
-        None => std::future::pending().await,
-    }
-    tracing::warn!("lost the Lease: no further target starts");
-    cancel.cancel();
-    std::future::pending::<()>().await;
-}
-
-impl Daemon<'_> {
-    async fn cycles(
-        &self,
-        interval: Duration,
-        drain: CancellationToken,
-        abort: CancellationToken,
-    ) -> Stopped {
-        let mut pacer = Pacer::new(interval);
-        self.shared.health.set_live(true);
-        let mut roles = self.roles.clone();
-        while !drain.is_cancelled() {
-            if let Some(roles) = &mut roles
-                && *roles.borrow() != Role::Leading
-            {
-                tracing::info!("following: waiting for the Lease");
-                tokio::select! {
-                    () = lease::leading(roles) => {}
-                    () = drain.cancelled() => break,
-                }
-            }
-            let started = Instant::now();
-            let policies = policy::load_all(&self.session.config);
-            // A store that went down (a full disk) is opened again as soon as it can be. The
-            // metric waits for the flush at the end: a full disk may let the file open and
-            // still refuse the writes.
-            if let Some(state) = &self.shared.state {
-                state.recover();
-            }
-            self.session.registry.start_cycle();
-            // Every repository is read now: the hints so far are answered by this cycle.
-            self.shared.rechecks.full_cycle_starts();
-            // Losing the lease cancels like a signal does: no further target starts, the
-            // write in flight finishes.
-            let cancel = drain.child_token();
-            let lost = cancel_when_lease_lost(roles.clone(), cancel.clone());
-            let cycle = Box::pin(self.cycle(&policies, None, cancel.clone()));
-            let result = tokio::select! {
-                r = cycle => r,
-                () = lost => unreachable!("waits forever after cancelling"),
-                () = abort.cancelled() => return Stopped::Aborted,
-            };
-            let took = started.elapsed();
-            let answered = self
-                .shared
-                .metrics
-                .record_registry(&self.session.registry.responses());
-            let kind = CycleResult::of(&result).given(answered);
-            self.shared
-                .metrics
-                .record_cycle_as(kind, &result, &policies.errors, took);
-            self.shared
-                .metrics
-                .record_metadata_hits(self.session.registry.metadata_cache_hits());
-            if let Some(state) = &self.shared.state {
-                state.flush();
-                self.shared
-                    .metrics
-                    .set_state_up(state.path(), state.is_up());
-            }
-            log_cycle(&result, kind, took);
-            // Ready after the first cycle that ran and heard from a registry: a replica that
-            // reaches none (a wrong proxy, a network policy) keeps a rollout from replacing one
-            // that does. Once ready, it stays so: registries going away is not this replica's
-            // fault, and taking it out of the Service would only cost it the webhooks that
-            // say they are back. `tagpilot_registry_up` is what to alert on.
-            if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
-                self.shared.health.cycle_completed();
-            }
-            drop((result, policies));
-            memory::release_freed();
-            // A target that failed is retried next interval; backing off for it would delay
-            // every other target too. Only a cycle that could not run at all backs off.
-            let succeeded = kind != CycleResult::Error;
-            let wait = pacer.next_wait(succeeded);
-            tracing::debug!(wait = %humantime::format_duration(round(wait)), "next cycle");
-            // Until the next cycle is due, re-check what notifications name, as they come. The
-            // next cycle's time does not move for them, so they never starve it. A backoff is
-            // never cut short: a flood of notifications must not become a flood of requests to
-            // a failing registry; their hints wait for the next cycle.
-            let next_cycle = tokio::time::Instant::now() + wait;
-            loop {
-                let batch = async {
-                    if succeeded {
-                        self.shared.rechecks.next_batch().await
-                    } else {
-                        std::future::pending().await
-                    }
-                };
-                // Losing the lease ends the wait too: the loop then waits to lead again.
-                let lost = async {
-                    match roles.clone() {
-                        Some(mut roles) => lease::not_leading(&mut roles).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    () = tokio::time::sleep_until(next_cycle) => break,
-                    () = drain.cancelled() => break,
-                    () = lost => break,
-                    images = batch => {
-                        let cancel = drain.child_token();
-                        let lost = cancel_when_lease_lost(roles.clone(), cancel.clone());
-                        let recheck = Box::pin(self.recheck(&images, cancel));
-                        tokio::select! {
-                            () = recheck => {}
-                            () = lost => unreachable!("waits forever after cancelling"),
-                            () = abort.cancelled() => return Stopped::Aborted,
-                        }
-                    }
-                }
-            }
-        }
-        Stopped::Drained
-    }
-
-    /// Re-checks the policies and Applications that use `images`, after notifications: their
-    /// tag lists are read fresh, every other repository is left alone.
-    async fn recheck(&self, images: &BTreeSet<Repository>, drain: CancellationToken) {
-        let started = Instant::now();
-        let names: Vec<String> = images.iter().map(ToString::to_string).collect();
-        let policies = policy::load_all(&self.session.config);
-        // Applications are only known once read; without them, a repository no policy uses
-        // costs nothing at all.
-        if self.session.config.applications.is_none()
-            && !policies.policies.iter().any(|p| images.contains(&p.image))
-        {
-            tracing::info!(repositories = ?names, "no policy uses the notified repositories");
-            return;
-        }
-        self.session.registry.forget_tags(images);
-        let result = self.cycle(&policies, Some(images), drain).await;
-        self.shared.metrics.record_recheck(&result);
-        self.shared
-            .metrics
-            .record_registry(&self.session.registry.responses());
-        let took = humantime::format_duration(round(started.elapsed())).to_string();
-        match &result {
-            Err(e) => tracing::error!(repositories = ?names, error = %e, %took, "re-check failed"),
-            Ok(cycle) => tracing::info!(
-                repositories = ?names,
-                result = ?CycleResult::of(&result),
-                changes = cycle.plan.changes.len(),
-                problems = cycle.plan.problems.len(),
-                %took,
-                "re-check done"
-            ),
-        }
-        drop((result, policies));
-        memory::release_freed();
-    }
-
-    /// One cycle: the Applications of the cluster read again, then the engine.
-    /// One cycle, of everything or (`only_images`) of what uses those image repositories.
-    async fn cycle(
-        &self,
-        policies: &policy::Loaded,
-        only_images: Option<&BTreeSet<Repository>>,
-        cancel: CancellationToken,
-    ) -> Result<Cycle, EngineError> {
-        let loaded: Option<Loaded> = match &self.cluster {
-            Some((cluster, from)) => {
-                Some(cluster::load_watched(cluster.clone(), from, self.updaters.as_ref()).await?)
-            }
-            None => None,
-        };
-        let input = self.session.input(policies, None, loaded.as_ref());
-        let context = self.session.context(&(), cancel);
-        let options = engine::Options {
-            dry_run: false,
-            only_images,
-            diff: false,
-        };
-        engine::run(&input, &context, options).await
-    }
-}
-
-/// One line per cycle, and one per problem it met.
-fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Duration) {
-    let took = humantime::format_duration(round(took)).to_string();
-    match result {
-        Err(e) => tracing::error!(error = %e, %took, "cycle failed"),
-        Ok(cycle) => {
-            let plan = &cycle.plan;
-            for p in &plan.problems {
-                tracing::warn!(
-                    repository = p.repository.as_deref(),
-                    policy = p.policy.as_deref(),
-                    image = p.image.as_deref(),
-                    file = p.file.as_deref(),
-                    line = p.line,
-                    "{}",
-                    p.message
-                );
-            }
-            for f in &plan.findings {
-                tracing::warn!(
-                    finding = f.kind.label(),
-                    severity = ?f.severity,
-                    repository = f.repository.as_deref(),
-                    application = f.application.as_deref(),
-                    policy = f.policy.as_deref(),
-                    image = %f.image,
-                    searched = %f.searched,
-                    "{}",
-                    f.message
-                );
-            }
-            // As `tagpilot plan` lists them: each skipped file, with the reason.
-            for s in &plan.skipped {
-                tracing::info!(
-                    repository = s.repository.as_deref(),
-                    file = %s.file,
-                    reason = s.kind.label(),
-                    "file skipped: {}",
-                    s.reason
-                );
-            }
-            for r in &plan.repositories {
-                if let Some(error) = &r.error {
-                    tracing::warn!(repository = %r.repository, "{error}");
-                }
-            }
-            if kind == CycleResult::RegistriesUnreachable {
-                tracing::error!(
-                    "no registry answered this cycle; nothing was decided on a tag list"
-                );
-            }
-            tracing::info!(
-                result = ?kind,
-                changes = plan.changes.len(),
-                holds = plan.holds.len(),
-                problems = plan.problems.len(),
-                findings = plan.findings.len(),
-                skipped = plan.skipped.len(),
-                up_to_date = plan.up_to_date,
-                %took,
-                "cycle done"
-            );
-        }
-    }
-}
-
-/// Durations in logs to the millisecond; nanoseconds are noise to a reader.
-fn round(d: Duration) -> Duration {
-    Duration::from_millis(d.as_millis().try_into().unwrap_or(u64::MAX))
 }

@@ -12,16 +12,17 @@
 //!   before it started are answered by it ([`Rechecks::full_cycle_starts`]).
 //!
 //! The loop runs batches between its interval cycles and never delays one for them
-//! (`super::Daemon::cycles`), and every request still goes through the registry client's
+//! (`super::cycles`), and every request still goes through the registry client's
 //! per-registry rate limit, so a flood of notifications can neither starve the interval cycle
 //! nor push a registry past its limit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::clock::{Clock, TokioClock};
 use crate::config::RecheckConfig;
 use crate::image::Repository;
 
@@ -32,6 +33,8 @@ pub struct Rechecks {
     state: Mutex<State>,
     /// Woken by every hint; `notify_one` keeps a wake-up for a waiter that comes later.
     wake: Notify,
+    /// The loop's clock: debounce windows and rate limits are kept on it.
+    clock: Arc<dyn Clock>,
 }
 
 #[derive(Debug, Default)]
@@ -53,10 +56,16 @@ impl Default for Rechecks {
 
 impl Rechecks {
     pub fn new(pace: RecheckConfig) -> Rechecks {
+        Rechecks::with_clock(pace, Arc::new(TokioClock))
+    }
+
+    /// Paced by `clock` rather than tokio's.
+    pub fn with_clock(pace: RecheckConfig, clock: Arc<dyn Clock>) -> Rechecks {
         Rechecks {
             pace,
             state: Mutex::default(),
             wake: Notify::new(),
+            clock,
         }
     }
 
@@ -66,7 +75,7 @@ impl Rechecks {
 
     /// Adds the repositories a notification hinted at.
     pub fn hint(&self, repositories: impl IntoIterator<Item = Repository>) {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut state = self.state();
         let window = match state.window {
             Some(end) if end > now => end,
@@ -105,15 +114,15 @@ impl Rechecks {
             let earliest = self.state().waiting.values().min().copied();
             match earliest {
                 None => self.wake.notified().await,
-                Some(at) if at > Instant::now() => {
+                Some(at) if at > self.clock.now() => {
                     tokio::select! {
-                        () = tokio::time::sleep_until(at) => {}
+                        () = self.clock.sleep_until(at) => {}
                         // A hint may bring an earlier time (a new repository); look again.
                         () = self.wake.notified() => {}
                     }
                 }
                 Some(_) => {
-                    let batch = self.take_ready(Instant::now());
+                    let batch = self.take_ready(self.clock.now());
                     if !batch.is_empty() {
                         return batch;
                     }

@@ -6,10 +6,12 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::git::{
-    BareRepo, DEPLOYMENT_PATH, HTTP_PASSWORD, HTTP_PASSWORD_ENV, HTTP_USER, HttpGitServer,
-    free_port, write_executable,
+    BareRepo, DEPLOYMENT_PATH, HTTP_PASSWORD_ENV, HTTP_USER, HttpGitServer, set_test_secrets,
+    write_executable,
 };
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+use crate::support::service::{self, Logs, Service, eventually};
+use tagpilot::run::Stopped;
 
 pub(crate) struct Setup {
     pub(crate) registry: TestRegistry,
@@ -77,21 +79,27 @@ impl Daemon {
         Daemon::start_with(dir, "1s", &[])
     }
 
+    /// Listens on a port of 127.0.0.1 the kernel picks (`--listen 127.0.0.1:0`), read back
+    /// from the log, so no other process can take it in between.
     pub(crate) fn start_with(dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
-        Daemon::start_on(free_port(), dir, interval, env)
-    }
-
-    pub(crate) fn start_on(port: u16, dir: &Path, interval: &str, env: &[(&str, &str)]) -> Daemon {
-        let log = dir.join(format!("daemon-{port}.log"));
-        let child = daemon_command(dir, port)
+        let log = tempfile::Builder::new()
+            .prefix("daemon-")
+            .suffix(".log")
+            .tempfile_in(dir)
+            .unwrap()
+            .into_temp_path()
+            .keep()
+            .unwrap();
+        let mut child = daemon_command(dir, 0)
             .env("TAGPILOT_INTERVAL", interval)
             .envs(env.iter().copied())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("start tagpilot run");
+        let addr = listening_on(&log, &mut child);
         Daemon {
             child,
-            base: format!("http://127.0.0.1:{port}"),
+            base: format!("http://{addr}"),
             log,
         }
     }
@@ -165,6 +173,38 @@ impl Drop for Daemon {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+/// The address the process at `log` says it serves on, once it says so.
+fn listening_on(log: &Path, child: &mut Child) -> String {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let addr = text
+            .lines()
+            .filter(|l| l.contains("serving /livez"))
+            .find_map(|l| {
+                let rest = l
+                    .split_once("addr=")
+                    .or_else(|| l.split_once("\"addr\":\""))?
+                    .1;
+                let end = rest
+                    .find(|c: char| c != '.' && c != ':' && !c.is_ascii_digit())
+                    .unwrap_or(rest.len());
+                Some(rest[..end].to_string())
+            });
+        if let Some(addr) = addr {
+            return addr;
+        }
+        if let Ok(Some(exit)) = child.try_wait() {
+            panic!("tagpilot run exited with {exit}:\n{text}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never said where it listens:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -252,28 +292,63 @@ async fn ready_after_the_first_cycle_then_a_pushed_tag_reaches_the_repository_an
     assert!(log.contains("shutting down"), "{log}");
 }
 
-#[tokio::test]
-async fn a_second_process_on_the_same_state_dir_refuses_to_start_naming_it() {
-    let s = setup().await;
-    let mut first = Daemon::start(s.dir.path());
-    first.wait_for("/livez", 200).await;
+/// Waits until the bare repository's Deployment is on `tag`, moving the service's clock by
+/// `step` at each look (zero: the test moved it already).
+pub(crate) async fn tag_reached(s: &Setup, service: &Service, tag: &str, step: Duration) {
+    let want = deployment(&s.registry, tag);
+    eventually(&format!("{tag} pushed"), &service.logs, || {
+        service.clock.advance(step);
+        let on = s.repo.show("main", DEPLOYMENT_PATH) == want;
+        async move { on }
+    })
+    .await;
+}
 
-    let second = daemon_command(s.dir.path(), free_port())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("run a second tagpilot run");
-    let stderr = String::from_utf8_lossy(&second.stderr);
-    assert_eq!(second.status.code(), Some(1), "{stderr}");
-    let state = s.dir.path().join("state");
-    assert!(
-        stderr.contains(&format!("state directory {}", state.display())),
-        "{stderr}"
-    );
+#[test]
+fn a_second_process_on_the_same_state_dir_refuses_to_start_naming_it() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let first = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        first.wait_for("/livez", 200).await;
 
-    // The first is unaffected, and stops cleanly.
-    assert_eq!(first.status("/livez").await, Some(200));
-    let (status, log) = first.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
+        // A second service on the same directory: refused before it serves anything.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let config =
+            tagpilot::session::load_config(Some(&s.dir.path().join("tagpilot.yaml"))).unwrap();
+        let second = tagpilot::run::serve(
+            config,
+            service::settings(s.dir.path(), Duration::from_secs(1)),
+            listener,
+            tagpilot::run::Shutdown::new(),
+            service::ManualClock::new(),
+        )
+        .await;
+        let Err(error) = second else {
+            panic!("a second service started on the same state directory")
+        };
+        let stderr = error_chain(&error);
+        let state = s.dir.path().join("state");
+        assert!(
+            stderr.contains(&format!("state directory {}", state.display())),
+            "{stderr}"
+        );
+
+        // The first is unaffected, and stops cleanly.
+        assert_eq!(first.status("/livez").await, Some(200));
+        let (stopped, log) = first.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
+}
+
+/// An error and its causes, as the binary prints them.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(&format!("\n  caused by: {cause}"));
+        source = cause.source();
+    }
+    text
 }
 
 /// A manifest push as distribution sends it to `notifications.endpoints`, for `repository` at
@@ -292,129 +367,148 @@ fn metric(metrics: &str, name: &str) -> u64 {
         .map_or(0, |v| v.parse().unwrap())
 }
 
-/// Adds `webhooks:` with the secret in `IT_WEBHOOK_SECRET` (and `extra` lines under it).
+/// `/metrics` once `name` has reached `want` (a re-check's count comes after its write).
+async fn metric_reaches(service: &Service, name: &str, want: u64) -> String {
+    let text = std::cell::RefCell::new(String::new());
+    eventually(&format!("{name} {want}"), &service.logs, || async {
+        let metrics = service.text("/metrics").await;
+        let reached = metric(&metrics, name) >= want;
+        *text.borrow_mut() = metrics;
+        reached
+    })
+    .await;
+    text.into_inner()
+}
+
+/// Adds `webhooks:` with the secret `s3cret` in the file `webhook-secret` (and `extra` lines
+/// under it): a file rather than the environment, which is the whole test binary's.
 fn with_webhooks(dir: &Path, extra: &str) {
+    std::fs::write(dir.join("webhook-secret"), "s3cret").unwrap();
     let config = dir.join("tagpilot.yaml");
     let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str("webhooks:\n  secretEnv: IT_WEBHOOK_SECRET\n");
+    text.push_str("webhooks:\n  secretFile: webhook-secret\n");
     text.push_str(extra);
     std::fs::write(&config, text).unwrap();
 }
 
-#[tokio::test]
-async fn a_burst_of_notifications_is_one_recheck_and_bad_ones_start_nothing() {
-    let s = setup().await;
-    with_webhooks(s.dir.path(), "");
-    // An hour between cycles: only a webhook can bring 1.2.0 in during the test.
-    let mut daemon = Daemon::start_with(s.dir.path(), "1h", &[("IT_WEBHOOK_SECRET", "s3cret")]);
-    daemon.wait_for("/readyz", 200).await;
-    s.registry
-        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
-        .await;
+#[test]
+fn a_burst_of_notifications_is_one_recheck_and_bad_ones_start_nothing() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        with_webhooks(s.dir.path(), "");
+        // An hour between cycles: only a webhook can bring 1.2.0 in during the test.
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+        s.registry
+            .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+            .await;
 
-    let url = format!("{}/webhooks/distribution", daemon.base);
-    let client = reqwest::Client::new();
-    let post = |secret: &str, body: String| {
-        client
+        let url = format!("{}/webhooks/distribution", daemon.base);
+        let client = reqwest::Client::new();
+        let post = |secret: &str, body: String| {
+            client
+                .post(&url)
+                .header("Authorization", format!("Bearer {secret}"))
+                .header(
+                    "Content-Type",
+                    "application/vnd.docker.distribution.events.v2+json",
+                )
+                .body(body)
+                .send()
+        };
+        let event = push_event(&s.registry.host(), "shop/api");
+        let wrong = post("s3cre", event.clone()).await.unwrap();
+        assert_eq!(wrong.status().as_u16(), 401);
+        let malformed = post("s3cret", "{\"events\": 1}".to_string()).await.unwrap();
+        assert_eq!(malformed.status().as_u16(), 400);
+        let reason = malformed.text().await.unwrap();
+        assert!(
+            reason.contains("not a distribution notification"),
+            "{reason}"
+        );
+        // The server answers 413 before reading the whole body and drops the connection, so the
+        // oversized request goes on a connection of its own, not one the next request would reuse.
+        let huge = reqwest::Client::new()
             .post(&url)
-            .header("Authorization", format!("Bearer {secret}"))
-            .header(
-                "Content-Type",
-                "application/vnd.docker.distribution.events.v2+json",
-            )
-            .body(body)
+            .header("Authorization", "Bearer s3cret")
+            .header("Connection", "close")
+            .body("x".repeat(1 << 20))
             .send()
-    };
-    let event = push_event(&s.registry.host(), "shop/api");
-    let wrong = post("s3cre", event.clone()).await.unwrap();
-    assert_eq!(wrong.status().as_u16(), 401);
-    let malformed = post("s3cret", "{\"events\": 1}".to_string()).await.unwrap();
-    assert_eq!(malformed.status().as_u16(), 400);
-    let reason = malformed.text().await.unwrap();
-    assert!(
-        reason.contains("not a distribution notification"),
-        "{reason}"
-    );
-    // The server answers 413 before reading the whole body and drops the connection, so the
-    // oversized request goes on a connection of its own, not one the next request would reuse.
-    let huge = reqwest::Client::new()
-        .post(&url)
-        .header("Authorization", "Bearer s3cret")
-        .header("Connection", "close")
-        .body("x".repeat(1 << 20))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(huge.status().as_u16(), 413);
-    let unknown = client
-        .post(format!("{}/webhooks/unknown", daemon.base))
-        .body(event.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(unknown.status().as_u16(), 404);
-    // None of those started anything.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        s.repo.show("main", DEPLOYMENT_PATH),
-        deployment(&s.registry, "1.1.0")
-    );
-    let metrics = daemon.text("/metrics").await;
-    assert_eq!(
-        metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
-        0
-    );
+            .await
+            .unwrap();
+        assert_eq!(huge.status().as_u16(), 413);
+        let unknown = client
+            .post(format!("{}/webhooks/unknown", daemon.base))
+            .body(event.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unknown.status().as_u16(), 404);
+        // None of those started anything: a hint would be due once the clock passes the
+        // debounce window, and it has not moved.
+        assert_eq!(
+            s.repo.show("main", DEPLOYMENT_PATH),
+            deployment(&s.registry, "1.1.0")
+        );
+        let metrics = daemon.text("/metrics").await;
+        assert_eq!(
+            metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
+            0
+        );
 
-    // A burst of valid notifications (one push sends one per manifest, each with its own event
-    // id): answered at once, and one re-check brings the new tag in.
-    for i in 0..5 {
-        let ok = post(
-            "s3cret",
-            event.replace("\"id\":\"e1\"", &format!("\"id\":\"e{i}\"")),
-        )
-        .await
-        .unwrap();
-        assert_eq!(ok.status().as_u16(), 202);
-    }
-    // A delivery sent again (distribution retries until it gets a 2xx) is recognised by its
-    // event id and triggers nothing more.
-    let again = post("s3cret", event.replace("\"id\":\"e1\"", "\"id\":\"e4\""))
-        .await
-        .unwrap();
-    assert_eq!(again.status().as_u16(), 202);
-    assert!(again.text().await.unwrap().contains("already handled"));
-    wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(5)).await;
-    let metrics = daemon.text("/metrics").await;
-    for want in [
-        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"accepted\"} 5",
-        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"} 1",
-        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"malformed\"} 1",
-        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"too_large\"} 1",
-        "tagpilot_webhook_requests_total{kind=\"unknown\",result=\"unknown_kind\"} 1",
-        "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"ignored\"} 1",
-    ] {
-        assert!(metrics.contains(want), "{want} missing:\n{metrics}");
-    }
-    // One interval cycle, one re-check, and so two listings of shop/api in all: the five
-    // notifications were coalesced (the re-check that took them waits out its interval, 5 s by
-    // default, before any other).
-    assert_eq!(
-        metric(&metrics, "tagpilot_cycles_total{result=\"ok\"}"),
-        1,
-        "{metrics}"
-    );
-    assert_eq!(
-        metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
-        1,
-        "{metrics}"
-    );
-    let listings = format!(
-        "tagpilot_tag_listings_total{{registry=\"{}\"}}",
-        s.registry.host()
-    );
-    assert_eq!(metric(&metrics, &listings), 2, "{metrics}");
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
+        // A burst of valid notifications (one push sends one per manifest, each with its own event
+        // id): answered at once, and one re-check brings the new tag in.
+        for i in 0..5 {
+            let ok = post(
+                "s3cret",
+                event.replace("\"id\":\"e1\"", &format!("\"id\":\"e{i}\"")),
+            )
+            .await
+            .unwrap();
+            assert_eq!(ok.status().as_u16(), 202);
+        }
+        // A delivery sent again (distribution retries until it gets a 2xx) is recognised by its
+        // event id and triggers nothing more.
+        let again = post("s3cret", event.replace("\"id\":\"e1\"", "\"id\":\"e4\""))
+            .await
+            .unwrap();
+        assert_eq!(again.status().as_u16(), 202);
+        assert!(again.text().await.unwrap().contains("already handled"));
+        // The debounce window closes (and no interval passes: it is an hour).
+        tag_reached(&s, &daemon, "1.2.0", Duration::from_millis(250)).await;
+        let metrics =
+            metric_reaches(&daemon, "tagpilot_webhook_rechecks_total{result=\"ok\"}", 1).await;
+        for want in [
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"accepted\"} 5",
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"malformed\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"too_large\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"unknown\",result=\"unknown_kind\"} 1",
+            "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"ignored\"} 1",
+        ] {
+            assert!(metrics.contains(want), "{want} missing:\n{metrics}");
+        }
+        // One interval cycle, one re-check, and so two listings of shop/api in all: the five
+        // notifications were coalesced (the re-check that took them waits out its interval, 5 s by
+        // default, before any other).
+        assert_eq!(
+            metric(&metrics, "tagpilot_cycles_total{result=\"ok\"}"),
+            1,
+            "{metrics}"
+        );
+        assert_eq!(
+            metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
+            1,
+            "{metrics}"
+        );
+        let listings = format!(
+            "tagpilot_tag_listings_total{{registry=\"{}\"}}",
+            s.registry.host()
+        );
+        assert_eq!(metric(&metrics, &listings), 2, "{metrics}");
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
 }
 
 /// Two manifest repositories, one per image: `api` deploys `shop/api` and `web` deploys
@@ -473,75 +567,81 @@ fn image_deployment(image: &str, tag: &str) -> String {
     )
 }
 
-#[tokio::test]
-async fn a_recheck_reads_and_writes_only_what_uses_the_notified_repository() {
-    let (registry, api, web, dir) = two_images_two_repositories().await;
-    with_webhooks(dir.path(), "");
-    let mut daemon = Daemon::start_with(dir.path(), "1h", &[("IT_WEBHOOK_SECRET", "s3cret")]);
-    daemon.wait_for("/readyz", 200).await;
-    let on = |repo: &BareRepo, name: &str, tag: &str| {
-        repo.show("main", DEPLOYMENT_PATH) == image_deployment(&registry.image(name), tag)
-    };
-    assert!(on(&api, "shop/api", "1.1.0") && on(&web, "shop/web", "1.1.0"));
-    let listings = format!(
-        "tagpilot_tag_listings_total{{registry=\"{}\"}}",
-        registry.host()
-    );
-    assert_eq!(metric(&daemon.text("/metrics").await, &listings), 2);
+#[test]
+fn a_recheck_reads_and_writes_only_what_uses_the_notified_repository() {
+    service::run(false, |logs| async move {
+        let (registry, api, web, dir) = two_images_two_repositories().await;
+        with_webhooks(dir.path(), "");
+        let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+        let on = |repo: &BareRepo, name: &str, tag: &str| {
+            repo.show("main", DEPLOYMENT_PATH) == image_deployment(&registry.image(name), tag)
+        };
+        assert!(on(&api, "shop/api", "1.1.0") && on(&web, "shop/web", "1.1.0"));
+        let listings = format!(
+            "tagpilot_tag_listings_total{{registry=\"{}\"}}",
+            registry.host()
+        );
+        assert_eq!(metric(&daemon.text("/metrics").await, &listings), 2);
 
-    // Both images get a new tag; only shop/api is notified.
-    for name in ["shop/api", "shop/web"] {
-        registry
-            .push_tags(name, &["1.2.0"], ImageSpec::default())
-            .await;
-    }
-    let notify = |repository: &str| {
-        reqwest::Client::new()
-            .post(format!("{}/webhooks/distribution", daemon.base))
-            .header("Authorization", "Bearer s3cret")
-            // Each notification its own delivery: a repeated event id would be ignored.
-            .body(
-                push_event(&registry.host(), repository)
-                    .replace("\"id\":\"e1\"", &format!("\"id\":\"{repository}\"")),
-            )
-            .send()
-    };
-    assert_eq!(notify("shop/api").await.unwrap().status().as_u16(), 202);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !on(&api, "shop/api", "1.2.0") {
-        assert!(Instant::now() < deadline, "no re-check:\n{}", daemon.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let metrics = daemon.text("/metrics").await;
-    assert_eq!(
-        metric(&metrics, &listings),
-        3,
-        "one more listing, shop/api's:\n{metrics}"
-    );
-    assert!(on(&web, "shop/web", "1.1.0"), "the re-check wrote to web");
-    // The first cycle's commit and no other.
-    assert_eq!(web.subjects("main").len(), 3, "{:?}", web.subjects("main"));
+        // Both images get a new tag; only shop/api is notified.
+        for name in ["shop/api", "shop/web"] {
+            registry
+                .push_tags(name, &["1.2.0"], ImageSpec::default())
+                .await;
+        }
+        let notify = |repository: &str| {
+            reqwest::Client::new()
+                .post(format!("{}/webhooks/distribution", daemon.base))
+                .header("Authorization", "Bearer s3cret")
+                // Each notification its own delivery: a repeated event id would be ignored.
+                .body(
+                    push_event(&registry.host(), repository)
+                        .replace("\"id\":\"e1\"", &format!("\"id\":\"{repository}\"")),
+                )
+                .send()
+        };
+        assert_eq!(notify("shop/api").await.unwrap().status().as_u16(), 202);
+        // The debounce window closes; no interval passes (it is an hour).
+        eventually("a re-check", &logs, || {
+            daemon.clock.advance(Duration::from_millis(250));
+            let done = on(&api, "shop/api", "1.2.0");
+            async move { done }
+        })
+        .await;
+        let metrics =
+            metric_reaches(&daemon, "tagpilot_webhook_rechecks_total{result=\"ok\"}", 1).await;
+        assert_eq!(
+            metric(&metrics, &listings),
+            3,
+            "one more listing, shop/api's:\n{metrics}"
+        );
+        assert!(on(&web, "shop/web", "1.1.0"), "the re-check wrote to web");
+        // The first cycle's commit and no other.
+        assert_eq!(web.subjects("main").len(), 3, "{:?}", web.subjects("main"));
 
-    // A repository no policy uses: accepted, and nothing is read or written.
-    assert_eq!(notify("shop/unused").await.unwrap().status().as_u16(), 202);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !daemon
-        .log()
-        .contains("no policy uses the notified repositories")
-    {
-        assert!(Instant::now() < deadline, "{}", daemon.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let metrics = daemon.text("/metrics").await;
-    assert_eq!(metric(&metrics, &listings), 3, "{metrics}");
-    assert_eq!(
-        metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
-        1,
-        "{metrics}"
-    );
-    assert!(on(&web, "shop/web", "1.1.0"));
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
+        // A repository no policy uses: accepted, and nothing is read or written.
+        assert_eq!(notify("shop/unused").await.unwrap().status().as_u16(), 202);
+        eventually("the unused repository answered", &logs, || {
+            // Past the debounce and shop/api's own re-check interval.
+            daemon.clock.advance(Duration::from_secs(1));
+            let done = logs
+                .text()
+                .contains("no policy uses the notified repositories");
+            async move { done }
+        })
+        .await;
+        let metrics = daemon.text("/metrics").await;
+        assert_eq!(metric(&metrics, &listings), 3, "{metrics}");
+        assert_eq!(
+            metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
+            1,
+            "{metrics}"
+        );
+        assert!(on(&web, "shop/web", "1.1.0"));
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
 }
 
 /// A documented payload of `tests/fixtures/webhooks/`, with its registry host and repository
@@ -570,128 +670,131 @@ fn github_signature(secret: &str, body: &str) -> String {
 /// A notification to send: path and query, headers, body.
 type Case<'a> = (String, Vec<(&'a str, String)>, String);
 
-#[tokio::test]
-async fn every_kind_with_its_documented_payload_gets_a_pushed_tag_committed() {
-    let s = setup().await;
-    with_webhooks(
-        s.dir.path(),
-        "  recheck:\n    debounce: 20ms\n    minInterval: 0s\n",
-    );
-    let mut daemon = Daemon::start_with(s.dir.path(), "1h", &[("IT_WEBHOOK_SECRET", "s3cret")]);
-    daemon.wait_for("/readyz", 200).await;
-    let host = s.registry.host();
-    let image = s.registry.image("shop/api");
-    let gar_data = {
-        use base64::Engine as _;
-        let message = format!(
-            r#"{{"action":"INSERT","digest":"{image}@sha256:6ec128e26cd5b1a1a4e9b1c5d0b2f4c2a8f1d6e3b7c9a0f2e4d6b8c0a2e4f6a8","tag":"{image}:1.1"}}"#
+#[test]
+fn every_kind_with_its_documented_payload_gets_a_pushed_tag_committed() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        with_webhooks(
+            s.dir.path(),
+            "  recheck:\n    debounce: 20ms\n    minInterval: 0s\n",
         );
-        base64::engine::general_purpose::STANDARD.encode(message)
-    };
-    let gar = fixture("gar-pubsub-push.json", &[]);
-    let gar_documented: serde_json::Value = serde_json::from_str(&gar).unwrap();
-    let gar = gar.replace(
-        gar_documented["message"]["data"].as_str().unwrap(),
-        &gar_data,
-    );
-    let ghcr = fixture(
-        "ghcr-package-published.json",
-        &[("ghcr.io/Codertocat/hello-world:", &format!("{image}:"))],
-    );
-    let harbor_swap = [
-        ("localhost/harbor/alpine", image.as_str()),
-        ("\"harbor/alpine\"", "\"shop/api\""),
-    ];
-    let cases: Vec<Case<'_>> = vec![
-        (
-            "/webhooks/distribution".into(),
-            vec![("authorization", "Bearer s3cret".into())],
-            fixture(
-                "distribution-push.v2.json",
-                &[
-                    ("registrycluster.local", &host),
-                    ("library/test", "shop/api"),
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+        let host = s.registry.host();
+        let image = s.registry.image("shop/api");
+        let gar_data = {
+            use base64::Engine as _;
+            let message = format!(
+                r#"{{"action":"INSERT","digest":"{image}@sha256:6ec128e26cd5b1a1a4e9b1c5d0b2f4c2a8f1d6e3b7c9a0f2e4d6b8c0a2e4f6a8","tag":"{image}:1.1"}}"#
+            );
+            base64::engine::general_purpose::STANDARD.encode(message)
+        };
+        let gar = fixture("gar-pubsub-push.json", &[]);
+        let gar_documented: serde_json::Value = serde_json::from_str(&gar).unwrap();
+        let gar = gar.replace(
+            gar_documented["message"]["data"].as_str().unwrap(),
+            &gar_data,
+        );
+        let ghcr = fixture(
+            "ghcr-package-published.json",
+            &[("ghcr.io/Codertocat/hello-world:", &format!("{image}:"))],
+        );
+        let harbor_swap = [
+            ("localhost/harbor/alpine", image.as_str()),
+            ("\"harbor/alpine\"", "\"shop/api\""),
+        ];
+        let cases: Vec<Case<'_>> = vec![
+            (
+                "/webhooks/distribution".into(),
+                vec![("authorization", "Bearer s3cret".into())],
+                fixture(
+                    "distribution-push.v2.json",
+                    &[
+                        ("registrycluster.local", &host),
+                        ("library/test", "shop/api"),
+                    ],
+                ),
+            ),
+            (
+                "/webhooks/harbor".into(),
+                vec![("authorization", "s3cret".into())],
+                fixture("harbor-push-artifact.json", &harbor_swap),
+            ),
+            (
+                "/webhooks/quay?secret=s3cret".into(),
+                vec![],
+                fixture(
+                    "quay-repository-push.json",
+                    &[("quay.io/dgangaia/test", &image)],
+                ),
+            ),
+            ("/webhooks/gar?secret=s3cret".into(), vec![], gar),
+            (
+                "/webhooks/cloudevents".into(),
+                vec![
+                    ("x-webhook-secret", "s3cret".into()),
+                    ("content-type", "application/cloudevents+json".into()),
                 ],
+                fixture("cloudevents-harbor-artifact-pushed.json", &harbor_swap),
             ),
-        ),
-        (
-            "/webhooks/harbor".into(),
-            vec![("authorization", "s3cret".into())],
-            fixture("harbor-push-artifact.json", &harbor_swap),
-        ),
-        (
-            "/webhooks/quay?secret=s3cret".into(),
-            vec![],
-            fixture(
-                "quay-repository-push.json",
-                &[("quay.io/dgangaia/test", &image)],
-            ),
-        ),
-        ("/webhooks/gar?secret=s3cret".into(), vec![], gar),
-        (
-            "/webhooks/cloudevents".into(),
-            vec![
-                ("x-webhook-secret", "s3cret".into()),
-                ("content-type", "application/cloudevents+json".into()),
-            ],
-            fixture("cloudevents-harbor-artifact-pushed.json", &harbor_swap),
-        ),
-        (
-            "/webhooks/ghcr".into(),
-            vec![
-                ("x-github-event", "package".into()),
-                ("x-hub-signature-256", github_signature("s3cret", &ghcr)),
-            ],
-            ghcr.clone(),
-        ),
-        (
-            "/webhook?type=acr".into(),
-            vec![("authorization", "s3cret".into())],
-            fixture(
-                "acr-push.json",
-                &[
-                    ("myregistry.azurecr.io", &host),
-                    ("\"hello-world\"", "\"shop/api\""),
+            (
+                "/webhooks/ghcr".into(),
+                vec![
+                    ("x-github-event", "package".into()),
+                    ("x-hub-signature-256", github_signature("s3cret", &ghcr)),
                 ],
+                ghcr.clone(),
             ),
-        ),
-        (
-            format!("/webhook?type=aliyun-acr&secret=s3cret&registry_url={host}"),
-            vec![],
-            fixture(
-                "aliyun-acr-push.json",
-                &[("namespace/repoTest", "shop/api")],
+            (
+                "/webhook?type=acr".into(),
+                vec![("authorization", "s3cret".into())],
+                fixture(
+                    "acr-push.json",
+                    &[
+                        ("myregistry.azurecr.io", &host),
+                        ("\"hello-world\"", "\"shop/api\""),
+                    ],
+                ),
             ),
-        ),
-        (
-            "/webhook?type=ghcr.io".into(),
-            vec![
-                ("x-github-event", "package".into()),
-                ("x-hub-signature-256", github_signature("s3cret", &ghcr)),
-            ],
-            ghcr,
-        ),
-    ];
-    for (i, (path, headers, body)) in cases.into_iter().enumerate() {
-        let tag = format!("1.{}.0", i + 2);
-        s.registry
-            .push_tags("shop/api", &[&tag], ImageSpec::default())
-            .await;
-        let mut request = reqwest::Client::new()
-            .post(format!("{}{path}", daemon.base))
-            .body(body);
-        for (k, v) in &headers {
-            request = request.header(*k, v);
+            (
+                format!("/webhook?type=aliyun-acr&secret=s3cret&registry_url={host}"),
+                vec![],
+                fixture(
+                    "aliyun-acr-push.json",
+                    &[("namespace/repoTest", "shop/api")],
+                ),
+            ),
+            (
+                "/webhook?type=ghcr.io".into(),
+                vec![
+                    ("x-github-event", "package".into()),
+                    ("x-hub-signature-256", github_signature("s3cret", &ghcr)),
+                ],
+                ghcr,
+            ),
+        ];
+        for (i, (path, headers, body)) in cases.into_iter().enumerate() {
+            let tag = format!("1.{}.0", i + 2);
+            s.registry
+                .push_tags("shop/api", &[&tag], ImageSpec::default())
+                .await;
+            let mut request = reqwest::Client::new()
+                .post(format!("{}{path}", daemon.base))
+                .body(body);
+            for (k, v) in &headers {
+                request = request.header(*k, v);
+            }
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap();
+            assert_eq!(status, 202, "{path}: {text}");
+            assert!(text.contains(&image), "{path}: {text}");
+            // Past the 20 ms debounce; no interval passes (it is an hour).
+            tag_reached(&s, &daemon, &tag, Duration::from_millis(50)).await;
         }
-        let response = request.send().await.unwrap();
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap();
-        assert_eq!(status, 202, "{path}: {text}");
-        assert!(text.contains(&image), "{path}: {text}");
-        wait_for_tag(&s, &daemon, &tag, Duration::from_secs(5)).await;
-    }
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
 }
 
 /// A "registry" that accepts connections and never answers, so a cycle hangs in its first
@@ -711,163 +814,137 @@ pub(crate) fn hanging_registry() -> (String, std::sync::Arc<std::sync::atomic::A
     (host, accepted)
 }
 
-#[tokio::test]
-async fn sigterm_waits_for_the_cycle_in_flight_and_a_second_signal_aborts() {
-    let (host, accepted) = hanging_registry();
-    let repo = BareRepo::new();
-    repo.push_change(
-        "main",
-        DEPLOYMENT_PATH,
-        &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {host}/shop/api:1.0.0\n"),
-        "an image on the hanging registry",
-    );
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("tagpilot.yaml"),
-        format!(
-            "registries:\n  - host: {host}\n    insecure: true\npolicies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    write:\n      mode: push\n",
-            repo.file_url()
-        ),
-    )
-    .unwrap();
-    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
-    std::fs::write(
-        dir.path().join("policies/api.yaml"),
-        format!(
-            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: {host}/shop/api\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n"
-        ),
-    )
-    .unwrap();
-    let mut daemon = Daemon::start(dir.path());
-    daemon.wait_for("/livez", 200).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while accepted.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+#[test]
+fn sigterm_waits_for_the_cycle_in_flight_and_a_second_signal_aborts() {
+    service::run(false, |logs| async move {
+        let (host, accepted) = hanging_registry();
+        let repo = BareRepo::new();
+        repo.push_change(
+            "main",
+            DEPLOYMENT_PATH,
+            &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {host}/shop/api:1.0.0\n"),
+            "an image on the hanging registry",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tagpilot.yaml"),
+            format!(
+                "registries:\n  - host: {host}\n    insecure: true\npolicies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    write:\n      mode: push\n",
+                repo.file_url()
+            ),
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+        std::fs::write(
+            dir.path().join("policies/api.yaml"),
+            format!(
+                "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: {host}/shop/api\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n"
+            ),
+        )
+        .unwrap();
+        let mut daemon = Service::start(dir.path(), Duration::from_secs(1), &logs).await;
+        daemon.wait_for("/livez", 200).await;
+        eventually("the cycle asking the registry", &logs, || {
+            let asked = accepted.load(std::sync::atomic::Ordering::SeqCst) > 0;
+            async move { asked }
+        })
+        .await;
+        assert_eq!(daemon.status("/readyz").await, Some(503));
+
+        // The first signal waits for the cycle in flight, and takes the process out of service.
+        daemon.shutdown.drain("SIGTERM");
+        service::settle().await;
         assert!(
-            Instant::now() < deadline,
-            "the cycle never asked the registry:\n{}",
+            !daemon.has_stopped(),
+            "exited before the cycle in flight ended:\n{}",
             daemon.log()
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(daemon.status("/readyz").await, Some(503));
+        assert_eq!(daemon.status("/livez").await, Some(200));
 
-    // The first signal waits for the cycle in flight, and takes the process out of service.
-    let pid = daemon.child.id().to_string();
-    let term = || {
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
-    };
-    term();
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        daemon.child.try_wait().unwrap().is_none(),
-        "exited before the cycle in flight ended:\n{}",
-        daemon.log()
-    );
-    assert_eq!(daemon.status("/livez").await, Some(200));
-
-    // The second one does not wait.
-    term();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a second SIGTERM did not abort:\n{}",
-            daemon.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert_eq!(status.code(), Some(130), "{}", daemon.log());
-    assert!(daemon.log().contains("aborting"), "{}", daemon.log());
+        // The second one does not wait.
+        daemon.shutdown.abort("SIGTERM");
+        let stopped = daemon.stopped().await;
+        assert_eq!(stopped, Stopped::Aborted, "{}", daemon.log());
+        assert!(daemon.log().contains("aborting"), "{}", daemon.log());
+    });
 }
 
 /// The README promises that a second signal aborts: the process is gone at once even while a
 /// push waits on the remote, here a pre-receive hook that does not return (git http-backend,
 /// whose hooks run as on any git server). Before, the process waited for the push to finish.
-#[tokio::test]
-async fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook() {
-    let s = setup().await;
-    let server = HttpGitServer::start(s.repo.dir.path());
-    let started = s.dir.path().join("hook-started");
-    let release = s.dir.path().join("hook-release");
-    // Waits until the test lets it go (at most a minute), so nothing outlives the test.
-    write_executable(
-        &s.repo.path().join("hooks/pre-receive"),
-        &format!(
-            "#!/bin/sh\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
-            started.display(),
-            release.display()
-        ),
-    );
-    std::fs::write(
-        s.dir.path().join("tagpilot.yaml"),
-        format!(
-            "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n    write:\n      mode: push\n",
-            s.registry.registries_yaml(),
-            server.url("origin.git")
-        ),
-    )
-    .unwrap();
-    let mut daemon = Daemon::start_with(s.dir.path(), "1h", &[(HTTP_PASSWORD_ENV, HTTP_PASSWORD)]);
-    daemon.wait_for("/livez", 200).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !started.exists() {
+#[test]
+fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let server = HttpGitServer::start(s.repo.dir.path());
+        let started = s.dir.path().join("hook-started");
+        let release = s.dir.path().join("hook-release");
+        // Waits until the test lets it go (at most a minute), so nothing outlives the test.
+        write_executable(
+            &s.repo.path().join("hooks/pre-receive"),
+            &format!(
+                "#!/bin/sh\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
+                started.display(),
+                release.display()
+            ),
+        );
+        std::fs::write(
+            s.dir.path().join("tagpilot.yaml"),
+            format!(
+                "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: {}\n    branch: main\n    auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n    write:\n      mode: push\n",
+                s.registry.registries_yaml(),
+                server.url("origin.git")
+            ),
+        )
+        .unwrap();
+        // The password by environment, as the binary would get it.
+        set_test_secrets();
+        let mut daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
+        daemon.wait_for("/livez", 200).await;
+        let mut reached = || {
+            assert!(!daemon.has_stopped(), "{}", daemon.log());
+            let reached = started.exists();
+            async move { reached }
+        };
+        service::within(
+            Duration::from_secs(30),
+            "the push reaching the hook",
+            &logs,
+            &mut reached,
+        )
+        .await;
+
+        // The first signal waits for the write in flight.
+        daemon.shutdown.drain("SIGTERM");
+        service::settle().await;
         assert!(
-            Instant::now() < deadline,
-            "the push never reached the hook:\n{}",
+            !daemon.has_stopped(),
+            "exited before the push in flight ended:\n{}",
             daemon.log()
         );
-        assert!(
-            daemon.child.try_wait().unwrap().is_none(),
-            "{}",
-            daemon.log()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 
-    let pid = daemon.child.id().to_string();
-    let term = || {
-        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        assert!(sent.success());
-    };
-    // The first signal waits for the write in flight.
-    term();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        daemon.child.try_wait().unwrap().is_none(),
-        "exited before the push in flight ended:\n{}",
-        daemon.log()
-    );
-
-    // The second one does not: gone within the bound the README promises.
-    term();
-    let signalled = Instant::now();
-    let status = loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
-            break status;
-        }
-        if signalled.elapsed() > Duration::from_secs(2) {
-            std::fs::write(&release, "").unwrap();
+        // The second one does not: gone within the bound the README promises.
+        daemon.shutdown.abort("SIGTERM");
+        let stopped = daemon.stopped_within(Duration::from_secs(2)).await;
+        std::fs::write(&release, "").unwrap();
+        let Some(stopped) = stopped else {
             panic!(
                 "still running 2 s after the second SIGTERM:\n{}",
                 daemon.log()
             );
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    std::fs::write(&release, "").unwrap();
-    assert_eq!(status.code(), Some(130), "{}", daemon.log());
-    assert!(daemon.log().contains("aborting"), "{}", daemon.log());
+        };
+        assert_eq!(stopped, Stopped::Aborted, "{}", daemon.log());
+        assert!(daemon.log().contains("aborting"), "{}", daemon.log());
+    });
 }
 
 /// A registry whose notifications go to a `tagpilot run` (an hour between cycles, so only a
 /// notification can bring a new tag in) that expects the secret `s3cret`; the registry sends
 /// `sent`. Returns them once the first cycle has pushed 1.1.0.
-async fn notified_daemon(sent: &str) -> (Setup, Daemon) {
-    let port = free_port();
+async fn notified_daemon(sent: &str, logs: &Logs) -> (Setup, Service) {
+    // Bound before the registry starts, so the address it notifies is this test's for good.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
     let notifications = format!(
         "notifications:\n  endpoints:\n    - name: tagpilot\n      url: http://127.0.0.1:{port}/webhooks/distribution\n      headers:\n        Authorization: [\"Bearer {sent}\"]\n      timeout: 1s\n      threshold: 3\n      backoff: 100ms\n"
     );
@@ -876,177 +953,184 @@ async fn notified_daemon(sent: &str) -> (Setup, Daemon) {
     // and they get a re-check of their own; a second re-check of shop/api within the default
     // 5 s would wait out the rest of it.
     with_webhooks(s.dir.path(), "  recheck:\n    minInterval: 500ms\n");
-    let mut daemon = Daemon::start_on(port, s.dir.path(), "1h", &[("IT_WEBHOOK_SECRET", "s3cret")]);
+    let settings = service::settings(s.dir.path(), Duration::from_secs(3600));
+    let daemon = Service::start_on(listener, s.dir.path(), settings, logs);
     daemon.wait_for("/readyz", 200).await;
-    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(3)).await;
+    tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
     (s, daemon)
 }
 
-#[tokio::test]
-async fn a_registry_notifying_tagpilot_gets_a_pushed_tag_committed_within_seconds() {
-    let (s, daemon) = notified_daemon("s3cret").await;
-    let pushed = Instant::now();
-    s.registry
-        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
-        .await;
-    wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(5)).await;
-    eprintln!("push to commit: {:?}", pushed.elapsed());
-    let metrics = daemon.text("/metrics").await;
-    assert!(
-        metrics
-            .contains("tagpilot_webhook_requests_total{kind=\"distribution\",result=\"accepted\"}"),
-        "{metrics}"
-    );
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-}
-
-#[tokio::test]
-async fn a_registry_sending_the_wrong_secret_triggers_nothing() {
-    let (s, daemon) = notified_daemon("not-the-secret").await;
-    s.registry
-        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !daemon
-        .text("/metrics")
-        .await
-        .contains("tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"}")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no notification came:\n{}",
-            daemon.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        s.repo.show("main", DEPLOYMENT_PATH),
-        deployment(&s.registry, "1.1.0"),
-        "a notification with the wrong secret started a cycle"
-    );
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-}
-
-#[tokio::test]
-async fn policies_are_read_again_each_cycle_and_a_broken_one_stops_only_itself() {
-    let s = setup().await;
-    let mut daemon = Daemon::start(s.dir.path());
-    daemon.wait_for("/readyz", 200).await;
-
-    std::fs::write(
-        s.dir.path().join("policies/broken.yaml"),
-        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: [not, a, map\n",
-    )
-    .unwrap();
-    s.registry
-        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
-        .await;
-    wait_for_tag(&s, &daemon, "1.2.0", Duration::from_secs(4)).await;
-    let deadline = Instant::now() + Duration::from_secs(4);
-    loop {
+#[test]
+fn a_registry_notifying_tagpilot_gets_a_pushed_tag_committed_within_seconds() {
+    service::run(false, |logs| async move {
+        let (s, daemon) = notified_daemon("s3cret", &logs).await;
+        let pushed = Instant::now();
+        s.registry
+            .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+            .await;
+        // The clock moves on while the registry notifies: past the debounce and the re-check
+        // interval of the set-up pushes' notifications, never a full interval.
+        tag_reached(&s, &daemon, "1.2.0", Duration::from_millis(100)).await;
+        eprintln!("push to commit: {:?}", pushed.elapsed());
         let metrics = daemon.text("/metrics").await;
-        if metrics.contains("tagpilot_errors_total{kind=\"policy_syntax\"}") {
-            break;
-        }
         assert!(
-            Instant::now() < deadline,
-            "no policy error counted:\n{metrics}"
+            metrics.contains(
+                "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"accepted\"}"
+            ),
+            "{metrics}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(daemon.log().contains("broken.yaml"), "{}", daemon.log());
-    assert_eq!(daemon.status("/readyz").await, Some(200));
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
 }
 
-#[tokio::test]
-async fn findings_and_skipped_files_are_logged_and_in_the_metrics() {
-    let s = setup().await;
-    // `aps/**` for `apps/**`: its targets match no file of the repository.
-    std::fs::write(
-        s.dir.path().join("policies/typo.yaml"),
-        format!(
-            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: typo\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"aps/**\"]\n",
-            s.registry.image("shop/worker")
-        ),
-    )
-    .unwrap();
-    s.repo
-        .push_change("main", "apps/broken.yaml", "items: [unclosed\n", "broken");
-    let mut daemon = Daemon::start(s.dir.path());
-    daemon.wait_for("/readyz", 200).await;
-    // The rest still runs.
-    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(4)).await;
+#[test]
+fn a_registry_sending_the_wrong_secret_triggers_nothing() {
+    service::run(false, |logs| async move {
+        let (s, daemon) = notified_daemon("not-the-secret", &logs).await;
+        s.registry
+            .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+            .await;
+        eventually("a notification", &logs, || async {
+            daemon.text("/metrics").await.contains(
+                "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"}",
+            )
+        })
+        .await;
+        // Past any debounce and re-check interval: a hint would be due now; none was taken.
+        daemon.clock.advance(Duration::from_secs(10));
+        service::settle().await;
+        assert_eq!(
+            s.repo.show("main", DEPLOYMENT_PATH),
+            deployment(&s.registry, "1.1.0"),
+            "a notification with the wrong secret started a cycle"
+        );
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
+}
 
-    let metrics = daemon.text("/metrics").await;
-    for (name, want) in [
-        (
-            "tagpilot_findings{kind=\"no_files\",severity=\"problem\"}",
-            1,
-        ),
-        (
-            "tagpilot_findings{kind=\"image_not_found\",severity=\"warning\"}",
-            0,
-        ),
-        ("tagpilot_skipped_files{reason=\"invalid_yaml\"}", 1),
-        ("tagpilot_skipped_files{reason=\"helm_template\"}", 0),
-    ] {
-        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
-        assert_eq!(metric(&metrics, name), want, "{name}:\n{metrics}");
-    }
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-    let finding = log
-        .lines()
-        .find(|l| l.contains("finding=\"no_files\""))
-        .unwrap_or_else(|| panic!("no finding logged:\n{log}"));
-    for want in ["policy=\"typo\"", "paths aps/** in repository manifests"] {
-        assert!(finding.contains(want), "{want} missing: {finding}");
-    }
-    let skipped = log
-        .lines()
-        .find(|l| l.contains("file skipped"))
-        .unwrap_or_else(|| panic!("no skipped file logged:\n{log}"));
-    for want in [
-        "apps/broken.yaml",
-        "reason=\"invalid_yaml\"",
-        "not valid YAML",
-    ] {
-        assert!(skipped.contains(want), "{want} missing: {skipped}");
-    }
+#[test]
+fn policies_are_read_again_each_cycle_and_a_broken_one_stops_only_itself() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+
+        std::fs::write(
+            s.dir.path().join("policies/broken.yaml"),
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: [not, a, map\n",
+        )
+        .unwrap();
+        s.registry
+            .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+            .await;
+        // The next interval's cycle.
+        daemon.next_cycle().await;
+        tag_reached(&s, &daemon, "1.2.0", Duration::ZERO).await;
+        eventually("a policy error counted", &logs, || async {
+            daemon
+                .text("/metrics")
+                .await
+                .contains("tagpilot_errors_total{kind=\"policy_syntax\"}")
+        })
+        .await;
+        assert!(daemon.log().contains("broken.yaml"), "{}", daemon.log());
+        assert_eq!(daemon.status("/readyz").await, Some(200));
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
+}
+
+#[test]
+fn findings_and_skipped_files_are_logged_and_in_the_metrics() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        // `aps/**` for `apps/**`: its targets match no file of the repository.
+        std::fs::write(
+            s.dir.path().join("policies/typo.yaml"),
+            format!(
+                "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: typo\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"aps/**\"]\n",
+                s.registry.image("shop/worker")
+            ),
+        )
+        .unwrap();
+        s.repo
+            .push_change("main", "apps/broken.yaml", "items: [unclosed\n", "broken");
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+        // The rest still runs.
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+
+        let metrics = daemon.text("/metrics").await;
+        for (name, want) in [
+            (
+                "tagpilot_findings{kind=\"no_files\",severity=\"problem\"}",
+                1,
+            ),
+            (
+                "tagpilot_findings{kind=\"image_not_found\",severity=\"warning\"}",
+                0,
+            ),
+            ("tagpilot_skipped_files{reason=\"invalid_yaml\"}", 1),
+            ("tagpilot_skipped_files{reason=\"helm_template\"}", 0),
+        ] {
+            assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+            assert_eq!(metric(&metrics, name), want, "{name}:\n{metrics}");
+        }
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+        let finding = log
+            .lines()
+            .find(|l| l.contains("finding=\"no_files\""))
+            .unwrap_or_else(|| panic!("no finding logged:\n{log}"));
+        for want in ["policy=\"typo\"", "paths aps/** in repository manifests"] {
+            assert!(finding.contains(want), "{want} missing: {finding}");
+        }
+        let skipped = log
+            .lines()
+            .find(|l| l.contains("file skipped"))
+            .unwrap_or_else(|| panic!("no skipped file logged:\n{log}"));
+        for want in [
+            "apps/broken.yaml",
+            "reason=\"invalid_yaml\"",
+            "not valid YAML",
+        ] {
+            assert!(skipped.contains(want), "{want} missing: {skipped}");
+        }
+    });
 }
 
 /// Each push is one log line with the repository, the branch, the commit (short id) and the
 /// changes as fields, and a sentence saying the same: here as JSON, as a log collector reads it.
-#[tokio::test]
-async fn each_pushed_commit_is_logged_with_repository_commit_and_changes() {
-    let s = setup().await;
-    let daemon = Daemon::start_with(s.dir.path(), "1s", &[("TAGPILOT_LOG_FORMAT", "json")]);
-    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(15)).await;
-    let commit = s.repo.rev("main").unwrap()[..7].to_string();
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
+#[test]
+fn each_pushed_commit_is_logged_with_repository_commit_and_changes() {
+    service::run(true, |logs| async move {
+        let s = setup().await;
+        // The log as `TAGPILOT_LOG_FORMAT=json` writes it.
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        let commit = s.repo.rev("main").unwrap()[..7].to_string();
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
 
-    let writes: Vec<serde_json::Value> = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|l| l["fields"]["commit"].is_string())
-        .collect();
-    assert_eq!(writes.len(), 1, "one push, one line:\n{log}");
-    let fields = &writes[0]["fields"];
-    let changes = "api: apps/api/deployment.yaml 1.0.0 → 1.1.0";
-    assert_eq!(writes[0]["level"], "INFO", "{log}");
-    assert_eq!(fields["repository"], "manifests", "{log}");
-    assert_eq!(fields["branch"], "main", "{log}");
-    assert_eq!(fields["commit"], commit.as_str(), "{log}");
-    assert_eq!(fields["changes"], changes, "{log}");
-    assert_eq!(
-        fields["message"],
-        format!("pushed {commit} to manifests (main): {changes}"),
-        "{log}"
-    );
+        let writes: Vec<serde_json::Value> = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|l| l["fields"]["commit"].is_string())
+            .collect();
+        assert_eq!(writes.len(), 1, "one push, one line:\n{log}");
+        let fields = &writes[0]["fields"];
+        let changes = "api: apps/api/deployment.yaml 1.0.0 → 1.1.0";
+        assert_eq!(writes[0]["level"], "INFO", "{log}");
+        assert_eq!(fields["repository"], "manifests", "{log}");
+        assert_eq!(fields["branch"], "main", "{log}");
+        assert_eq!(fields["commit"], commit.as_str(), "{log}");
+        assert_eq!(fields["changes"], changes, "{log}");
+        assert_eq!(
+            fields["message"],
+            format!("pushed {commit} to manifests (main): {changes}"),
+            "{log}"
+        );
+    });
 }

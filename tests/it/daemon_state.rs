@@ -1,20 +1,21 @@
-//! `tagpilot run` across restarts and faults: the real binary with its `--state-dir`, real
-//! registries and bare repositories, and HTTP doubles only where a real server cannot produce
+//! `tagpilot run` across restarts and faults: the service in-process
+//! (`tests/it/support/service.rs`) with its `--state-dir`, real registries and bare
+//! repositories, and HTTP doubles only where a real server cannot produce
 //! the fault (429/503 answers, a registry that never answers). No timing is asserted: each test
 //! checks outcomes (commits, counts, exit codes) and the order they came in.
 
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::daemon::{Daemon, deployment, hanging_registry, setup_with, wait_for_tag};
+use crate::daemon::{deployment, hanging_registry, setup_with, tag_reached};
 use crate::support::git::{
-    BareRepo, DEPLOYMENT_PATH, HTTP_PASSWORD, HTTP_PASSWORD_ENV, HTTP_USER, HttpGitServer,
-    write_executable,
+    BareRepo, DEPLOYMENT_PATH, HTTP_PASSWORD_ENV, HTTP_USER, HttpGitServer, write_executable,
 };
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+use crate::support::service::{self, Service, eventually};
+use tagpilot::run::Stopped;
 
 fn policy(name: &str, image: &str, repository: &str, spec: &str) -> String {
     format!(
@@ -42,149 +43,155 @@ fn metric(text: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-#[tokio::test]
-async fn a_restart_fetches_no_image_metadata_it_already_has() {
-    let s = setup_with(TestRegistry::start_with_access_log(Auth::None).await).await;
-    // Build times, so newestBuild reads every tag's manifest and config.
-    s.registry
-        .push_image(
-            "shop/api",
-            "1.0.0",
-            ImageSpec::default().created("2024-01-01T00:00:00Z"),
+#[test]
+fn a_restart_fetches_no_image_metadata_it_already_has() {
+    service::run(false, |logs| async move {
+        let s = setup_with(TestRegistry::start_with_access_log(Auth::None).await).await;
+        // Build times, so newestBuild reads every tag's manifest and config.
+        s.registry
+            .push_image(
+                "shop/api",
+                "1.0.0",
+                ImageSpec::default().created("2024-01-01T00:00:00Z"),
+            )
+            .await;
+        s.registry
+            .push_image(
+                "shop/api",
+                "1.1.0",
+                ImageSpec::default().created("2024-02-01T00:00:00Z"),
+            )
+            .await;
+        std::fs::write(
+            s.dir.path().join("policies/api.yaml"),
+            policy(
+                "api",
+                &s.registry.image("shop/api"),
+                "manifests",
+                "  strategy:\n    newestBuild: {}\n",
+            ),
         )
-        .await;
-    s.registry
-        .push_image(
-            "shop/api",
-            "1.1.0",
-            ImageSpec::default().created("2024-02-01T00:00:00Z"),
-        )
-        .await;
-    std::fs::write(
-        s.dir.path().join("policies/api.yaml"),
-        policy(
-            "api",
-            &s.registry.image("shop/api"),
-            "manifests",
-            "  strategy:\n    newestBuild: {}\n",
-        ),
-    )
-    .unwrap();
-    let (blobs, by_digest, listings) = (
-        "GET /v2/shop/api/blobs/",
-        "GET /v2/shop/api/manifests/sha256:",
-        "GET /v2/shop/api/tags/list",
-    );
-    let before = (count(&s.registry, blobs), count(&s.registry, by_digest));
-
-    let mut first = Daemon::start(s.dir.path());
-    first.wait_for("/readyz", 200).await;
-    wait_for_tag(&s, &first, "1.1.0", Duration::from_secs(5)).await;
-    let (status, log) = first.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-    let fetched = (count(&s.registry, blobs), count(&s.registry, by_digest));
-    assert!(
-        fetched.0 >= before.0 + 2 && fetched.1 >= before.1 + 2,
-        "the first run read both configs and manifests: {before:?} → {fetched:?}"
-    );
-    let listed = count(&s.registry, listings);
-
-    let mut second = Daemon::start(s.dir.path());
-    second.wait_for("/readyz", 200).await;
-    let metrics = second.text("/metrics").await;
-    let (status, log) = second.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-    assert!(
-        count(&s.registry, listings) > listed,
-        "the second run asked the registry for tags"
-    );
-    assert_eq!(
-        (count(&s.registry, blobs), count(&s.registry, by_digest)),
-        fetched,
-        "the second run fetched configs or manifests it already had:\n{:#?}",
-        s.registry.requests()
-    );
-    assert!(
-        metric(&metrics, "tagpilot_metadata_cache_hits_total") >= 4.0,
-        "{metrics}"
-    );
-}
-
-#[tokio::test]
-async fn a_corrupt_state_file_is_moved_aside_and_the_daemon_works_on() {
-    let s = setup_with(TestRegistry::start(Auth::None).await).await;
-    let state = s.dir.path().join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    std::fs::write(state.join("state.redb"), vec![0x42; 32 * 1024]).unwrap();
-
-    let mut daemon = Daemon::start(s.dir.path());
-    daemon.wait_for("/readyz", 200).await;
-    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(5)).await;
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-    assert!(log.contains("moving it aside"), "{log}");
-    let aside = std::fs::read_dir(&state)
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("state.redb.corrupt-")
-        })
-        .count();
-    assert_eq!(aside, 1);
-}
-
-#[tokio::test]
-async fn min_age_holds_a_new_tag_by_when_it_was_first_seen() {
-    let s = setup_with(TestRegistry::start(Auth::None).await).await;
-    std::fs::write(
-        s.dir.path().join("policies/api.yaml"),
-        policy(
-            "api",
-            &s.registry.image("shop/api"),
-            "manifests",
-            &format!("{}  minAge: 1h\n", semver()),
-        ),
-    )
-    .unwrap();
-    // What an earlier run remembered: 1.0.0 and 1.1.0 were first seen two hours ago.
-    {
-        use tagpilot::registry::MetadataStore;
-        let state = tagpilot::state::State::open(&s.dir.path().join("state")).unwrap();
-        let two_hours_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(2);
-        state.first_seen(
-            &s.registry.repository("shop/api"),
-            &["1.0.0", "1.1.0"],
-            two_hours_ago,
+        .unwrap();
+        let (blobs, by_digest, listings) = (
+            "GET /v2/shop/api/blobs/",
+            "GET /v2/shop/api/manifests/sha256:",
+            "GET /v2/shop/api/tags/list",
         );
-        state.flush();
-    }
-    s.registry
-        .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
-        .await;
+        let before = (count(&s.registry, blobs), count(&s.registry, by_digest));
 
-    let mut daemon = Daemon::start(s.dir.path());
-    daemon.wait_for("/readyz", 200).await;
-    // 1.1.0 is old enough; 1.2.0, first seen now, is held.
-    wait_for_tag(&s, &daemon, "1.1.0", Duration::from_secs(5)).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while metric(
-        &daemon.text("/metrics").await,
-        "tagpilot_updates_total{policy=\"api\",result=\"held\"}",
-    ) < 2.0
-    {
-        assert!(Instant::now() < deadline, "{}", daemon.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(
-        s.repo.show("main", DEPLOYMENT_PATH),
-        deployment(&s.registry, "1.1.0"),
-        "the young 1.2.0 went out"
-    );
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
+        let first = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        first.wait_for("/readyz", 200).await;
+        tag_reached(&s, &first, "1.1.0", Duration::ZERO).await;
+        let (stopped, log) = first.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+        let fetched = (count(&s.registry, blobs), count(&s.registry, by_digest));
+        assert!(
+            fetched.0 >= before.0 + 2 && fetched.1 >= before.1 + 2,
+            "the first run read both configs and manifests: {before:?} → {fetched:?}"
+        );
+        let listed = count(&s.registry, listings);
+
+        let second = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        second.wait_for("/readyz", 200).await;
+        let metrics = second.text("/metrics").await;
+        let (stopped, log) = second.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+        assert!(
+            count(&s.registry, listings) > listed,
+            "the second run asked the registry for tags"
+        );
+        assert_eq!(
+            (count(&s.registry, blobs), count(&s.registry, by_digest)),
+            fetched,
+            "the second run fetched configs or manifests it already had:\n{:#?}",
+            s.registry.requests()
+        );
+        assert!(
+            metric(&metrics, "tagpilot_metadata_cache_hits_total") >= 4.0,
+            "{metrics}"
+        );
+    });
+}
+
+#[test]
+fn a_corrupt_state_file_is_moved_aside_and_the_daemon_works_on() {
+    service::run(false, |logs| async move {
+        let s = setup_with(TestRegistry::start(Auth::None).await).await;
+        let state = s.dir.path().join("state");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join("state.redb"), vec![0x42; 32 * 1024]).unwrap();
+
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+        assert!(log.contains("moving it aside"), "{log}");
+        let aside = std::fs::read_dir(&state)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("state.redb.corrupt-")
+            })
+            .count();
+        assert_eq!(aside, 1);
+    });
+}
+
+#[test]
+fn min_age_holds_a_new_tag_by_when_it_was_first_seen() {
+    service::run(false, |logs| async move {
+        let s = setup_with(TestRegistry::start(Auth::None).await).await;
+        std::fs::write(
+            s.dir.path().join("policies/api.yaml"),
+            policy(
+                "api",
+                &s.registry.image("shop/api"),
+                "manifests",
+                &format!("{}  minAge: 1h\n", semver()),
+            ),
+        )
+        .unwrap();
+        // What an earlier run remembered: 1.0.0 and 1.1.0 were first seen two hours ago.
+        {
+            use tagpilot::registry::MetadataStore;
+            let state = tagpilot::state::State::open(&s.dir.path().join("state")).unwrap();
+            let two_hours_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(2);
+            state.first_seen(
+                &s.registry.repository("shop/api"),
+                &["1.0.0", "1.1.0"],
+                two_hours_ago,
+            );
+            state.flush();
+        }
+        s.registry
+            .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
+            .await;
+
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+        // 1.1.0 is old enough; 1.2.0, first seen now, is held.
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        // Cycles follow one another, as the interval passes, until two have held it.
+        eventually("1.2.0 held twice", &logs, || async {
+            daemon.clock.advance(daemon.interval);
+            metric(
+                &daemon.text("/metrics").await,
+                "tagpilot_updates_total{policy=\"api\",result=\"held\"}",
+            ) >= 2.0
+        })
+        .await;
+        assert_eq!(
+            s.repo.show("main", DEPLOYMENT_PATH),
+            deployment(&s.registry, "1.1.0"),
+            "the young 1.2.0 went out"
+        );
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+    });
 }
 
 /// `tagpilot.yaml` with one registry per `(host, timeout)` and one repository per
@@ -259,59 +266,59 @@ async fn two_registries(
     (dir, slow, healthy, registry)
 }
 
-#[tokio::test]
-async fn a_registry_that_hangs_delays_only_the_repository_that_needs_it() {
-    let (host, accepted) = hanging_registry();
-    // Longer than the test: the hanging registry is still hanging when the other commit lands.
-    let (dir, slow, healthy, registry) = two_registries(&host, "10m").await;
-    let mut daemon = Daemon::start(dir.path());
-    daemon.wait_for("/livez", 200).await;
-    let want = deployment_on(&registry.image("shop/web:1.1.0"));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while healthy.show("main", DEPLOYMENT_PATH) != want {
-        assert!(
-            Instant::now() < deadline,
-            "the healthy repository waited:\n{}",
+#[test]
+fn a_registry_that_hangs_delays_only_the_repository_that_needs_it() {
+    service::run(false, |logs| async move {
+        let (host, accepted) = hanging_registry();
+        // Longer than the test: the hanging registry is still hanging when the other commit lands.
+        let (dir, slow, healthy, registry) = two_registries(&host, "10m").await;
+        let daemon = Service::start(dir.path(), Duration::from_secs(1), &logs).await;
+        daemon.wait_for("/livez", 200).await;
+        let want = deployment_on(&registry.image("shop/web:1.1.0"));
+        eventually("the healthy repository written", &logs, || {
+            let written = healthy.show("main", DEPLOYMENT_PATH) == want;
+            async move { written }
+        })
+        .await;
+        // Meanwhile the first cycle is still waiting on the hanging registry.
+        assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+        assert_eq!(
+            daemon.status("/readyz").await,
+            Some(503),
+            "{}",
             daemon.log()
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // Meanwhile the first cycle is still waiting on the hanging registry.
-    assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
-    assert_eq!(
-        daemon.status("/readyz").await,
-        Some(503),
-        "{}",
-        daemon.log()
-    );
-    assert_eq!(slow.subjects("main").len(), 2, "nothing pushed to slow");
+        assert_eq!(slow.subjects("main").len(), 2, "nothing pushed to slow");
+    });
 }
 
-#[tokio::test]
-async fn a_registry_that_hangs_past_its_timeout_is_reported_and_the_cycle_completes() {
-    let (host, _) = hanging_registry();
-    let (dir, slow, healthy, registry) = two_registries(&host, "1s").await;
-    let mut daemon = Daemon::start_with(dir.path(), "1h", &[]);
-    daemon.wait_for("/readyz", 200).await;
-    assert_eq!(
-        healthy.show("main", DEPLOYMENT_PATH),
-        deployment_on(&registry.image("shop/web:1.1.0"))
-    );
-    assert_eq!(slow.subjects("main").len(), 2, "nothing pushed to slow");
-    let metrics = daemon.text("/metrics").await;
-    let (status, log) = daemon.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-    assert!(
-        log.contains(&format!("registry {host} did not answer within 1s")),
-        "{log}"
-    );
-    assert!(
-        metric(
-            &metrics,
-            "tagpilot_updates_total{policy=\"api\",result=\"failed\"}"
-        ) >= 1.0,
-        "{metrics}"
-    );
+#[test]
+fn a_registry_that_hangs_past_its_timeout_is_reported_and_the_cycle_completes() {
+    service::run(false, |logs| async move {
+        let (host, _) = hanging_registry();
+        let (dir, slow, healthy, registry) = two_registries(&host, "1s").await;
+        let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
+        daemon.wait_for("/readyz", 200).await;
+        assert_eq!(
+            healthy.show("main", DEPLOYMENT_PATH),
+            deployment_on(&registry.image("shop/web:1.1.0"))
+        );
+        assert_eq!(slow.subjects("main").len(), 2, "nothing pushed to slow");
+        let metrics = daemon.text("/metrics").await;
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+        assert!(
+            log.contains(&format!("registry {host} did not answer within 1s")),
+            "{log}"
+        );
+        assert!(
+            metric(
+                &metrics,
+                "tagpilot_updates_total{policy=\"api\",result=\"failed\"}"
+            ) >= 1.0,
+            "{metrics}"
+        );
+    });
 }
 
 /// A registry double whose tag list first answers `status` (with `Retry-After: 1` when
@@ -342,118 +349,104 @@ async fn refusing_once(status: u16, retry_after: bool) -> MockServer {
     server
 }
 
-#[tokio::test]
-async fn a_429_with_retry_after_and_a_503_are_waited_out_and_the_update_lands() {
-    for (status, retry_after) in [(429, true), (503, false)] {
-        let server = refusing_once(status, retry_after).await;
-        let host = server.address().to_string();
-        let repo = BareRepo::new();
-        repo.push_change(
-            "main",
-            DEPLOYMENT_PATH,
-            &deployment_on(&format!("{host}/shop/api:1.0.0")),
-            "on the double",
-        );
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("tagpilot.yaml"),
-            config(&[(&host, None)], &[("manifests", repo.file_url())]),
-        )
-        .unwrap();
-        std::fs::create_dir_all(dir.path().join("policies")).unwrap();
-        std::fs::write(
-            dir.path().join("policies/api.yaml"),
-            policy("api", &format!("{host}/shop/api"), "manifests", semver()),
-        )
-        .unwrap();
-        let mut daemon = Daemon::start_with(dir.path(), "1h", &[]);
-        daemon.wait_for("/readyz", 200).await;
-        assert_eq!(
-            repo.show("main", DEPLOYMENT_PATH),
-            deployment_on(&format!("{host}/shop/api:1.1.0")),
-            "{status}: the first cycle waited and retried:\n{}",
-            daemon.log()
-        );
-        let metrics = daemon.text("/metrics").await;
-        let (exit, log) = daemon.terminate();
-        assert_eq!(exit.code(), Some(0), "{log}");
-        for want in [
-            format!(
-                "tagpilot_registry_requests_total{{registry=\"{host}\",status=\"{status}\"}} 1"
-            ),
-            format!("tagpilot_registry_requests_total{{registry=\"{host}\",status=\"200\"}}"),
-            "tagpilot_cycles_total{result=\"ok\"} 1".to_string(),
-        ] {
-            assert!(metrics.contains(&want), "{want} missing:\n{metrics}");
+#[test]
+fn a_429_with_retry_after_and_a_503_are_waited_out_and_the_update_lands() {
+    service::run(false, |logs| async move {
+        for (status, retry_after) in [(429, true), (503, false)] {
+            let server = refusing_once(status, retry_after).await;
+            let host = server.address().to_string();
+            let repo = BareRepo::new();
+            repo.push_change(
+                "main",
+                DEPLOYMENT_PATH,
+                &deployment_on(&format!("{host}/shop/api:1.0.0")),
+                "on the double",
+            );
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(
+                dir.path().join("tagpilot.yaml"),
+                config(&[(&host, None)], &[("manifests", repo.file_url())]),
+            )
+            .unwrap();
+            std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+            std::fs::write(
+                dir.path().join("policies/api.yaml"),
+                policy("api", &format!("{host}/shop/api"), "manifests", semver()),
+            )
+            .unwrap();
+            let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
+            daemon.wait_for("/readyz", 200).await;
+            assert_eq!(
+                repo.show("main", DEPLOYMENT_PATH),
+                deployment_on(&format!("{host}/shop/api:1.1.0")),
+                "{status}: the first cycle waited and retried:\n{}",
+                daemon.log()
+            );
+            let metrics = daemon.text("/metrics").await;
+            let (stopped, log) = daemon.terminate().await;
+            assert_eq!(stopped, Stopped::Drained, "{log}");
+            for want in [
+                format!(
+                    "tagpilot_registry_requests_total{{registry=\"{host}\",status=\"{status}\"}} 1"
+                ),
+                format!("tagpilot_registry_requests_total{{registry=\"{host}\",status=\"200\"}}"),
+                "tagpilot_cycles_total{result=\"ok\"} 1".to_string(),
+            ] {
+                assert!(metrics.contains(&want), "{want} missing:\n{metrics}");
+            }
+            server.verify().await;
         }
-        server.verify().await;
-    }
+    });
 }
 
-#[tokio::test]
-async fn sigterm_during_a_push_finishes_it_and_exits_0() {
-    crate::support::git::set_test_secrets();
-    let s = setup_with(TestRegistry::start(Auth::None).await).await;
-    // The push waits in the server's pre-receive hook, long enough for a signal to arrive.
-    let marker = s.dir.path().join("push-started");
-    write_executable(
-        &s.repo.path().join("hooks/pre-receive"),
-        &format!(
-            "#!/bin/sh\ncat >/dev/null\ntouch '{}'\nsleep 2\nexit 0\n",
-            marker.display()
-        ),
-    );
-    let server = HttpGitServer::start(s.repo.dir.path());
-    let config = s.dir.path().join("tagpilot.yaml");
-    let text = std::fs::read_to_string(&config).unwrap().replace(
-        &format!("url: {}", s.repo.file_url()),
-        &format!(
-            "url: {}\n    auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}",
-            server.url("origin.git")
-        ),
-    );
-    std::fs::write(&config, text).unwrap();
-    let before = s.repo.rev("main").unwrap();
-
-    let mut daemon = Daemon::start_with(s.dir.path(), "1h", &[(HTTP_PASSWORD_ENV, HTTP_PASSWORD)]);
-    daemon.wait_for("/livez", 200).await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !marker.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the push never started:\n{}",
-            daemon.log()
+#[test]
+fn sigterm_during_a_push_finishes_it_and_exits_0() {
+    service::run(false, |logs| async move {
+        crate::support::git::set_test_secrets();
+        let s = setup_with(TestRegistry::start(Auth::None).await).await;
+        // The push waits in the server's pre-receive hook, long enough for a signal to arrive.
+        let marker = s.dir.path().join("push-started");
+        write_executable(
+            &s.repo.path().join("hooks/pre-receive"),
+            &format!(
+                "#!/bin/sh\ncat >/dev/null\ntouch '{}'\nsleep 2\nexit 0\n",
+                marker.display()
+            ),
         );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let pid = daemon.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = daemon.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no exit:\n{}", daemon.log());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    assert_eq!(status.code(), Some(0), "{}", daemon.log());
-    // The push in flight was finished, whole: one new commit with the new tag.
-    let after = s.repo.rev("main").unwrap();
-    assert_ne!(after, before, "the push in flight was dropped");
-    assert_eq!(
-        s.repo.show("main", DEPLOYMENT_PATH),
-        deployment(&s.registry, "1.1.0")
-    );
-    assert_eq!(
-        s.repo.subjects("main").len(),
-        3,
-        "{:?}",
-        s.repo.subjects("main")
-    );
+        let server = HttpGitServer::start(s.repo.dir.path());
+        let config = s.dir.path().join("tagpilot.yaml");
+        let text = std::fs::read_to_string(&config).unwrap().replace(
+            &format!("url: {}", s.repo.file_url()),
+            &format!(
+                "url: {}\n    auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}",
+                server.url("origin.git")
+            ),
+        );
+        std::fs::write(&config, text).unwrap();
+        let before = s.repo.rev("main").unwrap();
+
+        let mut daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
+        daemon.wait_for("/livez", 200).await;
+        eventually("the push starting", &logs, || {
+            let started = marker.exists();
+            async move { started }
+        })
+        .await;
+        daemon.shutdown.drain("SIGTERM");
+        let stopped = daemon.stopped().await;
+        assert_eq!(stopped, Stopped::Drained, "{}", daemon.log());
+        // The push in flight was finished, whole: one new commit with the new tag.
+        let after = s.repo.rev("main").unwrap();
+        assert_ne!(after, before, "the push in flight was dropped");
+        assert_eq!(
+            s.repo.show("main", DEPLOYMENT_PATH),
+            deployment(&s.registry, "1.1.0")
+        );
+        assert_eq!(
+            s.repo.subjects("main").len(),
+            3,
+            "{:?}",
+            s.repo.subjects("main")
+        );
+    });
 }

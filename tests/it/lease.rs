@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use tagpilot::run::clock::Clock;
+use tagpilot::run::lease::clock::WallClock;
 use tagpilot::run::lease::{Elector, LEADER_LABEL, LeaderElection, PodName, Role};
 use tokio::sync::watch;
 

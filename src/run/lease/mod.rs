@@ -3,7 +3,7 @@
 //!
 //! The protocol is `kube-lease-manager`'s (server-side apply to take a free Lease, so two
 //! replicas cannot both take it; renewals a grace period before expiry), ported request for
-//! request into [`protocol`] so that it keeps time by a [`Clock`] a test can move: its
+//! request into [`protocol`] so that it keeps time by a [`WallClock`] a test can move: its
 //! decisions are pure functions of the Lease read, the time and the identity. This module
 //! turns its answers into a [`Role`] the loop can wait on, and keeps the leader's Pod labelled
 //! `tagpilot.dev/leader=true` so that the webhook Service, which selects that label, sends
@@ -22,6 +22,7 @@
 //! the Pod label while not leading (it is removed at start too, in case a restarted container
 //! left it behind).
 
+pub mod clock;
 mod protocol;
 
 use std::sync::Arc;
@@ -31,9 +32,9 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use self::clock::{SystemClock, WallClock};
 use self::protocol::{Manager, Params, ProtocolError};
 use crate::kubernetes::{Cluster, KubeError};
-use crate::run::clock::{Clock, SystemClock};
 
 /// The label the leader keeps on its own Pod; the webhook Service selects `"true"`.
 pub const LEADER_LABEL: &str = "tagpilot.dev/leader";
@@ -191,7 +192,7 @@ impl Elector {
     pub async fn start_with_clock(
         cluster: Cluster,
         settings: LeaderElection,
-        clock: Arc<dyn Clock>,
+        clock: Arc<dyn WallClock>,
     ) -> Result<Elector, LeaseError> {
         if settings.lease_duration < MIN_LEASE_DURATION {
             return Err(LeaseError::TooShort(settings.lease_duration));
@@ -248,7 +249,7 @@ struct Election {
     cluster: Cluster,
     namespace: String,
     settings: LeaderElection,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn WallClock>,
 }
 
 /// Between two attempts to reach the Lease after an error.

@@ -1,5 +1,5 @@
 //! The Lease protocol: `kube-lease-manager`'s (0.13), request for request, keeping time by a
-//! [`Clock`] rather than the system's, so that its waits can be tested without waiting.
+//! [`WallClock`] rather than the system's, so that its waits can be tested without waiting.
 //!
 //! Its decisions are pure functions of what this replica last read of the Lease, the time,
 //! and who this replica is ([`next_step`], [`claim`], [`may_release`]); [`Manager`] only reads
@@ -21,7 +21,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::run::clock::Clock;
+use super::clock::WallClock;
 
 /// What one replica needs to know to take part.
 #[derive(Debug, Clone)]
@@ -179,7 +179,7 @@ pub struct Manager {
     api: Api<Lease>,
     name: String,
     params: Params,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn WallClock>,
     seen: Seen,
     /// What [`Manager::changed`] last answered.
     leading: bool,
@@ -192,7 +192,7 @@ impl Manager {
         api: Api<Lease>,
         name: &str,
         params: Params,
-        clock: Arc<dyn Clock>,
+        clock: Arc<dyn WallClock>,
     ) -> Result<Manager, ProtocolError> {
         let seen = Seen::nothing(clock.now());
         let manager = Manager {

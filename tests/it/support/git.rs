@@ -212,17 +212,6 @@ pub fn write_executable(path: &Path, text: &str) {
     assert!(status.success(), "writing {}", path.display());
 }
 
-/// A port that was free a moment ago: bound, dropped and reused, so another test may take it
-/// in between. Only the daemon tests still use it (they start the binary on a port they
-/// name); the servers here are handed a bound listener instead.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A listener on a port the OS picked, held from here on.
 fn loopback_listener() -> TcpListener {
     TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0")

@@ -447,7 +447,7 @@ impl ManualClock {
     }
 }
 
-impl tagpilot::run::clock::Clock for ManualClock {
+impl tagpilot::run::lease::clock::WallClock for ManualClock {
     fn now(&self) -> SystemTime {
         self.now_()
     }

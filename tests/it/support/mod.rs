@@ -10,3 +10,4 @@ pub mod gitlab;
 pub mod kube;
 pub mod registry;
 pub mod scripted;
+pub mod service;

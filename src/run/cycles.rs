@@ -1,0 +1,333 @@
+//! The loop itself: a full cycle every interval (with backoff after a failed one), and between
+//! cycles the re-checks notifications asked for. Time is kept on the [`Clock`] the service was
+//! given; stopping is the [`super::Shutdown`]'s drain (finish, start nothing new) or abort.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::argocd::FromCluster;
+use crate::argocd::cluster::{self, Cluster, Loaded};
+use crate::engine::{self, Cycle, EngineError};
+use crate::image::Repository;
+use crate::policy;
+use crate::session::Session;
+
+use super::Stopped;
+use super::clock::Clock;
+use super::http::Shared;
+use super::lease::{self, Role};
+use super::memory;
+use super::metrics::CycleResult;
+use super::pace::Pacer;
+
+/// What every cycle uses.
+pub(super) struct Daemon<'a> {
+    /// The configuration, the registry client, the clone cache and the state store.
+    pub(super) session: &'a Session,
+    pub(super) cluster: Option<(Cluster, FromCluster)>,
+    /// With `applications.fromCluster`, the `ImageUpdater` resources, watched rather than
+    /// listed every cycle.
+    pub(super) updaters: Option<cluster::UpdaterWatch>,
+    pub(super) shared: &'a Shared,
+    /// With `--leader-elect`, the election's verdicts: cycles run only while leading.
+    pub(super) roles: Option<tokio::sync::watch::Receiver<Role>>,
+    /// When the next cycle is due, and how long one took.
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+/// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
+/// waits forever: raced against a cycle, it stops further targets and lets the cycle finish.
+async fn cancel_when_lease_lost(
+    roles: Option<tokio::sync::watch::Receiver<Role>>,
+    cancel: CancellationToken,
+) {
+    lease_lost(roles).await;
+    tracing::warn!("lost the Lease: no further target starts");
+    cancel.cancel();
+    std::future::pending::<()>().await;
+}
+
+/// Waits until this replica stops leading; never without `--leader-elect`.
+async fn lease_lost(roles: Option<tokio::sync::watch::Receiver<Role>>) {
+    match roles {
+        Some(mut roles) => lease::not_leading(&mut roles).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// An abort came: the loop stops without waiting for anything.
+struct Aborted;
+
+impl Daemon<'_> {
+    /// Runs cycles until `drain` (after the cycle in flight) or `abort` (at once).
+    pub(super) async fn cycles(
+        &self,
+        interval: Duration,
+        drain: CancellationToken,
+        abort: CancellationToken,
+    ) -> Stopped {
+        let mut pacer = Pacer::new(interval);
+        self.shared.health.set_live(true);
+        let mut roles = self.roles.clone();
+        while !drain.is_cancelled() {
+            if let Some(roles) = &mut roles
+                && *roles.borrow() != Role::Leading
+            {
+                tracing::info!("following: waiting for the Lease");
+                tokio::select! {
+                    () = lease::leading(roles) => {}
+                    () = drain.cancelled() => break,
+                }
+            }
+            let Ok(succeeded) = self.full_cycle(&drain, &abort).await else {
+                return Stopped::Aborted;
+            };
+            // A target that failed is retried next interval; backing off for it would delay
+            // every other target too. Only a cycle that could not run at all backs off.
+            let wait = pacer.next_wait(succeeded);
+            tracing::debug!(wait = %humantime::format_duration(round(wait)), "next cycle");
+            let next_cycle = self.clock.now() + wait;
+            if self
+                .recheck_until(next_cycle, succeeded, &drain, &abort)
+                .await
+                .is_err()
+            {
+                return Stopped::Aborted;
+            }
+        }
+        Stopped::Drained
+    }
+
+    /// One full cycle, recorded in the metrics, health and log; whether it succeeded (could
+    /// run at all).
+    async fn full_cycle(
+        &self,
+        drain: &CancellationToken,
+        abort: &CancellationToken,
+    ) -> Result<bool, Aborted> {
+        let started = self.clock.now();
+        let policies = policy::load_all(&self.session.config);
+        // A store that went down (a full disk) is opened again as soon as it can be. The
+        // metric waits for the flush at the end: a full disk may let the file open and
+        // still refuse the writes.
+        if let Some(state) = &self.shared.state {
+            state.recover();
+        }
+        self.session.registry.start_cycle();
+        // Every repository is read now: the hints so far are answered by this cycle.
+        self.shared.rechecks.full_cycle_starts();
+        // Losing the lease cancels like a signal does: no further target starts, the
+        // write in flight finishes.
+        let cancel = drain.child_token();
+        let lost = cancel_when_lease_lost(self.roles.clone(), cancel.clone());
+        let cycle = Box::pin(self.cycle(&policies, None, cancel.clone()));
+        let result = tokio::select! {
+            r = cycle => r,
+            () = lost => unreachable!("waits forever after cancelling"),
+            () = abort.cancelled() => return Err(Aborted),
+        };
+        let took = self.clock.now().saturating_duration_since(started);
+        let answered = self
+            .shared
+            .metrics
+            .record_registry(&self.session.registry.responses());
+        let kind = CycleResult::of(&result).given(answered);
+        self.shared
+            .metrics
+            .record_cycle_as(kind, &result, &policies.errors, took);
+        self.shared
+            .metrics
+            .record_metadata_hits(self.session.registry.metadata_cache_hits());
+        if let Some(state) = &self.shared.state {
+            state.flush();
+            self.shared
+                .metrics
+                .set_state_up(state.path(), state.is_up());
+        }
+        log_cycle(&result, kind, took);
+        // Ready after the first cycle that ran and heard from a registry: a replica that
+        // reaches none (a wrong proxy, a network policy) keeps a rollout from replacing one
+        // that does. Once ready, it stays so: registries going away is not this replica's
+        // fault, and taking it out of the Service would only cost it the webhooks that
+        // say they are back. `tagpilot_registry_up` is what to alert on.
+        if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
+            self.shared.health.cycle_completed();
+        }
+        drop((result, policies));
+        memory::release_freed();
+        Ok(kind != CycleResult::Error)
+    }
+
+    /// Until the next cycle is due, re-checks what notifications name, as they come. The next
+    /// cycle's time does not move for them, so they never starve it. A backoff (the last
+    /// cycle not `succeeded`) is never cut short: a flood of notifications must not become a
+    /// flood of requests to a failing registry; their hints wait for the next cycle.
+    async fn recheck_until(
+        &self,
+        next_cycle: tokio::time::Instant,
+        succeeded: bool,
+        drain: &CancellationToken,
+        abort: &CancellationToken,
+    ) -> Result<(), Aborted> {
+        loop {
+            let batch = async {
+                if succeeded {
+                    self.shared.rechecks.next_batch().await
+                } else {
+                    std::future::pending().await
+                }
+            };
+            tokio::select! {
+                () = self.clock.sleep_until(next_cycle) => return Ok(()),
+                () = drain.cancelled() => return Ok(()),
+                // Losing the lease ends the wait too: the loop then waits to lead again.
+                () = lease_lost(self.roles.clone()) => return Ok(()),
+                images = batch => {
+                    let cancel = drain.child_token();
+                    let lost = cancel_when_lease_lost(self.roles.clone(), cancel.clone());
+                    let recheck = Box::pin(self.recheck(&images, cancel));
+                    tokio::select! {
+                        () = recheck => {}
+                        () = lost => unreachable!("waits forever after cancelling"),
+                        () = abort.cancelled() => return Err(Aborted),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Re-checks the policies and Applications that use `images`, after notifications: their
+    /// tag lists are read fresh, every other repository is left alone.
+    async fn recheck(&self, images: &BTreeSet<Repository>, drain: CancellationToken) {
+        let started = self.clock.now();
+        let names: Vec<String> = images.iter().map(ToString::to_string).collect();
+        let policies = policy::load_all(&self.session.config);
+        // Applications are only known once read; without them, a repository no policy uses
+        // costs nothing at all.
+        if self.session.config.applications.is_none()
+            && !policies.policies.iter().any(|p| images.contains(&p.image))
+        {
+            tracing::info!(repositories = ?names, "no policy uses the notified repositories");
+            return;
+        }
+        self.session.registry.forget_tags(images);
+        let result = self.cycle(&policies, Some(images), drain).await;
+        self.shared.metrics.record_recheck(&result);
+        self.shared
+            .metrics
+            .record_registry(&self.session.registry.responses());
+        let took = self.clock.now().saturating_duration_since(started);
+        let took = humantime::format_duration(round(took)).to_string();
+        match &result {
+            Err(e) => tracing::error!(repositories = ?names, error = %e, %took, "re-check failed"),
+            Ok(cycle) => tracing::info!(
+                repositories = ?names,
+                result = ?CycleResult::of(&result),
+                changes = cycle.plan.changes.len(),
+                problems = cycle.plan.problems.len(),
+                %took,
+                "re-check done"
+            ),
+        }
+        drop((result, policies));
+        memory::release_freed();
+    }
+
+    /// One cycle: the Applications of the cluster read again, then the engine.
+    /// One cycle, of everything or (`only_images`) of what uses those image repositories.
+    async fn cycle(
+        &self,
+        policies: &policy::Loaded,
+        only_images: Option<&BTreeSet<Repository>>,
+        cancel: CancellationToken,
+    ) -> Result<Cycle, EngineError> {
+        let loaded: Option<Loaded> = match &self.cluster {
+            Some((cluster, from)) => {
+                Some(cluster::load_watched(cluster.clone(), from, self.updaters.as_ref()).await?)
+            }
+            None => None,
+        };
+        let input = self.session.input(policies, None, loaded.as_ref());
+        let context = self.session.context(&(), cancel);
+        let options = engine::Options {
+            dry_run: false,
+            only_images,
+            diff: false,
+        };
+        engine::run(&input, &context, options).await
+    }
+}
+
+/// One line per cycle, and one per problem it met.
+fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Duration) {
+    let took = humantime::format_duration(round(took)).to_string();
+    match result {
+        Err(e) => tracing::error!(error = %e, %took, "cycle failed"),
+        Ok(cycle) => {
+            let plan = &cycle.plan;
+            for p in &plan.problems {
+                tracing::warn!(
+                    repository = p.repository.as_deref(),
+                    policy = p.policy.as_deref(),
+                    image = p.image.as_deref(),
+                    file = p.file.as_deref(),
+                    line = p.line,
+                    "{}",
+                    p.message
+                );
+            }
+            for f in &plan.findings {
+                tracing::warn!(
+                    finding = f.kind.label(),
+                    severity = ?f.severity,
+                    repository = f.repository.as_deref(),
+                    application = f.application.as_deref(),
+                    policy = f.policy.as_deref(),
+                    image = %f.image,
+                    searched = %f.searched,
+                    "{}",
+                    f.message
+                );
+            }
+            // As `tagpilot plan` lists them: each skipped file, with the reason.
+            for s in &plan.skipped {
+                tracing::info!(
+                    repository = s.repository.as_deref(),
+                    file = %s.file,
+                    reason = s.kind.label(),
+                    "file skipped: {}",
+                    s.reason
+                );
+            }
+            for r in &plan.repositories {
+                if let Some(error) = &r.error {
+                    tracing::warn!(repository = %r.repository, "{error}");
+                }
+            }
+            if kind == CycleResult::RegistriesUnreachable {
+                tracing::error!(
+                    "no registry answered this cycle; nothing was decided on a tag list"
+                );
+            }
+            tracing::info!(
+                result = ?kind,
+                changes = plan.changes.len(),
+                holds = plan.holds.len(),
+                problems = plan.problems.len(),
+                findings = plan.findings.len(),
+                skipped = plan.skipped.len(),
+                up_to_date = plan.up_to_date,
+                %took,
+                "cycle done"
+            );
+        }
+    }
+}
+
+/// Durations in logs to the millisecond; nanoseconds are noise to a reader.
+fn round(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis().try_into().unwrap_or(u64::MAX))
+}

@@ -1,0 +1,350 @@
+//! `tagpilot run` in-process: [`tagpilot::run::serve`] on a listener bound to 127.0.0.1:0,
+//! stopped through its [`Shutdown`], with time on a [`ManualClock`] the test moves and logs
+//! captured per test.
+//!
+//! The runtime runs on real time: the registries and git servers the service talks to are real
+//! processes, and tokio's paused time would jump ahead while it waits on them, firing every
+//! HTTP timeout at once. The loop's own schedule (the interval, re-check pacing) is on the
+//! manual clock instead, so a test says when "an interval later" is. Waits are on conditions
+//! (a status, a metric, a commit, a log line), each bounded.
+
+use std::future::Future;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tagpilot::run::clock::Clock;
+use tagpilot::run::{RunError, Settings, Shutdown, Stopped};
+
+/// A clock that moves only when the test says so.
+#[derive(Debug)]
+pub struct ManualClock {
+    start: tokio::time::Instant,
+    moved: tokio::sync::watch::Sender<Duration>,
+    /// How many sleeps on this clock are pending: the loop, between cycles, waits on one.
+    sleeping: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+/// Counts one pending sleep for as long as it lives.
+struct Sleeping(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Drop for Sleeping {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+impl ManualClock {
+    pub fn new() -> Arc<ManualClock> {
+        Arc::new(ManualClock {
+            start: tokio::time::Instant::now(),
+            moved: tokio::sync::watch::Sender::new(Duration::ZERO),
+            sleeping: Arc::new(tokio::sync::watch::Sender::new(0)),
+        })
+    }
+
+    /// Waits (bounded) until something sleeps on this clock: the loop has finished its cycle
+    /// and waits for the next one, so moving the clock now moves that wait.
+    pub async fn parked(&self) {
+        let mut sleeping = self.sleeping.subscribe();
+        let parked = sleeping.wait_for(|n| *n > 0);
+        tokio::time::timeout(Duration::from_secs(15), parked)
+            .await
+            .expect("the loop never waited for its next cycle")
+            .unwrap();
+    }
+
+    /// Moves the clock `by` ahead, waking every sleep that is then due.
+    pub fn advance(&self, by: Duration) {
+        self.moved.send_modify(|offset| *offset += by);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> tokio::time::Instant {
+        self.start + *self.moved.borrow()
+    }
+
+    fn sleep_until(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        let mut moved = self.moved.subscribe();
+        self.sleeping.send_modify(|n| *n += 1);
+        let sleeping = Sleeping(self.sleeping.clone());
+        Box::pin(async move {
+            let _sleeping = sleeping;
+            while self.now() < deadline {
+                if moved.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        })
+    }
+}
+
+/// The log lines of one test, as the binary would write them to stderr.
+#[derive(Debug, Clone, Default)]
+pub struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl Logs {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    fn dispatch(&self, json: bool) -> tracing::Dispatch {
+        let logs = self.clone();
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter("info")
+            .with_ansi(false)
+            .with_writer(move || logs.clone());
+        if json {
+            tracing::Dispatch::new(builder.json().finish())
+        } else {
+            tracing::Dispatch::new(builder.finish())
+        }
+    }
+}
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// A runtime thread's logger, for as long as the thread runs.
+    static LOGGING: std::cell::RefCell<Option<tracing::dispatcher::DefaultGuard>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `test` on a runtime of its own (one thread, and a `LocalSet` for [`Service`]'s task)
+/// whose every thread (the test's, the blocking pool's
+/// that git runs on) logs to the test's [`Logs`]: text lines, or JSON lines if `json`.
+pub fn run<F, Fut>(json: bool, test: F)
+where
+    F: FnOnce(Logs) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let logs = Logs::default();
+    let dispatch = logs.dispatch(json);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_start({
+            let dispatch = dispatch.clone();
+            move || {
+                let guard = tracing::dispatcher::set_default(&dispatch);
+                LOGGING.with(|logging| *logging.borrow_mut() = Some(guard));
+            }
+        })
+        .on_thread_stop(|| {
+            // The guard back out of the thread's storage, dropped: the logger is reset.
+            drop(LOGGING.with(|logging| logging.borrow_mut().take()));
+        })
+        .build()
+        .unwrap();
+    let _logging = tracing::dispatcher::set_default(&dispatch);
+    let local = tokio::task::LocalSet::new();
+    runtime.block_on(local.run_until(test(logs)));
+}
+
+/// A `tagpilot run` of the test's, serving on a port of its own.
+pub struct Service {
+    pub base: String,
+    /// The time between cycles the service was started with.
+    pub interval: Duration,
+    pub shutdown: Shutdown,
+    pub clock: Arc<ManualClock>,
+    pub logs: Logs,
+    task: Option<tokio::task::JoinHandle<Result<Stopped, RunError>>>,
+}
+
+/// How a test starts the service: `tagpilot.yaml` in `dir`, state in `dir/state`, clones in
+/// `dir/cache`.
+pub fn settings(dir: &Path, interval: Duration) -> Settings {
+    Settings {
+        interval,
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state_dir: Some(dir.join("state")),
+        cache_dir: Some(dir.join("cache")),
+        leader_election: None,
+        image_updater_metrics: false,
+    }
+}
+
+impl Service {
+    /// Serves `dir/tagpilot.yaml` with `interval` between cycles.
+    pub async fn start(dir: &Path, interval: Duration, logs: &Logs) -> Service {
+        Service::start_with(dir, settings(dir, interval), logs).await
+    }
+
+    pub async fn start_with(dir: &Path, settings: Settings, logs: &Logs) -> Service {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Service::start_on(listener, dir, settings, logs)
+    }
+
+    /// On a listener the test bound (and may have told a registry about).
+    pub fn start_on(
+        listener: tokio::net::TcpListener,
+        dir: &Path,
+        settings: Settings,
+        logs: &Logs,
+    ) -> Service {
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let interval = settings.interval;
+        let config = tagpilot::session::load_config(Some(&dir.join("tagpilot.yaml"))).unwrap();
+        let shutdown = Shutdown::new();
+        let clock = ManualClock::new();
+        // A local task: `serve`'s future is not `Send` (the Argo CD credentials lookup holds a
+        // `&dyn Fn` across an await), and the test's runtime has one thread anyway.
+        let task = tokio::task::spawn_local(tagpilot::run::serve(
+            config,
+            settings,
+            listener,
+            shutdown.clone(),
+            clock.clone(),
+        ));
+        Service {
+            base,
+            interval,
+            shutdown,
+            clock,
+            logs: logs.clone(),
+            task: Some(task),
+        }
+    }
+
+    /// Once the loop waits for its next cycle, moves the clock past it (interval and jitter):
+    /// one more cycle starts.
+    pub async fn next_cycle(&self) {
+        self.clock.parked().await;
+        self.clock.advance(self.interval * 2);
+    }
+
+    pub fn log(&self) -> String {
+        self.logs.text()
+    }
+
+    /// The status of `GET path`, or `None` while nothing answers.
+    pub async fn status(&self, path: &str) -> Option<u16> {
+        let response = reqwest::get(format!("{}{path}", self.base)).await.ok()?;
+        Some(response.status().as_u16())
+    }
+
+    pub async fn text(&self, path: &str) -> String {
+        reqwest::get(format!("{}{path}", self.base))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Whether `serve` has returned.
+    pub fn has_stopped(&self) -> bool {
+        self.task.as_ref().is_none_or(|t| t.is_finished())
+    }
+
+    /// Waits until `GET path` answers `want`, and returns every status seen before.
+    pub async fn wait_for(&self, path: &str, want: u16) -> Vec<Option<u16>> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut seen = Vec::new();
+        loop {
+            let status = self.status(path).await;
+            if status == Some(want) {
+                return seen;
+            }
+            assert!(!self.has_stopped(), "serve returned:\n{}", self.log());
+            assert!(
+                Instant::now() < deadline,
+                "{path} never answered {want} (saw {seen:?}):\n{}",
+                self.log()
+            );
+            if seen.last() != Some(&status) {
+                seen.push(status);
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Drains, as a first SIGTERM does, and waits for `serve` to return: how it stopped, and
+    /// the log.
+    pub async fn terminate(mut self) -> (Stopped, String) {
+        self.shutdown.drain("SIGTERM");
+        let stopped = self.stopped().await;
+        (stopped, self.log())
+    }
+
+    /// Waits (bounded) for `serve` to return, and says how it stopped.
+    pub async fn stopped(&mut self) -> Stopped {
+        match self.stopped_within(Duration::from_secs(15)).await {
+            Some(stopped) => stopped,
+            None => panic!("serve did not return:\n{}", self.log()),
+        }
+    }
+
+    /// How `serve` stopped, if it returns within `bound`.
+    pub async fn stopped_within(&mut self, bound: Duration) -> Option<Stopped> {
+        let task = self.task.as_mut().expect("serve still running");
+        let joined = tokio::time::timeout(bound, task).await.ok()?;
+        self.task = None;
+        Some(
+            joined
+                .unwrap()
+                .unwrap_or_else(|e| panic!("serve failed: {e}\n{}", self.log())),
+        )
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        // A test that ends without stopping the service stops it now.
+        if let Some(task) = self.task.take() {
+            self.shutdown.abort("the test's end");
+            task.abort();
+        }
+    }
+}
+
+/// Lets every task that is ready run: on a test's runtime (one thread, see [`run`]) a task
+/// yielding goes behind every task already woken, so what a drain set in motion has happened
+/// when this returns, short of waiting for I/O.
+pub async fn settle() {
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Polls `check` until it says true, for at most 15 s, then fails naming `what` with the log.
+pub async fn eventually<F, Fut>(what: &str, logs: &Logs, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    within(Duration::from_secs(15), what, logs, &mut check).await;
+}
+
+/// [`eventually`] within `bound`.
+pub async fn within<F, Fut>(bound: Duration, what: &str, logs: &Logs, check: &mut F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + bound;
+    while !check().await {
+        assert!(
+            Instant::now() < deadline,
+            "not within {bound:?}: {what}\n{}",
+            logs.text()
+        );
+        // A poll, not a timing assumption: the condition decides, the bound only fails it.
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
