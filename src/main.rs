@@ -290,16 +290,9 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err}");
-            // Many errors already quote their source; print only causes that add something.
-            let mut shown = err.to_string();
-            for cause in err.chain().skip(1) {
-                let text = cause.to_string();
-                if !shown.contains(&text) {
-                    eprintln!("  caused by: {text}");
-                    shown = text;
-                }
-            }
+            // Each error says its own part; the chain, each link once, tells the whole story.
+            let err: &(dyn std::error::Error + 'static) = err.as_ref();
+            eprintln!("error: {}", tagpilot::error_chain::chain(err));
             ExitCode::from(1)
         }
     }
