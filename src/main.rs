@@ -416,7 +416,10 @@ fn check(args: CheckArgs) -> Result<ExitCode> {
     let summary = policy::check(&config)?;
     let problems = engine::check::check_repositories(&config);
     if !problems.is_empty() {
-        let list: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        let list: Vec<String> = problems
+            .iter()
+            .map(|e| tagpilot::error_chain::chain(e))
+            .collect();
         bail!("{}", list.join("\n"));
     }
     println!("{}", summary.to_string().trim_end());

@@ -257,7 +257,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 ) {
                     Ok(files) => (files, false),
                     Err(e) => {
-                        problem(out, e.to_string());
+                        problem(out, crate::error_chain::chain(&e));
                         return Ok(());
                     }
                 }
@@ -373,8 +373,10 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                     continue;
                 }
                 Err(e) => {
-                    out.app_problems
-                        .push((entries[0].entry.app, format!("cannot read {file}: {e}")));
+                    out.app_problems.push((
+                        entries[0].entry.app,
+                        format!("cannot read {file}: {}", crate::error_chain::chain(&e)),
+                    ));
                     continue;
                 }
             };
@@ -452,7 +454,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                                 key.get_or_insert_with(|| app.app.metadata.name.clone());
                                 changes.push(c);
                             }
-                            Err(e) => hold(e.to_string(), out),
+                            Err(e) => hold(crate::error_chain::chain(&e), out),
                         }
                     }
                     Some(Record::Hold(h)) => out.plan.holds.push(h),
@@ -494,15 +496,18 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 return Ok(());
             }
             Err(e) => {
-                out.app_problems
-                    .push((a, format!("cannot read {file}: {e}")));
+                out.app_problems.push((
+                    a,
+                    format!("cannot read {file}: {}", crate::error_chain::chain(&e)),
+                ));
                 return Ok(());
             }
         };
         let mut overrides = match original.as_deref().map(OverrideFile::parse).transpose() {
             Ok(o) => o.unwrap_or_default(),
             Err(e) => {
-                out.app_problems.push((a, format!("{file}: {e}")));
+                out.app_problems
+                    .push((a, format!("{file}: {}", crate::error_chain::chain(&e))));
                 return Ok(());
             }
         };

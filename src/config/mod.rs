@@ -23,7 +23,7 @@ pub const DEFAULT_CONFIG_FILE: &str = "tagpilot.yaml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -279,7 +279,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         }
         names.push(&span.name);
         if let Err(e) = r.check_structure() {
-            at(&span.name, e.to_string());
+            at(&span.name, crate::error_chain::chain(&e));
         }
     }
     let mut hosts: Vec<&Spanned<String>> = Vec::new();

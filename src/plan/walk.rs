@@ -280,10 +280,10 @@ async fn plan_tree<R: Registry>(
             Some(shared) => shared.clone(),
             None => {
                 let entry = Arc::new(match &listings[&policy.image] {
-                    Err(e) => Candidates::Failed(e.to_string()),
+                    Err(e) => Candidates::Failed(crate::error_chain::chain(e)),
                     Ok(tags) => match inspector.candidates(policy, tags, progress).await {
                         Ok(c) => Candidates::Ready(c),
-                        Err(e) => Candidates::Failed(e.to_string()),
+                        Err(e) => Candidates::Failed(crate::error_chain::chain(&e)),
                     },
                 });
                 by_settings.insert(key, entry.clone());
@@ -343,7 +343,7 @@ async fn plan_tree<R: Registry>(
                 image: Some(policy.image.to_string()),
                 file: Some(display_path(&files[f.file].rel)),
                 line: Some(owned.line),
-                message: e.to_string(),
+                message: crate::error_chain::chain(&e),
             }),
         }
     }
@@ -605,7 +605,7 @@ fn scan_file(
         Err(e) => {
             return Scan::Unreadable(Box::new(Problem {
                 file: Some(display),
-                message: format!("cannot read: {e}"),
+                message: format!("cannot read: {}", crate::error_chain::chain(&e)),
                 ..Problem::default()
             }));
         }
@@ -686,7 +686,7 @@ fn edit_file(
     let original = match files.read(&file.rel).map(String::from_utf8) {
         Ok(Ok(text)) if Fingerprint::of(&text) == file.fingerprint => text,
         Ok(_) => return Err(CHANGED.into()),
-        Err(e) => return Err(format!("cannot read: {e}")),
+        Err(e) => return Err(format!("cannot read: {}", crate::error_chain::chain(&e))),
     };
     let fields = manifest::scan(&file.rel, &original, &index.helm_paths(&file.rel))
         .map_err(|e| e.to_string())?;

@@ -135,9 +135,10 @@ impl Strategy {
     pub fn semver(range: Option<&str>, prerelease: bool) -> Result<Strategy, PolicyError> {
         let range = match range.map(str::trim) {
             None | Some("") => None,
-            Some(r) => {
-                Some(Constraint::parse(r).map_err(|e| PolicyError::adhoc(e.to_string(), e))?)
-            }
+            Some(r) => Some(
+                Constraint::parse(r)
+                    .map_err(|e| PolicyError::adhoc(crate::error_chain::chain(&e), e))?,
+            ),
         };
         Ok(Strategy::Semver { range, prerelease })
     }
@@ -315,7 +316,7 @@ impl ImagePolicy {
 /// One problem found while loading policies.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Read {
         path: PathBuf,
         #[source]
@@ -447,7 +448,7 @@ impl fmt::Display for PolicyErrors {
             if i > 0 {
                 writeln!(f)?;
             }
-            write!(f, "{e}")?;
+            write!(f, "{}", crate::error_chain::Chain(e))?;
         }
         Ok(())
     }

@@ -440,7 +440,11 @@ impl Validator<'_> {
                 Some(r) => match Constraint::parse(&r.value) {
                     Ok(c) => Some(c),
                     Err(e) => {
-                        self.error_from(&r, format!("semver.range: {e}"), e);
+                        self.error_from(
+                            &r,
+                            format!("semver.range: {}", crate::error_chain::chain(&e)),
+                            e,
+                        );
                         return None;
                     }
                 },

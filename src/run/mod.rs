@@ -92,13 +92,13 @@ pub enum RunError {
     StateDir(#[from] LockError),
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("listening on {addr}: {source}")]
+    #[error("listening on {addr}")]
     Listen {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("handling SIGTERM and SIGINT: {0}")]
+    #[error("handling SIGTERM and SIGINT")]
     Signals(#[source] std::io::Error),
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -425,7 +425,9 @@ impl Daemon<'_> {
             .record_registry(&self.session.registry.responses());
         let took = humantime::format_duration(round(started.elapsed())).to_string();
         match &result {
-            Err(e) => tracing::error!(repositories = ?names, error = %e, %took, "re-check failed"),
+            Err(e) => {
+                tracing::error!(repositories = ?names, error = %crate::error_chain::Chain(e), %took, "re-check failed")
+            }
             Ok(cycle) => tracing::info!(
                 repositories = ?names,
                 result = ?CycleResult::of(&result),
@@ -468,7 +470,7 @@ impl Daemon<'_> {
 fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Duration) {
     let took = humantime::format_duration(round(took)).to_string();
     match result {
-        Err(e) => tracing::error!(error = %e, %took, "cycle failed"),
+        Err(e) => tracing::error!(error = %crate::error_chain::Chain(e), %took, "cycle failed"),
         Ok(cycle) => {
             let plan = &cycle.plan;
             for p in &plan.problems {
