@@ -331,14 +331,15 @@ pub enum PolicyError {
         message: String,
     },
     /// A document has the right shape but a value is wrong (bad regex, range, glob, …).
-    /// `message` names the key and the value; `source` is the underlying error, when there is one.
+    /// `message` names the key and the value, and says what is wrong with it on one line; `error`
+    /// is the underlying error, when there is one. It is no `source()`: the message already
+    /// says it, in its own words.
     #[error("{location}: {}{message}", policy_prefix(.policy))]
     Invalid {
         location: SourceLocation,
         policy: Option<String>,
         message: String,
-        #[source]
-        source: Option<Box<ValueError>>,
+        error: Option<Box<ValueError>>,
     },
     #[error("{location}: policy {name:?} is defined twice; first at {first}")]
     Duplicate {
@@ -346,12 +347,12 @@ pub enum PolicyError {
         location: SourceLocation,
         first: SourceLocation,
     },
-    /// A policy built from command-line flags is invalid.
+    /// A policy built from command-line flags is invalid. `message` already says what `error`
+    /// says, so `error` is no `source()`.
     #[error("{message}")]
     Adhoc {
         message: String,
-        #[source]
-        source: Box<ValueError>,
+        error: Box<ValueError>,
     },
     /// `--order` names no regex order.
     #[error("unknown order {order:?}: expected numerical, alphabetical or semver")]
@@ -404,7 +405,7 @@ impl PolicyError {
     fn adhoc(message: impl Into<String>, source: impl Into<ValueError>) -> Self {
         PolicyError::Adhoc {
             message: message.into(),
-            source: Box::new(source.into()),
+            error: Box::new(source.into()),
         }
     }
 

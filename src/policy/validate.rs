@@ -230,7 +230,7 @@ impl Validator<'_> {
             location,
             policy: self.policy.clone(),
             message,
-            source,
+            error: source,
         });
     }
 
@@ -326,7 +326,7 @@ impl Validator<'_> {
                         location,
                         policy: self.policy.clone(),
                         message: "ignoreTags: the globs cannot be matched together".to_string(),
-                        source: Some(Box::new(e.into())),
+                        error: Some(Box::new(e.into())),
                     });
                 }
                 globset::GlobSet::empty()
