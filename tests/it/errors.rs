@@ -185,3 +185,48 @@ fn no_error_message_shows_its_own_source() {
     );
     assert!(doubled.is_empty(), "{}", doubled.join("\n"));
 }
+
+/// Nested errors read as they always have: each part once, joined with `: `, the cause last.
+#[test]
+fn the_chain_says_each_part_once_in_order() {
+    use std::sync::Arc;
+    use tagpilot::error_chain::chain;
+    use tagpilot::git::{ConfigError, GitError};
+    use tagpilot::registry::RegistryError;
+    use tagpilot::registry::auth::CredentialError;
+
+    let git = GitError::Config {
+        repository: "manifests".into(),
+        source: ConfigError::EnvNotSet {
+            field: "auth.tokenEnv",
+            name: "GIT_TOKEN".into(),
+        },
+    };
+    assert_eq!(git.to_string(), "repository `manifests`");
+    assert_eq!(
+        chain(&git),
+        "repository `manifests`: `auth.tokenEnv` names the environment variable GIT_TOKEN, \
+         which is not set"
+    );
+
+    let registry = RegistryError::Credentials {
+        registry: "ghcr.io".into(),
+        repository: "acme/api".into(),
+        source: CredentialError::PasswordFile {
+            path: "/run/secrets/ghcr".into(),
+            source: Arc::new(std::io::Error::other("permission denied")),
+        },
+    };
+    assert_eq!(
+        chain(&registry),
+        "cannot get credentials for registry ghcr.io (repository acme/api): cannot read \
+         /run/secrets/ghcr (credentials.passwordFile in tagpilot.yaml): permission denied"
+    );
+
+    let constraint = tagpilot::version::Constraint::parse(">= 1.2.3.4").unwrap_err();
+    assert_eq!(
+        chain(&constraint),
+        "invalid version constraint \">= 1.2.3.4\": \"1.2.3.4\" is not a version: more than \
+         three parts"
+    );
+}
