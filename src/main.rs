@@ -289,13 +289,16 @@ fn main() -> ExitCode {
     runtime.shutdown_background();
     match result {
         Ok(code) => code,
-        Err(err) => {
-            // Each error says its own part; the chain, each link once, tells the whole story.
-            let err: &(dyn std::error::Error + 'static) = err.as_ref();
-            eprintln!("error: {}", tagpilot::error_chain::chain(err));
-            ExitCode::from(1)
-        }
+        Err(err) => print_error(&err),
     }
+}
+
+/// `error: what failed: why: …` on stderr, and exit code 1. Each error says its own part, so
+/// the chain, each link once, tells the whole story (ripgrep's `main` is the model).
+fn print_error(err: &anyhow::Error) -> ExitCode {
+    let err: &(dyn std::error::Error + 'static) = err.as_ref();
+    eprintln!("error: {}", tagpilot::error_chain::chain(err));
+    ExitCode::from(1)
 }
 
 fn init_logging(filter: &str, format: LogFormat) {
