@@ -27,9 +27,10 @@ pub enum FilesError {
     NotAFile(&'static str),
     #[error(transparent)]
     Io(std::io::Error),
-    /// The object database could not give the blob (its message, from libgit2).
-    #[error("object database: {0}")]
-    Store(String),
+    /// The object database could not give the blob; the cause is libgit2's (the files trait
+    /// sits below git, so it is boxed).
+    #[error("object database")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("cannot list {}", path.display())]
     Walk {
         path: PathBuf,
