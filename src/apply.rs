@@ -14,7 +14,7 @@ use crate::plan::FileUpdate;
 pub enum ApplyError {
     #[error("{path}: changed on disk since it was planned; run tagpilot again")]
     Changed { path: PathBuf },
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         path: PathBuf,
         source: std::io::Error,

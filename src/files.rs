@@ -25,12 +25,13 @@ pub enum FilesError {
     /// A symbolic link, a submodule or a directory where a file was asked for.
     #[error("not a regular file ({0})")]
     NotAFile(&'static str),
-    #[error("{0}")]
-    Io(#[source] std::io::Error),
-    /// The object database could not give the blob (its message, from libgit2).
-    #[error("object database: {0}")]
-    Store(String),
-    #[error("cannot list {}: {source}", path.display())]
+    #[error(transparent)]
+    Io(std::io::Error),
+    /// The object database could not give the blob; the cause is libgit2's (the files trait
+    /// sits below git, so it is boxed).
+    #[error("object database")]
+    Store(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("cannot list {}", path.display())]
     Walk {
         path: PathBuf,
         #[source]

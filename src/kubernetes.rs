@@ -32,23 +32,23 @@ pub const FIELD_MANAGER: &str = "tagpilot";
 #[derive(Debug, thiserror::Error)]
 pub enum KubeError {
     #[error(
-        "Kubernetes API: applications.fromCluster: no usable kubeconfig or in-cluster configuration: {0}"
+        "Kubernetes API: applications.fromCluster: no usable kubeconfig or in-cluster configuration"
     )]
     Connect(#[source] kube::Error),
     /// `place` is `namespace team-a` or `all namespaces`.
-    #[error("Kubernetes API: listing Applications in {place}: {source}")]
+    #[error("Kubernetes API: listing Applications in {place}")]
     ListApplications {
         place: String,
         #[source]
         source: kube::Error,
     },
-    #[error("Kubernetes API: Application {id} cannot be read: {source}")]
+    #[error("Kubernetes API: Application {id} cannot be read")]
     ReadApplication {
         id: String,
         #[source]
         source: serde_json::Error,
     },
-    #[error("Kubernetes API: patching Application {namespace}/{name}: {source}")]
+    #[error("Kubernetes API: patching Application {namespace}/{name}")]
     PatchApplication {
         namespace: String,
         name: String,
@@ -56,41 +56,41 @@ pub enum KubeError {
         source: kube::Error,
     },
     /// `place` is `namespace team-a` or `all namespaces`.
-    #[error("Kubernetes API: listing ImageUpdater resources in {place}: {source}")]
+    #[error("Kubernetes API: listing ImageUpdater resources in {place}")]
     ListImageUpdaters {
         place: String,
         #[source]
         source: kube::Error,
     },
-    #[error("Kubernetes API: writing the status of ImageUpdater {namespace}/{name}: {source}")]
+    #[error("Kubernetes API: writing the status of ImageUpdater {namespace}/{name}")]
     PatchImageUpdaterStatus {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot read Secret {namespace}/{name}: {source}")]
+    #[error("cannot read Secret {namespace}/{name}")]
     ReadSecret {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot read ConfigMap {namespace}/{name}: {source}")]
+    #[error("cannot read ConfigMap {namespace}/{name}")]
     ReadConfigMap {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("Kubernetes API: labelling Pod {namespace}/{name}: {source}")]
+    #[error("Kubernetes API: labelling Pod {namespace}/{name}")]
     LabelPod {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("cannot list Argo CD repository Secrets in {namespace}: {source}")]
+    #[error("cannot list Argo CD repository Secrets in {namespace}")]
     ListRepositorySecrets {
         namespace: String,
         #[source]

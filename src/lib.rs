@@ -4,6 +4,7 @@
 //! - [`image`] — image references and repository identity (pure).
 //! - [`version`] — tags read as versions, and version constraints (pure).
 //! - `yaml_error` — one rendering of YAML errors with `file:line:column`.
+//! - [`error_chain`] — an error and its causes on one line, as every user-facing text shows it.
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
 //! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
@@ -43,6 +44,7 @@ pub mod change;
 pub mod cli;
 pub mod config;
 pub mod engine;
+pub mod error_chain;
 pub mod files;
 pub mod forge;
 pub mod git;

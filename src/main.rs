@@ -51,20 +51,16 @@ fn main() -> ExitCode {
     runtime.shutdown_background();
     match result {
         Ok(code) => code,
-        Err(err) => {
-            eprintln!("error: {err}");
-            // Many errors already quote their source; print only causes that add something.
-            let mut shown = err.to_string();
-            for cause in err.chain().skip(1) {
-                let text = cause.to_string();
-                if !shown.contains(&text) {
-                    eprintln!("  caused by: {text}");
-                    shown = text;
-                }
-            }
-            ExitCode::from(1)
-        }
+        Err(err) => print_error(&err),
     }
+}
+
+/// `error: what failed: why: …` on stderr, and exit code 1. Each error says its own part, so
+/// the chain, each link once, tells the whole story (ripgrep's `main` is the model).
+fn print_error(err: &anyhow::Error) -> ExitCode {
+    let err: &(dyn std::error::Error + 'static) = err.as_ref();
+    eprintln!("error: {}", tagpilot::error_chain::chain(err));
+    ExitCode::from(1)
 }
 
 fn init_logging(filter: &str, format: LogFormat) {

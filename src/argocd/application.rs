@@ -176,13 +176,13 @@ impl Application {
 }
 
 /// A YAML document that is not YAML, or not an Application's shape. `message` is serde-saphyr's,
-/// rendered with `file:line:column` and a snippet.
+/// rendered with `file:line:column` and a snippet. `yaml` is that error as serde-saphyr gave it;
+/// it is no `source()`, since the message already says it with the file's own line numbers.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct DocumentError {
     pub message: String,
-    #[source]
-    pub source: Box<serde_saphyr::Error>,
+    pub yaml: Box<serde_saphyr::Error>,
 }
 
 impl DocumentError {
@@ -195,7 +195,7 @@ impl DocumentError {
         let message = crate::yaml_error::render(&source, path, line_offset, context).2;
         DocumentError {
             message,
-            source: Box::new(source),
+            yaml: Box::new(source),
         }
     }
 }

@@ -52,7 +52,7 @@ pub enum CredentialError {
     /// `url` is redacted.
     #[error("no Argo CD repository Secret in {namespace} matches {url}")]
     NoRepositorySecret { namespace: String, url: String },
-    #[error("cannot store the SSH key of {secret}: {source}")]
+    #[error("cannot store the SSH key of {secret}")]
     StoreKey {
         secret: String,
         #[source]
@@ -131,7 +131,7 @@ async fn registry_credentials(
                         out.insert(image.repository.registry.clone(), (credential, shown));
                     }
                 },
-                Err(m) => problems.push(problem(format!("pull-secret {shown}: {m}"))),
+                Err(m) => problems.push(problem(format!("pull-secret {shown}: {}", crate::error_chain::chain(&m)))),
             }
         }
     }
@@ -351,7 +351,10 @@ pub async fn git_credentials(
                 Ok(secret) => {
                     given.insert(unit.repository.clone(), secret);
                 }
-                Err(m) => problems.push(problem(format!("write-back-method git: {m}"))),
+                Err(m) => problems.push(problem(format!(
+                    "write-back-method git: {}",
+                    crate::error_chain::chain(&m)
+                ))),
             }
         }
     }
@@ -362,7 +365,10 @@ pub async fn git_credentials(
             continue;
         };
         if let Err(m) = use_git_secret(repo, &secret, keys) {
-            problems.push(format!("repository {name}: {m}"));
+            problems.push(format!(
+                "repository {name}: {}",
+                crate::error_chain::chain(&m)
+            ));
             continue;
         }
         if repo.auth.ssh_key_file.is_some() && repo.auth.known_hosts_file.is_none() {
@@ -394,7 +400,7 @@ async fn argocd_known_hosts(
     let data = cluster
         .config_map_data(namespace, KNOWN_HOSTS_CONFIG_MAP)
         .await
-        .map_err(|e| format!("SSH host keys: {e}"))?;
+        .map_err(|e| format!("SSH host keys: {}", crate::error_chain::chain(&e)))?;
     let Some(text) = data.and_then(|mut d| d.remove("ssh_known_hosts")) else {
         return Ok(None);
     };

@@ -112,7 +112,11 @@ where
             }
             Ok(Some(Err(err))) => {
                 // The watch resumes with backoff; the timeout bounds how long that may take.
-                tracing::warn!(application = change.application, "{}", chain(&err));
+                tracing::warn!(
+                    application = change.application,
+                    "{}",
+                    crate::error_chain::Chain(&err)
+                );
                 continue;
             }
             Ok(Some(Ok(Some(state)))) => state,
@@ -139,7 +143,11 @@ where
                 refreshed_for = Some(finished);
                 followed.refreshes += 1;
                 if let Err(err) = refresh().await {
-                    tracing::warn!(application = change.application, "{}", chain(&err));
+                    tracing::warn!(
+                        application = change.application,
+                        "{}",
+                        crate::error_chain::Chain(&err)
+                    );
                 }
                 followed.verdict = Verdict::Waiting(Waiting::StaleStatus);
             }
@@ -150,20 +158,4 @@ where
             }
         }
     }
-}
-
-/// An error and its causes on one line. (Replaced by the crate's one chain rendering once the
-/// error work of issue 18 lands.)
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        let part = c.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        cause = c.source();
-    }
-    text
 }

@@ -177,7 +177,7 @@ pub(crate) fn detect(files: &dyn Files, root: &str) -> SourceKind {
 #[derive(Debug, thiserror::Error)]
 pub enum FilesError {
     /// `directory.include` or `directory.exclude` is not a glob.
-    #[error("directory pattern {pattern:?}: {source}")]
+    #[error("directory pattern {pattern:?}")]
     Pattern {
         pattern: String,
         #[source]

@@ -158,18 +158,21 @@ pub fn read_tree(
                 let path = Path::new(&shown);
                 match read_documents(path, &text) {
                     Ok(apps) => out.apps.extend(apps),
-                    Err(e) => problems.push(e.to_string()),
+                    Err(e) => problems.push(crate::error_chain::chain(&e)),
                 }
                 // A broken ImageUpdater is an error of its own, beside the file's Applications.
                 if text.contains(image_updater::KIND) {
                     match image_updater::read_documents(path, &text) {
                         Ok(updaters) => out.updaters.extend(updaters),
-                        Err(e) => problems.push(e.to_string()),
+                        Err(e) => problems.push(crate::error_chain::chain(&e)),
                     }
                 }
             }
             Ok(Err(_)) => problems.push(format!("{shown}: not UTF-8 text")),
-            Err(e) => problems.push(format!("{shown}: cannot read: {e}")),
+            Err(e) => problems.push(format!(
+                "{shown}: cannot read: {}",
+                crate::error_chain::chain(&e)
+            )),
         }
         (out, problems)
     };
@@ -238,10 +241,16 @@ pub fn remote_default_branch(url: &str) -> Result<String, DefaultBranchError> {
 #[derive(Debug, thiserror::Error)]
 pub enum DefaultBranchError {
     /// libgit2's message alone: its class and code add nothing for a user.
-    #[error("{}", .0.message())]
-    Git(#[from] git2::Error),
+    #[error(transparent)]
+    Git(crate::git::Libgit2Error),
     #[error("HEAD points at {0:?}, not a branch")]
     NotABranch(String),
+}
+
+impl From<git2::Error> for DefaultBranchError {
+    fn from(error: git2::Error) -> Self {
+        DefaultBranchError::Git(error.into())
+    }
 }
 
 #[cfg(test)]

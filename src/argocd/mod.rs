@@ -60,7 +60,7 @@ pub enum ArgoError {
     #[error(transparent)]
     Plan(#[from] PlanError),
     /// A glob in `applications.fromGit.paths` that does not compile (`what` names it).
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Paths {
         what: String,
         #[source]
@@ -72,7 +72,7 @@ pub enum ArgoError {
     Git(#[from] crate::git::GitError),
     #[error(transparent)]
     Kube(#[from] crate::kubernetes::KubeError),
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Read {
         path: std::path::PathBuf,
         #[source]

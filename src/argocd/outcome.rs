@@ -289,7 +289,7 @@ pub async fn decide_override<R: Registry>(
             })
         }
         Err(e) => {
-            let message = e.to_string();
+            let message = crate::error_chain::chain(&e);
             outcome.status = ImageStatus::Problem;
             outcome.reason = Some(message.clone());
             Record::Problem(Problem {

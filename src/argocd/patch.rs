@@ -306,7 +306,7 @@ pub async fn send_patches(
                 Ok(()) => PatchStatus::Patched,
                 Err(e) => {
                     problems.push(Problem {
-                        message: e.to_string(),
+                        message: crate::error_chain::chain(&e),
                         file: Some(format!("Application {}/{}", p.namespace, p.name)),
                         ..Default::default()
                     });

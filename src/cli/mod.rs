@@ -57,7 +57,7 @@ pub enum CliError {
 fn lines(errors: &[CheckError]) -> String {
     errors
         .iter()
-        .map(ToString::to_string)
+        .map(|e| crate::error_chain::chain(e))
         .collect::<Vec<_>>()
         .join("\n")
 }

@@ -23,7 +23,7 @@ pub const DEFAULT_CONFIG_FILE: &str = "tagpilot.yaml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
@@ -308,7 +308,7 @@ fn check_repositories(config: &Config, spans: &ConfigSpans, problems: &mut Probl
         }
         names.push(&span.name);
         if let Err(e) = r.check_structure() {
-            at(&span.name, e.to_string());
+            at(&span.name, crate::error_chain::chain(&e));
         }
     }
 }

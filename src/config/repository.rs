@@ -44,7 +44,7 @@ pub enum ConfigError {
     #[error("`{field}` names the environment variable {name}, which is not valid UTF-8")]
     EnvNotUnicode { field: &'static str, name: String },
     /// `tagpilot check`: a file the config names cannot be read.
-    #[error("cannot read `{field}` {}: {source}", path.display())]
+    #[error("cannot read `{field}` {}", path.display())]
     Unreadable {
         field: &'static str,
         path: PathBuf,

@@ -222,7 +222,8 @@ fn cached(cache: Option<&RepoCache>, repository: &RepositoryConfig) -> Result<Co
     match cache.map(|c| cached_snapshot(c, repository)) {
         Some(Ok(Some(files))) => Ok(files),
         Some(Err(e)) => Err(format!(
-            "repository {name}: the clone cache cannot be read: {e}"
+            "repository {name}: the clone cache cannot be read: {}",
+            crate::error_chain::chain(&e)
         )),
         _ => Err(format!(
             "repository {name}: not in the clone cache yet (tagpilot plan fetches it)"

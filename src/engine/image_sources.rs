@@ -55,7 +55,7 @@ pub(super) async fn describe<R: Registry>(
             match registry.inspect(&repo, reference, &[]).await {
                 Ok(info) => Some(((image, version), info.source)),
                 Err(e) => {
-                    tracing::debug!(%image, %version, "not described: {e}");
+                    tracing::debug!(%image, %version, "not described: {}", crate::error_chain::chain(&e));
                     None
                 }
             }

@@ -54,13 +54,13 @@ pub use target::{SourceNames, TargetPlan, TargetPlanner};
 pub enum EngineError {
     #[error(transparent)]
     Plan(#[from] PlanError),
-    #[error("splitting the plan into commits: {0}")]
+    #[error("splitting the plan into commits")]
     Split(#[from] ManifestError),
     #[error(transparent)]
     Applications(#[from] ArgoError),
     #[error("no cache directory for clones of configured repositories: pass --cache-dir")]
     NoCacheDir,
-    #[error("a temporary directory for SSH keys: {0}")]
+    #[error("a temporary directory for SSH keys")]
     KeyDir(#[source] std::io::Error),
     /// A `git-branch` template rendered a name git refuses; nothing is pushed.
     #[error(transparent)]
@@ -173,7 +173,7 @@ async fn run_cycle<R: Registry>(
     let mut cycle = Cycle::default();
     for e in input.broken_policies {
         cycle.plan.problems.push(Problem {
-            message: e.to_string(),
+            message: crate::error_chain::chain(e),
             ..Default::default()
         });
     }
@@ -250,7 +250,7 @@ impl<R: Registry> Step<'_, '_, R> {
             match crate::apply::write_files(root, &cycle.local_files) {
                 Ok(files) => cycle.written = files.len(),
                 Err(e) => local.problems.push(Problem {
-                    message: e.to_string(),
+                    message: crate::error_chain::chain(&e),
                     ..Default::default()
                 }),
             }
@@ -378,7 +378,7 @@ async fn write_updater_status(
         {
             cycle.failed = true;
             cycle.plan.problems.push(Problem {
-                message: e.to_string(),
+                message: crate::error_chain::chain(&e),
                 ..Default::default()
             });
         }

@@ -45,7 +45,7 @@ pub fn pushed<T>(r: RepositoryReport<T>) -> RepositoryOutcome {
             r.branch.clone(),
             RepositoryStatus::Failed,
             Vec::new(),
-            Some(e.to_string()),
+            Some(crate::error_chain::chain(e)),
         ),
     };
     RepositoryOutcome {
@@ -92,7 +92,7 @@ pub fn pull_requests<T>(r: ForgeReport<T>) -> RepositoryOutcome {
             String::new(),
             RepositoryStatus::Failed,
             Vec::new(),
-            Some(e.to_string()),
+            Some(crate::error_chain::chain(e)),
         ),
     };
     RepositoryOutcome {

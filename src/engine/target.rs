@@ -301,7 +301,10 @@ fn target_diffs(
                 problems.push(plan::Problem {
                     repository: Some(repository.to_string()),
                     file: Some(path.display().to_string()),
-                    message: format!("reading the file for its diff: {e}"),
+                    message: format!(
+                        "reading the file for its diff: {}",
+                        crate::error_chain::chain(&e)
+                    ),
                     ..Default::default()
                 });
                 continue;

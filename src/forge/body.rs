@@ -16,12 +16,12 @@ use crate::provenance::{SourceChange, SourceForge, SourceRepository};
 /// Why a `write.branch` or `write.title` template gives no usable text.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    #[error("invalid `write.{name}` template: {source}")]
+    #[error("invalid `write.{name}` template")]
     Invalid {
         name: &'static str,
         source: minijinja::Error,
     },
-    #[error("cannot render `write.{name}` for group `{group}`: {source}")]
+    #[error("cannot render `write.{name}` for group `{group}`")]
     Render {
         name: &'static str,
         group: String,

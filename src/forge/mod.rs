@@ -37,7 +37,7 @@ pub enum ForgeError {
     Git(#[from] GitError),
     #[error("repository `{repository}`: {message}")]
     Config { repository: String, message: String },
-    #[error("repository `{repository}`: {source}")]
+    #[error("repository `{repository}`")]
     Template {
         repository: String,
         source: TemplateError,

@@ -202,11 +202,11 @@ pub enum AuthError {
     },
     /// libgit2 could not make the credential (e.g. a key that fails to decrypt); its message
     /// carries no secret.
-    #[error("{0}")]
-    Credential(#[source] Libgit2Error),
+    #[error(transparent)]
+    Credential(Libgit2Error),
     /// The remote answered with an authentication failure (HTTP 401).
-    #[error("{0}")]
-    Remote(#[source] Libgit2Error),
+    #[error(transparent)]
+    Remote(Libgit2Error),
 }
 
 /// Why the SSH server was not trusted.
@@ -214,13 +214,13 @@ pub enum AuthError {
 pub enum HostKeyError {
     #[error("cannot find ~/.ssh/known_hosts; set `auth.knownHostsFile`")]
     NoKnownHostsFile,
-    #[error("cannot read known_hosts file {}: {source}", file.display())]
+    #[error("cannot read known_hosts file {}", file.display())]
     ReadKnownHosts {
         file: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot parse the host key of {host}: {source}")]
+    #[error("cannot parse the host key of {host}")]
     Parse {
         host: String,
         #[source]
@@ -292,8 +292,8 @@ impl Connector {
     /// Keeps `failure` for [`Connector::take_failure`] and gives libgit2 an error to abort with.
     fn fail(&self, failure: ConnectFailure) -> git2::Error {
         let message = match &failure {
-            ConnectFailure::Auth(e) => e.to_string(),
-            ConnectFailure::HostKey(e) => e.to_string(),
+            ConnectFailure::Auth(e) => crate::error_chain::chain(e),
+            ConnectFailure::HostKey(e) => crate::error_chain::chain(e),
         };
         self.failure.borrow_mut().get_or_insert(failure);
         git2::Error::from_str(&message)

@@ -31,12 +31,12 @@ const TRACKING_PREFIX: &str = "refs/remotes/origin/";
 /// What is wrong with the clone cache on disk (never with the remote).
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    #[error("cannot remove the broken clone: {0}")]
+    #[error("cannot remove the broken clone")]
     Remove(#[source] std::io::Error),
-    #[error("{0}")]
-    Io(#[source] std::io::Error),
-    #[error("{0}")]
-    Git(#[source] Libgit2Error),
+    #[error(transparent)]
+    Io(std::io::Error),
+    #[error(transparent)]
+    Git(Libgit2Error),
 }
 
 impl From<git2::Error> for CacheError {
@@ -139,7 +139,7 @@ pub(crate) fn sync(dir: &Path, repo: &RepositoryConfig) -> Result<(Repository, F
     let git = open(dir, repo)?;
     match fetch(&git, dir, repo) {
         Err(FetchError::Local(error)) => {
-            tracing::warn!(repository = %repo.name, %error, "clone cache is broken; cloning again");
+            tracing::warn!(repository = %repo.name, error = %crate::error_chain::Chain(&error), "clone cache is broken; cloning again");
             drop(git);
             wipe(dir, repo)?;
             let git = open(dir, repo)?;

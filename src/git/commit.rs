@@ -25,8 +25,8 @@ pub enum CommitError {
     NotRegularFile { path: PathBuf },
     #[error("{} is not UTF-8", path.display())]
     PathNotUtf8 { path: PathBuf },
-    #[error("{0}")]
-    Git(#[source] Libgit2Error),
+    #[error(transparent)]
+    Git(Libgit2Error),
     #[error(transparent)]
     Message(#[from] TemplateError),
 }

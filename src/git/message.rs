@@ -31,9 +31,9 @@ pub const POLICY_TRAILER: &str = "Tagpilot-Policy";
 /// Why no commit message could be made from `write.commitMessage`.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
-    #[error("invalid `write.commitMessage` template: {0}")]
+    #[error("invalid `write.commitMessage` template")]
     Invalid(#[source] minijinja::Error),
-    #[error("cannot render `write.commitMessage`: {0}")]
+    #[error("cannot render `write.commitMessage`")]
     Render(#[source] minijinja::Error),
     #[error("`write.commitMessage` rendered an empty message")]
     Empty,

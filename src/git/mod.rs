@@ -63,53 +63,53 @@ pub use sign::SignError;
 /// to keep `Result<_, GitError>` small.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
-    #[error("repository `{repository}`: {source}")]
+    #[error("repository `{repository}`")]
     Config {
         repository: String,
         #[source]
         source: ConfigError,
     },
-    #[error("repository `{repository}`: {source}")]
+    #[error("repository `{repository}`")]
     Template {
         repository: String,
         #[source]
         source: TemplateError,
     },
-    #[error("repository `{repository}`: invalid `write.author`: {source}")]
+    #[error("repository `{repository}`: invalid `write.author`")]
     InvalidAuthor {
         repository: String,
         #[source]
         source: Libgit2Error,
     },
-    #[error("repository `{repository}`: clone cache {}: {source}", path.display())]
+    #[error("repository `{repository}`: clone cache {}", path.display())]
     Cache {
         repository: String,
         path: PathBuf,
         #[source]
         source: CacheError,
     },
-    #[error("repository `{repository}`: cannot reach {url}: {source}")]
+    #[error("repository `{repository}`: cannot reach {url}")]
     Unreachable {
         repository: String,
         url: String,
         #[source]
         source: Libgit2Error,
     },
-    #[error("repository `{repository}`: authentication to {url} failed: {source}")]
+    #[error("repository `{repository}`: authentication to {url} failed")]
     Auth {
         repository: String,
         url: String,
         #[source]
         source: AuthError,
     },
-    #[error("repository `{repository}`: refusing to connect to {url}: {source}")]
+    #[error("repository `{repository}`: refusing to connect to {url}")]
     HostKey {
         repository: String,
         url: String,
         #[source]
         source: Box<HostKeyError>,
     },
-    #[error("repository `{repository}`: fetch from {url} failed: {source}")]
+    #[error("repository `{repository}`: fetch from {url} failed")]
     Fetch {
         repository: String,
         url: String,
@@ -122,19 +122,19 @@ pub enum GitError {
         url: String,
         branch: String,
     },
-    #[error("repository `{repository}`: planning failed: {source}")]
+    #[error("repository `{repository}`: planning failed")]
     Plan {
         repository: String,
         source: Box<dyn std::error::Error + Send + Sync>,
     },
-    #[error("repository `{repository}`: cannot build the commit for group `{group}`: {source}")]
+    #[error("repository `{repository}`: cannot build the commit for group `{group}`")]
     Commit {
         repository: String,
         group: String,
         #[source]
         source: CommitError,
     },
-    #[error("repository `{repository}`: cannot sign commits: {source}")]
+    #[error("repository `{repository}`: cannot sign commits")]
     Signing {
         repository: String,
         #[source]
@@ -158,7 +158,7 @@ pub enum GitError {
         branch: String,
         attempts: u32,
     },
-    #[error("repository `{repository}`: push to {url} failed: {source}")]
+    #[error("repository `{repository}`: push to {url} failed")]
     Push {
         repository: String,
         url: String,

@@ -25,8 +25,8 @@ use crate::config::repository::RepositoryConfig;
 /// Why a push failed, beyond the connection (see [`GitError::Auth`], [`GitError::Unreachable`]).
 #[derive(Debug, thiserror::Error)]
 pub enum PushError {
-    #[error("{0}")]
-    Git(#[source] Libgit2Error),
+    #[error(transparent)]
+    Git(Libgit2Error),
     #[error("the remote did not report the status of {target}")]
     NoStatus { target: String },
     #[error("the branch moved")]

@@ -23,7 +23,7 @@ pub enum SignError {
     EnvNotUnicode { name: String },
     #[error("`write.signing` needs exactly one of `sshKeyFile` and `pgpKeyFile`")]
     KeyChoice,
-    #[error("cannot read SSH signing key {}: {source}", path.display())]
+    #[error("cannot read SSH signing key {}", path.display())]
     ReadSsh {
         path: PathBuf,
         #[source]
@@ -37,14 +37,14 @@ pub enum SignError {
         #[source]
         source: ssh_key::Error,
     },
-    #[error("cannot read OpenPGP signing key {}: {source}", path.display())]
+    #[error("cannot read OpenPGP signing key {}", path.display())]
     ReadPgp {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
     #[error(
-        "cannot parse OpenPGP signing key {} (expected an armoured secret key): {source}",
+        "cannot parse OpenPGP signing key {} (expected an armoured secret key)",
         path.display()
     )]
     ParsePgp {
@@ -65,15 +65,15 @@ pub enum SignError {
         #[source]
         source: Box<pgp::errors::Error>,
     },
-    #[error("cannot sign with OpenPGP key {}: {source}", path.display())]
+    #[error("cannot sign with OpenPGP key {}", path.display())]
     PgpKeyCheck {
         path: PathBuf,
         #[source]
         source: Box<SignError>,
     },
-    #[error("SSH signing failed: {0}")]
+    #[error("SSH signing failed")]
     Ssh(#[source] ssh_key::Error),
-    #[error("OpenPGP signing failed: {0}")]
+    #[error("OpenPGP signing failed")]
     Pgp(#[source] Box<pgp::errors::Error>),
     #[error("commit is not UTF-8")]
     CommitNotUtf8(#[source] std::str::Utf8Error),

@@ -155,7 +155,7 @@ impl Files for CommitFiles {
     fn read(&self, path: &Path) -> Result<Vec<u8>, FilesError> {
         let blob = self.blob(path)?;
         self.with_repo(|git| Ok(git.find_blob(blob)?.content().to_vec()))
-            .map_err(|e| FilesError::Store(e.message().to_owned()))
+            .map_err(|e| FilesError::Store(Box::new(super::Libgit2Error::from(e))))
     }
 
     fn size(&self, path: &Path) -> Result<u64, FilesError> {
@@ -163,7 +163,7 @@ impl Files for CommitFiles {
         // The object's header only: its size without inflating its content.
         self.with_repo(|git| git.odb()?.read_header(blob))
             .map(|(size, _)| size as u64)
-            .map_err(|e| FilesError::Store(e.message().to_owned()))
+            .map_err(|e| FilesError::Store(Box::new(super::Libgit2Error::from(e))))
     }
 
     fn is_file(&self, path: &Path) -> bool {

@@ -167,7 +167,7 @@ pub async fn write_planned<P: Replanner>(
     };
     let result = write_attempts(cache, repo, planner, options, &mut last).await;
     if let Err(e) = &result {
-        tracing::error!(repository = %repo.name, error = %e, "write-back failed");
+        tracing::error!(repository = %repo.name, error = %crate::error_chain::Chain(e), "write-back failed");
     }
     RepositoryReport {
         repository: repo.name.clone(),

@@ -93,7 +93,8 @@ pub fn merge(
                     policy: Some(policies.into_iter().collect::<Vec<_>>().join(", ")),
                     file: Some(file.clone()),
                     message: format!(
-                        "edits of several sources cannot be joined; file left alone: {e}"
+                        "edits of several sources cannot be joined; file left alone: {}",
+                        crate::error_chain::chain(&e)
                     ),
                     ..Problem::default()
                 });

@@ -49,7 +49,7 @@ const REGISTRY_CONCURRENCY: usize = 16;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("manifest directory: {0}")]
+    #[error("manifest directory")]
     Files(#[from] crate::files::FilesError),
 }
 

@@ -176,7 +176,7 @@ fn check_repositories(config: &Config, policies: &[ImagePolicy], errors: &mut Ve
                         "targets name repository {name:?}, which tagpilot.yaml does not configure (repositories: {})",
                         if known.is_empty() { "none".to_string() } else { known.join(", ") }
                     ),
-                    source: None,
+                    error: None,
                 });
             }
         }

@@ -135,9 +135,10 @@ impl Strategy {
     pub fn semver(range: Option<&str>, prerelease: bool) -> Result<Strategy, PolicyError> {
         let range = match range.map(str::trim) {
             None | Some("") => None,
-            Some(r) => {
-                Some(Constraint::parse(r).map_err(|e| PolicyError::adhoc(e.to_string(), e))?)
-            }
+            Some(r) => Some(
+                Constraint::parse(r)
+                    .map_err(|e| PolicyError::adhoc(crate::error_chain::chain(&e), e))?,
+            ),
         };
         Ok(Strategy::Semver { range, prerelease })
     }
@@ -315,7 +316,7 @@ impl ImagePolicy {
 /// One problem found while loading policies.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     Read {
         path: PathBuf,
         #[source]
@@ -330,14 +331,15 @@ pub enum PolicyError {
         message: String,
     },
     /// A document has the right shape but a value is wrong (bad regex, range, glob, …).
-    /// `message` names the key and the value; `source` is the underlying error, when there is one.
+    /// `message` names the key and the value, and says what is wrong with it on one line; `error`
+    /// is the underlying error, when there is one. It is no `source()`: the message already
+    /// says it, in its own words.
     #[error("{location}: {}{message}", policy_prefix(.policy))]
     Invalid {
         location: SourceLocation,
         policy: Option<String>,
         message: String,
-        #[source]
-        source: Option<Box<ValueError>>,
+        error: Option<Box<ValueError>>,
     },
     #[error("{location}: policy {name:?} is defined twice; first at {first}")]
     Duplicate {
@@ -345,12 +347,12 @@ pub enum PolicyError {
         location: SourceLocation,
         first: SourceLocation,
     },
-    /// A policy built from command-line flags is invalid.
+    /// A policy built from command-line flags is invalid. `message` already says what `error`
+    /// says, so `error` is no `source()`.
     #[error("{message}")]
     Adhoc {
         message: String,
-        #[source]
-        source: Box<ValueError>,
+        error: Box<ValueError>,
     },
     /// `--order` names no regex order.
     #[error("unknown order {order:?}: expected numerical, alphabetical or semver")]
@@ -403,7 +405,7 @@ impl PolicyError {
     fn adhoc(message: impl Into<String>, source: impl Into<ValueError>) -> Self {
         PolicyError::Adhoc {
             message: message.into(),
-            source: Box::new(source.into()),
+            error: Box::new(source.into()),
         }
     }
 
@@ -447,7 +449,7 @@ impl fmt::Display for PolicyErrors {
             if i > 0 {
                 writeln!(f)?;
             }
-            write!(f, "{e}")?;
+            write!(f, "{}", crate::error_chain::Chain(e))?;
         }
         Ok(())
     }

@@ -19,16 +19,13 @@ use crate::image::Repository;
 /// same answer, error included; sources are behind `Arc` for that.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RegistryError {
-    #[error("cannot set up the HTTP client for registries: {}", ErrorChain(&**source))]
+    #[error("cannot set up the HTTP client for registries")]
     Setup {
         #[source]
         source: Arc<reqwest::Error>,
     },
 
-    #[error(
-        "registry {registry} is unreachable (repository {repository}): {}",
-        ErrorChain(&**source)
-    )]
+    #[error("registry {registry} is unreachable (repository {repository})")]
     Unreachable {
         registry: String,
         repository: String,
@@ -105,7 +102,7 @@ pub enum RegistryError {
         retry_after: Option<u64>,
     },
 
-    #[error("registry {registry} sent a malformed {what} for repository {repository}: {problem}")]
+    #[error("registry {registry} sent a malformed {what} for repository {repository}")]
     Malformed {
         registry: String,
         repository: String,
@@ -141,7 +138,7 @@ pub enum RegistryError {
         bound: TagListBound,
     },
 
-    #[error("cannot get credentials for registry {registry} (repository {repository}): {source}")]
+    #[error("cannot get credentials for registry {registry} (repository {repository})")]
     Credentials {
         registry: String,
         repository: String,
@@ -176,7 +173,8 @@ impl RegistryError {
 /// tests and callers compare.
 impl PartialEq for RegistryError {
     fn eq(&self, other: &Self) -> bool {
-        self.metric_label() == other.metric_label() && self.to_string() == other.to_string()
+        self.metric_label() == other.metric_label()
+            && crate::error_chain::chain(self) == crate::error_chain::chain(other)
     }
 }
 
@@ -256,14 +254,14 @@ impl fmt::Display for TagListBound {
 /// What was wrong with something a registry sent.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Malformation {
-    #[error("{0}")]
-    Json(#[source] Arc<serde_json::Error>),
+    #[error(transparent)]
+    Json(Arc<serde_json::Error>),
     /// JSON that may hold a secret (a token server's answer): serde_json's messages can quote the
     /// value they choke on, so only the position is kept.
     #[error("not valid JSON (line {line}, column {column})")]
     SecretJson { line: usize, column: usize },
-    #[error("{0}")]
-    Url(#[source] url::ParseError),
+    #[error(transparent)]
+    Url(url::ParseError),
     #[error("it points outside the registry: {0}")]
     LinkOutsideRegistry(String),
     #[error("its content has digest sha256:{actual}, not {expected}")]
@@ -285,22 +283,6 @@ impl From<serde_json::Error> for Malformation {
 impl From<url::ParseError> for Malformation {
     fn from(e: url::ParseError) -> Self {
         Malformation::Url(e)
-    }
-}
-
-/// An error and its causes on one line: reqwest's own `Display` stops at the outermost cause,
-/// and "connection refused" is in the chain.
-struct ErrorChain<'a>(&'a (dyn Error + 'static));
-
-impl fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(s) = source {
-            write!(f, ": {s}")?;
-            source = s.source();
-        }
-        Ok(())
     }
 }
 

@@ -66,7 +66,11 @@ impl RegistryClient {
         {
             Ok(manifest) => Some(manifest),
             Err(e) => {
-                warn!(digest, "ignoring a stored manifest: {e}");
+                warn!(
+                    digest,
+                    "ignoring a stored manifest: {}",
+                    crate::error_chain::chain(&e)
+                );
                 None
             }
         }

@@ -172,7 +172,10 @@ mod tests {
         let digest = format!("sha256:{}", sha256_hex(b"{}"));
         assert!(verify_digest(&repo, "manifest", &digest, b"{}").is_ok());
         let err = verify_digest(&repo, "manifest", &digest, b"{ }").unwrap_err();
-        assert!(err.to_string().contains(&format!("not {digest}")), "{err}");
+        assert!(
+            crate::error_chain::chain(&err).contains(&format!("not {digest}")),
+            "{err}"
+        );
     }
 
     #[test]
@@ -183,9 +186,15 @@ mod tests {
         };
         let err = parse_manifest(&repo, br#"{"schemaVersion": 1, "name": "p"}"#).unwrap_err();
         assert_eq!(err.metric_label(), "malformed_response");
-        assert!(err.to_string().contains("schema 1"), "{err}");
+        assert!(
+            crate::error_chain::chain(&err).contains("schema 1"),
+            "{err}"
+        );
         let err = parse_manifest(&repo, br#"{"schemaVersion": 2, "mediaType": "text/html"}"#)
             .unwrap_err();
-        assert!(err.to_string().contains("text/html"), "{err}");
+        assert!(
+            crate::error_chain::chain(&err).contains("text/html"),
+            "{err}"
+        );
     }
 }

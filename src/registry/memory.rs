@@ -15,9 +15,9 @@ use crate::image::{ImageError, Platform, Repository};
 /// A `registry.yaml` that does not describe a registry.
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryRegistryError {
-    #[error("registry.yaml: {0}")]
+    #[error("registry.yaml")]
     Yaml(#[from] serde_saphyr::Error),
-    #[error("registry.yaml: repository {name:?}: {source}")]
+    #[error("registry.yaml: repository {name:?}")]
     Repository {
         name: String,
         #[source]

@@ -222,7 +222,9 @@ impl Daemon<'_> {
         let took = self.clock.now().saturating_duration_since(started);
         let took = humantime::format_duration(round(took)).to_string();
         match &result {
-            Err(e) => tracing::error!(repositories = ?names, error = %e, %took, "re-check failed"),
+            Err(e) => {
+                tracing::error!(repositories = ?names, error = %crate::error_chain::Chain(e), %took, "re-check failed")
+            }
             Ok(cycle) => tracing::info!(
                 repositories = ?names,
                 result = ?CycleResult::of(&result),
@@ -265,7 +267,7 @@ impl Daemon<'_> {
 fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Duration) {
     let took = humantime::format_duration(round(took)).to_string();
     match result {
-        Err(e) => tracing::error!(error = %e, %took, "cycle failed"),
+        Err(e) => tracing::error!(error = %crate::error_chain::Chain(e), %took, "cycle failed"),
         Ok(cycle) => {
             let plan = &cycle.plan;
             for p in &plan.problems {

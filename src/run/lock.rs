@@ -17,7 +17,7 @@ pub enum LockError {
         dir.join(LOCK_FILE).display()
     )]
     Held { dir: PathBuf },
-    #[error("state directory {}: {source}", dir.display())]
+    #[error("state directory {}", dir.display())]
     Io {
         dir: PathBuf,
         #[source]

@@ -92,13 +92,13 @@ pub enum RunError {
     StateDir(#[from] LockError),
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("listening on {addr}: {source}")]
+    #[error("listening on {addr}")]
     Listen {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
     },
-    #[error("handling SIGTERM and SIGINT: {0}")]
+    #[error("handling SIGTERM and SIGINT")]
     Signals(#[source] std::io::Error),
     #[error("reading the address of the listener handed over")]
     Address(#[source] std::io::Error),

@@ -71,19 +71,19 @@ pub enum StateError {
         path.display()
     )]
     Locked { path: PathBuf },
-    #[error("state directory {}: {source}", dir.display())]
+    #[error("state directory {}", dir.display())]
     Dir {
         dir: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("state database {}: {source}", path.display())]
+    #[error("state database {}", path.display())]
     Open {
         path: PathBuf,
         #[source]
         source: Box<redb::Error>,
     },
-    #[error("state database {}: could not move the unreadable file aside: {source}", path.display())]
+    #[error("state database {}: could not move the unreadable file aside", path.display())]
     MoveAside {
         path: PathBuf,
         #[source]
@@ -185,7 +185,7 @@ impl State {
             Err(e) => {
                 tracing::debug!(
                     file = %self.path.display(),
-                    error = %e,
+                    error = %crate::error_chain::Chain(&e),
                     "the state database cannot be opened again yet"
                 );
                 false

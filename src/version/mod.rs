@@ -39,7 +39,7 @@ pub use constraint::Constraint;
 
 #[derive(Debug, thiserror::Error)]
 pub enum VersionError {
-    #[error("invalid version constraint {constraint:?}: {reason}")]
+    #[error("invalid version constraint {constraint:?}")]
     InvalidConstraint {
         constraint: String,
         #[source]
@@ -60,7 +60,7 @@ pub enum ConstraintReason {
     NoUpperVersion { lower: String },
     #[error("unexpected {found:?} after version {token:?}")]
     Unexpected { found: char, token: String },
-    #[error("{token:?} is not a version: {why}")]
+    #[error("{token:?} is not a version")]
     NotAVersion {
         token: String,
         #[source]

@@ -190,8 +190,8 @@ async fn a_forbidden_listing_is_an_error_naming_the_namespace() {
         .await
         .applications(&from_cluster(&["team-a"], None))
         .await
-        .unwrap_err()
-        .to_string();
+        .map_err(|e| tagpilot::error_chain::chain(&e))
+        .unwrap_err();
     assert!(
         err.contains("namespace team-a") && err.contains("forbidden"),
         "{err}"

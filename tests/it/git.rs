@@ -16,6 +16,8 @@ use tagpilot::git::{
     write_repository_with,
 };
 
+use tagpilot::error_chain::chain;
+
 use crate::support::git::*;
 
 /// "Set line `line` of `file` to `image: <image>:<tag>`", for one policy.
@@ -481,7 +483,7 @@ async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
         matches!(err, GitError::RetriesExhausted { attempts: 2, .. }),
         "{err}"
     );
-    assert!(err.to_string().contains("`manifests`"), "{err}");
+    assert!(chain(&err).contains("`manifests`"), "{err}");
     assert_eq!(
         origin.show("main", DEPLOYMENT_PATH),
         DEPLOYMENT,
@@ -747,11 +749,11 @@ async fn a_failing_repository_does_not_stop_the_others() {
     assert_eq!(reports.len(), 3);
     let err = reports[0].result.as_ref().unwrap_err();
     eprintln!("{err}");
-    assert!(err.to_string().contains("`gone`"), "{err}");
+    assert!(chain(err).contains("`gone`"), "{err}");
     let err = reports[1].result.as_ref().unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, GitError::BranchNotFound { .. }), "{err}");
-    assert!(err.to_string().contains("`release`"), "{err}");
+    assert!(chain(err).contains("`release`"), "{err}");
     assert_eq!(pushed(&reports[2].result.as_ref().unwrap().status), 1);
 }
 
@@ -765,7 +767,7 @@ async fn pull_request_mode_is_refused_before_any_work() {
         .await
         .unwrap_err();
     eprintln!("{err}");
-    assert!(err.to_string().contains("pull-request"), "{err}");
+    assert!(chain(&err).contains("pull-request"), "{err}");
     assert_eq!(planner.calls.load(Ordering::SeqCst), 0);
 }
 
@@ -862,7 +864,7 @@ async fn http_wrong_password_is_an_auth_error_without_the_secret() {
 
     eprintln!("{err}");
     assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
-    let shown = format!("{err} {err:?}");
+    let shown = format!("{} {err:?}", chain(&err));
     assert!(
         shown.contains("`manifests`") && shown.contains("authentication"),
         "{shown}"
@@ -882,7 +884,7 @@ async fn http_wrong_password_is_an_auth_error_without_the_secret() {
         .await
         .unwrap_err();
     eprintln!("{err}");
-    let shown = format!("{err} {err:?}");
+    let shown = format!("{} {err:?}", chain(&err));
     assert!(!shown.contains(WRONG_PASSWORD), "{shown}");
     // libgit2 sent it: the message says it was refused, not that it was ignored.
     assert!(
@@ -939,10 +941,7 @@ async fn unreachable_remote_is_named_and_leaves_a_usable_cache() {
     let err = write_repository(&cache, &repo, &planner).await.unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, GitError::Unreachable { .. }), "{err:?}");
-    assert!(
-        err.to_string().contains(&format!("127.0.0.1:{port}")),
-        "{err}"
-    );
+    assert!(chain(&err).contains(&format!("127.0.0.1:{port}")), "{err}");
 
     // Once the server is there, the same cache directory works.
     let server = HttpGitServer::start(origin.dir.path());
@@ -975,7 +974,7 @@ async fn protected_branch_refusal_is_reported_and_nothing_lands() {
 
     eprintln!("{err}");
     assert!(matches!(err, GitError::Rejected { .. }), "{err:?}");
-    let shown = err.to_string();
+    let shown = chain(&err);
     assert!(
         shown.contains("`manifests`") && shown.contains("`main`"),
         "{shown}"
@@ -1066,7 +1065,7 @@ async fn a_stale_ref_lock_in_a_file_remote_is_removed_and_a_fresh_one_is_not() {
         .unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, GitError::Rejected { .. }), "{err:?}");
-    assert!(err.to_string().contains("main.lock"), "{err}");
+    assert!(chain(&err).contains("main.lock"), "{err}");
     assert!(lock.exists(), "a young lock is not touched");
 
     // Aged past the threshold: removed, and the push goes through.
@@ -1175,7 +1174,7 @@ async fn ssh_host_key_mismatch_is_refused() {
         .unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, GitError::HostKey { .. }), "{err:?}");
-    let shown = err.to_string();
+    let shown = chain(&err);
     assert!(
         shown.contains("does not match") && shown.contains(&format!("[127.0.0.1]:{}", server.port)),
         "{shown}"
@@ -1198,7 +1197,7 @@ async fn ssh_host_key_mismatch_is_refused() {
     .unwrap_err();
     eprintln!("{err}");
     assert!(
-        matches!(err, GitError::HostKey { .. }) && err.to_string().contains("is not in"),
+        matches!(err, GitError::HostKey { .. }) && chain(&err).contains("is not in"),
         "{err}"
     );
 }
@@ -1492,9 +1491,9 @@ async fn wrong_signing_passphrase_fails_before_any_push() {
     eprintln!("{err}");
     assert!(matches!(err, GitError::Signing { .. }), "{err:?}");
     assert!(
-        err.to_string().contains("signing_ed25519")
-            && err.to_string().contains("`manifests`")
-            && !err.to_string().contains(PASSPHRASE),
+        chain(&err).contains("signing_ed25519")
+            && chain(&err).contains("`manifests`")
+            && !chain(&err).contains(PASSPHRASE),
         "{err}"
     );
     assert_eq!(origin.subjects("main"), ["initial"]);
@@ -1539,7 +1538,7 @@ async fn wrong_openpgp_passphrase_says_the_key_could_not_be_unlocked() {
         matches!(**source, SignError::PgpLocked { .. }),
         "{source:?}"
     );
-    let shown = err.to_string();
+    let shown = chain(&err);
     assert!(
         shown.contains("wrong passphrase")
             && shown.contains("signing.asc")
@@ -1556,7 +1555,7 @@ async fn wrong_openpgp_passphrase_says_the_key_could_not_be_unlocked() {
     assert_eq!(origin.subjects("main"), ["initial"]);
 
     // `tagpilot check` finds the same without fetching anything.
-    let err = repo.check_offline().unwrap_err().to_string();
+    let err = repo.check_offline().map_err(|e| chain(&e)).unwrap_err();
     assert!(
         err.contains("wrong passphrase") && !err.contains(WRONG_PASSWORD),
         "{err}"
@@ -1589,13 +1588,13 @@ fn check_offline_names_unset_variables_and_unreadable_files_without_values() {
         "{err:?}"
     );
     assert!(
-        err.to_string().contains("auth.tokenEnv") && err.to_string().contains(unset),
+        chain(&err).contains("auth.tokenEnv") && chain(&err).contains(unset),
         "{err}"
     );
     let err = https(&format!("{{username: bot, passwordEnv: {unset}}}"))
         .check_offline()
-        .unwrap_err()
-        .to_string();
+        .map_err(|e| chain(&e))
+        .unwrap_err();
     assert!(
         err.contains("auth.passwordEnv") && err.contains(unset),
         "{err}"
@@ -1618,8 +1617,8 @@ fn check_offline_names_unset_variables_and_unreadable_files_without_values() {
         key.private.display()
     ))
     .check_offline()
-    .unwrap_err()
-    .to_string();
+    .map_err(|e| chain(&e))
+    .unwrap_err();
     assert!(
         err.contains("auth.passphraseEnv") && err.contains(unset),
         "{err}"
@@ -1627,8 +1626,8 @@ fn check_offline_names_unset_variables_and_unreadable_files_without_values() {
     let missing = keys.path().join("nonexistent_ed25519");
     let err = ssh(format!("{{sshKeyFile: '{}'}}", missing.display()))
         .check_offline()
-        .unwrap_err()
-        .to_string();
+        .map_err(|e| chain(&e))
+        .unwrap_err();
     assert!(err.contains("nonexistent_ed25519"), "{err}");
     let err = ssh(format!(
         "{{sshKeyFile: '{}', knownHostsFile: '{}'}}",
@@ -1636,8 +1635,8 @@ fn check_offline_names_unset_variables_and_unreadable_files_without_values() {
         missing.display()
     ))
     .check_offline()
-    .unwrap_err()
-    .to_string();
+    .map_err(|e| chain(&e))
+    .unwrap_err();
     assert!(err.contains("auth.knownHostsFile"), "{err}");
 
     // Signing: the variable must be set, and the key must unlock with it.
@@ -1652,14 +1651,14 @@ fn check_offline_names_unset_variables_and_unreadable_files_without_values() {
     let err = signing(&locked.private, unset).check_offline().unwrap_err();
     eprintln!("{err}");
     assert!(
-        err.to_string().contains("write.signing.passphraseEnv") && err.to_string().contains(unset),
+        chain(&err).contains("write.signing.passphraseEnv") && chain(&err).contains(unset),
         "{err}"
     );
     let err = signing(&locked.private, WRONG_PASSWORD_ENV)
         .check_offline()
         .unwrap_err();
     assert!(matches!(err, GitError::Signing { .. }), "{err:?}");
-    assert!(!err.to_string().contains(WRONG_PASSWORD), "{err}");
+    assert!(!chain(&err).contains(WRONG_PASSWORD), "{err}");
     signing(&locked.private, PASSPHRASE_ENV)
         .check_offline()
         .unwrap();

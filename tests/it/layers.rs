@@ -37,6 +37,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("image", "image", Layer::Leaf),
         ("version", "version", Layer::Leaf),
         ("yaml_error", "yaml_error", Layer::Leaf),
+        ("error_chain", "error_chain", Layer::Leaf),
         ("provenance", "provenance", Layer::Leaf),
         ("config", "config", Layer::Leaf),
         ("policy", "policy", Layer::Leaf),

@@ -11,6 +11,7 @@ mod daemon_state;
 mod deploy;
 mod editor_fuzz;
 mod engine;
+mod errors;
 mod forge;
 mod front_door;
 mod git;

@@ -53,8 +53,10 @@ impl<R: Registry> AppPlanner<'_, R> {
                     continue;
                 }
                 Err(e) => {
-                    out.app_problems
-                        .push((entries[0].entry.app, format!("cannot read {file}: {e}")));
+                    out.app_problems.push((
+                        entries[0].entry.app,
+                        format!("cannot read {file}: {}", crate::error_chain::chain(&e)),
+                    ));
                     continue;
                 }
             };
@@ -199,7 +201,7 @@ impl<R: Registry> AppPlanner<'_, R> {
                     .get_or_insert_with(|| app.app.metadata.name.clone());
                 kustomization.changes.push(c);
             }
-            Err(e) => hold(e.to_string(), out),
+            Err(e) => hold(crate::error_chain::chain(&e), out),
         }
     }
 }

@@ -266,7 +266,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 ) {
                     Ok(files) => (files, false),
                     Err(e) => {
-                        problem(out, e.to_string());
+                        problem(out, crate::error_chain::chain(&e));
                         return Ok(());
                     }
                 }
@@ -372,15 +372,18 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 return Ok(());
             }
             Err(e) => {
-                out.app_problems
-                    .push((a, format!("cannot read {file}: {e}")));
+                out.app_problems.push((
+                    a,
+                    format!("cannot read {file}: {}", crate::error_chain::chain(&e)),
+                ));
                 return Ok(());
             }
         };
         let mut overrides = match original.as_deref().map(OverrideFile::parse).transpose() {
             Ok(o) => o.unwrap_or_default(),
             Err(e) => {
-                out.app_problems.push((a, format!("{file}: {e}")));
+                out.app_problems
+                    .push((a, format!("{file}: {}", crate::error_chain::chain(&e))));
                 return Ok(());
             }
         };

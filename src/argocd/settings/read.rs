@@ -286,7 +286,10 @@ fn check_constraint(image: &mut ImageSettings, key: &str, skipped: &mut Vec<Skip
         && let Err(e) = Constraint::parse(c)
     {
         let reason = match std::error::Error::source(&e) {
-            Some(why) => format!("not a version constraint: {why}"),
+            Some(why) => format!(
+                "not a version constraint: {}",
+                crate::error_chain::chain(why)
+            ),
             None => "not a version constraint".to_string(),
         };
         image.unreadable.push(UnreadableSetting {

@@ -82,7 +82,7 @@ pub async fn sync_repository<P: Replanner>(
     let mut plan = None;
     let result = sync_one(cache, repo, planner, dry_run, &mut plan).await;
     if let Err(e) = &result {
-        tracing::error!(repository = %repo.name, error = %e, "pull requests failed");
+        tracing::error!(repository = %repo.name, error = %crate::error_chain::Chain(e), "pull requests failed");
     }
     ForgeReport {
         repository: repo.name.clone(),

@@ -23,9 +23,9 @@ pub(crate) async fn perform<F: Forge>(
                 // This group's pull request is left as the failed call left it; the next
                 // run decides again from what it finds.
                 Err(e) => {
-                    tracing::error!(group = %outcome.group, error = %e, "pull request failed");
+                    tracing::error!(group = %outcome.group, error = %crate::error_chain::Chain(&e), "pull request failed");
                     outcome.action = Action::Failed {
-                        error: e.to_string(),
+                        error: crate::error_chain::chain(&e),
                     };
                     break;
                 }

@@ -142,7 +142,9 @@ async fn source_commits<F: Forge>(
             Ok(commits) => {
                 out.insert(url.clone(), commits);
             }
-            Err(e) => tracing::debug!(source = %repo.path, "no commit subjects: {e}"),
+            Err(e) => {
+                tracing::debug!(source = %repo.path, "no commit subjects: {}", crate::error_chain::chain(&e))
+            }
         }
     }
     out

@@ -34,7 +34,7 @@ pub(super) fn edit_file(
     let original = match files.read(&file.rel).map(String::from_utf8) {
         Ok(Ok(text)) if Fingerprint::of(&text) == file.fingerprint => text,
         Ok(_) => return Err(CHANGED.into()),
-        Err(e) => return Err(format!("cannot read: {e}")),
+        Err(e) => return Err(format!("cannot read: {}", crate::error_chain::chain(&e))),
     };
     let fields = manifest::scan(&file.rel, &original, &index.helm_paths(&file.rel))
         .map_err(|e| e.to_string())?;

@@ -341,10 +341,10 @@ impl<R: Registry> Asked<'_, R> {
                 Some(shared) => shared.clone(),
                 None => {
                     let entry = Arc::new(match &listings[&policy.image] {
-                        Err(e) => Candidates::Failed(e.to_string()),
+                        Err(e) => Candidates::Failed(crate::error_chain::chain(e)),
                         Ok(tags) => match inspector.candidates(policy, tags, progress).await {
                             Ok(c) => Candidates::Ready(c),
-                            Err(e) => Candidates::Failed(e.to_string()),
+                            Err(e) => Candidates::Failed(crate::error_chain::chain(&e)),
                         },
                     });
                     by_settings.insert(key, entry.clone());
@@ -414,7 +414,7 @@ impl<R: Registry> Asked<'_, R> {
                     image: Some(policy.image.to_string()),
                     file: Some(display_path(&files[f.file].rel)),
                     line: Some(owned.line),
-                    message: e.to_string(),
+                    message: crate::error_chain::chain(&e),
                 }),
             }
         }

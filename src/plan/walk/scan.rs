@@ -214,7 +214,7 @@ fn scan_file(
         Err(e) => {
             return Scan::Unreadable(Box::new(Problem {
                 file: Some(display),
-                message: format!("cannot read: {e}"),
+                message: format!("cannot read: {}", crate::error_chain::chain(&e)),
                 ..Problem::default()
             }));
         }

@@ -89,7 +89,7 @@ impl Validator<'_> {
             location,
             policy: self.policy.clone(),
             message,
-            source,
+            error: source,
         });
     }
 
@@ -240,7 +240,7 @@ impl Validator<'_> {
                         location,
                         policy: self.policy.clone(),
                         message: "ignoreTags: the globs cannot be matched together".to_string(),
-                        source: Some(Box::new(e.into())),
+                        error: Some(Box::new(e.into())),
                     });
                 }
                 globset::GlobSet::empty()
@@ -302,7 +302,11 @@ impl Validator<'_> {
                 Some(r) => match Constraint::parse(&r.value) {
                     Ok(c) => Some(c),
                     Err(e) => {
-                        self.error_from(&r, format!("semver.range: {e}"), e);
+                        self.error_from(
+                            &r,
+                            format!("semver.range: {}", crate::error_chain::chain(&e)),
+                            e,
+                        );
                         return None;
                     }
                 },

@@ -24,7 +24,7 @@ pub enum CredentialError {
     PasswordEnvUnset { var: String },
 
     #[error(
-        "cannot read {} (credentials.passwordFile in tagpilot.yaml): {source}",
+        "cannot read {} (credentials.passwordFile in tagpilot.yaml)",
         path.display()
     )]
     PasswordFile {
@@ -36,7 +36,7 @@ pub enum CredentialError {
     #[error("credentials in tagpilot.yaml need exactly one of passwordEnv and passwordFile")]
     PasswordSourceAmbiguous,
 
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}", path.display())]
     ReadDockerConfig {
         path: PathBuf,
         #[source]

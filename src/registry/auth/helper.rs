@@ -22,14 +22,14 @@ pub enum HelperError {
     #[error("credential helper {program} is not on PATH")]
     NotFound { program: String },
 
-    #[error("cannot run {program}: {source}")]
+    #[error("cannot run {program}")]
     Run {
         program: String,
         #[source]
         source: Arc<std::io::Error>,
     },
 
-    #[error("cannot talk to {program}: {source}")]
+    #[error("cannot talk to {program}")]
     Talk {
         program: String,
         #[source]

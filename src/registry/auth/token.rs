@@ -383,15 +383,14 @@ mod tests {
             registry: "r".into(),
             path: "p".into(),
         };
-        let msg = malformed(
+        let msg = crate::error_chain::chain(&malformed(
             &repo,
             "token response",
             Malformation::SecretJson {
                 line: err.line(),
                 column: err.column(),
             },
-        )
-        .to_string();
+        ));
         assert!(
             err.to_string().contains("s3cret-token"),
             "serde quotes values"

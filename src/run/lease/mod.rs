@@ -136,7 +136,7 @@ impl LeaderElection {
 pub enum LeaseError {
     #[error("--lease-duration must be at least {}s, not {}s", MIN_LEASE_DURATION.as_secs(), .0.as_secs())]
     TooShort(Duration),
-    #[error("leader election: {0}")]
+    #[error("leader election")]
     Kube(#[from] KubeError),
 }
 
@@ -268,7 +268,7 @@ impl Election {
             let mut manager = match manager {
                 Ok(m) => m,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?retry, "cannot read the Lease");
+                    tracing::warn!(error = %crate::error_chain::Chain(&e), retry_in = ?retry, "cannot read the Lease");
                     tokio::select! {
                         () = self.clock.sleep(retry) => {}
                         () = stop.cancelled() => return,
@@ -292,7 +292,7 @@ impl Election {
                         self.step_down(&tx).await;
                         match manager.release().await {
                             Ok(()) => tracing::info!("Lease released"),
-                            Err(e) => tracing::warn!(error = %e, "cannot release the Lease; it expires on its own"),
+                            Err(e) => tracing::warn!(error = %crate::error_chain::Chain(&e), "cannot release the Lease; it expires on its own"),
                         }
                         return;
                     }
@@ -302,7 +302,7 @@ impl Election {
                             tracing::info!("leading: this replica writes");
                             tx.send_replace(Role::Leading);
                             if let Err(e) = self.label(true).await {
-                                tracing::warn!(error = %e, "webhooks will not reach this leader until it is labelled");
+                                tracing::warn!(error = %crate::error_chain::Chain(&e), "webhooks will not reach this leader until it is labelled");
                             }
                         }
                         Ok(false) => {
@@ -313,7 +313,7 @@ impl Election {
                             // After an error the manager still believes what it believed
                             // before; a new one reads the Lease afresh. Writes stop first.
                             self.step_down(&tx).await;
-                            tracing::warn!(error = %e, retry_in = ?retry, "the Lease could not be renewed or read");
+                            tracing::warn!(error = %crate::error_chain::Chain(&e), retry_in = ?retry, "the Lease could not be renewed or read");
                             tokio::select! {
                                 () = self.clock.sleep(retry) => {}
                                 () = stop.cancelled() => return,
@@ -333,7 +333,7 @@ impl Election {
         if was_leading {
             tracing::warn!("not leading any more: no further writes");
             if let Err(e) = self.label(false).await {
-                tracing::warn!(error = %e, "the leader label stays on this Pod until it can be removed");
+                tracing::warn!(error = %crate::error_chain::Chain(&e), "the leader label stays on this Pod until it can be removed");
             }
         }
     }

@@ -482,14 +482,7 @@ impl PayloadError {
 /// An error and its causes on one line (`not a Harbor webhook: missing field `type` at line 1
 /// column 2`), for the answer's body: the sender has no other way to read the cause.
 pub fn render(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    crate::error_chain::chain(error)
 }
 
 /// The image repository at `host` and `path`, as a policy naming `host/path` would have it

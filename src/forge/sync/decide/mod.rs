@@ -157,7 +157,7 @@ fn propose(o: &Observed, planned: &PlannedGroup) -> Decision {
         Ok(closed) => closed,
         Err(e) => {
             let action = Action::Failed {
-                error: e.to_string(),
+                error: crate::error_chain::chain(e),
             };
             return Decision {
                 outcome: outcome(o, planned, action, None),
