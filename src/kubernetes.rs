@@ -18,7 +18,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams,
 };
 
-use crate::argocd::application::Application;
+use crate::application::Application;
 use crate::config::applications::FromCluster;
 
 /// The label Argo CD puts on its repository Secrets.

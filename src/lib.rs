@@ -6,6 +6,8 @@
 //! - `yaml_error` — one rendering of YAML errors with `file:line:column`.
 //! - [`error_chain`] — an error and its causes on one line, as every user-facing text shows it.
 //! - [`config`] — `tagpilot.yaml`.
+//! - [`application`] — an Argo CD `Application` as the Kubernetes API and git hold it: the model
+//!   the Argo CD sources and the Kubernetes edge share.
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
 //! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
 //! - [`change`] — the change model: a change, what goes into one commit or pull request (and
@@ -38,6 +40,7 @@
 //!   shutdown on signals, and leader election among replicas (`--leader-elect`).
 //! - [`cli`] — the command line: its flags, and one runner per command over a [`session`].
 
+pub mod application;
 pub mod apply;
 pub mod argocd;
 pub mod change;

@@ -14,11 +14,11 @@ use std::path::Path;
 use crate::registry::Credential;
 
 use super::ArgoError;
-use super::application::Application;
 use super::image_updater::{ImageUpdater, select};
 use super::resolve::Origin;
 use super::resolve::Resolved;
 use super::settings::AppSettings;
+use crate::application::Application;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};

@@ -108,7 +108,7 @@ async fn registry_credentials(
     cluster: &Cluster,
     apps: &[(String, &AppSettings)],
     secrets: &mut SecretCache,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> (HashMap<String, Credential>, Vec<String>) {
     let mut out: HashMap<String, (Credential, String)> = HashMap::new();
     let mut problems = Vec::new();
@@ -159,7 +159,7 @@ async fn pull_secret_credential(
     how: &PullSecret,
     repository: &Repository,
     secrets: &mut SecretCache,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &(dyn Fn(&str) -> Option<String> + Sync),
 ) -> Result<Credential, CredentialError> {
     match how {
         PullSecret::PullSecret { namespace, name } => {

@@ -13,8 +13,8 @@ use crate::files::{self, Directory, Files};
 use crate::git::{self, GitError, RepoCache};
 
 use super::ArgoError;
-use super::application::{Application, read_documents};
 use super::image_updater::{self, ImageUpdater};
+use crate::application::{Application, read_documents};
 use crate::config::applications::FromGit;
 
 /// What the `fromGit` files hold: Applications and `ImageUpdater` resources.

@@ -16,7 +16,7 @@
 //! what became of each image and [`report`] adds an "Applications" section to `tagpilot plan`.
 //! [`branch`] renders `git-branch` templates, once the changes they name are planned.
 //!
-//! Layers, bottom up: [`application`], [`settings`], [`annotations`], [`config`], [`branch`] and
+//! Layers, bottom up: [`crate::application`] (the leaf model, shared with the Kubernetes edge), [`settings`], [`annotations`], [`config`], [`branch`] and
 //! [`override_file`] are pure types; [`resolve`], [`outcome`], [`in_place`] and [`planner`]
 //! select and edit over them; [`crate::kubernetes`] and [`load`] are edges that decide nothing
 //! ([`crate::kubernetes`] never imports the planner).
@@ -26,7 +26,6 @@
 //! patched in plan mode.
 
 pub mod annotations;
-pub mod application;
 pub mod branch;
 pub mod settings;
 
@@ -48,8 +47,8 @@ pub mod planner;
 pub mod resolve;
 pub mod updater_status;
 
+pub use crate::application::Application;
 pub use crate::config::applications::{ApplicationsConfig, FromCluster, FromGit};
-pub use application::Application;
 pub use planner::{AppPlanner, ImageOutcome, RepositoryPlan};
 pub use resolve::{ManagedApp, Origin, Resolved, resolve};
 
@@ -80,7 +79,7 @@ pub enum ArgoError {
     },
     /// A file that is not YAML, or an Application that does not fit (file:line:column).
     #[error(transparent)]
-    Document(application::DocumentError),
+    Document(crate::application::DocumentError),
 }
 
 impl ArgoError {

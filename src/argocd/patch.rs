@@ -14,12 +14,12 @@ use crate::image::Repository;
 use crate::plan::{Change, Problem};
 use crate::registry::Registry;
 
-use super::application::{Application, HelmParameter, Source};
 use super::outcome::{
     ImageOutcome, OverridePlace, OverrideTarget, Overrides, decide_app_overrides,
 };
 use super::override_file::{HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter};
 use super::resolve::{ManagedApp, Resolved, SourceKind};
+use crate::application::{Application, HelmParameter, Source};
 use crate::kubernetes::Cluster;
 
 /// One Application's parameter overrides as tagpilot would set them.

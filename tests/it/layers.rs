@@ -44,7 +44,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("files", "files", Layer::Leaf),
         ("holds", "holds", Layer::Leaf),
         ("change", "change", Layer::Leaf),
-        ("argocd::application", "argocd::application", Layer::Leaf),
+        ("application", "application", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
         ("verification", "verification", Layer::Core),
@@ -62,7 +62,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("run", "run", Layer::Service),
         ("cli", "cli", Layer::Cli),
     ];
-    // The longest prefix wins: `argocd::application` before `argocd`.
+    // The longest prefix wins.
     units
         .iter()
         .filter(|(prefix, _, _)| module == *prefix || module.starts_with(&format!("{prefix}::")))
@@ -116,7 +116,7 @@ fn module_path(src: &Path, file: &Path) -> String {
 
 /// The code of a file without comments and without its `#[cfg(test)]` module.
 fn code(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
+    let text = match text.find("#[cfg(test)]\nmod tests {") {
         Some(i) => &text[..i],
         None => text,
     };

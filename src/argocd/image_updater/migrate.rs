@@ -4,10 +4,10 @@
 use serde_json::{Map, Value, json};
 
 use super::super::annotations;
-use super::super::application::Application;
 use super::super::settings::{self, UpdateStrategy};
 use super::settings::valid_alias;
 use super::{API_VERSION, DEFAULT_NAMESPACE, KIND};
+use crate::application::Application;
 
 /// The `ImageUpdater` resource that configures `app` as its annotations do, for teams moving to
 /// Image Updater 1.x-style configuration: one `applicationRefs` entry naming the Application

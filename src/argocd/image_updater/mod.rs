@@ -24,7 +24,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::application::{DocumentError, read_objects};
+use crate::application::{DocumentError, read_objects};
 
 /// `apiVersion` of the resources this module reads.
 pub const API_VERSION: &str = "argocd-image-updater.argoproj.io/v1alpha1";

@@ -3,7 +3,6 @@
 //! ([`settings::read`]); what cannot be honoured is named by the resource's field.
 
 use super::super::annotations;
-use super::super::application::Application;
 use super::super::settings::{
     self, AppSettings, Given, HelmNames, ImageInput, Listed, PullRequestProvider,
     PullRequestSettings, SettingError, SettingsInput, SkippedAnnotation, image_and_constraint,
@@ -12,6 +11,7 @@ use super::{
     ApplicationRef, CommonUpdateSettings, ImageConfig, ImageUpdater, KIND, PullRequest,
     WriteBackConfig,
 };
+use crate::application::Application;
 
 /// A setting's value and the field it was read from (the most specific level that set it).
 #[derive(Debug, Clone)]

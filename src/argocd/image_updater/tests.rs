@@ -1,8 +1,8 @@
 use super::select::go_glob;
 use super::*;
+use crate::application::Application;
 use crate::argocd::Origin;
 use crate::argocd::annotations::{self, IMAGE_UPDATER_PREFIX};
-use crate::argocd::application::Application;
 use crate::argocd::settings::{self, AppSettings, UpdateStrategy, WriteBackMethod};
 
 fn app(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Application {

@@ -13,10 +13,10 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::policy::{ImagePolicy, PolicyError, Strategy};
 
-use super::application::Application;
 use super::branch::BranchTemplate;
 use super::image_updater::Selected;
 use super::settings::{AppSettings, ImageSettings, UpdateStrategy};
+use crate::application::Application;
 
 mod units;
 use units::Resolver;

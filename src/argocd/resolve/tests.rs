@@ -1,5 +1,5 @@
 use super::*;
-use crate::argocd::application::read_documents;
+use crate::application::read_documents;
 
 fn app(yaml: &str) -> Application {
     read_documents(Path::new("app.yaml"), yaml)

@@ -7,7 +7,6 @@ use std::fmt;
 use crate::config::repository::WriteMode;
 use crate::git::RepositoryConfig;
 
-use super::super::application::{Application, Source};
 use super::super::branch::BranchTemplate;
 use super::super::settings::{
     AppSettings, GitBranch, GitCredentials, PullRequestProvider, PullRequestSettings,
@@ -17,6 +16,7 @@ use super::{
     ManagedApp, Origin, RepositoryKey, Resolved, SourceKind, Unit, UnitWrite, argocd_from_git,
     clean_path, join, normalise_url, override_file_name, relative_to,
 };
+use crate::application::{Application, Source};
 
 /// What planning every app's units shares: the configured repositories, how to ask a remote
 /// for its default branch, the repository targets chosen so far and the result being built.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::*;
+use crate::application::Application;
 use crate::argocd::annotations::{self, IMAGE_UPDATER_PREFIX};
-use crate::argocd::application::Application;
 use crate::argocd::image_updater::{read_documents, select};
 use crate::argocd::resolve::Origin;
 
