@@ -276,6 +276,13 @@ fn split_documents(text: &str) -> Vec<&str> {
     out
 }
 
+/// Where an Application came from decides what `write-back-method: argocd` can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    Git,
+    Cluster,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,10 +15,10 @@ use crate::registry::Credential;
 
 use super::ArgoError;
 use super::image_updater::{ImageUpdater, select};
-use super::resolve::Origin;
 use super::resolve::Resolved;
 use super::settings::AppSettings;
 use crate::application::Application;
+use crate::application::Origin;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};

@@ -48,9 +48,10 @@ pub mod resolve;
 pub mod updater_status;
 
 pub use crate::application::Application;
+pub use crate::application::Origin;
 pub use crate::config::applications::{ApplicationsConfig, FromCluster, FromGit};
 pub use planner::{AppPlanner, ImageOutcome, RepositoryPlan};
-pub use resolve::{ManagedApp, Origin, Resolved, resolve};
+pub use resolve::{ManagedApp, Resolved, resolve};
 
 use crate::plan::PlanError;
 

@@ -243,8 +243,9 @@ fn same_apart_from_check_time(new: &Value, old: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::application::Origin;
     use crate::argocd::image_updater::{ConfiguredBy, select};
-    use crate::argocd::resolve::{Origin, resolve_selected};
+    use crate::argocd::resolve::resolve_selected;
     use crate::argocd::{Application, resolve::SourceKind};
 
     fn updater(status: Option<Value>) -> ImageUpdater {

@@ -5,8 +5,9 @@
 //! directory and in each repository as the clone cache last fetched it; and the Applications
 //! `applications.fromGit` names, resolved. Nothing here fetches.
 
+use crate::application::Origin;
 use crate::argocd::load::{Found, read_tree};
-use crate::argocd::resolve::{self, Origin, Resolved};
+use crate::argocd::resolve::{self, Resolved};
 use crate::argocd::{ArgoError, image_updater, in_place};
 use crate::config::Config;
 use crate::config::repository::WriteMode;

@@ -30,10 +30,11 @@ use std::path::{Path, PathBuf};
 use futures_util::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::application::Origin;
 use crate::argocd::cluster::{self, Loaded};
 use crate::argocd::planner::AppPlanner;
 use crate::argocd::report::ApplicationReport;
-use crate::argocd::resolve::{Origin, Resolved};
+use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, Application, ArgoError};
 use crate::config::Config;
 use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};

@@ -73,8 +73,8 @@ impl SourceNames {
 /// How the report names an Application as a source.
 pub fn application_source(app: &resolve::ManagedApp) -> String {
     let origin = match app.origin {
-        resolve::Origin::Git => "git",
-        resolve::Origin::Cluster => "cluster",
+        crate::application::Origin::Git => "git",
+        crate::application::Origin::Cluster => "cluster",
     };
     format!("Application {} ({origin})", app.app.id())
 }

@@ -18,7 +18,6 @@ use std::sync::Mutex;
 
 use git2::{FileMode, ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 
-use super::cache::CacheError;
 use crate::files::{Files, FilesError, is_manifest_name, position};
 
 /// The files of one commit, read from the object database.
@@ -52,7 +51,7 @@ impl std::fmt::Debug for CommitFiles {
 
 impl CommitFiles {
     /// Lists the entries of `commit` in the bare repository `git` (opened at `dir`).
-    pub(crate) fn open(git: Repository, dir: &Path, commit: Oid) -> Result<Self, CacheError> {
+    pub(crate) fn open(git: Repository, dir: &Path, commit: Oid) -> Result<Self, git2::Error> {
         let tree = git.find_commit(commit)?.tree()?;
         let mut manifests: Vec<(PathBuf, Oid)> = Vec::new();
         let mut others = Vec::new();

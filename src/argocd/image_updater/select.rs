@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 
 use super::super::annotations::{self, IMAGE_UPDATER_PREFIX};
-use super::super::resolve::Origin;
 use super::super::settings::{AppSettings, SkippedAnnotation};
 use super::settings::settings_for;
 use super::{ApplicationRef, DEFAULT_NAMESPACE, ImageUpdater, KIND, LabelSelector};
 use crate::application::Application;
+use crate::application::Origin;
 
 /// One Application and the configuration that counts for it.
 #[derive(Debug, Clone)]

@@ -21,12 +21,7 @@ use crate::application::Application;
 mod units;
 use units::Resolver;
 
-/// Where an Application came from decides what `write-back-method: argocd` can do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    Git,
-    Cluster,
-}
+use crate::application::Origin;
 
 /// An Application with Image Updater annotations, ready to plan.
 #[derive(Debug, Clone)]

@@ -30,11 +30,9 @@ struct Resource {
     resource_url: Option<String>,
 }
 
-pub fn parse(body: &[u8]) -> Result<Parsed, PayloadError> {
-    let value: serde_json::Value = super::json(body, "a Harbor webhook")?;
-    if value.get("specversion").is_some() {
-        return super::cloudevents::parse_structured(body);
-    }
+/// Harbor's own payload, read already as JSON (a CloudEvent goes to `cloudevents` instead:
+/// [`super::harbor_payload`] decides).
+pub fn parse(value: serde_json::Value) -> Result<Parsed, PayloadError> {
     let payload: Payload = serde_json::from_value(value).map_err(|source| PayloadError::NotA {
         what: "a Harbor webhook",
         source,

@@ -27,7 +27,7 @@ use axum::http::{HeaderMap, StatusCode};
 
 use super::{
     Answer, Carrier, Check, Parsed, PayloadError, Request, Secrets, acr, aliyun, cloudevents,
-    distribution, dockerhub, ghcr, harbor, quay,
+    distribution, dockerhub, ghcr, quay,
 };
 
 /// Image Updater's registry types.
@@ -108,7 +108,7 @@ impl Type {
                 request.body,
                 ghcr::Accept::PublishedPackages,
             ),
-            Type::Harbor => harbor::parse(request.body),
+            Type::Harbor => super::harbor_payload(request.body),
             Type::Acr => acr::parse(request.body),
             Type::CloudEvents => cloudevents::parse(request.headers, request.body),
             Type::GitLab => distribution::parse(request.body),

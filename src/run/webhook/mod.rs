@@ -105,7 +105,7 @@ impl Kind {
             Kind::Distribution => distribution::parse(request.body),
             Kind::DockerHub => dockerhub::parse(request.body),
             Kind::Ghcr => ghcr::parse(request.header("x-github-event"), request.body),
-            Kind::Harbor => harbor::parse(request.body),
+            Kind::Harbor => harbor_payload(request.body),
             Kind::Quay => quay::parse(request.body),
             Kind::Gar => gar::parse(request.body),
             Kind::CloudEvents => cloudevents::parse(request.headers, request.body),
@@ -516,6 +516,16 @@ fn json<'a, T: serde::Deserialize<'a>>(
     what: &'static str,
 ) -> Result<T, PayloadError> {
     serde_json::from_slice(body).map_err(|source| PayloadError::NotA { what, source })
+}
+
+/// Harbor sends its own payload, or a structured CloudEvent when its webhook policy chose
+/// CloudEvents (`specversion` tells them apart).
+pub(super) fn harbor_payload(body: &[u8]) -> Result<Parsed, PayloadError> {
+    let value: serde_json::Value = json(body, "a Harbor webhook")?;
+    if value.get("specversion").is_some() {
+        return cloudevents::parse_structured(body);
+    }
+    harbor::parse(value)
 }
 
 #[cfg(test)]
