@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 use tagpilot::change::Change;
-use tagpilot::engine::revert::{FailedUpdate, RevertOutcome, RevertWrite, revert};
+use tagpilot::engine::revert::{FailedUpdate, RevertError, RevertOutcome, RevertWrite, revert};
 use tagpilot::engine::{self};
 use tagpilot::git::{RepoCache, RepositoryConfig};
 use tagpilot::plan::revert::LeftReason;
@@ -375,22 +375,87 @@ async fn pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch<F: Rev
     server.verify().await;
 }
 
-mod github_forge {
-    #[tokio::test]
-    async fn pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch() {
-        super::pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch::<
-            crate::support::forge_double::GitHubApi,
-        >()
-        .await;
-    }
+async fn a_revert_branch_holding_a_persons_commit_is_not_overwritten<F: RevertForge>() {
+    set_test_secrets();
+    let origin = BareRepo::new();
+    let failed = tagpilot_updates(&origin, false);
+    let branch = format!("tagpilot/revert-{}", &failed.commit[..12]);
+    // A person made the revert branch first: their commit, not tagpilot's.
+    let work = tempfile::tempdir().unwrap();
+    let bare = origin.path();
+    git(
+        work.path(),
+        &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
+    );
+    let w = work.path().join("w");
+    std::fs::write(w.join("README.md"), "by hand\n").unwrap();
+    git(&w, &["commit", "-q", "-am", "revert by hand"]);
+    git(
+        &w,
+        &["push", "-q", "origin", &format!("HEAD:refs/heads/{branch}")],
+    );
+    let persons = origin.rev(&branch).unwrap();
+    // No call to the forge is scripted: opening one would fail the run.
+    let server = MockServer::start().await;
+    let repo = config(&format!(
+        "name: manifests\nurl: '{}'\nbranch: main\nforge:\n  {}\nwrite:\n  mode: pull-request\n",
+        origin.file_url(),
+        F::forge_yaml(&server.uri()),
+    ));
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let context = engine::Context {
+        registry: &(),
+        cache: Some(&cache),
+        progress: &(),
+        cancel: Default::default(),
+        state: None,
+    };
+
+    let error = revert(&context, &repo, &failed).await.unwrap_err();
+
+    assert!(
+        matches!(error, RevertError::BranchTaken { .. }),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "repository `manifests`: branch `{branch}` holds commit {persons}, which tagpilot did \
+             not make; the revert of {} is not pushed over it",
+            failed.commit
+        )
+    );
+    assert_eq!(origin.rev(&branch).unwrap(), persons, "left as it was");
+    let requests = server.received_requests().await.unwrap();
+    assert!(
+        !requests.iter().any(|r| r.method.as_str() == "POST"),
+        "nothing opened: {requests:?}"
+    );
 }
 
-mod gitlab_forge {
-    #[tokio::test]
-    async fn pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch() {
-        super::pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch::<
-            crate::support::forge_double::GitLabApi,
-        >()
-        .await;
-    }
+macro_rules! on_each_forge {
+    ($($scenario:ident),+ $(,)?) => {
+        mod github_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::forge_double::GitHubApi>().await;
+                }
+            )+
+        }
+        mod gitlab_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::forge_double::GitLabApi>().await;
+                }
+            )+
+        }
+    };
 }
+
+on_each_forge!(
+    pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch,
+    a_revert_branch_holding_a_persons_commit_is_not_overwritten,
+);

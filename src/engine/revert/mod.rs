@@ -161,7 +161,7 @@ pub async fn revert<R>(
     for left in &outcome.left {
         tracing::warn!(field = %left, "not reverted");
     }
-    tracing::info!(written = ?outcome.written, "revert written");
+    tracing::info!(written = ?outcome.written, "revert done");
     Ok(outcome)
 }
 
