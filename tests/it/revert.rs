@@ -10,12 +10,12 @@ use tagpilot::engine::revert::{FailedUpdate, RevertError, RevertOutcome, RevertW
 use tagpilot::engine::{self};
 use tagpilot::git::{RepoCache, RepositoryConfig};
 use tagpilot::plan::revert::LeftReason;
-use wiremock::MockServer;
-use wiremock::matchers::body_partial_json;
+use wiremock::matchers::{body_partial_json, query_param};
+use wiremock::{Mock, MockServer};
 
 use crate::support::forge_double::{ForgeDouble, GitHubApi, GitLabApi};
 use crate::support::git::*;
-use crate::support::github;
+use crate::support::{github, gitlab};
 
 const FAILURE: &str =
     "health Degraded after the sync: Deployment \"api\" exceeded its progress deadline";
@@ -273,6 +273,8 @@ async fn http_a_push_race_is_retried_on_the_new_tip_and_the_persons_commit_stays
 /// How each forge's double sees a revert's pull request opened with labels.
 trait RevertForge: ForgeDouble {
     async fn expect_open(server: &MockServer, branch: &str, number: u64, labels: &[&str]);
+    /// The listing of open proposals from `branch` into `main`, after opening one was refused.
+    fn list_open_from(branch: &str, response: Value) -> Mock;
 }
 
 impl RevertForge for GitHubApi {
@@ -285,6 +287,13 @@ impl RevertForge for GitHubApi {
         // GitHub labels a pull request with a call of its own.
         github::expect_labels(server, number, json!(labels)).await;
     }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        Self::authed("GET", github::PULLS)
+            .and(query_param("state", "open"))
+            .and(query_param("head", format!("acme:{branch}")))
+            .respond_with(github::ok_json(response))
+    }
 }
 
 impl RevertForge for GitLabApi {
@@ -296,9 +305,19 @@ impl RevertForge for GitLabApi {
             .mount(server)
             .await;
     }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        Self::authed("GET", gitlab::MRS)
+            .and(query_param("state", "opened"))
+            .and(query_param("source_branch", branch))
+            .and(query_param("target_branch", "main"))
+            .respond_with(github::ok_json(response))
+    }
 }
 
-async fn pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch<F: RevertForge>() {
+async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_takes_it_over_when_seen_again<
+    F: RevertForge,
+>() {
     set_test_secrets();
     let origin = BareRepo::new();
     let failed = tagpilot_updates(&origin, false);
@@ -372,6 +391,39 @@ async fn pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch<F: Rev
         "says what failed: {body}"
     );
     assert!(body.contains(&format!("This {}", F::NOUN)), "{body}");
+    server.verify().await;
+    server.reset().await;
+
+    // The same failure seen again: tagpilot's branch already holds the revert, so nothing is
+    // pushed, and the forge's "already exists" takes the open one over instead of a second.
+    let title = "revert(images): api to 1.0.0";
+    F::create_request_from(&branch)
+        .respond_with(F::already_exists())
+        .expect(1)
+        .mount(&server)
+        .await;
+    let listed = F::from_branch(F::proposal(7, title, body), &branch);
+    F::list_open_from(&branch, json!([listed]))
+        .expect(1)
+        .mount(&server)
+        .await;
+    F::expect_edit_with(&server, 7, json!({ "title": title })).await;
+    F::expect_additions(&server, 7, labels, &[], &[]).await;
+
+    let again = run_revert(&cache, &repo, &failed).await;
+
+    let RevertWrite::PullRequest {
+        number: again_number,
+        commit: again_commit,
+        taken_over,
+        ..
+    } = &again.written
+    else {
+        panic!("a pull request: {again:?}");
+    };
+    assert_eq!((*again_number, *taken_over), (7, true), "no second one");
+    assert_eq!(again_commit, commit, "the branch is not pushed again");
+    assert_eq!(origin.rev(&branch).as_ref(), Some(commit));
     server.verify().await;
 }
 
@@ -456,6 +508,6 @@ macro_rules! on_each_forge {
 }
 
 on_each_forge!(
-    pull_request_mode_opens_a_labelled_revert_from_a_tagpilot_branch,
+    pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_takes_it_over_when_seen_again,
     a_revert_branch_holding_a_persons_commit_is_not_overwritten,
 );
