@@ -12,7 +12,9 @@
 //!
 //! Pure: the files come in as [`Files`] (the base tip read from git, or a directory), no I/O
 //! besides reading them. Fields found only through a policy's explicit Helm value paths are not
-//! found here (the scan sees the conventional shapes and markers), and are listed as gone.
+//! found here (the scan sees the conventional shapes and markers), and are listed as gone. An
+//! Application's `.argocd-source-<app>.yaml` override is not a manifest's field: it is listed
+//! as such ([`LeftReason::NotAManifestField`]), never guessed at.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -57,6 +59,10 @@ pub enum LeftReason {
     FileGone,
     /// The file or the field cannot be read or written; the editor's or the reader's words.
     Unwritable { message: String },
+    /// Not a field of a manifest: an Application's parameter override in its
+    /// `.argocd-source-<app>.yaml`, or a kustomize `images:` entry tagpilot added. Those are
+    /// written whole from the Application's settings, which a revert does not have.
+    NotAManifestField,
 }
 
 impl fmt::Display for LeftField {
@@ -73,6 +79,10 @@ impl fmt::Display for LeftField {
             LeftReason::FieldGone => f.write_str("the field is no longer in the file"),
             LeftReason::FileGone => f.write_str("the file is no longer in the tree"),
             LeftReason::Unwritable { message } => write!(f, "cannot be set back: {message}"),
+            LeftReason::NotAManifestField => f.write_str(
+                "an Application's override, not a manifest's field: tagpilot does not revert \
+                 it; set it back by hand",
+            ),
         }
     }
 }
@@ -80,14 +90,21 @@ impl fmt::Display for LeftField {
 /// Plans the reverse of `failed` on `files`: a group keyed `key` that sets each field still
 /// holding its change's `to` back to its `from`, and the fields left.
 pub fn plan_revert(files: &dyn Files, key: &str, failed: &[Change]) -> ReversePlan {
+    let mut plan = ReversePlan::default();
     let mut by_file: BTreeMap<&str, Vec<&Change>> = BTreeMap::new();
     for change in failed {
-        by_file
-            .entry(change.file.as_str())
-            .or_default()
-            .push(change);
+        if is_manifest_field(&change.field) {
+            by_file
+                .entry(change.file.as_str())
+                .or_default()
+                .push(change);
+        } else {
+            plan.left.push(LeftField {
+                change: change.clone(),
+                reason: LeftReason::NotAManifestField,
+            });
+        }
     }
-    let mut plan = ReversePlan::default();
     let mut group = ChangeGroup {
         key: key.to_owned(),
         ..ChangeGroup::default()
@@ -103,6 +120,13 @@ pub fn plan_revert(files: &dyn Files, key: &str, failed: &[Change]) -> ReversePl
         plan.group = Some(group);
     }
     plan
+}
+
+/// Whether a change's field (as the plan names it) is a manifest's, which the scan finds
+/// again: not an Application's `.argocd-source` override (`argocd-source helm`) nor a kustomize
+/// entry tagpilot added (`kustomize images (entry added)`).
+fn is_manifest_field(field: &str) -> bool {
+    !field.starts_with("argocd-source ") && !field.ends_with("(entry added)")
 }
 
 /// One file's reverse edits: its new text and the reverse changes, or `None` when none of its

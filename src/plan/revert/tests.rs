@@ -166,3 +166,26 @@ fn a_digest_pinned_reference_goes_back_to_its_old_tag_and_digest() {
         DEPLOYMENT.replace("api:1.1.0", &format!("api:1.0.0@{old}"))
     );
 }
+
+#[test]
+fn an_applications_override_is_left_and_said_to_be_no_manifest_field() {
+    let (_dir, files) = tree(&[("apps/api.yaml", DEPLOYMENT)]);
+    let override_change = Change {
+        file: "apps/.argocd-source-shop.yaml".into(),
+        field: "argocd-source helm".into(),
+        ..api("1.0.0", "1.1.0")
+    };
+    let plan = plan_revert(&files, "revert", &[override_change, api("1.0.0", "1.1.0")]);
+    assert_eq!(plan.left.len(), 1);
+    assert_eq!(plan.left[0].reason, LeftReason::NotAManifestField);
+    let said = plan.left[0].to_string();
+    assert!(
+        said.starts_with("apps/.argocd-source-shop.yaml (argocd-source helm): an Application's"),
+        "{said}"
+    );
+    assert_eq!(
+        plan.group.unwrap().changes.len(),
+        1,
+        "the manifest's field goes back"
+    );
+}
