@@ -197,6 +197,9 @@ pub struct WriteConfig {
     /// Pull-request mode: turn on the forge's auto-merge.
     #[serde(default)]
     pub auto_merge: bool,
+    /// Pull-request mode: the labels on a revert's pull request (default `tagpilot/revert`).
+    #[serde(default)]
+    pub revert_labels: Option<Vec<String>>,
 }
 
 fn default_max_retries() -> u32 {
@@ -218,6 +221,7 @@ impl Default for WriteConfig {
             reviewers: Vec::new(),
             draft: false,
             auto_merge: false,
+            revert_labels: None,
         }
     }
 }

@@ -19,6 +19,7 @@
 pub mod check;
 mod image_sources;
 pub mod outcome;
+pub mod revert;
 pub mod shared;
 pub mod steady;
 pub mod target;

@@ -18,6 +18,7 @@ pub mod github;
 pub mod gitlab;
 mod marker;
 mod retry;
+pub mod revert;
 mod sync;
 
 use std::future::Future;

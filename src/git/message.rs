@@ -28,6 +28,9 @@ pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | len
 /// (`git log --grep 'Tagpilot-Policy: checkout-api'`).
 pub const POLICY_TRAILER: &str = "Tagpilot-Policy";
 
+/// The trailer that names the commit a revert of tagpilot's undoes (`crate::engine::revert`).
+pub const REVERT_TRAILER: &str = "Tagpilot-Revert";
+
 /// Why no commit message could be made from `write.commitMessage`.
 #[derive(Debug, thiserror::Error)]
 pub enum TemplateError {
@@ -86,11 +89,32 @@ pub fn render_message(
         return Err(TemplateError::Empty);
     }
     let mut message = String::from(body);
-    message.push_str("\n\n");
+    // A message that ends in trailers of tagpilot's own (a revert's `Tagpilot-Revert:`) gets the
+    // policy trailers in the same block: git reads trailers from the last paragraph only.
+    message.push_str(if ends_in_own_trailers(body) {
+        "\n"
+    } else {
+        "\n\n"
+    });
     for policy in policies {
         message.push_str(&format!("{POLICY_TRAILER}: {policy}\n"));
     }
     Ok(message)
+}
+
+/// Whether the last paragraph of `body` is only `Tagpilot-…: …` trailer lines.
+fn ends_in_own_trailers(body: &str) -> bool {
+    let last = body.rsplit("\n\n").next().unwrap_or_default();
+    !last.trim().is_empty()
+        && body.contains("\n\n")
+        && last.lines().all(|line| {
+            line.strip_prefix("Tagpilot-")
+                .and_then(|rest| rest.split_once(": "))
+                .is_some_and(|(token, _)| {
+                    !token.is_empty()
+                        && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                })
+        })
 }
 
 /// Each change once, in the planner's order: a reader counts image moves, not the lines that
@@ -209,6 +233,29 @@ mod tests {
         )
         .unwrap();
         assert_eq!(message, "m/api: api\n\nTagpilot-Policy: api\n");
+    }
+
+    #[test]
+    fn a_message_ending_in_its_own_tagpilot_trailers_gets_the_policy_trailers_in_that_block() {
+        let g = group("api", &[("a", "x")], vec![change("api", "a", "2", "1")]);
+        let message = render_message(
+            Some("revert: api\n\nwhy\n\nTagpilot-Revert: abc123\n"),
+            "m",
+            &g,
+        )
+        .unwrap();
+        assert_eq!(
+            message,
+            "revert: api\n\nwhy\n\nTagpilot-Revert: abc123\nTagpilot-Policy: api\n"
+        );
+        // Other trailers, or none, keep the policy trailers in a block of their own.
+        let message = render_message(Some("x\n\nSigned-off-by: a <a@b>"), "m", &g).unwrap();
+        assert_eq!(
+            message,
+            "x\n\nSigned-off-by: a <a@b>\n\nTagpilot-Policy: api\n"
+        );
+        let message = render_message(Some("Tagpilot-Revert: abc"), "m", &g).unwrap();
+        assert_eq!(message, "Tagpilot-Revert: abc\n\nTagpilot-Policy: api\n");
     }
 
     #[test]

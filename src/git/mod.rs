@@ -40,7 +40,7 @@ pub use config::{
     AuthConfig, Author, Grouping, ProvidedToken, RepositoryConfig, SigningConfig, WriteConfig,
     WriteMode,
 };
-pub use message::{DEFAULT_COMMIT_MESSAGE, POLICY_TRAILER};
+pub use message::{DEFAULT_COMMIT_MESSAGE, POLICY_TRAILER, REVERT_TRAILER};
 pub use tree::CommitFiles;
 pub use write::{
     Planned, PushedCommit, Replanner, RepositoryReport, WriteOptions, WriteOutcome, WriteStatus,

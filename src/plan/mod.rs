@@ -15,6 +15,7 @@
 //! - [`decide`]: one reference's decision, and the registry look-ups behind it.
 //! - [`groups`]: a plan split into change groups for commits and pull requests.
 //! - [`merge`]: several sources' plans of one checkout joined into one.
+//! - [`revert`]: the reverse of a failed update, field by field (never a `git revert`).
 //! - [`steady`]: which groups to hold rather than propose backwards from their last proposal.
 //! - [`tags`]: `tagpilot tags`, an image's tags in a policy's order, and which configured
 //!   policy it uses.
@@ -24,6 +25,7 @@ mod groups;
 mod index;
 pub mod merge;
 pub mod model;
+pub mod revert;
 pub mod steady;
 pub mod tags;
 mod walk;

@@ -22,6 +22,7 @@ mod manifest;
 mod policy;
 mod registry;
 mod registry_faults;
+mod revert;
 mod support;
 mod verification;
 mod writeback;

@@ -123,7 +123,8 @@ pub(super) fn edit_file(
     Ok(edited)
 }
 
-fn describe(kind: &FieldKind) -> String {
+/// What the plan calls a field (`Change::field`); a revert finds the field again by it.
+pub(in crate::plan) fn describe(kind: &FieldKind) -> String {
     match kind {
         FieldKind::Container {
             resource,

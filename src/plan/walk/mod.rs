@@ -25,6 +25,7 @@ mod owner;
 mod scan;
 
 pub(super) use self::edit::apply_sorted;
+pub(in crate::plan) use self::edit::describe;
 use self::edit::edit_file;
 #[cfg(test)]
 pub(super) use self::owner::edit_distance;
