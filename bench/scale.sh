@@ -53,11 +53,18 @@ TAGPILOT="$(tagpilot_binary)"
 # Each run's working directory is its manifest repository: make the paths absolute.
 BINARIES=("tagpilot=$(realpath "$TAGPILOT")")
 [[ -n "${TAGPILOT_BASELINE:-}" ]] && BINARIES+=("baseline=$(realpath "$TAGPILOT_BASELINE")")
-for entry in "${BINARIES[@]}"; do
+for i in "${!BINARIES[@]}"; do
+    entry="${BINARIES[$i]}"
     [[ -x "${entry#*=}" ]] || {
         say "no tagpilot binary at ${entry#*=}"
         exit 1
     }
+    # Each binary runs from a fresh copy: how a file's pages sit in the page cache (one just
+    # written by the linker or `cp` is mapped in larger folios) moves the peak RSS of the same
+    # binary by up to 2 MB, which would otherwise be read as a difference between the binaries.
+    mkdir -p "$BENCH_DIR/bin"
+    cp "${entry#*=}" "$BENCH_DIR/bin/${entry%%=*}"
+    BINARIES[i]="${entry%%=*}=$BENCH_DIR/bin/${entry%%=*}"
 done
 
 # === registry ===
@@ -153,7 +160,10 @@ PY
 publish() {
     local tree="$1" bare="$2"
     git init -q --bare -b main "$bare"
-    (cd "$tree" && git init -q -b main && git add -A &&
+    # No automatic gc: a detached `git gc --auto` after the big commit would still be writing
+    # into the tree's .git while it is deleted below.
+    (cd "$tree" && git init -q -b main && git config gc.auto 0 && git config maintenance.auto false &&
+        git add -A &&
         git -c user.name=bench -c user.email=bench@example.invalid commit -qm seed &&
         git push -q "file://$bare" main)
     rm -rf "$tree"
