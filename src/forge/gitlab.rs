@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::query_value;
+use super::status::{CommitState, VERIFY_CONTEXT};
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
 use super::{
     Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, Reviewer, SourceCommits,
@@ -410,6 +411,27 @@ impl Forge for GitLab {
                 &self.route(&format!("/merge_requests/{number}/notes")),
                 Some(&json!({ "body": body })),
                 &format!("comment on merge request !{number}"),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn set_commit_status(
+        &self,
+        commit: &str,
+        state: CommitState,
+        description: &str,
+    ) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::POST,
+                &self.route(&format!("/statuses/{commit}")),
+                Some(&json!({
+                    "state": state.gitlab(),
+                    "name": VERIFY_CONTEXT,
+                    "description": description,
+                })),
+                &format!("set the {VERIFY_CONTEXT} status of {commit}"),
             )
             .await?;
         Ok(())

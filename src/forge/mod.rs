@@ -18,6 +18,7 @@ pub mod github;
 pub mod gitlab;
 mod marker;
 mod retry;
+pub mod status;
 mod sync;
 
 use std::future::Future;
@@ -239,6 +240,14 @@ pub trait Forge: Sync {
         from: &str,
         to: &str,
     ) -> impl Future<Output = Result<SourceCommits, ForgeError>> + Send;
+    /// Sets the `tagpilot/verify` status of `commit` to `state`, with `description` (at most
+    /// 140 characters: [`status::description`]).
+    fn set_commit_status(
+        &self,
+        commit: &str,
+        state: status::CommitState,
+        description: &str,
+    ) -> impl Future<Output = Result<(), ForgeError>> + Send;
 }
 
 /// The commits between two revisions of an image's source repository.
