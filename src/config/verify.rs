@@ -89,4 +89,59 @@ mod tests {
             assert!(read(yaml).is_err(), "{yaml}");
         }
     }
+
+    #[test]
+    fn an_unreadable_verify_names_its_file_and_line_in_tagpilot_yaml_and_in_a_policy() {
+        let path = std::path::Path::new("tagpilot.yaml");
+        let err = crate::config::parse(
+            path,
+            "repositories:\n  - name: manifests\n    url: file:///m.git\n    verify:\n      onFailure: rollback\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("tagpilot.yaml:5:"), "{err}");
+        assert!(err.contains("rollback"), "{err}");
+        let ok = crate::config::parse(
+            path,
+            "repositories:\n  - name: manifests\n    url: file:///m.git\n    verify: {onFailure: report, timeout: 20m}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.repositories[0].verify,
+            Some(VerifyConfig {
+                on_failure: OnFailure::Report,
+                timeout: Duration::from_secs(1200)
+            })
+        );
+        assert_eq!(
+            crate::config::parse(path, "repositories:\n  - name: m\n    url: file:///m.git\n")
+                .unwrap()
+                .repositories[0]
+                .verify,
+            None,
+            "off by default"
+        );
+
+        let policy = |verify: &str| {
+            format!(
+                "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: r.example/api\n  strategy: {{semver: {{}}}}\n  verify:\n{verify}"
+            )
+        };
+        let errors = crate::policy::parse_file(
+            std::path::Path::new("p.yaml"),
+            &policy("    timeout: soon\n"),
+        )
+        .expect_err("an unreadable timeout is no policy");
+        let text = errors.to_string();
+        assert!(text.contains("p.yaml:9"), "{text}");
+        let policies = crate::policy::parse_file(
+            std::path::Path::new("p.yaml"),
+            &policy("    onFailure: revert\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            policies[0].verify.map(|v| v.on_failure),
+            Some(OnFailure::Revert)
+        );
+    }
 }
