@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::query_value;
-use super::status::{CommitState, VERIFY_CONTEXT};
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
+use super::status::{CommitState, VERIFY_CONTEXT};
 use super::{
     Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, Reviewer, SourceCommits,
     missing_labels, missing_reviewers, read_token,

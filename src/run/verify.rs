@@ -143,37 +143,7 @@ impl Verifier {
     /// Applications whose sources contain its changed files, for the changes whose policy or
     /// repository has `verify:`.
     pub(super) async fn after_cycle(self: &Arc<Self>, cycle: &Cycle, policies: &policy::Loaded) {
-        let verify_of = |change: &Change| -> Option<VerifyConfig> {
-            let repository = self
-                .repositories
-                .iter()
-                .find(|c| Some(c.name.as_str()) == change.repository.as_deref())?;
-            policies
-                .policies
-                .iter()
-                .find(|p| p.name == change.policy)
-                .and_then(|p| p.verify)
-                .or(repository.verify)
-        };
-        let pushed: Vec<(&RepositoryConfig, String, Vec<(&Change, VerifyConfig)>)> = cycle
-            .plan
-            .repositories
-            .iter()
-            .filter(|r| r.status == RepositoryStatus::Pushed)
-            .filter_map(|r| {
-                let config = self.repositories.iter().find(|c| c.name == r.repository)?;
-                // A push to a branch of tagpilot's own has not reached the base branch.
-                let tip = r.commits.last().filter(|_| r.branch == config.branch)?;
-                let changes: Vec<_> = cycle
-                    .plan
-                    .changes
-                    .iter()
-                    .filter(|c| c.repository.as_deref() == Some(config.name.as_str()))
-                    .filter_map(|c| verify_of(c).map(|v| (c, v)))
-                    .collect();
-                (!changes.is_empty()).then(|| (config, tip.id.clone(), changes))
-            })
-            .collect();
+        let pushed = self.pushed(cycle, policies);
         if pushed.is_empty() {
             return;
         }
@@ -189,7 +159,12 @@ impl Verifier {
             }
         };
         let since = Timestamp::now();
-        for (config, commit, changes) in pushed {
+        for Pushed {
+            config,
+            commit,
+            changes,
+        } in pushed
+        {
             let pending = pending_for(&applications, config, &commit, since, &changes);
             if pending.is_empty() {
                 tracing::warn!(
@@ -216,6 +191,46 @@ impl Verifier {
                 self.add(p);
             }
         }
+    }
+
+    /// The commits `cycle` pushed to a base branch, each with its changes to verify: those whose
+    /// policy (first) or repository has `verify:`.
+    fn pushed<'a>(&'a self, cycle: &'a Cycle, policies: &policy::Loaded) -> Vec<Pushed<'a>> {
+        let verify_of = |change: &Change| -> Option<VerifyConfig> {
+            let repository = self
+                .repositories
+                .iter()
+                .find(|c| Some(c.name.as_str()) == change.repository.as_deref())?;
+            policies
+                .policies
+                .iter()
+                .find(|p| p.name == change.policy)
+                .and_then(|p| p.verify)
+                .or(repository.verify)
+        };
+        cycle
+            .plan
+            .repositories
+            .iter()
+            .filter(|r| r.status == RepositoryStatus::Pushed)
+            .filter_map(|r| {
+                let config = self.repositories.iter().find(|c| c.name == r.repository)?;
+                // A push to a branch of tagpilot's own has not reached the base branch.
+                let tip = r.commits.last().filter(|_| r.branch == config.branch)?;
+                let changes: Vec<_> = cycle
+                    .plan
+                    .changes
+                    .iter()
+                    .filter(|c| c.repository.as_deref() == Some(config.name.as_str()))
+                    .filter_map(|c| verify_of(c).map(|v| (c, v)))
+                    .collect();
+                (!changes.is_empty()).then(|| Pushed {
+                    config,
+                    commit: tip.id.clone(),
+                    changes,
+                })
+            })
+            .collect()
     }
 
     /// Adds a pending verification to its Application's follower, starting one if none runs.
@@ -274,11 +289,17 @@ impl Verifier {
             else {
                 // The repository left the configuration: nothing can say what contains it.
                 tracing::warn!(application = %application, repository = %target.repository, "the repository is no longer configured: its verification ends");
-                self.conclude(&target, Conclusion::Error("repository no longer configured".into()));
+                self.conclude(
+                    &target,
+                    Conclusion::Error("repository no longer configured".into()),
+                );
                 continue;
             };
             let Some(cluster) = self.cluster().await else {
-                self.conclude(&target, Conclusion::Error("no cluster to follow it in".into()));
+                self.conclude(
+                    &target,
+                    Conclusion::Error("no cluster to follow it in".into()),
+                );
                 continue;
             };
             let (namespace, name) = application
@@ -399,7 +420,9 @@ impl Verifier {
         let application = pending.application.clone();
         tokio::spawn(async move {
             match set_verify_status(&repo, &commit, state, &text).await {
-                Ok(true) => tracing::debug!(repository = %repo.name, %commit, ?state, "commit status set"),
+                Ok(true) => {
+                    tracing::debug!(repository = %repo.name, %commit, ?state, "commit status set")
+                }
                 Ok(false) => {}
                 Err(e) => tracing::warn!(
                     repository = %repo.name,
@@ -496,7 +519,9 @@ impl Verifier {
         };
         match state.hold(&held) {
             Ok(()) => tracing::warn!(field = %field.key, tag = %field.to, "held: {}", held.reason),
-            Err(e) => tracing::error!(field = %field.key, error = %chain(&e), "the failed tag was not held"),
+            Err(e) => {
+                tracing::error!(field = %field.key, error = %chain(&e), "the failed tag was not held")
+            }
         }
     }
 }
@@ -511,6 +536,13 @@ fn on_failure_revert(
     Err(VerifyError::RevertNotWired {
         application: pending.application.clone(),
     })
+}
+
+/// A commit a cycle pushed to a base branch, and its changes to verify with their `verify:`.
+struct Pushed<'a> {
+    config: &'a RepositoryConfig,
+    commit: String,
+    changes: Vec<(&'a Change, VerifyConfig)>,
 }
 
 /// How a follow ended, in the terms of what follows it.

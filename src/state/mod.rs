@@ -99,10 +99,7 @@ pub enum StateError {
     #[error("state database {}: the verifications under way cannot be read", path.display())]
     VerificationsUnknown { path: PathBuf },
     #[error("state database {}: the verification {verification} was not recorded", path.display())]
-    VerificationNotRecorded {
-        path: PathBuf,
-        verification: String,
-    },
+    VerificationNotRecorded { path: PathBuf, verification: String },
 }
 
 impl StateError {
@@ -121,9 +118,9 @@ impl StateError {
     }
 }
 
+pub use self::verifications::{PendingVerification, VerifiedField};
 /// What was last proposed for one group of one repository: the change model's.
 pub use crate::change::{Proposal, ProposedChange};
-pub use self::verifications::{PendingVerification, VerifiedField};
 
 /// The state database of one `--state-dir`.
 pub struct State {

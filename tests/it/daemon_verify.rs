@@ -126,7 +126,9 @@ async fn accept_status(forge: &MockServer, state: &str) {
             "authorization",
             crate::support::github::AUTH,
         ))
-        .and(wiremock::matchers::path_regex("^/repos/acme/manifests/statuses/[0-9a-f]{40}$"))
+        .and(wiremock::matchers::path_regex(
+            "^/repos/acme/manifests/statuses/[0-9a-f]{40}$",
+        ))
         .and(wiremock::matchers::body_partial_json(
             json!({"state": state, "context": "tagpilot/verify"}),
         ))
@@ -186,7 +188,10 @@ fn a_push_followed_to_a_healthy_application_is_verified_and_its_commit_gets_succ
         })
         .await;
         eventually("the success status sent", &logs, || async {
-            statuses(&forge).await.iter().any(|(_, state, _)| state == "success")
+            statuses(&forge)
+                .await
+                .iter()
+                .any(|(_, state, _)| state == "success")
         })
         .await;
         let metrics = daemon.text("/metrics").await;
@@ -198,14 +203,24 @@ fn a_push_followed_to_a_healthy_application_is_verified_and_its_commit_gets_succ
         assert_eq!(stopped, tagpilot::run::Stopped::Drained, "{log}");
         let sent = statuses(&forge).await;
         assert_eq!(
-            sent.iter().map(|(c, st, _)| (c.as_str(), st.as_str())).collect::<Vec<_>>(),
+            sent.iter()
+                .map(|(c, st, _)| (c.as_str(), st.as_str()))
+                .collect::<Vec<_>>(),
             vec![(pushed.as_str(), "pending"), (pushed.as_str(), "success")],
             "pending when following starts, success once healthy, on the pushed commit"
         );
-        assert!(log.contains("verified: the Application runs api: apps/api/deployment.yaml 1.0.0 → 1.1.0 healthy"), "{log}");
+        assert!(
+            log.contains(
+                "verified: the Application runs api: apps/api/deployment.yaml 1.0.0 → 1.1.0 healthy"
+            ),
+            "{log}"
+        );
         let state = State::open(&s.dir.path().join("state")).unwrap();
         assert!(state.holds().unwrap().is_empty(), "nothing held");
-        assert!(state.verifications().unwrap().is_empty(), "nothing left pending");
+        assert!(
+            state.verifications().unwrap().is_empty(),
+            "nothing left pending"
+        );
     });
 }
 
@@ -226,7 +241,10 @@ fn a_push_whose_application_turns_degraded_holds_the_tag_and_fails_the_commit_wi
         })
         .await;
         eventually("the failure status sent", &logs, || async {
-            statuses(&forge).await.iter().any(|(_, state, _)| state == "failure")
+            statuses(&forge)
+                .await
+                .iter()
+                .any(|(_, state, _)| state == "failure")
         })
         .await;
         // The next cycle has nothing to propose: the field runs the held tag.
@@ -252,7 +270,12 @@ fn a_push_whose_application_turns_degraded_holds_the_tag_and_fails_the_commit_wi
                 held.key.file.as_str(),
                 held.tag.as_str()
             ),
-            (Some("manifests"), "api", "apps/api/deployment.yaml", "1.1.0")
+            (
+                Some("manifests"),
+                "api",
+                "apps/api/deployment.yaml",
+                "1.1.0"
+            )
         );
         match &held.reason {
             HoldReason::Failed {
@@ -315,11 +338,17 @@ fn a_change_not_healthy_within_its_timeout_fails_as_timed_out() {
         .await;
         let (_, log) = daemon.terminate().await;
         assert!(
-            log.contains("not healthy within 2s; still waiting for health Healthy (it is Progressing)"),
+            log.contains(
+                "not healthy within 2s; still waiting for health Healthy (it is Progressing)"
+            ),
             "{log}"
         );
         let state = State::open(&s.dir.path().join("state")).unwrap();
-        assert_eq!(state.holds().unwrap().len(), 1, "a timeout holds like a failure");
+        assert_eq!(
+            state.holds().unwrap().len(),
+            1,
+            "a timeout holds like a failure"
+        );
     });
 }
 
@@ -335,7 +364,8 @@ fn a_restart_resumes_a_verification_under_way() {
         let first = start(&s, &argocd, &logs).await;
         tag_reached(&s, &first, "1.1.0", Duration::ZERO).await;
         eventually("following started", &logs, || async {
-            logs.text().contains("following the change in its Application")
+            logs.text()
+                .contains("following the change in its Application")
         })
         .await;
         let (_, log) = first.terminate().await;

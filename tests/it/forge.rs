@@ -820,7 +820,11 @@ async fn the_verify_status_is_set_on_the_commit_with_the_reason<F: ForgeDouble>(
     let commit = "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291";
     let failed = "argocd/shop-api: health Degraded after the sync: Deployment \"api\" exceeded its progress deadline";
     let states = [
-        ("pending", CommitState::Pending, "following in Application argocd/shop-api"),
+        (
+            "pending",
+            CommitState::Pending,
+            "following in Application argocd/shop-api",
+        ),
         ("success", CommitState::Success, "healthy in Argo CD"),
         ("failure", CommitState::Failure, failed),
     ];

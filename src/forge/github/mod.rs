@@ -18,8 +18,8 @@ mod reviewers;
 mod wire;
 
 use super::query_value;
-use super::status::{CommitState, VERIFY_CONTEXT};
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
+use super::status::{CommitState, VERIFY_CONTEXT};
 use super::{
     Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits, read_token,
 };
