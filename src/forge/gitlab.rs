@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::merged::{GitLabMergeRequest, MergeState};
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
 use super::status::{CommitState, VERIFY_CONTEXT};
@@ -435,6 +436,18 @@ impl Forge for GitLab {
             )
             .await?;
         Ok(())
+    }
+
+    async fn merge_state(&self, number: u64) -> Result<MergeState, ForgeError> {
+        let mr: GitLabMergeRequest = self
+            .call(
+                Method::GET,
+                &self.route(&format!("/merge_requests/{number}")),
+                None,
+                &format!("read merge request !{number}"),
+            )
+            .await?;
+        Ok(mr.state())
     }
 
     async fn close(&self, number: u64) -> Result<(), ForgeError> {

@@ -17,6 +17,7 @@ pub use crate::config::forge as config;
 pub mod github;
 pub mod gitlab;
 mod marker;
+pub mod merged;
 mod retry;
 pub mod status;
 mod sync;
@@ -248,6 +249,11 @@ pub trait Forge: Sync {
         state: status::CommitState,
         description: &str,
     ) -> impl Future<Output = Result<(), ForgeError>> + Send;
+    /// Whether pull request `number` is open, closed, or merged and by which commit.
+    fn merge_state(
+        &self,
+        number: u64,
+    ) -> impl Future<Output = Result<merged::MergeState, ForgeError>> + Send;
 }
 
 /// The commits between two revisions of an image's source repository.

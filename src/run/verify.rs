@@ -37,12 +37,14 @@ use crate::forge::status::{CommitState, set_verify_status};
 use crate::git::RepoCache;
 use crate::holds::{FieldKey, HeldTag, HoldReason};
 use crate::kubernetes::Cluster;
-use crate::plan::RepositoryStatus;
 use crate::policy;
 use crate::state::{PendingVerification, State, VerifiedField};
 use crate::verification::{Failure, Verdict};
 
 use super::http::Shared;
+
+mod reached;
+use self::reached::Reached;
 
 /// Why a failed change could not be reverted.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +71,9 @@ pub(super) struct Verifier {
     /// Cancelled when the service stops: followers end, their verifications stay recorded.
     stop: CancellationToken,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Pull requests kept open with changes to verify, by (repository, number): followed once
+    /// merged ([`reached`]).
+    awaiting: Mutex<BTreeMap<(String, u64), Vec<(Change, VerifyConfig)>>>,
 }
 
 /// One Application's follower: what it has to verify, and how to tell it of newer changes.
@@ -99,6 +104,7 @@ impl Verifier {
             failed_commits: Mutex::default(),
             stop: CancellationToken::new(),
             tasks: Mutex::default(),
+            awaiting: Mutex::default(),
         });
         verifier.resume();
         Some(verifier)
@@ -143,8 +149,14 @@ impl Verifier {
     /// Applications whose sources contain its changed files, for the changes whose policy or
     /// repository has `verify:`.
     pub(super) async fn after_cycle(self: &Arc<Self>, cycle: &Cycle, policies: &policy::Loaded) {
-        let pushed = self.pushed(cycle, policies);
-        if pushed.is_empty() {
+        let mut reached = self.pushed(cycle, policies);
+        reached.extend(self.merged(cycle, policies).await);
+        self.follow_commits(reached).await;
+    }
+
+    /// Follows each commit that `reached` a base branch in the Applications that deploy it.
+    async fn follow_commits(self: &Arc<Self>, reached: Vec<Reached<'_>>) {
+        if reached.is_empty() {
             return;
         }
         let Some(cluster) = self.cluster().await else {
@@ -159,13 +171,9 @@ impl Verifier {
             }
         };
         let since = Timestamp::now();
-        for Pushed {
-            config,
-            commit,
-            changes,
-        } in pushed
-        {
-            let pending = pending_for(&applications, config, &commit, since, &changes);
+        for commit in reached {
+            let pending = pending_for(&applications, &commit, since);
+            let Reached { config, commit, .. } = commit;
             if pending.is_empty() {
                 tracing::warn!(
                     repository = %config.name,
@@ -191,46 +199,6 @@ impl Verifier {
                 self.add(p);
             }
         }
-    }
-
-    /// The commits `cycle` pushed to a base branch, each with its changes to verify: those whose
-    /// policy (first) or repository has `verify:`.
-    fn pushed<'a>(&'a self, cycle: &'a Cycle, policies: &policy::Loaded) -> Vec<Pushed<'a>> {
-        let verify_of = |change: &Change| -> Option<VerifyConfig> {
-            let repository = self
-                .repositories
-                .iter()
-                .find(|c| Some(c.name.as_str()) == change.repository.as_deref())?;
-            policies
-                .policies
-                .iter()
-                .find(|p| p.name == change.policy)
-                .and_then(|p| p.verify)
-                .or(repository.verify)
-        };
-        cycle
-            .plan
-            .repositories
-            .iter()
-            .filter(|r| r.status == RepositoryStatus::Pushed)
-            .filter_map(|r| {
-                let config = self.repositories.iter().find(|c| c.name == r.repository)?;
-                // A push to a branch of tagpilot's own has not reached the base branch.
-                let tip = r.commits.last().filter(|_| r.branch == config.branch)?;
-                let changes: Vec<_> = cycle
-                    .plan
-                    .changes
-                    .iter()
-                    .filter(|c| c.repository.as_deref() == Some(config.name.as_str()))
-                    .filter_map(|c| verify_of(c).map(|v| (c, v)))
-                    .collect();
-                (!changes.is_empty()).then(|| Pushed {
-                    config,
-                    commit: tip.id.clone(),
-                    changes,
-                })
-            })
-            .collect()
     }
 
     /// Adds a pending verification to its Application's follower, starting one if none runs.
@@ -538,13 +506,6 @@ fn on_failure_revert(
     })
 }
 
-/// A commit a cycle pushed to a base branch, and its changes to verify with their `verify:`.
-struct Pushed<'a> {
-    config: &'a RepositoryConfig,
-    commit: String,
-    changes: Vec<(&'a Change, VerifyConfig)>,
-}
-
 /// How a follow ended, in the terms of what follows it.
 enum Conclusion {
     Verified,
@@ -573,11 +534,10 @@ impl Conclusion {
 /// A pending verification per Application whose sources contain some of `changes`' files.
 fn pending_for(
     applications: &[Application],
-    config: &RepositoryConfig,
-    commit: &str,
+    reached: &Reached<'_>,
     since: Timestamp,
-    changes: &[(&Change, VerifyConfig)],
 ) -> Vec<PendingVerification> {
+    let (config, changes) = (reached.config, &reached.changes);
     let url = normalise_url(&config.url);
     applications
         .iter()
@@ -612,8 +572,8 @@ fn pending_for(
             Some(PendingVerification {
                 application: app.id(),
                 repository: config.name.clone(),
-                commit: commit.to_string(),
-                status_commit: commit.to_string(),
+                commit: reached.commit.clone(),
+                status_commit: reached.status_commit.clone(),
                 since,
                 timeout,
                 fields,

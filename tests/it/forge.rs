@@ -853,6 +853,31 @@ async fn the_verify_status_is_set_on_the_commit_with_the_reason<F: ForgeDouble>(
     );
 }
 
+/// Verification of pull-request mode (issue 19): a merged proposal is read by itself, for the
+/// commit that reached the base branch and the head its status goes on.
+async fn a_merged_proposal_names_its_merge_commit_and_head<F: ForgeDouble>() {
+    use tagpilot::forge::merged::{MergeState, merge_state};
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let (commit, head) = ("a".repeat(40), "b".repeat(40));
+    F::authed("GET", &F::proposal_path(7))
+        .respond_with(ok_json(F::merged_proposal(7, &commit, &head)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    F::authed("GET", &F::proposal_path(8))
+        .respond_with(ok_json(F::proposal(8, "Update api", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    assert_eq!(
+        merge_state(&repo, 7).await.unwrap(),
+        Some(MergeState::Merged { commit, head })
+    );
+    assert_eq!(merge_state(&repo, 8).await.unwrap(), Some(MergeState::Open));
+    s.server.verify().await;
+}
+
 /// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
@@ -891,6 +916,7 @@ on_each_forge!(
     a_second_open_proposal_for_a_group_is_closed_as_a_duplicate,
     a_forge_error_for_one_group_fails_that_group_and_the_others_go_on,
     the_verify_status_is_set_on_the_commit_with_the_reason,
+    a_merged_proposal_names_its_merge_commit_and_head,
 );
 
 // === GitHub only ===

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 mod reviewers;
 mod wire;
 
+use super::merged::{GitHubPull, MergeState};
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
 use super::status::{CommitState, VERIFY_CONTEXT};
@@ -465,6 +466,19 @@ impl Forge for GitHub {
             )
             .await?;
         Ok(())
+    }
+
+    async fn merge_state(&self, number: u64) -> Result<MergeState, ForgeError> {
+        let pull: GitHubPull = self
+            .call(
+                Method::Get,
+                &self.route(&format!("/pulls/{number}")),
+                None,
+                &format!("read pull request #{number}"),
+                "pull_requests: read",
+            )
+            .await?;
+        Ok(pull.state())
     }
 
     async fn close(&self, number: u64) -> Result<(), ForgeError> {
