@@ -18,6 +18,9 @@ use crate::policy;
 
 use super::{Verifier, chain};
 
+/// Changes to verify, each with the `verify:` that applies to it.
+pub(in crate::run) type ToVerify = Vec<(Change, VerifyConfig)>;
+
 /// A commit that reached a base branch, and the changes in it to verify with their `verify:`.
 pub(in crate::run) struct Reached<'a> {
     pub(super) config: &'a RepositoryConfig,
@@ -25,7 +28,7 @@ pub(in crate::run) struct Reached<'a> {
     pub(super) commit: String,
     /// Where `tagpilot/verify` goes: the pushed commit, or the pull request's head.
     pub(super) status_commit: String,
-    pub(super) changes: Vec<(Change, VerifyConfig)>,
+    pub(super) changes: ToVerify,
 }
 
 impl Verifier {
@@ -48,7 +51,7 @@ impl Verifier {
         &self,
         of: impl Iterator<Item = &'c Change>,
         policies: &policy::Loaded,
-    ) -> Vec<(Change, VerifyConfig)> {
+    ) -> ToVerify {
         of.filter_map(|c| self.verify_of(c, policies).map(|v| (c.clone(), v)))
             .collect()
     }
@@ -167,7 +170,7 @@ impl Verifier {
         seen
     }
 
-    fn forget(&self, repository: &str, number: u64) -> Vec<(Change, VerifyConfig)> {
+    fn forget(&self, repository: &str, number: u64) -> ToVerify {
         self.awaiting
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -28,10 +28,9 @@ use tokio_util::sync::CancellationToken;
 use crate::argocd::application::Application;
 use crate::argocd::follow::{FollowError, Followed, FollowedChange, follow_application};
 use crate::argocd::resolve::normalise_url;
-use crate::change::Change;
 use crate::config::applications::FromCluster;
 use crate::config::repository::RepositoryConfig;
-use crate::config::verify::{OnFailure, VerifyConfig};
+use crate::config::verify::OnFailure;
 use crate::engine::Cycle;
 use crate::forge::status::{CommitState, set_verify_status};
 use crate::git::RepoCache;
@@ -44,7 +43,7 @@ use crate::verification::{Failure, Verdict};
 use super::http::Shared;
 
 mod reached;
-use self::reached::Reached;
+use self::reached::{Reached, ToVerify};
 
 /// Why a failed change could not be reverted.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +72,7 @@ pub(super) struct Verifier {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Pull requests kept open with changes to verify, by (repository, number): followed once
     /// merged ([`reached`]).
-    awaiting: Mutex<BTreeMap<(String, u64), Vec<(Change, VerifyConfig)>>>,
+    awaiting: Mutex<BTreeMap<(String, u64), ToVerify>>,
 }
 
 /// One Application's follower: what it has to verify, and how to tell it of newer changes.
