@@ -388,3 +388,80 @@ fn a_restart_resumes_a_verification_under_way() {
         assert!(state.verifications().unwrap().is_empty());
     });
 }
+
+#[test]
+fn a_merged_pull_request_is_followed_from_its_merge_commit_and_its_head_gets_the_status() {
+    use crate::support::github::{AUTH, PULLS, created, ok_json, pull, pull_path};
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "success").await;
+        configure(&s, "{onFailure: hold, timeout: 10m}", &forge.uri());
+        let file = s.dir.path().join("tagpilot.yaml");
+        let config = std::fs::read_to_string(&file).unwrap().replace(
+            "      mode: push\n",
+            "      mode: pull-request\n      group: policy\n",
+        );
+        std::fs::write(&file, config).unwrap();
+        let authed = |m: &str, at: &str| {
+            Mock::given(method(m))
+                .and(path(at.to_string()))
+                .and(wiremock::matchers::header("authorization", AUTH))
+        };
+        authed("GET", PULLS)
+            .respond_with(ok_json(json!([])))
+            .mount(&forge)
+            .await;
+        authed("POST", PULLS)
+            .respond_with(created(pull(7, "", false)))
+            .mount(&forge)
+            .await;
+        let bare = s.repo.path();
+        authed("GET", &pull_path(7))
+            .respond_with(move |_: &Request| {
+                let tip = tip(&bare);
+                ResponseTemplate::new(200).set_body_json(GitHubApi::merged_proposal(7, &tip, &tip))
+            })
+            .mount(&forge)
+            .await;
+        let argocd = ArgoCd::start(&s, json!({"status": "Healthy"})).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        eventually("the pull request opened", &logs, || async {
+            s.repo.rev("tagpilot/api").is_some()
+        })
+        .await;
+        assert_eq!(
+            verifications(&daemon, "verified").await,
+            0.0,
+            "not merged yet"
+        );
+        // A reviewer merges: the base branch fast-forwards to the pull request's head.
+        let head = s.repo.rev("tagpilot/api").unwrap();
+        let status = std::process::Command::new("git")
+            .args(["update-ref", "refs/heads/main", &head])
+            .current_dir(s.repo.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        daemon.next_cycle().await;
+        eventually("the merged change verified", &logs, || async {
+            verifications(&daemon, "verified").await == 1.0
+        })
+        .await;
+        eventually("the success status sent", &logs, || async {
+            statuses(&forge)
+                .await
+                .iter()
+                .any(|(_, state, _)| state == "success")
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        assert!(log.contains("pull request merged"), "{log}");
+        let sent = statuses(&forge).await;
+        assert!(
+            sent.iter().all(|(commit, _, _)| commit == &head),
+            "statuses on the pull request's head: {sent:?}"
+        );
+    });
+}
