@@ -150,7 +150,7 @@ impl Daemon<'_> {
                 .set_state_up(state.path(), state.is_up());
         }
         log_cycle(&result, kind, took);
-        self.verify(&result, &policies).await;
+        self.verify(&result, &policies);
         // Ready after the first cycle that ran and heard from a registry: a replica that
         // reaches none (a wrong proxy, a network policy) keeps a rollout from replacing one
         // that does. Once ready, it stays so: registries going away is not this replica's
@@ -219,7 +219,7 @@ impl Daemon<'_> {
         self.session.registry.forget_tags(images);
         let result = self.cycle(&policies, Some(images), drain).await;
         self.shared.metrics.record_recheck(&result);
-        self.verify(&result, &policies).await;
+        self.verify(&result, &policies);
         self.shared
             .metrics
             .record_registry(&self.session.registry.responses());
@@ -241,9 +241,9 @@ impl Daemon<'_> {
     }
 
     /// Follows what a cycle or re-check pushed, when verification is configured.
-    async fn verify(&self, result: &Result<Cycle, EngineError>, policies: &policy::Loaded) {
+    fn verify(&self, result: &Result<Cycle, EngineError>, policies: &policy::Loaded) {
         if let (Some(verifier), Ok(cycle)) = (&self.verifier, result) {
-            verifier.after_cycle(cycle, policies).await;
+            verifier.after_cycle(cycle, policies);
         }
     }
 

@@ -147,14 +147,34 @@ impl Verifier {
     /// After a cycle: every commit it pushed to a base branch is followed in the
     /// Applications whose sources contain its changed files, for the changes whose policy or
     /// repository has `verify:`.
-    pub(super) async fn after_cycle(self: &Arc<Self>, cycle: &Cycle, policies: &policy::Loaded) {
-        let mut reached = self.pushed(cycle, policies);
-        reached.extend(self.merged(cycle, policies).await);
-        self.follow_commits(reached).await;
+    /// The work that asks the cluster and the forge runs in a task of its own: a slow API
+    /// delays no cycle.
+    pub(super) fn after_cycle(self: &Arc<Self>, cycle: &Cycle, policies: &policy::Loaded) {
+        let pushed = self.pushed(cycle, policies);
+        let seen = self.remember_open(cycle, policies);
+        let this = self.clone();
+        let task = tokio::spawn(async move {
+            let work = async {
+                let mut reached = pushed;
+                reached.extend(this.merged_since(&seen).await);
+                this.follow_commits(reached).await;
+            };
+            tokio::select! {
+                () = work => {}
+                () = this.stop.cancelled() => {}
+            }
+        });
+        self.keep(task);
+    }
+
+    fn keep(&self, task: tokio::task::JoinHandle<()>) {
+        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
     }
 
     /// Follows each commit that `reached` a base branch in the Applications that deploy it.
-    async fn follow_commits(self: &Arc<Self>, reached: Vec<Reached<'_>>) {
+    async fn follow_commits(self: &Arc<Self>, reached: Vec<Reached>) {
         if reached.is_empty() {
             return;
         }
@@ -220,10 +240,7 @@ impl Verifier {
         );
         self.count_pending(&followers);
         drop(followers);
-        let task = tokio::spawn(self.clone().follow(application, newer));
-        let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(task);
+        self.keep(tokio::spawn(self.clone().follow(application, newer)));
     }
 
     fn count_pending(&self, followers: &BTreeMap<String, Following>) {
@@ -533,10 +550,10 @@ impl Conclusion {
 /// A pending verification per Application whose sources contain some of `changes`' files.
 fn pending_for(
     applications: &[Application],
-    reached: &Reached<'_>,
+    reached: &Reached,
     since: Timestamp,
 ) -> Vec<PendingVerification> {
-    let (config, changes) = (reached.config, &reached.changes);
+    let (config, changes) = (&reached.config, &reached.changes);
     let url = normalise_url(&config.url);
     applications
         .iter()

@@ -22,8 +22,8 @@ use super::{Verifier, chain};
 pub(in crate::run) type ToVerify = Vec<(Change, VerifyConfig)>;
 
 /// A commit that reached a base branch, and the changes in it to verify with their `verify:`.
-pub(in crate::run) struct Reached<'a> {
-    pub(super) config: &'a RepositoryConfig,
+pub(in crate::run) struct Reached {
+    pub(super) config: RepositoryConfig,
     /// The commit on the base branch: pushed, or the merge of a pull request.
     pub(super) commit: String,
     /// Where `tagpilot/verify` goes: the pushed commit, or the pull request's head.
@@ -57,7 +57,7 @@ impl Verifier {
     }
 
     /// The commits `cycle` pushed to a base branch, each with its changes to verify.
-    pub(super) fn pushed(&self, cycle: &Cycle, policies: &policy::Loaded) -> Vec<Reached<'_>> {
+    pub(super) fn pushed(&self, cycle: &Cycle, policies: &policy::Loaded) -> Vec<Reached> {
         cycle
             .plan
             .repositories
@@ -76,7 +76,7 @@ impl Verifier {
                     policies,
                 );
                 (!changes.is_empty()).then(|| Reached {
-                    config,
+                    config: config.clone(),
                     commit: tip.id.clone(),
                     status_commit: tip.id.clone(),
                     changes,
@@ -85,14 +85,9 @@ impl Verifier {
             .collect()
     }
 
-    /// The pull requests merged since they were last seen open, each with its changes to
-    /// verify; the open ones of `cycle` remembered for the next time.
-    pub(super) async fn merged(
-        &self,
-        cycle: &Cycle,
-        policies: &policy::Loaded,
-    ) -> Vec<Reached<'_>> {
-        let seen = self.remember_open(cycle, policies);
+    /// The pull requests awaited that are not among `seen` (the cycle's open ones) and were
+    /// merged, each with its changes to verify.
+    pub(super) async fn merged_since(&self, seen: &BTreeSet<(String, u64)>) -> Vec<Reached> {
         let gone: Vec<(String, u64)> = {
             let awaiting = self.awaiting.lock().unwrap_or_else(|e| e.into_inner());
             awaiting
@@ -112,7 +107,7 @@ impl Verifier {
                     let changes = self.forget(&repository, number);
                     tracing::info!(repository = %repository, number, %commit, "pull request merged");
                     reached.push(Reached {
-                        config,
+                        config: config.clone(),
                         commit,
                         status_commit: head,
                         changes,
@@ -136,7 +131,11 @@ impl Verifier {
 
     /// Remembers the open pull requests of `cycle` whose changes are to be verified; returns
     /// them.
-    fn remember_open(&self, cycle: &Cycle, policies: &policy::Loaded) -> BTreeSet<(String, u64)> {
+    pub(super) fn remember_open(
+        &self,
+        cycle: &Cycle,
+        policies: &policy::Loaded,
+    ) -> BTreeSet<(String, u64)> {
         let mut seen = BTreeSet::new();
         let mut awaiting = self.awaiting.lock().unwrap_or_else(|e| e.into_inner());
         for r in &cycle.plan.repositories {
