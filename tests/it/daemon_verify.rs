@@ -465,3 +465,99 @@ fn a_merged_pull_request_is_followed_from_its_merge_commit_and_its_head_gets_the
         );
     });
 }
+
+#[test]
+fn a_policy_verify_applies_to_its_changes_in_a_repository_without_one() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        // The repository's `verify:` only to get the `forge:` block in; then taken out.
+        configure(&s, "{onFailure: hold}", &forge.uri());
+        let file = s.dir.path().join("tagpilot.yaml");
+        let config = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("    verify: {onFailure: hold}\n", "");
+        std::fs::write(&file, config).unwrap();
+        let policy = s.dir.path().join("policies/api.yaml");
+        let text = std::fs::read_to_string(&policy).unwrap().replace(
+            "  targets:\n",
+            "  verify: {onFailure: report, timeout: 5m}\n  targets:\n",
+        );
+        std::fs::write(&policy, text).unwrap();
+        let argocd = ArgoCd::start(&s, degraded()).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the change failed", &logs, || async {
+            verifications(&daemon, "failed").await == 1.0
+        })
+        .await;
+        daemon.terminate().await;
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert!(
+            state.holds().unwrap().is_empty(),
+            "the policy's `report` applies, not a default hold"
+        );
+    });
+}
+
+#[test]
+fn an_application_that_cannot_be_followed_is_named_and_the_loop_goes_on() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: hold}", &forge.uri());
+        // Listed across namespaces, but gone when its follower looks for it.
+        let server = MockServer::start().await;
+        let (url, repo) = (s.repo.file_url(), s.repo.path());
+        Mock::given(method("GET"))
+            .and(path(ALL_APPS))
+            .respond_with(move |_: &Request| {
+                let app = application(&url, &tip(&repo), json!({"status": "Healthy"}));
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "kind": "ApplicationList",
+                    "metadata": {"resourceVersion": "7"},
+                    "items": [app],
+                }))
+            })
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(APPS))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "kind": "ApplicationList",
+                "metadata": {"resourceVersion": "8"},
+                "items": [],
+            })))
+            .mount(&server)
+            .await;
+        let argocd = ArgoCd {
+            server,
+            health: Arc::new(Mutex::new(Value::Null)),
+        };
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the verification ended in an error", &logs, || async {
+            verifications(&daemon, "error").await == 1.0
+        })
+        .await;
+        daemon.next_cycle().await;
+        eventually("the next cycle ran", &logs, || async {
+            logs.text().matches("cycle done").count() >= 2
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        assert!(
+            log.contains(
+                "Application argocd/shop-api was deleted while its change was being verified"
+            ),
+            "{log}"
+        );
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert!(state.holds().unwrap().is_empty(), "an error holds nothing");
+        assert!(state.verifications().unwrap().is_empty());
+    });
+}
