@@ -42,6 +42,12 @@ pub struct PendingVerification {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifiedField {
     pub key: FieldKey,
+    /// The image repository the policy follows, and the field's line when written: what a
+    /// revert's description names.
+    #[serde(default)]
+    pub image: String,
+    #[serde(default)]
+    pub line: usize,
     pub from: String,
     pub to: String,
     /// What a failure does to this field (its policy's `verify.onFailure`, else its
@@ -160,6 +166,8 @@ mod tests {
                     file: "apps/api.yaml".to_string(),
                     field: "Deployment/api container api".to_string(),
                 },
+                image: "registry.example/api".to_string(),
+                line: 10,
                 from: "1.0.0".to_string(),
                 to: "1.1.0".to_string(),
                 on_failure: OnFailure::Hold,

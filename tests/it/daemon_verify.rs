@@ -561,3 +561,26 @@ fn an_application_that_cannot_be_followed_is_named_and_the_loop_goes_on() {
         assert!(state.verifications().unwrap().is_empty());
     });
 }
+
+#[test]
+fn revert_mode_holds_the_failed_tag_too() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: revert}", &forge.uri());
+        let argocd = ArgoCd::start(&s, degraded()).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the change failed", &logs, || async {
+            verifications(&daemon, "failed").await == 1.0
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        let holds = state.holds().unwrap();
+        assert_eq!(holds.len(), 1, "{log}");
+        assert_eq!(holds[0].tag, "1.1.0");
+    });
+}

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::argocd::application::Application;
 use crate::argocd::follow::{FollowError, Followed, FollowedChange, follow_application};
 use crate::argocd::resolve::normalise_url;
+use crate::change::Change;
 use crate::config::applications::FromCluster;
 use crate::config::repository::RepositoryConfig;
 use crate::config::verify::OnFailure;
@@ -511,15 +512,37 @@ impl Verifier {
 }
 
 /// The failed changes of `pending` written back to their previous values, through the engine's
-/// revert writer. Until that writer is wired in, this says so: the tags are held regardless.
+/// revert writer (`engine::revert::revert`, with [`failed_changes`] as its changes). Until that
+/// writer is wired in, this says so: the tags are held regardless.
 fn on_failure_revert(
     pending: &PendingVerification,
-    _fields: &[VerifiedField],
+    fields: &[VerifiedField],
     _failure: &Failure,
 ) -> Result<(), VerifyError> {
+    let _changes = failed_changes(pending, fields);
     Err(VerifyError::RevertNotWired {
         application: pending.application.clone(),
     })
+}
+
+/// The changes a failed verification followed, as the change model has them (what a revert
+/// writes back): each field from the tag it had to the failed one.
+fn failed_changes(pending: &PendingVerification, fields: &[VerifiedField]) -> Vec<Change> {
+    fields
+        .iter()
+        .map(|f| Change {
+            repository: Some(pending.repository.clone()),
+            policy: f.key.policy.clone(),
+            image: f.image.clone(),
+            file: f.key.file.clone(),
+            line: f.line,
+            field: f.key.field.clone(),
+            strategy: "",
+            from: f.from.clone(),
+            to: f.to.clone(),
+            source: None,
+        })
+        .collect()
 }
 
 /// How a follow ended, in the terms of what follows it.
@@ -580,6 +603,8 @@ fn pending_for(
                         file: c.file.clone(),
                         field: c.field.clone(),
                     },
+                    image: c.image.clone(),
+                    line: c.line,
                     from: c.from.clone(),
                     to: c.to.clone(),
                     on_failure: verify.on_failure,
@@ -633,6 +658,57 @@ fn chain(err: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_failed_changes_are_the_fields_followed_from_their_old_tag_to_the_failed_one() {
+        let field = VerifiedField {
+            key: FieldKey {
+                repository: Some("manifests".into()),
+                policy: "api".into(),
+                file: "apps/api/deployment.yaml".into(),
+                field: "Deployment/api container api".into(),
+            },
+            image: "registry.example/api".into(),
+            line: 10,
+            from: "1.0.0".into(),
+            to: "1.1.0".into(),
+            on_failure: OnFailure::Revert,
+        };
+        let pending = PendingVerification {
+            application: "argocd/shop-api".into(),
+            repository: "manifests".into(),
+            commit: "c".into(),
+            status_commit: "c".into(),
+            since: Timestamp::UNIX_EPOCH,
+            timeout: Duration::from_secs(60),
+            fields: vec![field.clone()],
+        };
+        let changes = failed_changes(&pending, &[field]);
+        assert_eq!(changes.len(), 1);
+        let c = &changes[0];
+        assert_eq!(
+            (
+                c.repository.as_deref(),
+                c.policy.as_str(),
+                c.image.as_str(),
+                c.file.as_str(),
+                c.line,
+                c.field.as_str(),
+                c.from.as_str(),
+                c.to.as_str()
+            ),
+            (
+                Some("manifests"),
+                "api",
+                "registry.example/api",
+                "apps/api/deployment.yaml",
+                10,
+                "Deployment/api container api",
+                "1.0.0",
+                "1.1.0"
+            )
+        );
+    }
 
     #[test]
     fn a_source_contains_the_files_under_its_path_only() {
