@@ -61,6 +61,35 @@ impl PendingVerification {
     }
 }
 
+/// As `plan` lists a verification under way: `argocd/shop-api: manifests 8f2c1d0 since
+/// 2026-11-25T10:00:00Z (timeout 15m): api apps/api/deployment.yaml 1.0.0 → 1.1.0 (hold)`.
+impl std::fmt::Display for PendingVerification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = self.commit.get(..7).unwrap_or(&self.commit);
+        write!(
+            f,
+            "{}: {} {short} since {} (timeout {}):",
+            self.application,
+            self.repository,
+            self.since,
+            humantime::format_duration(self.timeout)
+        )?;
+        for (i, field) in self.fields.iter().enumerate() {
+            let sep = if i == 0 { " " } else { "; " };
+            write!(
+                f,
+                "{sep}{} {} {} → {} ({})",
+                field.key.policy,
+                field.key.file,
+                field.from,
+                field.to,
+                field.on_failure.as_str()
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Seconds in the record, so it reads the same in every version.
 mod humantime_serde_secs {
     use std::time::Duration;
@@ -173,6 +202,14 @@ mod tests {
                 on_failure: OnFailure::Hold,
             }],
         }
+    }
+
+    #[test]
+    fn a_verification_under_way_reads_as_plan_lists_it() {
+        assert_eq!(
+            pending("argocd/api", "8f2c1d0a9b").to_string(),
+            "argocd/api: manifests 8f2c1d0 since 2027-01-15T08:00:00Z (timeout 15m): api apps/api.yaml 1.0.0 → 1.1.0 (hold)"
+        );
     }
 
     #[test]
