@@ -1,13 +1,16 @@
-//! Verification in `tagpilot run` (issue 19): each change a cycle pushed to a base branch of a
-//! repository with `verify:` is followed in the Argo CD Applications whose sources contain its
-//! files, until they run it healthy, it fails, or its timeout runs out.
+//! Verification in `tagpilot run` (issue 19): each change that reached a base branch of a
+//! repository — a commit a cycle pushed, or a pull request tagpilot kept open that was merged
+//! (`reached.rs`) — is followed, for the changes whose policy or repository has `verify:`, in
+//! the Argo CD Applications whose sources contain its files, until they run it healthy, it
+//! fails, or its timeout runs out.
 //!
 //! ```text
-//! cycle ─▶ pushed commits ─▶ Applications whose source has the changed files ─▶ state store
-//!                                                                   │
+//! cycle ─▶ pushed commits, merged pull requests ─▶ Applications with the changed files
+//!                                                        │ state store, status `pending`
 //!          one follower task per Application (argocd::follow, one watch) ◀─┘
-//!             ├─ Verified ─▶ metrics, log, verification ends
-//!             └─ Failed   ─▶ hold / report / revert (by `verify.onFailure`), metrics, log
+//!             ├─ Verified ─▶ metrics, log, status `success`, verification ends
+//!             └─ Failed   ─▶ hold / report / revert (by `verify.onFailure`), metrics, log,
+//!                            status `failure` with the reason
 //! ```
 //!
 //! Several changes pending for one Application share its follower and its watch: it follows the
