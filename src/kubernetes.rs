@@ -110,6 +110,12 @@ pub struct Cluster {
     client: kube::Client,
 }
 
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").finish_non_exhaustive()
+    }
+}
+
 impl Cluster {
     /// Connects as kube-rs does by default: `$KUBECONFIG` or `~/.kube/config`, else the
     /// in-cluster service account.

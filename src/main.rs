@@ -95,6 +95,7 @@ async fn run_service(args: RunArgs) -> Result<ExitCode> {
         cache_dir: args.cache_dir,
         leader_election: args.leader.settings(),
         image_updater_metrics: args.image_updater_metrics,
+        cluster: None,
     };
     match tagpilot::run::main(config, settings).await? {
         tagpilot::run::Stopped::Drained => Ok(ExitCode::SUCCESS),

@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 pub mod applications;
 pub mod forge;
 pub mod repository;
+pub mod verify;
 pub mod webhooks;
 
 pub use webhooks::{RecheckConfig, SecretSource, WebhooksConfig};
@@ -143,7 +144,7 @@ impl Default for TagListLimits {
     }
 }
 
-fn required_duration<'de, D: serde::Deserializer<'de>>(
+pub(crate) fn required_duration<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<std::time::Duration, D::Error> {
     match duration(d)? {

@@ -73,6 +73,9 @@ pub struct RepositoryConfig {
     /// Where pull requests are opened (`write.mode: pull-request`).
     #[serde(default)]
     pub forge: Option<super::forge::ForgeConfig>,
+    /// Follow what reaches the base branch to a healthy Argo CD Application (off when absent).
+    #[serde(default)]
+    pub verify: Option<super::verify::VerifyConfig>,
 }
 
 fn default_branch() -> String {

@@ -11,8 +11,10 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::merged::{GitLabMergeRequest, MergeState};
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
+use super::status::{CommitState, VERIFY_CONTEXT};
 use super::{
     Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, Reviewer, SourceCommits,
     missing_labels, missing_reviewers, read_token,
@@ -413,6 +415,39 @@ impl Forge for GitLab {
             )
             .await?;
         Ok(())
+    }
+
+    async fn set_commit_status(
+        &self,
+        commit: &str,
+        state: CommitState,
+        description: &str,
+    ) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::POST,
+                &self.route(&format!("/statuses/{commit}")),
+                Some(&json!({
+                    "state": state.gitlab(),
+                    "name": VERIFY_CONTEXT,
+                    "description": description,
+                })),
+                &format!("set the {VERIFY_CONTEXT} status of {commit}"),
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn merge_state(&self, number: u64) -> Result<MergeState, ForgeError> {
+        let mr: GitLabMergeRequest = self
+            .call(
+                Method::GET,
+                &self.route(&format!("/merge_requests/{number}")),
+                None,
+                &format!("read merge request !{number}"),
+            )
+            .await?;
+        Ok(mr.state())
     }
 
     async fn close(&self, number: u64) -> Result<(), ForgeError> {

@@ -17,8 +17,10 @@ pub use crate::config::forge as config;
 pub mod github;
 pub mod gitlab;
 mod marker;
+pub mod merged;
 mod retry;
 pub mod revert;
+pub mod status;
 mod sync;
 
 use std::future::Future;
@@ -240,6 +242,19 @@ pub trait Forge: Sync {
         from: &str,
         to: &str,
     ) -> impl Future<Output = Result<SourceCommits, ForgeError>> + Send;
+    /// Sets the `tagpilot/verify` status of `commit` to `state`, with `description` (at most
+    /// 140 characters: [`status::description`]).
+    fn set_commit_status(
+        &self,
+        commit: &str,
+        state: status::CommitState,
+        description: &str,
+    ) -> impl Future<Output = Result<(), ForgeError>> + Send;
+    /// Whether pull request `number` is open, closed, or merged and by which commit.
+    fn merge_state(
+        &self,
+        number: u64,
+    ) -> impl Future<Output = Result<merged::MergeState, ForgeError>> + Send;
 }
 
 /// The commits between two revisions of an image's source repository.

@@ -22,6 +22,7 @@
 //! - `check`: what `tagpilot check` can verify of a repository without connecting.
 //! - [`proposal`]: branches per change group for pull requests (pushed with a lease, never the base).
 
+pub mod ancestry;
 pub mod auth;
 pub mod cache;
 mod check;

@@ -92,6 +92,9 @@ pub struct ImagePolicy {
     /// `minAge`: a tag becomes a candidate only once it has existed this long: since its build
     /// under newestBuild (the strategy reads build times), else since tagpilot first saw it.
     pub min_age: Option<std::time::Duration>,
+    /// `verify:`: follow this policy's changes to a healthy Argo CD Application; wins over its
+    /// repository's `verify:` for them. `None`: the repository's says.
+    pub verify: Option<crate::config::verify::VerifyConfig>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
 }
@@ -274,6 +277,7 @@ impl ImagePolicy {
             replace_unreadable_tags: false,
             keep_precision: true,
             min_age: None,
+            verify: None,
             targets: Vec::new(),
         })
     }

@@ -36,6 +36,8 @@ pub(super) struct Daemon<'a> {
     pub(super) roles: Option<tokio::sync::watch::Receiver<Role>>,
     /// When the next cycle is due, and how long one took.
     pub(super) clock: Arc<dyn Clock>,
+    /// With `verify:` on some repository, what follows the changes pushed to Applications.
+    pub(super) verifier: Option<Arc<super::verify::Verifier>>,
 }
 
 /// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
@@ -148,6 +150,7 @@ impl Daemon<'_> {
                 .set_state_up(state.path(), state.is_up());
         }
         log_cycle(&result, kind, took);
+        self.verify(&result, &policies);
         // Ready after the first cycle that ran and heard from a registry: a replica that
         // reaches none (a wrong proxy, a network policy) keeps a rollout from replacing one
         // that does. Once ready, it stays so: registries going away is not this replica's
@@ -216,6 +219,7 @@ impl Daemon<'_> {
         self.session.registry.forget_tags(images);
         let result = self.cycle(&policies, Some(images), drain).await;
         self.shared.metrics.record_recheck(&result);
+        self.verify(&result, &policies);
         self.shared
             .metrics
             .record_registry(&self.session.registry.responses());
@@ -236,6 +240,13 @@ impl Daemon<'_> {
         }
         drop((result, policies));
         memory::release_freed();
+    }
+
+    /// Follows what a cycle or re-check pushed, when verification is configured.
+    fn verify(&self, result: &Result<Cycle, EngineError>, policies: &policy::Loaded) {
+        if let (Some(verifier), Ok(cycle)) = (&self.verifier, result) {
+            verifier.after_cycle(cycle, policies);
+        }
     }
 
     /// One cycle: the Applications of the cluster read again, then the engine.

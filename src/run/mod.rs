@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod pace;
 pub mod recheck;
 pub mod signal;
+mod verify;
 pub mod webhook;
 
 use std::net::SocketAddr;
@@ -73,6 +74,9 @@ pub struct Settings {
     pub leader_election: Option<LeaderElection>,
     /// `--image-updater-metrics`: `/metrics` also exports Argo CD Image Updater's series.
     pub image_updater_metrics: bool,
+    /// The cluster whose Argo CD Applications verification follows (`verify:`); `None`: the
+    /// session's (`applications.fromCluster`), else kube-rs's default (`$KUBECONFIG`, in-cluster).
+    pub cluster: Option<crate::kubernetes::Cluster>,
 }
 
 /// How the loop ended.
@@ -288,6 +292,13 @@ async fn run_loop(
         .applications
         .as_ref()
         .and_then(|a| a.from_cluster.clone());
+    let verifier = verify::Verifier::start(
+        settings.cluster.clone().or_else(|| session.cluster.clone()),
+        from_cluster.clone(),
+        &session.config.repositories,
+        session.cache.clone(),
+        shared.clone(),
+    );
     let cluster = session.cluster.clone().zip(from_cluster);
 
     let elector = match settings.leader_election {
@@ -317,12 +328,16 @@ async fn run_loop(
         shared,
         roles: elector.as_ref().map(Elector::roles),
         clock,
+        verifier: verifier.clone(),
     };
     let stopped = daemon
         .cycles(settings.interval, shutdown.draining(), shutdown.aborting())
         .await;
     if let Some((_, watching)) = updaters {
         watching.abort();
+    }
+    if let Some(verifier) = &verifier {
+        verifier.stop().await;
     }
     // The last write has finished: hand the Lease over now rather than at its expiry. After
     // an abort nothing waits, not even for that.

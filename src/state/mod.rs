@@ -28,6 +28,7 @@
 //! images or YAML.
 
 mod holds;
+mod verifications;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -94,6 +95,11 @@ pub enum StateError {
     HoldsUnknown { path: PathBuf },
     #[error("state database {}: the hold on {field} was not recorded", path.display())]
     HoldNotRecorded { path: PathBuf, field: String },
+    /// The verifications under way cannot be read: a restart cannot resume them.
+    #[error("state database {}: the verifications under way cannot be read", path.display())]
+    VerificationsUnknown { path: PathBuf },
+    #[error("state database {}: the verification {verification} was not recorded", path.display())]
+    VerificationNotRecorded { path: PathBuf, verification: String },
 }
 
 impl StateError {
@@ -106,10 +112,13 @@ impl StateError {
             StateError::MoveAside { .. } => "state_move_aside",
             StateError::HoldsUnknown { .. } => "state_holds_unknown",
             StateError::HoldNotRecorded { .. } => "state_hold_not_recorded",
+            StateError::VerificationsUnknown { .. } => "state_verifications_unknown",
+            StateError::VerificationNotRecorded { .. } => "state_verification_not_recorded",
         }
     }
 }
 
+pub use self::verifications::{PendingVerification, VerifiedField};
 /// What was last proposed for one group of one repository: the change model's.
 pub use crate::change::{Proposal, ProposedChange};
 

@@ -811,6 +811,73 @@ async fn a_forge_error_for_one_group_fails_that_group_and_the_others_go_on<F: Fo
     s.server.verify().await;
 }
 
+/// Verification's feedback (issue 19): `tagpilot/verify` pending, then success or failure with
+/// the reason, on the commit, in each forge's words.
+async fn the_verify_status_is_set_on_the_commit_with_the_reason<F: ForgeDouble>() {
+    use tagpilot::forge::status::{CommitState, set_verify_status};
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let commit = "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291";
+    let failed = "argocd/shop-api: health Degraded after the sync: Deployment \"api\" exceeded its progress deadline";
+    let states = [
+        (
+            "pending",
+            CommitState::Pending,
+            "following in Application argocd/shop-api",
+        ),
+        ("success", CommitState::Success, "healthy in Argo CD"),
+        ("failure", CommitState::Failure, failed),
+    ];
+    for (word, _, text) in states {
+        F::commit_status(commit, word)
+            .and(body_partial_json(json!({ "description": text })))
+            .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+            .expect(1)
+            .mount(&s.server)
+            .await;
+    }
+    for (_, state, text) in states {
+        assert!(
+            set_verify_status(&repo, commit, state, text).await.unwrap(),
+            "a repository with a forge gets the status"
+        );
+    }
+    s.server.verify().await;
+    let mut without = repo.clone();
+    without.forge = None;
+    assert!(
+        !set_verify_status(&without, commit, CommitState::Success, "healthy")
+            .await
+            .unwrap(),
+        "without a forge there is nowhere to show it"
+    );
+}
+
+/// Verification of pull-request mode (issue 19): a merged proposal is read by itself, for the
+/// commit that reached the base branch and the head its status goes on.
+async fn a_merged_proposal_names_its_merge_commit_and_head<F: ForgeDouble>() {
+    use tagpilot::forge::merged::{MergeState, merge_state};
+    let s = setup().await;
+    let repo = s.config_for::<F>("");
+    let (commit, head) = ("a".repeat(40), "b".repeat(40));
+    F::authed("GET", &F::proposal_path(7))
+        .respond_with(ok_json(F::merged_proposal(7, &commit, &head)))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    F::authed("GET", &F::proposal_path(8))
+        .respond_with(ok_json(F::proposal(8, "Update api", "")))
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    assert_eq!(
+        merge_state(&repo, 7).await.unwrap(),
+        Some(MergeState::Merged { commit, head })
+    );
+    assert_eq!(merge_state(&repo, 8).await.unwrap(), Some(MergeState::Open));
+    s.server.verify().await;
+}
+
 /// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
@@ -848,6 +915,8 @@ on_each_forge!(
     a_rate_limit_beyond_the_bound_fails_at_once_and_names_the_wait,
     a_second_open_proposal_for_a_group_is_closed_as_a_duplicate,
     a_forge_error_for_one_group_fails_that_group_and_the_others_go_on,
+    the_verify_status_is_set_on_the_commit_with_the_reason,
+    a_merged_proposal_names_its_merge_commit_and_head,
 );
 
 // === GitHub only ===

@@ -8,6 +8,7 @@ mod corpus;
 mod daemon;
 mod daemon_faults;
 mod daemon_state;
+mod daemon_verify;
 mod deploy;
 mod editor_fuzz;
 mod engine;

@@ -7,7 +7,6 @@
 use serde_json::{Value, json};
 use tagpilot::change::Change;
 use tagpilot::engine::revert::{FailedUpdate, RevertError, RevertOutcome, RevertWrite, revert};
-use tagpilot::engine::{self};
 use tagpilot::git::{RepoCache, RepositoryConfig};
 use tagpilot::plan::revert::LeftReason;
 use wiremock::matchers::{body_partial_json, query_param};
@@ -95,14 +94,7 @@ async fn run_revert(
     failed: &FailedUpdate,
 ) -> RevertOutcome {
     let cache = RepoCache::new(cache.path());
-    let context = engine::Context {
-        registry: &(),
-        cache: Some(&cache),
-        progress: &(),
-        cancel: Default::default(),
-        state: None,
-    };
-    revert(&context, repo, failed).await.expect("revert")
+    revert(&cache, repo, failed).await.expect("revert")
 }
 
 /// A trailer's values in `rev`'s message, as git reads the message's trailer block.
@@ -456,15 +448,8 @@ async fn a_revert_branch_holding_a_persons_commit_is_not_overwritten<F: RevertFo
     ));
     let cache_dir = tempfile::tempdir().unwrap();
     let cache = RepoCache::new(cache_dir.path());
-    let context = engine::Context {
-        registry: &(),
-        cache: Some(&cache),
-        progress: &(),
-        cancel: Default::default(),
-        state: None,
-    };
 
-    let error = revert(&context, &repo, &failed).await.unwrap_err();
+    let error = revert(&cache, &repo, &failed).await.unwrap_err();
 
     assert!(
         matches!(error, RevertError::BranchTaken { .. }),

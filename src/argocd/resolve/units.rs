@@ -177,6 +177,7 @@ impl<E: fmt::Display> Resolver<'_, E> {
                 auth: Default::default(),
                 write: Default::default(),
                 forge: None,
+                verify: None,
             },
         };
         if let Some(pr) = &pull_request {

@@ -2,7 +2,8 @@
 //! tagpilot writes the reverse change. Verification in `tagpilot run` decides when; this module
 //! writes it.
 //!
-//! The call is [`revert`]`(ctx, repository, failed)`:
+//! The call is [`revert`]`(cache, repository, failed)`: the clone cache the service keeps; a
+//! revert needs no registry, it writes back the values the update replaced.
 //! - [`FailedUpdate`] is what failed: the update's changes as the plan made them (the one change
 //!   model, [`Change`]), the commit that brought them to the base branch, the Application and
 //!   the failure's text (its health message included).
@@ -38,8 +39,6 @@ use crate::git::{
     self, CommitFiles, GitError, Planned, Replanner, RepoCache, WriteOptions, WriteStatus,
 };
 use crate::plan::revert::{LeftField, ReversePlan, plan_revert};
-
-use super::Context;
 
 pub use crate::git::REVERT_TRAILER;
 
@@ -93,8 +92,6 @@ pub enum RevertWrite {
 /// Why a revert could not be written. The cause is the error's source.
 #[derive(Debug, thiserror::Error)]
 pub enum RevertError {
-    #[error("repository `{repository}`: no clone cache to write the revert of {commit} with")]
-    NoCache { repository: String, commit: String },
     #[error("repository `{repository}`: pushing the revert of {commit}")]
     Push {
         repository: String,
@@ -132,7 +129,6 @@ impl RevertError {
     /// A short stable name for reports and metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            RevertError::NoCache { .. } => "no_cache",
             RevertError::Push { source, .. } | RevertError::Prepare { source, .. } => {
                 source.metric_label()
             }
@@ -145,15 +141,11 @@ impl RevertError {
 /// Writes the reverse of `failed` to `repository`: a commit on its base branch, or a pull
 /// request, by its `write.mode`.
 #[tracing::instrument(skip_all, fields(repository = %repository.name, commit = %failed.commit))]
-pub async fn revert<R>(
-    ctx: &Context<'_, R>,
+pub async fn revert(
+    cache: &RepoCache,
     repository: &RepositoryConfig,
     failed: &FailedUpdate,
 ) -> Result<RevertOutcome, RevertError> {
-    let cache = ctx.cache.ok_or_else(|| RevertError::NoCache {
-        repository: repository.name.clone(),
-        commit: failed.commit.clone(),
-    })?;
     let outcome = match repository.write.mode {
         WriteMode::Push => push(cache, repository, failed).await?,
         WriteMode::PullRequest => propose(cache, repository, failed).await?,

@@ -17,8 +17,10 @@ use serde_json::{Value, json};
 mod reviewers;
 mod wire;
 
+use super::merged::{GitHubPull, MergeState};
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
+use super::status::{CommitState, VERIFY_CONTEXT};
 use super::{
     Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits, read_token,
 };
@@ -442,6 +444,41 @@ impl Forge for GitHub {
             c.commits.iter().map(|e| e.commit.message.as_str()),
             c.total_commits,
         ))
+    }
+
+    async fn set_commit_status(
+        &self,
+        commit: &str,
+        state: CommitState,
+        description: &str,
+    ) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::Post,
+                &self.route(&format!("/statuses/{commit}")),
+                Some(&json!({
+                    "state": state.github(),
+                    "context": VERIFY_CONTEXT,
+                    "description": description,
+                })),
+                &format!("set the {VERIFY_CONTEXT} status of {commit}"),
+                "statuses: write",
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn merge_state(&self, number: u64) -> Result<MergeState, ForgeError> {
+        let pull: GitHubPull = self
+            .call(
+                Method::Get,
+                &self.route(&format!("/pulls/{number}")),
+                None,
+                &format!("read pull request #{number}"),
+                "pull_requests: read",
+            )
+            .await?;
+        Ok(pull.state())
     }
 
     async fn close(&self, number: u64) -> Result<(), ForgeError> {

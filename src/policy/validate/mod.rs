@@ -144,6 +144,7 @@ impl Validator<'_> {
             replace_unreadable_tags: spec.replace_unreadable_tags,
             keep_precision: true,
             min_age,
+            verify: spec.verify,
             targets,
         })
     }

@@ -60,6 +60,8 @@ pub(super) struct RawSpec {
     #[serde(default)]
     pub(super) min_age: Option<Spanned<String>>,
     #[serde(default)]
+    pub(super) verify: Option<crate::config::verify::VerifyConfig>,
+    #[serde(default)]
     pub(super) targets: Vec<Spanned<RawTarget>>,
 }
 

@@ -54,6 +54,11 @@ pub trait ForgeDouble {
 
     /// A request with this method at this path, authenticated as the forge expects.
     fn authed(http_method: &str, at: &str) -> MockBuilder;
+    /// Setting the `tagpilot/verify` status of `commit` to `state` (`success`, `failure`,
+    /// `pending`, in tagpilot's words), as the forge expects it written.
+    fn commit_status(commit: &str, state: &str) -> MockBuilder;
+    /// Proposal `number` as read by itself, merged by `commit` from head `head`.
+    fn merged_proposal(number: u64, commit: &str, head: &str) -> Value;
     /// The listing of open proposals on `main`, for any branch.
     fn list_open_request() -> MockBuilder;
     /// An opening of a proposal for `BRANCH` into `main`.
@@ -238,6 +243,20 @@ impl ForgeDouble for GitHubApi {
         Mock::given(method(http_method))
             .and(path(at))
             .and(header("authorization", AUTH))
+    }
+
+    fn merged_proposal(number: u64, commit: &str, head: &str) -> Value {
+        let mut pull = github::pull(number, "", true);
+        pull["merged"] = json!(true);
+        pull["merge_commit_sha"] = json!(commit);
+        pull["head"]["sha"] = json!(head);
+        pull
+    }
+
+    fn commit_status(commit: &str, state: &str) -> MockBuilder {
+        Self::authed("POST", &format!("/repos/acme/manifests/statuses/{commit}")).and(
+            body_partial_json(json!({"state": state, "context": "tagpilot/verify"})),
+        )
     }
 
     fn list_open_request() -> MockBuilder {
@@ -441,6 +460,25 @@ impl ForgeDouble for GitLabApi {
         Mock::given(method(http_method))
             .and(path(at))
             .and(header(PRIVATE_TOKEN.0, PRIVATE_TOKEN.1))
+    }
+
+    fn merged_proposal(number: u64, commit: &str, head: &str) -> Value {
+        let mut mr = merge_request(number, "Update api", "");
+        mr["state"] = json!("merged");
+        mr["merge_commit_sha"] = json!(commit);
+        mr["sha"] = json!(head);
+        mr
+    }
+
+    fn commit_status(commit: &str, state: &str) -> MockBuilder {
+        let state = if state == "failure" { "failed" } else { state };
+        Self::authed(
+            "POST",
+            &format!("/api/v4/projects/acme%2Fmanifests/statuses/{commit}"),
+        )
+        .and(body_partial_json(
+            json!({"state": state, "name": "tagpilot/verify"}),
+        ))
     }
 
     fn list_open_request() -> MockBuilder {

@@ -175,6 +175,7 @@ pub fn settings(dir: &Path, interval: Duration) -> Settings {
         cache_dir: Some(dir.join("cache")),
         leader_election: None,
         image_updater_metrics: false,
+        cluster: None,
     }
 }
 

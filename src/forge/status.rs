@@ -1,0 +1,91 @@
+//! The `tagpilot/verify` commit status (issue 19): where people look for what became of a
+//! change after it reached the base branch — the pushed commit, or a merged pull request's head
+//! commit — on GitHub and GitLab alike.
+
+use super::{Forge, ForgeError, github, gitlab};
+use crate::config::repository::RepositoryConfig;
+
+/// The status's name: GitHub's `context`, GitLab's `name`.
+pub const VERIFY_CONTEXT: &str = "tagpilot/verify";
+
+/// The states tagpilot sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitState {
+    /// The change is being followed.
+    Pending,
+    /// Its Applications run it healthy.
+    Success,
+    /// It failed in an Application (or was not verified in time).
+    Failure,
+}
+
+impl CommitState {
+    /// GitHub's word for the state.
+    pub fn github(self) -> &'static str {
+        match self {
+            CommitState::Pending => "pending",
+            CommitState::Success => "success",
+            CommitState::Failure => "failure",
+        }
+    }
+
+    /// GitLab's word for the state.
+    pub fn gitlab(self) -> &'static str {
+        match self {
+            CommitState::Pending => "pending",
+            CommitState::Success => "success",
+            CommitState::Failure => "failed",
+        }
+    }
+}
+
+/// GitHub refuses descriptions over 140 characters; GitLab takes more, but the same text reads
+/// the same on both.
+pub fn description(text: &str) -> String {
+    const MAX: usize = 140;
+    if text.chars().count() <= MAX {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(MAX - 1).collect();
+    cut.push('…');
+    cut
+}
+
+/// Sets `tagpilot/verify` on `commit` of `repo` through its `forge:`. `Ok(false)` when the
+/// repository has no `forge:` block: there is nowhere to show it.
+pub async fn set_verify_status(
+    repo: &RepositoryConfig,
+    commit: &str,
+    state: CommitState,
+    text: &str,
+) -> Result<bool, ForgeError> {
+    let Some(forge) = &repo.forge else {
+        return Ok(false);
+    };
+    let text = description(text);
+    if let Some(config) = &forge.github {
+        let client = github::GitHub::connect(&repo.name, &repo.url, config).await?;
+        client.set_commit_status(commit, state, &text).await?;
+        return Ok(true);
+    }
+    if let Some(config) = &forge.gitlab {
+        let client = gitlab::GitLab::connect(&repo.name, &repo.url, config)?;
+        client.set_commit_status(commit, state, &text).await?;
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_description_is_cut_to_what_github_takes() {
+        assert_eq!(description("health Degraded"), "health Degraded");
+        let long = "x".repeat(200);
+        let cut = description(&long);
+        assert_eq!(cut.chars().count(), 140);
+        assert!(cut.ends_with('…'));
+    }
+}

@@ -1,0 +1,233 @@
+//! Verifications under way (issue 19): each change that reached a base branch and is being
+//! followed to a healthy Argo CD Application, kept so that a restart resumes following it
+//! instead of forgetting a change that may yet fail. Like the holds, not a cache: writes are
+//! durable at once, and a read that fails says so.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
+use serde::{Deserialize, Serialize};
+
+use super::{State, StateError};
+use crate::config::verify::OnFailure;
+use crate::holds::FieldKey;
+
+/// One record per (Application, commit): key `namespace/name commit`, value the JSON of a
+/// [`PendingVerification`].
+const VERIFICATIONS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("verifications/v1");
+
+/// A change being followed in one Application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingVerification {
+    /// `namespace/name` of the Application followed.
+    pub application: String,
+    /// `repositories[].name` the change was written to.
+    pub repository: String,
+    /// The commit that reached the base branch (pushed, or a pull request's merge).
+    pub commit: String,
+    /// Where the `tagpilot/verify` status goes: the pushed commit, or a pull request's head.
+    pub status_commit: String,
+    /// When the change reached the base branch: the timeout counts from here.
+    pub since: Timestamp,
+    /// The longest `verify.timeout` of the fields' policies (or repository).
+    #[serde(with = "humantime_serde_secs")]
+    pub timeout: Duration,
+    /// Each field the change moved, and to which tag.
+    pub fields: Vec<VerifiedField>,
+}
+
+/// One field of a change: what a failure holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifiedField {
+    pub key: FieldKey,
+    /// The image repository the policy follows, and the field's line when written: what a
+    /// revert's description names.
+    #[serde(default)]
+    pub image: String,
+    #[serde(default)]
+    pub line: usize,
+    pub from: String,
+    pub to: String,
+    /// What a failure does to this field (its policy's `verify.onFailure`, else its
+    /// repository's).
+    pub on_failure: OnFailure,
+}
+
+impl PendingVerification {
+    fn key(&self) -> String {
+        format!("{} {}", self.application, self.commit)
+    }
+}
+
+/// As `plan` lists a verification under way: `argocd/shop-api: manifests 8f2c1d0 since
+/// 2026-11-25T10:00:00Z (timeout 15m): api apps/api/deployment.yaml 1.0.0 → 1.1.0 (hold)`.
+impl std::fmt::Display for PendingVerification {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short = self.commit.get(..7).unwrap_or(&self.commit);
+        write!(
+            f,
+            "{}: {} {short} since {} (timeout {}):",
+            self.application,
+            self.repository,
+            self.since,
+            humantime::format_duration(self.timeout)
+        )?;
+        for (i, field) in self.fields.iter().enumerate() {
+            let sep = if i == 0 { " " } else { "; " };
+            write!(
+                f,
+                "{sep}{} {} {} → {} ({})",
+                field.key.policy,
+                field.key.file,
+                field.from,
+                field.to,
+                field.on_failure.as_str()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Seconds in the record, so it reads the same in every version.
+mod humantime_serde_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_secs())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        u64::deserialize(d).map(Duration::from_secs)
+    }
+}
+
+impl State {
+    /// Every verification under way, ordered by Application and commit. `Err` when the store
+    /// cannot be read.
+    pub fn verifications(&self) -> Result<Vec<PendingVerification>, StateError> {
+        let unknown = || StateError::VerificationsUnknown {
+            path: self.path.clone(),
+        };
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let db = db.as_ref().ok_or_else(unknown)?;
+        let read = || -> Result<Vec<PendingVerification>, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = match txn.open_table(VERIFICATIONS) {
+                Ok(t) => t,
+                Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut out = Vec::new();
+            for entry in table.iter()? {
+                let (_, value) = entry?;
+                match serde_json::from_slice::<PendingVerification>(value.value()) {
+                    Ok(pending) => out.push(pending),
+                    Err(e) => tracing::warn!(
+                        file = %self.path.display(),
+                        "a verification under way cannot be read: {e}"
+                    ),
+                }
+            }
+            Ok(out)
+        };
+        read().map_err(|e| {
+            tracing::warn!(file = %self.path.display(), "reading the verifications failed: {e}");
+            unknown()
+        })
+    }
+
+    /// Records a verification under way (replacing one for the same Application and commit);
+    /// durable on return.
+    pub fn start_verification(&self, pending: &PendingVerification) -> Result<(), StateError> {
+        let key = pending.key();
+        let value = serde_json::to_vec(pending).unwrap_or_default();
+        self.write(
+            |txn| {
+                txn.open_table(VERIFICATIONS)?
+                    .insert(key.as_str(), value.as_slice())?;
+                Ok(())
+            },
+            Durability::Immediate,
+        )
+        .map_err(|()| StateError::VerificationNotRecorded {
+            path: self.path.clone(),
+            verification: key,
+        })
+    }
+
+    /// Forgets a verification that concluded; durable on return.
+    pub fn end_verification(&self, pending: &PendingVerification) -> Result<(), StateError> {
+        let key = pending.key();
+        self.write(
+            |txn| {
+                txn.open_table(VERIFICATIONS)?.remove(key.as_str())?;
+                Ok(())
+            },
+            Durability::Immediate,
+        )
+        .map_err(|()| StateError::VerificationNotRecorded {
+            path: self.path.clone(),
+            verification: key,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(application: &str, commit: &str) -> PendingVerification {
+        PendingVerification {
+            application: application.to_string(),
+            repository: "manifests".to_string(),
+            commit: commit.to_string(),
+            status_commit: commit.to_string(),
+            since: Timestamp::from_second(1_800_000_000).unwrap(),
+            timeout: Duration::from_secs(900),
+            fields: vec![VerifiedField {
+                key: FieldKey {
+                    repository: Some("manifests".to_string()),
+                    policy: "api".to_string(),
+                    file: "apps/api.yaml".to_string(),
+                    field: "Deployment/api container api".to_string(),
+                },
+                image: "registry.example/api".to_string(),
+                line: 10,
+                from: "1.0.0".to_string(),
+                to: "1.1.0".to_string(),
+                on_failure: OnFailure::Hold,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_verification_under_way_reads_as_plan_lists_it() {
+        assert_eq!(
+            pending("argocd/api", "8f2c1d0a9b").to_string(),
+            "argocd/api: manifests 8f2c1d0 since 2027-01-15T08:00:00Z (timeout 15m): api apps/api.yaml 1.0.0 → 1.1.0 (hold)"
+        );
+    }
+
+    #[test]
+    fn verifications_under_way_survive_a_reopen_until_they_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = pending("argocd/api", "aaaa");
+        let b = pending("argocd/web", "bbbb");
+        {
+            let state = State::open(dir.path()).unwrap();
+            assert_eq!(state.verifications().unwrap(), vec![]);
+            state.start_verification(&a).unwrap();
+            state.start_verification(&b).unwrap();
+        }
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(state.verifications().unwrap(), vec![a.clone(), b.clone()]);
+        state.end_verification(&a).unwrap();
+        drop(state);
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(state.verifications().unwrap(), vec![b]);
+    }
+}

@@ -1,0 +1,603 @@
+//! Verification in `tagpilot run` (issue 19), in-process: a real registry and a bare
+//! repository over file://, the Kubernetes API double scripting the Argo CD Application that
+//! deploys `apps/api` (synced to whatever the base branch's tip is, with the health the test
+//! sets), and the GitHub double taking the `tagpilot/verify` statuses.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tagpilot::holds::HoldReason;
+use tagpilot::state::State;
+use wiremock::matchers::{method, path, query_param, query_param_is_missing};
+use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+
+use crate::daemon::{Setup, setup, tag_reached};
+use crate::support::forge_double::{ForgeDouble, GitHubApi};
+use crate::support::git::set_test_secrets;
+use crate::support::service::{self, Service, eventually};
+
+const ALL_APPS: &str = "/apis/argoproj.io/v1alpha1/applications";
+const APPS: &str = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
+
+/// The Argo CD Application `argocd/shop-api` as the Kubernetes API double serves it: its
+/// source is the test's repository at `apps/api`, it is synced to the base branch's tip by an
+/// operation that succeeded, reconciled after it, and its health is whatever the test set.
+struct ArgoCd {
+    server: MockServer,
+    health: Arc<Mutex<Value>>,
+}
+
+impl ArgoCd {
+    async fn start(s: &Setup, health: Value) -> ArgoCd {
+        let server = MockServer::start().await;
+        let health = Arc::new(Mutex::new(health));
+        let list = {
+            let (repo, url, health) = (s.repo.path(), s.repo.file_url(), health.clone());
+            move |_: &Request| {
+                let tip = tip(&repo);
+                let app = application(&url, &tip, health.lock().unwrap().clone());
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "apiVersion": "argoproj.io/v1alpha1",
+                    "kind": "ApplicationList",
+                    "metadata": {"resourceVersion": "7"},
+                    "items": [app],
+                }))
+            }
+        };
+        for at in [ALL_APPS, APPS] {
+            Mock::given(method("GET"))
+                .and(path(at))
+                .and(query_param_is_missing("watch"))
+                .respond_with(list.clone())
+                .mount(&server)
+                .await;
+        }
+        // The watch after the listing: nothing changes while it is open (the test sets the
+        // health before the follower lists).
+        Mock::given(method("GET"))
+            .and(path(APPS))
+            .and(query_param("watch", "true"))
+            .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(120)))
+            .mount(&server)
+            .await;
+        ArgoCd { server, health }
+    }
+
+    async fn cluster(&self) -> tagpilot::kubernetes::Cluster {
+        crate::support::kube::cluster(&self.server, Duration::from_secs(5)).await
+    }
+}
+
+/// The base branch's tip of the bare repository at `repo`.
+fn tip(repo: &std::path::Path) -> String {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "main"])
+        .current_dir(repo)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+fn application(url: &str, revision: &str, health: Value) -> Value {
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {"name": "shop-api", "namespace": "argocd", "resourceVersion": "7"},
+        "spec": {"source": {"repoURL": url, "path": "apps/api", "targetRevision": "main"}},
+        "status": {
+            "sync": {"status": "Synced", "revision": revision},
+            "health": health,
+            "operationState": {
+                "phase": "Succeeded",
+                "startedAt": "2026-11-25T10:00:10Z",
+                "finishedAt": "2026-11-25T10:00:30Z",
+                "syncResult": {"revision": revision}
+            },
+            "reconciledAt": "2026-11-25T10:00:31Z"
+        }
+    })
+}
+
+const DEGRADED_MESSAGE: &str = "Deployment \"api\" exceeded its progress deadline";
+
+fn degraded() -> Value {
+    json!({"status": "Degraded", "message": DEGRADED_MESSAGE})
+}
+
+/// `verify:` (and a GitHub `forge:` for the statuses) on the setup's repository.
+fn configure(s: &Setup, verify: &str, forge_uri: &str) {
+    set_test_secrets();
+    let file = s.dir.path().join("tagpilot.yaml");
+    let config = std::fs::read_to_string(&file).unwrap().replace(
+        "    write:\n      mode: push\n",
+        &format!(
+            "    write:\n      mode: push\n    verify: {verify}\n    forge:\n      {}\n",
+            GitHubApi::forge_yaml(forge_uri)
+        ),
+    );
+    std::fs::write(file, config).unwrap();
+}
+
+/// Accepts every `tagpilot/verify` status of `state` on the forge double.
+async fn accept_status(forge: &MockServer, state: &str) {
+    Mock::given(method("POST"))
+        .and(wiremock::matchers::header(
+            "authorization",
+            crate::support::github::AUTH,
+        ))
+        .and(wiremock::matchers::path_regex(
+            "^/repos/acme/manifests/statuses/[0-9a-f]{40}$",
+        ))
+        .and(wiremock::matchers::body_partial_json(
+            json!({"state": state, "context": "tagpilot/verify"}),
+        ))
+        .respond_with(ResponseTemplate::new(201).set_body_json(json!({"id": 1})))
+        .mount(forge)
+        .await;
+}
+
+/// The statuses the forge double received, as (commit, state, description).
+async fn statuses(forge: &MockServer) -> Vec<(String, String, String)> {
+    forge
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path().contains("/statuses/"))
+        .map(|r| {
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            (
+                r.url.path().rsplit('/').next().unwrap().to_string(),
+                body["state"].as_str().unwrap_or_default().to_string(),
+                body["description"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+async fn start(s: &Setup, argocd: &ArgoCd, logs: &service::Logs) -> Service {
+    let mut settings = service::settings(s.dir.path(), Duration::from_secs(3600));
+    settings.cluster = Some(argocd.cluster().await);
+    Service::start_with(s.dir.path(), settings, logs).await
+}
+
+/// The metric `tagpilot_verifications_total{result="…"}`.
+async fn verifications(service: &Service, result: &str) -> f64 {
+    let text = service.text("/metrics").await;
+    let prefix = format!("tagpilot_verifications_total{{result=\"{result}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn a_push_followed_to_a_healthy_application_is_verified_and_its_commit_gets_success() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "success").await;
+        configure(&s, "{onFailure: hold, timeout: 10m}", &forge.uri());
+        let argocd = ArgoCd::start(&s, json!({"status": "Healthy"})).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        let pushed = s.repo.rev("main").unwrap();
+        eventually("the change verified", &logs, || async {
+            verifications(&daemon, "verified").await == 1.0
+        })
+        .await;
+        eventually("the success status sent", &logs, || async {
+            statuses(&forge)
+                .await
+                .iter()
+                .any(|(_, state, _)| state == "success")
+        })
+        .await;
+        let metrics = daemon.text("/metrics").await;
+        assert!(
+            metrics.contains("tagpilot_verification_time_to_healthy_seconds_count 1"),
+            "{metrics}"
+        );
+        let (stopped, log) = daemon.terminate().await;
+        assert_eq!(stopped, tagpilot::run::Stopped::Drained, "{log}");
+        let sent = statuses(&forge).await;
+        assert_eq!(
+            sent.iter()
+                .map(|(c, st, _)| (c.as_str(), st.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(pushed.as_str(), "pending"), (pushed.as_str(), "success")],
+            "pending when following starts, success once healthy, on the pushed commit"
+        );
+        assert!(
+            log.contains(
+                "verified: the Application runs api: apps/api/deployment.yaml 1.0.0 → 1.1.0 healthy"
+            ),
+            "{log}"
+        );
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert!(state.holds().unwrap().is_empty(), "nothing held");
+        assert!(
+            state.verifications().unwrap().is_empty(),
+            "nothing left pending"
+        );
+    });
+}
+
+#[test]
+fn a_push_whose_application_turns_degraded_holds_the_tag_and_fails_the_commit_with_the_health_message()
+ {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: hold}", &forge.uri());
+        let argocd = ArgoCd::start(&s, degraded()).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the change failed", &logs, || async {
+            verifications(&daemon, "failed").await == 1.0
+        })
+        .await;
+        eventually("the failure status sent", &logs, || async {
+            statuses(&forge)
+                .await
+                .iter()
+                .any(|(_, state, _)| state == "failure")
+        })
+        .await;
+        // The next cycle has nothing to propose: the field runs the held tag.
+        daemon.next_cycle().await;
+        let (_, log) = daemon.terminate().await;
+        let failure = statuses(&forge)
+            .await
+            .into_iter()
+            .find(|(_, state, _)| state == "failure")
+            .unwrap();
+        assert!(
+            failure.2.contains("argocd/shop-api") && failure.2.contains("Degraded"),
+            "{failure:?}"
+        );
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        let holds = state.holds().unwrap();
+        assert_eq!(holds.len(), 1, "{holds:?}\n{log}");
+        let held = &holds[0];
+        assert_eq!(
+            (
+                held.key.repository.as_deref(),
+                held.key.policy.as_str(),
+                held.key.file.as_str(),
+                held.tag.as_str()
+            ),
+            (
+                Some("manifests"),
+                "api",
+                "apps/api/deployment.yaml",
+                "1.1.0"
+            )
+        );
+        match &held.reason {
+            HoldReason::Failed {
+                application,
+                failure,
+            } => {
+                assert_eq!(application, "argocd/shop-api");
+                assert!(failure.contains(DEGRADED_MESSAGE), "{failure}");
+            }
+            other => panic!("held for {other:?}"),
+        }
+        assert!(state.verifications().unwrap().is_empty());
+    });
+}
+
+#[test]
+fn report_mode_reports_a_failure_and_holds_nothing() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: report}", &forge.uri());
+        let argocd = ArgoCd::start(&s, degraded()).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the change failed", &logs, || async {
+            verifications(&daemon, "failed").await == 1.0
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        assert!(
+            log.contains("verification failed for api: apps/api/deployment.yaml 1.0.0 → 1.1.0")
+                && log.contains(DEGRADED_MESSAGE),
+            "{log}"
+        );
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert!(state.holds().unwrap().is_empty(), "report holds nothing");
+    });
+}
+
+#[test]
+fn a_change_not_healthy_within_its_timeout_fails_as_timed_out() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: hold, timeout: 2s}", &forge.uri());
+        let argocd = ArgoCd::start(
+            &s,
+            json!({"status": "Progressing", "message": "Waiting for rollout to finish"}),
+        )
+        .await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the change timed out", &logs, || async {
+            verifications(&daemon, "timed_out").await == 1.0
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        assert!(
+            log.contains(
+                "not healthy within 2s; still waiting for health Healthy (it is Progressing)"
+            ),
+            "{log}"
+        );
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert_eq!(
+            state.holds().unwrap().len(),
+            1,
+            "a timeout holds like a failure"
+        );
+    });
+}
+
+#[test]
+fn a_restart_resumes_a_verification_under_way() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "success").await;
+        configure(&s, "{onFailure: hold, timeout: 10m}", &forge.uri());
+        let argocd = ArgoCd::start(&s, json!({"status": "Progressing"})).await;
+        let first = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &first, "1.1.0", Duration::ZERO).await;
+        eventually("following started", &logs, || async {
+            logs.text()
+                .contains("following the change in its Application")
+        })
+        .await;
+        let (_, log) = first.terminate().await;
+        {
+            let state = State::open(&s.dir.path().join("state")).unwrap();
+            let pending = state.verifications().unwrap();
+            assert_eq!(pending.len(), 1, "{log}");
+            assert_eq!(pending[0].application, "argocd/shop-api");
+            assert_eq!(pending[0].commit, s.repo.rev("main").unwrap());
+        }
+        *argocd.health.lock().unwrap() = json!({"status": "Healthy"});
+        let second = start(&s, &argocd, &logs).await;
+        eventually("the resumed change verified", &logs, || async {
+            verifications(&second, "verified").await == 1.0
+        })
+        .await;
+        let (_, log) = second.terminate().await;
+        assert!(log.contains("resuming verifications under way"), "{log}");
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert!(state.verifications().unwrap().is_empty());
+    });
+}
+
+#[test]
+fn a_merged_pull_request_is_followed_from_its_merge_commit_and_its_head_gets_the_status() {
+    use crate::support::github::{AUTH, PULLS, created, ok_json, pull, pull_path};
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "success").await;
+        configure(&s, "{onFailure: hold, timeout: 10m}", &forge.uri());
+        let file = s.dir.path().join("tagpilot.yaml");
+        let config = std::fs::read_to_string(&file).unwrap().replace(
+            "      mode: push\n",
+            "      mode: pull-request\n      group: policy\n",
+        );
+        std::fs::write(&file, config).unwrap();
+        let authed = |m: &str, at: &str| {
+            Mock::given(method(m))
+                .and(path(at.to_string()))
+                .and(wiremock::matchers::header("authorization", AUTH))
+        };
+        authed("GET", PULLS)
+            .respond_with(ok_json(json!([])))
+            .mount(&forge)
+            .await;
+        authed("POST", PULLS)
+            .respond_with(created(pull(7, "", false)))
+            .mount(&forge)
+            .await;
+        let bare = s.repo.path();
+        authed("GET", &pull_path(7))
+            .respond_with(move |_: &Request| {
+                let tip = tip(&bare);
+                ResponseTemplate::new(200).set_body_json(GitHubApi::merged_proposal(7, &tip, &tip))
+            })
+            .mount(&forge)
+            .await;
+        let argocd = ArgoCd::start(&s, json!({"status": "Healthy"})).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        eventually("the pull request opened", &logs, || async {
+            s.repo.rev("tagpilot/api").is_some()
+        })
+        .await;
+        assert_eq!(
+            verifications(&daemon, "verified").await,
+            0.0,
+            "not merged yet"
+        );
+        // A reviewer merges: the base branch fast-forwards to the pull request's head.
+        let head = s.repo.rev("tagpilot/api").unwrap();
+        let status = std::process::Command::new("git")
+            .args(["update-ref", "refs/heads/main", &head])
+            .current_dir(s.repo.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        daemon.next_cycle().await;
+        eventually("the merged change verified", &logs, || async {
+            verifications(&daemon, "verified").await == 1.0
+        })
+        .await;
+        eventually("the success status sent", &logs, || async {
+            statuses(&forge)
+                .await
+                .iter()
+                .any(|(_, state, _)| state == "success")
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        assert!(log.contains("pull request merged"), "{log}");
+        let sent = statuses(&forge).await;
+        assert!(
+            sent.iter().all(|(commit, _, _)| commit == &head),
+            "statuses on the pull request's head: {sent:?}"
+        );
+    });
+}
+
+#[test]
+fn a_policy_verify_applies_to_its_changes_in_a_repository_without_one() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        // The repository's `verify:` only to get the `forge:` block in; then taken out.
+        configure(&s, "{onFailure: hold}", &forge.uri());
+        let file = s.dir.path().join("tagpilot.yaml");
+        let config = std::fs::read_to_string(&file)
+            .unwrap()
+            .replace("    verify: {onFailure: hold}\n", "");
+        std::fs::write(&file, config).unwrap();
+        let policy = s.dir.path().join("policies/api.yaml");
+        let text = std::fs::read_to_string(&policy).unwrap().replace(
+            "  targets:\n",
+            "  verify: {onFailure: report, timeout: 5m}\n  targets:\n",
+        );
+        std::fs::write(&policy, text).unwrap();
+        let argocd = ArgoCd::start(&s, degraded()).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the change failed", &logs, || async {
+            verifications(&daemon, "failed").await == 1.0
+        })
+        .await;
+        daemon.terminate().await;
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert!(
+            state.holds().unwrap().is_empty(),
+            "the policy's `report` applies, not a default hold"
+        );
+    });
+}
+
+#[test]
+fn an_application_that_cannot_be_followed_is_named_and_the_loop_goes_on() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: hold}", &forge.uri());
+        // Listed across namespaces, but gone when its follower looks for it.
+        let server = MockServer::start().await;
+        let (url, repo) = (s.repo.file_url(), s.repo.path());
+        Mock::given(method("GET"))
+            .and(path(ALL_APPS))
+            .respond_with(move |_: &Request| {
+                let app = application(&url, &tip(&repo), json!({"status": "Healthy"}));
+                ResponseTemplate::new(200).set_body_json(json!({
+                    "kind": "ApplicationList",
+                    "metadata": {"resourceVersion": "7"},
+                    "items": [app],
+                }))
+            })
+            .mount(&server)
+            .await;
+        Mock::given(method("GET"))
+            .and(path(APPS))
+            .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+                "kind": "ApplicationList",
+                "metadata": {"resourceVersion": "8"},
+                "items": [],
+            })))
+            .mount(&server)
+            .await;
+        let argocd = ArgoCd {
+            server,
+            health: Arc::new(Mutex::new(Value::Null)),
+        };
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the verification ended in an error", &logs, || async {
+            verifications(&daemon, "error").await == 1.0
+        })
+        .await;
+        daemon.next_cycle().await;
+        eventually("the next cycle ran", &logs, || async {
+            logs.text().matches("cycle done").count() >= 2
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        assert!(
+            log.contains(
+                "Application argocd/shop-api was deleted while its change was being verified"
+            ),
+            "{log}"
+        );
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        assert!(state.holds().unwrap().is_empty(), "an error holds nothing");
+        assert!(state.verifications().unwrap().is_empty());
+    });
+}
+
+#[test]
+fn revert_mode_writes_the_reverse_change_and_holds_the_failed_tag() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: revert}", &forge.uri());
+        let argocd = ArgoCd::start(&s, degraded()).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the change failed", &logs, || async {
+            verifications(&daemon, "failed").await == 1.0
+        })
+        .await;
+        // The reverse change, pushed to the base branch by the engine's revert writer: the
+        // field is back on 1.0.0, in a commit tagpilot marks as its own revert.
+        let before = crate::daemon::deployment(&s.registry, "1.0.0");
+        eventually("the revert was pushed", &logs, || async {
+            s.repo.show("main", crate::support::git::DEPLOYMENT_PATH) == before
+        })
+        .await;
+        let message =
+            crate::support::git::git(&s.repo.path(), &["log", "-1", "--format=%B", "main"]);
+        assert!(message.starts_with("revert"), "{message}");
+        assert!(message.contains("Tagpilot-Revert: "), "{message}");
+        assert!(message.contains("Tagpilot-Policy: api"), "{message}");
+        let metrics = daemon.text("/metrics").await;
+        assert!(
+            metrics.contains("tagpilot_reverts_total{result=\"written\"} 1"),
+            "{metrics}"
+        );
+        let (_, log) = daemon.terminate().await;
+        let state = State::open(&s.dir.path().join("state")).unwrap();
+        let holds = state.holds().unwrap();
+        assert_eq!(holds.len(), 1, "{log}");
+        assert_eq!(holds[0].tag, "1.1.0");
+    });
+}
