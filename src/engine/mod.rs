@@ -17,6 +17,7 @@
 //! Application patches in [`crate::argocd::cluster`]).
 
 pub mod check;
+mod holds;
 mod image_sources;
 pub mod outcome;
 pub mod shared;
@@ -37,6 +38,7 @@ use crate::argocd::resolve::{Origin, Resolved};
 use crate::argocd::{self, Application, ArgoError};
 use crate::config::Config;
 use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
+use crate::holds::Holds;
 use crate::image::Repository;
 use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
@@ -177,12 +179,14 @@ async fn run_cycle<R: Registry>(
             ..Default::default()
         });
     }
+    let holds = holds::read(ctx.state);
     let step = Step {
         input,
         ctx,
         options,
         policies: &policies,
         registry: &registry,
+        holds: &holds,
     };
 
     // 1. Sources: policy files are the caller's; Applications are read here.
@@ -211,6 +215,7 @@ async fn run_cycle<R: Registry>(
             found.patch_reports,
         ));
     }
+    holds::release_ended(ctx.state, &mut cycle.plan, options.dry_run);
     plan::Progress::done(ctx.progress);
     Ok(cycle)
 }
@@ -223,6 +228,8 @@ struct Step<'s, 'a, R> {
     /// The policies this cycle plans (all, or those of `options.only_images`).
     policies: &'s [ImagePolicy],
     registry: &'s Shared<'a, R>,
+    /// The held tags the planners honour ([`holds::read`]).
+    holds: &'s Holds,
 }
 
 /// What the targets found of the Applications, for their section of the report and their
@@ -276,13 +283,15 @@ impl<R: Registry> Step<'_, '_, R> {
         let no_templates = Default::default();
         let planner = TargetPlanner {
             policies: self.policies,
-            apps: resolved.map(|r| AppPlanner::new(r, self.registry, ctx.progress)),
+            apps: resolved
+                .map(|r| AppPlanner::new(r, self.registry, ctx.progress).with_holds(self.holds)),
             resolved,
             registry: self.registry,
             progress: ctx.progress,
             branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
             sources: &sources,
             state: ctx.state,
+            holds: self.holds,
             diff: options.diff,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;

@@ -14,6 +14,7 @@ use crate::argocd::resolve::{self, Resolved};
 use crate::change::{ChangeGroup, Stacking};
 use crate::files::{Files, FilesError};
 use crate::git::{CommitFiles, Planned, Replanner, RepositoryConfig};
+use crate::holds::Holds;
 use crate::plan::merge::merge;
 use crate::plan::{self, DiffTarget, Plan, Progress, TargetDiff};
 use crate::policy::ImagePolicy;
@@ -92,6 +93,8 @@ pub struct TargetPlanner<'a, R> {
     /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
     /// [`crate::plan::steady`].
     pub state: Option<&'a State>,
+    /// The held tags to honour ([`crate::holds`]), read once per cycle.
+    pub holds: &'a Holds,
     /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
     pub diff: bool,
 }
@@ -137,8 +140,15 @@ impl<R: Registry> TargetPlanner<'_, R> {
         let name = repository.name.as_str();
         let mut parts = Vec::new();
         if self.files_name(name) {
-            let (plan, _) =
-                plan::plan_files(files, name, self.policies, self.registry, self.progress).await?;
+            let (plan, _) = plan::plan_files_held(
+                files,
+                name,
+                self.policies,
+                self.registry,
+                self.progress,
+                self.holds,
+            )
+            .await?;
             parts.push(plan);
         }
         let mut apps = RepositoryPlan::default();

@@ -13,6 +13,10 @@ use std::fmt;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+mod set;
+
+pub use set::{Holds, Verdict, hold_reason, judge};
+
 /// One field that one policy writes: the unit a hold applies to. Lines move between commits, so
 /// the field is named as the plan names it (`Deployment/api container api`), not by its line.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -44,6 +44,7 @@ pub fn merge(
         out.repositories.extend(p.repositories);
         out.up_to_date += p.up_to_date;
         out.policies_used += p.policies_used;
+        out.ended_holds.extend(p.ended_holds);
         for f in p.files {
             match files.get_mut(&f.path) {
                 None => {

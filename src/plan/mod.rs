@@ -29,6 +29,8 @@ pub mod tags;
 mod walk;
 
 #[cfg(test)]
+mod held_tests;
+#[cfg(test)]
 mod tests;
 
 use std::path::PathBuf;
@@ -41,7 +43,9 @@ pub use model::{
     PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
     TargetDiff,
 };
-pub use walk::{MAX_MANIFEST_BYTES, plan, plan_files, survey, survey_files};
+pub use walk::{
+    MAX_MANIFEST_BYTES, plan, plan_files, plan_files_held, policy_order, survey, survey_files,
+};
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
 /// per-registry rate limits underneath; this only bounds fan-out.

@@ -300,6 +300,9 @@ pub struct Plan {
     pub up_to_date: usize,
     /// Policies that matched at least one reference.
     pub policies_used: usize,
+    /// Rollback holds a newer tag outlived in this plan: they end, and the caller releases
+    /// them from the state store ([`crate::holds::HeldTag::outlived_by`]).
+    pub ended_holds: Vec<crate::holds::HeldTag>,
 }
 
 impl Plan {
@@ -350,5 +353,6 @@ impl Plan {
         self.repositories.extend(other.repositories);
         self.up_to_date += other.up_to_date;
         self.policies_used += other.policies_used;
+        self.ended_holds.extend(other.ended_holds);
     }
 }

@@ -123,7 +123,7 @@ pub(super) fn edit_file(
     Ok(edited)
 }
 
-fn describe(kind: &FieldKind) -> String {
+pub(super) fn describe(kind: &FieldKind) -> String {
     match kind {
         FieldKind::Container {
             resource,
