@@ -20,6 +20,7 @@ pub mod check;
 mod holds;
 mod image_sources;
 pub mod outcome;
+mod rollbacks;
 pub mod shared;
 pub mod steady;
 pub mod target;
@@ -424,6 +425,19 @@ async fn write_target<R: Registry>(
         repository.write.branch = None;
     }
     let repository = &repository;
+    let (outcome, plan) = write_by_mode(cache, repository, planner, options).await;
+    if let (Some(state), Some(plan), false) = (planner.state, &plan, options.dry_run) {
+        rollbacks::record(state, repository, plan);
+    }
+    (outcome, plan)
+}
+
+async fn write_by_mode<R: Registry>(
+    cache: &RepoCache,
+    repository: &RepositoryConfig,
+    planner: &TargetPlanner<'_, R>,
+    options: Options<'_>,
+) -> (RepositoryOutcome, Option<TargetPlan>) {
     match repository.write.mode {
         WriteMode::Push => {
             let mut report = git::write_planned(

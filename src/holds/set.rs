@@ -36,6 +36,17 @@ impl Holds {
         }
     }
 
+    /// These holds and `more` (found this cycle).
+    pub fn with(mut self, more: impl IntoIterator<Item = HeldTag>) -> Self {
+        for held in more {
+            self.by_policy
+                .entry(held.key.policy.clone())
+                .or_default()
+                .push(held);
+        }
+        self
+    }
+
     /// The holds could not be read; `why` names the store.
     pub fn unknown(why: impl Into<String>) -> Self {
         Holds {

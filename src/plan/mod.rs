@@ -24,6 +24,7 @@ mod groups;
 mod index;
 pub mod merge;
 pub mod model;
+pub mod rollbacks;
 pub mod steady;
 pub mod tags;
 mod walk;

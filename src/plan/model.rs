@@ -303,6 +303,9 @@ pub struct Plan {
     /// Rollback holds a newer tag outlived in this plan: they end, and the caller releases
     /// them from the state store ([`crate::holds::HeldTag::outlived_by`]).
     pub ended_holds: Vec<crate::holds::HeldTag>,
+    /// Holds found this cycle: a person's rollbacks on a base branch (see
+    /// [`crate::plan::rollbacks`]), honoured in this plan already.
+    pub holds_found: Vec<crate::holds::HeldTag>,
 }
 
 impl Plan {
@@ -354,5 +357,6 @@ impl Plan {
         self.up_to_date += other.up_to_date;
         self.policies_used += other.policies_used;
         self.ended_holds.extend(other.ended_holds);
+        self.holds_found.extend(other.holds_found);
     }
 }

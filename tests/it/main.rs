@@ -15,6 +15,7 @@ mod forge;
 mod front_door;
 mod git;
 mod golden;
+mod holds;
 mod layers;
 mod lease;
 mod manifest;

@@ -85,6 +85,19 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         }
     }
 
+    /// This planner honouring `holds` instead of its own.
+    pub fn holding<'b>(&self, holds: &'b Holds) -> AppPlanner<'b, R>
+    where
+        'a: 'b,
+    {
+        AppPlanner {
+            resolved: self.resolved,
+            registry: self.registry,
+            progress: self.progress,
+            holds: Some(holds),
+        }
+    }
+
     /// Whether any app writes to `repository`.
     pub fn writes_to(&self, repository: &str) -> bool {
         self.resolved.apps_in(repository).next().is_some()

@@ -123,7 +123,7 @@ pub(super) fn edit_file(
     Ok(edited)
 }
 
-pub(super) fn describe(kind: &FieldKind) -> String {
+pub(in crate::plan) fn describe(kind: &FieldKind) -> String {
     match kind {
         FieldKind::Container {
             resource,

@@ -27,6 +27,7 @@ mod owner;
 mod scan;
 
 pub(super) use self::edit::apply_sorted;
+pub(super) use self::edit::describe;
 use self::edit::edit_file;
 pub use self::held::policy_order;
 use self::held::{HeldContext, Labels};
