@@ -46,6 +46,8 @@ pub enum Command {
     Tags(TagsArgs),
     /// Keep running: apply on an interval, serving /livez, /readyz and /metrics.
     Run(RunArgs),
+    /// List the held tags (policy, field, tag, why, since, who), or release one.
+    Holds(crate::cli::holds::HoldsArgs),
     /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
     /// Application in these files or directories as its annotations do.
     MigrateAnnotations(MigrateArgs),

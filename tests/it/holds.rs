@@ -154,3 +154,134 @@ async fn a_persons_rollback_is_held_across_restarts_until_a_newer_tag_appears() 
             .contains("registry.example/api:1.4.0")
     );
 }
+
+fn tagpilot(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("TAGPILOT_STATE_DIR")
+        .output()
+        .expect("run tagpilot")
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn a_rollback_hold() -> tagpilot::holds::HeldTag {
+    tagpilot::holds::HeldTag {
+        key: tagpilot::holds::FieldKey {
+            repository: Some("manifests".into()),
+            policy: "api".into(),
+            file: DEPLOYMENT_PATH.into(),
+            field: "Deployment/api container api".into(),
+        },
+        tag: "1.3.0".into(),
+        reason: HoldReason::RolledBack {
+            to: "1.2.0".into(),
+            commit: "4b825dc642cb6eb9a060e54bf8d69288fbee4904".into(),
+            author: "Dana Ops <dana@example.com>".into(),
+        },
+        since: "2026-11-25T10:00:00Z".parse().unwrap(),
+    }
+}
+
+/// `tagpilot holds` lists what the store holds (table and JSON) and `holds release --id`
+/// releases it; while a service holds the directory the command says how to reach it instead.
+#[test]
+fn holds_are_listed_and_released_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().join("state");
+    let held = a_rollback_hold();
+    {
+        let state = State::open(&state_dir).unwrap();
+        state.hold(&held).unwrap();
+    }
+    let dir_arg = state_dir.to_str().unwrap();
+    let listed = tagpilot(dir.path(), &["holds", "--state-dir", dir_arg]);
+    assert!(listed.status.success(), "{}", text(&listed));
+    let table = String::from_utf8_lossy(&listed.stdout);
+    for expected in [
+        "ID",
+        "WHO",
+        held.key.id().as_str(),
+        "api",
+        "manifests:apps/api/deployment.yaml Deployment/api container api",
+        "1.3.0",
+        "rolled back to 1.2.0 by Dana Ops <dana@example.com> in 4b825dc642cb",
+        "2026-11-25T10:00:00Z",
+    ] {
+        assert!(table.contains(expected), "{expected:?} in\n{table}");
+    }
+    let json = tagpilot(
+        dir.path(),
+        &["holds", "--state-dir", dir_arg, "--format", "json"],
+    );
+    let views: Vec<tagpilot::holds::HoldView> = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(views, [held.view()]);
+
+    // A running service owns the directory: the command names it and the way around.
+    {
+        let _service = tagpilot::run::lock::StateLock::acquire(&state_dir).unwrap();
+        let busy = tagpilot(dir.path(), &["holds", "--state-dir", dir_arg]);
+        assert!(!busy.status.success());
+        assert!(
+            text(&busy).contains("in use by a running `tagpilot run`"),
+            "{}",
+            text(&busy)
+        );
+    }
+
+    let id = held.key.id();
+    let released = tagpilot(
+        dir.path(),
+        &["holds", "release", "--state-dir", dir_arg, "--id", &id],
+    );
+    assert!(released.status.success(), "{}", text(&released));
+    assert!(text(&released).contains("released"), "{}", text(&released));
+    let again = tagpilot(
+        dir.path(),
+        &["holds", "release", "--state-dir", dir_arg, "--id", &id],
+    );
+    assert!(!again.status.success());
+    assert!(text(&again).contains("no hold with id"), "{}", text(&again));
+    let empty = tagpilot(dir.path(), &["holds", "--state-dir", dir_arg]);
+    assert_eq!(String::from_utf8_lossy(&empty.stdout), "No held tags.\n");
+}
+
+/// While `tagpilot run` owns the store, `tagpilot holds --url` reads its `GET /holds`.
+#[tokio::test]
+async fn a_running_service_lists_its_holds_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = State::open(&dir.path().join("state")).unwrap();
+    let held = a_rollback_hold();
+    state.hold(&held).unwrap();
+    let shared = std::sync::Arc::new(tagpilot::run::http::Shared {
+        state: Some(std::sync::Arc::new(state)),
+        ..Default::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, tagpilot::run::http::router(shared)).await });
+    let dir_path = dir.path().to_path_buf();
+    let url_arg = url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        tagpilot(&dir_path, &["holds", "--url", &url_arg, "--format", "json"])
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let views: Vec<tagpilot::holds::HoldView> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(views, [held.view()]);
+    let dir_path = dir.path().to_path_buf();
+    let refused = tokio::task::spawn_blocking(move || {
+        tagpilot(&dir_path, &["holds", "release", "--url", &url, "--id", "x"])
+    })
+    .await
+    .unwrap();
+    assert!(text(&refused).contains("read-only"), "{}", text(&refused));
+}

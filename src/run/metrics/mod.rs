@@ -24,6 +24,7 @@ use self::labels::{
     ResultLabel, SKIP_KINDS, SkipLabel, UpdateLabels, WebhookLabels, finding_labels,
 };
 
+mod holds;
 mod image_updater;
 mod labels;
 mod record;
@@ -53,6 +54,8 @@ pub struct Metrics {
     /// The files the last full cycle skipped, by reason.
     skipped_files: Family<SkipLabel, Gauge>,
     metadata_hits: Counter,
+    /// The held tags after the last full cycle, by reason ([`holds`]).
+    holds: Family<holds::ReasonLabel, Gauge>,
     /// The registry client's metadata cache hits when last taken.
     metadata_hits_seen: std::sync::atomic::AtomicU64,
     /// The registry client's counts when last taken, so each cycle adds only what is new.
@@ -184,6 +187,12 @@ impl Metrics {
                 "Image manifests and configs served from memory or the --state-dir store instead of a registry",
                 Counter::default(),
             ),
+            holds: registered(
+                &mut registry,
+                "tagpilot_holds",
+                "Tags held, never proposed again for their field, after the last full cycle, by reason (failed, rolled_back, manual)",
+                Family::default(),
+            ),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
             metadata_hits_seen: Default::default(),
             registry_seen: Mutex::default(),
@@ -207,6 +216,7 @@ impl Metrics {
         for kind in FINDING_KINDS {
             self.findings.get_or_create(&finding_labels(kind)).set(0);
         }
+        self.set_holds(&[]);
         for kind in SKIP_KINDS {
             self.skipped_files
                 .get_or_create(&SkipLabel {
