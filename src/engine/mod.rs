@@ -180,7 +180,14 @@ async fn run_cycle<R: Registry>(
             ..Default::default()
         });
     }
-    let holds = holds::read(ctx.state);
+
+    // 1. Sources: policy files are the caller's; Applications are read here.
+    let apps = match &input.config.applications {
+        Some(_) => Some(collect_applications(input, ctx, options.only_images).await?),
+        None => None,
+    };
+    let resolved = apps.as_ref().map(|a| &a.resolved);
+    let holds = holds::read(ctx.state, resolved, options.dry_run);
     let step = Step {
         input,
         ctx,
@@ -189,13 +196,6 @@ async fn run_cycle<R: Registry>(
         registry: &registry,
         holds: &holds,
     };
-
-    // 1. Sources: policy files are the caller's; Applications are read here.
-    let apps = match &input.config.applications {
-        Some(_) => Some(collect_applications(input, ctx, options.only_images).await?),
-        None => None,
-    };
-    let resolved = apps.as_ref().map(|a| &a.resolved);
 
     // 2. The local directory: a target of its own, written in place.
     if let Some(root) = &input.local {

@@ -156,6 +156,22 @@ impl fmt::Display for FieldKey {
 mod tests;
 
 impl FieldKey {
+    /// Every field of `policy`, wherever it is: what an Application's `tagpilot.dev/hold`
+    /// annotation holds (its image, in whichever file and field it is written).
+    pub fn whole_policy(policy: impl Into<String>) -> Self {
+        FieldKey {
+            repository: None,
+            policy: policy.into(),
+            file: String::new(),
+            field: String::new(),
+        }
+    }
+
+    /// Whether this key names every field of its policy ([`FieldKey::whole_policy`]).
+    pub fn is_whole_policy(&self) -> bool {
+        self.file.is_empty() && self.field.is_empty()
+    }
+
     /// A short, stable name for the field, as `tagpilot holds` lists it and `holds release --id`
     /// takes it: the first 12 hex digits of the SHA-256 of the key as JSON.
     pub fn id(&self) -> String {

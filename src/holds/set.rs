@@ -76,13 +76,16 @@ impl Holds {
             .get(policy)
             .into_iter()
             .flatten()
-            .filter(move |h| h.key.repository.as_deref() == repository && h.key.file == file)
+            .filter(move |h| {
+                h.key.is_whole_policy()
+                    || (h.key.repository.as_deref() == repository && h.key.file == file)
+            })
     }
 
     /// The holds on exactly `key`.
     pub fn on<'a>(&'a self, key: &'a FieldKey) -> impl Iterator<Item = &'a HeldTag> + 'a {
         self.in_file(key.repository.as_deref(), &key.policy, &key.file)
-            .filter(move |h| h.key.field == key.field)
+            .filter(move |h| h.key.is_whole_policy() || h.key.field == key.field)
     }
 
     /// Every hold, ordered by field.

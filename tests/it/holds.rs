@@ -285,3 +285,92 @@ async fn a_running_service_lists_its_holds_over_http() {
     .unwrap();
     assert!(text(&refused).contains("read-only"), "{}", text(&refused));
 }
+
+/// An Application's `tagpilot.dev/hold` holds a tag of its image (the next-best is proposed),
+/// and `tagpilot.dev/release-hold` releases a hold the store keeps, in the next cycle.
+#[tokio::test]
+async fn an_application_annotation_holds_and_releases() {
+    use crate::argocd::{deployment, directory_app, repo_with};
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app(
+                "web",
+                "api=registry.example/shop/api",
+                "    tagpilot.dev/hold: api=1.2.0\n    tagpilot.dev/release-hold: api=1.1.0\n",
+            ),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "repositories:\n  - name: manifests\n    url: {}\n    branch: main\napplications:\n  fromGit:\n    - repository: manifests\n      paths: [\"argocd/*.yaml\"]\n",
+            repo.file_url()
+        ),
+    )
+    .unwrap();
+    let setup = Setup {
+        config: config::load(&path).unwrap(),
+        policies: Vec::new(),
+        cache: RepoCache::new(dir.path().join("cache")),
+    };
+    let state = State::open(&dir.path().join("state")).unwrap();
+    // 1.1.0 failed before; the annotation releases that hold.
+    let failed = tagpilot::holds::HeldTag {
+        key: tagpilot::holds::FieldKey {
+            repository: Some("manifests".into()),
+            policy: "web/api".into(),
+            file: "apps/web/deployment.yaml".into(),
+            field: "Deployment/app container app".into(),
+        },
+        tag: "1.1.0".into(),
+        reason: HoldReason::Failed {
+            application: "argocd/web".into(),
+            failure: "health Degraded".into(),
+        },
+        since: "2026-11-25T10:00:00Z".parse().unwrap(),
+    };
+    state.hold(&failed).unwrap();
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\", \"1.2.0\"]}\n",
+    )
+    .unwrap();
+    let input = engine::Input {
+        config: &setup.config,
+        policies: &[],
+        broken_policies: &[],
+        local: None,
+        cluster: None,
+    };
+    let context = engine::Context {
+        registry: &registry,
+        cache: Some(&setup.cache),
+        progress: &(),
+        cancel: Default::default(),
+        state: Some(&state),
+    };
+    let run = engine::run(&input, &context, engine::Options::default())
+        .await
+        .expect("engine cycle");
+    assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+    let to: Vec<&str> = run.plan.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(
+        to,
+        ["1.1.0"],
+        "1.2.0 is held by the annotation; 1.1.0 released"
+    );
+    assert!(state.holds().unwrap().is_empty(), "{:?}", state.holds());
+    let skipped: Vec<_> = run
+        .applications
+        .iter()
+        .flatten()
+        .flat_map(|a| a.skipped_annotations.iter())
+        .collect();
+    assert!(skipped.is_empty(), "{skipped:?}");
+}

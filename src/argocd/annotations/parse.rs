@@ -172,6 +172,17 @@ impl Reader<'_> {
         input.write_back_target = get("write-back-target");
         input.git_branch = get("git-branch");
         input.git_repository = get("git-repository").map(|g| g.value);
+        // Holds are tagpilot's own: under its prefix only.
+        for (key, slot) in [
+            ("hold", &mut input.hold),
+            ("release-hold", &mut input.release_hold),
+        ] {
+            let key = format!("{TAGPILOT_PREFIX}{key}");
+            if let Some(value) = self.annotations.get(&key) {
+                self.used.insert(key.clone());
+                *slot = Some(Given::new(key, value.trim().to_string()));
+            }
+        }
     }
 
     /// Whatever is left under either prefix was not understood: each key is reported with

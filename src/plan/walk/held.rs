@@ -90,7 +90,7 @@ impl<R: Registry> Asked<'_, R> {
         let name = names.as_ref().and_then(|n| n.get(f.field.ordinal as usize));
         let on_field: Vec<&HeldTag> = in_file
             .into_iter()
-            .filter(|h| name.is_none_or(|n| h.key.field == *n))
+            .filter(|h| h.key.is_whole_policy() || name.is_none_or(|n| h.key.field == *n))
             .collect();
         let order = |a: &str, b: &str| policy_order(policy, a, b);
         let mut ended = Vec::new();
