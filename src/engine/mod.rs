@@ -341,7 +341,7 @@ impl<R: Registry> Step<'_, '_, R> {
             return;
         }
         let options = self.options;
-        let patches = cluster::plan_patches(&apps.resolved, self.registry).await;
+        let patches = cluster::plan_patches(&apps.resolved, self.registry, self.holds).await;
         let (reports, problems) =
             cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
         outcome::log_patches(&apps.resolved, &patches.patches, &reports);

@@ -45,7 +45,8 @@ pub use model::{
     TargetDiff,
 };
 pub use walk::{
-    MAX_MANIFEST_BYTES, plan, plan_files, plan_files_held, policy_order, survey, survey_files,
+    MAX_MANIFEST_BYTES, Veto, plan, plan_files, plan_files_held, policy_order, survey,
+    survey_files, unknown_holds, veto,
 };
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies

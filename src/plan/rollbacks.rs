@@ -3,7 +3,7 @@
 //! in as text (the engine reads them with `git::history`), the holds go out; whether a write is
 //! a rollback is [`crate::holds::rollback`]'s rule.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use jiff::Timestamp;
@@ -53,7 +53,7 @@ pub fn field_moves(path: &str, before: Option<&str>, after: Option<&str>) -> Vec
                 *n += 1;
                 ((name, *n), f)
             })
-            .collect::<HashMap<_, _>>()
+            .collect::<BTreeMap<_, _>>()
     };
     let old = named(scan(before));
     let mut out = Vec::new();

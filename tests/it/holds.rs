@@ -127,12 +127,12 @@ async fn a_persons_rollback_is_held_across_restarts_until_a_newer_tag_appears() 
         )),
         "{reason}"
     );
-    assert_eq!(state.holds().unwrap(), [found.clone()]);
+    assert_eq!(state.holds().unwrap(), std::slice::from_ref(found));
 
     // A restart: the store opened again still holds it, and the next cycle honours it.
     drop(state);
     let state = State::open(&state_dir).unwrap();
-    assert_eq!(state.holds().unwrap(), [found.clone()]);
+    assert_eq!(state.holds().unwrap(), std::slice::from_ref(found));
     let after_restart = cycle(&setup, &state, tags).await;
     assert!(
         after_restart.plan.changes.is_empty(),
@@ -147,7 +147,7 @@ async fn a_persons_rollback_is_held_across_restarts_until_a_newer_tag_appears() 
     let newer = cycle(&setup, &state, "\"1.2.0\", \"1.3.0\", \"1.4.0\"").await;
     let to: Vec<&str> = newer.plan.changes.iter().map(|c| c.to.as_str()).collect();
     assert_eq!(to, ["1.4.0"]);
-    assert_eq!(newer.plan.ended_holds, [found.clone()]);
+    assert_eq!(newer.plan.ended_holds, std::slice::from_ref(found));
     assert!(state.holds().unwrap().is_empty());
     assert!(
         repo.show("main", DEPLOYMENT_PATH)

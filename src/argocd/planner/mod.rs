@@ -424,6 +424,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             file: &mut overrides,
             kind,
             registry: self.registry,
+            holds: self.holds,
         };
         let decided = decide_app_overrides(
             &mut deciding,

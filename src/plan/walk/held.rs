@@ -64,17 +64,14 @@ impl<R: Registry> Asked<'_, R> {
             return Ok(first);
         };
         if let Some(why) = held.holds.unknown_because() {
-            let message =
-                format!("held tags unknown: {why}; every change that could be held is held");
+            let (message, reason) = unknown_holds(why, tag);
             if !plan.problems.iter().any(|p| p.message == message) {
                 plan.problems.push(Problem {
-                    message: message.clone(),
+                    message,
                     ..Problem::default()
                 });
             }
-            return Ok(Outcome::Hold(format!(
-                "held: the held tags cannot be read ({why}); {tag} may be held"
-            )));
+            return Ok(Outcome::Hold(reason));
         }
         let display = display_path(&file.rel);
         let in_file: Vec<&HeldTag> = held
@@ -92,32 +89,80 @@ impl<R: Registry> Asked<'_, R> {
             .into_iter()
             .filter(|h| h.key.is_whole_policy() || name.is_none_or(|n| h.key.field == *n))
             .collect();
-        let order = |a: &str, b: &str| policy_order(policy, a, b);
         let mut ended = Vec::new();
-        let verdict = judge(&on_field, tag, &order, &mut ended);
-        let in_force: Vec<&HeldTag> = on_field
-            .into_iter()
-            .filter(|h| !ended.contains(h))
-            .collect();
+        let veto = veto(policy, &first, list, &on_field, &mut ended);
         for h in &ended {
-            tracing::info!(field = %h.key, held = %h.tag, newer = %tag, "a rollback hold ends: a newer tag appeared");
+            tracing::info!(field = %h.key, held = %h.tag, "a rollback hold ends: a newer tag appeared");
         }
         plan.ended_holds.extend(ended);
-        let Verdict::Blocked(hold) = verdict else {
+        let Some(veto) = veto else {
             return Ok(first);
         };
-        let allowed: Vec<TagCandidate> = list
-            .iter()
-            .filter(|c| !in_force.iter().any(|h| h.blocks(&c.tag, &order)))
-            .cloned()
-            .collect();
-        Ok(
-            match decide(policy, facts, &allowed, &self.inspector).await? {
-                next @ Outcome::Move { .. } => next,
-                Outcome::Stay | Outcome::Hold(_) => Outcome::Hold(hold_reason(hold, tag)),
-            },
-        )
+        let next = decide(policy, facts, &veto.allowed, &self.inspector).await?;
+        Ok(veto.settle(next))
     }
+}
+
+/// A hold standing in the way of the tag a policy chose: the hold, the tag, and the candidates
+/// the field's holds allow, to decide again on.
+pub struct Veto<'h> {
+    pub hold: &'h HeldTag,
+    pub tag: String,
+    pub allowed: Vec<TagCandidate>,
+}
+
+impl Veto<'_> {
+    /// What deciding again on the allowed candidates comes to: a move to the next-best tag, or
+    /// the field held with a reason naming the hold.
+    pub fn settle(&self, next: Outcome) -> Outcome {
+        match next {
+            next @ Outcome::Move { .. } => next,
+            Outcome::Stay | Outcome::Hold(_) => Outcome::Hold(hold_reason(self.hold, &self.tag)),
+        }
+    }
+}
+
+/// Whether the holds on one field (`on_field`) veto `first`, decided on `list`. Rollback holds
+/// the chosen tag outlives end (into `ended`) and veto nothing.
+pub fn veto<'h>(
+    policy: &ImagePolicy,
+    first: &Outcome,
+    list: &[TagCandidate],
+    on_field: &[&'h HeldTag],
+    ended: &mut Vec<HeldTag>,
+) -> Option<Veto<'h>> {
+    let Outcome::Move { tag, .. } = first else {
+        return None;
+    };
+    let order = |a: &str, b: &str| policy_order(policy, a, b);
+    let verdict = judge(on_field, tag, &order, ended);
+    let Verdict::Blocked(hold) = verdict else {
+        return None;
+    };
+    let in_force: Vec<&HeldTag> = on_field
+        .iter()
+        .copied()
+        .filter(|h| !ended.contains(h))
+        .collect();
+    let allowed = list
+        .iter()
+        .filter(|c| !in_force.iter().any(|h| h.blocks(&c.tag, &order)))
+        .cloned()
+        .collect();
+    Some(Veto {
+        hold,
+        tag: tag.clone(),
+        allowed,
+    })
+}
+
+/// How a change is held while the held tags cannot be read: the plan's problem, and the
+/// field's hold reason.
+pub fn unknown_holds(why: &str, tag: &str) -> (String, String) {
+    (
+        format!("held tags unknown: {why}; every change that could be held is held"),
+        format!("held: the held tags cannot be read ({why}); {tag} may be held"),
+    )
 }
 
 /// The names of a file's fields as a plan names them (`Deployment/api container api`), in scan

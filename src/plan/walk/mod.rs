@@ -29,8 +29,8 @@ mod scan;
 pub(super) use self::edit::apply_sorted;
 pub(super) use self::edit::describe;
 use self::edit::edit_file;
-pub use self::held::policy_order;
 use self::held::{HeldContext, Labels};
+pub use self::held::{Veto, policy_order, unknown_holds, veto};
 #[cfg(test)]
 pub(super) use self::owner::edit_distance;
 pub use self::scan::MAX_MANIFEST_BYTES;
