@@ -136,16 +136,22 @@ pub async fn holds(args: HoldsArgs) -> Result<ExitCode, HoldsError> {
     }
 }
 
-/// Opens the store behind its directory's lock, so a running service is never raced.
+/// Opens `tagpilot run`'s store behind its directory's lock (held while the store is used),
+/// or says that a running service holds it.
+pub fn open_store(dir: &Path) -> Result<(StateLock, State), HoldsError> {
+    let lock = StateLock::acquire(dir).map_err(|e| match e {
+        LockError::Held { dir } => HoldsError::Busy { dir },
+        other => HoldsError::Lock(other),
+    })?;
+    Ok((lock, State::open(dir)?))
+}
+
+/// Runs `f` on the store behind its directory's lock, so a running service is never raced.
 fn with_store<T>(
     dir: &Path,
     f: impl FnOnce(&State) -> Result<T, HoldsError>,
 ) -> Result<T, HoldsError> {
-    let _lock = StateLock::acquire(dir).map_err(|e| match e {
-        LockError::Held { dir } => HoldsError::Busy { dir },
-        other => HoldsError::Lock(other),
-    })?;
-    let state = State::open(dir)?;
+    let (_lock, state) = open_store(dir)?;
     let out = f(&state)?;
     state.flush();
     Ok(out)

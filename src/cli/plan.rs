@@ -22,10 +22,18 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
         .root
         .clone()
         .unwrap_or_else(|| config.base_dir().to_path_buf());
+    // Held for the whole command, so no service opens the store meanwhile.
+    let (_lock, state) = match &args.state_dir {
+        Some(dir) => {
+            let (lock, state) = super::holds::open_store(dir)?;
+            (Some(lock), Some(std::sync::Arc::new(state)))
+        }
+        None => (None, None),
+    };
     let options = session::Options {
         cache_dir: args.cache_dir.clone(),
         read_cluster: true,
-        state: None,
+        state,
     };
     let session = Session::open(config, options).await?;
     let progress = Spinner::new();
@@ -37,6 +45,9 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
         ..Default::default()
     };
     let cycle = engine::run(&input, &context, options).await?;
+    if let Some(state) = &session.state {
+        state.flush();
+    }
     drop(progress);
 
     let (written, failed) = (cycle.written, cycle.failed);

@@ -247,9 +247,9 @@ impl<R: Registry> Step<'_, '_, R> {
     /// Plans the local directory and, unless dry-running, writes it in place.
     async fn local(&self, root: &Path, cycle: &mut Cycle) -> Result<(), EngineError> {
         let scope = Scope {
-            root: root.to_path_buf(),
-            repository: None,
             exclude: own_files(self.input),
+            holds: self.holds.clone(),
+            ..Scope::local(root)
         };
         let mut local = plan::plan(&scope, self.policies, self.registry, self.ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);

@@ -79,6 +79,8 @@ pub struct Scope {
     /// Files to leave out: tagpilot's own config and policy files when they live under the root
     /// (they are YAML, but not manifests).
     pub exclude: Vec<PathBuf>,
+    /// The held tags the plan honours ([`crate::holds`]).
+    pub holds: crate::holds::Holds,
 }
 
 impl Scope {

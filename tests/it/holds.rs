@@ -374,3 +374,79 @@ async fn an_application_annotation_holds_and_releases() {
         .collect();
     assert!(skipped.is_empty(), "{skipped:?}");
 }
+
+/// `tagpilot plan --state-dir` honours and shows the store's holds: the failed tag is not
+/// proposed, and the hold names why; without the store the same plan proposes it.
+#[tokio::test]
+async fn plan_with_the_state_dir_honours_its_holds() {
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/api", &["1.2.3", "1.3.0"], ImageSpec::default())
+        .await;
+    let image = reg.image("shop/api");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "tagpilot.yaml",
+        &format!(
+            "registries:\n{}policies: policies/\n",
+            reg.registries_yaml()
+        ),
+    );
+    write(
+        "policies/api.yaml",
+        &format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: {image}\n  strategy:\n    semver: {{range: \"1.x\"}}\n"
+        ),
+    );
+    write(
+        "apps/api/deployment.yaml",
+        &format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {image}:1.2.3\n"
+        ),
+    );
+    let state_dir = dir.path().join("state");
+    State::open(&state_dir)
+        .unwrap()
+        .hold(&tagpilot::holds::HeldTag {
+            key: tagpilot::holds::FieldKey {
+                repository: None,
+                policy: "api".into(),
+                file: "apps/api/deployment.yaml".into(),
+                field: "Deployment/api container api".into(),
+            },
+            tag: "1.3.0".into(),
+            reason: HoldReason::Failed {
+                application: "argocd/api".into(),
+                failure: "health Degraded after the sync".into(),
+            },
+            since: "2026-11-25T10:00:00Z".parse().unwrap(),
+        })
+        .unwrap();
+    let plan = |args: Vec<String>| {
+        let dir = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = tagpilot(&dir, &args);
+            serde_json::from_slice::<serde_json::Value>(&out.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", text(&out)))
+        })
+    };
+    let json = vec!["plan".to_string(), "--format".into(), "json".into()];
+    let free = plan(json.clone()).await.unwrap();
+    assert_eq!(free["changes"][0]["to"], "1.3.0", "{free:#}");
+    let mut with_store = json;
+    with_store.extend(["--state-dir".to_string(), state_dir.display().to_string()]);
+    let held = plan(with_store).await.unwrap();
+    assert_eq!(held["changes"], serde_json::json!([]), "{held:#}");
+    assert_eq!(
+        held["holds"][0]["reason"],
+        "held: failed in Application argocd/api: health Degraded after the sync since \
+         2026-11-25T10:00:00Z; 1.3.0 is not proposed again",
+        "{held:#}"
+    );
+}

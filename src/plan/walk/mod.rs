@@ -168,7 +168,7 @@ pub async fn plan<R: Registry>(
         files: &files,
         repository: scope.repository.as_deref(),
         excluded: &excluded,
-        holds: &Holds::none(),
+        holds: &scope.holds,
     };
     plan_tree(tree, policies, registry, progress, None).await
 }
