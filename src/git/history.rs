@@ -174,8 +174,20 @@ fn read_commit(
     })
 }
 
-/// The policies a commit's `Tagpilot-Policy:` trailers name.
+/// The policies a commit's `Tagpilot-Policy:` trailers name. A merge of a branch whose tip
+/// tagpilot made (its pull request, merged with a merge commit) is tagpilot's write as well:
+/// on the first-parent line the merge is where the branch's change lands.
 fn policies(commit: &git2::Commit<'_>) -> Vec<String> {
+    let mut out = trailers(commit);
+    if out.is_empty()
+        && let Ok(merged) = commit.parent(1)
+    {
+        out = trailers(&merged);
+    }
+    out
+}
+
+fn trailers(commit: &git2::Commit<'_>) -> Vec<String> {
     let Ok(message) = commit.message() else {
         return Vec::new();
     };

@@ -32,6 +32,8 @@ mod walk;
 #[cfg(test)]
 mod held_tests;
 #[cfg(test)]
+mod rollbacks_tests;
+#[cfg(test)]
 mod tests;
 
 use std::path::PathBuf;

@@ -66,3 +66,64 @@ fn parse(value: &str, out: &AppSettings) -> Result<Vec<HoldRequest>, String> {
     }
     Ok(requests)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::HoldRequest;
+    use crate::argocd::annotations::parse;
+
+    fn read(extra: &[(&str, &str)]) -> super::AppSettings {
+        let mut annotations: BTreeMap<String, String> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        annotations.insert(
+            "argocd-image-updater.argoproj.io/image-list".into(),
+            "api=registry.example/api, web=registry.example/web".into(),
+        );
+        parse(&annotations).unwrap()
+    }
+
+    #[test]
+    fn hold_and_release_read_alias_tag_pairs_under_tagpilots_prefix() {
+        let s = read(&[
+            ("tagpilot.dev/hold", "api=1.3.0, web=2.0.0"),
+            ("tagpilot.dev/release-hold", "api=1.2.0"),
+        ]);
+        let pair = |alias: &str, tag: &str| HoldRequest {
+            alias: alias.into(),
+            tag: tag.into(),
+        };
+        assert_eq!(s.holds, [pair("api", "1.3.0"), pair("web", "2.0.0")]);
+        assert_eq!(s.releases, [pair("api", "1.2.0")]);
+        assert!(s.skipped.is_empty(), "{:?}", s.skipped);
+    }
+
+    #[test]
+    fn a_hold_that_cannot_be_read_is_skipped_whole_with_why() {
+        let s = read(&[
+            ("tagpilot.dev/hold", "api=1.3.0, worker=1.0.0"),
+            ("tagpilot.dev/release-hold", "api"),
+            ("argocd-image-updater.argoproj.io/hold", "api=1.3.0"),
+        ]);
+        assert!(s.holds.is_empty() && s.releases.is_empty());
+        let skipped: Vec<(&str, &str)> = s
+            .skipped
+            .iter()
+            .map(|k| (k.key.as_str(), k.reason.as_str()))
+            .collect();
+        assert_eq!(
+            skipped,
+            [
+                (
+                    "argocd-image-updater.argoproj.io/hold",
+                    "holds are tagpilot's own: read as tagpilot.dev/hold only"
+                ),
+                ("tagpilot.dev/hold", "alias \"worker\" is not in image-list"),
+                ("tagpilot.dev/release-hold", "\"api\" is not <alias>=<tag>"),
+            ]
+        );
+    }
+}
