@@ -106,7 +106,7 @@ fn a_person_moving_back_what_tagpilot_set_is_a_rollback_tagpilot_itself_is_not()
         &deployment("1.4.0", "2"),
     );
     assert!(found(&[tagpilot, forward], &none).is_empty());
-    assert!(found(&[person.clone()], &none).is_empty());
+    assert!(found(std::slice::from_ref(&person), &none).is_empty());
     // tagpilot's write before the commits read this cycle is looked up in the history.
     let earlier = move |at: &str, path: &str| {
         assert_eq!((at, path), ("p1", "deploy.yaml"));
