@@ -450,3 +450,45 @@ async fn plan_with_the_state_dir_honours_its_holds() {
         "{held:#}"
     );
 }
+
+/// The annotation's hold also keeps the tag out of an `.argocd-source-<app>.yaml` file, the way
+/// Image Updater writes a Helm Application without a write-back target.
+#[tokio::test]
+async fn an_annotation_hold_reaches_argocd_source_files() {
+    use crate::argocd::repo_with;
+    let repo = repo_with(&[
+        (
+            "argocd/shop.yaml".into(),
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: api=registry.example/shop/api\n    argocd-image-updater.argoproj.io/write-back-method: git\n    tagpilot.dev/hold: api=1.2.0\nspec:\n  source: {repoURL: REPO_URL, path: apps/shop, helm: {}}\n".into(),
+        ),
+        (
+            "apps/shop/values.yaml".into(),
+            "image:\n  repository: registry.example/shop/api\n  tag: 1.0.0\n".into(),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "repositories:\n  - name: manifests\n    url: {}\n    branch: main\napplications:\n  fromGit:\n    - repository: manifests\n      paths: [\"argocd/*.yaml\"]\n",
+            repo.file_url()
+        ),
+    )
+    .unwrap();
+    let config = config::load(&path).unwrap();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\", \"1.2.0\"]}\n",
+    )
+    .unwrap();
+    let run = crate::support::engine::cycle(&config, None, &cache, &registry, &(), true).await;
+    assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+    let changes: Vec<(&str, &str)> = run
+        .plan
+        .changes
+        .iter()
+        .map(|c| (c.file.as_str(), c.to.as_str()))
+        .collect();
+    assert_eq!(changes, [("apps/shop/.argocd-source-shop.yaml", "1.1.0")]);
+}
