@@ -7,6 +7,7 @@
 use crate::git::{self, CommitFiles, RepositoryConfig};
 use crate::holds::HeldTag;
 use crate::plan::rollbacks::{self, Commit, Reading};
+use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 use crate::state::State;
 
@@ -48,8 +49,15 @@ impl<R: Registry> TargetPlanner<'_, R> {
                 .flatten()
                 .map(commit)
         };
+        // The Helm value paths the sources' policies name decide which values are fields.
+        let mut policies: Vec<ImagePolicy> = self.policies.to_vec();
+        if let Some(resolved) = self.resolved {
+            let apps = resolved.apps_in(&repository.name);
+            policies.extend(apps.flat_map(|(_, app)| app.policies.iter().flatten().cloned()));
+        }
         let reading = Reading {
             repository: &repository.name,
+            policies: &policies,
             policy: &|name| self.policy(name),
             last_own: &last_own,
             now: jiff::Timestamp::now(),

@@ -8,11 +8,12 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
+use super::index::PolicyIndex;
 use super::walk::{describe, policy_order};
 use crate::holds::{self, FieldKey, FieldWrite, HeldTag};
 use crate::image::Repository;
 use crate::manifest;
-use crate::policy::ImagePolicy;
+use crate::policy::{HelmPaths, ImagePolicy};
 
 /// One commit of the base branch, as the history edge read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,11 +39,17 @@ pub struct FieldMove {
 
 /// The fields whose tag differs between two texts of one file, paired by name (and, for two
 /// fields of one name, by their order). A field added or removed is no move.
-pub fn field_moves(path: &str, before: Option<&str>, after: Option<&str>) -> Vec<FieldMove> {
+/// `helm` names the Helm value paths the policies give for the file, as the planner reads them.
+pub fn field_moves(
+    path: &str,
+    before: Option<&str>,
+    after: Option<&str>,
+    helm: &[HelmPaths],
+) -> Vec<FieldMove> {
     let (Some(before), Some(after)) = (before, after) else {
         return Vec::new();
     };
-    let scan = |text: &str| manifest::scan(Path::new(path), text, &[]).unwrap_or_default();
+    let scan = |text: &str| manifest::scan(Path::new(path), text, helm).unwrap_or_default();
     let named = |fields: Vec<manifest::ImageField>| {
         let mut seen: HashMap<String, usize> = HashMap::new();
         fields
@@ -80,6 +87,8 @@ pub fn field_moves(path: &str, before: Option<&str>, after: Option<&str>) -> Vec
 pub struct Reading<'a> {
     /// `repositories[].name`.
     pub repository: &'a str,
+    /// Every policy of the repository's sources, for the Helm value paths they name.
+    pub policies: &'a [ImagePolicy],
     /// The policy a `Tagpilot-Policy:` trailer names.
     pub policy: &'a dyn Fn(&str) -> Option<&'a ImagePolicy>,
     /// The last commit tagpilot made that changed a file, at or before a commit: for fields
@@ -92,18 +101,21 @@ pub struct Reading<'a> {
 pub fn find(reading: &Reading<'_>, commits: &[Commit]) -> Vec<HeldTag> {
     // What tagpilot last set each (file, field) to, and under which policy.
     let mut own: HashMap<(String, String), Option<(String, &ImagePolicy)>> = HashMap::new();
+    let index = PolicyIndex::new(reading.policies, Some(reading.repository));
+    let helm = |path: &str| index.helm_paths(Path::new(path));
     let mut out = Vec::new();
     for commit in commits {
         for (path, before, after) in &commit.files {
-            for moved in field_moves(path, before.as_deref(), after.as_deref()) {
+            let moves = field_moves(path, before.as_deref(), after.as_deref(), &helm(path));
+            for moved in moves {
                 let key = (path.clone(), moved.field.clone());
                 if !commit.policies.is_empty() {
                     own.insert(key, owner(reading, commit, &moved).map(|p| (moved.to, p)));
                     continue;
                 }
-                let last = own
-                    .entry(key)
-                    .or_insert_with(|| earlier_own(reading, &commit.commit, path, &moved.field));
+                let last = own.entry(key).or_insert_with(|| {
+                    earlier_own(reading, &commit.commit, path, &moved.field, &helm(path))
+                });
                 let Some((set, policy)) = last.as_ref() else {
                     continue;
                 };
@@ -144,10 +156,11 @@ fn earlier_own<'a>(
     commit: &str,
     path: &str,
     field: &str,
+    helm: &[HelmPaths],
 ) -> Option<(String, &'a ImagePolicy)> {
     let own = (reading.last_own)(commit, path)?;
     let (_, before, after) = own.files.iter().find(|(p, _, _)| p == path)?;
-    let moved = field_moves(path, before.as_deref(), after.as_deref())
+    let moved = field_moves(path, before.as_deref(), after.as_deref(), helm)
         .into_iter()
         .find(|m| m.field == field)?;
     let policy = owner(reading, &own, &moved)?;

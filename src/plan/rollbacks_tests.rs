@@ -41,6 +41,7 @@ fn field_moves_pair_fields_by_name_and_see_only_tags_that_changed() {
         "deploy.yaml",
         Some(&deployment("1.3.0", "2.0.0")),
         Some(&deployment("1.2.0", "2.0.0")),
+        &[],
     );
     assert_eq!(moves.len(), 1, "{moves:?}");
     assert_eq!(moves[0].field, "Deployment/api container api");
@@ -48,14 +49,22 @@ fn field_moves_pair_fields_by_name_and_see_only_tags_that_changed() {
         (moves[0].from.as_str(), moves[0].to.as_str()),
         ("1.3.0", "1.2.0")
     );
-    assert!(field_moves("deploy.yaml", None, Some(&deployment("1", "2"))).is_empty());
+    assert!(field_moves("deploy.yaml", None, Some(&deployment("1", "2")), &[]).is_empty());
 }
 
 fn found(commits: &[Commit], last_own: &dyn Fn(&str, &str) -> Option<Commit>) -> Vec<String> {
-    let policies = policies();
+    found_with(&policies(), commits, last_own)
+}
+
+fn found_with(
+    policies: &[ImagePolicy],
+    commits: &[Commit],
+    last_own: &dyn Fn(&str, &str) -> Option<Commit>,
+) -> Vec<String> {
     let policy = |name: &str| policies.iter().find(|p| p.name == name);
     let reading = Reading {
         repository: "manifests",
+        policies,
         policy: &policy,
         last_own,
         now: "2026-11-25T10:00:00Z".parse().unwrap(),
@@ -120,5 +129,28 @@ fn a_person_moving_back_what_tagpilot_set_is_a_rollback_tagpilot_itself_is_not()
     assert_eq!(
         found(&[person], &earlier),
         ["Deployment/api container api 1.3.0->1.2.0 in p1"]
+    );
+}
+
+/// A Helm value only the policy's `helm:` paths make a field is read the same way.
+#[test]
+fn a_rollback_of_a_helm_value_named_by_the_policy_is_found() {
+    let yaml = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: {IMAGE}\n  strategy: {{semver: {{}}}}\n  targets:\n    - repository: manifests\n      paths: [\"values.yaml\"]\n      helm: {{repository: api.where, tag: api.version}}\n"
+    );
+    let policies = crate::policy::parse_file(Path::new("policies.yaml"), &yaml).unwrap();
+    let values = |tag: &str| format!("api:\n  where: {IMAGE}\n  version: {tag}\n");
+    let file = |id: &str, trailers: &[&str], from: &str, to: &str| Commit {
+        files: vec![("values.yaml".into(), Some(values(from)), Some(values(to)))],
+        ..commit(id, trailers, "", "")
+    };
+    let none = |_: &str, _: &str| None;
+    let commits = [
+        file("t1", &["api"], "1.2.0", "1.3.0"),
+        file("p1", &[], "1.3.0", "1.2.0"),
+    ];
+    assert_eq!(
+        found_with(&policies, &commits, &none),
+        ["helm value api.where 1.3.0->1.2.0 in p1"]
     );
 }
