@@ -320,6 +320,9 @@ impl<R: Registry> Step<'_, '_, R> {
             };
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
+                if let (Some(state), false) = (ctx.state, options.dry_run) {
+                    rollbacks::record(state, repository, &p);
+                }
                 cycle.plan.merge(p.plan);
                 found.images.extend(p.images);
                 found.app_problems.extend(p.app_problems);
@@ -425,19 +428,6 @@ async fn write_target<R: Registry>(
         repository.write.branch = None;
     }
     let repository = &repository;
-    let (outcome, plan) = write_by_mode(cache, repository, planner, options).await;
-    if let (Some(state), Some(plan), false) = (planner.state, &plan, options.dry_run) {
-        rollbacks::record(state, repository, plan);
-    }
-    (outcome, plan)
-}
-
-async fn write_by_mode<R: Registry>(
-    cache: &RepoCache,
-    repository: &RepositoryConfig,
-    planner: &TargetPlanner<'_, R>,
-    options: Options<'_>,
-) -> (RepositoryOutcome, Option<TargetPlan>) {
     match repository.write.mode {
         WriteMode::Push => {
             let mut report = git::write_planned(
