@@ -82,6 +82,7 @@ async fn run(flags: Cli) -> Result<ExitCode> {
         Command::Check(args) => Ok(cli::check::check(args)?),
         Command::Tags(args) => Ok(cli::tags::tags(args).await?),
         Command::Run(args) => run_service(args).await,
+        Command::Holds(args) => Ok(cli::holds::holds(args).await?),
         Command::MigrateAnnotations(args) => Ok(cli::migrate::migrate_annotations(&args)?),
     }
 }

@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::holds::{HeldTag, Holds};
 use crate::plan::{self, Change, Hold, Inspector, Problem};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
@@ -103,6 +104,42 @@ pub async fn decide<R: Registry>(
     plan::decide_reference(policy, tag, digest, false, &candidates, &inspector).await
 }
 
+/// [`decide`], honouring the holds on the override's place (the file and field it writes, or
+/// every field of the policy for an annotation's hold).
+async fn decide_held<R: Registry>(
+    policy: &ImagePolicy,
+    (tag, digest): (Option<&str>, Option<&str>),
+    overrides: &Overrides<'_, R>,
+    place: &OverridePlace<'_>,
+) -> Result<Decided, RegistryError> {
+    let Some(holds) = overrides.holds.filter(|h| !h.is_empty()) else {
+        return decide(policy, tag, digest, overrides.registry).await;
+    };
+    let registry = overrides.registry;
+    let tags = registry.list_tags(&policy.image).await?;
+    let inspector = Inspector::new(registry);
+    let candidates = inspector.candidates(policy, &tags, &()).await?;
+    let first = plan::decide_reference(policy, tag, digest, false, &candidates, &inspector).await?;
+    let Decided::Move { tag: chosen, .. } = &first else {
+        return Ok(first);
+    };
+    if let Some(why) = holds.unknown_because() {
+        return Ok(Decided::Hold(plan::unknown_holds(why, chosen).1));
+    }
+    let on_field: Vec<&HeldTag> = holds
+        .in_file(place.repository, &policy.name, place.file)
+        .filter(|h| h.key.is_whole_policy() || h.key.field == place.field)
+        .collect();
+    // A rollback hold is found in manifests' fields only, never here: nothing here ends.
+    let mut ended = Vec::new();
+    let Some(veto) = plan::veto(policy, &first, &candidates, &on_field, &mut ended) else {
+        return Ok(first);
+    };
+    let next =
+        plan::decide_reference(policy, tag, digest, false, &veto.allowed, &inspector).await?;
+    Ok(veto.settle(next))
+}
+
 // === overrides ===
 
 /// Where an override's records point: the plan's change, hold or problem names `file` (the
@@ -143,6 +180,8 @@ pub struct Overrides<'a, R> {
     pub file: &'a mut OverrideFile,
     pub kind: SourceKind,
     pub registry: &'a R,
+    /// The held tags to honour ([`crate::holds`]); `None` where none are read.
+    pub holds: Option<&'a Holds>,
 }
 
 /// Decides every image of app `a` ([`decide_override`] each) against `overrides`, setting the
@@ -244,13 +283,8 @@ pub async fn decide_override<R: Registry>(
     let from = plan::version_text(tag.as_deref(), digest.as_deref());
     outcome.from = Some(from.clone());
     let repository = place.repository.map(str::to_string);
-    let decided = decide(
-        policy,
-        tag.as_deref(),
-        digest.as_deref(),
-        overrides.registry,
-    )
-    .await;
+    let current = (tag.as_deref(), digest.as_deref());
+    let decided = decide_held(policy, current, overrides, place).await;
     let record = match decided {
         Ok(Decided::Move { tag, digest }) => {
             let to = plan::version_text(Some(&tag), digest.as_deref());

@@ -51,7 +51,12 @@ pub struct Patches {
 /// Decides every image of the apps written with `write-back-method: argocd` against the live
 /// Application's overrides (`spec.source.kustomize.images` or `spec.source.helm.parameters`,
 /// else the images Argo CD reports running), as Image Updater does. Reads the registry only.
-pub async fn plan_patches<R: Registry>(resolved: &Resolved, registry: &R) -> Patches {
+pub async fn plan_patches<R: Registry>(
+    resolved: &Resolved,
+    registry: &R,
+    holds: &crate::holds::Holds,
+) -> Patches {
+    let holds = Some(holds);
     let mut out = Patches::default();
     for (a, managed) in resolved.apps.iter().enumerate() {
         if !managed.patch {
@@ -85,6 +90,7 @@ pub async fn plan_patches<R: Registry>(resolved: &Resolved, registry: &R) -> Pat
             file: &mut overrides,
             kind,
             registry,
+            holds,
         };
         let decided = decide_app_overrides(
             &mut deciding,

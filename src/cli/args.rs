@@ -46,6 +46,8 @@ pub enum Command {
     Tags(TagsArgs),
     /// Keep running: apply on an interval, serving /livez, /readyz and /metrics.
     Run(RunArgs),
+    /// List the held tags (policy, field, tag, why, since, who), or release one.
+    Holds(crate::cli::holds::HoldsArgs),
     /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
     /// Application in these files or directories as its annotations do.
     MigrateAnnotations(MigrateArgs),
@@ -163,6 +165,10 @@ pub struct PlanArgs {
     /// Where clones of configured repositories are kept (default: the XDG cache directory).
     #[arg(long, env = "TAGPILOT_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// `tagpilot run`'s state directory (when no service holds it): the plan honours and shows
+    /// its held tags, and the rollbacks since its last cycle.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

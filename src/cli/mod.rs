@@ -18,6 +18,7 @@ use crate::session::SessionError;
 
 pub mod args;
 pub mod check;
+pub mod holds;
 pub mod migrate;
 pub mod plan;
 mod spinner;
@@ -47,6 +48,8 @@ pub enum CliError {
     Tags(#[from] TagsError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Holds(#[from] holds::HoldsError),
     /// `tagpilot check`: repositories whose settings cannot work, one per line.
     #[error("{}", lines(.0))]
     Repositories(Vec<CheckError>),

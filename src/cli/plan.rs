@@ -22,10 +22,18 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
         .root
         .clone()
         .unwrap_or_else(|| config.base_dir().to_path_buf());
+    // Held for the whole command, so no service opens the store meanwhile.
+    let (_lock, state) = match &args.state_dir {
+        Some(dir) => {
+            let (lock, state) = super::holds::open_store(dir)?;
+            (Some(lock), Some(std::sync::Arc::new(state)))
+        }
+        None => (None, None),
+    };
     let options = session::Options {
         cache_dir: args.cache_dir.clone(),
         read_cluster: true,
-        state: None,
+        state,
     };
     let session = Session::open(config, options).await?;
     let progress = Spinner::new();
@@ -37,10 +45,20 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
         ..Default::default()
     };
     let cycle = engine::run(&input, &context, options).await?;
+    // What `tagpilot run` is still verifying, when it left that in this store. A store that
+    // cannot say is a problem of the plan, not "nothing under way".
+    let mut verifying = Vec::new();
+    if let Some(state) = &session.state {
+        match state.verifications() {
+            Ok(pending) => verifying = pending.iter().map(ToString::to_string).collect(),
+            Err(e) => eprintln!("warning: {}", crate::error_chain::chain(&e)),
+        }
+        state.flush();
+    }
     drop(progress);
 
     let (written, failed) = (cycle.written, cycle.failed);
-    let (shown, text) = render_cycle(cycle, args.format, args.diff)?;
+    let (shown, text) = render_cycle(cycle, args.format, args.diff, &verifying)?;
     print!("{text}");
     if written > 0 {
         eprintln!("wrote {written} file(s) under {}", root.display());
@@ -55,12 +73,17 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
 /// What `plan` and `apply` print of a cycle: its report (the local directory's files and the
 /// configured repositories', with the Applications section) in `format`, then every change as
 /// a unified diff when asked. Also the plan shown, which decides the exit code.
-fn render_cycle(cycle: Cycle, format: Format, diff: bool) -> Result<(Plan, String), ReportError> {
+fn render_cycle(
+    cycle: Cycle,
+    format: Format,
+    diff: bool,
+    verifying: &[String],
+) -> Result<(Plan, String), ReportError> {
     let shown = Plan {
         files: cycle.local_files,
         ..cycle.plan
     };
-    let report = Report::new(&shown, cycle.applications.as_deref());
+    let report = Report::new(&shown, cycle.applications.as_deref()).with_verifications(verifying);
     let mut out = report.render(format)?;
     if diff {
         out.push_str(&report.diff());

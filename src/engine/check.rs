@@ -66,6 +66,7 @@ pub fn check_manifests(
     let scope = Scope {
         root: config.base_dir().to_path_buf(),
         repository: None,
+        holds: Default::default(),
         exclude: config
             .path
             .iter()

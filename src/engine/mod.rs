@@ -17,9 +17,11 @@
 //! Application patches in [`crate::argocd::cluster`]).
 
 pub mod check;
+mod holds;
 mod image_sources;
 pub mod outcome;
 pub mod revert;
+mod rollbacks;
 pub mod shared;
 pub mod steady;
 pub mod target;
@@ -39,6 +41,7 @@ use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, Application, ArgoError};
 use crate::config::Config;
 use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
+use crate::holds::Holds;
 use crate::image::Repository;
 use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
@@ -179,13 +182,6 @@ async fn run_cycle<R: Registry>(
             ..Default::default()
         });
     }
-    let step = Step {
-        input,
-        ctx,
-        options,
-        policies: &policies,
-        registry: &registry,
-    };
 
     // 1. Sources: policy files are the caller's; Applications are read here.
     let apps = match &input.config.applications {
@@ -193,6 +189,15 @@ async fn run_cycle<R: Registry>(
         None => None,
     };
     let resolved = apps.as_ref().map(|a| &a.resolved);
+    let holds = holds::read(ctx.state, resolved, options.dry_run);
+    let step = Step {
+        input,
+        ctx,
+        options,
+        policies: &policies,
+        registry: &registry,
+        holds: &holds,
+    };
 
     // 2. The local directory: a target of its own, written in place.
     if let Some(root) = &input.local {
@@ -213,6 +218,7 @@ async fn run_cycle<R: Registry>(
             found.patch_reports,
         ));
     }
+    holds::release_ended(ctx.state, &mut cycle.plan, options.dry_run);
     plan::Progress::done(ctx.progress);
     Ok(cycle)
 }
@@ -225,6 +231,8 @@ struct Step<'s, 'a, R> {
     /// The policies this cycle plans (all, or those of `options.only_images`).
     policies: &'s [ImagePolicy],
     registry: &'s Shared<'a, R>,
+    /// The held tags the planners honour ([`holds::read`]).
+    holds: &'s Holds,
 }
 
 /// What the targets found of the Applications, for their section of the report and their
@@ -241,9 +249,9 @@ impl<R: Registry> Step<'_, '_, R> {
     /// Plans the local directory and, unless dry-running, writes it in place.
     async fn local(&self, root: &Path, cycle: &mut Cycle) -> Result<(), EngineError> {
         let scope = Scope {
-            root: root.to_path_buf(),
-            repository: None,
             exclude: own_files(self.input),
+            holds: self.holds.clone(),
+            ..Scope::local(root)
         };
         let mut local = plan::plan(&scope, self.policies, self.registry, self.ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);
@@ -278,13 +286,15 @@ impl<R: Registry> Step<'_, '_, R> {
         let no_templates = Default::default();
         let planner = TargetPlanner {
             policies: self.policies,
-            apps: resolved.map(|r| AppPlanner::new(r, self.registry, ctx.progress)),
+            apps: resolved
+                .map(|r| AppPlanner::new(r, self.registry, ctx.progress).with_holds(self.holds)),
             resolved,
             registry: self.registry,
             progress: ctx.progress,
             branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
             sources: &sources,
             state: ctx.state,
+            holds: self.holds,
             diff: options.diff,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
@@ -312,6 +322,9 @@ impl<R: Registry> Step<'_, '_, R> {
             };
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
+                if let (Some(state), false) = (ctx.state, options.dry_run) {
+                    rollbacks::record(state, repository, &p);
+                }
                 cycle.plan.merge(p.plan);
                 found.images.extend(p.images);
                 found.app_problems.extend(p.app_problems);
@@ -333,7 +346,7 @@ impl<R: Registry> Step<'_, '_, R> {
             return;
         }
         let options = self.options;
-        let patches = cluster::plan_patches(&apps.resolved, self.registry).await;
+        let patches = cluster::plan_patches(&apps.resolved, self.registry, self.holds).await;
         let (reports, problems) =
             cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
         outcome::log_patches(&apps.resolved, &patches.patches, &reports);

@@ -14,6 +14,7 @@ use crate::argocd::resolve::{self, Resolved};
 use crate::change::{ChangeGroup, Stacking};
 use crate::files::{Files, FilesError};
 use crate::git::{CommitFiles, Planned, Replanner, RepositoryConfig};
+use crate::holds::Holds;
 use crate::plan::merge::merge;
 use crate::plan::{self, DiffTarget, Plan, Progress, TargetDiff};
 use crate::policy::ImagePolicy;
@@ -33,6 +34,9 @@ pub struct TargetPlan {
     /// With a state store, what each group proposes, recorded once its write succeeded
     /// ([`super::steady::record_written`]).
     pub proposals: Vec<(String, Proposal)>,
+    /// The base tip the target was planned on, recorded once written so the next cycle reads
+    /// only the commits after it for a person's rollbacks.
+    pub tip: Option<String>,
 }
 
 /// Where each policy comes from, in the words a report uses.
@@ -92,6 +96,8 @@ pub struct TargetPlanner<'a, R> {
     /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
     /// [`crate::plan::steady`].
     pub state: Option<&'a State>,
+    /// The held tags to honour ([`crate::holds`]), read once per cycle.
+    pub holds: &'a Holds,
     /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
     pub diff: bool,
 }
@@ -133,17 +139,25 @@ impl<R: Registry> TargetPlanner<'_, R> {
         &self,
         repository: &RepositoryConfig,
         files: &dyn Files,
+        holds: &Holds,
     ) -> Result<Planned<TargetPlan>, EngineError> {
         let name = repository.name.as_str();
         let mut parts = Vec::new();
         if self.files_name(name) {
-            let (plan, _) =
-                plan::plan_files(files, name, self.policies, self.registry, self.progress).await?;
+            let (plan, _) = plan::plan_files_held(
+                files,
+                name,
+                self.policies,
+                self.registry,
+                self.progress,
+                holds,
+            )
+            .await?;
             parts.push(plan);
         }
         let mut apps = RepositoryPlan::default();
         if let Some(planner) = self.apps.as_ref().filter(|a| a.writes_to(name)) {
-            apps = planner.plan_files(repository, files).await?;
+            apps = planner.holding(holds).plan_files(repository, files).await?;
             parts.append(&mut apps.in_place);
             parts.push(std::mem::take(&mut apps.plan));
         }
@@ -197,12 +211,13 @@ impl<R: Registry> TargetPlanner<'_, R> {
                 images,
                 app_problems: apps.app_problems,
                 proposals,
+                tip: None,
             },
         })
     }
 
     /// The policy named `name`, from a policy file or an Application.
-    fn policy(&self, name: &str) -> Option<&ImagePolicy> {
+    pub(super) fn policy(&self, name: &str) -> Option<&ImagePolicy> {
         self.policies.iter().find(|p| p.name == name).or_else(|| {
             self.resolved?
                 .apps
@@ -341,7 +356,15 @@ impl<R: Registry> Replanner for TargetPlanner<'_, R> {
         repository: &RepositoryConfig,
         files: &CommitFiles,
     ) -> Result<Planned<TargetPlan>, EngineError> {
-        self.plan_target(repository, files).await
+        let found = self.find_rollbacks(repository, files);
+        let holds = match found.is_empty() {
+            true => std::borrow::Cow::Borrowed(self.holds),
+            false => std::borrow::Cow::Owned(self.holds.clone().with(found.iter().cloned())),
+        };
+        let mut planned = self.plan_target(repository, files, &holds).await?;
+        planned.plan.plan.holds_found = found;
+        planned.plan.tip = Some(files.commit());
+        Ok(planned)
     }
 }
 

@@ -27,6 +27,7 @@ pub mod auth;
 pub mod cache;
 mod check;
 pub mod commit;
+pub mod history;
 /// The `repositories:` types, which live with the rest of the configuration.
 pub use crate::config::repository as config;
 pub mod message;

@@ -105,6 +105,16 @@ impl CommitFiles {
         self.commit.to_string()
     }
 
+    /// The commit the files are of, as git names it.
+    pub(crate) fn commit_id(&self) -> Oid {
+        self.commit
+    }
+
+    /// The bare repository holding the objects (the clone cache's).
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Runs `f` with a repository handle this thread has to itself.
     fn with_repo<T>(
         &self,

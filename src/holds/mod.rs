@@ -13,6 +13,10 @@ use std::fmt;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+mod set;
+
+pub use set::{Holds, Verdict, hold_reason, judge};
+
 /// One field that one policy writes: the unit a hold applies to. Lines move between commits, so
 /// the field is named as the plan names it (`Deployment/api container api`), not by its line.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -53,6 +57,20 @@ pub enum HoldReason {
     },
     /// Held by a person: `tagpilot holds add`, or an Application's hold annotation.
     Manual { by: String },
+}
+
+impl HoldReason {
+    /// Every kind, as `tagpilot_holds{reason}` labels them.
+    pub const LABELS: [&'static str; 3] = ["failed", "rolled_back", "manual"];
+
+    /// The kind as a metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            HoldReason::Failed { .. } => "failed",
+            HoldReason::RolledBack { .. } => "rolled_back",
+            HoldReason::Manual { .. } => "manual",
+        }
+    }
 }
 
 impl HeldTag {
@@ -136,3 +154,73 @@ impl fmt::Display for FieldKey {
 
 #[cfg(test)]
 mod tests;
+
+impl FieldKey {
+    /// Every field of `policy`, wherever it is: what an Application's `tagpilot.dev/hold`
+    /// annotation holds (its image, in whichever file and field it is written).
+    pub fn whole_policy(policy: impl Into<String>) -> Self {
+        FieldKey {
+            repository: None,
+            policy: policy.into(),
+            file: String::new(),
+            field: String::new(),
+        }
+    }
+
+    /// Whether this key names every field of its policy ([`FieldKey::whole_policy`]).
+    pub fn is_whole_policy(&self) -> bool {
+        self.file.is_empty() && self.field.is_empty()
+    }
+
+    /// A short, stable name for the field, as `tagpilot holds` lists it and `holds release --id`
+    /// takes it: the first 12 hex digits of the SHA-256 of the key as JSON.
+    pub fn id(&self) -> String {
+        use sha2::Digest;
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let digest = sha2::Sha256::digest(&json);
+        hex::encode(digest).chars().take(12).collect()
+    }
+}
+
+impl HeldTag {
+    /// Who holds it: the person who rolled back or held it, or tagpilot after a failure.
+    pub fn who(&self) -> String {
+        match &self.reason {
+            HoldReason::Failed { .. } => "tagpilot".to_string(),
+            HoldReason::RolledBack { author, .. } => author.clone(),
+            HoldReason::Manual { by } => by.clone(),
+        }
+    }
+
+    /// The hold as `tagpilot holds` and `GET /holds` show it.
+    pub fn view(&self) -> HoldView {
+        HoldView {
+            id: self.key.id(),
+            repository: self.key.repository.clone(),
+            policy: self.key.policy.clone(),
+            file: self.key.file.clone(),
+            field: self.key.field.clone(),
+            tag: self.tag.clone(),
+            why: self.reason.to_string(),
+            since: self.since,
+            who: self.who(),
+            reason: self.reason.clone(),
+        }
+    }
+}
+
+/// One hold as listed: the field, the tag, why, since when and who, and the id to release it by.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldView {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    pub policy: String,
+    pub file: String,
+    pub field: String,
+    pub tag: String,
+    pub why: String,
+    pub since: Timestamp,
+    pub who: String,
+    pub reason: HoldReason,
+}

@@ -44,6 +44,8 @@ pub fn merge(
         out.repositories.extend(p.repositories);
         out.up_to_date += p.up_to_date;
         out.policies_used += p.policies_used;
+        out.ended_holds.extend(p.ended_holds);
+        out.holds_found.extend(p.holds_found);
         for f in p.files {
             match files.get_mut(&f.path) {
                 None => {

@@ -26,10 +26,15 @@ mod index;
 pub mod merge;
 pub mod model;
 pub mod revert;
+pub mod rollbacks;
 pub mod steady;
 pub mod tags;
 mod walk;
 
+#[cfg(test)]
+mod held_tests;
+#[cfg(test)]
+mod rollbacks_tests;
 #[cfg(test)]
 mod tests;
 
@@ -43,7 +48,10 @@ pub use model::{
     PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
     TargetDiff,
 };
-pub use walk::{MAX_MANIFEST_BYTES, plan, plan_files, survey, survey_files};
+pub use walk::{
+    MAX_MANIFEST_BYTES, Veto, plan, plan_files, plan_files_held, policy_order, survey,
+    survey_files, unknown_holds, veto,
+};
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
 /// per-registry rate limits underneath; this only bounds fan-out.
@@ -75,6 +83,8 @@ pub struct Scope {
     /// Files to leave out: tagpilot's own config and policy files when they live under the root
     /// (they are YAML, but not manifests).
     pub exclude: Vec<PathBuf>,
+    /// The held tags the plan honours ([`crate::holds`]).
+    pub holds: crate::holds::Holds,
 }
 
 impl Scope {

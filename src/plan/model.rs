@@ -300,6 +300,12 @@ pub struct Plan {
     pub up_to_date: usize,
     /// Policies that matched at least one reference.
     pub policies_used: usize,
+    /// Rollback holds a newer tag outlived in this plan: they end, and the caller releases
+    /// them from the state store ([`crate::holds::HeldTag::outlived_by`]).
+    pub ended_holds: Vec<crate::holds::HeldTag>,
+    /// Holds found this cycle: a person's rollbacks on a base branch (see
+    /// [`crate::plan::rollbacks`]), honoured in this plan already.
+    pub holds_found: Vec<crate::holds::HeldTag>,
 }
 
 impl Plan {
@@ -350,5 +356,7 @@ impl Plan {
         self.repositories.extend(other.repositories);
         self.up_to_date += other.up_to_date;
         self.policies_used += other.policies_used;
+        self.ended_holds.extend(other.ended_holds);
+        self.holds_found.extend(other.holds_found);
     }
 }

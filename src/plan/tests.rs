@@ -228,6 +228,7 @@ async fn targets_naming_a_repository_do_not_touch_the_local_directory() {
         root: dir.path().to_path_buf(),
         repository: Some("manifests".into()),
         exclude: vec![],
+        holds: Default::default(),
     };
     let p = plan(&scope, &ps, &reg, &()).await.unwrap();
     assert_eq!(p.changes.len(), 1);
@@ -246,6 +247,7 @@ async fn tagpilot_own_files_are_not_scanned() {
         root: dir.path().to_path_buf(),
         repository: None,
         exclude: vec![dir.path().join("policies/api.yaml")],
+        holds: Default::default(),
     };
     let p = plan(&scope, &ps, &registry(), &()).await.unwrap();
     assert_eq!(p.files.len(), 1);

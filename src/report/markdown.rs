@@ -4,7 +4,7 @@
 use super::table::repository_line;
 use super::{ChangeRow, Report, first_line, located};
 
-fn md(s: &str) -> String {
+pub(super) fn md(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
@@ -42,6 +42,7 @@ impl Report<'_> {
                 ));
             }
         }
+        out += &self.held_tags_markdown();
         for (title, lines) in self.problem_and_warning_lines() {
             if lines.is_empty() {
                 continue;

@@ -16,6 +16,7 @@ use crate::plan::{
 };
 
 mod diff;
+pub mod holds;
 mod markdown;
 mod table;
 
@@ -57,6 +58,16 @@ pub struct Report<'a> {
     /// The Applications section, when `applications:` is configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub applications: Option<&'a [ApplicationReport]>,
+    /// Holds this cycle began: a person's rollback noticed on a base branch.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub holds_found: &'a [crate::holds::HeldTag],
+    /// Rollback holds a newer tag ended this cycle.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub holds_ended: &'a [crate::holds::HeldTag],
+    /// Verifications under way in `tagpilot run`, as its `--state-dir` has them: one line each
+    /// (Application, repository, commit, fields, since).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub verifications_pending: &'a [String],
     pub summary: Summary,
     /// The local directory's files before and after, for the diff only.
     #[serde(skip)]
@@ -128,9 +139,20 @@ impl<'a> Report<'a> {
             findings: &plan.findings,
             repositories: &plan.repositories,
             applications,
+            holds_found: &plan.holds_found,
+            holds_ended: &plan.ended_holds,
+            verifications_pending: &[],
             summary: summary(plan),
             files: &plan.files,
             diffs: &plan.diffs,
+        }
+    }
+
+    /// The report with the verifications under way (`plan --state-dir`).
+    pub fn with_verifications(self, pending: &'a [String]) -> Self {
+        Report {
+            verifications_pending: pending,
+            ..self
         }
     }
 

@@ -45,6 +45,7 @@ impl Report<'_> {
                 }),
             );
         }
+        out += &self.held_tags_table();
         out += &self.findings_section();
         if !self.skipped.is_empty() {
             out.push_str("\nSkipped files:\n");
@@ -99,7 +100,7 @@ pub fn findings_table(plan: &Plan) -> String {
     Report::new(plan, None).findings_section()
 }
 
-fn plain_table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
+pub(super) fn plain_table(header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
     let mut t = Table::new();
     t.load_style(presets::NOTHING)
         .set_content_arrangement(ContentArrangement::Disabled)

@@ -148,6 +148,10 @@ impl Daemon<'_> {
             self.shared
                 .metrics
                 .set_state_up(state.path(), state.is_up());
+            // Unknown holds (the store down) leave the last count standing.
+            if let Ok(holds) = state.holds() {
+                self.shared.metrics.set_holds(&holds);
+            }
         }
         log_cycle(&result, kind, took);
         self.verify(&result, &policies);

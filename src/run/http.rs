@@ -34,6 +34,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/holds", get(super::holds::list))
         .route(
             "/webhooks/{kind}",
             post(registry_webhook).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),

@@ -27,6 +27,7 @@
 pub mod clock;
 mod cycles;
 pub mod health;
+mod holds;
 pub mod http;
 pub mod lease;
 pub mod lock;

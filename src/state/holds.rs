@@ -87,3 +87,28 @@ impl State {
 fn field_key(field: &FieldKey) -> String {
     serde_json::to_string(field).unwrap_or_default()
 }
+
+/// The base branch tip each repository was last planned on, to read the commits since then for
+/// a person's rollbacks: key (repository name, branch), value the commit id as bytes.
+const SEEN_TIPS: TableDefinition<'_, (&str, &str), &[u8]> = TableDefinition::new("seen-tips/v1");
+
+impl State {
+    /// The tip of `branch` of `repository` the last cycle planned on; `None` when never seen (or
+    /// unknown: the store is down, and the commits since are then not read this cycle).
+    pub fn last_seen_tip(&self, repository: &str, branch: &str) -> Option<String> {
+        let bytes = self.read(SEEN_TIPS, (repository, branch))?;
+        String::from_utf8(bytes).ok()
+    }
+
+    /// Records the tip of `branch` of `repository` this cycle planned on.
+    pub fn record_seen_tip(&self, repository: &str, branch: &str, tip: &str) {
+        let _ = self.write(
+            |txn| {
+                txn.open_table(SEEN_TIPS)?
+                    .insert((repository, branch), tip.as_bytes())?;
+                Ok(())
+            },
+            Durability::Immediate,
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod forge;
 mod front_door;
 mod git;
 mod golden;
+mod holds;
 mod layers;
 mod lease;
 mod manifest;

@@ -31,6 +31,9 @@ const APP_KEYS: &[&str] = &[
     "git-repository",
 ];
 
+/// tagpilot's own keys that hold or release a tag ([`crate::argocd::settings::HoldRequest`]).
+const HOLD_KEYS: [&str; 2] = ["hold", "release-hold"];
+
 /// Reads the Image Updater annotations of one Application. Returns `None` when it has no
 /// `image-list` under either prefix (the app is not managed).
 pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppSettings> {
@@ -172,6 +175,17 @@ impl Reader<'_> {
         input.write_back_target = get("write-back-target");
         input.git_branch = get("git-branch");
         input.git_repository = get("git-repository").map(|g| g.value);
+        // Holds are tagpilot's own: under its prefix only.
+        for (key, slot) in HOLD_KEYS
+            .into_iter()
+            .zip([&mut input.hold, &mut input.release_hold])
+        {
+            let key = format!("{TAGPILOT_PREFIX}{key}");
+            if let Some(value) = self.annotations.get(&key) {
+                self.used.insert(key.clone());
+                *slot = Some(Given::new(key, value.trim().to_string()));
+            }
+        }
     }
 
     /// Whatever is left under either prefix was not understood: each key is reported with
@@ -194,7 +208,9 @@ impl Reader<'_> {
             if used.contains(key) {
                 continue;
             }
-            let reason = if lookup.shadowed(key) {
+            let reason = if key.starts_with(IMAGE_UPDATER_PREFIX) && HOLD_KEYS.contains(&rest) {
+                format!("holds are tagpilot's own: read as {TAGPILOT_PREFIX}{rest} only")
+            } else if lookup.shadowed(key) {
                 format!("overridden by {TAGPILOT_PREFIX}{rest}, which tagpilot reads first")
             } else if APP_KEYS.contains(&rest) || IMAGE_KEYS.contains(&rest) {
                 // An app-wide image key that no image used (no image-list entry).

@@ -128,6 +128,7 @@ impl<R: Registry> AppPlanner<'_, R> {
             file: added,
             kind: SourceKind::Kustomize,
             registry: self.registry,
+            holds: self.holds,
         };
         decide_override(
             &mut deciding,

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use crate::change::ChangeGroup;
 use crate::files::{Files, FilesError};
 use crate::git::RepositoryConfig;
+use crate::holds::Holds;
 use crate::plan::{self, Change, Plan, Progress};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
@@ -62,9 +63,17 @@ pub struct AppPlanner<'a, R> {
     resolved: &'a Resolved,
     registry: &'a R,
     progress: &'a dyn Progress,
+    /// The held tags its in-place walks honour ([`crate::holds`]).
+    holds: Option<&'a Holds>,
 }
 
 impl<'a, R: Registry> AppPlanner<'a, R> {
+    /// Honours `holds`: a held tag is not proposed again for its Application's image and field.
+    pub fn with_holds(mut self, holds: &'a Holds) -> Self {
+        self.holds = Some(holds);
+        self
+    }
+
     /// `registry` should share its tag listings across plans (the engine's per-cycle registry),
     /// so that apps sharing an image share one listing.
     pub fn new(resolved: &'a Resolved, registry: &'a R, progress: &'a dyn Progress) -> Self {
@@ -72,6 +81,20 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             resolved,
             registry,
             progress,
+            holds: None,
+        }
+    }
+
+    /// This planner honouring `holds` instead of its own.
+    pub fn holding<'b>(&self, holds: &'b Holds) -> AppPlanner<'b, R>
+    where
+        'a: 'b,
+    {
+        AppPlanner {
+            resolved: self.resolved,
+            registry: self.registry,
+            progress: self.progress,
+            holds: Some(holds),
         }
     }
 
@@ -142,12 +165,14 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             .into_iter()
             .map(|j| (j.policy, (j.files, j.outcome, j.add_entry)))
             .unzip();
-        let (p, matched) = plan::plan_files(
+        let none = Holds::none();
+        let (p, matched) = plan::plan_files_held(
             files,
             &repository.name,
             &policies,
             self.registry,
             self.progress,
+            self.holds.unwrap_or(&none),
         )
         .await?;
         let mut changes: HashMap<&str, &Change> = HashMap::new();
@@ -402,6 +427,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             file: &mut overrides,
             kind,
             registry: self.registry,
+            holds: self.holds,
         };
         let decided = decide_app_overrides(
             &mut deciding,

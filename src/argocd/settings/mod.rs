@@ -54,6 +54,10 @@ pub struct AppSettings {
     /// Open pull requests instead of pushing (`gitConfig.pullRequest` of an `ImageUpdater`
     /// resource; no annotation sets it).
     pub pull_request: Option<PullRequestSettings>,
+    /// `tagpilot.dev/hold`: tags a person holds, by alias ([`holds`]).
+    pub holds: Vec<HoldRequest>,
+    /// `tagpilot.dev/release-hold`: holds a person releases, by alias and tag.
+    pub releases: Vec<HoldRequest>,
 }
 
 /// Pull requests asked for by an `ImageUpdater` resource.
@@ -244,10 +248,12 @@ pub struct SkippedAnnotation {
     pub reason: String,
 }
 
+mod holds;
 mod read;
 #[cfg(test)]
 mod tests;
 
+pub use holds::HoldRequest;
 pub(super) use read::image_and_constraint;
 pub use read::{Given, ImageInput, Listed, SettingsInput, read, repository};
 #[cfg(test)]

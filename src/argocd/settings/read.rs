@@ -97,6 +97,9 @@ pub struct SettingsInput {
     pub git_branch: Option<Given<String>>,
     pub git_repository: Option<String>,
     pub pull_request: Option<PullRequestSettings>,
+    /// `tagpilot.dev/hold` and `tagpilot.dev/release-hold` ([`super::holds`]).
+    pub hold: Option<Given<String>>,
+    pub release_hold: Option<Given<String>>,
     /// What reading the settings' own form already could not honour.
     pub skipped: Vec<SkippedAnnotation>,
 }
@@ -125,6 +128,7 @@ pub fn read(input: SettingsInput) -> AppSettings {
         input.git_branch,
         &mut out,
     );
+    super::holds::read(input.hold, input.release_hold, &mut out);
     out.skipped.sort_by(|a, b| a.key.cmp(&b.key));
     out
 }

@@ -10,23 +10,27 @@ use std::sync::Arc;
 use futures_util::stream::{self, StreamExt};
 use tracing::{instrument, warn};
 
-use super::decide::{FieldFacts, Inspector, Outcome, decide, version_text};
+use super::decide::{FieldFacts, Inspector, Outcome, version_text};
 use super::index::PolicyIndex;
 use super::model::{Change, FileUpdate, Hold, Plan, Problem, SkippedFile};
 use super::{PlanError, Progress, REGISTRY_CONCURRENCY, Scope};
 use crate::files::{Directory, Files, blocking, parallel_map};
+use crate::holds::Holds;
 use crate::image::Repository;
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 use crate::select::TagCandidate;
 
 mod edit;
+mod held;
 mod owner;
 mod scan;
 
 pub(super) use self::edit::apply_sorted;
 pub(in crate::plan) use self::edit::describe;
 use self::edit::edit_file;
+use self::held::{HeldContext, Labels};
+pub use self::held::{Veto, policy_order, unknown_holds, veto};
 #[cfg(test)]
 pub(super) use self::owner::edit_distance;
 pub use self::scan::MAX_MANIFEST_BYTES;
@@ -160,16 +164,13 @@ pub async fn plan<R: Registry>(
     let root = scope.root.as_path();
     let excluded = excluded(scope);
     let files = blocking(|| Directory::open(root))?;
-    plan_tree(
-        &files,
-        scope.repository.as_deref(),
-        &excluded,
-        policies,
-        registry,
-        progress,
-        None,
-    )
-    .await
+    let tree = Tree {
+        files: &files,
+        repository: scope.repository.as_deref(),
+        excluded: &excluded,
+        holds: &scope.holds,
+    };
+    plan_tree(tree, policies, registry, progress, None).await
 }
 
 /// What `tagpilot check` can tell of the directory `scope.root` without asking a registry: the
@@ -216,29 +217,61 @@ pub async fn plan_files<R: Registry>(
     registry: &R,
     progress: &dyn Progress,
 ) -> Result<(Plan, Vec<bool>), PlanError> {
-    let mut matched = vec![false; policies.len()];
-    let plan = plan_tree(
+    plan_files_held(
         files,
-        Some(repository),
-        &BTreeSet::new(),
+        repository,
         policies,
         registry,
         progress,
-        Some(&mut matched),
+        &Holds::none(),
     )
-    .await?;
+    .await
+}
+
+/// [`plan_files`] honouring `holds`: a held tag is not proposed again for its policy and field
+/// (see [`crate::holds`]); the rollback holds a newer tag outlives come back in
+/// [`Plan::ended_holds`].
+pub async fn plan_files_held<R: Registry>(
+    files: &dyn Files,
+    repository: &str,
+    policies: &[ImagePolicy],
+    registry: &R,
+    progress: &dyn Progress,
+    holds: &Holds,
+) -> Result<(Plan, Vec<bool>), PlanError> {
+    let mut matched = vec![false; policies.len()];
+    let tree = Tree {
+        files,
+        repository: Some(repository),
+        excluded: &BTreeSet::new(),
+        holds,
+    };
+    let plan = plan_tree(tree, policies, registry, progress, Some(&mut matched)).await?;
     Ok((plan, matched))
 }
 
+/// The tree one plan walks: its files, which repository it is, what to leave out, and the holds
+/// to honour.
+struct Tree<'a> {
+    files: &'a dyn Files,
+    repository: Option<&'a str>,
+    excluded: &'a BTreeSet<PathBuf>,
+    holds: &'a Holds,
+}
+
 async fn plan_tree<R: Registry>(
-    files_in: &dyn Files,
-    repository: Option<&str>,
-    excluded: &BTreeSet<PathBuf>,
+    tree: Tree<'_>,
     policies: &[ImagePolicy],
     registry: &R,
     progress: &dyn Progress,
     matched: Option<&mut Vec<bool>>,
 ) -> Result<Plan, PlanError> {
+    let Tree {
+        files: files_in,
+        repository,
+        excluded,
+        holds,
+    } = tree;
     let index = PolicyIndex::new(policies, repository);
 
     // 1. Read and scan every file at least one policy may touch, on every core.
@@ -268,6 +301,12 @@ async fn plan_tree<R: Registry>(
         policies,
         inspector: Inspector::new(registry),
         progress,
+        held: (!holds.is_empty()).then_some(HeldContext {
+            holds,
+            repository,
+            files: files_in,
+            index: &index,
+        }),
     };
     let candidates = asked.candidates(&used, &listings).await;
 
@@ -322,6 +361,8 @@ struct Asked<'a, R> {
     policies: &'a [ImagePolicy],
     inspector: Inspector<'a, R>,
     progress: &'a dyn Progress,
+    /// The holds to honour, when there are any (or they are unknown).
+    held: Option<HeldContext<'a>>,
 }
 
 impl<R: Registry> Asked<'_, R> {
@@ -366,7 +407,8 @@ impl<R: Registry> Asked<'_, R> {
         candidates: &HashMap<usize, Arc<Candidates>>,
         plan: &mut Plan,
     ) -> BTreeMap<usize, Vec<Move>> {
-        let (policies, inspector) = (self.policies, &self.inspector);
+        let policies = self.policies;
+        let mut labels = Labels::new();
         let mut failed_policies = BTreeSet::new();
         let mut moves: BTreeMap<usize, Vec<Move>> = BTreeMap::new();
         for f in found {
@@ -387,7 +429,10 @@ impl<R: Registry> Asked<'_, R> {
                 Candidates::Ready(list) => list,
             };
             let (from_tag, from_digest) = owned.facts.current();
-            match decide(policy, &owned.facts, list, inspector).await {
+            let decided = self
+                .decide_held(f, &files[f.file], list, plan, &mut labels)
+                .await;
+            match decided {
                 Ok(Outcome::Move { tag, digest }) => {
                     let pins_tag = owned.facts.pins().tag;
                     moves.entry(f.file).or_default().push(Move {

@@ -18,12 +18,15 @@ use prometheus_client::registry::{Metric, Registry};
 
 use super::webhook::Verdict;
 
+use self::after_write::AfterWrite;
 use self::image_updater::ImageUpdaterSeries;
 use self::labels::{
     DirLabel, FINDING_KINDS, FindingLabels, KindLabel, RegistryLabel, RegistryStatusLabels,
     ResultLabel, SKIP_KINDS, SkipLabel, UpdateLabels, WebhookLabels, finding_labels,
 };
 
+mod after_write;
+mod holds;
 mod image_updater;
 mod labels;
 mod record;
@@ -31,8 +34,7 @@ mod result;
 
 pub use self::result::{CycleResult, RegistriesAnswered};
 
-/// How a verification ends, as `tagpilot_verifications_total` counts it.
-pub const VERIFICATION_RESULTS: [&str; 4] = ["verified", "failed", "timed_out", "error"];
+pub use self::after_write::VERIFICATION_RESULTS;
 
 /// The metrics, and the registry that renders them.
 pub struct Metrics {
@@ -56,14 +58,8 @@ pub struct Metrics {
     /// The files the last full cycle skipped, by reason.
     skipped_files: Family<SkipLabel, Gauge>,
     metadata_hits: Counter,
-    /// Verifications of changes in Argo CD Applications, by how they ended.
-    verifications: Family<ResultLabel, Counter>,
-    /// Reverts of failed changes (`onFailure: revert`), by how they ended.
-    reverts: Family<ResultLabel, Counter>,
-    /// From a change reaching its base branch to its Application verified healthy.
-    time_to_healthy: Histogram,
-    /// Verifications under way: a change followed in one Application.
-    verifications_pending: Gauge,
+    /// What follows a write: verifications, reverts and holds ([`after_write`]).
+    after_write: AfterWrite,
     /// The registry client's metadata cache hits when last taken.
     metadata_hits_seen: std::sync::atomic::AtomicU64,
     /// The registry client's counts when last taken, so each cycle adds only what is new.
@@ -195,33 +191,7 @@ impl Metrics {
                 "Image manifests and configs served from memory or the --state-dir store instead of a registry",
                 Counter::default(),
             ),
-            verifications: registered(
-                &mut registry,
-                "tagpilot_verifications",
-                "Changes followed to an Argo CD Application, by how they ended (verified, failed, timed_out, error)",
-                Family::default(),
-            ),
-            reverts: registered(
-                &mut registry,
-                "tagpilot_reverts",
-                "Reverts of changes that failed verification (onFailure: revert), by result (written, or why not)",
-                Family::default(),
-            ),
-            // From ten seconds (a sync and a rollout of one Pod) to about three hours.
-            time_to_healthy: registered(
-                &mut registry,
-                "tagpilot_verification_time_to_healthy_seconds",
-                "Time from a change reaching its base branch (push or merge) to its Application verified healthy",
-                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-                    10.0, 2.0, 11,
-                )),
-            ),
-            verifications_pending: registered(
-                &mut registry,
-                "tagpilot_verifications_pending",
-                "Verifications under way: changes being followed in an Argo CD Application (also kept in --state-dir)",
-                Gauge::default(),
-            ),
+            after_write: AfterWrite::register(&mut registry),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
             metadata_hits_seen: Default::default(),
             registry_seen: Mutex::default(),
@@ -242,17 +212,11 @@ impl Metrics {
             self.cycles.get_or_create(&label).inc_by(0);
             self.rechecks.get_or_create(&label).inc_by(0);
         }
-        for result in VERIFICATION_RESULTS {
-            self.verifications
-                .get_or_create(&ResultLabel { result })
-                .inc_by(0);
-        }
-        self.reverts
-            .get_or_create(&ResultLabel { result: "written" })
-            .inc_by(0);
+        self.after_write.start_at_zero();
         for kind in FINDING_KINDS {
             self.findings.get_or_create(&finding_labels(kind)).set(0);
         }
+        self.set_holds(&[]);
         for kind in SKIP_KINDS {
             self.skipped_files
                 .get_or_create(&SkipLabel {
@@ -260,32 +224,6 @@ impl Metrics {
                 })
                 .set(0);
         }
-    }
-
-    /// A verification ended with `result` (one of [`VERIFICATION_RESULTS`]); a verified one
-    /// after `healthy_after` since its change reached the base branch.
-    pub fn record_verification(
-        &self,
-        result: &'static str,
-        healthy_after: Option<std::time::Duration>,
-    ) {
-        self.verifications
-            .get_or_create(&ResultLabel { result })
-            .inc();
-        if let Some(took) = healthy_after {
-            self.time_to_healthy.observe(took.as_secs_f64());
-        }
-    }
-
-    /// One revert of a failed change ended: `written`, or the error's metric label.
-    pub fn record_revert(&self, result: &'static str) {
-        self.reverts.get_or_create(&ResultLabel { result }).inc();
-    }
-
-    /// How many verifications are under way.
-    pub fn set_verifications_pending(&self, pending: usize) {
-        self.verifications_pending
-            .set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
 
     /// shows it, labelled with its `--state-dir`.
