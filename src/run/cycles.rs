@@ -144,10 +144,14 @@ impl Daemon<'_> {
             .metrics
             .record_metadata_hits(self.session.registry.metadata_cache_hits());
         if let Some(state) = &self.shared.state {
+            // Up means this cycle's writes worked. Read before the flush: the flush opens a
+            // store that went down again, and on a full disk the file may open (and an empty,
+            // durable commit succeed) while every write that needs a page still fails.
+            let wrote = state.is_up();
             state.flush();
             self.shared
                 .metrics
-                .set_state_up(state.path(), state.is_up());
+                .set_state_up(state.path(), wrote && state.is_up());
             // Unknown holds (the store down) leave the last count standing.
             if let Ok(holds) = state.holds() {
                 self.shared.metrics.set_holds(&holds);
