@@ -3,7 +3,7 @@
 //! they cannot answer (the caller then holds every change it cannot clear, rather than assume
 //! there is no hold), and their writes are durable at once.
 
-use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
+use redb::{Durability, TableDefinition};
 
 use super::{State, StateError};
 use crate::holds::{FieldKey, HeldTag};
@@ -14,36 +14,11 @@ const HOLDS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("holds/v1")
 impl State {
     /// Every held tag, ordered by field. `Err` when the store cannot be read: holds unknown.
     pub fn holds(&self) -> Result<Vec<HeldTag>, StateError> {
-        let unknown = || StateError::HoldsUnknown {
-            path: self.path.clone(),
-        };
-        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
-        let db = db.as_ref().ok_or_else(unknown)?;
-        let read = || -> Result<Vec<HeldTag>, redb::Error> {
-            let txn = db.begin_read()?;
-            let table = match txn.open_table(HOLDS) {
-                Ok(t) => t,
-                Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            let mut out = Vec::new();
-            for entry in table.iter()? {
-                let (_, value) = entry?;
-                // A record this version cannot read is skipped with a warning, not a reason to
-                // forget the others.
-                match serde_json::from_slice::<HeldTag>(value.value()) {
-                    Ok(held) => out.push(held),
-                    Err(e) => {
-                        tracing::warn!(file = %self.path.display(), "a held tag cannot be read: {e}")
-                    }
-                }
-            }
-            Ok(out)
-        };
-        let mut holds = read().map_err(|e| {
-            tracing::warn!(file = %self.path.display(), "reading the held tags failed: {e}");
-            unknown()
-        })?;
+        let mut holds = self
+            .records::<HeldTag>(HOLDS, "a held tag")
+            .ok_or_else(|| StateError::HoldsUnknown {
+                path: self.path.clone(),
+            })?;
         holds.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(holds)
     }

@@ -272,6 +272,43 @@ impl State {
         );
     }
 
+    /// Every record of `table` (JSON values), in key order, for the records that are not a
+    /// cache (held tags, verifications under way). A record this version cannot read is
+    /// skipped with a warning naming `what`, not a reason to forget the others; `None` when the
+    /// store cannot be read at all, so the caller says "unknown", never "none".
+    fn records<T: serde::de::DeserializeOwned>(
+        &self,
+        table: TableDefinition<'_, &'static str, &'static [u8]>,
+        what: &str,
+    ) -> Option<Vec<T>> {
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let db = db.as_ref()?;
+        let read = || -> Result<Vec<T>, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = match txn.open_table(table) {
+                Ok(t) => t,
+                Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut out = Vec::new();
+            for entry in table.iter()? {
+                let (_, value) = entry?;
+                match serde_json::from_slice::<T>(value.value()) {
+                    Ok(record) => out.push(record),
+                    Err(e) => {
+                        tracing::warn!(file = %self.path.display(), "{what} cannot be read: {e}")
+                    }
+                }
+            }
+            Ok(out)
+        };
+        read()
+            .inspect_err(|e| {
+                tracing::warn!(file = %self.path.display(), "reading {what}s failed: {e}");
+            })
+            .ok()
+    }
+
     /// One value by key; `None` when absent or unreadable.
     fn read<'k, K: redb::Key + 'static>(
         &self,

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use redb::{Durability, ReadableDatabase, ReadableTable, TableDefinition, TableError};
+use redb::{Durability, TableDefinition};
 use serde::{Deserialize, Serialize};
 
 use super::{State, StateError};
@@ -109,35 +109,10 @@ impl State {
     /// Every verification under way, ordered by Application and commit. `Err` when the store
     /// cannot be read.
     pub fn verifications(&self) -> Result<Vec<PendingVerification>, StateError> {
-        let unknown = || StateError::VerificationsUnknown {
-            path: self.path.clone(),
-        };
-        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
-        let db = db.as_ref().ok_or_else(unknown)?;
-        let read = || -> Result<Vec<PendingVerification>, redb::Error> {
-            let txn = db.begin_read()?;
-            let table = match txn.open_table(VERIFICATIONS) {
-                Ok(t) => t,
-                Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-                Err(e) => return Err(e.into()),
-            };
-            let mut out = Vec::new();
-            for entry in table.iter()? {
-                let (_, value) = entry?;
-                match serde_json::from_slice::<PendingVerification>(value.value()) {
-                    Ok(pending) => out.push(pending),
-                    Err(e) => tracing::warn!(
-                        file = %self.path.display(),
-                        "a verification under way cannot be read: {e}"
-                    ),
-                }
-            }
-            Ok(out)
-        };
-        read().map_err(|e| {
-            tracing::warn!(file = %self.path.display(), "reading the verifications failed: {e}");
-            unknown()
-        })
+        self.records(VERIFICATIONS, "a verification under way")
+            .ok_or_else(|| StateError::VerificationsUnknown {
+                path: self.path.clone(),
+            })
     }
 
     /// Records a verification under way (replacing one for the same Application and commit);
