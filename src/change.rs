@@ -202,11 +202,16 @@ impl Proposal {
     }
 }
 
+/// Changes and groups for the unit tests of everything that takes them (grouping, commit
+/// messages).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
+    use std::path::PathBuf;
 
-    fn change(policy: &str, file: &str, from: &str, to: &str) -> Change {
+    use super::{Change, ChangeGroup};
+
+    /// `policy` moving `registry.example/<policy>` in `file` (line 7) from `from` to `to`.
+    pub(crate) fn change(policy: &str, file: &str, from: &str, to: &str) -> Change {
         Change {
             policy: policy.into(),
             image: format!("registry.example/{policy}"),
@@ -219,7 +224,8 @@ mod tests {
         }
     }
 
-    fn group_of(key: &str, files: &[(&str, &str)], changes: Vec<Change>) -> ChangeGroup {
+    /// A group `key` writing `files` (path, text) for `changes`.
+    pub(crate) fn group(key: &str, files: &[(&str, &str)], changes: Vec<Change>) -> ChangeGroup {
         ChangeGroup {
             key: key.into(),
             files: files
@@ -229,6 +235,12 @@ mod tests {
             changes,
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{change, group as group_of};
+    use super::*;
 
     #[test]
     fn group_by_repository_keeps_the_last_content_of_each_file() {

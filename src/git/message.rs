@@ -130,33 +130,8 @@ fn distinct(changes: &[Change]) -> Vec<TemplateChange<'_>> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
     use super::*;
-
-    fn change(policy: &str, file: &str, from: &str, to: &str) -> Change {
-        Change {
-            policy: policy.into(),
-            image: format!("registry.example/{policy}"),
-            file: file.into(),
-            line: 7,
-            from: from.into(),
-            to: to.into(),
-            strategy: "semver",
-            ..Default::default()
-        }
-    }
-
-    fn group(key: &str, files: &[(&str, &str)], changes: Vec<Change>) -> ChangeGroup {
-        ChangeGroup {
-            key: key.into(),
-            files: files
-                .iter()
-                .map(|(p, c)| (PathBuf::from(p), c.to_string()))
-                .collect(),
-            changes,
-        }
-    }
+    use crate::change::fixtures::{change, group};
 
     #[test]
     fn default_message_lists_changes_and_ends_in_trailers() {
