@@ -10,7 +10,10 @@
 //! - **the last proposal per group**, per repository, so a proposal does not move backwards
 //!   from one cycle to the next (see `crate::plan::steady`);
 //! - **held tags** (`holds.rs`): tags not to propose again for a field (a failed deployment, a
-//!   person's rollback). The one thing here that is not a cache: see that file;
+//!   person's rollback, a hold by hand), and the last base-branch tip seen per repository and
+//!   branch, from which a person's rollbacks are read;
+//! - **verifications under way** (`verifications.rs`): changes being followed into Argo CD
+//!   Applications, so a restart resumes them;
 //! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
 //!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
 //!
@@ -18,6 +21,10 @@
 //! corrupt, costs requests and a `minAge` wait, never a wrong update. So its readers get `None`
 //! when a read fails, writes that fail are logged and dropped, and a file that cannot be opened
 //! as a database is moved aside (`state.redb.corrupt-<time>`) with a warning and made anew.
+//! The exceptions are the held tags and the verifications under way (`holds.rs`,
+//! `verifications.rs`): their readers answer `Err` ("unknown") rather than "none", their
+//! writes are durable at once and return their failure, and a caller that cannot read the
+//! holds holds every change it cannot clear.
 //! Only two things stop `tagpilot run` from starting here: another process holding the
 //! database, and a directory that cannot be written at all.
 //!
