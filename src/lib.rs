@@ -21,6 +21,8 @@
 //! - [`manifest`] — finding image fields in YAML and editing them surgically (pure).
 //! - [`verification`] — whether a change that reached git runs healthy in an Argo CD
 //!   Application: one observation of its status judged (pure).
+//! - [`promotion`] — promotion between environments: which tag an environment that follows
+//!   others may take now, or why it waits (pure).
 //! - [`plan`] — the planner; builds every edit in memory and writes nothing.
 //! - [`report`] — the report of a cycle: one typed model, rendered as a table, JSON, Markdown
 //!   and a diff (pure).
@@ -57,6 +59,7 @@ pub mod kubernetes;
 pub mod manifest;
 pub mod plan;
 pub mod policy;
+pub mod promotion;
 pub mod provenance;
 pub mod registry;
 pub mod report;

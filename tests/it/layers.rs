@@ -48,6 +48,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
         ("verification", "verification", Layer::Core),
+        ("promotion", "promotion", Layer::Core),
         ("registry", "registry", Layer::Edge),
         ("git", "git", Layer::Edge),
         ("forge", "forge", Layer::Edge),

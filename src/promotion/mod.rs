@@ -1,0 +1,266 @@
+//! Promotion between environments (issue 20), the pure decision: which tag an environment that
+//! follows other environments may take now, or what it waits for.
+//!
+//! An environment follows one or more upstreams (an Argo CD Application, or a path or policy in
+//! git). An upstream offers its tag once two things hold: it was verified there (issue 19's
+//! verification; for an upstream without cluster access, "runs" means "is on its base branch"),
+//! and it has stayed so for the soak time, counted from its verification (or, without cluster
+//! access, from the commit that set it). With several upstreams the user chooses: `all` of them
+//! run the tag, or `any` one does (then the newest such tag). The downstream's own policy still
+//! decides: a tag it forbids, a tag held (there or upstream), or a move backwards is never taken,
+//! and each is said as the reason it waits.
+//!
+//! Nothing here reads a clock, a cluster or git: the caller gathers each upstream's state and
+//! hands in the policy's order and filters.
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+/// How several upstreams combine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FanIn {
+    /// A tag is taken only when every upstream offers it.
+    #[default]
+    All,
+    /// The newest tag any upstream offers.
+    Any,
+}
+
+/// What one upstream environment runs, as the caller found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// The upstream as the user named it (`argocd/shop-staging`, `staging/apps/api`).
+    pub name: String,
+    /// The tag it runs, if it runs the image at all.
+    pub tag: Option<String>,
+    /// Since when it runs that tag: the commit that set it on the base branch.
+    pub since: Option<Timestamp>,
+    pub verification: Verification,
+}
+
+/// Whether the upstream's tag was verified where it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// Verified healthy at this time (issue 19).
+    Verified { at: Timestamp },
+    /// Being verified, or not verified yet.
+    Pending,
+    /// Verification failed: the tag is held upstream, so it is held here too.
+    Failed { reason: String },
+    /// No cluster access: "runs" means "is on the base branch", and the soak time counts from
+    /// the commit.
+    FromGit,
+}
+
+/// What a downstream environment's policy says about a tag.
+pub struct Downstream<'a> {
+    /// The tag the environment runs now.
+    pub current: Option<&'a str>,
+    /// The policy's order of two tags.
+    pub order: &'a dyn Fn(&str, &str) -> Ordering,
+    /// `Err(why)` when the policy forbids the tag (its range, allowed or ignored tags).
+    pub allowed: &'a dyn Fn(&str) -> Result<(), String>,
+    /// Why the tag is held for this environment, if it is (here, or in an environment above).
+    pub held: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// One upstream's part in a promotion: what a pull request shows as evidence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evidence {
+    pub upstream: String,
+    pub tag: String,
+    /// Since when it runs the tag.
+    pub since: Option<Timestamp>,
+    /// How long it has been healthy since it was verified (since the commit, from git).
+    pub healthy_for: Duration,
+    pub verification: Verification,
+}
+
+/// What an environment may do now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Take `tag`, with the evidence of the upstreams that offer it.
+    Promote {
+        tag: String,
+        evidence: Vec<Evidence>,
+    },
+    /// It already runs the tag its upstreams offer (or a newer one).
+    UpToDate,
+    /// Nothing to take yet; why, per upstream or for the tag.
+    Wait(Vec<Waiting>),
+}
+
+/// Why a promotion waits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Waiting {
+    /// The upstream does not run the image.
+    NotRunning { upstream: String },
+    /// The upstream's tag is not verified yet.
+    NotVerified { upstream: String, tag: String },
+    /// The upstream's tag failed verification there.
+    FailedUpstream {
+        upstream: String,
+        tag: String,
+        reason: String,
+    },
+    /// The upstream's tag has not stayed healthy long enough.
+    Soaking {
+        upstream: String,
+        tag: String,
+        left: Duration,
+    },
+    /// `all` upstreams must run one tag, and they run different ones.
+    Disagree { tags: Vec<(String, String)> },
+    /// The downstream's policy forbids the tag.
+    Forbidden { tag: String, why: String },
+    /// The tag is held for this environment.
+    Held { tag: String, why: String },
+}
+
+/// Decides what `downstream` may take from `upstreams` now.
+pub fn decide(
+    upstreams: &[Upstream],
+    fan_in: FanIn,
+    soak: Duration,
+    downstream: &Downstream<'_>,
+    now: Timestamp,
+) -> Decision {
+    // 1. What each upstream offers, or why it offers nothing yet.
+    let mut offers: Vec<Evidence> = Vec::new();
+    let mut waiting: Vec<Waiting> = Vec::new();
+    for upstream in upstreams {
+        match offer(upstream, soak, now) {
+            Ok(evidence) => offers.push(evidence),
+            Err(why) => waiting.push(why),
+        }
+    }
+    // 2. The tag the upstreams agree on.
+    let (tag, evidence) = match fan_in {
+        FanIn::All => {
+            if !waiting.is_empty() {
+                return Decision::Wait(waiting);
+            }
+            let Some(first) = offers.first() else {
+                return Decision::Wait(waiting);
+            };
+            if offers.iter().any(|o| o.tag != first.tag) {
+                let tags = offers
+                    .iter()
+                    .map(|o| (o.upstream.clone(), o.tag.clone()))
+                    .collect();
+                return Decision::Wait(vec![Waiting::Disagree { tags }]);
+            }
+            (first.tag.clone(), offers)
+        }
+        FanIn::Any => {
+            let newest = offers
+                .iter()
+                .map(|o| o.tag.as_str())
+                .max_by(|a, b| (downstream.order)(a, b));
+            let Some(tag) = newest.map(str::to_string) else {
+                return Decision::Wait(waiting);
+            };
+            let evidence = offers.into_iter().filter(|o| o.tag == tag).collect();
+            (tag, evidence)
+        }
+    };
+    // 3. The downstream's own rules: never backwards, never forbidden, never held.
+    if let Some(current) = downstream.current
+        && (downstream.order)(&tag, current) != Ordering::Greater
+    {
+        return Decision::UpToDate;
+    }
+    if let Err(why) = (downstream.allowed)(&tag) {
+        return Decision::Wait(vec![Waiting::Forbidden { tag, why }]);
+    }
+    if let Some(why) = (downstream.held)(&tag) {
+        return Decision::Wait(vec![Waiting::Held { tag, why }]);
+    }
+    Decision::Promote { tag, evidence }
+}
+
+/// What one upstream offers now: its tag, once verified and soaked.
+fn offer(upstream: &Upstream, soak: Duration, now: Timestamp) -> Result<Evidence, Waiting> {
+    let name = upstream.name.clone();
+    let Some(tag) = upstream.tag.clone() else {
+        return Err(Waiting::NotRunning { upstream: name });
+    };
+    let healthy_from = match &upstream.verification {
+        Verification::Verified { at } => *at,
+        Verification::FromGit => match upstream.since {
+            Some(since) => since,
+            None => {
+                return Err(Waiting::NotVerified {
+                    upstream: name,
+                    tag,
+                });
+            }
+        },
+        Verification::Pending => {
+            return Err(Waiting::NotVerified {
+                upstream: name,
+                tag,
+            });
+        }
+        Verification::Failed { reason } => {
+            return Err(Waiting::FailedUpstream {
+                upstream: name,
+                tag,
+                reason: reason.clone(),
+            });
+        }
+    };
+    let healthy_for = Duration::try_from(now.duration_since(healthy_from)).unwrap_or_default();
+    if healthy_for < soak {
+        return Err(Waiting::Soaking {
+            upstream: name,
+            tag,
+            left: soak - healthy_for,
+        });
+    }
+    Ok(Evidence {
+        upstream: name,
+        tag,
+        since: upstream.since,
+        healthy_for,
+        verification: upstream.verification.clone(),
+    })
+}
+
+impl fmt::Display for Waiting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let human = |d: &Duration| humantime::format_duration(Duration::from_secs(d.as_secs()));
+        match self {
+            Waiting::NotRunning { upstream } => write!(f, "{upstream} does not run the image"),
+            Waiting::NotVerified { upstream, tag } => {
+                write!(f, "{tag} is not verified in {upstream} yet")
+            }
+            Waiting::FailedUpstream {
+                upstream,
+                tag,
+                reason,
+            } => {
+                write!(f, "{tag} failed in {upstream}: {reason}")
+            }
+            Waiting::Soaking {
+                upstream,
+                tag,
+                left,
+            } => {
+                write!(f, "{tag} soaks in {upstream}: {} left", human(left))
+            }
+            Waiting::Disagree { tags } => {
+                let each: Vec<String> = tags.iter().map(|(u, t)| format!("{u} runs {t}")).collect();
+                write!(f, "the upstreams run different tags ({})", each.join(", "))
+            }
+            Waiting::Forbidden { tag, why } => write!(f, "{tag} is not allowed here: {why}"),
+            Waiting::Held { tag, why } => write!(f, "{tag} is held: {why}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
