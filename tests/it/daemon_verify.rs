@@ -163,6 +163,26 @@ async fn start(s: &Setup, argocd: &ArgoCd, logs: &service::Logs) -> Service {
 }
 
 /// The metric `tagpilot_verifications_total{result="…"}`.
+/// The usual start: a registry and a repository ([`setup`]), the GitHub double taking the
+/// `tagpilot/verify` statuses `states`, `verify` on the repository, the Application at
+/// `health`, and the service running.
+async fn scenario(
+    logs: &service::Logs,
+    verify: &str,
+    states: &[&str],
+    health: Value,
+) -> (Setup, MockServer, ArgoCd, Service) {
+    let s = setup().await;
+    let forge = MockServer::start().await;
+    for state in states {
+        accept_status(&forge, state).await;
+    }
+    configure(&s, verify, &forge.uri());
+    let argocd = ArgoCd::start(&s, health).await;
+    let service = start(&s, &argocd, logs).await;
+    (s, forge, argocd, service)
+}
+
 async fn verifications(service: &Service, result: &str) -> f64 {
     let text = service.text("/metrics").await;
     let prefix = format!("tagpilot_verifications_total{{result=\"{result}\"}} ");
@@ -174,13 +194,13 @@ async fn verifications(service: &Service, result: &str) -> f64 {
 #[test]
 fn a_push_followed_to_a_healthy_application_is_verified_and_its_commit_gets_success() {
     service::run(false, |logs| async move {
-        let s = setup().await;
-        let forge = MockServer::start().await;
-        accept_status(&forge, "pending").await;
-        accept_status(&forge, "success").await;
-        configure(&s, "{onFailure: hold, timeout: 10m}", &forge.uri());
-        let argocd = ArgoCd::start(&s, json!({"status": "Healthy"})).await;
-        let daemon = start(&s, &argocd, &logs).await;
+        let (s, forge, _argocd, daemon) = scenario(
+            &logs,
+            "{onFailure: hold, timeout: 10m}",
+            &["pending", "success"],
+            json!({"status": "Healthy"}),
+        )
+        .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         let pushed = s.repo.rev("main").unwrap();
         eventually("the change verified", &logs, || async {
@@ -228,13 +248,13 @@ fn a_push_followed_to_a_healthy_application_is_verified_and_its_commit_gets_succ
 fn a_push_whose_application_turns_degraded_holds_the_tag_and_fails_the_commit_with_the_health_message()
  {
     service::run(false, |logs| async move {
-        let s = setup().await;
-        let forge = MockServer::start().await;
-        accept_status(&forge, "pending").await;
-        accept_status(&forge, "failure").await;
-        configure(&s, "{onFailure: hold}", &forge.uri());
-        let argocd = ArgoCd::start(&s, degraded()).await;
-        let daemon = start(&s, &argocd, &logs).await;
+        let (s, forge, _argocd, daemon) = scenario(
+            &logs,
+            "{onFailure: hold}",
+            &["pending", "failure"],
+            degraded(),
+        )
+        .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         eventually("the change failed", &logs, || async {
             verifications(&daemon, "failed").await == 1.0
@@ -294,13 +314,13 @@ fn a_push_whose_application_turns_degraded_holds_the_tag_and_fails_the_commit_wi
 #[test]
 fn report_mode_reports_a_failure_and_holds_nothing() {
     service::run(false, |logs| async move {
-        let s = setup().await;
-        let forge = MockServer::start().await;
-        accept_status(&forge, "pending").await;
-        accept_status(&forge, "failure").await;
-        configure(&s, "{onFailure: report}", &forge.uri());
-        let argocd = ArgoCd::start(&s, degraded()).await;
-        let daemon = start(&s, &argocd, &logs).await;
+        let (s, _forge, _argocd, daemon) = scenario(
+            &logs,
+            "{onFailure: report}",
+            &["pending", "failure"],
+            degraded(),
+        )
+        .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         eventually("the change failed", &logs, || async {
             verifications(&daemon, "failed").await == 1.0
@@ -355,13 +375,13 @@ fn a_change_not_healthy_within_its_timeout_fails_as_timed_out() {
 #[test]
 fn a_restart_resumes_a_verification_under_way() {
     service::run(false, |logs| async move {
-        let s = setup().await;
-        let forge = MockServer::start().await;
-        accept_status(&forge, "pending").await;
-        accept_status(&forge, "success").await;
-        configure(&s, "{onFailure: hold, timeout: 10m}", &forge.uri());
-        let argocd = ArgoCd::start(&s, json!({"status": "Progressing"})).await;
-        let first = start(&s, &argocd, &logs).await;
+        let (s, _forge, argocd, first) = scenario(
+            &logs,
+            "{onFailure: hold, timeout: 10m}",
+            &["pending", "success"],
+            json!({"status": "Progressing"}),
+        )
+        .await;
         tag_reached(&s, &first, "1.1.0", Duration::ZERO).await;
         eventually("following started", &logs, || async {
             logs.text()
@@ -565,13 +585,13 @@ fn an_application_that_cannot_be_followed_is_named_and_the_loop_goes_on() {
 #[test]
 fn revert_mode_writes_the_reverse_change_and_holds_the_failed_tag() {
     service::run(false, |logs| async move {
-        let s = setup().await;
-        let forge = MockServer::start().await;
-        accept_status(&forge, "pending").await;
-        accept_status(&forge, "failure").await;
-        configure(&s, "{onFailure: revert}", &forge.uri());
-        let argocd = ArgoCd::start(&s, degraded()).await;
-        let daemon = start(&s, &argocd, &logs).await;
+        let (s, _forge, _argocd, daemon) = scenario(
+            &logs,
+            "{onFailure: revert}",
+            &["pending", "failure"],
+            degraded(),
+        )
+        .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         eventually("the change failed", &logs, || async {
             verifications(&daemon, "failed").await == 1.0
