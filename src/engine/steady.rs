@@ -41,8 +41,9 @@ pub fn in_pull_requests(synced: &ForgeOutcome) -> impl Fn(&ProposedChange) -> bo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::change::{Change, ChangeGroup};
+    use crate::change::ChangeGroup;
     use crate::plan::Plan;
+    use crate::plan::steady::fixtures::{group, plan_with};
     use crate::plan::steady::{Memory, STEADY_FOR, hold_backwards, proposals};
     use crate::policy::{ImagePolicy, Strategy};
 
@@ -61,41 +62,6 @@ mod tests {
             now,
         };
         hold_backwards(&memory, groups, plan)
-    }
-
-    fn group(to: &str) -> ChangeGroup {
-        ChangeGroup {
-            key: "api".into(),
-            files: [("apps/api.yaml".into(), format!("image: x:{to}\n"))].into(),
-            changes: vec![Change {
-                policy: "api".into(),
-                image: "x".into(),
-                file: "apps/api.yaml".into(),
-                line: 1,
-                from: "1.2.0".into(),
-                to: to.into(),
-                strategy: "semver",
-                ..Default::default()
-            }],
-        }
-    }
-
-    fn plan_with(to: &str) -> Plan {
-        Plan {
-            changes: vec![Change {
-                repository: Some("manifests".into()),
-                policy: "api".into(),
-                image: "x".into(),
-                file: "apps/api.yaml".into(),
-                line: 1,
-                field: String::new(),
-                strategy: "semver",
-                from: "1.2.0".into(),
-                to: to.into(),
-                source: None,
-            }],
-            ..Plan::default()
-        }
     }
 
     #[test]

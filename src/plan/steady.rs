@@ -124,12 +124,14 @@ pub fn proposals(groups: &[ChangeGroup], now: jiff::Timestamp) -> Vec<(String, P
         .collect()
 }
 
+/// The group and plan the steady-proposal tests hold (here and in the engine's, where the
+/// store keeps the last proposal): `api` moving `x` in `apps/api.yaml` from 1.2.0 to `to`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::policy::Strategy;
+pub(crate) mod fixtures {
+    use crate::change::{Change, ChangeGroup};
+    use crate::plan::Plan;
 
-    fn group(to: &str) -> ChangeGroup {
+    pub(crate) fn group(to: &str) -> ChangeGroup {
         ChangeGroup {
             key: "api".into(),
             files: [("apps/api.yaml".into(), format!("image: x:{to}\n"))].into(),
@@ -146,7 +148,7 @@ mod tests {
         }
     }
 
-    fn plan_with(to: &str) -> Plan {
+    pub(crate) fn plan_with(to: &str) -> Plan {
         Plan {
             changes: vec![Change {
                 repository: Some("manifests".into()),
@@ -155,6 +157,13 @@ mod tests {
             ..Plan::default()
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{group, plan_with};
+    use super::*;
+    use crate::policy::Strategy;
 
     /// Holds `to` against a last proposal of 1.3.0 made at `at`, as seen at `now`.
     fn hold(to: &str, at: jiff::Timestamp, now: jiff::Timestamp) -> (bool, Vec<ChangeGroup>, Plan) {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures_util::{StreamExt as _, stream};
 use serde_json::{Value, json};
-use tagpilot::argocd::follow::{FollowError, FollowedChange, follow, follow_application};
+use tagpilot::argocd::follow::{FollowError, Followed, FollowedChange, follow, follow_application};
 use tagpilot::verification::{Failure, Verdict, Waiting};
 use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -90,6 +90,19 @@ async fn script(server: &MockServer, listed: Value, events: &[(&str, Value)]) {
         .await;
 }
 
+/// Follows `argocd/shop-api` on `server` through the real client, with a minute's timeout.
+async fn follow_shop_api(server: &MockServer) -> Followed {
+    let cluster = cluster(server, Duration::from_secs(5)).await;
+    follow_application(
+        &cluster,
+        "argocd",
+        "shop-api",
+        &change(Duration::from_secs(60)),
+    )
+    .await
+    .unwrap()
+}
+
 fn healthy() -> Value {
     json!({"status": "Healthy"})
 }
@@ -112,15 +125,7 @@ async fn synced_then_progressing_then_healthy_is_verified_through_one_watch() {
         ],
     )
     .await;
-    let cluster = cluster(&server, Duration::from_secs(5)).await;
-    let followed = follow_application(
-        &cluster,
-        "argocd",
-        "shop-api",
-        &change(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let followed = follow_shop_api(&server).await;
     assert_eq!(followed.verdict, Verdict::Verified);
     assert_eq!(followed.refreshes, 0);
     let requests = server.received_requests().await.unwrap();
@@ -157,15 +162,7 @@ async fn synced_then_degraded_fails_with_the_health_message() {
         )],
     )
     .await;
-    let cluster = cluster(&server, Duration::from_secs(5)).await;
-    let followed = follow_application(
-        &cluster,
-        "argocd",
-        "shop-api",
-        &change(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let followed = follow_shop_api(&server).await;
     assert_eq!(
         followed.verdict,
         Verdict::Failed(Failure::Health {
@@ -225,15 +222,7 @@ async fn a_stale_status_asks_argo_cd_for_one_refresh_and_waits_for_a_fresh_one()
         .expect(1)
         .mount(&server)
         .await;
-    let cluster = cluster(&server, Duration::from_secs(5)).await;
-    let followed = follow_application(
-        &cluster,
-        "argocd",
-        "shop-api",
-        &change(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let followed = follow_shop_api(&server).await;
     assert_eq!(followed.verdict, Verdict::Verified);
     assert_eq!(
         followed.refreshes, 1,
@@ -266,15 +255,7 @@ async fn a_rollout_paused_at_a_step_then_aborted_fails() {
         )],
     )
     .await;
-    let cluster = cluster(&server, Duration::from_secs(5)).await;
-    let followed = follow_application(
-        &cluster,
-        "argocd",
-        "shop-api",
-        &change(Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
+    let followed = follow_shop_api(&server).await;
     let Verdict::Failed(failure) = followed.verdict else {
         panic!("{:?}", followed.verdict)
     };
