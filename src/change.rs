@@ -37,6 +37,22 @@ pub struct Change {
     /// from (their OCI `source` and `revision` labels): filled in after planning.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<Box<SourceChange>>,
+    /// The labels and annotations of the same resource that follow the image's tag
+    /// (`versionLabels`), edited in the same commit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<LabelChange>,
+}
+
+/// A label or annotation that carries an image's version and moves with it: in the same
+/// resource as the image field, holding the old tag or the old tag's version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LabelChange {
+    /// Where and which: `Deployment/web spec.template.metadata.labels app.kubernetes.io/version`.
+    pub label: String,
+    /// 1-based line in the file.
+    pub line: usize,
+    pub from: String,
+    pub to: String,
 }
 
 impl Change {

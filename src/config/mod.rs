@@ -13,6 +13,7 @@ pub mod applications;
 pub mod forge;
 pub mod repository;
 pub mod verify;
+pub mod version_labels;
 pub mod webhooks;
 
 pub use webhooks::{RecheckConfig, SecretSource, WebhooksConfig};
@@ -55,6 +56,10 @@ pub struct Config {
     /// How much of a cycle runs at once.
     #[serde(default)]
     pub concurrency: Concurrency,
+    /// Which labels and annotations follow an image's tag, for every policy and Application
+    /// (a policy's own `versionLabels` wins); `None`: the defaults.
+    #[serde(default)]
+    pub version_labels: Option<version_labels::VersionLabels>,
     /// Where the config file was read from; relative paths in it resolve against its directory.
     #[serde(skip)]
     pub path: Option<PathBuf>,

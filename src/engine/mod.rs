@@ -164,7 +164,7 @@ async fn run_cycle<R: Registry>(
     ctx: &Context<'_, R>,
     options: Options<'_>,
 ) -> Result<Cycle, EngineError> {
-    let policies: Cow<'_, [ImagePolicy]> = match options.only_images {
+    let mut policies: Cow<'_, [ImagePolicy]> = match options.only_images {
         Some(images) => input
             .policies
             .iter()
@@ -173,6 +173,9 @@ async fn run_cycle<R: Registry>(
             .collect(),
         None => Cow::Borrowed(input.policies),
     };
+    if let Some(labels) = &input.config.version_labels {
+        ImagePolicy::default_version_labels(policies.to_mut(), Some(labels));
+    }
     // One tag listing per repository for the whole cycle, whichever targets need it.
     let registry = Shared::new(ctx.registry);
     let mut cycle = Cycle::default();
@@ -572,6 +575,7 @@ async fn collect_applications<R: Registry>(
     if let Some(images) = only_images {
         resolved.keep_images(images);
     }
+    resolved.default_version_labels(config.version_labels.as_ref());
     let keys = tempfile::tempdir().map_err(EngineError::KeyDir)?;
     if let Some(c) = input.cluster {
         load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);

@@ -325,6 +325,7 @@ mod tests {
             to: to.into(),
             strategy: "semver",
             source: None,
+            labels: Vec::new(),
             ..Change::default()
         }
     }

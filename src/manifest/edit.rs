@@ -98,31 +98,7 @@ impl ImageField {
     }
 
     fn replace(&self, slot: &Slot, value: &str, out: &mut Vec<Edit>) -> Result<(), ManifestError> {
-        if slot.value == value {
-            return Ok(());
-        }
-        let Some(quote) = slot.quote else {
-            return Err(ManifestError::BlockScalar {
-                file: self.file.clone(),
-                line: slot.line,
-                column: slot.column,
-            });
-        };
-        let cx = Context {
-            quote,
-            in_flow: slot.in_flow,
-            tagged: slot.tagged,
-        };
-        let (text, quote) = render::render(value, cx);
-        out.push(Edit {
-            span: slot.range.clone(),
-            text,
-            expect: Expect::Replace {
-                value: value.to_string(),
-                quote,
-            },
-        });
-        Ok(())
+        replace(&self.file, slot, value, out)
     }
 
     fn write_part(
@@ -190,6 +166,41 @@ impl ImageField {
             }
         }
     }
+}
+
+/// The edit that makes `slot` (of `file`) hold `value` in its own quoting style; none when it
+/// already does. A block scalar is never rewritten.
+pub(super) fn replace(
+    file: &Path,
+    slot: &Slot,
+    value: &str,
+    out: &mut Vec<Edit>,
+) -> Result<(), ManifestError> {
+    if slot.value == value {
+        return Ok(());
+    }
+    let Some(quote) = slot.quote else {
+        return Err(ManifestError::BlockScalar {
+            file: file.to_path_buf(),
+            line: slot.line,
+            column: slot.column,
+        });
+    };
+    let cx = Context {
+        quote,
+        in_flow: slot.in_flow,
+        tagged: slot.tagged,
+    };
+    let (text, quote) = render::render(value, cx);
+    out.push(Edit {
+        span: slot.range.clone(),
+        text,
+        expect: Expect::Replace {
+            value: value.to_string(),
+            quote,
+        },
+    });
+    Ok(())
 }
 
 /// Applies edits (from any fields of this one file) and checks the result re-parses to the same

@@ -39,6 +39,7 @@ mod edit;
 #[doc(hidden)]
 pub mod fuzzing;
 mod helm_path;
+mod labels;
 mod render;
 mod tree;
 mod verify;
@@ -54,6 +55,9 @@ use render::Quote;
 pub use add::{KustomizeImage, add_kustomize_image};
 pub use edit::apply_edits;
 pub use helm_path::{explain_helm_path, helm_value};
+pub use labels::{
+    ImageMove, Label, LeftLabel, LeftReason, MovedLabel, VersionLabelEdits, version_labels,
+};
 
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
 pub enum ManifestError {

@@ -258,6 +258,7 @@ mod tests {
                 from: field.current().0.unwrap().into(),
                 to: tag.into(),
                 source: None,
+                labels: Vec::new(),
             }],
             files: vec![FileUpdate {
                 path: FILE.into(),

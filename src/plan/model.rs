@@ -93,7 +93,8 @@ pub struct Finding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub application: Option<String>,
     pub image: String,
-    /// What was searched: the targets' paths and where, or the Application's files.
+    /// What was searched: the targets' paths and where, or the Application's files; for a
+    /// version label left alone, its `file:line`.
     pub searched: String,
     pub message: String,
 }
@@ -126,6 +127,10 @@ pub enum FindingKind {
     /// An Application's sources hold no field for one of its images. As Image Updater, tagpilot
     /// leaves the Application alone, so a warning.
     ApplicationImageNotFound,
+    /// A version label (`versionLabels`) in the resource of a moving image is left alone: it
+    /// disagrees with the old tag, several images could mean it, or the selector names it. The
+    /// image still moves, so a warning.
+    VersionLabelLeft,
 }
 
 impl FindingKind {
@@ -134,13 +139,16 @@ impl FindingKind {
             FindingKind::NoFiles => "no_files",
             FindingKind::ImageNotFound => "image_not_found",
             FindingKind::ApplicationImageNotFound => "application_image_not_found",
+            FindingKind::VersionLabelLeft => "version_label_left",
         }
     }
 
     pub fn severity(self) -> Severity {
         match self {
             FindingKind::NoFiles => Severity::Problem,
-            FindingKind::ImageNotFound | FindingKind::ApplicationImageNotFound => Severity::Warning,
+            FindingKind::ImageNotFound
+            | FindingKind::ApplicationImageNotFound
+            | FindingKind::VersionLabelLeft => Severity::Warning,
         }
     }
 
@@ -149,6 +157,7 @@ impl FindingKind {
             FindingKind::NoFiles => "its targets match no file",
             FindingKind::ImageNotFound => "no file its targets match holds the image",
             FindingKind::ApplicationImageNotFound => "its sources hold no field for the image",
+            FindingKind::VersionLabelLeft => "a version label is left alone",
         }
     }
 }

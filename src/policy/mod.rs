@@ -95,6 +95,10 @@ pub struct ImagePolicy {
     /// `verify:`: follow this policy's changes to a healthy Argo CD Application; wins over its
     /// repository's `verify:` for them. `None`: the repository's says.
     pub verify: Option<crate::config::verify::VerifyConfig>,
+    /// `versionLabels:`: which labels and annotations follow this policy's images' tags; wins
+    /// over `tagpilot.yaml`'s. `None`: `tagpilot.yaml`'s (see
+    /// [`ImagePolicy::default_version_labels`]), else the defaults.
+    pub version_labels: Option<crate::config::version_labels::VersionLabels>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
 }
@@ -278,8 +282,22 @@ impl ImagePolicy {
             keep_precision: true,
             min_age: None,
             verify: None,
+            version_labels: None,
             targets: Vec::new(),
         })
+    }
+
+    /// Gives every policy of `policies` that does not set its own `versionLabels` the ones
+    /// `tagpilot.yaml` sets (`None`: it sets none, and the defaults stand).
+    pub fn default_version_labels(
+        policies: &mut [ImagePolicy],
+        labels: Option<&crate::config::version_labels::VersionLabels>,
+    ) {
+        if let Some(labels) = labels {
+            for p in policies.iter_mut().filter(|p| p.version_labels.is_none()) {
+                p.version_labels = Some(labels.clone());
+            }
+        }
     }
 
     /// Replaces `ignoreTags` with `globs`.

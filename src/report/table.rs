@@ -3,7 +3,7 @@
 
 use comfy_table::{ContentArrangement, Table, presets};
 
-use crate::plan::{Finding, Plan, Problem, RepositoryOutcome};
+use crate::plan::{Finding, FindingKind, Plan, Problem, RepositoryOutcome};
 use crate::select::RankedTag;
 
 use super::{ChangeRow, Report, first_line, located};
@@ -30,6 +30,7 @@ impl Report<'_> {
                 }),
             );
         }
+        out += &self.version_labels_table();
         if !self.holds.is_empty() {
             out.push_str("\nHeld:\n");
             out += &plain_table(
@@ -68,6 +69,33 @@ impl Report<'_> {
         out.push('\n');
         out += &self.applications_section();
         out
+    }
+
+    /// The labels and annotations that follow the changes' images (`versionLabels`), each
+    /// once; empty when there are none.
+    fn version_labels_table(&self) -> String {
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        for c in self.changes {
+            for l in &c.labels {
+                let row = vec![
+                    located(c.repository.as_deref(), &c.file),
+                    l.line.to_string(),
+                    l.label.clone(),
+                    l.from.clone(),
+                    l.to.clone(),
+                ];
+                if !rows.contains(&row) {
+                    rows.push(row);
+                }
+            }
+        }
+        if rows.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\nVersion labels:\n{}",
+            plain_table(&["FILE", "LINE", "LABEL", "FROM", "TO"], rows)
+        )
     }
 
     /// The "Problems:" section (problems, then findings that are problems) and the "Warnings:"
@@ -131,8 +159,13 @@ pub fn finding_text(f: &Finding) -> String {
         subject.push(format!("policy {policy}"));
     }
     subject.push(format!("image {}", f.image));
+    // A label left alone was not searched for: it is at one place.
+    let searched = match f.kind {
+        FindingKind::VersionLabelLeft => "at",
+        _ => "searched",
+    };
     format!(
-        "{}: {}; searched {}",
+        "{}: {}; {searched} {}",
         subject.join(", "),
         f.message,
         f.searched

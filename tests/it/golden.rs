@@ -268,4 +268,8 @@ golden_suite! { "rewrite", run_case, every_rewrite_case_has_its_test, {
     rewrite_quoting => "quoting",
     rewrite_rollout => "rollout",
     rewrite_tagpilot_marker => "tagpilot-marker",
+    rewrite_version_labels_config => "version-labels-config",
+    rewrite_version_labels_cronjob => "version-labels-cronjob",
+    rewrite_version_labels_deployment => "version-labels-deployment",
+    rewrite_version_labels_rollout => "version-labels-rollout",
 } }

@@ -1,6 +1,7 @@
 //! Scanning and editing whole files: workloads, markers, and edits that must be refused.
 //! Kustomize and Helm values are in `values.rs`.
 
+mod labels;
 mod values;
 
 use super::*;

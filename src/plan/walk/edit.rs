@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::labels::{self, FileText, Followed};
 use super::{Edited, Fingerprint, Move, ScannedFile, display_path};
 use crate::files::Files;
 use crate::manifest::{self, Edit, FieldKind, MarkerPart, Update};
@@ -44,8 +45,10 @@ pub(super) fn edit_file(
         changes: Vec::new(),
         up_to_date: 0,
         problems: Vec::new(),
+        findings: Vec::new(),
     };
     let mut by_policy: BTreeMap<String, Vec<Edit>> = BTreeMap::new();
+    let mut followed = Vec::new();
     for m in moves {
         let policy = &policies[m.policy];
         let field = fields
@@ -92,6 +95,12 @@ pub(super) fn edit_file(
         } else {
             (m.from.clone(), m.to.clone())
         };
+        followed.push(Followed {
+            field: m.ordinal as usize,
+            tag: m.tag.clone(),
+            policy: m.policy,
+            change: edited.changes.len(),
+        });
         edited.changes.push(Change {
             repository: None,
             policy: policy.name.clone(),
@@ -103,6 +112,7 @@ pub(super) fn edit_file(
             from,
             to,
             source: None,
+            labels: Vec::new(),
         });
         by_policy
             .entry(policy.name.clone())
@@ -112,6 +122,18 @@ pub(super) fn edit_file(
     if by_policy.is_empty() {
         return Ok(edited);
     }
+    let text = FileText {
+        rel: &file.rel,
+        display: &display,
+        text: &original,
+        fields: &fields,
+    };
+    let labels = labels::follow(&text, policies, &followed, &mut edited.changes)
+        .map_err(|e| e.to_string())?;
+    for (policy, edit) in labels.edits {
+        by_policy.entry(policy).or_default().push(edit);
+    }
+    edited.findings = labels.findings;
     let all: Vec<Edit> = by_policy.values().flatten().cloned().collect();
     let updated = apply_sorted(&file.rel, &original, all).map_err(|e| e.to_string())?;
     edited.update = Some(FileUpdate {

@@ -12,7 +12,7 @@ use tracing::{instrument, warn};
 
 use super::decide::{FieldFacts, Inspector, Outcome, version_text};
 use super::index::PolicyIndex;
-use super::model::{Change, FileUpdate, Hold, Plan, Problem, SkippedFile};
+use super::model::{Change, FileUpdate, Finding, Hold, Plan, Problem, SkippedFile};
 use super::{PlanError, Progress, REGISTRY_CONCURRENCY, Scope};
 use crate::files::{Directory, Files, blocking, parallel_map};
 use crate::holds::Holds;
@@ -23,6 +23,7 @@ use crate::select::TagCandidate;
 
 mod edit;
 mod held;
+mod labels;
 mod owner;
 mod scan;
 
@@ -151,6 +152,8 @@ struct Edited {
     changes: Vec<Change>,
     up_to_date: usize,
     problems: Vec<Problem>,
+    /// Version labels left alone.
+    findings: Vec<Finding>,
 }
 
 /// Builds the plan for every policy over the manifests in the directory `scope.root`.
@@ -493,6 +496,7 @@ fn edit_files(
                 plan.changes.extend(edited.changes);
                 plan.up_to_date += edited.up_to_date;
                 plan.problems.extend(edited.problems);
+                plan.findings.extend(edited.findings);
                 plan.files.extend(edited.update);
             }
             Err(message) => {

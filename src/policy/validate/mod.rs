@@ -145,6 +145,7 @@ impl Validator<'_> {
             keep_precision: true,
             min_age,
             verify: spec.verify,
+            version_labels: spec.version_labels,
             targets,
         })
     }

@@ -62,6 +62,8 @@ pub(super) struct RawSpec {
     #[serde(default)]
     pub(super) verify: Option<crate::config::verify::VerifyConfig>,
     #[serde(default)]
+    pub(super) version_labels: Option<crate::config::version_labels::VersionLabels>,
+    #[serde(default)]
     pub(super) targets: Vec<Spanned<RawTarget>>,
 }
 
