@@ -174,4 +174,60 @@ mod tests {
             assert!(read(yaml).is_err(), "{yaml}");
         }
     }
+
+    #[test]
+    fn an_unreadable_version_labels_names_its_file_and_line_in_tagpilot_yaml_and_in_a_policy() {
+        let path = std::path::Path::new("tagpilot.yaml");
+        let err = crate::config::parse(
+            path,
+            "registries: []\nversionLabels:\n  keys: [\"a/<name>\"]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("tagpilot.yaml:3:"), "{err}");
+        assert!(err.contains("a/<name>"), "{err}");
+        let set = crate::config::parse(path, "versionLabels: false\n").unwrap();
+        assert_eq!(set.version_labels, Some(VersionLabels::off()));
+        assert_eq!(
+            crate::config::parse(path, "registries: []\n")
+                .unwrap()
+                .version_labels,
+            None,
+            "unset: the defaults"
+        );
+
+        let policy = |labels: &str| {
+            format!(
+                "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: r.example/api\n  strategy: {{semver: {{}}}}\n  versionLabels: {labels}\n"
+            )
+        };
+        let errors =
+            crate::policy::parse_file(std::path::Path::new("p.yaml"), &policy("sometimes"))
+                .expect_err("an unreadable versionLabels is no policy");
+        let text = errors.to_string();
+        assert!(text.contains("p.yaml:8"), "{text}");
+        let policies =
+            crate::policy::parse_file(std::path::Path::new("p.yaml"), &policy("false")).unwrap();
+        assert_eq!(policies[0].version_labels, Some(VersionLabels::off()));
+
+        // A policy that says nothing takes tagpilot.yaml's; one that says something keeps it.
+        let mut policies = vec![
+            crate::policy::parse_file(std::path::Path::new("p.yaml"), &policy("true"))
+                .unwrap()
+                .remove(0),
+            crate::policy::parse_file(
+                std::path::Path::new("q.yaml"),
+                &policy("true").replace("  versionLabels: true\n", ""),
+            )
+            .unwrap()
+            .remove(0),
+        ];
+        assert_eq!(policies[1].version_labels, None);
+        crate::policy::ImagePolicy::default_version_labels(
+            &mut policies,
+            Some(&VersionLabels::off()),
+        );
+        assert_eq!(policies[0].version_labels, Some(VersionLabels::defaults()));
+        assert_eq!(policies[1].version_labels, Some(VersionLabels::off()));
+    }
 }

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::manifest::{self, Edit};
-use crate::plan::{FileUpdate, Hold, Plan, Problem};
+use crate::plan::{FileUpdate, Finding, FindingKind, Hold, Plan, Problem};
 
 /// One field two sources disagree on.
 struct Conflict {
@@ -67,6 +67,7 @@ pub fn merge(
         let file = path.to_string_lossy().replace('\\', "/");
         let conflicts = conflicts(&f);
         if !conflicts.is_empty() {
+            leave_conflicting_labels(&mut out, &file, &conflicts, source_of);
             hold_conflicts(&mut out, &mut f, &file, &conflicts, repository, source_of);
         }
         f.edits.retain(|(_, e)| !e.is_empty());
@@ -147,6 +148,61 @@ fn conflicts(f: &FileUpdate) -> Vec<Conflict> {
         }
     }
     out
+}
+
+/// A version label two sources move to different values (each saw only its own image move in
+/// the resource): its edits are dropped with the conflict's, and here it leaves the changes'
+/// lists of labels and becomes a warning naming both sides. The images still move.
+fn leave_conflicting_labels(
+    out: &mut Plan,
+    file: &str,
+    conflicts: &[Conflict],
+    source_of: &dyn Fn(&str) -> String,
+) {
+    for conflict in conflicts {
+        // (policy, image, label, what it wants)
+        let mut wants: Vec<(&str, &str, &str, &str)> = Vec::new();
+        for c in out.changes.iter().filter(|c| c.file == file) {
+            if !conflict.policies.contains(&c.policy) {
+                continue;
+            }
+            for l in c.labels.iter().filter(|l| l.line == conflict.line) {
+                let want = (
+                    c.policy.as_str(),
+                    c.image.as_str(),
+                    l.label.as_str(),
+                    l.to.as_str(),
+                );
+                if !wants.contains(&want) {
+                    wants.push(want);
+                }
+            }
+        }
+        let Some(&(_, image, label, _)) = wants.first() else {
+            continue;
+        };
+        let sides: Vec<String> = wants
+            .iter()
+            .map(|(policy, _, _, to)| format!("{policy} ({}) wants {to}", source_of(policy)))
+            .collect();
+        let policies: BTreeSet<&str> = wants.iter().map(|w| w.0).collect();
+        let finding = Finding {
+            policy: Some(policies.into_iter().collect::<Vec<_>>().join(", ")),
+            message: format!(
+                "version label {label} left alone: sources disagree: {}",
+                sides.join(", ")
+            ),
+            ..Finding::new(
+                FindingKind::VersionLabelLeft,
+                image.to_string(),
+                format!("{file}:{}", conflict.line),
+            )
+        };
+        out.findings.push(finding);
+        for c in out.changes.iter_mut().filter(|c| c.file == file) {
+            c.labels.retain(|l| l.line != conflict.line);
+        }
+    }
 }
 
 /// Drops the conflicting edits and turns the changes behind them into holds naming every side.
@@ -268,6 +324,98 @@ mod tests {
             }],
             ..Plan::default()
         }
+    }
+
+    const LABELLED: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\n  labels:\n    app.kubernetes.io/version: 1.0.0\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: registry.example/api:1.0.0\n        - name: web\n          image: registry.example/web:1.0.0\n";
+
+    /// One source's plan of `LABELLED`: `policy` moves `image` to `tag`, and the version
+    /// label follows, as the planner makes it.
+    fn labelled_part(policy: &str, image: &str, tag: &str) -> Plan {
+        let path = Path::new(FILE);
+        let fields = manifest::scan(path, LABELLED, &[]).unwrap();
+        let field = fields
+            .iter()
+            .find(|f| f.repository().is_some_and(|r| r.to_string() == image))
+            .unwrap();
+        let mut edits = field
+            .edits(&Update {
+                name: image,
+                tag: Some(tag),
+                digest: None,
+            })
+            .unwrap();
+        let defaults = crate::config::version_labels::VersionLabels::defaults();
+        let moves = [manifest::ImageMove {
+            field,
+            tag,
+            labels: &defaults,
+        }];
+        let found = manifest::version_labels(path, LABELLED, &fields, &moves).unwrap();
+        let mut labels = Vec::new();
+        for moved in found.moved {
+            edits.push(moved.edit);
+            labels.push(crate::change::LabelChange {
+                label: moved.label.to_string(),
+                line: moved.label.line,
+                from: moved.from,
+                to: moved.to,
+            });
+        }
+        let mut plan = part(policy, image, tag);
+        plan.changes[0].line = field.line;
+        plan.changes[0].labels = labels;
+        plan.files[0].original = LABELLED.into();
+        plan.files[0].edits = vec![(policy.into(), edits)];
+        plan
+    }
+
+    #[test]
+    fn a_version_label_two_sources_move_apart_is_left_with_a_warning_and_the_images_move() {
+        let plan = merge(
+            Some("manifests"),
+            vec![
+                labelled_part("api", "registry.example/api", "1.1.0"),
+                labelled_part("shop/web", "registry.example/web", "1.2.0"),
+            ],
+            &names,
+        );
+        assert!(plan.holds.is_empty(), "{:?}", plan.holds);
+        assert_eq!(
+            plan.files[0].updated,
+            LABELLED
+                .replace("api:1.0.0", "api:1.1.0")
+                .replace("web:1.0.0", "web:1.2.0"),
+            "both images move, the label stays"
+        );
+        assert_eq!(plan.changes.len(), 2);
+        assert!(plan.changes.iter().all(|c| c.labels.is_empty()));
+        assert_eq!(plan.findings.len(), 1);
+        let finding = &plan.findings[0];
+        assert_eq!(finding.searched, format!("{FILE}:6"));
+        assert!(
+            finding
+                .message
+                .contains("app.kubernetes.io/version left alone: sources disagree")
+                && finding.message.contains("api (source of api) wants 1.1.0")
+                && finding
+                    .message
+                    .contains("shop/web (source of shop/web) wants 1.2.0"),
+            "{}",
+            finding.message
+        );
+
+        // One source alone moves the label with its image.
+        let alone = merge(
+            Some("manifests"),
+            vec![labelled_part("api", "registry.example/api", "1.1.0")],
+            &names,
+        );
+        assert!(
+            alone.files[0]
+                .updated
+                .contains("app.kubernetes.io/version: 1.1.0")
+        );
+        assert_eq!(alone.changes[0].labels.len(), 1);
     }
 
     fn names(policy: &str) -> String {
