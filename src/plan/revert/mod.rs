@@ -1,5 +1,6 @@
 //! The reverse of an update that failed (issue 19, "revert"): each field tagpilot changed is set
-//! back to the value it had, and nothing else.
+//! back to the value it had, with the version labels the update moved beside it (its change's
+//! `labels`, each only while it holds what the update wrote), and nothing else.
 //!
 //! This is not a `git revert`: the update's commit is not undone as a whole, so a person's edit
 //! made since (in the same file or elsewhere) stays. Each field is found again on the base tip
@@ -20,9 +21,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::change::{Change, ChangeGroup};
+use crate::change::{Change, ChangeGroup, LabelChange};
+use crate::config::version_labels::VersionLabels;
 use crate::files::Files;
-use crate::manifest::{self, Edit, FieldKind, ImageField, MarkerPart, Update};
+use crate::manifest::{self, Edit, FieldKind, ImageField, ImageMove, MarkerPart, Update};
 
 use super::decide::version_text;
 use super::walk::describe;
@@ -171,10 +173,13 @@ fn revert_file(
     let mut used = BTreeSet::new();
     let mut edits: Vec<Edit> = Vec::new();
     let mut reverse = Vec::new();
+    let mut reverted = Vec::new();
     for &change in changes {
         match revert_field(&fields, &mut used, change) {
-            Ok((field_edits, line)) => {
+            Ok((field_edits, ordinal)) => {
                 edits.extend(field_edits);
+                reverted.push((ordinal, change));
+                let line = fields[ordinal].line;
                 reverse.push(Change {
                     line,
                     from: change.to.clone(),
@@ -193,6 +198,12 @@ fn revert_file(
     if reverse.is_empty() {
         return None;
     }
+    let labels = LabelsBack {
+        path,
+        text: &text,
+        fields: &fields,
+    };
+    labels.revert(&reverted, &mut reverse, &mut edits);
     edits.sort_by_key(|e| (e.span.start, e.span.end));
     edits.dedup();
     match manifest::apply_edits(path, &text, &edits) {
@@ -211,7 +222,80 @@ fn revert_file(
     }
 }
 
-/// The edits that set `change`'s field back, and the field's line; or why it is left. A field
+/// The file a revert sets version labels back in: its text and fields on the tip.
+struct LabelsBack<'a> {
+    path: &'a Path,
+    text: &'a str,
+    fields: &'a [ImageField],
+}
+
+impl LabelsBack<'_> {
+    /// Sets back the version labels the update moved with its fields (each change's
+    /// `labels`), each only while it still holds what the update wrote, as the manifest
+    /// editor's edits; the reverse changes (`reverse`, in the order of `reverted`) list them.
+    fn revert(&self, reverted: &[(usize, &Change)], reverse: &mut [Change], edits: &mut Vec<Edit>) {
+        // The keys the update moved, wherever it moved them: only its own labels are matched.
+        let keys: Vec<VersionLabels> = reverted
+            .iter()
+            .map(|(_, c)| {
+                let keys: Vec<String> = c
+                    .labels
+                    .iter()
+                    .filter_map(|l| l.label.rsplit(' ').next().map(str::to_owned))
+                    .collect();
+                VersionLabels {
+                    pod_labels: keys.clone(),
+                    keys,
+                }
+            })
+            .collect();
+        let backs: Vec<Update<'_>> = reverted
+            .iter()
+            .map(|&(ordinal, c)| update_to(&self.fields[ordinal], &c.image, &c.from))
+            .collect();
+        let mut moves = Vec::new();
+        let mut of_move = Vec::new();
+        for (k, &(ordinal, change)) in reverted.iter().enumerate() {
+            let Some(tag) = backs[k].tag.filter(|_| !change.labels.is_empty()) else {
+                continue;
+            };
+            moves.push(ImageMove {
+                field: &self.fields[ordinal],
+                tag,
+                labels: &keys[k],
+            });
+            of_move.push(k);
+        }
+        if moves.is_empty() {
+            return;
+        }
+        let Ok(found) = manifest::version_labels(self.path, self.text, self.fields, &moves) else {
+            return;
+        };
+        for moved in found.moved {
+            let label = moved.label.to_string();
+            let mut taken = false;
+            for &m in &moved.moves {
+                let k = of_move[m];
+                if !reverted[k].1.labels.iter().any(|l| l.label == label) {
+                    continue;
+                }
+                taken = true;
+                reverse[k].labels.push(LabelChange {
+                    label: label.clone(),
+                    line: moved.label.line,
+                    from: moved.from.clone(),
+                    to: moved.to.clone(),
+                });
+            }
+            if taken {
+                edits.push(moved.edit);
+            }
+        }
+    }
+}
+
+/// The edits that set `change`'s field back, and the field's ordinal; or why it is left. A field
 /// is matched by name (`Change::field`), preferring one that still holds the change's `to`,
 /// then the one nearest the change's line; a field matched once is not matched again.
 fn revert_field(
@@ -251,7 +335,7 @@ fn revert_field(
     let edits = field.edits(&back).map_err(|e| LeftReason::Unwritable {
         message: e.to_string(),
     })?;
-    Ok((edits, field.line))
+    Ok((edits, ordinal))
 }
 
 /// What writing `version` (a change's `from` or `to`: `tag`, `tag@digest`, a digest, or the

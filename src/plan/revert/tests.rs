@@ -190,3 +190,79 @@ fn an_applications_override_is_left_and_said_to_be_no_manifest_field() {
         "the manifest's field goes back"
     );
 }
+
+#[test]
+fn the_version_labels_the_update_moved_go_back_with_their_field_and_no_others() {
+    let text = "\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+  labels:
+    app.kubernetes.io/version: \"1.1.0\"
+    tags.datadoghq.com/version: 1.1.0
+    example.com/built: 1.1.0
+spec:
+  template:
+    metadata:
+      labels:
+        version: 1.2.0
+    spec:
+      containers:
+        - name: api
+          image: registry.example/shop/api:1.1.0
+";
+    let (_dir, files) = tree(&[("apps/api.yaml", text)]);
+    let label = |key: &str, line| crate::change::LabelChange {
+        label: format!("Deployment/api metadata.labels {key}"),
+        line,
+        from: "1.0.0".into(),
+        to: "1.1.0".into(),
+    };
+    let failed = Change {
+        line: 17,
+        labels: vec![
+            label("app.kubernetes.io/version", 6),
+            label("tags.datadoghq.com/version", 7),
+            crate::change::LabelChange {
+                label: "Deployment/api spec.template.metadata.labels version".into(),
+                line: 13,
+                from: "1.0.0".into(),
+                to: "1.1.0".into(),
+            },
+        ],
+        ..api("1.0.0", "1.1.0")
+    };
+    let plan = plan_revert(&files, "revert", &[failed]);
+    let group = plan.group.expect("a revert");
+    assert_eq!(
+        group.files[Path::new("apps/api.yaml")],
+        text.replace("\"1.1.0\"", "\"1.0.0\"")
+            .replace(
+                "datadoghq.com/version: 1.1.0",
+                "datadoghq.com/version: 1.0.0"
+            )
+            .replace("api:1.1.0", "api:1.0.0"),
+        "a label the update did not move stays, and so does one a person moved on since"
+    );
+    let back: Vec<(&str, &str, &str)> = group.changes[0]
+        .labels
+        .iter()
+        .map(|l| (l.label.as_str(), l.from.as_str(), l.to.as_str()))
+        .collect();
+    assert_eq!(
+        back,
+        [
+            (
+                "Deployment/api metadata.labels app.kubernetes.io/version",
+                "1.1.0",
+                "1.0.0"
+            ),
+            (
+                "Deployment/api metadata.labels tags.datadoghq.com/version",
+                "1.1.0",
+                "1.0.0"
+            ),
+        ]
+    );
+}
