@@ -530,11 +530,14 @@ fn golden_cases_agree_with_the_editor() {
     use tagpilot::policy::HelmPaths;
     // Cases whose point is a decision the planner makes (a hold, a skipped Helm template, a
     // digest strategy): the editor alone would write what the planner refuses to.
-    const PLANNER_DECISIONS: [&str; 4] = [
+    // The version labels' settings and second image are the planner's too.
+    const PLANNER_DECISIONS: [&str; 6] = [
         "ci-placeholders",
         "helm-chart-templates",
         "kustomize-component-placeholders",
         "kustomize-digest-entries",
+        "version-labels-config",
+        "version-labels-rollout",
     ];
     let mut cases = 0;
     for case in crate::golden::cases("rewrite") {
@@ -577,6 +580,8 @@ fn golden_cases_agree_with_the_editor() {
                 Err(e) => panic!("{name}: {e}"),
             };
             let mut edits = Vec::new();
+            let mut moves = Vec::new();
+            let labels = tagpilot::config::version_labels::VersionLabels::defaults();
             for f in &fields {
                 let repo = f.repository().map(|r| r.to_string());
                 let policy = match &f.kind {
@@ -597,7 +602,16 @@ fn golden_cases_agree_with_the_editor() {
                     _ => continue,
                 };
                 edits.extend(f.edits(&update).unwrap_or_else(|e| panic!("{name}: {e}")));
+                moves.extend(update.tag.map(|tag| tagpilot::manifest::ImageMove {
+                    field: f,
+                    tag,
+                    labels: &labels,
+                }));
             }
+            // The version labels in the moving images' resources follow them (the defaults).
+            let found = tagpilot::manifest::version_labels(rel, &src, &fields, &moves)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            edits.extend(found.moved.into_iter().map(|m| m.edit));
             let got = apply_edits(rel, &src, &edits).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(got, want, "{name}: {}", rel.display());
         }
