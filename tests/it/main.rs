@@ -27,4 +27,5 @@ mod registry_faults;
 mod revert;
 mod support;
 mod verification;
+mod version_labels;
 mod writeback;
