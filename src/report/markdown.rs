@@ -29,6 +29,22 @@ impl Report<'_> {
                 ));
             }
         }
+        let labels = self.version_label_rows();
+        if !labels.is_empty() {
+            out.push_str(
+                "\n### Version labels\n\n| File | Label | From | To |\n|---|---|---|---|\n",
+            );
+            for row in labels {
+                out.push_str(&format!(
+                    "| `{}:{}` | `{}` | `{}` | `{}` |\n",
+                    md(&row[0]),
+                    row[1],
+                    md(&row[2]),
+                    md(&row[3]),
+                    md(&row[4])
+                ));
+            }
+        }
         if !self.holds.is_empty() {
             out.push_str("\n### Held\n\n| Policy | File | Current | Reason |\n|---|---|---|---|\n");
             for h in self.holds {

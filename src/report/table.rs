@@ -74,6 +74,18 @@ impl Report<'_> {
     /// The labels and annotations that follow the changes' images (`versionLabels`), each
     /// once; empty when there are none.
     fn version_labels_table(&self) -> String {
+        let rows = self.version_label_rows();
+        if rows.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\nVersion labels:\n{}",
+            plain_table(&["FILE", "LINE", "LABEL", "FROM", "TO"], rows)
+        )
+    }
+
+    /// The changes' version labels, each once: file, line, label, from, to.
+    pub(super) fn version_label_rows(&self) -> Vec<Vec<String>> {
         let mut rows: Vec<Vec<String>> = Vec::new();
         for c in self.changes {
             for l in &c.labels {
@@ -89,13 +101,7 @@ impl Report<'_> {
                 }
             }
         }
-        if rows.is_empty() {
-            return String::new();
-        }
-        format!(
-            "\nVersion labels:\n{}",
-            plain_table(&["FILE", "LINE", "LABEL", "FROM", "TO"], rows)
-        )
+        rows
     }
 
     /// The "Problems:" section (problems, then findings that are problems) and the "Warnings:"
