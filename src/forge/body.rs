@@ -178,6 +178,7 @@ pub fn body(
             cell(c.strategy),
         ));
     }
+    out.push_str(&version_labels(group));
     // What changed inside the images, where both images say (see `crate::provenance`).
     let compared: Vec<(&Change, &SourceChange)> = group
         .changes
@@ -220,6 +221,31 @@ pub fn body(
     out.push_str(&marker.render());
     out.push('\n');
     out
+}
+
+/// The version labels that move with the images (`versionLabels`), each once: a reviewer sees
+/// every line the pull request changes, not only the images'. Empty when there are none.
+fn version_labels(group: &ChangeGroup) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for c in &group.changes {
+        for l in &c.labels {
+            let line = format!(
+                "- `{}:{}` {}: `{}` → `{}`\n",
+                cell(&c.file.replace('\\', "/")),
+                l.line,
+                inline(&l.label),
+                cell(&l.from),
+                cell(&l.to),
+            );
+            if !lines.contains(&line) {
+                lines.push(line);
+            }
+        }
+    }
+    if lines.is_empty() {
+        return String::new();
+    }
+    format!("\n**Version labels that follow**\n\n{}", lines.concat())
 }
 
 /// A commit id as people read it: its first 7 characters; a tag or branch name whole.
@@ -307,6 +333,45 @@ mod tests {
             files: Default::default(),
             changes,
         }
+    }
+
+    #[test]
+    fn the_body_lists_the_version_labels_that_follow_the_images_once() {
+        let label = crate::change::LabelChange {
+            label: "Deployment/api metadata.labels app.kubernetes.io/version".into(),
+            line: 6,
+            from: "1.0.0".into(),
+            to: "1.2.0".into(),
+        };
+        let mut c = change("r/api", "1.2.0");
+        c.labels = vec![label];
+        let g = group("api", vec![c.clone(), c]);
+        let marker = Marker {
+            group: "api".into(),
+            proposal: "1".into(),
+            head: "2".into(),
+            noted: None,
+        };
+        let text = body(
+            ForgeKind::GitHub,
+            "m",
+            "main",
+            &g,
+            &BTreeMap::new(),
+            &marker,
+        );
+        let want = "\n**Version labels that follow**\n\n- `apps/a.yaml:6` Deployment/api metadata.labels app.kubernetes.io/version: `1.0.0` → `1.2.0`\n\n";
+        assert!(text.contains(want), "{text}");
+        assert_eq!(text.matches("app.kubernetes.io/version").count(), 1);
+        let plain = body(
+            ForgeKind::GitHub,
+            "m",
+            "main",
+            &group("api", vec![change("r/api", "1.2.0")]),
+            &BTreeMap::new(),
+            &marker,
+        );
+        assert!(!plain.contains("Version labels"), "{plain}");
     }
 
     #[test]
