@@ -423,13 +423,16 @@ fn version_of(tag: &str) -> &str {
 }
 
 /// What a label holding `value` becomes when its image moves `from` → `to`: the new tag where
-/// it held the old tag, the new tag's version where it held the old tag's version; `None`
-/// when it held neither.
+/// it held the old tag, the new tag's version where it held the old tag's version; itself
+/// where it holds the new one already (someone moved it ahead of the image); `None` when it
+/// holds none of them.
 fn new_value(value: &str, from: &str, to: &str) -> Option<String> {
     if value == from {
         Some(to.to_string())
     } else if value == version_of(from) {
         Some(version_of(to).to_string())
+    } else if value == to || value == version_of(to) {
+        Some(value.to_string())
     } else {
         None
     }

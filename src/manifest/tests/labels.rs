@@ -265,6 +265,15 @@ spec:
     let (out, left) = follow(src, &[("web", "1.2.3")], &VersionLabels::defaults());
     assert_eq!(out, src);
     assert!(left.is_empty());
+    // A label someone moved ahead of its image already holds what it would get: no warning.
+    let ahead = src.replacen("version: 1.2.3", "version: 1.4.0", 1);
+    let (out, left) = follow(
+        &ahead,
+        &[("r.example/web", "1.4.0")],
+        &VersionLabels::defaults(),
+    );
+    assert_eq!(out, ahead.replacen("web:1.2.3", "web:1.4.0", 1));
+    assert!(left.is_empty(), "{left:?}");
     let (out, _) = follow(
         src,
         &[("r.example/web", "1.4.0")],
