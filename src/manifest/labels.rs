@@ -142,7 +142,11 @@ pub fn version_labels(
     moves: &[ImageMove<'_>],
 ) -> Result<VersionLabelEdits, ManifestError> {
     let mut out = VersionLabelEdits::default();
-    if moves.iter().all(|m| m.labels.is_off()) {
+    // Only a whole reference can be a container's image; a file without one is not read again.
+    if moves
+        .iter()
+        .all(|m| m.labels.is_off() || !matches!(m.field.shape, Shape::Whole { .. }))
+    {
         return Ok(out);
     }
     let claimed: HashSet<usize> = fields.iter().flat_map(ImageField::slot_starts).collect();
