@@ -9,7 +9,8 @@
 //! `jobTemplate` `metadata`; labels and annotations alike, except the Pod-template-only keys
 //! (`podLabels`), read among the Pod template's labels only. Never a selector
 //! (`spec.selector`, immutable once applied), and never a Pod template label the selector also
-//! names: the template's labels must keep matching it.
+//! names (the template's labels must keep matching it) or that a Service in the same file
+//! selects by.
 //!
 //! A key that fits no container alone (`app.kubernetes.io/version`) follows only when every
 //! image moving in the resource moves it to one value; a label that holds neither the old tag
@@ -92,6 +93,9 @@ pub enum LeftReason {
     /// A Pod template label the selector also names: it must keep matching the selector, which
     /// cannot change.
     Selector,
+    /// A Pod template label with this value is what a Service in the same file selects: moving
+    /// it would leave the Service without Pods.
+    ServiceSelector { service: String },
     /// Not a plain or quoted scalar (an alias, a block scalar, an anchored or empty value).
     Unwritable { what: &'static str },
 }
@@ -111,6 +115,10 @@ impl fmt::Display for LeftReason {
             ),
             LeftReason::Selector => f.write_str(
                 "the selector names it too, and a selector cannot change; the Pod template's labels must keep matching it",
+            ),
+            LeftReason::ServiceSelector { service } => write!(
+                f,
+                "{service} in the same file selects Pods by it; move both together by hand"
             ),
             LeftReason::Unwritable { what } => write!(f, "its value is {what}"),
         }
@@ -150,10 +158,19 @@ pub fn version_labels(
         return Ok(out);
     }
     let claimed: HashSet<usize> = fields.iter().flat_map(ImageField::slot_starts).collect();
+    // A Service anywhere in the file may select the Pods by a label that would move.
+    let mut services = Vec::new();
+    tree::parse_each(src, |parsed| {
+        for doc in &parsed.docs {
+            service_selectors(doc, &mut services);
+        }
+    })
+    .map_err(|f| ManifestError::unreadable(path, f))?;
     let mut walk = Walk {
         path,
         moves,
         claimed: &claimed,
+        services: &services,
         out: &mut out,
     };
     tree::parse_each(src, |parsed| {
@@ -169,6 +186,8 @@ struct Walk<'a, 'm> {
     path: &'a Path,
     moves: &'a [ImageMove<'m>],
     claimed: &'a HashSet<usize>,
+    /// Every Service of the file (`Service/name`) and the label it selects (key, value).
+    services: &'a [(String, String, String)],
     out: &'a mut VersionLabelEdits,
 }
 
@@ -249,8 +268,19 @@ impl<'m> Walk<'_, 'm> {
                     if follows.is_empty() || self.claimed.contains(&value.range.start) {
                         continue;
                     }
-                    let selected = pod_label && selector.contains(key);
-                    self.label(label, value, &follows, selected);
+                    let selected = pod_label.then(|| {
+                        if selector.contains(key) {
+                            return Some(LeftReason::Selector);
+                        }
+                        let by = |(_, k, v): &&(String, String, String)| {
+                            k == key && value.scalar() == Some(v.as_str())
+                        };
+                        let service = self.services.iter().find(by)?;
+                        Some(LeftReason::ServiceSelector {
+                            service: service.0.clone(),
+                        })
+                    });
+                    self.label(label, value, &follows, selected.flatten());
                 }
             }
         }
@@ -290,7 +320,13 @@ impl<'m> Walk<'_, 'm> {
     }
 
     /// Follows one label whose key names the moving containers `follows`, or says why not.
-    fn label(&mut self, label: Label, value: &Node, follows: &[&Moving<'_>], selected: bool) {
+    fn label(
+        &mut self,
+        label: Label,
+        value: &Node,
+        follows: &[&Moving<'_>],
+        selected: Option<LeftReason>,
+    ) {
         let moves: Vec<usize> = follows.iter().map(|m| m.index).collect();
         let mut leave = |reason| {
             self.out.left.push(LeftLabel {
@@ -334,8 +370,8 @@ impl<'m> Walk<'_, 'm> {
         if to == slot.value {
             return;
         }
-        if selected {
-            return leave(LeftReason::Selector);
+        if let Some(reason) = selected {
+            return leave(reason);
         }
         let mut edits = Vec::new();
         if super::edit::replace(self.path, &slot, &to, &mut edits).is_err() {
@@ -380,6 +416,31 @@ fn key_matches(pattern: &str, key: &str, container: &str) -> bool {
             .strip_prefix(prefix)
             .and_then(|rest| rest.strip_suffix(suffix))
             .is_some_and(|name| name == container),
+    }
+}
+
+/// The labels each Service of `doc` (a List's items too) selects Pods by: (`Service/name`, key,
+/// value).
+fn service_selectors(doc: &Node, out: &mut Vec<(String, String, String)>) {
+    match doc.get("kind").and_then(Node::scalar) {
+        Some("List") => {
+            for item in doc.get("items").map(Node::items).unwrap_or_default() {
+                service_selectors(item, out);
+            }
+        }
+        Some("Service") => {
+            let name = doc
+                .get_path(&["metadata", "name"])
+                .and_then(Node::scalar)
+                .map_or_else(|| "Service".to_string(), |n| format!("Service/{n}"));
+            let selector = doc.get_path(&["spec", "selector"]);
+            for (k, v) in selector.map(Node::entries).unwrap_or_default() {
+                if let (Some(k), Some(v)) = (k.scalar(), v.scalar()) {
+                    out.push((name.clone(), k.to_string(), v.to_string()));
+                }
+            }
+        }
+        _ => {}
     }
 }
 

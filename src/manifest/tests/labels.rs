@@ -285,3 +285,55 @@ spec:
         "only the moving image's own resource"
     );
 }
+
+#[test]
+fn a_pod_label_a_service_in_the_file_selects_by_stays_with_its_service() {
+    let src = "\
+apiVersion: v1
+kind: Service
+metadata:
+  name: web-stable
+spec:
+  selector: {app: web, version: 1.2.3}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {version: 1.2.3}
+spec:
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web, version: 1.2.3, tags.datadoghq.com/version: 1.2.3}
+    spec:
+      containers:
+        - name: web
+          image: r.example/web:1.2.3
+";
+    let (out, left) = follow(src, &[("web", "1.3.0")], &VersionLabels::defaults());
+    assert_eq!(
+        out,
+        src.replace(
+            "tags.datadoghq.com/version: 1.2.3",
+            "tags.datadoghq.com/version: 1.3.0"
+        )
+        .replace("web:1.2.3", "web:1.3.0"),
+        "the Service's selector and the Pod label it selects by stay; the resource's own \
+         `version` is no Pod label and not a key"
+    );
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(
+        left[0].reason,
+        LeftReason::ServiceSelector {
+            service: "Service/web-stable".into()
+        }
+    );
+    assert!(
+        left[0]
+            .reason
+            .to_string()
+            .contains("Service/web-stable in the same file selects Pods by it")
+    );
+}
