@@ -113,18 +113,6 @@ pub struct Resolved {
 impl Resolved {
     /// Keeps only the apps with an image in `images` (each kept whole: its `.argocd-source`
     /// file is written whole), and the repositories and branch templates they use.
-    /// Applications cannot set `versionLabels`: `tagpilot.yaml`'s count for their policies.
-    pub fn default_version_labels(
-        &mut self,
-        labels: Option<&crate::config::version_labels::VersionLabels>,
-    ) {
-        for app in &mut self.apps {
-            for policy in app.policies.iter_mut().flatten() {
-                ImagePolicy::default_version_labels(std::slice::from_mut(policy), labels);
-            }
-        }
-    }
-
     pub fn keep_images(&mut self, images: &BTreeSet<Repository>) {
         self.apps.retain(|a| {
             a.policies
@@ -144,6 +132,18 @@ impl Resolved {
             .into_iter()
             .filter(|(name, _)| used(name))
             .collect();
+    }
+
+    /// Applications cannot set `versionLabels`: `tagpilot.yaml`'s count for their policies.
+    pub fn default_version_labels(
+        &mut self,
+        labels: Option<&crate::config::version_labels::VersionLabels>,
+    ) {
+        for app in &mut self.apps {
+            for policy in app.policies.iter_mut().flatten() {
+                ImagePolicy::default_version_labels(std::slice::from_mut(policy), labels);
+            }
+        }
     }
 
     /// The apps with at least one unit in `repository`.
