@@ -59,7 +59,8 @@ impl Change {
     /// The change as the commit message, branch and title templates see it: `c.policy`,
     /// `c.image`, `c.file`, `c.line`, `c.from`, `c.to`, `c.strategy`, and `c.source`,
     /// `c.revision_from`, `c.revision_to`, `c.compare_url` (empty unless the images say where
-    /// they were built from).
+    /// they were built from), and `c.labels` (the version labels that follow, each `{label,
+    /// line, from, to}`).
     pub fn template_view(&self) -> TemplateChange<'_> {
         let source = self.source.as_deref();
         TemplateChange {
@@ -74,6 +75,7 @@ impl Change {
             revision_from: source.map(|s| s.revision_from.as_str()),
             revision_to: source.map(|s| s.revision_to.as_str()),
             compare_url: source.map(|s| s.compare_url.as_str()),
+            labels: &self.labels,
         }
     }
 }
@@ -93,6 +95,7 @@ pub struct TemplateChange<'a> {
     pub revision_from: Option<&'a str>,
     pub revision_to: Option<&'a str>,
     pub compare_url: Option<&'a str>,
+    pub labels: &'a [LabelChange],
 }
 
 /// What goes into one commit or one pull request: the files' new contents and the changes
@@ -373,5 +376,33 @@ mod tests {
             Some("https://github.com/acme/api/compare/aaa...bbb")
         );
         assert_eq!((view.file, view.strategy), ("apps/a.yaml", "semver"));
+        assert!(view.labels.is_empty());
+    }
+
+    #[test]
+    fn templates_see_the_version_labels_that_follow() {
+        let mut c = change("api", "apps/a.yaml", "1", "2");
+        c.labels.push(LabelChange {
+            label: "Deployment/api metadata.labels app.kubernetes.io/version".into(),
+            line: 6,
+            from: "1".into(),
+            to: "2".into(),
+        });
+        let mut env = minijinja::Environment::new();
+        env.add_template(
+            "t",
+            "{% for l in c.labels %}{{ l.label }}:{{ l.line }} {{ l.from }}->{{ l.to }}{% endfor %}",
+        )
+        .unwrap();
+        let context = serde_json::json!({ "c": c.template_view() });
+        let text = env
+            .get_template("t")
+            .unwrap()
+            .render(minijinja::value::Serde(&context))
+            .unwrap();
+        assert_eq!(
+            text,
+            "Deployment/api metadata.labels app.kubernetes.io/version:6 1->2"
+        );
     }
 }
