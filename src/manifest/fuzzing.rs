@@ -11,6 +11,9 @@
 //! - holds the requested values in the edited fields (asking again yields no edit) and the old
 //!   values in the others.
 //!
+//! The version labels that follow the edited images (the default `versionLabels`) are edited
+//! with them, as the planner edits them, and held to the same promise.
+//!
 //! A refusal (an error from [`scan`], [`ImageField::edits`] or [`apply_edits`]) keeps the promise:
 //! refusing is how the editor avoids guessing.
 //!
@@ -18,7 +21,8 @@
 
 use std::path::Path;
 
-use super::{Edit, FieldKind, ImageField, Update, apply_edits, scan};
+use super::{Edit, FieldKind, ImageField, ImageMove, Update, apply_edits, scan, version_labels};
+use crate::config::version_labels::VersionLabels;
 
 /// The name written where a field names no repository of its own (markers name a policy).
 const PLACEHOLDER_NAME: &str = "ghcr.io/x/y";
@@ -166,6 +170,29 @@ fn attempt(
     if edited.iter().all(Option::is_none) {
         return Ok(checked);
     }
+    let labels = VersionLabels::defaults();
+    let moves: Vec<ImageMove<'_>> = fields
+        .iter()
+        .zip(&edited)
+        .filter_map(|(field, update)| {
+            Some(ImageMove {
+                field,
+                tag: (*update)?.tag?,
+                labels: &labels,
+            })
+        })
+        .collect();
+    match version_labels(path, src, fields, &moves) {
+        Ok(found) => edits.extend(found.moved.into_iter().map(|m| m.edit)),
+        Err(e) => {
+            return Err(Broken {
+                file: path.display().to_string(),
+                what: format!("the version labels of a text that scanned cannot be read: {e}"),
+                src: src.to_string(),
+                out: String::new(),
+            });
+        }
+    }
     let Ok(out) = apply_edits(path, src, &edits) else {
         checked.refused += 1;
         return Ok(checked);
@@ -275,6 +302,17 @@ mod tests {
                 refused: 0
             }
         );
+    }
+
+    #[test]
+    fn version_labels_move_with_their_image_under_the_promise() {
+        let src = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: a\n  labels: {app.kubernetes.io/version: \"1.0\"}\nspec:\n  template:\n    spec:\n      containers:\n        - name: a\n          image: nginx:1.0\n";
+        let request = Request {
+            tag: Some("1.10"),
+            ..Request::default()
+        };
+        let checked = check(Path::new("d.yaml"), src, &[Some(request)]).unwrap();
+        assert_eq!((checked.fields, checked.accepted), (1, 1));
     }
 
     #[test]
