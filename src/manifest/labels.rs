@@ -268,22 +268,30 @@ impl<'m> Walk<'_, 'm> {
                     if follows.is_empty() || self.claimed.contains(&value.range.start) {
                         continue;
                     }
-                    let selected = pod_label.then(|| {
-                        if selector.contains(key) {
-                            return Some(LeftReason::Selector);
-                        }
-                        let by = |(_, k, v): &&(String, String, String)| {
-                            k == key && value.scalar() == Some(v.as_str())
-                        };
-                        let service = self.services.iter().find(by)?;
-                        Some(LeftReason::ServiceSelector {
-                            service: service.0.clone(),
-                        })
-                    });
-                    self.label(label, value, &follows, selected.flatten());
+                    let selected = if pod_label {
+                        self.selected(key, value, &selector)
+                    } else {
+                        None
+                    };
+                    self.label(label, value, &follows, selected);
                 }
             }
         }
+    }
+
+    /// Why a Pod template label `key` holding `value` stays whatever it should hold: the
+    /// workload's `selector` names it, or a Service of the file selects Pods by it.
+    fn selected(&self, key: &str, value: &Node, selector: &HashSet<String>) -> Option<LeftReason> {
+        if selector.contains(key) {
+            return Some(LeftReason::Selector);
+        }
+        let (service, ..) = self
+            .services
+            .iter()
+            .find(|(_, k, v)| k == key && value.scalar() == Some(v.as_str()))?;
+        Some(LeftReason::ServiceSelector {
+            service: service.clone(),
+        })
     }
 
     /// The moving containers of a Pod spec: those whose image scalar is a moved field's.
@@ -293,12 +301,17 @@ impl<'m> Walk<'_, 'm> {
         for list in ["initContainers", "containers", "ephemeralContainers"] {
             let items = spec.get(list).map(Node::items).unwrap_or_default();
             for (i, container) in items.iter().enumerate() {
-                let Some(image) = container.get("image") else {
+                let Some(image) = container.get("image").filter(|n| !n.range.is_empty()) else {
                     continue;
                 };
-                let found = self.moves.iter().enumerate().find(|(_, m)| {
-                    matches!(&m.field.shape, Shape::Whole { slot, .. } if slot.range.start == image.range.start && !image.range.is_empty())
-                });
+                let found = self
+                    .moves
+                    .iter()
+                    .enumerate()
+                    .find(|(_, m)| match &m.field.shape {
+                        Shape::Whole { slot, .. } => slot.range.start == image.range.start,
+                        _ => false,
+                    });
                 let Some((index, &m)) = found else { continue };
                 let Some(from) = m.field.tag.as_deref() else {
                     continue;
