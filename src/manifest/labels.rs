@@ -9,8 +9,8 @@
 //! `jobTemplate` `metadata`; labels and annotations alike, except the Pod-template-only keys
 //! (`podLabels`), read among the Pod template's labels only. Never a selector
 //! (`spec.selector`, immutable once applied), and never a Pod template label the selector also
-//! names (the template's labels must keep matching it) or that a Service in the same file
-//! selects by.
+//! names (the template's labels must keep matching it) or that a Service or
+//! PodDisruptionBudget in the same file selects Pods by.
 //!
 //! A key that fits no container alone (`app.kubernetes.io/version`) follows only when every
 //! image moving in the resource moves it to one value; a label that holds neither the old tag
@@ -93,9 +93,9 @@ pub enum LeftReason {
     /// A Pod template label the selector also names: it must keep matching the selector, which
     /// cannot change.
     Selector,
-    /// A Pod template label with this value is what a Service in the same file selects: moving
-    /// it would leave the Service without Pods.
-    ServiceSelector { service: String },
+    /// A Pod template label with this value is what a Service or PodDisruptionBudget of the
+    /// same file (`by`) selects Pods by: moving it would leave that without Pods.
+    SelectedBy { by: String },
     /// Not a plain or quoted scalar (an alias, a block scalar, an anchored or empty value).
     Unwritable { what: &'static str },
 }
@@ -116,9 +116,9 @@ impl fmt::Display for LeftReason {
             LeftReason::Selector => f.write_str(
                 "the selector names it too, and a selector cannot change; the Pod template's labels must keep matching it",
             ),
-            LeftReason::ServiceSelector { service } => write!(
+            LeftReason::SelectedBy { by } => write!(
                 f,
-                "{service} in the same file selects Pods by it; move both together by hand"
+                "{by} in the same file selects Pods by it; move both together by hand"
             ),
             LeftReason::Unwritable { what } => write!(f, "its value is {what}"),
         }
@@ -159,10 +159,10 @@ pub fn version_labels(
     }
     let claimed: HashSet<usize> = fields.iter().flat_map(ImageField::slot_starts).collect();
     // A Service anywhere in the file may select the Pods by a label that would move.
-    let mut services = Vec::new();
+    let mut selecting = Vec::new();
     tree::parse_each(src, |parsed| {
         for doc in &parsed.docs {
-            service_selectors(doc, &mut services);
+            pod_selectors(doc, &mut selecting);
         }
     })
     .map_err(|f| ManifestError::unreadable(path, f))?;
@@ -170,7 +170,7 @@ pub fn version_labels(
         path,
         moves,
         claimed: &claimed,
-        services: &services,
+        selecting: &selecting,
         out: &mut out,
     };
     tree::parse_each(src, |parsed| {
@@ -186,8 +186,9 @@ struct Walk<'a, 'm> {
     path: &'a Path,
     moves: &'a [ImageMove<'m>],
     claimed: &'a HashSet<usize>,
-    /// Every Service of the file (`Service/name`) and the label it selects (key, value).
-    services: &'a [(String, String, String)],
+    /// Every Service and PodDisruptionBudget of the file (`Service/name`) and each label it
+    /// selects Pods by (key, value).
+    selecting: &'a [(String, String, String)],
     out: &'a mut VersionLabelEdits,
 }
 
@@ -280,18 +281,17 @@ impl<'m> Walk<'_, 'm> {
     }
 
     /// Why a Pod template label `key` holding `value` stays whatever it should hold: the
-    /// workload's `selector` names it, or a Service of the file selects Pods by it.
+    /// workload's `selector` names it, or a Service or PodDisruptionBudget of the file selects
+    /// Pods by it.
     fn selected(&self, key: &str, value: &Node, selector: &HashSet<String>) -> Option<LeftReason> {
         if selector.contains(key) {
             return Some(LeftReason::Selector);
         }
-        let (service, ..) = self
-            .services
+        let (by, ..) = self
+            .selecting
             .iter()
             .find(|(_, k, v)| k == key && value.scalar() == Some(v.as_str()))?;
-        Some(LeftReason::ServiceSelector {
-            service: service.clone(),
-        })
+        Some(LeftReason::SelectedBy { by: by.clone() })
     }
 
     /// The moving containers of a Pod spec: those whose image scalar is a moved field's.
@@ -432,28 +432,30 @@ fn key_matches(pattern: &str, key: &str, container: &str) -> bool {
     }
 }
 
-/// The labels each Service of `doc` (a List's items too) selects Pods by: (`Service/name`, key,
-/// value).
-fn service_selectors(doc: &Node, out: &mut Vec<(String, String, String)>) {
-    match doc.get("kind").and_then(Node::scalar) {
+/// The labels each Service and PodDisruptionBudget of `doc` (a List's items too) selects Pods
+/// by: (`Kind/name`, key, value).
+fn pod_selectors(doc: &Node, out: &mut Vec<(String, String, String)>) {
+    let kind = doc.get("kind").and_then(Node::scalar);
+    let selector = match kind {
         Some("List") => {
             for item in doc.get("items").map(Node::items).unwrap_or_default() {
-                service_selectors(item, out);
+                pod_selectors(item, out);
             }
+            return;
         }
-        Some("Service") => {
-            let name = doc
-                .get_path(&["metadata", "name"])
-                .and_then(Node::scalar)
-                .map_or_else(|| "Service".to_string(), |n| format!("Service/{n}"));
-            let selector = doc.get_path(&["spec", "selector"]);
-            for (k, v) in selector.map(Node::entries).unwrap_or_default() {
-                if let (Some(k), Some(v)) = (k.scalar(), v.scalar()) {
-                    out.push((name.clone(), k.to_string(), v.to_string()));
-                }
-            }
+        Some("Service") => doc.get_path(&["spec", "selector"]),
+        Some("PodDisruptionBudget") => doc.get_path(&["spec", "selector", "matchLabels"]),
+        _ => return,
+    };
+    let kind = kind.unwrap_or_default();
+    let name = match doc.get_path(&["metadata", "name"]).and_then(Node::scalar) {
+        Some(n) => format!("{kind}/{n}"),
+        None => kind.to_string(),
+    };
+    for (k, v) in selector.map(Node::entries).unwrap_or_default() {
+        if let (Some(k), Some(v)) = (k.scalar(), v.scalar()) {
+            out.push((name.clone(), k.to_string(), v.to_string()));
         }
-        _ => {}
     }
 }
 

@@ -287,7 +287,7 @@ spec:
 }
 
 #[test]
-fn a_pod_label_a_service_in_the_file_selects_by_stays_with_its_service() {
+fn a_pod_label_a_service_or_budget_in_the_file_selects_by_stays_with_it() {
     let src = "\
 apiVersion: v1
 kind: Service
@@ -295,6 +295,15 @@ metadata:
   name: web-stable
 spec:
   selector: {app: web, version: 1.2.3}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 1
+  selector:
+    matchLabels: {app: web, release: 1.2.3}
 ---
 apiVersion: apps/v1
 kind: Deployment
@@ -306,13 +315,17 @@ spec:
     matchLabels: {app: web}
   template:
     metadata:
-      labels: {app: web, version: 1.2.3, tags.datadoghq.com/version: 1.2.3}
+      labels: {app: web, version: 1.2.3, tags.datadoghq.com/version: 1.2.3, release: 1.2.3}
     spec:
       containers:
         - name: web
           image: r.example/web:1.2.3
 ";
-    let (out, left) = follow(src, &[("web", "1.3.0")], &VersionLabels::defaults());
+    let labels = VersionLabels {
+        pod_labels: vec!["version".into(), "release".into()],
+        ..VersionLabels::defaults()
+    };
+    let (out, left) = follow(src, &[("web", "1.3.0")], &labels);
     assert_eq!(
         out,
         src.replace(
@@ -323,11 +336,17 @@ spec:
         "the Service's selector and the Pod label it selects by stay; the resource's own \
          `version` is no Pod label and not a key"
     );
-    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left.len(), 2, "{left:?}");
     assert_eq!(
         left[0].reason,
-        LeftReason::ServiceSelector {
-            service: "Service/web-stable".into()
+        LeftReason::SelectedBy {
+            by: "Service/web-stable".into()
+        }
+    );
+    assert_eq!(
+        left[1].reason,
+        LeftReason::SelectedBy {
+            by: "PodDisruptionBudget/web".into()
         }
     );
     assert!(
