@@ -19,15 +19,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-/// How several upstreams combine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum FanIn {
-    /// A tag is taken only when every upstream offers it.
-    #[default]
-    All,
-    /// The newest tag any upstream offers.
-    Any,
-}
+/// How several upstreams combine: the policy's `fanIn:`.
+pub use crate::policy::FanIn;
 
 /// What one upstream environment runs, as the caller found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
