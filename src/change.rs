@@ -37,6 +37,31 @@ pub struct Change {
     /// from (their OCI `source` and `revision` labels): filled in after planning.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<Box<SourceChange>>,
+    /// For a field that follows other environments (`promote:`), the evidence its pull request
+    /// shows: where the tag ran, since when, how long healthy, and its verification.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<Box<PromotionEvidence>>,
+}
+
+/// Why a promotion takes its tag: each upstream that offers it, in the report's words.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PromotionEvidence {
+    pub upstreams: Vec<UpstreamEvidence>,
+}
+
+/// One upstream's part in a promotion's evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpstreamEvidence {
+    /// The upstream as the policy names it (`application argocd/shop-staging`, `envs/staging/…`).
+    pub upstream: String,
+    pub tag: String,
+    /// Since when it runs the tag (RFC 3339), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// How long it has stayed healthy (`2h 5m`).
+    pub healthy_for: String,
+    /// `verified at …`, or `on the base branch (no cluster access)`.
+    pub verification: String,
 }
 
 impl Change {

@@ -304,6 +304,7 @@ pub async fn decide_override<R: Registry>(
                 from,
                 to,
                 source: None,
+                promotion: None,
             })
         }
         Ok(Decided::Stay) => {

@@ -325,6 +325,7 @@ mod tests {
             to: to.into(),
             strategy: "semver",
             source: None,
+            promotion: None,
             ..Change::default()
         }
     }

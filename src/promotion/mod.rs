@@ -48,6 +48,33 @@ pub enum Verification {
     FromGit,
 }
 
+/// What a cycle gathered of one promoting policy's upstreams (`promote.from`, in order), and
+/// the tags held in an environment above it (failed or held there), with why.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gathered {
+    pub upstreams: Vec<Upstream>,
+    pub held_above: Vec<(String, String)>,
+}
+
+impl Gathered {
+    /// Why `tag` is held above, if it is.
+    pub fn held(&self, tag: &str) -> Option<String> {
+        self.held_above
+            .iter()
+            .find(|(t, _)| t == tag)
+            .map(|(_, why)| why.clone())
+    }
+}
+
+/// Every promoting policy's upstreams as a cycle gathered them, by policy name, and the time
+/// the cycle decides at. A promoting policy with no entry, or an `Err` (an upstream that could
+/// not be read), waits: it never falls back to the registry.
+#[derive(Debug, Clone, Default)]
+pub struct Promotions {
+    pub now: Timestamp,
+    pub by_policy: std::collections::BTreeMap<String, Result<Gathered, String>>,
+}
+
 /// What a downstream environment's policy says about a tag.
 pub struct Downstream<'a> {
     /// The tag the environment runs now.

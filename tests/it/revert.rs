@@ -36,6 +36,7 @@ fn failed_change(image: &str, field: &str, line: usize, from: &str, to: &str) ->
         from: from.into(),
         to: to.into(),
         source: None,
+        promotion: None,
     }
 }
 

@@ -180,6 +180,7 @@ fn revert_file(
                     from: change.to.clone(),
                     to: change.from.clone(),
                     source: None,
+                    promotion: None,
                     ..change.clone()
                 });
             }

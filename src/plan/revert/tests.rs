@@ -45,6 +45,7 @@ fn change(image: &str, file: &str, line: usize, field: &str, from: &str, to: &st
         from: from.into(),
         to: to.into(),
         source: None,
+        promotion: None,
     }
 }
 

@@ -103,6 +103,7 @@ pub(super) fn edit_file(
             from,
             to,
             source: None,
+            promotion: m.promotion.clone(),
         });
         by_policy
             .entry(policy.name.clone())

@@ -35,6 +35,7 @@ fn change(repository: &str, policy: &str) -> Change {
         from: "1.0.0".to_string(),
         to: "1.1.0".to_string(),
         source: None,
+        promotion: None,
     }
 }
 

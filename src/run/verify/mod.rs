@@ -571,6 +571,7 @@ fn failed_changes(pending: &PendingVerification, fields: &[VerifiedField]) -> Ve
             from: f.from.clone(),
             to: f.to.clone(),
             source: None,
+            promotion: None,
         })
         .collect()
 }

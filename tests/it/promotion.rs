@@ -1,0 +1,460 @@
+//! Promotion between environments (issue 20) over a real git remote: environments that follow
+//! others (`promote:`) take what their upstreams run once it has soaked, through the one
+//! engine cycle. Time is the test's: every commit is dated and each cycle decides at a time the
+//! test sets (`engine::Options::now`), so no test waits for a soak time to pass.
+
+use jiff::{SignedDuration, Timestamp};
+use tagpilot::config;
+use tagpilot::engine::{self, Cycle};
+use tagpilot::git::RepoCache;
+use tagpilot::holds::{FieldKey, HeldTag, HoldReason};
+use tagpilot::plan::PromotionStatus;
+use tagpilot::policy;
+use tagpilot::registry::MemoryRegistry;
+use tagpilot::state::State;
+
+use crate::support::git::{BareRepo, git, git_command};
+
+const IMAGE: &str = "registry.example/shop";
+
+fn deployment(tag: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\nspec:\n  template:\n    spec:\n      containers:\n        - name: shop\n          image: {IMAGE}:{tag}\n"
+    )
+}
+
+fn file(env: &str) -> String {
+    format!("envs/{env}/deployment.yaml")
+}
+
+/// Another writer commits `files` (path, tag) to `main`, dated `at`.
+fn push_at(repo: &BareRepo, files: &[(&str, &str)], at: Timestamp, message: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let bare = repo.path();
+    git(
+        work.path(),
+        &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
+    );
+    let w = work.path().join("w");
+    for (env, tag) in files {
+        let path = w.join(file(env));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, deployment(tag)).unwrap();
+    }
+    git(&w, &["add", "."]);
+    let date = format!("{} +0000", at.as_second());
+    let out = git_command(&w, &["commit", "-q", "-m", message])
+        .env("GIT_AUTHOR_DATE", &date)
+        .env("GIT_COMMITTER_DATE", &date)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(&w, &["push", "-q", "origin", "main"]);
+}
+
+/// A policy on the repository `manifests` for the environment `env`, with `extra` spec lines.
+fn env_policy(env: &str, range: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: shop-{env}\nspec:\n  image: {IMAGE}\n  strategy:\n    semver: {{range: \"{range}\"}}\n{extra}  targets:\n    - repository: manifests\n      paths: [\"envs/{env}/**\"]\n"
+    )
+}
+
+fn promote_from_policy(upstream: &str, after: &str) -> String {
+    format!("  promote:\n    from:\n      - policy: shop-{upstream}\n    after: {after}\n")
+}
+
+struct Scenario {
+    dir: tempfile::TempDir,
+    repo: BareRepo,
+    config: config::Config,
+    registry: MemoryRegistry,
+    /// The time the scenario's story is told from.
+    t0: Timestamp,
+}
+
+impl Scenario {
+    /// `policies` (file name, text) over a repository whose environments all run 1.0.0 since
+    /// ten hours before `t0`, and a registry with 1.0.0 to 1.3.0.
+    fn new(envs: &[&str], policies: &[(&str, String)]) -> Scenario {
+        let t0 = Timestamp::from_second(Timestamp::now().as_second()).unwrap();
+        let repo = BareRepo::new();
+        let all: Vec<(&str, &str)> = envs.iter().map(|e| (*e, "1.0.0")).collect();
+        push_at(
+            &repo,
+            &all,
+            t0 - SignedDuration::from_hours(10),
+            "environments",
+        );
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+        for (name, text) in policies {
+            std::fs::write(dir.path().join("policies").join(name), text).unwrap();
+        }
+        let path = dir.path().join("tagpilot.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "repositories:\n  - name: manifests\n    url: {}\n    branch: main\npolicies: policies/\n",
+                repo.file_url()
+            ),
+        )
+        .unwrap();
+        let config = config::load(&path).unwrap();
+        let registry = MemoryRegistry::from_yaml(&format!(
+            "{IMAGE}: {{tags: [\"1.0.0\", \"1.1.0\", \"1.2.0\", \"1.3.0\"]}}\n"
+        ))
+        .unwrap();
+        Scenario {
+            dir,
+            repo,
+            config,
+            registry,
+            t0,
+        }
+    }
+
+    fn at(&self, minutes: i64) -> Timestamp {
+        self.t0 + SignedDuration::from_mins(minutes)
+    }
+
+    /// One cycle deciding at `t0 + minutes`.
+    async fn cycle(&self, minutes: i64, dry_run: bool, state: Option<&State>) -> Cycle {
+        let policies = policy::load(&self.config).expect("policies load");
+        let cache = RepoCache::new(self.dir.path().join("cache"));
+        let input = engine::Input {
+            config: &self.config,
+            policies: &policies,
+            broken_policies: &[],
+            local: None,
+            cluster: None,
+        };
+        let context = engine::Context {
+            registry: &self.registry,
+            cache: Some(&cache),
+            progress: &(),
+            cancel: Default::default(),
+            state,
+        };
+        let options = engine::Options {
+            dry_run,
+            now: Some(self.at(minutes)),
+            ..Default::default()
+        };
+        engine::run(&input, &context, options).await.expect("cycle")
+    }
+
+    async fn plan(&self, minutes: i64) -> Cycle {
+        self.cycle(minutes, true, None).await
+    }
+}
+
+/// The promotions row of `env`'s policy.
+fn row<'c>(cycle: &'c Cycle, env: &str) -> &'c tagpilot::plan::Promotion {
+    let policy = format!("shop-{env}");
+    cycle
+        .plan
+        .promotions
+        .iter()
+        .find(|p| p.policy == policy)
+        .unwrap_or_else(|| panic!("no promotion of {policy}: {:#?}", cycle.plan.promotions))
+}
+
+/// The tag `env`'s field moves to in the plan, if it moves.
+fn moves_to(cycle: &Cycle, env: &str) -> Option<String> {
+    let policy = format!("shop-{env}");
+    cycle
+        .plan
+        .changes
+        .iter()
+        .find(|c| c.policy == policy)
+        .map(|c| c.to.clone())
+}
+
+#[tokio::test]
+async fn three_environments_promote_in_order_each_after_its_soak_time() {
+    let s = Scenario::new(
+        &["dev", "staging", "prod"],
+        &[
+            ("dev.yaml", env_policy("dev", "1.x", "")),
+            (
+                "staging.yaml",
+                env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
+            ),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_policy("staging", "2h")),
+            ),
+        ],
+    );
+    // dev took 1.1.0 half an hour ago.
+    push_at(&s.repo, &[("dev", "1.1.0")], s.at(-30), "dev: 1.1.0");
+
+    // Now: dev follows the registry (1.3.0); staging waits for dev's soak; prod runs what
+    // staging runs.
+    let now = s.plan(0).await;
+    assert_eq!(moves_to(&now, "dev").as_deref(), Some("1.3.0"));
+    assert_eq!(moves_to(&now, "staging"), None, "{:#?}", now.plan.changes);
+    let staging = row(&now, "staging");
+    assert_eq!(staging.status, PromotionStatus::Waits);
+    assert_eq!(
+        staging.waits,
+        vec!["1.1.0 soaks in policy shop-dev: 30m left".to_string()]
+    );
+    assert_eq!(staging.upstreams[0].tag.as_deref(), Some("1.1.0"));
+    assert_eq!(
+        staging.upstreams[0].since.as_deref(),
+        Some(
+            s.at(-30)
+                .strftime("%Y-%m-%dT%H:%M:%SZ")
+                .to_string()
+                .as_str()
+        )
+    );
+    assert!(
+        now.plan
+            .holds
+            .iter()
+            .any(|h| h.policy == "shop-staging" && h.reason.contains("30m left")),
+        "a wait is a named hold: {:#?}",
+        now.plan.holds
+    );
+    assert_eq!(row(&now, "prod").status, PromotionStatus::UpToDate);
+
+    // An hour on, staging takes 1.1.0, with its evidence; prod still waits on staging.
+    let later = s.plan(60).await;
+    assert_eq!(moves_to(&later, "staging").as_deref(), Some("1.1.0"));
+    let change = later
+        .plan
+        .changes
+        .iter()
+        .find(|c| c.policy == "shop-staging")
+        .unwrap();
+    let evidence = &change.promotion.as_ref().expect("evidence").upstreams[0];
+    assert_eq!(evidence.upstream, "policy shop-dev");
+    assert_eq!(evidence.healthy_for, "1h 30m");
+    assert_eq!(
+        evidence.verification,
+        "on the base branch (no cluster access)"
+    );
+    assert_eq!(row(&later, "prod").status, PromotionStatus::UpToDate);
+
+    // Staging's promotion merged an hour in; prod waits two hours from there, then takes it.
+    push_at(&s.repo, &[("staging", "1.1.0")], s.at(60), "staging: 1.1.0");
+    let soaking = s.plan(120).await;
+    assert_eq!(moves_to(&soaking, "prod"), None);
+    assert_eq!(
+        row(&soaking, "prod").waits,
+        vec!["1.1.0 soaks in policy shop-staging: 1h left".to_string()]
+    );
+    let soaked = s.plan(180).await;
+    assert_eq!(moves_to(&soaked, "prod").as_deref(), Some("1.1.0"));
+    assert_eq!(row(&soaked, "prod").status, PromotionStatus::Promote);
+    assert_eq!(row(&soaked, "prod").tag.as_deref(), Some("1.1.0"));
+
+    // Written for real: one commit moves staging and prod... and dev, to what each may take.
+    let applied = s.cycle(180, false, None).await;
+    assert!(!applied.failed, "{:#?}", applied.plan.problems);
+    assert!(s.repo.show("main", &file("prod")).contains(":1.1.0"));
+    assert!(s.repo.show("main", &file("dev")).contains(":1.3.0"));
+}
+
+#[tokio::test]
+async fn a_tag_that_failed_in_staging_never_reaches_prod() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_policy("staging", "1h")),
+            ),
+        ],
+    );
+    // Staging runs 1.2.0 since long ago; its verification failed and held it there (issue 19,
+    // `onFailure: hold` leaves the change in place).
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-600),
+        "staging: 1.2.0",
+    );
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    state
+        .hold(&HeldTag {
+            key: FieldKey {
+                repository: Some("manifests".into()),
+                policy: "shop-staging".into(),
+                file: file("staging"),
+                field: "Deployment/shop container shop".into(),
+            },
+            tag: "1.2.0".into(),
+            reason: HoldReason::Failed {
+                application: "argocd/shop-staging".into(),
+                failure: "health Degraded after the sync".into(),
+            },
+            since: s.at(-500),
+        })
+        .unwrap();
+
+    for minutes in [0, 600, 6000] {
+        let cycle = s.cycle(minutes, true, Some(&state)).await;
+        assert_eq!(moves_to(&cycle, "prod"), None, "{:#?}", cycle.plan.changes);
+        let prod = row(&cycle, "prod");
+        assert_eq!(prod.status, PromotionStatus::Waits);
+        assert!(
+            prod.waits[0].starts_with("1.2.0 is held: in policy shop-staging: held: "),
+            "{:?}",
+            prod.waits
+        );
+        assert!(
+            prod.waits[0].contains("health Degraded"),
+            "{:?}",
+            prod.waits
+        );
+    }
+    // Without the hold the same plan would promote it: the hold is what stops it.
+    assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
+}
+
+fn fan_in_policy(fan_in: &str) -> String {
+    env_policy(
+        "prod",
+        "1.x",
+        &format!(
+            "  promote:\n    from:\n      - path: envs/staging-eu/deployment.yaml\n      - path: envs/staging-us/deployment.yaml\n    after: 1h\n    fanIn: {fan_in}\n"
+        ),
+    )
+}
+
+#[tokio::test]
+async fn fan_in_all_waits_for_every_upstream_and_any_takes_the_newest() {
+    let envs = ["staging-eu", "staging-us", "prod"];
+    let all = Scenario::new(&envs, &[("prod.yaml", fan_in_policy("all"))]);
+    push_at(
+        &all.repo,
+        &[("staging-eu", "1.2.0"), ("staging-us", "1.1.0")],
+        all.at(-120),
+        "staging",
+    );
+    let cycle = all.plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec![
+            "the upstreams run different tags (envs/staging-eu/deployment.yaml runs 1.2.0, \
+             envs/staging-us/deployment.yaml runs 1.1.0)"
+                .to_string()
+        ]
+    );
+    // Once both run 1.2.0 (and have for an hour), prod takes it.
+    push_at(
+        &all.repo,
+        &[("staging-us", "1.2.0")],
+        all.at(-60),
+        "us: 1.2.0",
+    );
+    assert_eq!(
+        moves_to(&all.plan(0).await, "prod").as_deref(),
+        Some("1.2.0")
+    );
+
+    let any = Scenario::new(&envs, &[("prod.yaml", fan_in_policy("any"))]);
+    push_at(
+        &any.repo,
+        &[("staging-eu", "1.2.0"), ("staging-us", "1.1.0")],
+        any.at(-120),
+        "staging",
+    );
+    let cycle = any.plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+    let change = cycle
+        .plan
+        .changes
+        .iter()
+        .find(|c| c.policy == "shop-prod")
+        .unwrap();
+    let evidence = &change.promotion.as_ref().unwrap().upstreams;
+    assert_eq!(
+        evidence.len(),
+        1,
+        "only the upstream that runs it: {evidence:?}"
+    );
+    assert_eq!(evidence[0].upstream, "envs/staging-eu/deployment.yaml");
+}
+
+#[tokio::test]
+async fn an_upstream_that_reverts_is_not_followed_to_the_reverted_tag_and_soaks_again() {
+    let s = Scenario::new(
+        &["dev", "staging"],
+        &[
+            ("dev.yaml", env_policy("dev", "1.x", "")),
+            (
+                "staging.yaml",
+                env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
+            ),
+        ],
+    );
+    push_at(&s.repo, &[("dev", "1.2.0")], s.at(-360), "dev: 1.2.0");
+    push_at(&s.repo, &[("dev", "1.3.0")], s.at(-180), "dev: 1.3.0");
+    // Soaked: staging would take 1.3.0.
+    assert_eq!(
+        moves_to(&s.plan(0).await, "staging").as_deref(),
+        Some("1.3.0")
+    );
+    // dev reverts to 1.2.0: staging does not take 1.3.0, and 1.2.0 counts from the revert.
+    push_at(
+        &s.repo,
+        &[("dev", "1.2.0")],
+        s.at(-10),
+        "Revert \"dev: 1.3.0\"",
+    );
+    let cycle = s.plan(0).await;
+    assert_eq!(
+        moves_to(&cycle, "staging"),
+        None,
+        "{:#?}",
+        cycle.plan.changes
+    );
+    assert_eq!(
+        row(&cycle, "staging").waits,
+        vec!["1.2.0 soaks in policy shop-dev: 50m left".to_string()]
+    );
+}
+
+#[tokio::test]
+async fn the_downstream_keeps_its_own_range_and_never_moves_backwards() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy("prod", "<1.2", &promote_from_policy("staging", "1h")),
+            ),
+        ],
+    );
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0"), ("prod", "1.1.0")],
+        s.at(-120),
+        "envs",
+    );
+    let cycle = s.plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert!(
+        row(&cycle, "prod").waits[0]
+            .starts_with("1.2.0 is not allowed here: policy shop-prod: out of range"),
+        "{:?}",
+        row(&cycle, "prod").waits
+    );
+    // Staging behind prod: up to date, never backwards.
+    push_at(&s.repo, &[("staging", "1.0.0")], s.at(-100), "staging back");
+    let cycle = s.plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(row(&cycle, "prod").status, PromotionStatus::UpToDate);
+}
