@@ -5,7 +5,8 @@
 //! For an upstream in git (`path:` or `policy:`), "runs" means "is on the base branch": the tag
 //! its field holds at the base tip, since the first-parent commit that set it (the earliest of
 //! the newest unbroken run of versions holding that tag, so a tag that came back after a revert
-//! counts from the revert). The soak time counts from there. Anything that cannot be read (an
+//! counts from the revert). The soak time counts from there. A promotion is a pull request
+//! unless its policy says `write: push`: on a repository that pushes, it waits, named. Anything that cannot be read (an
 //! unknown repository, a file without the image, fields that disagree) makes the policy wait
 //! with the reason; it never falls back to the registry.
 
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 use jiff::Timestamp;
 
 use crate::files::Files;
-use crate::git::{self, CommitFiles, RepoCache, RepositoryConfig};
+use crate::git::{self, CommitFiles, RepoCache, RepositoryConfig, WriteMode};
 use crate::manifest;
 use crate::policy::{HelmPaths, ImagePolicy, Upstream as UpstreamRef};
 use crate::promotion::{Gathered, Promotions, Upstream, Verification};
@@ -48,6 +49,15 @@ pub async fn gather(
             .iter()
             .any(|t| t.repository.as_deref() == Some(target.name.as_str()));
         if !into_target {
+            continue;
+        }
+        if target.write.mode == WriteMode::Push && !promote.push {
+            let why = format!(
+                "a promotion is a pull request, and repository {} writes by pushing \
+                 (set its write.mode: pull-request, or promote.write: push)",
+                target.name
+            );
+            by_policy.insert(policy.name.clone(), Err(why));
             continue;
         }
         let mut gathered = Gathered::default();

@@ -111,6 +111,9 @@ pub struct Promote {
     pub after: std::time::Duration,
     /// `fanIn:`: with several upstreams, whether all must run the tag or any one may.
     pub fan_in: FanIn,
+    /// `write: push`: promotions may be pushed where the repository pushes. Off by default: a
+    /// promotion is a pull request, and on a repository that pushes it waits, named.
+    pub push: bool,
     /// Where `promote:` was written, for problems about it found later (an Application that
     /// does not exist, a repository not configured).
     pub source: SourceLocation,

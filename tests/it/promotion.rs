@@ -11,6 +11,7 @@ use tagpilot::holds::{FieldKey, HeldTag, HoldReason};
 use tagpilot::plan::PromotionStatus;
 use tagpilot::policy;
 use tagpilot::registry::MemoryRegistry;
+use tagpilot::report;
 use tagpilot::state::State;
 
 use crate::support::git::{BareRepo, git, git_command};
@@ -63,8 +64,12 @@ fn env_policy(env: &str, range: &str, extra: &str) -> String {
     )
 }
 
+/// `promote:` from the policy of `upstream`. The scenarios' repository pushes, so the
+/// promotions say `write: push` (a promotion is a pull request by default).
 fn promote_from_policy(upstream: &str, after: &str) -> String {
-    format!("  promote:\n    from:\n      - policy: shop-{upstream}\n    after: {after}\n")
+    format!(
+        "  promote:\n    from:\n      - policy: shop-{upstream}\n    after: {after}\n    write: push\n"
+    )
 }
 
 struct Scenario {
@@ -80,7 +85,8 @@ impl Scenario {
     /// `policies` (file name, text) over a repository whose environments all run 1.0.0 since
     /// ten hours before `t0`, and a registry with 1.0.0 to 1.3.0.
     fn new(envs: &[&str], policies: &[(&str, String)]) -> Scenario {
-        let t0 = Timestamp::from_second(Timestamp::now().as_second()).unwrap();
+        // A fixed time, so that the reports are golden.
+        let t0: Timestamp = "2026-01-05T12:00:00Z".parse().unwrap();
         let repo = BareRepo::new();
         let all: Vec<(&str, &str)> = envs.iter().map(|e| (*e, "1.0.0")).collect();
         push_at(
@@ -150,6 +156,24 @@ impl Scenario {
     async fn plan(&self, minutes: i64) -> Cycle {
         self.cycle(minutes, true, None).await
     }
+}
+
+/// The cycle's report in every format, against `tests/golden/promotion/<case>/plan.*`: its
+/// changes, holds and promotions (not the repository's outcome, whose commit ids and remote
+/// path differ per run).
+fn golden(cycle: &Cycle, case: &str) {
+    let plan = tagpilot::plan::Plan {
+        changes: cycle.plan.changes.clone(),
+        holds: cycle.plan.holds.clone(),
+        promotions: cycle.plan.promotions.clone(),
+        up_to_date: cycle.plan.up_to_date,
+        policies_used: cycle.plan.policies_used,
+        ..Default::default()
+    };
+    let dir = crate::golden::case_dir("promotion", case);
+    crate::golden::assert_text(&dir.join("plan.txt"), &report::table(&plan));
+    crate::golden::assert_text(&dir.join("plan.json"), &report::json(&plan).unwrap());
+    crate::golden::assert_text(&dir.join("plan.md"), &report::markdown(&plan));
 }
 
 /// The promotions row of `env`'s policy.
@@ -245,6 +269,7 @@ async fn three_environments_promote_in_order_each_after_its_soak_time() {
     // Staging's promotion merged an hour in; prod waits two hours from there, then takes it.
     push_at(&s.repo, &[("staging", "1.1.0")], s.at(60), "staging: 1.1.0");
     let soaking = s.plan(120).await;
+    golden(&soaking, "three-environments");
     assert_eq!(moves_to(&soaking, "prod"), None);
     assert_eq!(
         row(&soaking, "prod").waits,
@@ -326,7 +351,7 @@ fn fan_in_policy(fan_in: &str) -> String {
         "prod",
         "1.x",
         &format!(
-            "  promote:\n    from:\n      - path: envs/staging-eu/deployment.yaml\n      - path: envs/staging-us/deployment.yaml\n    after: 1h\n    fanIn: {fan_in}\n"
+            "  promote:\n    from:\n      - path: envs/staging-eu/deployment.yaml\n      - path: envs/staging-us/deployment.yaml\n    after: 1h\n    fanIn: {fan_in}\n    write: push\n"
         ),
     )
 }
@@ -457,4 +482,38 @@ async fn the_downstream_keeps_its_own_range_and_never_moves_backwards() {
     let cycle = s.plan(0).await;
     assert_eq!(moves_to(&cycle, "prod"), None);
     assert_eq!(row(&cycle, "prod").status, PromotionStatus::UpToDate);
+}
+
+#[tokio::test]
+async fn a_promotion_is_a_pull_request_unless_its_policy_says_push() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy(
+                    "prod",
+                    "1.x",
+                    "  promote:\n    from:\n      - policy: shop-staging\n",
+                ),
+            ),
+        ],
+    );
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-120),
+        "staging: 1.2.0",
+    );
+    let cycle = s.plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec![
+            "its upstreams could not be read: a promotion is a pull request, and repository \
+             manifests writes by pushing (set its write.mode: pull-request, or promote.write: push)"
+                .to_string()
+        ]
+    );
 }

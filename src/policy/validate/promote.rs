@@ -36,6 +36,7 @@ impl Validator<'_> {
             from,
             after,
             fan_in,
+            write,
         } = raw.value;
         let from: Vec<Upstream> = from.into_iter().filter_map(|u| self.upstream(u)).collect();
         let after = match after {
@@ -68,6 +69,20 @@ impl Validator<'_> {
                 }
             },
         };
+        let push = match write {
+            None => false,
+            Some(w) => match w.value.trim() {
+                "pullRequest" => false,
+                "push" => true,
+                other => {
+                    self.error(
+                        &w,
+                        format!("promote.write: {other:?} is neither `pullRequest` nor `push`"),
+                    );
+                    false
+                }
+            },
+        };
         if self.errors.len() > before {
             return None;
         }
@@ -75,6 +90,7 @@ impl Validator<'_> {
             from,
             after,
             fan_in,
+            push,
             source,
         })
     }

@@ -165,6 +165,8 @@ pub(super) struct RawPromote {
     pub(super) after: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) fan_in: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) write: Option<Spanned<String>>,
 }
 
 /// One `promote.from[]` entry: exactly one of `application`, `path`, `policy`.
