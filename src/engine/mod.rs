@@ -291,6 +291,11 @@ impl<R: Registry> Step<'_, '_, R> {
         let promotion_sources = promotions::Sources {
             cache: ctx.cache,
             repositories: &input.config.repositories,
+            cluster: input.cluster.map(|c| &c.cluster),
+            namespace: input
+                .cluster
+                .map_or("argocd", |c| c.argocd_namespace.as_str()),
+            state: ctx.state,
             now: options.now.unwrap_or_else(jiff::Timestamp::now),
         };
         let planner = TargetPlanner {

@@ -4,6 +4,8 @@
 //! test sets (`engine::Options::now`), so no test waits for a soak time to pass.
 
 use jiff::{SignedDuration, Timestamp};
+use serde_json::{Value, json};
+use tagpilot::argocd::cluster::Loaded;
 use tagpilot::config;
 use tagpilot::engine::{self, Cycle};
 use tagpilot::git::RepoCache;
@@ -12,7 +14,9 @@ use tagpilot::plan::PromotionStatus;
 use tagpilot::policy;
 use tagpilot::registry::MemoryRegistry;
 use tagpilot::report;
-use tagpilot::state::State;
+use tagpilot::state::{PendingVerification, State, VerifiedField};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
 use crate::support::git::{BareRepo, git, git_command};
 
@@ -129,6 +133,17 @@ impl Scenario {
 
     /// One cycle deciding at `t0 + minutes`.
     async fn cycle(&self, minutes: i64, dry_run: bool, state: Option<&State>) -> Cycle {
+        self.cycle_in(minutes, dry_run, state, None).await
+    }
+
+    /// [`Scenario::cycle`] with the Applications of a cluster.
+    async fn cycle_in(
+        &self,
+        minutes: i64,
+        dry_run: bool,
+        state: Option<&State>,
+        cluster: Option<&Loaded>,
+    ) -> Cycle {
         let policies = policy::load(&self.config).expect("policies load");
         let cache = RepoCache::new(self.dir.path().join("cache"));
         let input = engine::Input {
@@ -136,7 +151,7 @@ impl Scenario {
             policies: &policies,
             broken_policies: &[],
             local: None,
-            cluster: None,
+            cluster,
         };
         let context = engine::Context {
             registry: &self.registry,
@@ -516,4 +531,194 @@ async fn a_promotion_is_a_pull_request_unless_its_policy_says_push() {
                 .to_string()
         ]
     );
+}
+
+// === an Application upstream, through the Kubernetes API double ===
+
+const STAGING_APP: &str = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/shop-staging";
+
+/// The Application `argocd/shop-staging` as Argo CD reports it: running `tag`, its last sync
+/// finished at `finished`, with `health`.
+fn staging_app(tag: &str, finished: Timestamp, health: &str) -> Value {
+    let revision = "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291";
+    json!({
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {"name": "shop-staging", "namespace": "argocd", "resourceVersion": "7"},
+        "spec": {"source": {"repoURL": "https://git.example/shop.git", "path": "envs/staging"}},
+        "status": {
+            "sync": {"status": "Synced", "revision": revision},
+            "health": {"status": health, "message": "Deployment \"shop\" exceeded its progress deadline"},
+            "operationState": {
+                "phase": "Succeeded",
+                "startedAt": (finished - SignedDuration::from_mins(1)).to_string(),
+                "finishedAt": finished.to_string(),
+                "syncResult": {"revision": revision}
+            },
+            "reconciledAt": (finished + SignedDuration::from_mins(1)).to_string(),
+            "summary": {"images": [format!("{IMAGE}:{tag}"), "redis:7.2"]}
+        }
+    })
+}
+
+async fn serve(server: &MockServer, app: Value) {
+    server.reset().await;
+    Mock::given(method("GET"))
+        .and(path(STAGING_APP))
+        .respond_with(ResponseTemplate::new(200).set_body_json(app))
+        .mount(server)
+        .await;
+}
+
+#[tokio::test]
+async fn prod_takes_what_the_staging_application_has_verified_and_kept_healthy() {
+    let s = Scenario::new(
+        &["prod"],
+        &[(
+            "prod.yaml",
+            env_policy(
+                "prod",
+                "1.x",
+                "  promote:\n    from:\n      - application: shop-staging\n    after: 2h\n    write: push\n",
+            ),
+        )],
+    );
+    let server = MockServer::start().await;
+    let loaded = Loaded {
+        cluster: crate::support::kube::cluster(&server, std::time::Duration::from_secs(5)).await,
+        argocd_namespace: "argocd".into(),
+        apps: Vec::new(),
+        updaters: Vec::new(),
+        registry_credentials: Default::default(),
+        problems: Vec::new(),
+    };
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let plan = |minutes| s.cycle_in(minutes, true, Some(&state), Some(&loaded));
+
+    // Synced an hour ago and healthy since: an hour of soak left.
+    serve(&server, staging_app("1.2.0", s.at(-60), "Healthy")).await;
+    let cycle = plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod"), None, "{:#?}", cycle.plan.problems);
+    let prod = row(&cycle, "prod");
+    assert_eq!(
+        prod.waits,
+        vec!["1.2.0 soaks in application shop-staging: 1h left".to_string()]
+    );
+    assert_eq!(
+        prod.upstreams[0].verification,
+        format!("verified at {}", s.at(-60).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    );
+
+    // Two hours on: verified and soaked, prod takes it, with the evidence.
+    let cycle = plan(60).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+    let change = cycle
+        .plan
+        .changes
+        .iter()
+        .find(|c| c.policy == "shop-prod")
+        .unwrap();
+    let evidence = &change.promotion.as_ref().unwrap().upstreams[0];
+    assert_eq!(evidence.upstream, "application shop-staging");
+    assert_eq!(evidence.healthy_for, "2h");
+
+    // A verification of 1.2.0 under way in staging (issue 19's record): not verified yet.
+    let pending = PendingVerification {
+        application: "argocd/shop-staging".into(),
+        repository: "manifests".into(),
+        commit: "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291".into(),
+        status_commit: "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291".into(),
+        since: s.at(-61),
+        timeout: std::time::Duration::from_secs(900),
+        fields: vec![VerifiedField {
+            key: FieldKey {
+                repository: Some("manifests".into()),
+                policy: "shop-staging".into(),
+                file: file("staging"),
+                field: "Deployment/shop container shop".into(),
+            },
+            image: IMAGE.into(),
+            line: 10,
+            from: "1.1.0".into(),
+            to: "1.2.0".into(),
+            on_failure: tagpilot::config::verify::OnFailure::Hold,
+        }],
+    };
+    state.start_verification(&pending).unwrap();
+    let cycle = plan(60).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec!["1.2.0 is not verified in application shop-staging yet".to_string()]
+    );
+    state.end_verification(&pending).unwrap();
+
+    // Degraded in staging: failed there, never taken.
+    serve(&server, staging_app("1.2.0", s.at(-60), "Degraded")).await;
+    let cycle = plan(600).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert!(
+        row(&cycle, "prod").waits[0].starts_with("1.2.0 failed in application shop-staging: "),
+        "{:?}",
+        row(&cycle, "prod").waits
+    );
+}
+
+#[tokio::test]
+async fn a_tag_whose_verification_failed_in_the_staging_application_is_held_for_prod() {
+    let s = Scenario::new(
+        &["prod"],
+        &[(
+            "prod.yaml",
+            env_policy(
+                "prod",
+                "1.x",
+                "  promote:\n    from:\n      - application: shop-staging\n        namespace: argocd\n    after: 1h\n    write: push\n",
+            ),
+        )],
+    );
+    let server = MockServer::start().await;
+    let loaded = Loaded {
+        cluster: crate::support::kube::cluster(&server, std::time::Duration::from_secs(5)).await,
+        argocd_namespace: "argocd".into(),
+        apps: Vec::new(),
+        updaters: Vec::new(),
+        registry_credentials: Default::default(),
+        problems: Vec::new(),
+    };
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    // 1.3.0 failed its verification in staging (held by issue 19); staging was rolled back to
+    // 1.2.0, which is healthy. Prod takes 1.2.0, and 1.3.0 never.
+    state
+        .hold(&HeldTag {
+            key: FieldKey {
+                repository: Some("manifests".into()),
+                policy: "shop-staging".into(),
+                file: file("staging"),
+                field: "Deployment/shop container shop".into(),
+            },
+            tag: "1.3.0".into(),
+            reason: HoldReason::Failed {
+                application: "argocd/shop-staging".into(),
+                failure: "health Degraded after the sync".into(),
+            },
+            since: s.at(-300),
+        })
+        .unwrap();
+    serve(&server, staging_app("1.3.0", s.at(-240), "Healthy")).await;
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec![
+            "1.3.0 failed in application argocd/shop-staging: failed in argocd/shop-staging: \
+             health Degraded after the sync"
+                .to_string()
+        ]
+    );
+    serve(&server, staging_app("1.2.0", s.at(-120), "Healthy")).await;
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
 }

@@ -10,6 +10,8 @@
 //! unknown repository, a file without the image, fields that disagree) makes the policy wait
 //! with the reason; it never falls back to the registry.
 
+mod application;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -17,15 +19,23 @@ use jiff::Timestamp;
 
 use crate::files::Files;
 use crate::git::{self, CommitFiles, RepoCache, RepositoryConfig, WriteMode};
+use crate::kubernetes::Cluster;
 use crate::manifest;
 use crate::policy::{HelmPaths, ImagePolicy, Upstream as UpstreamRef};
 use crate::promotion::{Gathered, Promotions, Upstream, Verification};
+use crate::state::State;
 
 /// Where a cycle reads upstreams from besides the target's own tree.
 pub struct Sources<'a> {
     /// The clone cache, for upstreams in another configured repository.
     pub cache: Option<&'a RepoCache>,
     pub repositories: &'a [RepositoryConfig],
+    /// The cluster, for Application upstreams; `None` without `applications.fromCluster`.
+    pub cluster: Option<&'a Cluster>,
+    /// The namespace of an Application upstream that names none (Argo CD's).
+    pub namespace: &'a str,
+    /// Issue 19's records: verifications under way and the tags that failed.
+    pub state: Option<&'a State>,
     /// The time promotions are decided at.
     pub now: Timestamp,
 }
@@ -64,10 +74,16 @@ pub async fn gather(
         let mut failed = Vec::new();
         for upstream in &promote.from {
             let read = match upstream {
-                UpstreamRef::Application { .. } => Err(format!(
-                    "{upstream}: an Application upstream is read from the cluster, which this \
-                     cycle has no access to"
-                )),
+                UpstreamRef::Application { name, namespace } => {
+                    let shown = upstream.to_string();
+                    let at = (name.as_str(), namespace.as_deref());
+                    application::read(shown, at, policy, sources)
+                        .await
+                        .map(|(state, held)| {
+                            gathered.held_above.extend(held);
+                            state
+                        })
+                }
                 UpstreamRef::Path { repository, .. } | UpstreamRef::Policy { repository, .. } => {
                     let name = repository.as_deref().unwrap_or(&target.name);
                     let tree = match name == target.name {
