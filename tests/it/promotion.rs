@@ -722,3 +722,53 @@ async fn a_tag_whose_verification_failed_in_the_staging_application_is_held_for_
     let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
     assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
 }
+
+#[tokio::test]
+async fn an_upstream_in_another_configured_repository_is_read_from_its_base_branch() {
+    // prod lives in `manifests`; staging in a second repository, `staging`.
+    let s = Scenario::new(
+        &["prod"],
+        &[(
+            "prod.yaml",
+            env_policy(
+                "prod",
+                "1.x",
+                "  promote:\n    from:\n      - path: envs/staging/deployment.yaml\n        repository: staging\n    after: 1h\n    write: push\n",
+            ),
+        )],
+    );
+    let staging = BareRepo::new();
+    push_at(
+        &staging,
+        &[("staging", "1.2.0")],
+        s.at(-90),
+        "staging: 1.2.0",
+    );
+    let text = std::fs::read_to_string(s.config.path.as_ref().unwrap()).unwrap();
+    let path = s.dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &path,
+        text.replace(
+            "policies: policies/\n",
+            &format!(
+                "  - name: staging\n    url: {}\n    branch: main\npolicies: policies/\n",
+                staging.file_url()
+            ),
+        ),
+    )
+    .unwrap();
+    let s = Scenario {
+        config: config::load(&path).unwrap(),
+        ..s
+    };
+    let cycle = s.plan(0).await;
+    assert_eq!(
+        moves_to(&cycle, "prod").as_deref(),
+        Some("1.2.0"),
+        "{:#?}",
+        cycle.plan.promotions
+    );
+    let evidence = &cycle.plan.changes[0].promotion.as_ref().unwrap().upstreams[0];
+    assert_eq!(evidence.upstream, "staging:envs/staging/deployment.yaml");
+    assert_eq!(evidence.healthy_for, "1h 30m");
+}

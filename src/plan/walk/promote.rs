@@ -51,7 +51,11 @@ impl<R: Registry> Asked<'_, R> {
             other => {
                 let why = match other {
                     Some(Err(why)) => format!("its upstreams could not be read: {why}"),
-                    _ => "its upstreams were not read this cycle".to_string(),
+                    // Upstreams are read for repository targets: the local directory is no
+                    // base branch to count a soak time on.
+                    _ => "its upstreams were not read: promotion is planned where a policy's \
+                          targets name a configured repository"
+                        .to_string(),
                 };
                 return wait(plan, row, vec![why]);
             }
