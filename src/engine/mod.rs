@@ -288,16 +288,7 @@ impl<R: Registry> Step<'_, '_, R> {
         }
         let sources = SourceNames::new(self.policies, resolved);
         let no_templates = Default::default();
-        let promotion_sources = promotions::Sources {
-            cache: ctx.cache,
-            repositories: &input.config.repositories,
-            cluster: input.cluster.map(|c| &c.cluster),
-            namespace: input
-                .cluster
-                .map_or("argocd", |c| c.argocd_namespace.as_str()),
-            state: ctx.state,
-            now: options.now.unwrap_or_else(jiff::Timestamp::now),
-        };
+        let promotion_sources = promotions::Sources::of(input, ctx, options.now);
         let planner = TargetPlanner {
             policies: self.policies,
             apps: resolved

@@ -40,6 +40,27 @@ pub struct Sources<'a> {
     pub now: Timestamp,
 }
 
+impl<'a> Sources<'a> {
+    /// What a cycle reads upstreams from: its clone cache, repositories, cluster and state
+    /// store, deciding at `now` (the wall clock when `None`).
+    pub(super) fn of<R>(
+        input: &'a super::Input<'a>,
+        ctx: &'a super::Context<'a, R>,
+        now: Option<Timestamp>,
+    ) -> Self {
+        Sources {
+            cache: ctx.cache,
+            repositories: &input.config.repositories,
+            cluster: input.cluster.map(|c| &c.cluster),
+            namespace: input
+                .cluster
+                .map_or("argocd", |c| c.argocd_namespace.as_str()),
+            state: ctx.state,
+            now: now.unwrap_or_else(Timestamp::now),
+        }
+    }
+}
+
 /// The upstreams of every policy that promotes into `target`, read from `files` (the target's
 /// base tip) or the other repositories they name.
 pub async fn gather(
