@@ -62,6 +62,23 @@ pub struct UpstreamEvidence {
     pub healthy_for: String,
     /// `verified at …`, or `on the base branch (no cluster access)`.
     pub verification: String,
+    /// Since when it is healthy there: verified at, or (from git) the commit that set it. What
+    /// the promotion lead time counts from.
+    #[serde(skip)]
+    pub healthy_since: Option<jiff::Timestamp>,
+}
+
+impl PromotionEvidence {
+    /// When the last of its upstreams became healthy with the tag (every one must say).
+    pub fn healthy_since(&self) -> Option<jiff::Timestamp> {
+        self.upstreams
+            .iter()
+            .map(|u| u.healthy_since)
+            .try_fold(None, |latest: Option<jiff::Timestamp>, s| {
+                s.map(|s| Some(latest.map_or(s, |l| l.max(s))))
+            })
+            .flatten()
+    }
 }
 
 impl Change {

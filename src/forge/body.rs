@@ -359,6 +359,7 @@ mod tests {
                 since: Some("2026-11-25T08:00:00Z".into()),
                 healthy_for: "2h 5m".into(),
                 verification: "verified at 2026-11-25T08:10:00Z".into(),
+                healthy_since: None,
             }],
         }));
         let marker = crate::forge::marker::Marker {

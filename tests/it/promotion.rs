@@ -622,6 +622,8 @@ async fn prod_takes_what_the_staging_application_has_verified_and_kept_healthy()
     let evidence = &change.promotion.as_ref().unwrap().upstreams[0];
     assert_eq!(evidence.upstream, "application shop-staging");
     assert_eq!(evidence.healthy_for, "2h");
+    // What the promotion's lead time counts from, once verified in prod.
+    assert_eq!(evidence.healthy_since, Some(s.at(-60)));
 
     // A verification of 1.2.0 under way in staging (issue 19's record): not verified yet.
     let pending = PendingVerification {
@@ -643,6 +645,7 @@ async fn prod_takes_what_the_staging_application_has_verified_and_kept_healthy()
             from: "1.1.0".into(),
             to: "1.2.0".into(),
             on_failure: tagpilot::config::verify::OnFailure::Hold,
+            promoted_at: None,
         }],
     };
     state.start_verification(&pending).unwrap();

@@ -224,6 +224,11 @@ fn evidence_of(evidence: &[Evidence]) -> PromotionEvidence {
                 ))
                 .to_string(),
                 verification: verification_text(&e.verification),
+                healthy_since: match &e.verification {
+                    Verification::Verified { at } => Some(*at),
+                    Verification::FromGit => e.since,
+                    Verification::Pending | Verification::Failed { .. } => None,
+                },
             })
             .collect(),
     }
