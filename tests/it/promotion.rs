@@ -3,6 +3,8 @@
 //! engine cycle. Time is the test's: every commit is dated and each cycle decides at a time the
 //! test sets (`engine::Options::now`), so no test waits for a soak time to pass.
 
+use std::path::Path;
+
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
 use tagpilot::argocd::cluster::Loaded;
@@ -774,4 +776,115 @@ async fn an_upstream_in_another_configured_repository_is_read_from_its_base_bran
     let evidence = &cycle.plan.changes[0].promotion.as_ref().unwrap().upstreams[0];
     assert_eq!(evidence.upstream, "staging:envs/staging/deployment.yaml");
     assert_eq!(evidence.healthy_for, "1h 30m");
+}
+
+// === examples/promotion ===
+
+/// Another writer commits the kustomization of `env` in the example's repository at `tag`.
+fn set_example_env(repo: &BareRepo, env: &str, tag: &str, at: Timestamp) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/promotion/environments");
+    let original =
+        std::fs::read_to_string(example.join(format!("envs/{env}/kustomization.yaml"))).unwrap();
+    let text = original.replace("newTag: 1.0.0", &format!("newTag: {tag}"));
+    commit_files(
+        repo,
+        &[(format!("envs/{env}/kustomization.yaml"), text)],
+        at,
+        env,
+    );
+}
+
+fn commit_files(repo: &BareRepo, files: &[(String, String)], at: Timestamp, message: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let bare = repo.path();
+    git(
+        work.path(),
+        &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
+    );
+    let w = work.path().join("w");
+    for (path, text) in files {
+        let path = w.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    git(&w, &["add", "."]);
+    let date = format!("{} +0000", at.as_second());
+    let out = git_command(&w, &["commit", "-q", "-m", message])
+        .env("GIT_AUTHOR_DATE", &date)
+        .env("GIT_COMMITTER_DATE", &date)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(&w, &["push", "-q", "origin", "main"]);
+}
+
+/// `examples/promotion` planned as shipped: its repository's content pushed to a real remote,
+/// its `tagpilot.yaml` pointed there, its policies as written.
+#[tokio::test]
+async fn the_promotion_example_plans_dev_staging_and_prod() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/promotion");
+    let t0: Timestamp = "2026-01-05T12:00:00Z".parse().unwrap();
+    let repo = BareRepo::new();
+    let files: Vec<(String, String)> = walkdir::WalkDir::new(example.join("environments"))
+        .into_iter()
+        .map(Result::unwrap)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| {
+            let rel = e.path().strip_prefix(example.join("environments")).unwrap();
+            (
+                rel.to_string_lossy().into_owned(),
+                std::fs::read_to_string(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    commit_files(
+        &repo,
+        &files,
+        t0 - SignedDuration::from_hours(10),
+        "environments",
+    );
+    set_example_env(&repo, "dev", "1.1.0", t0 - SignedDuration::from_mins(90));
+
+    let dir = tempfile::tempdir().unwrap();
+    let config_text = std::fs::read_to_string(example.join("tagpilot.yaml"))
+        .unwrap()
+        .replace("file:///srv/git/environments.git", &repo.file_url())
+        .replace(
+            "policies: policies/",
+            &format!("policies: {}", example.join("policies").display()),
+        );
+    let path = dir.path().join("tagpilot.yaml");
+    std::fs::write(&path, config_text).unwrap();
+    let s = Scenario {
+        config: config::load(&path).unwrap(),
+        registry: MemoryRegistry::from_yaml(
+            "127.0.0.1:5000/acme/shop: {tags: [\"1.0.0\", \"1.1.0\", \"1.2.0\"]}\n",
+        )
+        .unwrap(),
+        dir,
+        repo,
+        t0,
+    };
+    let cycle = s.plan(0).await;
+    assert!(cycle.plan.problems.is_empty(), "{:#?}", cycle.plan.problems);
+    assert_eq!(moves_to(&cycle, "dev").as_deref(), Some("1.2.0"));
+    assert_eq!(moves_to(&cycle, "staging").as_deref(), Some("1.1.0"));
+    assert_eq!(row(&cycle, "prod").status, PromotionStatus::UpToDate);
+
+    set_example_env(
+        &s.repo,
+        "staging",
+        "1.1.0",
+        t0 - SignedDuration::from_mins(30),
+    );
+    let cycle = s.plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec!["1.1.0 soaks in policy shop-staging: 1h 30m left".to_string()]
+    );
 }
