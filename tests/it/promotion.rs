@@ -888,3 +888,67 @@ async fn the_promotion_example_plans_dev_staging_and_prod() {
         vec!["1.1.0 soaks in policy shop-staging: 1h 30m left".to_string()]
     );
 }
+
+// === a promotion's pull request ===
+
+/// On a pull-request repository (the default for promotions), staging's promotion is a pull
+/// request whose body carries the evidence.
+#[tokio::test]
+async fn a_promotion_s_pull_request_carries_its_evidence() {
+    use crate::support::git::{HTTP_PASSWORD_ENV, set_test_secrets};
+    use crate::support::github::{BRANCH, PULLS, expect_create, expect_no_pulls_yet};
+
+    set_test_secrets();
+    let server = MockServer::start().await;
+    let s = Scenario::new(
+        &["dev", "staging"],
+        &[
+            ("dev.yaml", env_policy("dev", "<1.2", "")),
+            (
+                "staging.yaml",
+                env_policy(
+                    "staging",
+                    "1.x",
+                    "  promote:\n    from:\n      - policy: shop-dev\n    after: 1h\n",
+                ),
+            ),
+        ],
+    );
+    push_at(&s.repo, &[("dev", "1.1.0")], s.at(-90), "dev: 1.1.0");
+    let path = s.dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "repositories:\n  - name: manifests\n    url: {}\n    branch: main\n    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      branch: {BRANCH}\npolicies: policies/\n",
+            s.repo.file_url(),
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let s = Scenario {
+        config: config::load(&path).unwrap(),
+        ..s
+    };
+    expect_no_pulls_yet(&server).await;
+    expect_create(&server, 7, json!({"head": BRANCH, "base": "main"})).await;
+    let cycle = s.cycle(0, false, None).await;
+    assert!(!cycle.failed, "{:#?}", cycle.plan.problems);
+    assert_eq!(moves_to(&cycle, "staging").as_deref(), Some("1.1.0"));
+    assert!(s.repo.show(BRANCH, &file("staging")).contains(":1.1.0"));
+    let created: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| r.method.as_str() == "POST" && r.url.path() == PULLS)
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(created.len(), 1);
+    let body = created[0]["body"].as_str().unwrap();
+    assert!(
+        body.contains(&format!(
+            "**Promotion evidence**\n\n- `{IMAGE}` `1.0.0` → `1.1.0` in `envs/staging/deployment.yaml:10`, promoted from:\n  - policy shop-dev runs `1.1.0` since 2026-01-05T10:30:00Z; healthy for 1h 30m; on the base branch (no cluster access)\n"
+        )),
+        "{body}"
+    );
+}
