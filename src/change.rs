@@ -41,6 +41,10 @@ pub struct Change {
     /// (`versionLabels`), edited in the same commit.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<LabelChange>,
+    /// For a field that follows other environments (`promote:`), the evidence its pull request
+    /// shows: where the tag ran, since when, how long healthy, and its verification.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<Box<PromotionEvidence>>,
 }
 
 /// A label or annotation that carries an image's version and moves with it: in the same
@@ -53,6 +57,44 @@ pub struct LabelChange {
     pub line: usize,
     pub from: String,
     pub to: String,
+}
+
+/// Why a promotion takes its tag: each upstream that offers it, in the report's words.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PromotionEvidence {
+    pub upstreams: Vec<UpstreamEvidence>,
+}
+
+/// One upstream's part in a promotion's evidence.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UpstreamEvidence {
+    /// The upstream as the policy names it (`application argocd/shop-staging`, `envs/staging/…`).
+    pub upstream: String,
+    pub tag: String,
+    /// Since when it runs the tag (RFC 3339), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// How long it has stayed healthy (`2h 5m`).
+    pub healthy_for: String,
+    /// `verified at …`, or `on the base branch (no cluster access)`.
+    pub verification: String,
+    /// Since when it is healthy there: verified at, or (from git) the commit that set it. What
+    /// the promotion lead time counts from.
+    #[serde(skip)]
+    pub healthy_since: Option<jiff::Timestamp>,
+}
+
+impl PromotionEvidence {
+    /// When the last of its upstreams became healthy with the tag (every one must say).
+    pub fn healthy_since(&self) -> Option<jiff::Timestamp> {
+        self.upstreams
+            .iter()
+            .map(|u| u.healthy_since)
+            .try_fold(None, |latest: Option<jiff::Timestamp>, s| {
+                s.map(|s| Some(latest.map_or(s, |l| l.max(s))))
+            })
+            .flatten()
+    }
 }
 
 impl Change {

@@ -96,6 +96,12 @@ pub enum KubeError {
         #[source]
         source: kube::Error,
     },
+    #[error("Kubernetes API: reading Application {id}")]
+    GetApplication {
+        id: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("Kubernetes API: watching Application {id}")]
     WatchApplication {
         id: String,
@@ -445,6 +451,28 @@ impl Cluster {
                     source,
                 }),
             })
+    }
+
+    /// One Application as the API returns it (a promotion's upstream); `None` when it does not
+    /// exist.
+    pub async fn application(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<serde_json::Value>, KubeError> {
+        let id = format!("{namespace}/{name}");
+        let object = self
+            .applications_api(Some(namespace))
+            .get_opt(name)
+            .await
+            .map_err(|source| KubeError::GetApplication {
+                id: id.clone(),
+                source,
+            })?;
+        object
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|source| KubeError::ReadApplication { id, source })
     }
 
     /// Asks Argo CD to compare the Application again now (its `argocd.argoproj.io/refresh`

@@ -305,6 +305,7 @@ pub async fn decide_override<R: Registry>(
                 to,
                 source: None,
                 labels: Vec::new(),
+                promotion: None,
             })
         }
         Ok(Decided::Stay) => {

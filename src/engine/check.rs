@@ -67,6 +67,7 @@ pub fn check_manifests(
         root: config.base_dir().to_path_buf(),
         repository: None,
         holds: Default::default(),
+        promotions: Default::default(),
         exclude: config
             .path
             .iter()

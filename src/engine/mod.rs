@@ -20,6 +20,7 @@ pub mod check;
 mod holds;
 mod image_sources;
 pub mod outcome;
+pub mod promotions;
 pub mod revert;
 mod rollbacks;
 pub mod shared;
@@ -126,6 +127,9 @@ pub struct Options<'a> {
     /// Keep each repository file and Application patch before and after ([`Plan::diffs`]), for
     /// `tagpilot plan --diff`. Off, the cycle holds no second copy of the texts it writes.
     pub diff: bool,
+    /// The time promotions (`promote:`) are decided at; `None`: now. Tests move it instead of
+    /// waiting for a soak time to pass.
+    pub now: Option<jiff::Timestamp>,
 }
 
 /// Everything one cycle found and did.
@@ -287,6 +291,7 @@ impl<R: Registry> Step<'_, '_, R> {
         }
         let sources = SourceNames::new(self.policies, resolved);
         let no_templates = Default::default();
+        let promotion_sources = promotions::Sources::of(input, ctx, options.now);
         let planner = TargetPlanner {
             policies: self.policies,
             apps: resolved
@@ -299,6 +304,7 @@ impl<R: Registry> Step<'_, '_, R> {
             state: ctx.state,
             holds: self.holds,
             diff: options.diff,
+            promotions: &promotion_sources,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before

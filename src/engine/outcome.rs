@@ -326,6 +326,7 @@ mod tests {
             strategy: "semver",
             source: None,
             labels: Vec::new(),
+            promotion: None,
             ..Change::default()
         }
     }

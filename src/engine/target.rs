@@ -18,6 +18,7 @@ use crate::holds::Holds;
 use crate::plan::merge::merge;
 use crate::plan::{self, DiffTarget, Plan, Progress, TargetDiff};
 use crate::policy::ImagePolicy;
+use crate::promotion::Promotions;
 use crate::registry::Registry;
 use crate::state::{Proposal, State};
 
@@ -100,6 +101,8 @@ pub struct TargetPlanner<'a, R> {
     pub holds: &'a Holds,
     /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
     pub diff: bool,
+    /// Where promoting policies' upstreams are read from ([`super::promotions`]).
+    pub promotions: &'a super::promotions::Sources<'a>,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -139,18 +142,18 @@ impl<R: Registry> TargetPlanner<'_, R> {
         &self,
         repository: &RepositoryConfig,
         files: &dyn Files,
-        holds: &Holds,
+        (holds, promotions): (&Holds, &Promotions),
     ) -> Result<Planned<TargetPlan>, EngineError> {
         let name = repository.name.as_str();
         let mut parts = Vec::new();
         if self.files_name(name) {
-            let (plan, _) = plan::plan_files_held(
+            let (plan, _) = plan::plan_files_promoted(
                 files,
                 name,
                 self.policies,
                 self.registry,
                 self.progress,
-                holds,
+                (holds, promotions),
             )
             .await?;
             parts.push(plan);
@@ -361,7 +364,11 @@ impl<R: Registry> Replanner for TargetPlanner<'_, R> {
             true => std::borrow::Cow::Borrowed(self.holds),
             false => std::borrow::Cow::Owned(self.holds.clone().with(found.iter().cloned())),
         };
-        let mut planned = self.plan_target(repository, files, &holds).await?;
+        let promotions =
+            super::promotions::gather(self.policies, repository, files, self.promotions).await;
+        let mut planned = self
+            .plan_target(repository, files, (&holds, &promotions))
+            .await?;
         planned.plan.plan.holds_found = found;
         planned.plan.tip = Some(files.commit());
         Ok(planned)

@@ -213,6 +213,7 @@ pub fn body(
             }
         }
     }
+    promotion_evidence(&mut out, group);
     out.push_str(&format!(
         "\nA newer tag updates this {} in place. Commits pushed here by anyone else stop \
          tagpilot from updating it.\n\n",
@@ -246,6 +247,45 @@ fn version_labels(group: &ChangeGroup) -> String {
         return String::new();
     }
     format!("\n**Version labels that follow**\n\n{}", lines.concat())
+}
+
+/// Why each promotion takes its tag (issue 20): where the tag ran, since when, how long it
+/// stayed healthy and its verification. What changed in the source (the compare link) is said
+/// above, for promotions as for every update.
+fn promotion_evidence(out: &mut String, group: &ChangeGroup) {
+    let promoted: Vec<&Change> = group
+        .changes
+        .iter()
+        .filter(|c| c.promotion.is_some())
+        .collect();
+    if promoted.is_empty() {
+        return;
+    }
+    out.push_str("\n**Promotion evidence**\n\n");
+    for c in promoted {
+        out.push_str(&format!(
+            "- `{}` `{}` → `{}` in `{}:{}`, promoted from:\n",
+            cell(&c.image),
+            cell(&c.from),
+            cell(&c.to),
+            cell(&c.file.replace('\\', "/")),
+            c.line
+        ));
+        for e in c.promotion.iter().flat_map(|p| &p.upstreams) {
+            let since = e
+                .since
+                .as_deref()
+                .map(|s| format!(" since {s}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  - {} runs `{}`{since}; healthy for {}; {}\n",
+                inline(&e.upstream),
+                cell(&e.tag),
+                e.healthy_for,
+                inline(&e.verification),
+            ));
+        }
+    }
 }
 
 /// A commit id as people read it: its first 7 characters; a tag or branch name whole.
@@ -372,6 +412,45 @@ mod tests {
             &marker,
         );
         assert!(!plain.contains("Version labels"), "{plain}");
+    }
+
+    #[test]
+    fn a_promotion_carries_its_evidence() {
+        let mut c = change("r/api", "1.2.0");
+        c.promotion = Some(Box::new(crate::change::PromotionEvidence {
+            upstreams: vec![crate::change::UpstreamEvidence {
+                upstream: "application argocd/shop-staging".into(),
+                tag: "1.2.0".into(),
+                since: Some("2026-11-25T08:00:00Z".into()),
+                healthy_for: "2h 5m".into(),
+                verification: "verified at 2026-11-25T08:10:00Z".into(),
+                healthy_since: None,
+            }],
+        }));
+        let marker = crate::forge::marker::Marker {
+            group: "api".into(),
+            proposal: "p".into(),
+            head: "0".repeat(40),
+            noted: None,
+        };
+        let text = body(
+            ForgeKind::GitHub,
+            "manifests",
+            "main",
+            &group("api", vec![c, change("r/web", "2.0.0")]),
+            &BTreeMap::new(),
+            &marker,
+        );
+        assert!(text.contains("**Promotion evidence**"), "{text}");
+        assert!(
+            text.contains(
+                "- `r/api` `1.0.0` → `1.2.0` in `apps/a.yaml:3`, promoted from:\n  - application \
+                 argocd/shop-staging runs `1.2.0` since 2026-11-25T08:00:00Z; healthy for 2h 5m; \
+                 verified at 2026-11-25T08:10:00Z\n"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("`r/web` `1.0.0` → `2.0.0` in"), "{text}");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! A base branch's history between two commits, as tagpilot needs it to notice a person's
 //! rollback: each commit's author, whether tagpilot made it (its `Tagpilot-Policy:` trailers),
-//! and the manifests it changed, before and after. Moves bytes only: which field moved, and
-//! whether that is a rollback, is decided by the planner.
+//! and the manifests it changed, before and after; and one file's versions, for since when an
+//! environment runs its tag (promotion). Moves bytes only: which field moved, and whether that
+//! is a rollback, is decided by the planner.
 
 use git2::{Oid, Repository, Sort};
 
@@ -122,6 +123,66 @@ pub fn last_own_write(
         }
     }
     Ok(None)
+}
+
+/// One version of a file on the first-parent line: the commit that wrote it, when, and its
+/// text (`None` where the commit removed it or it is not UTF-8 text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileVersion {
+    pub commit: String,
+    /// The commit's committer time, in seconds since the Unix epoch: when it reached the branch
+    /// (a rebased or cherry-picked commit keeps its author's time, not this one).
+    pub time: i64,
+    pub text: Option<String>,
+}
+
+/// The versions of `path` on the first-parent line of the commit `files` is of, newest first:
+/// the tip's own, then each commit that changed it (compared with its first parent), read back
+/// at most [`MAX_COMMITS`] commits. What a promotion needs to say since when an environment
+/// runs its tag.
+pub fn file_versions(files: &CommitFiles, path: &str) -> Result<Vec<FileVersion>, HistoryError> {
+    let dir = files.dir();
+    let fail = |source| HistoryError::Git {
+        dir: dir.display().to_string(),
+        source,
+    };
+    let git = Repository::open_bare(dir).map_err(fail)?;
+    let mut walk = git.revwalk().map_err(fail)?;
+    walk.set_sorting(Sort::TOPOLOGICAL).map_err(fail)?;
+    walk.simplify_first_parent().map_err(fail)?;
+    walk.push(files.commit_id()).map_err(fail)?;
+    let blob_at = |commit: &git2::Commit<'_>| -> Result<Option<Oid>, git2::Error> {
+        match commit.tree()?.get_path(std::path::Path::new(path)) {
+            Ok(entry) => Ok(Some(entry.id())),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let mut versions = Vec::new();
+    for id in walk.take(MAX_COMMITS) {
+        let commit = git.find_commit(id.map_err(fail)?).map_err(fail)?;
+        let blob = blob_at(&commit).map_err(fail)?;
+        let parent = match commit.parent(0) {
+            Ok(p) => blob_at(&p).map_err(fail)?,
+            Err(_) => None,
+        };
+        if blob == parent {
+            continue;
+        }
+        let text = blob
+            .and_then(|id| git.find_blob(id).ok())
+            .and_then(|b| String::from_utf8(b.content().to_vec()).ok());
+        versions.push(FileVersion {
+            commit: commit.id().to_string(),
+            time: commit.committer().when().seconds(),
+            text,
+        });
+        if blob.is_none() {
+            // Before its removal the file's history is another story.
+            break;
+        }
+    }
+    Ok(versions)
 }
 
 fn read_commit(

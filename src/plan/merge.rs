@@ -46,6 +46,7 @@ pub fn merge(
         out.policies_used += p.policies_used;
         out.ended_holds.extend(p.ended_holds);
         out.holds_found.extend(p.holds_found);
+        out.promotions.extend(p.promotions);
         for f in p.files {
             match files.get_mut(&f.path) {
                 None => {
@@ -315,6 +316,7 @@ mod tests {
                 to: tag.into(),
                 source: None,
                 labels: Vec::new(),
+                promotion: None,
             }],
             files: vec![FileUpdate {
                 path: FILE.into(),

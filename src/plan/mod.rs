@@ -45,12 +45,12 @@ pub use decide::{
 };
 pub use model::{
     Change, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
-    PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity, SkipKind, SkippedFile,
-    TargetDiff,
+    Promotion, PromotionStatus, PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity,
+    SkipKind, SkippedFile, TargetDiff, UpstreamRun,
 };
 pub use walk::{
-    MAX_MANIFEST_BYTES, Veto, plan, plan_files, plan_files_held, policy_order, survey,
-    survey_files, unknown_holds, veto,
+    MAX_MANIFEST_BYTES, Veto, plan, plan_files, plan_files_held, plan_files_promoted, policy_order,
+    survey, survey_files, unknown_holds, veto,
 };
 
 /// How many registry requests the planner keeps in flight at once. The registry client applies
@@ -85,6 +85,8 @@ pub struct Scope {
     pub exclude: Vec<PathBuf>,
     /// The held tags the plan honours ([`crate::holds`]).
     pub holds: crate::holds::Holds,
+    /// What the promoting policies' upstreams run ([`crate::promotion`]).
+    pub promotions: crate::promotion::Promotions,
 }
 
 impl Scope {

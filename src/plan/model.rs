@@ -20,6 +20,66 @@ pub struct Hold {
     pub reason: String,
 }
 
+/// One field of an environment that follows others (`promote:`): what each upstream runs, and
+/// what the field does about it (promote, up to date, or wait and why). The report's
+/// promotions section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Promotion {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    pub policy: String,
+    pub image: String,
+    pub file: String,
+    pub line: usize,
+    /// The tag the field holds now.
+    pub current: String,
+    pub upstreams: Vec<UpstreamRun>,
+    pub status: PromotionStatus,
+    /// The tag it takes, when it promotes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Why it waits: soak time left, not verified, held, …
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<String>,
+}
+
+/// What one upstream runs, as a promotion found it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UpstreamRun {
+    pub upstream: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Since when it runs the tag (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// `verified at …`, `pending`, `failed: …`, `from git`.
+    pub verification: String,
+}
+
+/// What a promoting field does this cycle; words only in the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromotionStatus {
+    Promote,
+    UpToDate,
+    Waits,
+}
+
+impl PromotionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromotionStatus::Promote => "promote",
+            PromotionStatus::UpToDate => "up to date",
+            PromotionStatus::Waits => "waits",
+        }
+    }
+}
+
+impl Serialize for PromotionStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
 /// Something that stopped part of the plan. The rest of the plan is still valid.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Problem {
@@ -315,6 +375,8 @@ pub struct Plan {
     /// Holds found this cycle: a person's rollbacks on a base branch (see
     /// [`crate::plan::rollbacks`]), honoured in this plan already.
     pub holds_found: Vec<crate::holds::HeldTag>,
+    /// The fields of environments that follow others (`promote:`), and what each does.
+    pub promotions: Vec<Promotion>,
 }
 
 impl Plan {
@@ -351,6 +413,9 @@ impl Plan {
         self.findings
             .iter_mut()
             .for_each(|f| f.repository = name.clone());
+        self.promotions
+            .iter_mut()
+            .for_each(|p| p.repository = name.clone());
     }
 
     /// Adds another scope's plan to this one, for one report over every repository.
@@ -367,5 +432,6 @@ impl Plan {
         self.policies_used += other.policies_used;
         self.ended_holds.extend(other.ended_holds);
         self.holds_found.extend(other.holds_found);
+        self.promotions.extend(other.promotions);
     }
 }

@@ -229,6 +229,7 @@ async fn targets_naming_a_repository_do_not_touch_the_local_directory() {
         repository: Some("manifests".into()),
         exclude: vec![],
         holds: Default::default(),
+        promotions: Default::default(),
     };
     let p = plan(&scope, &ps, &reg, &()).await.unwrap();
     assert_eq!(p.changes.len(), 1);
@@ -248,6 +249,7 @@ async fn tagpilot_own_files_are_not_scanned() {
         repository: None,
         exclude: vec![dir.path().join("policies/api.yaml")],
         holds: Default::default(),
+        promotions: Default::default(),
     };
     let p = plan(&scope, &ps, &registry(), &()).await.unwrap();
     assert_eq!(p.files.len(), 1);

@@ -1,5 +1,6 @@
-//! Finding and reading policy files, and the checks that span files: duplicate names, and
-//! targets naming repositories `tagpilot.yaml` does not configure.
+//! Finding and reading policy files, and the checks that span files: duplicate names,
+//! targets naming repositories `tagpilot.yaml` does not configure, and `promote.from` naming
+//! what exists.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -7,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Config, PolicySource};
 
-use super::{ImagePolicy, PolicyError, PolicyErrors, SourceLocation, validate};
+use super::{ImagePolicy, PolicyError, PolicyErrors, SourceLocation, Upstream, validate};
 
 /// What `tagpilot check` reports when everything is valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +156,7 @@ fn read_all(config: &Config) -> (Vec<FileSummary>, Vec<ImagePolicy>, Vec<PolicyE
         policies.extend(parsed);
     }
     check_repositories(config, &policies, &mut errors);
+    check_promotions(config, &policies, &mut errors);
     (summaries, policies, errors)
 }
 
@@ -181,6 +183,78 @@ fn check_repositories(config: &Config, policies: &[ImagePolicy], errors: &mut Ve
             }
         }
     }
+}
+
+/// `promote.from` must name what exists: a repository `tagpilot.yaml` configures, a policy
+/// that is defined and follows the same image, and no chain that comes back to the policy
+/// itself (it would wait for itself for ever).
+fn check_promotions(config: &Config, policies: &[ImagePolicy], errors: &mut Vec<PolicyError>) {
+    let by_name: HashMap<&str, &ImagePolicy> =
+        policies.iter().map(|p| (p.name.as_str(), p)).collect();
+    for p in policies {
+        let Some(promote) = &p.promote else { continue };
+        let mut problem = |message: String| {
+            errors.push(PolicyError::Invalid {
+                location: p.source.clone(),
+                policy: Some(p.name.clone()),
+                message,
+                error: None,
+            })
+        };
+        for upstream in &promote.from {
+            let (repository, policy) = match upstream {
+                Upstream::Application { .. } => continue,
+                Upstream::Path { repository, .. } => (repository, None),
+                Upstream::Policy { name, repository } => (repository, Some(name)),
+            };
+            if let Some(name) = repository
+                && !config.repositories.iter().any(|r| &r.name == name)
+            {
+                problem(format!(
+                    "promote.from names repository {name:?}, which tagpilot.yaml does not configure"
+                ));
+            }
+            let Some(name) = policy else { continue };
+            match by_name.get(name.as_str()) {
+                None => problem(format!(
+                    "promote.from names policy {name:?}, which is not defined"
+                )),
+                Some(up) if up.image != p.image => problem(format!(
+                    "promote.from names policy {name:?}, which follows {}, not {}",
+                    up.image, p.image
+                )),
+                Some(_) => {}
+            }
+        }
+        if promotes_from_itself(p, &by_name) {
+            problem(
+                "promote.from leads back to this policy; an environment cannot wait for itself"
+                    .to_string(),
+            );
+        }
+    }
+}
+
+/// Whether following `policy:` upstreams from `start` comes back to it.
+fn promotes_from_itself(start: &ImagePolicy, by_name: &HashMap<&str, &ImagePolicy>) -> bool {
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut next: Vec<&ImagePolicy> = vec![start];
+    while let Some(p) = next.pop() {
+        for upstream in p.promote.iter().flat_map(|pr| &pr.from) {
+            let Upstream::Policy { name, .. } = upstream else {
+                continue;
+            };
+            if name == &start.name {
+                return true;
+            }
+            if seen.insert(name.as_str())
+                && let Some(up) = by_name.get(name.as_str())
+            {
+                next.push(up);
+            }
+        }
+    }
+    false
 }
 
 fn check_duplicates(

@@ -99,8 +99,91 @@ pub struct ImagePolicy {
     /// over `tagpilot.yaml`'s. `None`: `tagpilot.yaml`'s (see
     /// [`ImagePolicy::default_version_labels`]), else the defaults.
     pub version_labels: Option<crate::config::version_labels::VersionLabels>,
+    /// `promote:`: the policy follows other environments instead of the registry (issue 20).
+    pub promote: Option<Promote>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
+}
+
+/// `promote:` of a policy: the environments it takes its tag from, once verified and soaked.
+/// The policy's own strategy and filters still decide which of their tags it may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Promote {
+    /// `from:`, in the order written; never empty.
+    pub from: Vec<Upstream>,
+    /// `after:`: how long an upstream's tag must have stayed healthy (zero when not set).
+    pub after: std::time::Duration,
+    /// `fanIn:`: with several upstreams, whether all must run the tag or any one may.
+    pub fan_in: FanIn,
+    /// `write: push`: promotions may be pushed where the repository pushes. Off by default: a
+    /// promotion is a pull request, and on a repository that pushes it waits, named.
+    pub push: bool,
+    /// Where `promote:` was written, for problems about it found later (an Application that
+    /// does not exist, a repository not configured).
+    pub source: SourceLocation,
+}
+
+/// How several upstreams combine.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FanIn {
+    /// A tag is taken only when every upstream offers it.
+    #[default]
+    All,
+    /// The newest tag any upstream offers.
+    Any,
+}
+
+impl FanIn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FanIn::All => "all",
+            FanIn::Any => "any",
+        }
+    }
+}
+
+/// One environment a policy promotes from, as `promote.from[]` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstream {
+    /// An Argo CD Application: it runs the tag its live status reports, verified by issue 19's
+    /// verification. `namespace` `None`: the Application namespace tagpilot is configured with.
+    Application {
+        name: String,
+        namespace: Option<String>,
+    },
+    /// A manifest file in git: it runs the tag on its repository's base branch.
+    Path {
+        path: String,
+        /// `None`: the repository the downstream's field is in.
+        repository: Option<String>,
+    },
+    /// Another policy: it runs the tag its targets' files hold on the base branch.
+    Policy {
+        name: String,
+        /// `None`: the repository the downstream's field is in.
+        repository: Option<String>,
+    },
+}
+
+impl fmt::Display for Upstream {
+    /// How reports and pull requests name the upstream.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let repo = |r: &Option<String>| r.as_ref().map(|r| format!("{r}:")).unwrap_or_default();
+        match self {
+            Upstream::Application {
+                name,
+                namespace: Some(ns),
+            } => write!(f, "application {ns}/{name}"),
+            Upstream::Application {
+                name,
+                namespace: None,
+            } => write!(f, "application {name}"),
+            Upstream::Path { path, repository } => write!(f, "{}{path}", repo(repository)),
+            Upstream::Policy { name, repository } => {
+                write!(f, "policy {}{name}", repo(repository))
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -283,6 +366,7 @@ impl ImagePolicy {
             min_age: None,
             verify: None,
             version_labels: None,
+            promote: None,
             targets: Vec::new(),
         })
     }

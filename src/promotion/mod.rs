@@ -19,15 +19,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-/// How several upstreams combine.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum FanIn {
-    /// A tag is taken only when every upstream offers it.
-    #[default]
-    All,
-    /// The newest tag any upstream offers.
-    Any,
-}
+/// How several upstreams combine: the policy's `fanIn:`.
+pub use crate::policy::FanIn;
 
 /// What one upstream environment runs, as the caller found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +46,33 @@ pub enum Verification {
     /// No cluster access: "runs" means "is on the base branch", and the soak time counts from
     /// the commit.
     FromGit,
+}
+
+/// What a cycle gathered of one promoting policy's upstreams (`promote.from`, in order), and
+/// the tags held in an environment above it (failed or held there), with why.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gathered {
+    pub upstreams: Vec<Upstream>,
+    pub held_above: Vec<(String, String)>,
+}
+
+impl Gathered {
+    /// Why `tag` is held above, if it is.
+    pub fn held(&self, tag: &str) -> Option<String> {
+        self.held_above
+            .iter()
+            .find(|(t, _)| t == tag)
+            .map(|(_, why)| why.clone())
+    }
+}
+
+/// Every promoting policy's upstreams as a cycle gathered them, by policy name, and the time
+/// the cycle decides at. A promoting policy with no entry, or an `Err` (an upstream that could
+/// not be read), waits: it never falls back to the registry.
+#[derive(Debug, Clone, Default)]
+pub struct Promotions {
+    pub now: Timestamp,
+    pub by_policy: std::collections::BTreeMap<String, Result<Gathered, String>>,
 }
 
 /// What a downstream environment's policy says about a tag.

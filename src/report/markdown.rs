@@ -59,6 +59,7 @@ impl Report<'_> {
             }
         }
         out += &self.held_tags_markdown();
+        out += &self.promotions_markdown();
         for (title, lines) in self.problem_and_warning_lines() {
             if lines.is_empty() {
                 continue;

@@ -11,13 +11,14 @@ use serde::Serialize;
 
 use crate::argocd::report::ApplicationReport;
 use crate::plan::{
-    Change, FileUpdate, Finding, Hold, Plan, Problem, RepositoryOutcome, Severity, SkippedFile,
-    TargetDiff,
+    Change, FileUpdate, Finding, Hold, Plan, Problem, Promotion, RepositoryOutcome, Severity,
+    SkippedFile, TargetDiff,
 };
 
 mod diff;
 pub mod holds;
 mod markdown;
+mod promotions;
 mod table;
 
 pub use table::{finding_text, findings_table, problem_text, tags};
@@ -41,8 +42,8 @@ pub enum ReportError {
 /// Everything one cycle reports, as every format shows it. The JSON report is this model
 /// serialised: `changes` (each with at least policy, image, file, line, from, to), `holds`,
 /// `problems`, `skipped`, `findings` and `repositories` (each when there are any: what was
-/// searched; each target's commits and pull requests), `applications` (when Applications are
-/// configured) and a `summary`.
+/// searched; each target's commits and pull requests), `promotions` (when policies promote),
+/// `applications` (when Applications are configured) and a `summary`.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
     pub changes: &'a [Change],
@@ -68,6 +69,10 @@ pub struct Report<'a> {
     /// (Application, repository, commit, fields, since).
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub verifications_pending: &'a [String],
+    /// Each field of an environment that follows others (`promote:`): what its upstreams run,
+    /// and whether it promotes, is up to date or waits (and why).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub promotions: &'a [Promotion],
     pub summary: Summary,
     /// The local directory's files before and after, for the diff only.
     #[serde(skip)]
@@ -142,6 +147,7 @@ impl<'a> Report<'a> {
             holds_found: &plan.holds_found,
             holds_ended: &plan.ended_holds,
             verifications_pending: &[],
+            promotions: &plan.promotions,
             summary: summary(plan),
             files: &plan.files,
             diffs: &plan.diffs,

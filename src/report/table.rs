@@ -47,6 +47,7 @@ impl Report<'_> {
             );
         }
         out += &self.held_tags_table();
+        out += &self.promotions_table();
         out += &self.findings_section();
         if !self.skipped.is_empty() {
             out.push_str("\nSkipped files:\n");

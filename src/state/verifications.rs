@@ -53,6 +53,10 @@ pub struct VerifiedField {
     /// What a failure does to this field (its policy's `verify.onFailure`, else its
     /// repository's).
     pub on_failure: OnFailure,
+    /// For a promotion (issue 20): since when its upstreams ran the tag healthy, so that its
+    /// verification here measures the promotion's lead time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_at: Option<Timestamp>,
 }
 
 impl PendingVerification {
@@ -175,6 +179,7 @@ mod tests {
                 from: "1.0.0".to_string(),
                 to: "1.1.0".to_string(),
                 on_failure: OnFailure::Hold,
+                promoted_at: None,
             }],
         }
     }

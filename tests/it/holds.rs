@@ -440,6 +440,7 @@ async fn plan_with_the_state_dir_honours_its_holds() {
         from: "2.0.0".into(),
         to: to.into(),
         on_failure: tagpilot::config::verify::OnFailure::Hold,
+        promoted_at: None,
     };
     State::open(&state_dir)
         .unwrap()

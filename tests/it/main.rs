@@ -22,6 +22,7 @@ mod layers;
 mod lease;
 mod manifest;
 mod policy;
+mod promotion;
 mod registry;
 mod registry_faults;
 mod revert;

@@ -425,8 +425,8 @@ fn example_policies_validate() {
     .unwrap();
     let config = config::load(&config_path).unwrap();
     let summary = policy::check(&config).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(summary.files.len(), 7, "{summary}");
-    assert_eq!(summary.policy_count(), 12, "{summary}");
+    assert_eq!(summary.files.len(), 8, "{summary}");
+    assert_eq!(summary.policy_count(), 15, "{summary}");
 
     let policies = policy::load(&config).unwrap();
     let count = |f: fn(&Strategy) -> bool| policies.iter().filter(|p| f(&p.strategy)).count();
@@ -452,6 +452,7 @@ fn example_policies_validate() {
             .iter()
             .any(|p| p.targets.iter().any(|t| t.repository.is_some()))
     );
+    assert!(policies.iter().any(|p| p.promote.is_some()));
 }
 
 /// A target naming a repository that `tagpilot.yaml` does not configure would silently never
@@ -467,5 +468,145 @@ fn a_target_naming_an_unconfigured_repository_is_an_error() {
         "api.yaml",
         "4:9",
         "repository \"nowhere\"",
+    );
+}
+
+// === promote: ===
+
+fn promoting(name: &str, promote: &str) -> String {
+    format!("{}  promote:\n{promote}", doc(name, "    semver: {}\n"))
+}
+
+/// `promote:` reads its upstreams, soak time and fan-in; a policy it names must exist.
+#[test]
+fn promote_reads_upstreams_soak_time_and_fan_in() {
+    let dev = doc("shop", "    semver: {}\n");
+    let prod = promoting(
+        "shop-prod",
+        "    from:\n      - application: shop-staging\n        namespace: argocd\n      - path: ./envs/staging/kustomization.yaml\n      - policy: shop\n    after: 2h 30m\n    fanIn: any\n",
+    )
+    .replace("acme/shop-prod", "acme/shop");
+    let (_dir, config_path) = repo(&[("dev.yaml", &dev), ("prod.yaml", &prod)]);
+    let config = config::load(&config_path).unwrap();
+    let policies = policy::load(&config).unwrap_or_else(|e| panic!("{e}"));
+    let promote = policies[1].promote.as_ref().expect("promote");
+    assert_eq!(
+        promote.from,
+        vec![
+            policy::Upstream::Application {
+                name: "shop-staging".into(),
+                namespace: Some("argocd".into())
+            },
+            policy::Upstream::Path {
+                path: "envs/staging/kustomization.yaml".into(),
+                repository: None
+            },
+            policy::Upstream::Policy {
+                name: "shop".into(),
+                repository: None
+            },
+        ]
+    );
+    assert_eq!(promote.after, std::time::Duration::from_secs(9000));
+    assert_eq!(promote.fan_in, policy::FanIn::Any);
+    assert!(policies[0].promote.is_none());
+}
+
+/// Each unreadable value of `promote:` is an error at its own line, and the policy is not
+/// loaded: it never falls back to following the registry.
+#[test]
+fn an_unreadable_promote_value_is_an_error_at_its_line() {
+    // Line 9 is `promote:`, 10 its first key, 11 the first upstream.
+    let cases = [
+        ("    from: []\n", "10:", "promote.from names no upstream"),
+        (
+            "    from:\n      - application: a\n        path: b.yaml\n",
+            "11:",
+            "names application and path",
+        ),
+        (
+            "    from:\n      - namespace: argocd\n",
+            "11:",
+            "names none",
+        ),
+        (
+            "    from:\n      - path: b.yaml\n        namespace: argocd\n",
+            "12:",
+            "goes with `application`",
+        ),
+        (
+            "    from:\n      - path: ../b.yaml\n",
+            "11:",
+            "without `..`",
+        ),
+        (
+            "    from:\n      - application: a\n    after: soon\n",
+            "12:",
+            "promote.after: \"soon\" is not a duration",
+        ),
+        (
+            "    from:\n      - application: a\n    fanIn: most\n",
+            "12:",
+            "promote.fanIn: \"most\" is neither `all` nor `any`",
+        ),
+        (
+            "    from:\n      - application: a\n    soak: 1h\n",
+            "12:",
+            "soak",
+        ),
+    ];
+    for (promote, line, needle) in cases {
+        let text = promoting("app", promote);
+        assert_one(&[("app.yaml", &text)], "app.yaml", line, needle);
+        let (_dir, config_path) = repo(&[("app.yaml", &text)]);
+        let loaded = policy::load_all(&config::load(&config_path).unwrap());
+        assert!(loaded.policies.is_empty(), "{promote}");
+    }
+}
+
+/// `promote.from` must name a defined policy of the same image, a configured repository, and
+/// no chain that leads back to the policy.
+#[test]
+fn promote_names_what_exists_and_no_cycle() {
+    let errs = errors(&[(
+        "app.yaml",
+        &promoting("app", "    from:\n      - policy: nowhere\n"),
+    )]);
+    assert!(
+        errs[0].contains("policy \"nowhere\", which is not defined"),
+        "{errs:?}"
+    );
+
+    let errs = errors(&[
+        ("a.yaml", &doc("other", "    semver: {}\n")),
+        (
+            "b.yaml",
+            &promoting("app", "    from:\n      - policy: other\n"),
+        ),
+    ]);
+    assert!(
+        errs[0].contains("follows ghcr.io/acme/other, not ghcr.io/acme/app"),
+        "{errs:?}"
+    );
+
+    let errs = errors(&[(
+        "app.yaml",
+        &promoting(
+            "app",
+            "    from:\n      - path: a.yaml\n        repository: elsewhere\n",
+        ),
+    )]);
+    assert!(
+        errs[0].contains("repository \"elsewhere\", which tagpilot.yaml does not configure"),
+        "{errs:?}"
+    );
+
+    let a = promoting("a", "    from:\n      - policy: b\n").replace("acme/a", "acme/x");
+    let b = promoting("b", "    from:\n      - policy: a\n").replace("acme/b", "acme/x");
+    let errs = errors(&[("a.yaml", &a), ("b.yaml", &b)]);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs.iter().all(|e| e.contains("leads back to this policy")),
+        "{errs:?}"
     );
 }

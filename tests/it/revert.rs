@@ -37,6 +37,7 @@ fn failed_change(image: &str, field: &str, line: usize, from: &str, to: &str) ->
         to: to.into(),
         source: None,
         labels: Vec::new(),
+        promotion: None,
     }
 }
 

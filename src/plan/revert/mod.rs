@@ -186,6 +186,7 @@ fn revert_file(
                     to: change.from.clone(),
                     source: None,
                     labels: Vec::new(),
+                    promotion: None,
                     ..change.clone()
                 });
             }

@@ -46,6 +46,7 @@ fn change(image: &str, file: &str, line: usize, field: &str, from: &str, to: &st
         to: to.into(),
         source: None,
         labels: Vec::new(),
+        promotion: None,
     }
 }
 

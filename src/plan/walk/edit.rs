@@ -113,6 +113,7 @@ pub(super) fn edit_file(
             to,
             source: None,
             labels: Vec::new(),
+            promotion: m.promotion.clone(),
         });
         by_policy
             .entry(policy.name.clone())

@@ -18,6 +18,7 @@ use crate::files::{Directory, Files, blocking, parallel_map};
 use crate::holds::Holds;
 use crate::image::Repository;
 use crate::policy::ImagePolicy;
+use crate::promotion::Promotions;
 use crate::registry::{Registry, RegistryError};
 use crate::select::TagCandidate;
 
@@ -25,6 +26,7 @@ mod edit;
 mod held;
 mod labels;
 mod owner;
+mod promote;
 mod scan;
 
 pub(super) use self::edit::apply_sorted;
@@ -142,6 +144,8 @@ struct Move {
     /// What the field will hold: a kustomize entry that pins only a digest keeps its tag from
     /// the base.
     to: String,
+    /// A promotion's evidence, for its pull request.
+    promotion: Option<Box<crate::change::PromotionEvidence>>,
 }
 
 /// What editing one file came to.
@@ -172,6 +176,7 @@ pub async fn plan<R: Registry>(
         repository: scope.repository.as_deref(),
         excluded: &excluded,
         holds: &scope.holds,
+        promotions: &scope.promotions,
     };
     plan_tree(tree, policies, registry, progress, None).await
 }
@@ -242,12 +247,35 @@ pub async fn plan_files_held<R: Registry>(
     progress: &dyn Progress,
     holds: &Holds,
 ) -> Result<(Plan, Vec<bool>), PlanError> {
+    let none = Promotions::default();
+    plan_files_promoted(
+        files,
+        repository,
+        policies,
+        registry,
+        progress,
+        (holds, &none),
+    )
+    .await
+}
+
+/// [`plan_files_held`] where the promoting policies (`promote:`) decide by what their
+/// upstreams run ([`crate::promotion`]) instead of by the registry's newest tag.
+pub async fn plan_files_promoted<R: Registry>(
+    files: &dyn Files,
+    repository: &str,
+    policies: &[ImagePolicy],
+    registry: &R,
+    progress: &dyn Progress,
+    (holds, promotions): (&Holds, &Promotions),
+) -> Result<(Plan, Vec<bool>), PlanError> {
     let mut matched = vec![false; policies.len()];
     let tree = Tree {
         files,
         repository: Some(repository),
         excluded: &BTreeSet::new(),
         holds,
+        promotions,
     };
     let plan = plan_tree(tree, policies, registry, progress, Some(&mut matched)).await?;
     Ok((plan, matched))
@@ -260,6 +288,7 @@ struct Tree<'a> {
     repository: Option<&'a str>,
     excluded: &'a BTreeSet<PathBuf>,
     holds: &'a Holds,
+    promotions: &'a Promotions,
 }
 
 async fn plan_tree<R: Registry>(
@@ -274,6 +303,7 @@ async fn plan_tree<R: Registry>(
         repository,
         excluded,
         holds,
+        promotions,
     } = tree;
     let index = PolicyIndex::new(policies, repository);
 
@@ -304,6 +334,8 @@ async fn plan_tree<R: Registry>(
         policies,
         inspector: Inspector::new(registry),
         progress,
+        promotions,
+        holds,
         held: (!holds.is_empty()).then_some(HeldContext {
             holds,
             repository,
@@ -366,6 +398,10 @@ struct Asked<'a, R> {
     progress: &'a dyn Progress,
     /// The holds to honour, when there are any (or they are unknown).
     held: Option<HeldContext<'a>>,
+    /// What the promoting policies' upstreams run.
+    promotions: &'a Promotions,
+    /// Every hold, known or not (a promotion holds what is held in an environment above).
+    holds: &'a Holds,
 }
 
 impl<R: Registry> Asked<'_, R> {
@@ -432,9 +468,17 @@ impl<R: Registry> Asked<'_, R> {
                 Candidates::Ready(list) => list,
             };
             let (from_tag, from_digest) = owned.facts.current();
-            let decided = self
-                .decide_held(f, &files[f.file], list, plan, &mut labels)
-                .await;
+            let (decided, promotion) = match &policy.promote {
+                None => (
+                    self.decide_held(f, &files[f.file], list, plan, &mut labels)
+                        .await,
+                    None,
+                ),
+                Some(promote) => {
+                    self.decide_promoted(f, &files[f.file], list, promote, plan, &mut labels)
+                        .await
+                }
+            };
             match decided {
                 Ok(Outcome::Move { tag, digest }) => {
                     let pins_tag = owned.facts.pins().tag;
@@ -446,6 +490,7 @@ impl<R: Registry> Asked<'_, R> {
                         to: version_text(pins_tag.then_some(tag.as_str()), digest.as_deref()),
                         tag,
                         digest,
+                        promotion,
                     });
                 }
                 Ok(Outcome::Stay) => plan.up_to_date += 1,

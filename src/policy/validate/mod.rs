@@ -14,6 +14,7 @@ use super::{
     ValueError,
 };
 
+mod promote;
 mod raw;
 
 use self::raw::{
@@ -118,6 +119,7 @@ impl Validator<'_> {
             }
         }
         let min_age = self.min_age(spec.min_age, &strategy);
+        let promote = spec.promote.and_then(|p| self.promote(p, &strategy));
         let targets: Vec<Target> = spec
             .targets
             .into_iter()
@@ -146,6 +148,7 @@ impl Validator<'_> {
             min_age,
             verify: spec.verify,
             version_labels: spec.version_labels,
+            promote,
             targets,
         })
     }

@@ -63,6 +63,7 @@ pub(super) struct RawSpec {
     pub(super) verify: Option<crate::config::verify::VerifyConfig>,
     #[serde(default)]
     pub(super) version_labels: Option<crate::config::version_labels::VersionLabels>,
+    pub(super) promote: Option<Spanned<RawPromote>>,
     #[serde(default)]
     pub(super) targets: Vec<Spanned<RawTarget>>,
 }
@@ -152,4 +153,35 @@ pub(super) struct RawTarget {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawKustomize {
     pub(super) image_name: Spanned<String>,
+}
+
+/// `promote:` as written; `fanIn` and `after` are strings so that a wrong value is said in the
+/// policy's own words at its line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawPromote {
+    #[serde(default)]
+    pub(super) from: Vec<Spanned<RawUpstream>>,
+    #[serde(default)]
+    pub(super) after: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) fan_in: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) write: Option<Spanned<String>>,
+}
+
+/// One `promote.from[]` entry: exactly one of `application`, `path`, `policy`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct RawUpstream {
+    #[serde(default)]
+    pub(super) application: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) namespace: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) path: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) policy: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) repository: Option<Spanned<String>>,
 }

@@ -21,6 +21,8 @@ pub(super) struct AfterWrite {
     pub(super) reverts: Family<ResultLabel, Counter>,
     /// From a change reaching its base branch to its Application verified healthy.
     pub(super) time_to_healthy: Histogram,
+    /// From a tag verified upstream to its promotion verified downstream (issue 20).
+    pub(super) promotion_lead_time: Histogram,
     /// Verifications under way: a change followed in one Application.
     pub(super) verifications_pending: Gauge,
     /// The held tags after the last full cycle, by reason ([`holds`]).
@@ -49,6 +51,16 @@ impl AfterWrite {
                 "Time from a change reaching its base branch (push or merge) to its Application verified healthy",
                 Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
                     10.0, 2.0, 11,
+                )),
+            ),
+            // From a minute to about a fortnight: soak times are hours, promotions wait on
+            // reviews.
+            promotion_lead_time: registered(
+                registry,
+                "tagpilot_promotion_lead_time_seconds",
+                "Time from a tag verified healthy upstream (or, from git, set there) to its promotion verified healthy downstream",
+                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                    60.0, 2.0, 15,
                 )),
             ),
             verifications_pending: registered(
@@ -94,6 +106,22 @@ impl Metrics {
             .inc();
         if let Some(took) = healthy_after {
             self.after_write.time_to_healthy.observe(took.as_secs_f64());
+        }
+    }
+
+    /// A verified change's promotions (fields with `promoted_at`): each one's lead time, from
+    /// the tag healthy upstream to `now`, verified here.
+    pub fn record_promotion_lead_times(
+        &self,
+        fields: &[crate::state::VerifiedField],
+        now: jiff::Timestamp,
+    ) {
+        for at in fields.iter().filter_map(|f| f.promoted_at) {
+            if let Ok(took) = std::time::Duration::try_from(now.duration_since(at)) {
+                self.after_write
+                    .promotion_lead_time
+                    .observe(took.as_secs_f64());
+            }
         }
     }
 

@@ -36,6 +36,7 @@ fn change(repository: &str, policy: &str) -> Change {
         to: "1.1.0".to_string(),
         source: None,
         labels: Vec::new(),
+        promotion: None,
     }
 }
 
@@ -480,4 +481,30 @@ fn findings_and_skipped_files_are_the_last_full_cycle_s() {
         text.contains("tagpilot_skipped_files{reason=\"invalid_yaml\"} 0"),
         "{text}"
     );
+}
+
+#[test]
+fn a_verified_promotion_counts_its_lead_time_and_other_changes_do_not() {
+    let metrics = Metrics::new();
+    let at: jiff::Timestamp = "2026-11-25T10:00:00Z".parse().unwrap();
+    let field = |promoted_at| crate::state::VerifiedField {
+        key: crate::holds::FieldKey::whole_policy("shop-prod"),
+        image: "registry.example/shop".into(),
+        line: 10,
+        from: "1.1.0".into(),
+        to: "1.2.0".into(),
+        on_failure: crate::config::verify::OnFailure::Hold,
+        promoted_at,
+    };
+    metrics.record_promotion_lead_times(
+        &[field(Some(at)), field(None)],
+        at + jiff::SignedDuration::from_hours(3),
+    );
+    let text = metrics.render();
+    for line in [
+        "tagpilot_promotion_lead_time_seconds_count 1",
+        "tagpilot_promotion_lead_time_seconds_sum 10800.0",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
 }

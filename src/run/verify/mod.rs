@@ -425,6 +425,7 @@ impl Verifier {
             Conclusion::Verified => {
                 let took = Duration::try_from(now.duration_since(pending.since)).ok();
                 metrics.record_verification("verified", took);
+                metrics.record_promotion_lead_times(&pending.fields, now);
                 tracing::info!(
                     application = %pending.application,
                     repository = %pending.repository,
@@ -572,6 +573,7 @@ fn failed_changes(pending: &PendingVerification, fields: &[VerifiedField]) -> Ve
             to: f.to.clone(),
             source: None,
             labels: Vec::new(),
+            promotion: None,
         })
         .collect()
 }
@@ -639,6 +641,7 @@ fn pending_for(
                     from: c.from.clone(),
                     to: c.to.clone(),
                     on_failure: verify.on_failure,
+                    promoted_at: c.promotion.as_ref().and_then(|p| p.healthy_since()),
                 })
                 .collect();
             Some(PendingVerification {

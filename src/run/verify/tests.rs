@@ -14,6 +14,7 @@ fn the_failed_changes_are_the_fields_followed_from_their_old_tag_to_the_failed_o
         from: "1.0.0".into(),
         to: "1.1.0".into(),
         on_failure: OnFailure::Revert,
+        promoted_at: None,
     };
     let pending = PendingVerification {
         application: "argocd/shop-api".into(),
