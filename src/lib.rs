@@ -8,6 +8,8 @@
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`application`] — an Argo CD `Application` as the Kubernetes API and git hold it: the model
 //!   the Argo CD sources and the Kubernetes edge share.
+//! - [`affected`] — which Applications' sources contain a repository's files, with their
+//!   destinations: the one matching rule (pure).
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
 //! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
 //! - [`change`] — the change model: a change, what goes into one commit or pull request (and
@@ -42,6 +44,7 @@
 //!   shutdown on signals, and leader election among replicas (`--leader-elect`).
 //! - [`cli`] — the command line: its flags, and one runner per command over a [`session`].
 
+pub mod affected;
 pub mod application;
 pub mod apply;
 pub mod argocd;

@@ -197,6 +197,7 @@ async fn run_cycle<R: Registry>(
         policies: &policies,
         registry: &registry,
         holds: &holds,
+        deployers: apps.as_ref().map_or(&[], |a| a.deployers.as_slice()),
     };
 
     // 2. The local directory: a target of its own, written in place.
@@ -209,8 +210,8 @@ async fn run_cycle<R: Registry>(
     step.repositories(resolved, &mut cycle, &mut found).await?;
 
     // 4. Application targets (`write-back-method: argocd`), and the Applications section.
-    if let Some(apps) = apps {
-        step.applications(&apps, &mut cycle, &mut found).await;
+    if let Some(apps) = &apps {
+        step.applications(apps, &mut cycle, &mut found).await;
         cycle.applications = Some(apps.report(
             &mut cycle.plan,
             &found.images,
@@ -233,6 +234,8 @@ struct Step<'s, 'a, R> {
     registry: &'s Shared<'a, R>,
     /// The held tags the planners honour ([`holds::read`]).
     holds: &'s Holds,
+    /// Every Application read this cycle ([`Applications::deployers`]).
+    deployers: &'s [Application],
 }
 
 /// What the targets found of the Applications, for their section of the report and their
@@ -283,6 +286,7 @@ impl<R: Registry> Step<'_, '_, R> {
             return Ok(());
         }
         let sources = SourceNames::new(self.policies, resolved);
+        let deployers = self.deployers;
         let no_templates = Default::default();
         let planner = TargetPlanner {
             policies: self.policies,
@@ -296,6 +300,7 @@ impl<R: Registry> Step<'_, '_, R> {
             state: ctx.state,
             holds: self.holds,
             diff: options.diff,
+            deployers,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before
@@ -517,6 +522,9 @@ fn repository_targets(
 /// The Applications of one cycle, resolved into policies and write places.
 struct Applications {
     resolved: Resolved,
+    /// Every Application read, annotated or not, as far as naming the ones a change deploys
+    /// needs it ([`crate::affected`]): its annotations and status dropped.
+    deployers: Vec<Application>,
     /// The `ImageUpdater` resources read (from git and the cluster); those from the cluster
     /// get their status written.
     updaters: Vec<argocd::image_updater::ImageUpdater>,
@@ -557,6 +565,10 @@ async fn collect_applications<R: Registry>(
             .push("applications.fromCluster is set but no cluster was read".to_string()),
         (None, None) => {}
     }
+    let deployers = apps
+        .iter()
+        .map(|(app, _)| deployer(app))
+        .collect::<Vec<_>>();
     // Which configuration counts for each Application: its annotations, or the ImageUpdater
     // resource that selects it.
     let selection = argocd::image_updater::select(apps, &updaters);
@@ -578,10 +590,25 @@ async fn collect_applications<R: Registry>(
     }
     Ok(Applications {
         resolved,
+        deployers,
         updaters,
         load_problems,
         _keys: keys,
     })
+}
+
+/// An Application as far as [`crate::affected`] and rendering read it: its name, sources and
+/// destination.
+fn deployer(app: &Application) -> Application {
+    Application {
+        metadata: crate::application::Metadata {
+            name: app.metadata.name.clone(),
+            namespace: app.metadata.namespace.clone(),
+            ..Default::default()
+        },
+        spec: app.spec.clone(),
+        ..Default::default()
+    }
 }
 
 impl Applications {

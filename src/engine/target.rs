@@ -83,6 +83,30 @@ pub fn application_source(app: &resolve::ManagedApp) -> String {
     format!("Application {} ({origin})", app.app.id())
 }
 
+/// Names in each group the Applications whose sources in the repository at `url` contain its
+/// files.
+fn name_applications(
+    groups: &mut [ChangeGroup],
+    deployers: &[crate::application::Application],
+    url: &str,
+) {
+    if deployers.is_empty() {
+        return;
+    }
+    for group in groups {
+        let files: Vec<String> = group
+            .files
+            .keys()
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .collect();
+        group.applications = crate::affected::applications_containing(
+            deployers,
+            url,
+            files.iter().map(String::as_str),
+        );
+    }
+}
+
 /// Plans a target's every source on one checkout.
 pub struct TargetPlanner<'a, R> {
     pub policies: &'a [ImagePolicy],
@@ -100,6 +124,9 @@ pub struct TargetPlanner<'a, R> {
     pub holds: &'a Holds,
     /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
     pub diff: bool,
+    /// Every Application read this cycle (from git and the cluster, annotated or not), to name
+    /// the ones whose sources contain a group's files ([`crate::affected`]).
+    pub deployers: &'a [crate::application::Application],
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -185,6 +212,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
             }
             None => (false, Vec::new()),
         };
+        name_applications(&mut groups, self.deployers, &repository.url);
         if self.diff {
             plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
         }
@@ -377,6 +405,7 @@ mod tests {
 
     fn group(key: &str, path: &str, content: &str) -> ChangeGroup {
         ChangeGroup {
+            applications: Vec::new(),
             key: key.into(),
             files: [(PathBuf::from(path), content.to_string())].into(),
             changes: Vec::new(),

@@ -245,6 +245,7 @@ fn inline(subject: &str) -> String {
 /// Checks the pull-request templates of a repository (for `validate` and `tagpilot check`).
 pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), TemplateError> {
     let sample = ChangeGroup {
+        applications: Vec::new(),
         key: "example".into(),
         files: Default::default(),
         changes: vec![Change {
@@ -303,6 +304,7 @@ mod tests {
 
     fn group(key: &str, changes: Vec<Change>) -> ChangeGroup {
         ChangeGroup {
+            applications: Vec::new(),
             key: key.into(),
             files: Default::default(),
             changes,

@@ -64,6 +64,7 @@ impl ApiPlanner {
         }
         lines[API_LINE - 1] = new;
         Ok(vec![ChangeGroup {
+            applications: Vec::new(),
             key: "api".into(),
             files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
                 .into_iter()
@@ -119,6 +120,7 @@ impl Replanner for ApiAndWeb {
             let old = lines[line - 1].clone();
             lines[line - 1] = format!("          image: registry.example/{key}:{to}");
             ChangeGroup {
+                applications: Vec::new(),
                 key: key.into(),
                 files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
                     .into_iter()
@@ -1100,6 +1102,7 @@ async fn a_github_app_exchanges_its_jwt_for_an_installation_token_and_plan_write
 #[test]
 fn pull_request_body_matches_the_golden_file() {
     let group = ChangeGroup {
+        applications: Vec::new(),
         key: "checkout".into(),
         files: Default::default(),
         changes: vec![

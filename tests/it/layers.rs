@@ -45,6 +45,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("holds", "holds", Layer::Leaf),
         ("change", "change", Layer::Leaf),
         ("application", "application", Layer::Leaf),
+        ("affected", "affected", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
         ("verification", "verification", Layer::Core),

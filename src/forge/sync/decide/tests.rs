@@ -24,6 +24,7 @@ fn built() -> Oid {
 
 fn group(to: &str) -> ChangeGroup {
     ChangeGroup {
+        applications: Vec::new(),
         key: "api".into(),
         files: Default::default(),
         changes: vec![Change {
