@@ -93,14 +93,16 @@ impl AffectedApplication {
 }
 
 /// The Applications among `apps` whose sources in the repository at `url` contain one of
-/// `files` (paths relative to the repository root, `/`-separated), in `apps`' order.
+/// `files` (paths relative to the repository root, `/`-separated), sorted by
+/// `namespace/name` so that a change names them in one order whichever source read them.
 pub fn applications_containing<'f>(
     apps: &[Application],
     url: &str,
     files: impl IntoIterator<Item = &'f str> + Clone,
 ) -> Vec<AffectedApplication> {
     let url = normalise_url(url);
-    apps.iter()
+    let mut found: Vec<AffectedApplication> = apps
+        .iter()
         .filter_map(|app| {
             let sources = sources_containing(app, &url, files.clone());
             (!sources.is_empty()).then(|| AffectedApplication {
@@ -116,7 +118,9 @@ pub fn applications_containing<'f>(
                 sources,
             })
         })
-        .collect()
+        .collect();
+    found.sort_by_cached_key(AffectedApplication::id);
+    found
 }
 
 /// The 1-based positions of `app`'s sources in the repository `normalised_url` (already
@@ -228,9 +232,11 @@ mod tests {
         );
         assert_eq!(found[0].destination.namespace.as_deref(), Some("shop"));
         assert_eq!(found[0].cluster(), "https://kubernetes.default.svc");
-        let web = applications_containing(&apps, "ssh://git@git.example/acme/m.git", [
-            "apps/web/a.yaml",
-        ]);
+        let web = applications_containing(
+            &apps,
+            "ssh://git@git.example/acme/m.git",
+            ["apps/web/a.yaml"],
+        );
         assert_eq!(web[0].name, "web");
         assert_eq!(web[0].sources, vec![1]);
     }

@@ -37,6 +37,8 @@ pub enum TemplateError {
         "`write.branch` gives the base branch `{base}`; pull requests need a branch tagpilot owns"
     )]
     BaseBranch { base: String },
+    #[error(transparent)]
+    Labels(#[from] super::labels::LabelError),
 }
 
 /// The branch used when `write.branch` is not set in pull-request mode.
@@ -178,6 +180,7 @@ pub fn body(
             cell(c.strategy),
         ));
     }
+    out.push_str(&applications_section(group));
     // What changed inside the images, where both images say (see `crate::provenance`).
     let compared: Vec<(&Change, &SourceChange)> = group
         .changes
@@ -222,6 +225,35 @@ pub fn body(
     out
 }
 
+/// The Argo CD Applications whose sources contain the group's files, with where each deploys
+/// to; nothing when none is known.
+fn applications_section(group: &ChangeGroup) -> String {
+    if group.applications.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n**Argo CD Applications** that deploy these files\n\n\
+         | Application | Cluster | Namespace | Sources | Files |\n\
+         | --- | --- | --- | --- | --- |\n",
+    );
+    for a in &group.applications {
+        let files: Vec<String> = a.files.iter().map(|f| format!("`{}`", cell(f))).collect();
+        let sources: Vec<String> = a.sources.iter().map(usize::to_string).collect();
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} | {} | {} |\n",
+            cell(&a.id()),
+            cell(a.cluster()),
+            a.destination
+                .namespace
+                .as_deref()
+                .map_or_else(|| "—".to_owned(), |ns| format!("`{}`", cell(ns))),
+            sources.join(", "),
+            files.join(" "),
+        ));
+    }
+    out
+}
+
 /// A commit id as people read it: its first 7 characters; a tag or branch name whole.
 fn short_revision(r: &str) -> &str {
     if r.len() >= 40 && r.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -245,7 +277,6 @@ fn inline(subject: &str) -> String {
 /// Checks the pull-request templates of a repository (for `validate` and `tagpilot check`).
 pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), TemplateError> {
     let sample = ChangeGroup {
-        applications: Vec::new(),
         key: "example".into(),
         files: Default::default(),
         changes: vec![Change {
@@ -269,6 +300,17 @@ pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), Templ
             })),
             ..Change::default()
         }],
+        applications: vec![crate::affected::AffectedApplication {
+            name: "example".into(),
+            namespace: Some("argocd".into()),
+            destination: crate::application::Destination {
+                server: Some("https://kubernetes.default.svc".into()),
+                name: Some("in-cluster".into()),
+                namespace: Some("example".into()),
+            },
+            sources: vec![1],
+            files: vec!["apps/app.yaml".into()],
+        }],
     };
     let branch = branch_name(write.branch.as_deref(), "example", &sample)?;
     if branch == base {
@@ -277,6 +319,7 @@ pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), Templ
         });
     }
     title(write.title.as_deref(), "example", &sample)?;
+    super::labels::check(&write.labels, &sample)?;
     Ok(())
 }
 
@@ -319,6 +362,53 @@ mod tests {
         assert_ne!(
             a,
             proposal_id(&[change("r/api", "1.3.0"), change("r/web", "2.0.0")])
+        );
+    }
+
+    #[test]
+    fn the_body_names_the_applications_and_their_destinations() {
+        let mut g = group("api", vec![change("r/api", "1.2.0")]);
+        let marker = Marker {
+            group: "api".into(),
+            proposal: "p".into(),
+            head: "h".into(),
+            noted: None,
+        };
+        let without = body(
+            ForgeKind::GitHub,
+            "m",
+            "main",
+            &g,
+            &BTreeMap::new(),
+            &marker,
+        );
+        assert!(!without.contains("Argo CD Applications"), "{without}");
+        g.applications = vec![crate::affected::AffectedApplication {
+            name: "shop".into(),
+            namespace: Some("argocd".into()),
+            destination: crate::application::Destination {
+                name: Some("prod".into()),
+                namespace: Some("shop".into()),
+                ..Default::default()
+            },
+            sources: vec![1, 3],
+            files: vec!["apps/a.yaml".into()],
+        }];
+        let with = body(
+            ForgeKind::GitHub,
+            "m",
+            "main",
+            &g,
+            &BTreeMap::new(),
+            &marker,
+        );
+        assert!(
+            with.contains(
+                "| Application | Cluster | Namespace | Sources | Files |\n\
+                 | --- | --- | --- | --- | --- |\n\
+                 | `argocd/shop` | `prod` | `shop` | 1, 3 | `apps/a.yaml` |\n"
+            ),
+            "{with}"
         );
     }
 

@@ -16,6 +16,7 @@ pub mod body;
 pub use crate::config::forge as config;
 pub mod github;
 pub mod gitlab;
+pub mod labels;
 mod marker;
 pub mod merged;
 mod retry;

@@ -259,7 +259,11 @@ mod tests {
     fn the_applications_a_group_deploys_are_named_with_their_destinations() {
         use crate::affected::AffectedApplication;
         use crate::application::Destination;
-        let mut g = group("api", &[("apps/api/a.yaml", "x")], vec![change("api", "apps/api/a.yaml", "1", "2")]);
+        let mut g = group(
+            "api",
+            &[("apps/api/a.yaml", "x")],
+            vec![change("api", "apps/api/a.yaml", "1", "2")],
+        );
         g.applications = vec![
             AffectedApplication {
                 name: "shop-prod".into(),
@@ -298,8 +302,14 @@ mod tests {
             &g,
         )
         .unwrap();
-        assert!(message.starts_with("shop-prod@shop/ shop-dev@/\n\n"), "{message}");
-        assert!(message.ends_with("Tagpilot-Application: shop-dev\n"), "{message}");
+        assert!(
+            message.starts_with("shop-prod@shop/ shop-dev@/\n\n"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("Tagpilot-Application: shop-dev\n"),
+            "{message}"
+        );
     }
 
     #[test]

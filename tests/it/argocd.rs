@@ -1165,3 +1165,66 @@ async fn a_branch_template_over_no_changes_is_not_a_problem() {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
 }
+
+/// The commit names every Application whose sources contain the changed file, annotated or
+/// not, each source of a multi-source Application counted, with its destination; an
+/// Application of another path is not named.
+#[tokio::test]
+async fn the_commit_names_the_applications_that_deploy_the_changed_files() {
+    let app = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n{spec}"
+        )
+    };
+    let repo = repo_with(&[
+        (
+            "argocd/api.yaml".into(),
+            directory_app("api", "registry.example/shop/api:1.x", "")
+                + "  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n",
+        ),
+        (
+            "argocd/api-prod.yaml".into(),
+            app(
+                "api-prod",
+                "  destination: {name: prod, namespace: shop-prod}\n  sources:\n    - {repoURL: 'https://charts.example', chart: base, targetRevision: 1.0.0}\n    - {repoURL: REPO_URL, path: apps/api}\n",
+            ),
+        ),
+        (
+            "argocd/web.yaml".into(),
+            app(
+                "web",
+                "  destination: {name: prod, namespace: web}\n  source: {repoURL: REPO_URL, path: apps/web}\n",
+            ),
+        ),
+        (
+            "apps/api/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/web:1.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert!(applied.plan.repositories[0].error.is_none());
+    assert_eq!(applied.plan.changes.len(), 1, "{:?}", applied.plan.changes);
+    let message = repo.message("main");
+    assert!(
+        message.contains(
+            "Argo CD Applications:\n\
+             - api -> https://kubernetes.default.svc, namespace shop\n\
+             - argocd/api-prod -> prod, namespace shop-prod\n"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("Tagpilot-Application: api\nTagpilot-Application: argocd/api-prod"),
+        "{message}"
+    );
+    assert!(!message.contains("argocd/web"), "{message}");
+}

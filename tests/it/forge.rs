@@ -11,6 +11,8 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
+use tagpilot::affected::AffectedApplication;
+use tagpilot::application::Destination;
 use tagpilot::change::{Change, ChangeGroup};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{CommitFiles, Planned, Replanner, RepoCache, RepositoryConfig};
@@ -31,6 +33,8 @@ struct ApiPlanner {
     complete: bool,
     /// The image's source repository and its revisions before and after, as labels say.
     source: Option<(&'static str, &'static str, &'static str)>,
+    /// The Argo CD Applications the engine names for the group.
+    applications: Vec<AffectedApplication>,
 }
 
 /// What changed in the image's source, as the engine describes it: `source` at `from`, then
@@ -50,6 +54,7 @@ fn wants(tag: &'static str) -> ApiPlanner {
         tag,
         complete: true,
         source: None,
+        applications: Vec::new(),
     }
 }
 
@@ -64,7 +69,7 @@ impl ApiPlanner {
         }
         lines[API_LINE - 1] = new;
         Ok(vec![ChangeGroup {
-            applications: Vec::new(),
+            applications: self.applications.clone(),
             key: "api".into(),
             files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
                 .into_iter()
@@ -880,6 +885,76 @@ async fn a_merged_proposal_names_its_merge_commit_and_head<F: ForgeDouble>() {
     s.server.verify().await;
 }
 
+/// The Applications a change deploys are named in the body with their destinations, and the
+/// label templates make one label per Application, cut to the forge's limit (GitHub's 50
+/// characters, GitLab's 255); a newer tag that deploys to one more Application adds its label.
+async fn the_applications_a_change_deploys_are_named_and_labelled<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>(
+        "  labels: [dependencies, 'app/{{ application }}', 'env/{{ destination.namespace }}']\n",
+    );
+    let long = format!("shop-{}", "x".repeat(60));
+    let app = |name: &str, ns: &str| AffectedApplication {
+        name: name.into(),
+        namespace: Some("argocd".into()),
+        destination: Destination {
+            server: Some("https://prod.example:6443".into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        sources: vec![1],
+        files: vec![DEPLOYMENT_PATH.into()],
+    };
+    let limit = if F::NAME == "GitHub" { 50 } else { 255 };
+    let long_label: String = format!("app/{long}").chars().take(limit).collect();
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(
+        &s.server,
+        7,
+        "Update api to 1.2.0",
+        &["dependencies", &long_label, "env/shop"],
+        &[],
+    )
+    .await;
+    let planner = ApiPlanner {
+        applications: vec![app(&long, "shop")],
+        ..wants("1.2.0")
+    };
+    s.run(&repo, &planner, false).await.unwrap();
+    let body = s.first_sent("POST", &F::proposals(), F::BODY).await;
+    assert!(
+        body.contains(&format!(
+            "| `argocd/{long}` | `https://prod.example:6443` | `shop` | 1 | `{DEPLOYMENT_PATH}` |"
+        )),
+        "{body}"
+    );
+    let message = s.repo.message(BRANCH);
+    assert!(
+        message.contains(&format!("Tagpilot-Application: argocd/{long}")),
+        "{message}"
+    );
+    s.next_phase().await;
+
+    // The next tag also deploys to staging: its labels are added, nothing removed.
+    let labelled = F::labelled(
+        F::proposal(7, "Update api to 1.2.0", &body),
+        &["dependencies", &long_label, "env/shop"],
+        &[],
+    );
+    F::expect_list_open(&s.server, json!([labelled])).await;
+    F::expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
+    F::expect_additions(&s.server, 7, &["app/shop-stage", "env/stage"], &[], &[]).await;
+    let planner = ApiPlanner {
+        applications: vec![app(&long, "shop"), app("shop-stage", "stage")],
+        ..wants("1.3.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert!(outcome.pull_requests[0].warnings.is_empty());
+    let edited = s.edited_body::<F>(7).await;
+    assert!(edited.contains("| `argocd/shop-stage` |"), "{edited}");
+    s.server.verify().await;
+}
+
 /// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
@@ -919,6 +994,7 @@ on_each_forge!(
     a_forge_error_for_one_group_fails_that_group_and_the_others_go_on,
     the_verify_status_is_set_on_the_commit_with_the_reason,
     a_merged_proposal_names_its_merge_commit_and_head,
+    the_applications_a_change_deploys_are_named_and_labelled,
 );
 
 // === GitHub only ===

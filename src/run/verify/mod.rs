@@ -28,9 +28,9 @@ use jiff::Timestamp;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::affected::normalise_url;
 use crate::application::Application;
 use crate::argocd::follow::{FollowError, Followed, FollowedChange, follow_application};
-use crate::affected::normalise_url;
 use crate::change::Change;
 use crate::config::applications::FromCluster;
 use crate::config::repository::RepositoryConfig;

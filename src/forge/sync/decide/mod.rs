@@ -12,6 +12,7 @@ use git2::Oid;
 
 use super::observed::{Observed, PlannedGroup, Tagpilots, tagpilots};
 use crate::forge::body::{self, proposal_id};
+use crate::forge::labels;
 use crate::forge::{
     Action, ForgeKind, Marker, NewPullRequest, PullRequest, PullRequestOutcome, missing_labels,
     missing_reviewers,
@@ -145,8 +146,9 @@ fn keep_up(o: &Observed, planned: &PlannedGroup, old: &Marker, pr: &PullRequest)
         });
     }
     // Labels and reviewers converge too: the config may have changed, or the pull request was
-    // opened elsewhere.
-    steps.extend(converge(o, pr));
+    // opened elsewhere, or the change now deploys to other Applications.
+    let labels = group_labels(o, planned, &mut outcome);
+    steps.extend(converge(o, pr, &labels));
     Decision { outcome, steps }
 }
 
@@ -189,6 +191,8 @@ fn propose(o: &Observed, planned: &PlannedGroup) -> Decision {
         };
     }
     let mut steps = Vec::new();
+    let mut opened = outcome(o, planned, Action::Opened, None);
+    let labels = group_labels(o, planned, &mut opened);
     let head = match tip {
         Some(tip) if planned.built_is_tip => tip.id,
         _ => {
@@ -205,13 +209,13 @@ fn propose(o: &Observed, planned: &PlannedGroup) -> Decision {
         base: o.base.clone(),
         title: planned.title.clone(),
         body: pull_request_body(o, planned, &proposal, head),
-        labels: o.write.labels.clone(),
+        labels,
         reviewers: o.write.reviewers.clone(),
         draft: o.write.draft,
         auto_merge: o.write.auto_merge,
     }));
     Decision {
-        outcome: outcome(o, planned, Action::Opened, None),
+        outcome: opened,
         steps,
     }
 }
@@ -291,9 +295,23 @@ fn close_unneeded(o: &Observed, group: String, marker: &Marker, pr: &PullRequest
     Decision { outcome, steps }
 }
 
+/// The labels `write.labels` makes for `planned`'s group ([`labels::labels`]); a template that
+/// does not render puts no label on it and says so in the outcome's warnings.
+fn group_labels(
+    o: &Observed,
+    planned: &PlannedGroup,
+    outcome: &mut PullRequestOutcome,
+) -> Vec<String> {
+    let (made, errors) = labels::labels(o.kind, &o.write.labels, &o.repository, &planned.group);
+    outcome
+        .warnings
+        .extend(errors.iter().map(|e| crate::error_chain::chain(e)));
+    made
+}
+
 /// The labels and reviewers `pr` lacks, as one step, or none when it lacks nothing.
-fn converge(o: &Observed, pr: &PullRequest) -> Option<Step> {
-    let labels = missing_labels(&pr.labels, &o.write.labels);
+fn converge(o: &Observed, pr: &PullRequest, wanted: &[String]) -> Option<Step> {
+    let labels = missing_labels(&pr.labels, wanted);
     let reviewers = missing_reviewers(&pr.reviewers, &o.write.reviewers);
     (!labels.is_empty() || !reviewers.is_empty()).then(|| Step::Converge {
         pull_request: pr.clone(),
