@@ -25,6 +25,44 @@ pub struct AffectedApplication {
     pub sources: Vec<usize>,
     /// Which of the files asked about its sources contain, in the order asked.
     pub files: Vec<String>,
+    /// Its manifests rendered before and after the change, when asked for (`crate::render`).
+    #[serde(skip)]
+    pub rendered: Option<Box<Rendered>>,
+}
+
+/// What an Application's manifests become with a change: the resources that differ, each
+/// rendered before and after (Secret data redacted), or why it could not be rendered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// Only the resources that change, in kind, namespace, name order.
+    pub resources: Vec<RenderedResource>,
+    /// Why rendering failed (a tool missing, a chart repository not reachable, a template
+    /// error): said in the review, never a reason to hold the change.
+    pub failure: Option<String>,
+    /// How long both renders took, for `bench/`.
+    pub took: std::time::Duration,
+}
+
+/// One rendered resource that a change adds, removes or edits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderedResource {
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The resource as YAML before the change; `None` when the change adds it.
+    pub before: Option<String>,
+    /// After the change; `None` when the change removes it.
+    pub after: Option<String>,
+}
+
+impl RenderedResource {
+    /// `Deployment/shop/api` (`kind/namespace/name`, or `kind/name` when cluster-scoped).
+    pub fn header(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{}/{ns}/{}", self.kind, self.name),
+            None => format!("{}/{}", self.kind, self.name),
+        }
+    }
 }
 
 impl AffectedApplication {
@@ -116,6 +154,7 @@ pub fn applications_containing<'f>(
                     .map(str::to_owned)
                     .collect(),
                 sources,
+                rendered: None,
             })
         })
         .collect();

@@ -117,6 +117,11 @@ fn join_applications(into: &mut Vec<AffectedApplication>, more: Vec<AffectedAppl
                         known.files.push(file);
                     }
                 }
+                // Groups stack: a later group's files carry the earlier ones' edits, so its
+                // render is the joined change's.
+                if app.rendered.is_some() {
+                    known.rendered = app.rendered;
+                }
             }
             None => into.push(app),
         }

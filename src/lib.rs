@@ -30,6 +30,8 @@
 //!   and a diff (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
+//! - [`render`] — an Application's manifests rendered as Argo CD would (directories,
+//!   kustomize, Helm) with the real tools, before and after a change.
 //! - [`kubernetes`] — the Kubernetes API edge: Applications, `ImageUpdater` resources, Secrets,
 //!   ConfigMaps, patches and status.
 //! - [`state`] — what `tagpilot run --state-dir` remembers across restarts (redb).
@@ -65,6 +67,7 @@ pub mod policy;
 pub mod promotion;
 pub mod provenance;
 pub mod registry;
+pub mod render;
 pub mod report;
 pub mod run;
 pub mod select;

@@ -310,6 +310,7 @@ pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), Templ
             },
             sources: vec![1],
             files: vec!["apps/app.yaml".into()],
+            rendered: None,
         }],
     };
     let branch = branch_name(write.branch.as_deref(), "example", &sample)?;
@@ -393,6 +394,7 @@ mod tests {
             },
             sources: vec![1, 3],
             files: vec!["apps/a.yaml".into()],
+            rendered: None,
         }];
         let with = body(
             ForgeKind::GitHub,

@@ -188,6 +188,7 @@ mod tests {
             },
             sources: vec![1],
             files: vec!["apps/a.yaml".into()],
+            rendered: None,
         };
         ChangeGroup {
             key: "api".into(),

@@ -275,6 +275,7 @@ mod tests {
                 },
                 sources: vec![2],
                 files: vec!["apps/api/a.yaml".into()],
+                rendered: None,
             },
             AffectedApplication {
                 name: "shop-dev".into(),
@@ -282,6 +283,7 @@ mod tests {
                 destination: Destination::default(),
                 sources: vec![1],
                 files: vec!["apps/api/a.yaml".into()],
+                rendered: None,
             },
         ];
         let message = render_message(None, "m", &g).unwrap();

@@ -904,6 +904,7 @@ async fn the_applications_a_change_deploys_are_named_and_labelled<F: ForgeDouble
         },
         sources: vec![1],
         files: vec![DEPLOYMENT_PATH.into()],
+        rendered: None,
     };
     let limit = if F::NAME == "GitHub" { 50 } else { 255 };
     let long_label: String = format!("app/{long}").chars().take(limit).collect();

@@ -54,6 +54,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("git", "git", Layer::Edge),
         ("forge", "forge", Layer::Edge),
         ("kubernetes", "kubernetes", Layer::Edge),
+        ("render", "render", Layer::Edge),
         ("state", "state", Layer::Edge),
         ("plan", "plan", Layer::Planning),
         ("apply", "apply", Layer::Planning),

@@ -24,6 +24,7 @@ mod manifest;
 mod policy;
 mod registry;
 mod registry_faults;
+mod render;
 mod revert;
 mod support;
 mod verification;

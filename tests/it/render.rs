@@ -1,0 +1,152 @@
+//! Rendering as Argo CD would, with the real `helm` and `kubectl` (kustomize) from
+//! `$TAGPILOT_TOOLS/bin` (installed by `scripts/test.sh`; a missing tool fails these tests).
+//! Each golden case under `tests/golden/render/<case>/` holds an Application (`app.yaml`), the
+//! repository before and after a change (`before/`, `after/`) and the expected resource diffs
+//! (`rendered.txt`: a header per changed resource, then its unified diff).
+
+use std::path::{Path, PathBuf};
+
+use tagpilot::application::read_documents;
+use tagpilot::render::{self, Tools};
+
+use crate::golden::{check_text, golden_suite};
+
+/// The tools `scripts/test.sh` installed: helm, and kubectl for kustomize.
+pub(crate) fn tools() -> Tools {
+    let dir = std::env::var_os("TAGPILOT_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/tagpilot-tools")
+        })
+        .join("bin");
+    for tool in ["helm", "kubectl"] {
+        assert!(
+            dir.join(tool).is_file(),
+            "{} is missing: scripts/test.sh installs it; or set TAGPILOT_TOOLS",
+            dir.join(tool).display()
+        );
+    }
+    Tools::in_dirs([dir])
+}
+
+fn copy(from: &Path, to: &Path) {
+    for entry in walkdir::WalkDir::new(from) {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.path().strip_prefix(from).unwrap());
+        if entry.file_type().is_dir() {
+            std::fs::create_dir_all(&dest).unwrap();
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// What a render of a change shows: each changed resource's header and diff, or the failure.
+pub(crate) fn shown(rendered: &tagpilot::affected::Rendered) -> String {
+    let mut out = String::new();
+    if let Some(failure) = &rendered.failure {
+        out.push_str(&format!("failure: {failure}\n"));
+    }
+    for r in &rendered.resources {
+        out.push_str(&format!("## {}\n{}", r.header(), render::unified(r)));
+    }
+    out
+}
+
+/// [`shown`], and each changed resource whole after the change: the golden files show that
+/// the Application's options were applied.
+fn shown_whole(rendered: &tagpilot::affected::Rendered) -> String {
+    let mut out = shown(rendered);
+    for r in &rendered.resources {
+        out.push_str(&format!(
+            "## {} after\n{}",
+            r.header(),
+            r.after.as_deref().unwrap_or("(removed)\n")
+        ));
+    }
+    out
+}
+
+async fn run_case(case: &Path) -> Vec<String> {
+    let app_path = case.join("app.yaml");
+    let app = read_documents(&app_path, &std::fs::read_to_string(&app_path).unwrap())
+        .unwrap()
+        .remove(0);
+    // The tools may edit the trees (kustomize options are set in the kustomization): copies.
+    let (before, after) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    copy(&case.join("before"), before.path());
+    copy(&case.join("after"), after.path());
+    let rendered = render::render_change(
+        &tools(),
+        &render::Change {
+            app: &app,
+            url: "https://git.example/acme/manifests",
+            before: before.path(),
+            after: after.path(),
+        },
+    );
+    check_text(&case.join("rendered.txt"), &shown_whole(&rendered))
+        .into_iter()
+        .collect()
+}
+
+golden_suite! { "render", run_case, every_render_case_has_its_test, {
+    render_directory => "directory",
+    render_helm => "helm",
+    render_kustomize => "kustomize",
+}}
+
+/// A chart repository that cannot be reached is a failure the review shows, naming it; the
+/// render does not hang or panic.
+#[test]
+fn an_unreachable_chart_repository_is_said_so() {
+    let text = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: api}\n\
+                spec:\n  destination: {namespace: shop}\n  sources:\n\
+                \x20   - {repoURL: 'http://127.0.0.1:9/charts', chart: api, targetRevision: 1.0.0, helm: {valueFiles: [$values/envs/prod.yaml]}}\n\
+                \x20   - {repoURL: 'https://git.example/acme/manifests', ref: values}\n";
+    let app = read_documents(Path::new("app.yaml"), text)
+        .unwrap()
+        .remove(0);
+    let tree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tree.path().join("envs")).unwrap();
+    std::fs::write(tree.path().join("envs/prod.yaml"), "tag: 1.1.0\n").unwrap();
+    let rendered = render::render_change(
+        &tools(),
+        &render::Change {
+            app: &app,
+            url: "https://git.example/acme/manifests",
+            before: tree.path(),
+            after: tree.path(),
+        },
+    );
+    let failure = rendered.failure.expect("a failure");
+    assert!(
+        failure.contains("source 1 (chart api from http://127.0.0.1:9/charts)")
+            && failure
+                .contains("the chart repository http://127.0.0.1:9/charts could not be reached"),
+        "{failure}"
+    );
+}
+
+/// Without the tools on PATH, a kustomize or Helm source says which tool is missing.
+#[test]
+fn a_missing_tool_is_named() {
+    let case = crate::golden::case_dir("render", "helm");
+    let app_path = case.join("app.yaml");
+    let app = read_documents(&app_path, &std::fs::read_to_string(&app_path).unwrap())
+        .unwrap()
+        .remove(0);
+    let rendered = render::render_change(
+        &Tools::in_dirs([]),
+        &render::Change {
+            app: &app,
+            url: "https://git.example/acme/manifests",
+            before: &case.join("before"),
+            after: &case.join("after"),
+        },
+    );
+    assert_eq!(
+        rendered.failure.as_deref(),
+        Some("source 1 (path charts/api): `helm` was not found on PATH")
+    );
+}
