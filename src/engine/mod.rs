@@ -21,6 +21,7 @@ mod holds;
 mod image_sources;
 pub mod outcome;
 pub mod revert;
+mod review;
 mod rollbacks;
 pub mod shared;
 pub mod steady;
@@ -126,6 +127,9 @@ pub struct Options<'a> {
     /// Keep each repository file and Application patch before and after ([`Plan::diffs`]), for
     /// `tagpilot plan --diff`. Off, the cycle holds no second copy of the texts it writes.
     pub diff: bool,
+    /// Also render the Argo CD Applications each change deploys, before and after, and keep
+    /// their changed resources in the diffs (`tagpilot plan --diff --rendered`).
+    pub rendered: bool,
 }
 
 /// Everything one cycle found and did.
@@ -287,6 +291,9 @@ impl<R: Registry> Step<'_, '_, R> {
         }
         let sources = SourceNames::new(self.policies, resolved);
         let deployers = self.deployers;
+        // The tools are looked up once, and only when something will render.
+        let tools = (options.rendered || targets.iter().any(|t| t.write.rendered_diff))
+            .then(crate::render::Tools::from_path);
         let no_templates = Default::default();
         let planner = TargetPlanner {
             policies: self.policies,
@@ -299,8 +306,10 @@ impl<R: Registry> Step<'_, '_, R> {
             sources: &sources,
             state: ctx.state,
             holds: self.holds,
-            diff: options.diff,
+            diff: options.diff || options.rendered,
             deployers,
+            tools: tools.as_ref(),
+            rendered: options.rendered,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before

@@ -127,6 +127,11 @@ pub struct TargetPlanner<'a, R> {
     /// Every Application read this cycle (from git and the cluster, annotated or not), to name
     /// the ones whose sources contain a group's files ([`crate::affected`]).
     pub deployers: &'a [crate::application::Application],
+    /// The tools to render Applications with, when a target asks for rendered diffs
+    /// (`write.renderedDiff`) or the cycle does ([`super::Options::rendered`]).
+    pub tools: Option<&'a crate::render::Tools>,
+    /// Keep each group's rendered resources in the plan's diffs (`plan --diff --rendered`).
+    pub rendered: bool,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -215,6 +220,21 @@ impl<R: Registry> TargetPlanner<'_, R> {
         name_applications(&mut groups, self.deployers, &repository.url);
         if self.diff {
             plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
+        }
+        let for_review = repository.write.rendered_diff
+            && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
+        if let Some(tools) = self.tools.filter(|_| self.rendered || for_review) {
+            super::review::render_groups(
+                tools,
+                self.deployers,
+                &repository.url,
+                files,
+                &mut groups,
+            );
+            if self.rendered {
+                plan.diffs
+                    .extend(super::review::rendered_diffs(name, &groups));
+            }
         }
         // With nothing to write no branch is named: a range over no changes may render empty,
         // which is no branch at all.

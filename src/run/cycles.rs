@@ -277,6 +277,7 @@ impl Daemon<'_> {
             dry_run: false,
             only_images,
             diff: false,
+            rendered: false,
         };
         engine::run(&input, &context, options).await
     }

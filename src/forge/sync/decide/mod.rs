@@ -12,11 +12,11 @@ use git2::Oid;
 
 use super::observed::{Observed, PlannedGroup, Tagpilots, tagpilots};
 use crate::forge::body::{self, proposal_id};
-use crate::forge::labels;
 use crate::forge::{
     Action, ForgeKind, Marker, NewPullRequest, PullRequest, PullRequestOutcome, missing_labels,
     missing_reviewers,
 };
+use crate::forge::{labels, review};
 
 /// What becomes of one group's pull request, and the calls that make it so, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +45,17 @@ pub(crate) enum Step {
     },
     Comment {
         number: u64,
+        body: String,
+    },
+    /// Posts the review comment on the pull request just opened (its number is known once the
+    /// open step ran).
+    CommentOpened {
+        body: String,
+    },
+    /// Replaces the text of comment `id`: the review, updated in place.
+    EditComment {
+        number: u64,
+        id: u64,
         body: String,
     },
     Close {
@@ -149,6 +160,7 @@ fn keep_up(o: &Observed, planned: &PlannedGroup, old: &Marker, pr: &PullRequest)
     // opened elsewhere, or the change now deploys to other Applications.
     let labels = group_labels(o, planned, &mut outcome);
     steps.extend(converge(o, pr, &labels));
+    steps.extend(review(o, planned, pr.number, &mut outcome));
     Decision { outcome, steps }
 }
 
@@ -214,6 +226,9 @@ fn propose(o: &Observed, planned: &PlannedGroup) -> Decision {
         draft: o.write.draft,
         auto_merge: o.write.auto_merge,
     }));
+    if let Some(body) = review_text(o, planned) {
+        steps.push(Step::CommentOpened { body });
+    }
     Decision {
         outcome: opened,
         steps,
@@ -307,6 +322,40 @@ fn group_labels(
         .warnings
         .extend(errors.iter().map(|e| crate::error_chain::chain(e)));
     made
+}
+
+/// The review comment of `planned`'s group on pull request `number`: posted when it has none
+/// yet, updated in place when it says something else, left when it says the same.
+fn review(
+    o: &Observed,
+    planned: &PlannedGroup,
+    number: u64,
+    outcome: &mut PullRequestOutcome,
+) -> Option<Step> {
+    let body = review_text(o, planned)?;
+    match o.reviews.get(&number) {
+        Some(Err(e)) => {
+            outcome
+                .warnings
+                .push(format!("the rendered diff was not posted: {e}"));
+            None
+        }
+        Some(Ok(Some((_, old)))) if *old == body => None,
+        Some(Ok(Some((id, _)))) => Some(Step::EditComment {
+            number,
+            id: *id,
+            body,
+        }),
+        Some(Ok(None)) | None => Some(Step::Comment { number, body }),
+    }
+}
+
+/// The review comment's text, with `write.renderedDiff` and rendered Applications.
+fn review_text(o: &Observed, planned: &PlannedGroup) -> Option<String> {
+    o.write
+        .rendered_diff
+        .then(|| review::comment(o.kind, &planned.group, review::MAX_COMMENT))
+        .flatten()
 }
 
 /// The labels and reviewers `pr` lacks, as one step, or none when it lacks nothing.

@@ -56,6 +56,7 @@ fn planned(to: &str) -> PlannedGroup {
 /// request and no branch.
 fn observed(groups: Vec<PlannedGroup>) -> Observed {
     Observed {
+        reviews: Default::default(),
         repository: "manifests".into(),
         base: "main".into(),
         base_tip: oid('0'),
@@ -129,6 +130,8 @@ fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::Open(_) => "open",
             Step::Update { .. } => "update",
             Step::Comment { .. } => "comment",
+            Step::CommentOpened { .. } => "comment opened",
+            Step::EditComment { .. } => "edit comment",
             Step::Close { .. } => "close",
             Step::DeleteBranch { .. } => "delete branch",
             Step::Converge { .. } => "converge",
