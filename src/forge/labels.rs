@@ -229,7 +229,13 @@ mod tests {
     #[test]
     fn labels_are_cut_to_the_forges_limits() {
         let long = "x".repeat(300);
-        let github = labels(ForgeKind::GitHub, &[long.clone()], "m", &group()).0;
+        let github = labels(
+            ForgeKind::GitHub,
+            std::slice::from_ref(&long),
+            "m",
+            &group(),
+        )
+        .0;
         assert_eq!(github[0].chars().count(), 50);
         let gitlab = labels(ForgeKind::GitLab, &[long], "m", &group()).0;
         assert_eq!(gitlab[0].chars().count(), 255);

@@ -181,15 +181,12 @@ fn kustomize(
             path: file.clone(),
             message: e.to_string(),
         })?;
-        let map = match &mut k {
-            Value::Object(map) => map,
-            _ => {
-                return Err(RenderError::Yaml {
-                    what: "kustomization",
-                    path: file.clone(),
-                    message: "not a mapping".into(),
-                });
-            }
+        let Value::Object(map) = &mut k else {
+            return Err(RenderError::Yaml {
+                what: "kustomization",
+                path: file.clone(),
+                message: "not a mapping".into(),
+            });
         };
         let mut set = |key: &str, v: &Option<String>| {
             if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
