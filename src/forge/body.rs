@@ -70,6 +70,7 @@ struct TemplateContext<'a> {
     repository: &'a str,
     changes: Vec<TemplateChange<'a>>,
     policies: Vec<&'a str>,
+    applications: Vec<crate::affected::TemplateApplication<'a>>,
 }
 
 fn render(
@@ -90,6 +91,11 @@ fn render(
         repository,
         changes: group.changes.iter().map(Change::template_view).collect(),
         policies,
+        applications: group
+            .applications
+            .iter()
+            .map(|a| a.template_view())
+            .collect(),
     };
     let text = env
         .get_template(name)
@@ -425,6 +431,22 @@ mod tests {
         assert_eq!(
             title(Some("Update {{ group }} to {{ changes[0].to }}"), "m", &g).unwrap(),
             "Update api to 1.2.0"
+        );
+        let mut deployed = g.clone();
+        deployed.applications = vec![crate::affected::AffectedApplication {
+            name: "shop".into(),
+            ..Default::default()
+        }];
+        assert_eq!(
+            title(
+                Some(
+                    "Update {{ group }} in {{ applications | map(attribute='name') | join(', ') }}"
+                ),
+                "m",
+                &deployed
+            )
+            .unwrap(),
+            "Update api in shop"
         );
         let err = branch_name(Some("bad..{{ group }}"), "m", &g)
             .unwrap_err()

@@ -15,7 +15,8 @@ enum Layer {
     Leaf,
     /// Tag selection and YAML editing: pure functions over leaf types.
     Core,
-    /// I/O with the outside world: registries, git, forges, the Kubernetes API.
+    /// I/O with the outside world: registries, git, forges, the Kubernetes API, the rendering
+    /// tools.
     Edge,
     /// The planner and the local writer.
     Planning,

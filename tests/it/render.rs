@@ -150,3 +150,22 @@ fn a_missing_tool_is_named() {
         Some("source 1 (path charts/api): `helm` was not found on PATH")
     );
 }
+
+/// The image ships the rendering tools at pinned versions, on the PATH tagpilot searches.
+#[test]
+fn the_image_ships_helm_and_kustomize_at_pinned_versions() {
+    let dockerfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile")).unwrap();
+    for pin in ["ARG HELM_VERSION=4.2.1", "ARG KUSTOMIZE_VERSION=5.8.1"] {
+        assert!(
+            dockerfile.contains(pin),
+            "the Dockerfile does not pin `{pin}`"
+        );
+    }
+    assert!(
+        dockerfile.contains(
+            "COPY --from=tools /usr/local/bin/helm /usr/local/bin/kustomize /usr/local/bin/"
+        ) && dockerfile.contains("PATH=/usr/local/bin"),
+        "the final image does not carry the tools on its PATH"
+    );
+}
