@@ -208,6 +208,20 @@ impl Application {
             .map(|o| o.name.as_str())
     }
 
+    /// The Application as far as naming the ones a change deploys and rendering them read it
+    /// ([`crate::affected`]): name, namespace and spec; annotations, labels and status dropped.
+    pub fn deployed_view(&self) -> Application {
+        Application {
+            metadata: Metadata {
+                name: self.metadata.name.clone(),
+                namespace: self.metadata.namespace.clone(),
+                ..Default::default()
+            },
+            spec: self.spec.clone(),
+            ..Default::default()
+        }
+    }
+
     /// `namespace/name`, or `name` when no namespace is known.
     pub fn id(&self) -> String {
         match &self.metadata.namespace {

@@ -127,8 +127,7 @@ pub struct Options<'a> {
     /// Keep each repository file and Application patch before and after ([`Plan::diffs`]), for
     /// `tagpilot plan --diff`. Off, the cycle holds no second copy of the texts it writes.
     pub diff: bool,
-    /// Also render the Argo CD Applications each change deploys, before and after, and keep
-    /// their changed resources in the diffs (`tagpilot plan --diff --rendered`).
+    /// Render the Applications each change deploys, before and after, into the diffs too.
     pub rendered: bool,
 }
 
@@ -201,7 +200,6 @@ async fn run_cycle<R: Registry>(
         policies: &policies,
         registry: &registry,
         holds: &holds,
-        deployers: apps.as_ref().map_or(&[], |a| a.deployers.as_slice()),
     };
 
     // 2. The local directory: a target of its own, written in place.
@@ -238,8 +236,6 @@ struct Step<'s, 'a, R> {
     registry: &'s Shared<'a, R>,
     /// The held tags the planners honour ([`holds::read`]).
     holds: &'s Holds,
-    /// Every Application read this cycle ([`Applications::deployers`]).
-    deployers: &'s [Application],
 }
 
 /// What the targets found of the Applications, for their section of the report and their
@@ -290,10 +286,6 @@ impl<R: Registry> Step<'_, '_, R> {
             return Ok(());
         }
         let sources = SourceNames::new(self.policies, resolved);
-        let deployers = self.deployers;
-        // The tools are looked up once, and only when something will render.
-        let tools = (options.rendered || targets.iter().any(|t| t.write.rendered_diff))
-            .then(crate::render::Tools::from_path);
         let no_templates = Default::default();
         let planner = TargetPlanner {
             policies: self.policies,
@@ -307,8 +299,7 @@ impl<R: Registry> Step<'_, '_, R> {
             state: ctx.state,
             holds: self.holds,
             diff: options.diff || options.rendered,
-            deployers,
-            tools: tools.as_ref(),
+            tools: Default::default(),
             rendered: options.rendered,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
@@ -531,9 +522,6 @@ fn repository_targets(
 /// The Applications of one cycle, resolved into policies and write places.
 struct Applications {
     resolved: Resolved,
-    /// Every Application read, annotated or not, as far as naming the ones a change deploys
-    /// needs it ([`crate::affected`]): its annotations and status dropped.
-    deployers: Vec<Application>,
     /// The `ImageUpdater` resources read (from git and the cluster); those from the cluster
     /// get their status written.
     updaters: Vec<argocd::image_updater::ImageUpdater>,
@@ -574,10 +562,7 @@ async fn collect_applications<R: Registry>(
             .push("applications.fromCluster is set but no cluster was read".to_string()),
         (None, None) => {}
     }
-    let deployers = apps
-        .iter()
-        .map(|(app, _)| deployer(app))
-        .collect::<Vec<_>>();
+    let deployers = apps.iter().map(|(a, _)| a.deployed_view()).collect();
     // Which configuration counts for each Application: its annotations, or the ImageUpdater
     // resource that selects it.
     let selection = argocd::image_updater::select(apps, &updaters);
@@ -597,27 +582,13 @@ async fn collect_applications<R: Registry>(
     if let Some(c) = input.cluster {
         load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
     }
+    resolved.deployers = deployers;
     Ok(Applications {
         resolved,
-        deployers,
         updaters,
         load_problems,
         _keys: keys,
     })
-}
-
-/// An Application as far as [`crate::affected`] and rendering read it: its name, sources and
-/// destination.
-fn deployer(app: &Application) -> Application {
-    Application {
-        metadata: crate::application::Metadata {
-            name: app.metadata.name.clone(),
-            namespace: app.metadata.namespace.clone(),
-            ..Default::default()
-        },
-        spec: app.spec.clone(),
-        ..Default::default()
-    }
 }
 
 impl Applications {

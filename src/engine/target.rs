@@ -124,12 +124,9 @@ pub struct TargetPlanner<'a, R> {
     pub holds: &'a Holds,
     /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
     pub diff: bool,
-    /// Every Application read this cycle (from git and the cluster, annotated or not), to name
-    /// the ones whose sources contain a group's files ([`crate::affected`]).
-    pub deployers: &'a [crate::application::Application],
-    /// The tools to render Applications with, when a target asks for rendered diffs
-    /// (`write.renderedDiff`) or the cycle does ([`super::Options::rendered`]).
-    pub tools: Option<&'a crate::render::Tools>,
+    /// The tools to render Applications with, looked up on `PATH` the first time a target asks
+    /// for rendered diffs (`write.renderedDiff`) or the cycle does ([`super::Options::rendered`]).
+    pub tools: std::sync::OnceLock<crate::render::Tools>,
     /// Keep each group's rendered resources in the plan's diffs (`plan --diff --rendered`).
     pub rendered: bool,
 }
@@ -217,20 +214,16 @@ impl<R: Registry> TargetPlanner<'_, R> {
             }
             None => (false, Vec::new()),
         };
-        name_applications(&mut groups, self.deployers, &repository.url);
+        let deployers = self.resolved.map_or(&[][..], |r| r.deployers.as_slice());
+        name_applications(&mut groups, deployers, &repository.url);
         if self.diff {
             plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
         }
         let for_review = repository.write.rendered_diff
             && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
-        if let Some(tools) = self.tools.filter(|_| self.rendered || for_review) {
-            super::review::render_groups(
-                tools,
-                self.deployers,
-                &repository.url,
-                files,
-                &mut groups,
-            );
+        if self.rendered || for_review {
+            let tools = self.tools.get_or_init(crate::render::Tools::from_path);
+            super::review::render_groups(tools, deployers, &repository.url, files, &mut groups);
             if self.rendered {
                 plan.diffs
                     .extend(super::review::rendered_diffs(name, &groups));
