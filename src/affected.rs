@@ -41,6 +41,9 @@ pub struct Rendered {
     pub failure: Option<String>,
     /// How long both renders took, for `bench/`.
     pub took: std::time::Duration,
+    /// What the render left out of Argo CD's way: options it does not apply
+    /// (`source 1: kustomize.patches is not applied`).
+    pub notes: Vec<String>,
 }
 
 /// One rendered resource that a change adds, removes or edits.

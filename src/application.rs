@@ -144,6 +144,10 @@ pub struct HelmSource {
     pub ignore_missing_value_files: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub skip_crds: bool,
+    /// Options tagpilot does not model (`fileParameters`, `kubeVersion`, …): kept so that a
+    /// render can say it did not apply them.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -172,6 +176,9 @@ pub struct KustomizeSource {
     pub common_labels: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub common_annotations: BTreeMap<String, String>,
+    /// Options tagpilot does not model (`patches`, `components`, `replicas`, …).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -183,6 +190,9 @@ pub struct DirectorySource {
     pub include: Option<String>,
     #[serde(default)]
     pub exclude: Option<String>,
+    /// Options tagpilot does not model (`jsonnet`).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 impl Application {

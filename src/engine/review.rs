@@ -75,6 +75,18 @@ pub(super) fn rendered_diffs(repository: &str, groups: &[ChangeGroup]) -> Vec<Ta
             let Some(rendered) = &app.rendered else {
                 continue;
             };
+            for note in &rendered.notes {
+                out.push(TargetDiff {
+                    target: DiffTarget::RenderNote {
+                        repository: repository.to_owned(),
+                        group: group.key.clone(),
+                        application: app.id(),
+                        note: note.clone(),
+                    },
+                    original: None,
+                    updated: String::new(),
+                });
+            }
             if let Some(reason) = &rendered.failure {
                 out.push(TargetDiff {
                     target: DiffTarget::RenderFailed {

@@ -73,6 +73,12 @@ pub fn comment(kind: ForgeKind, group: &ChangeGroup, limit: usize) -> Option<Str
             continue;
         }
         out.push_str(&head);
+        for note in &r.notes {
+            out.push_str(&format!(
+                "> Rendered without Argo CD's {}.\n\n",
+                escape(note).replace("is not applied", "(not applied)")
+            ));
+        }
         if let Some(failure) = &r.failure {
             out.push_str(&format!(
                 "The render failed; the change is proposed all the same:\n\n```\n{}\n```\n\n",
@@ -210,5 +216,19 @@ mod tests {
         .unwrap();
         assert!(text.contains("could not be rendered"), "{text}");
         assert!(text.contains("`helm` was not found on PATH"), "{text}");
+    }
+
+    #[test]
+    fn options_the_render_does_not_apply_are_named() {
+        let mut g = group(vec![resource("a", 1)], None);
+        g.applications[0].rendered.as_mut().unwrap().notes =
+            vec!["source 1: kustomize.patches is not applied".into()];
+        let text = comment(ForgeKind::GitHub, &g, MAX_COMMENT).unwrap();
+        assert!(
+            text.contains(
+                "> Rendered without Argo CD's source 1: kustomize.patches (not applied).\n"
+            ),
+            "{text}"
+        );
     }
 }

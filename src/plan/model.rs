@@ -288,6 +288,13 @@ pub enum DiffTarget {
         application: String,
         resource: String,
     },
+    /// An option of an Application's source that the render did not apply (no text of its own).
+    RenderNote {
+        repository: String,
+        group: String,
+        application: String,
+        note: String,
+    },
     /// An Application whose manifests could not be rendered, and why (no text of its own).
     RenderFailed {
         repository: String,

@@ -131,7 +131,27 @@ pub fn render_change(tools: &Tools, change: &Change<'_>) -> Rendered {
         },
     };
     rendered.took = started.elapsed();
+    rendered.notes = not_applied(change.app);
     rendered
+}
+
+/// The options of `app`'s sources that rendering does not apply, each named: the diff may
+/// differ from Argo CD's there, and the review says so rather than staying silent.
+pub fn not_applied(app: &Application) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, s) in app.sources().iter().enumerate() {
+        let named = [
+            ("helm", s.helm.as_ref().map(|h| &h.other)),
+            ("kustomize", s.kustomize.as_ref().map(|k| &k.other)),
+            ("directory", s.directory.as_ref().map(|d| &d.other)),
+        ];
+        for (kind, other) in named {
+            for key in other.into_iter().flat_map(|o| o.keys()) {
+                out.push(format!("source {}: {kind}.{key} is not applied", i + 1));
+            }
+        }
+    }
+    out
 }
 
 /// Every resource `app`'s sources in the repository at `url` render to on `root`; an error

@@ -63,6 +63,18 @@ impl Report<'_> {
                         true => "/dev/null".to_string(),
                     },
                 ),
+                DiffTarget::RenderNote {
+                    repository,
+                    group,
+                    application,
+                    note,
+                } => (
+                    format!(
+                        "# repository {repository}, {group}: Application {application} rendered; {note}\n"
+                    ),
+                    String::new(),
+                    String::new(),
+                ),
                 DiffTarget::RenderFailed {
                     repository,
                     group,

@@ -47,6 +47,9 @@ pub(crate) fn shown(rendered: &tagpilot::affected::Rendered) -> String {
     if let Some(failure) = &rendered.failure {
         out.push_str(&format!("failure: {failure}\n"));
     }
+    for note in &rendered.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
     for r in &rendered.resources {
         out.push_str(&format!("## {}\n{}", r.header(), render::unified(r)));
     }
