@@ -172,3 +172,107 @@ fn the_image_ships_helm_and_kustomize_at_pinned_versions() {
         "the final image does not carry the tools on its PATH"
     );
 }
+
+/// Serves the files of `dir` over HTTP on a port of its own, as a chart repository does.
+async fn serve_dir(dir: PathBuf) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let file = dir.join(uri.path().trim_start_matches('/'));
+        async move {
+            match std::fs::read(&file) {
+                Ok(bytes) => (axum::http::StatusCode::OK, bytes),
+                Err(_) => (axum::http::StatusCode::NOT_FOUND, Vec::new()),
+            }
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// A chart from an HTTP chart repository, its values from the changed repository (`$values`
+/// of a multi-source Application): fetched from the repository and rendered with the value
+/// files before and after.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chart_from_a_reachable_chart_repository_is_rendered_with_values_from_git() {
+    let tools = tools();
+    let helm = tools.helm.clone().unwrap();
+    let charts = tempfile::tempdir().unwrap();
+    let url = serve_dir(charts.path().to_path_buf()).await;
+    // The chart `api` 0.1.0, packaged and indexed as a chart repository serves it.
+    let source = tempfile::tempdir().unwrap();
+    let chart = source.path().join("api");
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: api\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(chart.join("values.yaml"), "tag: 1.0.0\n").unwrap();
+    std::fs::write(
+        chart.join("templates/deployment.yaml"),
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: \"registry.example/shop/api:{{ .Values.tag }}\"\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(&helm)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "package",
+        chart.to_str().unwrap(),
+        "-d",
+        charts.path().to_str().unwrap(),
+    ]);
+    run(&[
+        "repo",
+        "index",
+        charts.path().to_str().unwrap(),
+        "--url",
+        &url,
+    ]);
+
+    let text = format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: api}}\n\
+         spec:\n  destination: {{namespace: shop}}\n  sources:\n\
+         \x20   - {{repoURL: '{url}', chart: api, targetRevision: 0.1.0, helm: {{valueFiles: [$values/envs/prod.yaml]}}}}\n\
+         \x20   - {{repoURL: 'https://git.example/acme/manifests', ref: values}}\n"
+    );
+    let app = read_documents(Path::new("app.yaml"), &text)
+        .unwrap()
+        .remove(0);
+    let (before, after) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (tree, tag) in [(&before, "1.0.0"), (&after, "1.1.0")] {
+        std::fs::create_dir_all(tree.path().join("envs")).unwrap();
+        std::fs::write(tree.path().join("envs/prod.yaml"), format!("tag: {tag}\n")).unwrap();
+    }
+    let rendered = tokio::task::spawn_blocking(move || {
+        render::render_change(
+            &tools,
+            &render::Change {
+                app: &app,
+                url: "https://git.example/acme/manifests",
+                before: before.path(),
+                after: after.path(),
+            },
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(rendered.failure, None);
+    let shown = shown(&rendered);
+    assert!(
+        shown.starts_with("## Deployment/api\n")
+            && shown.contains(
+                "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
+            ),
+        "{shown}"
+    );
+}
