@@ -23,7 +23,7 @@ pub struct AffectedApplication {
     /// The 1-based positions of its sources that contain the files (always `[1]` for a
     /// single-source Application).
     pub sources: Vec<usize>,
-    /// Which of the files asked about its sources contain, in the order asked.
+    /// Which of the files asked about its sources contain, in path order.
     pub files: Vec<String>,
     /// Its manifests rendered before and after the change, when asked for (`crate::render`).
     #[serde(skip)]
@@ -136,26 +136,47 @@ impl AffectedApplication {
 /// The Applications among `apps` whose sources in the repository at `url` contain one of
 /// `files` (paths relative to the repository root, `/`-separated), sorted by
 /// `namespace/name` so that a change names them in one order whichever source read them.
+///
+/// The files are sorted once and each source finds its own by binary search, so thousands of
+/// Applications over a change of thousands of files cost Applications × log(files), not their
+/// product.
 pub fn applications_containing<'f>(
     apps: &[Application],
     url: &str,
-    files: impl IntoIterator<Item = &'f str> + Clone,
+    files: impl IntoIterator<Item = &'f str>,
 ) -> Vec<AffectedApplication> {
     let url = normalise_url(url);
+    let mut sorted: Vec<&str> = files
+        .into_iter()
+        .map(|f| f.trim_start_matches("./"))
+        .collect();
+    sorted.sort_unstable();
+    sorted.dedup();
     let mut found: Vec<AffectedApplication> = apps
         .iter()
         .filter_map(|app| {
-            let sources = sources_containing(app, &url, files.clone());
-            (!sources.is_empty()).then(|| AffectedApplication {
+            let mut sources = Vec::new();
+            let mut contained: Vec<&str> = Vec::new();
+            for (i, s) in app.sources().into_iter().enumerate() {
+                if s.chart.is_some() || normalise_url(&s.repo_url) != url {
+                    continue;
+                }
+                let under = files_under(&sorted, s.path.as_deref().unwrap_or(""));
+                if !under.is_empty() {
+                    sources.push(i + 1);
+                    contained.extend(under);
+                }
+            }
+            if sources.is_empty() {
+                return None;
+            }
+            contained.sort_unstable();
+            contained.dedup();
+            Some(AffectedApplication {
                 name: app.metadata.name.clone(),
                 namespace: app.metadata.namespace.clone(),
                 destination: app.spec.destination.clone().unwrap_or_default(),
-                files: files
-                    .clone()
-                    .into_iter()
-                    .filter(|f| !sources_containing(app, &url, [*f]).is_empty())
-                    .map(str::to_owned)
-                    .collect(),
+                files: contained.into_iter().map(str::to_owned).collect(),
                 sources,
                 rendered: None,
             })
@@ -163,6 +184,18 @@ pub fn applications_containing<'f>(
         .collect();
     found.sort_by_cached_key(AffectedApplication::id);
     found
+}
+
+/// The files of `sorted` that a source at `path` contains ([`contains_file`]), as a slice.
+fn files_under<'s, 'f>(sorted: &'s [&'f str], path: &str) -> &'s [&'f str] {
+    let path = path.trim_matches('/').trim_start_matches("./");
+    if path.is_empty() || path == "." {
+        return sorted;
+    }
+    let prefix = format!("{path}/");
+    let start = sorted.partition_point(|f| *f < prefix.as_str());
+    let len = sorted[start..].partition_point(|f| f.starts_with(&prefix));
+    &sorted[start..start + len]
 }
 
 /// The 1-based positions of `app`'s sources in the repository `normalised_url` (already
@@ -243,6 +276,28 @@ mod tests {
         assert!(contains_file(".", "x.yaml"));
         assert!(!contains_file("apps/api", "apps/api-v2/deployment.yaml"));
         assert!(!contains_file("apps/web", "apps/api/deployment.yaml"));
+        // The sorted lookup agrees with the rule.
+        let sorted = [
+            "apps/api-v2/d.yaml",
+            "apps/api/d.yaml",
+            "apps/api/sub/e.yaml",
+            "apps/apiz.yaml",
+            "x.yaml",
+        ];
+        assert_eq!(
+            files_under(&sorted, "./apps/api/"),
+            ["apps/api/d.yaml", "apps/api/sub/e.yaml"]
+        );
+        assert_eq!(files_under(&sorted, "."), sorted);
+        assert!(files_under(&sorted, "apps/web").is_empty());
+        for path in ["apps/api", "apps", "", "apps/api-v2", "x.yaml"] {
+            let by_rule: Vec<&str> = sorted
+                .iter()
+                .copied()
+                .filter(|f| contains_file(path, f))
+                .collect();
+            assert_eq!(files_under(&sorted, path), by_rule, "{path}");
+        }
     }
 
     #[test]
