@@ -75,60 +75,58 @@ fn render_one(
     group: &ChangeGroup,
     add: &mut impl FnMut(String),
 ) -> Result<(), LabelError> {
-    {
-        let mut env = minijinja::Environment::new();
-        env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-        env.add_template("label", template)
-            .map_err(|source| LabelError::Invalid {
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.add_template("label", template)
+        .map_err(|source| LabelError::Invalid {
+            label: template.to_owned(),
+            source,
+        })?;
+    let compiled = env
+        .get_template("label")
+        .map_err(|source| LabelError::Invalid {
+            label: template.to_owned(),
+            source,
+        })?;
+    let per_application = compiled
+        .undeclared_variables(false)
+        .iter()
+        .any(|v| PER_APPLICATION.contains(&v.as_str()));
+    let render = |context: LabelContext<'_>| {
+        compiled
+            .render(minijinja::value::Serde(&context))
+            .map_err(|source| LabelError::Render {
                 label: template.to_owned(),
+                group: group.key.clone(),
                 source,
-            })?;
-        let compiled = env
-            .get_template("label")
-            .map_err(|source| LabelError::Invalid {
-                label: template.to_owned(),
-                source,
-            })?;
-        let per_application = compiled
-            .undeclared_variables(false)
-            .iter()
-            .any(|v| PER_APPLICATION.contains(&v.as_str()));
-        let render = |context: LabelContext<'_>| {
-            compiled
-                .render(minijinja::value::Serde(&context))
-                .map_err(|source| LabelError::Render {
-                    label: template.to_owned(),
-                    group: group.key.clone(),
-                    source,
-                })
-        };
-        let empty = TemplateDestination {
-            server: "",
-            name: "",
+            })
+    };
+    let empty = TemplateDestination {
+        server: "",
+        name: "",
+        namespace: "",
+    };
+    if !per_application {
+        add(render(LabelContext {
+            group: &group.key,
+            repository,
+            application: "",
             namespace: "",
-        };
-        if !per_application {
-            add(render(LabelContext {
-                group: &group.key,
-                repository,
-                application: "",
-                namespace: "",
-                cluster: "",
-                destination: empty,
-            })?);
-            return Ok(());
-        }
-        for app in &group.applications {
-            let view = app.template_view();
-            add(render(LabelContext {
-                group: &group.key,
-                repository,
-                application: view.name,
-                namespace: view.namespace,
-                cluster: view.cluster,
-                destination: view.destination,
-            })?);
-        }
+            cluster: "",
+            destination: empty,
+        })?);
+        return Ok(());
+    }
+    for app in &group.applications {
+        let view = app.template_view();
+        add(render(LabelContext {
+            group: &group.key,
+            repository,
+            application: view.name,
+            namespace: view.namespace,
+            cluster: view.cluster,
+            destination: view.destination,
+        })?);
     }
     Ok(())
 }
