@@ -19,13 +19,38 @@ RUN cargo build --release --locked --bin tagpilot \
        fi \
     && mkdir -p /rootfs/tmp /rootfs/var/lib/tagpilot /rootfs/var/cache/tagpilot
 
+# helm and kustomize for the rendered diff of pull requests (`write.renderedDiff`, `plan --diff
+# --rendered`), pinned to the versions Argo CD ships (argoproj/argo-cd hack/tool-versions.sh:
+# HELM_VERSION, KUSTOMIZE_VERSION), so tagpilot renders as the repo server does. Both are static
+# Go binaries and run on scratch. Each download is checked against the checksum its release
+# publishes.
+FROM alpine:3 AS tools
+ARG TARGETARCH=amd64
+ARG HELM_VERSION=4.2.1
+ARG KUSTOMIZE_VERSION=5.8.1
+RUN apk add --no-cache curl \
+    && cd /tmp \
+    && helm="helm-v${HELM_VERSION}-linux-${TARGETARCH}.tar.gz" \
+    && curl -fsSLO "https://get.helm.sh/${helm}" \
+    && curl -fsSL "https://get.helm.sh/${helm}.sha256sum" | sha256sum -c - \
+    && tar -xzf "${helm}" "linux-${TARGETARCH}/helm" \
+    && install -m 0755 "linux-${TARGETARCH}/helm" /usr/local/bin/helm \
+    && kustomize="kustomize_v${KUSTOMIZE_VERSION}_linux_${TARGETARCH}.tar.gz" \
+    && base="https://github.com/kubernetes-sigs/kustomize/releases/download/kustomize%2Fv${KUSTOMIZE_VERSION}" \
+    && curl -fsSLO "${base}/${kustomize}" \
+    && curl -fsSL "${base}/checksums.txt" | grep " ${kustomize}\$" | sha256sum -c - \
+    && tar -xzf "${kustomize}" kustomize \
+    && install -m 0755 kustomize /usr/local/bin/kustomize
+
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=tools /usr/local/bin/helm /usr/local/bin/kustomize /usr/local/bin/
 # Writable places for a plain `docker run`; in Kubernetes they are emptyDir volumes.
 COPY --from=build --chown=65532:65532 /rootfs/ /
 COPY --from=build /src/target/release/tagpilot /usr/local/bin/tagpilot
 ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
-    HOME=/tmp
+    HOME=/tmp \
+    PATH=/usr/local/bin
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/tagpilot"]

@@ -62,6 +62,21 @@ pub struct Spec {
     pub source: Option<Source>,
     #[serde(default)]
     pub sources: Vec<Source>,
+    /// Where it deploys to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<Destination>,
+}
+
+/// `spec.destination`: the cluster (by `server` URL or by `name`) and the namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Destination {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -113,6 +128,26 @@ pub struct HelmSource {
     pub value_files: Vec<String>,
     #[serde(default)]
     pub parameters: Vec<HelmParameter>,
+    /// The release name; default the Application's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_name: Option<String>,
+    /// Values as a YAML string (`values: |`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<String>,
+    /// Values as an object; takes precedence over `values`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_object: Option<serde_json::Value>,
+    /// The namespace `helm template` renders into; default the destination's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_missing_value_files: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub skip_crds: bool,
+    /// Options tagpilot does not model (`fileParameters`, `kubeVersion`, …): kept so that a
+    /// render can say it did not apply them.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -130,6 +165,20 @@ pub struct HelmParameter {
 pub struct KustomizeSource {
     #[serde(default)]
     pub images: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_prefix: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_suffix: Option<String>,
+    /// The namespace every resource is set to (`kustomize edit set namespace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub common_labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub common_annotations: BTreeMap<String, String>,
+    /// Options tagpilot does not model (`patches`, `components`, `replicas`, …).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -141,6 +190,9 @@ pub struct DirectorySource {
     pub include: Option<String>,
     #[serde(default)]
     pub exclude: Option<String>,
+    /// Options tagpilot does not model (`jsonnet`).
+    #[serde(flatten)]
+    pub other: BTreeMap<String, serde_json::Value>,
 }
 
 impl Application {
@@ -164,6 +216,20 @@ impl Application {
             .iter()
             .find(|o| o.kind == "ApplicationSet" && o.api_version.starts_with("argoproj.io/"))
             .map(|o| o.name.as_str())
+    }
+
+    /// The Application as far as naming the ones a change deploys and rendering them read it
+    /// ([`crate::affected`]): name, namespace and spec; annotations, labels and status dropped.
+    pub fn deployed_view(&self) -> Application {
+        Application {
+            metadata: Metadata {
+                name: self.metadata.name.clone(),
+                namespace: self.metadata.namespace.clone(),
+                ..Default::default()
+            },
+            spec: self.spec.clone(),
+            ..Default::default()
+        }
     }
 
     /// `namespace/name`, or `name` when no namespace is known.

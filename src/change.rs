@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::affected::AffectedApplication;
 use crate::config::repository::{Grouping, WriteConfig, WriteMode};
 use crate::provenance::SourceChange;
 
@@ -155,6 +156,37 @@ pub struct ChangeGroup {
     /// Path relative to the repository root → the whole new content of that file.
     pub files: BTreeMap<PathBuf, String>,
     pub changes: Vec<Change>,
+    /// The Argo CD Applications whose sources contain the group's files, with their
+    /// destinations ([`crate::affected`]); set by the engine from the Applications it read,
+    /// empty without `applications:`.
+    pub applications: Vec<AffectedApplication>,
+}
+
+/// Adds `more` to `into`, each Application once (by namespace and name), its sources joined.
+fn join_applications(into: &mut Vec<AffectedApplication>, more: Vec<AffectedApplication>) {
+    for app in more {
+        match into
+            .iter_mut()
+            .find(|a| a.name == app.name && a.namespace == app.namespace)
+        {
+            Some(known) => {
+                known.sources.extend(app.sources);
+                known.sources.sort_unstable();
+                known.sources.dedup();
+                for file in app.files {
+                    if !known.files.contains(&file) {
+                        known.files.push(file);
+                    }
+                }
+                // Groups stack: a later group's files carry the earlier ones' edits, so its
+                // render is the joined change's.
+                if app.rendered.is_some() {
+                    known.rendered = app.rendered;
+                }
+            }
+            None => into.push(app),
+        }
+    }
 }
 
 /// Whether a repository's per-policy groups stack, each on the ones before it (commits on one
@@ -207,6 +239,17 @@ pub fn group(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> 
                             .filter(|c| Path::new(&c.file) == path)
                             .cloned(),
                     );
+                    let file = path.to_string_lossy().replace('\\', "/");
+                    let of_file = group
+                        .applications
+                        .iter()
+                        .filter(|a| a.files.contains(&file))
+                        .map(|a| AffectedApplication {
+                            files: vec![file.clone()],
+                            ..a.clone()
+                        })
+                        .collect();
+                    join_applications(&mut entry.applications, of_file);
                 }
             }
             by_path.into_values().collect()
@@ -219,6 +262,7 @@ pub fn group(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> 
             for group in groups {
                 merged.files.extend(group.files);
                 merged.changes.extend(group.changes);
+                join_applications(&mut merged.applications, group.applications);
             }
             if merged.files.is_empty() {
                 Vec::new()
@@ -294,6 +338,7 @@ pub(crate) mod fixtures {
                 .map(|(p, c)| (PathBuf::from(p), c.to_string()))
                 .collect(),
             changes,
+            applications: Vec::new(),
         }
     }
 }

@@ -8,6 +8,8 @@
 //! - [`config`] — `tagpilot.yaml`.
 //! - [`application`] — an Argo CD `Application` as the Kubernetes API and git hold it: the model
 //!   the Argo CD sources and the Kubernetes edge share.
+//! - [`affected`] — which Applications' sources contain a repository's files, with their
+//!   destinations: the one matching rule (pure).
 //! - [`policy`] — `ImagePolicy` documents, validated offline.
 //! - [`files`] — a read-only tree of manifests: a directory, or a commit read from git.
 //! - [`change`] — the change model: a change, what goes into one commit or pull request (and
@@ -28,6 +30,8 @@
 //!   and a diff (pure).
 //! - [`apply`] — atomic writes of planned files in the local directory.
 //! - [`git`] — clones, commits and pushes for configured repositories.
+//! - [`render`] — an Application's manifests rendered as Argo CD would (directories,
+//!   kustomize, Helm) with the real tools, before and after a change.
 //! - [`kubernetes`] — the Kubernetes API edge: Applications, `ImageUpdater` resources, Secrets,
 //!   ConfigMaps, patches and status.
 //! - [`state`] — what `tagpilot run --state-dir` remembers across restarts (redb).
@@ -42,6 +46,7 @@
 //!   shutdown on signals, and leader election among replicas (`--leader-elect`).
 //! - [`cli`] — the command line: its flags, and one runner per command over a [`session`].
 
+pub mod affected;
 pub mod application;
 pub mod apply;
 pub mod argocd;
@@ -62,6 +67,7 @@ pub mod policy;
 pub mod promotion;
 pub mod provenance;
 pub mod registry;
+pub mod render;
 pub mod report;
 pub mod run;
 pub mod select;

@@ -159,6 +159,11 @@ pub struct PlanArgs {
     /// repository's files as its commits would leave them, each Application patch.
     #[arg(long)]
     pub diff: bool,
+    /// With `--diff`: also render each Argo CD Application a change deploys (its directory,
+    /// kustomization or Helm chart, with the `helm` and `kustomize` or `kubectl` on PATH),
+    /// before and after, and show the diff of its resources, Secret data redacted.
+    #[arg(long, requires = "diff")]
+    pub rendered: bool,
     /// Exit with 2 when there are changes (after applying them, for `apply`).
     #[arg(long)]
     pub exit_code: bool,

@@ -42,6 +42,7 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
     let options = engine::Options {
         dry_run: !write,
         diff: args.diff,
+        rendered: args.rendered,
         ..Default::default()
     };
     let cycle = engine::run(&input, &context, options).await?;

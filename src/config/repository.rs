@@ -203,6 +203,10 @@ pub struct WriteConfig {
     /// Pull-request mode: the labels on a revert's pull request (default `tagpilot/revert`).
     #[serde(default)]
     pub revert_labels: Option<Vec<String>>,
+    /// Pull-request mode: render the Argo CD Applications a change deploys, before and after,
+    /// and keep a comment with the diff of their resources on the pull request.
+    #[serde(default)]
+    pub rendered_diff: bool,
 }
 
 fn default_max_retries() -> u32 {
@@ -225,6 +229,7 @@ impl Default for WriteConfig {
             draft: false,
             auto_merge: false,
             revert_labels: None,
+            rendered_diff: false,
         }
     }
 }

@@ -22,6 +22,7 @@ mod image_sources;
 pub mod outcome;
 pub mod promotions;
 pub mod revert;
+mod review;
 mod rollbacks;
 pub mod shared;
 pub mod steady;
@@ -130,6 +131,8 @@ pub struct Options<'a> {
     /// The time promotions (`promote:`) are decided at; `None`: now. Tests move it instead of
     /// waiting for a soak time to pass.
     pub now: Option<jiff::Timestamp>,
+    /// Render the Applications each change deploys, before and after, into the diffs too.
+    pub rendered: bool,
 }
 
 /// Everything one cycle found and did.
@@ -216,8 +219,8 @@ async fn run_cycle<R: Registry>(
     step.repositories(resolved, &mut cycle, &mut found).await?;
 
     // 4. Application targets (`write-back-method: argocd`), and the Applications section.
-    if let Some(apps) = apps {
-        step.applications(&apps, &mut cycle, &mut found).await;
+    if let Some(apps) = &apps {
+        step.applications(apps, &mut cycle, &mut found).await;
         cycle.applications = Some(apps.report(
             &mut cycle.plan,
             &found.images,
@@ -303,8 +306,10 @@ impl<R: Registry> Step<'_, '_, R> {
             sources: &sources,
             state: ctx.state,
             holds: self.holds,
-            diff: options.diff,
             promotions: &promotion_sources,
+            diff: options.diff || options.rendered,
+            tools: Default::default(),
+            rendered: options.rendered,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before
@@ -566,6 +571,7 @@ async fn collect_applications<R: Registry>(
             .push("applications.fromCluster is set but no cluster was read".to_string()),
         (None, None) => {}
     }
+    let deployers = apps.iter().map(|(a, _)| a.deployed_view()).collect();
     // Which configuration counts for each Application: its annotations, or the ImageUpdater
     // resource that selects it.
     let selection = argocd::image_updater::select(apps, &updaters);
@@ -586,6 +592,7 @@ async fn collect_applications<R: Registry>(
     if let Some(c) = input.cluster {
         load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
     }
+    resolved.deployers = deployers;
     Ok(Applications {
         resolved,
         updaters,

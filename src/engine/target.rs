@@ -84,6 +84,30 @@ pub fn application_source(app: &resolve::ManagedApp) -> String {
     format!("Application {} ({origin})", app.app.id())
 }
 
+/// Names in each group the Applications whose sources in the repository at `url` contain its
+/// files.
+fn name_applications(
+    groups: &mut [ChangeGroup],
+    deployers: &[crate::application::Application],
+    url: &str,
+) {
+    if deployers.is_empty() {
+        return;
+    }
+    for group in groups {
+        let files: Vec<String> = group
+            .files
+            .keys()
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .collect();
+        group.applications = crate::affected::applications_containing(
+            deployers,
+            url,
+            files.iter().map(String::as_str),
+        );
+    }
+}
+
 /// Plans a target's every source on one checkout.
 pub struct TargetPlanner<'a, R> {
     pub policies: &'a [ImagePolicy],
@@ -103,6 +127,11 @@ pub struct TargetPlanner<'a, R> {
     pub diff: bool,
     /// Where promoting policies' upstreams are read from ([`super::promotions`]).
     pub promotions: &'a super::promotions::Sources<'a>,
+    /// The tools to render Applications with, looked up on `PATH` the first time a target asks
+    /// for rendered diffs (`write.renderedDiff`) or the cycle does ([`super::Options::rendered`]).
+    pub tools: std::sync::OnceLock<crate::render::Tools>,
+    /// Keep each group's rendered resources in the plan's diffs (`plan --diff --rendered`).
+    pub rendered: bool,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -188,8 +217,20 @@ impl<R: Registry> TargetPlanner<'_, R> {
             }
             None => (false, Vec::new()),
         };
+        let deployers = self.resolved.map_or(&[][..], |r| r.deployers.as_slice());
+        name_applications(&mut groups, deployers, &repository.url);
         if self.diff {
             plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
+        }
+        let for_review = repository.write.rendered_diff
+            && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
+        if self.rendered || for_review {
+            let tools = self.tools.get_or_init(crate::render::Tools::from_path);
+            super::review::render_groups(tools, deployers, &repository.url, files, &mut groups);
+            if self.rendered {
+                plan.diffs
+                    .extend(super::review::rendered_diffs(name, &groups));
+            }
         }
         // With nothing to write no branch is named: a range over no changes may render empty,
         // which is no branch at all.
@@ -384,6 +425,7 @@ mod tests {
 
     fn group(key: &str, path: &str, content: &str) -> ChangeGroup {
         ChangeGroup {
+            applications: Vec::new(),
             key: key.into(),
             files: [(PathBuf::from(path), content.to_string())].into(),
             changes: Vec::new(),

@@ -37,6 +37,8 @@ pub enum TemplateError {
         "`write.branch` gives the base branch `{base}`; pull requests need a branch tagpilot owns"
     )]
     BaseBranch { base: String },
+    #[error(transparent)]
+    Labels(#[from] super::labels::LabelError),
 }
 
 /// The branch used when `write.branch` is not set in pull-request mode.
@@ -68,6 +70,7 @@ struct TemplateContext<'a> {
     repository: &'a str,
     changes: Vec<TemplateChange<'a>>,
     policies: Vec<&'a str>,
+    applications: Vec<crate::affected::TemplateApplication<'a>>,
 }
 
 fn render(
@@ -88,6 +91,11 @@ fn render(
         repository,
         changes: group.changes.iter().map(Change::template_view).collect(),
         policies,
+        applications: group
+            .applications
+            .iter()
+            .map(|a| a.template_view())
+            .collect(),
     };
     let text = env
         .get_template(name)
@@ -179,6 +187,7 @@ pub fn body(
         ));
     }
     out.push_str(&version_labels(group));
+    out.push_str(&applications_section(group));
     // What changed inside the images, where both images say (see `crate::provenance`).
     let compared: Vec<(&Change, &SourceChange)> = group
         .changes
@@ -288,6 +297,35 @@ fn promotion_evidence(out: &mut String, group: &ChangeGroup) {
     }
 }
 
+/// The Argo CD Applications whose sources contain the group's files, with where each deploys
+/// to; nothing when none is known.
+fn applications_section(group: &ChangeGroup) -> String {
+    if group.applications.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "\n**Argo CD Applications** that deploy these files\n\n\
+         | Application | Cluster | Namespace | Sources | Files |\n\
+         | --- | --- | --- | --- | --- |\n",
+    );
+    for a in &group.applications {
+        let files: Vec<String> = a.files.iter().map(|f| format!("`{}`", cell(f))).collect();
+        let sources: Vec<String> = a.sources.iter().map(usize::to_string).collect();
+        out.push_str(&format!(
+            "| `{}` | `{}` | {} | {} | {} |\n",
+            cell(&a.id()),
+            cell(a.cluster()),
+            a.destination
+                .namespace
+                .as_deref()
+                .map_or_else(|| "—".to_owned(), |ns| format!("`{}`", cell(ns))),
+            sources.join(", "),
+            files.join(" "),
+        ));
+    }
+    out
+}
+
 /// A commit id as people read it: its first 7 characters; a tag or branch name whole.
 fn short_revision(r: &str) -> &str {
     if r.len() >= 40 && r.chars().all(|c| c.is_ascii_hexdigit()) {
@@ -334,6 +372,18 @@ pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), Templ
             })),
             ..Change::default()
         }],
+        applications: vec![crate::affected::AffectedApplication {
+            name: "example".into(),
+            namespace: Some("argocd".into()),
+            destination: crate::application::Destination {
+                server: Some("https://kubernetes.default.svc".into()),
+                name: Some("in-cluster".into()),
+                namespace: Some("example".into()),
+            },
+            sources: vec![1],
+            files: vec!["apps/app.yaml".into()],
+            rendered: None,
+        }],
     };
     let branch = branch_name(write.branch.as_deref(), "example", &sample)?;
     if branch == base {
@@ -342,6 +392,7 @@ pub fn check_templates(write: &git::WriteConfig, base: &str) -> Result<(), Templ
         });
     }
     title(write.title.as_deref(), "example", &sample)?;
+    super::labels::check(&write.labels, &sample)?;
     Ok(())
 }
 
@@ -369,6 +420,7 @@ mod tests {
 
     fn group(key: &str, changes: Vec<Change>) -> ChangeGroup {
         ChangeGroup {
+            applications: Vec::new(),
             key: key.into(),
             files: Default::default(),
             changes,
@@ -465,6 +517,54 @@ mod tests {
     }
 
     #[test]
+    fn the_body_names_the_applications_and_their_destinations() {
+        let mut g = group("api", vec![change("r/api", "1.2.0")]);
+        let marker = Marker {
+            group: "api".into(),
+            proposal: "p".into(),
+            head: "h".into(),
+            noted: None,
+        };
+        let without = body(
+            ForgeKind::GitHub,
+            "m",
+            "main",
+            &g,
+            &BTreeMap::new(),
+            &marker,
+        );
+        assert!(!without.contains("Argo CD Applications"), "{without}");
+        g.applications = vec![crate::affected::AffectedApplication {
+            name: "shop".into(),
+            namespace: Some("argocd".into()),
+            destination: crate::application::Destination {
+                name: Some("prod".into()),
+                namespace: Some("shop".into()),
+                ..Default::default()
+            },
+            sources: vec![1, 3],
+            files: vec!["apps/a.yaml".into()],
+            rendered: None,
+        }];
+        let with = body(
+            ForgeKind::GitHub,
+            "m",
+            "main",
+            &g,
+            &BTreeMap::new(),
+            &marker,
+        );
+        assert!(
+            with.contains(
+                "| Application | Cluster | Namespace | Sources | Files |\n\
+                 | --- | --- | --- | --- | --- |\n\
+                 | `argocd/shop` | `prod` | `shop` | 1, 3 | `apps/a.yaml` |\n"
+            ),
+            "{with}"
+        );
+    }
+
+    #[test]
     fn branch_and_title_templates() {
         let g = group("api", vec![change("r/api", "1.2.0")]);
         assert_eq!(branch_name(None, "m", &g).unwrap(), "tagpilot/api");
@@ -475,6 +575,22 @@ mod tests {
         assert_eq!(
             title(Some("Update {{ group }} to {{ changes[0].to }}"), "m", &g).unwrap(),
             "Update api to 1.2.0"
+        );
+        let mut deployed = g.clone();
+        deployed.applications = vec![crate::affected::AffectedApplication {
+            name: "shop".into(),
+            ..Default::default()
+        }];
+        assert_eq!(
+            title(
+                Some(
+                    "Update {{ group }} in {{ applications | map(attribute='name') | join(', ') }}"
+                ),
+                "m",
+                &deployed
+            )
+            .unwrap(),
+            "Update api in shop"
         );
         let err = branch_name(Some("bad..{{ group }}"), "m", &g)
             .unwrap_err()

@@ -417,6 +417,38 @@ impl Forge for GitLab {
         Ok(())
     }
 
+    async fn comments(&self, number: u64) -> Result<Vec<(u64, String)>, ForgeError> {
+        #[derive(serde::Deserialize)]
+        struct Note {
+            id: u64,
+            #[serde(default)]
+            body: String,
+        }
+        let listed: Vec<Note> = self
+            .call(
+                Method::GET,
+                &self.route(&format!(
+                    "/merge_requests/{number}/notes?sort=asc&order_by=created_at&per_page=100"
+                )),
+                None,
+                &format!("list the notes of merge request !{number}"),
+            )
+            .await?;
+        Ok(listed.into_iter().map(|n| (n.id, n.body)).collect())
+    }
+
+    async fn edit_comment(&self, number: u64, id: u64, body: &str) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::PUT,
+                &self.route(&format!("/merge_requests/{number}/notes/{id}")),
+                Some(&json!({ "body": body })),
+                &format!("update a note on merge request !{number}"),
+            )
+            .await?;
+        Ok(())
+    }
+
     async fn set_commit_status(
         &self,
         commit: &str,

@@ -16,10 +16,12 @@ pub mod body;
 pub use crate::config::forge as config;
 pub mod github;
 pub mod gitlab;
+pub mod labels;
 mod marker;
 pub mod merged;
 mod retry;
 pub mod revert;
+pub mod review;
 pub mod status;
 mod sync;
 
@@ -233,6 +235,19 @@ pub trait Forge: Sync {
         body: &str,
     ) -> impl Future<Output = Result<(), ForgeError>> + Send;
     fn close(&self, number: u64) -> impl Future<Output = Result<(), ForgeError>> + Send;
+    /// The first 100 comments on pull request `number`, oldest first, as (id, text): where
+    /// tagpilot finds its own review comment to update in place.
+    fn comments(
+        &self,
+        number: u64,
+    ) -> impl Future<Output = Result<Vec<(u64, String)>, ForgeError>> + Send;
+    /// Replaces the text of comment `id` on pull request `number`.
+    fn edit_comment(
+        &self,
+        number: u64,
+        id: u64,
+        body: &str,
+    ) -> impl Future<Output = Result<(), ForgeError>> + Send;
     /// The commits of the source repository `path` (`acme/web`) after `from` up to `to`, as
     /// this forge's token sees them. A forge that cannot answer (no such repository for this
     /// token, a revision it does not know) gives an error, which only leaves the subjects out.

@@ -265,6 +265,7 @@ mod tests {
     fn the_body_says_what_failed_and_quotes_the_health_message_line_by_line() {
         let failed = [change("1.0.0", "1.1.0")];
         let group = ChangeGroup {
+            applications: Vec::new(),
             key: "revert".into(),
             files: [(PathBuf::from("apps/api.yaml"), "x".into())].into(),
             changes: vec![change("1.1.0", "1.0.0")],

@@ -12,7 +12,9 @@ use crate::change::{Change, ChangeGroup, TemplateChange};
 /// Template variables: `changes` (list of `{policy, image, file, line, from, to, source,
 /// revision_from, revision_to, compare_url}`, the last four empty unless the images say where
 /// they were built from), `group` (the group key: repository or policy name), `repository`,
-/// `policies` (distinct policy names). `changes` lists each change once: references in one file
+/// `policies` (distinct policy names), `applications` (the Argo CD Applications whose sources
+/// contain the group's files: `{name, namespace, id, cluster, destination: {server, name,
+/// namespace}, sources, files}`, see [`crate::affected::TemplateApplication`]). `changes` lists each change once: references in one file
 /// that move one image from one tag to the same tag (a Deployment's container and init
 /// container, say, or one field that a policy file and an Application both follow) are one
 /// change, at the first one's line and policy; `policies` still names every policy.
@@ -22,11 +24,22 @@ pub const DEFAULT_COMMIT_MESSAGE: &str = "chore(images): update {{ changes | len
 {%- if c.compare_url %}
   {{ c.compare_url }}
 {%- endif %}
-{%- endfor %}";
+{%- endfor %}
+{%- if applications %}
+
+Argo CD Applications:
+{%- for a in applications %}
+- {{ a.id }} -> {{ a.cluster }}{% if a.destination.namespace %}, namespace {{ a.destination.namespace }}{% endif %}
+{%- endfor %}
+{%- endif %}";
 
 /// The trailer that makes tagpilot's commits searchable by policy
 /// (`git log --grep 'Tagpilot-Policy: checkout-api'`).
 pub const POLICY_TRAILER: &str = "Tagpilot-Policy";
+
+/// The trailer that names each Argo CD Application whose sources contain the commit's files
+/// (`git log --grep 'Tagpilot-Application: argocd/shop'`), whatever the message template says.
+pub const APPLICATION_TRAILER: &str = "Tagpilot-Application";
 
 /// The trailer that names the commit a revert of tagpilot's undoes (`crate::engine::revert`).
 pub const REVERT_TRAILER: &str = "Tagpilot-Revert";
@@ -56,6 +69,7 @@ struct MessageContext<'a> {
     group: &'a str,
     repository: &'a str,
     policies: Vec<&'a str>,
+    applications: Vec<crate::affected::TemplateApplication<'a>>,
 }
 
 /// Renders the commit message for one group and appends a `Tagpilot-Policy:` trailer per
@@ -79,6 +93,11 @@ pub fn render_message(
         group: &group.key,
         repository,
         policies: policies.clone(),
+        applications: group
+            .applications
+            .iter()
+            .map(|a| a.template_view())
+            .collect(),
     };
     let body = env
         .get_template("commitMessage")
@@ -98,6 +117,9 @@ pub fn render_message(
     });
     for policy in policies {
         message.push_str(&format!("{POLICY_TRAILER}: {policy}\n"));
+    }
+    for app in &group.applications {
+        message.push_str(&format!("{APPLICATION_TRAILER}: {}\n", app.id()));
     }
     Ok(message)
 }
@@ -231,6 +253,65 @@ mod tests {
         );
         let message = render_message(Some("Tagpilot-Revert: abc"), "m", &g).unwrap();
         assert_eq!(message, "Tagpilot-Revert: abc\n\nTagpilot-Policy: api\n");
+    }
+
+    #[test]
+    fn the_applications_a_group_deploys_are_named_with_their_destinations() {
+        use crate::affected::AffectedApplication;
+        use crate::application::Destination;
+        let mut g = group(
+            "api",
+            &[("apps/api/a.yaml", "x")],
+            vec![change("api", "apps/api/a.yaml", "1", "2")],
+        );
+        g.applications = vec![
+            AffectedApplication {
+                name: "shop-prod".into(),
+                namespace: Some("argocd".into()),
+                destination: Destination {
+                    server: Some("https://prod.example:6443".into()),
+                    namespace: Some("shop".into()),
+                    ..Default::default()
+                },
+                sources: vec![2],
+                files: vec!["apps/api/a.yaml".into()],
+                rendered: None,
+            },
+            AffectedApplication {
+                name: "shop-dev".into(),
+                namespace: None,
+                destination: Destination::default(),
+                sources: vec![1],
+                files: vec!["apps/api/a.yaml".into()],
+                rendered: None,
+            },
+        ];
+        let message = render_message(None, "m", &g).unwrap();
+        assert_eq!(
+            message,
+            "chore(images): update 1 image(s)\n\n\
+             - registry.example/api: 1 -> 2 (apps/api/a.yaml)\n\n\
+             Argo CD Applications:\n\
+             - argocd/shop-prod -> https://prod.example:6443, namespace shop\n\
+             - shop-dev -> in-cluster\n\n\
+             Tagpilot-Policy: api\n\
+             Tagpilot-Application: argocd/shop-prod\nTagpilot-Application: shop-dev\n"
+        );
+        // A template of the user's sees them too, and the trailers name them whatever it says.
+        let message = render_message(
+            Some("{% for a in applications %}{{ a.name }}@{{ a.destination.namespace }}/{{ a.destination.name }} {% endfor %}"),
+            "m",
+            &g,
+        )
+        .unwrap();
+        assert!(
+            message.starts_with("shop-prod@shop/ shop-dev@/\n\n"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("Tagpilot-Application: shop-dev\n"),
+            "{message}"
+        );
     }
 
     #[test]

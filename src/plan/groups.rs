@@ -73,6 +73,7 @@ fn split(
             .cloned()
             .collect();
         groups.push(ChangeGroup {
+            applications: Vec::new(),
             key: name.to_string(),
             files: texts,
             changes,

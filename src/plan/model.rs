@@ -349,6 +349,28 @@ pub enum DiffTarget {
         /// `namespace/name`.
         id: String,
     },
+    /// One resource an Argo CD Application renders, before and after a group's change
+    /// (`tagpilot plan --diff --rendered`); `resource` is `kind/namespace/name`.
+    Rendered {
+        repository: String,
+        group: String,
+        application: String,
+        resource: String,
+    },
+    /// An option of an Application's source that the render did not apply (no text of its own).
+    RenderNote {
+        repository: String,
+        group: String,
+        application: String,
+        note: String,
+    },
+    /// An Application whose manifests could not be rendered, and why (no text of its own).
+    RenderFailed {
+        repository: String,
+        group: String,
+        application: String,
+        reason: String,
+    },
 }
 
 /// Everything tagpilot would do, and everything that stopped it.

@@ -133,6 +133,7 @@ pub(crate) mod fixtures {
 
     pub(crate) fn group(to: &str) -> ChangeGroup {
         ChangeGroup {
+            applications: Vec::new(),
             key: "api".into(),
             files: [("apps/api.yaml".into(), format!("image: x:{to}\n"))].into(),
             changes: vec![Change {

@@ -45,6 +45,48 @@ impl Report<'_> {
                     format!("a/Application {id} (live)"),
                     format!("b/Application {id} (patched)"),
                 ),
+                DiffTarget::Rendered {
+                    repository,
+                    group,
+                    application,
+                    resource,
+                } => (
+                    format!(
+                        "# repository {repository}, {group}: Application {application} rendered\n"
+                    ),
+                    match d.original {
+                        Some(_) => format!("a/{resource}"),
+                        None => "/dev/null".to_string(),
+                    },
+                    match d.updated.is_empty() {
+                        false => format!("b/{resource}"),
+                        true => "/dev/null".to_string(),
+                    },
+                ),
+                DiffTarget::RenderNote {
+                    repository,
+                    group,
+                    application,
+                    note,
+                } => (
+                    format!(
+                        "# repository {repository}, {group}: Application {application} rendered; {note}\n"
+                    ),
+                    String::new(),
+                    String::new(),
+                ),
+                DiffTarget::RenderFailed {
+                    repository,
+                    group,
+                    application,
+                    reason,
+                } => (
+                    format!(
+                        "# repository {repository}, {group}: Application {application} could not be rendered: {reason}\n"
+                    ),
+                    String::new(),
+                    String::new(),
+                ),
             };
             if this != heading {
                 out += &this;

@@ -278,6 +278,7 @@ impl Daemon<'_> {
             only_images,
             diff: false,
             now: None,
+            rendered: false,
         };
         engine::run(&input, &context, options).await
     }

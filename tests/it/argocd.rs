@@ -1165,3 +1165,110 @@ async fn a_branch_template_over_no_changes_is_not_a_problem() {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
 }
+
+/// The commit names every Application whose sources contain the changed file, annotated or
+/// not, each source of a multi-source Application counted, with its destination; an
+/// Application of another path is not named.
+#[tokio::test]
+async fn the_commit_names_the_applications_that_deploy_the_changed_files() {
+    let repo = deployed_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert!(applied.plan.repositories[0].error.is_none());
+    assert_eq!(applied.plan.changes.len(), 1, "{:?}", applied.plan.changes);
+    let message = repo.message("main");
+    assert!(
+        message.contains(
+            "Argo CD Applications:\n\
+             - api -> https://kubernetes.default.svc, namespace shop\n\
+             - argocd/api-prod -> prod, namespace shop-prod\n"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("Tagpilot-Application: api\nTagpilot-Application: argocd/api-prod"),
+        "{message}"
+    );
+    assert!(!message.contains("argocd/web"), "{message}");
+}
+
+/// A repository with an annotated Directory Application `api` on `apps/api`, an unannotated
+/// multi-source `api-prod` whose second source is `apps/api`, and a `web` on `apps/web`.
+fn deployed_repo() -> BareRepo {
+    let app = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n{spec}"
+        )
+    };
+    repo_with(&[
+        (
+            "argocd/api.yaml".into(),
+            directory_app("api", "registry.example/shop/api:1.x", "")
+                + "  destination: {server: 'https://kubernetes.default.svc', namespace: shop}\n",
+        ),
+        (
+            "argocd/api-prod.yaml".into(),
+            app(
+                "api-prod",
+                "  destination: {name: prod, namespace: shop-prod}\n  sources:\n    - {repoURL: 'https://charts.example', chart: base, targetRevision: 1.0.0}\n    - {repoURL: REPO_URL, path: apps/api}\n",
+            ),
+        ),
+        (
+            "argocd/web.yaml".into(),
+            app(
+                "web",
+                "  destination: {name: prod, namespace: web}\n  source: {repoURL: REPO_URL, path: apps/web}\n",
+            ),
+        ),
+        (
+            "apps/api/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/web:1.0.0"),
+        ),
+    ])
+}
+
+/// `plan --diff --rendered`: each Application the change deploys, rendered before and after,
+/// shows the diff of its resources; nothing is written.
+#[tokio::test]
+async fn plan_diff_rendered_shows_each_application_s_rendered_resources() {
+    let repo = deployed_repo();
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let options = tagpilot::engine::Options {
+        dry_run: true,
+        diff: true,
+        rendered: true,
+        ..Default::default()
+    };
+    let planned =
+        crate::support::engine::cycle_with(&config, None, &cache, &registry, &(), options).await;
+    let diff = tagpilot::report::diff(&planned.plan);
+    for app in ["api", "argocd/api-prod"] {
+        assert!(
+            diff.contains(&format!(
+                "# repository manifests, api/registry.example/shop/api: Application {app} rendered\n\
+                 --- a/Deployment/x\n+++ b/Deployment/x\n"
+            )),
+            "{diff}"
+        );
+    }
+    assert!(
+        diff.contains("-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"),
+        "{diff}"
+    );
+    assert!(!diff.contains("Application argocd/web"), "{diff}");
+    assert_eq!(repo.rev("main").unwrap(), before, "plan writes nothing");
+}

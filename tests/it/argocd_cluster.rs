@@ -1412,3 +1412,39 @@ async fn each_application_patched_is_logged_with_its_changes() {
         "{line}"
     );
 }
+
+/// `plan --diff --rendered` through the binary, with the Application read from the cluster: the
+/// change is rendered for the Application whose source contains it, as Argo CD would render its
+/// directory, and nothing is written.
+#[tokio::test]
+async fn the_binary_renders_a_cluster_application_s_change_with_plan_diff_rendered() {
+    let f = web_fixture().await;
+    let server = MockServer::start().await;
+    list_web_app(&server, &f.image, "git", &f.repo.file_url(), 1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = write_cluster_config(dir.path(), &server, &f.reg);
+    let before = f.repo.rev("main").unwrap();
+    let out = tagpilot(
+        dir.path(),
+        &["plan", "--diff", "--rendered"],
+        &[("KUBECONFIG", &kubeconfig)],
+    )
+    .await;
+    expect(&out, 0);
+    assert!(
+        out.stdout.contains(
+            ": Application argocd/web rendered\n--- a/Deployment/web\n+++ b/Deployment/web\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!(
+            "-      - image: {0}:1.0.0\n+      - image: {0}:1.1.0\n",
+            f.image
+        )),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(f.repo.rev("main").unwrap(), before, "plan pushed a commit");
+}

@@ -1020,3 +1020,61 @@ async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_
     let recorded = state.last_proposal("manifests", "api").expect("recorded");
     assert_eq!(recorded.changes[0].to, "1.2.9");
 }
+
+/// `write.renderedDiff`: the engine renders the Application the change deploys (a plain
+/// directory here) before and after, and the pull request gets the diff as a comment.
+#[tokio::test]
+async fn a_pull_request_gets_the_rendered_diff_of_the_applications_it_deploys() {
+    set_test_secrets();
+    let server = wiremock::MockServer::start().await;
+    let repo = web_app_on_api_1_0_0("api=registry.example/shop/api", "");
+    let dir = tempfile::tempdir().unwrap();
+    let forge = format!(
+        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      branch: {BRANCH}\n      title: 'Update images'\n      renderedDiff: true\n",
+        server.uri()
+    );
+    let config = setup(dir.path(), &repo, &forge, &[]);
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    expect_no_pulls_yet(&server).await;
+    expect_create(
+        &server,
+        7,
+        json!({"head": BRANCH, "base": "main", "title": "Update images"}),
+    )
+    .await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(
+            crate::support::github::comments_path(7),
+        ))
+        .respond_with(crate::support::github::created(json!({"id": 1})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let opened = cycle(&config, dir.path(), &registry, &(), false).await;
+    assert!(
+        opened.plan.problems.is_empty(),
+        "{:?}",
+        opened.plan.problems
+    );
+    let requests = server.received_requests().await.unwrap();
+    let comment: serde_json::Value = requests
+        .iter()
+        .find(|r| r.method.as_str() == "POST" && r.url.path().ends_with("/comments"))
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .unwrap();
+    let comment = comment["body"].as_str().unwrap();
+    assert!(
+        comment.contains("<code>web</code>") && comment.contains("1 resource changes"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("#### `Deployment/x`")
+            && comment.contains(
+                "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
+            ),
+        "{comment}"
+    );
+    server.verify().await;
+}

@@ -11,6 +11,8 @@
 use std::path::Path;
 
 use serde_json::{Value, json};
+use tagpilot::affected::{AffectedApplication, Rendered, RenderedResource};
+use tagpilot::application::Destination;
 use tagpilot::change::{Change, ChangeGroup};
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{CommitFiles, Planned, Replanner, RepoCache, RepositoryConfig};
@@ -31,6 +33,8 @@ struct ApiPlanner {
     complete: bool,
     /// The image's source repository and its revisions before and after, as labels say.
     source: Option<(&'static str, &'static str, &'static str)>,
+    /// The Argo CD Applications the engine names for the group.
+    applications: Vec<AffectedApplication>,
 }
 
 /// What changed in the image's source, as the engine describes it: `source` at `from`, then
@@ -50,6 +54,7 @@ fn wants(tag: &'static str) -> ApiPlanner {
         tag,
         complete: true,
         source: None,
+        applications: Vec::new(),
     }
 }
 
@@ -64,6 +69,7 @@ impl ApiPlanner {
         }
         lines[API_LINE - 1] = new;
         Ok(vec![ChangeGroup {
+            applications: self.applications.clone(),
             key: "api".into(),
             files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
                 .into_iter()
@@ -119,6 +125,7 @@ impl Replanner for ApiAndWeb {
             let old = lines[line - 1].clone();
             lines[line - 1] = format!("          image: registry.example/{key}:{to}");
             ChangeGroup {
+                applications: Vec::new(),
                 key: key.into(),
                 files: [(DEPLOYMENT_PATH.into(), lines.join("\n") + "\n")]
                     .into_iter()
@@ -878,6 +885,248 @@ async fn a_merged_proposal_names_its_merge_commit_and_head<F: ForgeDouble>() {
     s.server.verify().await;
 }
 
+/// The Applications a change deploys are named in the body with their destinations, and the
+/// label templates make one label per Application, cut to the forge's limit (GitHub's 50
+/// characters, GitLab's 255); a newer tag that deploys to one more Application adds its label.
+async fn the_applications_a_change_deploys_are_named_and_labelled<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>(
+        "  labels: [dependencies, 'app/{{ application }}', 'env/{{ destination.namespace }}']\n",
+    );
+    let long = format!("shop-{}", "x".repeat(60));
+    let app = |name: &str, ns: &str| AffectedApplication {
+        name: name.into(),
+        namespace: Some("argocd".into()),
+        destination: Destination {
+            server: Some("https://prod.example:6443".into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        sources: vec![1],
+        files: vec![DEPLOYMENT_PATH.into()],
+        rendered: None,
+    };
+    let limit = if F::NAME == "GitHub" { 50 } else { 255 };
+    let long_label: String = format!("app/{long}").chars().take(limit).collect();
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(
+        &s.server,
+        7,
+        "Update api to 1.2.0",
+        &["dependencies", &long_label, "env/shop"],
+        &[],
+    )
+    .await;
+    let planner = ApiPlanner {
+        applications: vec![app(&long, "shop")],
+        ..wants("1.2.0")
+    };
+    s.run(&repo, &planner, false).await.unwrap();
+    let body = s.first_sent("POST", &F::proposals(), F::BODY).await;
+    assert!(
+        body.contains(&format!(
+            "| `argocd/{long}` | `https://prod.example:6443` | `shop` | 1 | `{DEPLOYMENT_PATH}` |"
+        )),
+        "{body}"
+    );
+    let message = s.repo.message(BRANCH);
+    assert!(
+        message.contains(&format!("Tagpilot-Application: argocd/{long}")),
+        "{message}"
+    );
+    s.next_phase().await;
+
+    // The next tag also deploys to staging: its labels are added, nothing removed.
+    let labelled = F::labelled(
+        F::proposal(7, "Update api to 1.2.0", &body),
+        &["dependencies", &long_label, "env/shop"],
+        &[],
+    );
+    F::expect_list_open(&s.server, json!([labelled])).await;
+    F::expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
+    F::expect_additions(&s.server, 7, &["app/shop-stage", "env/stage"], &[], &[]).await;
+    let planner = ApiPlanner {
+        applications: vec![app(&long, "shop"), app("shop-stage", "stage")],
+        ..wants("1.3.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert!(outcome.pull_requests[0].warnings.is_empty());
+    let edited = s.edited_body::<F>(7).await;
+    assert!(edited.contains("| `argocd/shop-stage` |"), "{edited}");
+    s.server.verify().await;
+}
+
+/// An Application rendered before and after: one Deployment moving from `from` to `to`.
+fn rendered_app(name: &str, from: &str, to: &str) -> AffectedApplication {
+    let deployment = |tag: &str| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nspec:\n  image: registry.example/api:{tag}\n"
+        )
+    };
+    AffectedApplication {
+        name: name.into(),
+        namespace: Some("argocd".into()),
+        destination: Destination {
+            namespace: Some("shop".into()),
+            ..Default::default()
+        },
+        sources: vec![1],
+        files: vec![DEPLOYMENT_PATH.into()],
+        rendered: Some(Box::new(Rendered {
+            resources: vec![RenderedResource {
+                kind: "Deployment".into(),
+                namespace: Some("shop".into()),
+                name: "api".into(),
+                before: Some(deployment(from)),
+                after: Some(deployment(to)),
+            }],
+            ..Rendered::default()
+        })),
+    }
+}
+
+/// With `write.renderedDiff`, the pull request gets one comment with the rendered diff of each
+/// Application; a newer tag updates that comment in place (found by its marker among the
+/// others), and a render that says the same leaves it alone.
+async fn the_rendered_diff_is_commented_and_updated_in_place<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("  renderedDiff: true\n");
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(&s.server, 7, "Update api to 1.2.0", &[], &[]).await;
+    F::expect_comment(&s.server, 7).await;
+    let planner = ApiPlanner {
+        applications: vec![rendered_app("shop", "1.0.0", "1.2.0")],
+        ..wants("1.2.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    let first = s.first_sent("POST", &F::comments_path(7), "body").await;
+    assert!(
+        first.contains("<details><summary><code>argocd/shop</code> → in-cluster, namespace `shop`: 1 resource changes</summary>"),
+        "{first}"
+    );
+    assert!(
+        first.contains("#### `Deployment/shop/api`\n\n```diff\n")
+            && first.contains(
+                "-  image: registry.example/api:1.0.0\n+  image: registry.example/api:1.2.0\n"
+            ),
+        "{first}"
+    );
+    let body = s.first_sent("POST", &F::proposals(), F::BODY).await;
+    s.next_phase().await;
+
+    // 1.3.0: the proposal and its review comment (#42, after someone's) are updated in place.
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.2.0", &body)]),
+    )
+    .await;
+    F::expect_edit_with(&s.server, 7, json!({"title": "Update api to 1.3.0"})).await;
+    F::expect_comments(&s.server, 7, &[(41, "LGTM"), (42, &first)]).await;
+    F::expect_comment_edit(&s.server, 7, 42).await;
+    let planner = ApiPlanner {
+        applications: vec![rendered_app("shop", "1.0.0", "1.3.0")],
+        ..wants("1.3.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].warnings, Vec::<String>::new());
+    let edited = s
+        .first_sent(F::COMMENT_EDIT, &F::comment_path(7, 42), "body")
+        .await;
+    assert!(
+        edited.contains("+  image: registry.example/api:1.3.0\n"),
+        "{edited}"
+    );
+    let body = s.edited_body::<F>(7).await;
+    s.next_phase().await;
+
+    // The same render again: the listing shows it, and nothing is written.
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update api to 1.3.0", &body)]),
+    )
+    .await;
+    F::expect_comments(&s.server, 7, &[(41, "LGTM"), (42, &edited)]).await;
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::UpToDate);
+    s.server.verify().await;
+}
+
+/// A rendered diff larger than a comment takes is cut, and says how much was left out.
+async fn a_rendered_diff_too_large_is_cut_to_size<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("  renderedDiff: true\n");
+    let mut app = rendered_app("shop", "1.0.0", "1.2.0");
+    let big = |tag: &str| {
+        (0..400)
+            .map(|i| format!("  line{i}: {tag}\n"))
+            .collect::<String>()
+    };
+    let resources = (0..40)
+        .map(|i| RenderedResource {
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: format!("cm{i}"),
+            before: Some(big("1.0.0")),
+            after: Some(big("1.2.0")),
+        })
+        .collect();
+    app.rendered.as_mut().unwrap().resources = resources;
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(&s.server, 7, "Update api to 1.2.0", &[], &[]).await;
+    F::expect_comment(&s.server, 7).await;
+    let planner = ApiPlanner {
+        applications: vec![app],
+        ..wants("1.2.0")
+    };
+    s.run(&repo, &planner, false).await.unwrap();
+    let comment = s.first_sent("POST", &F::comments_path(7), "body").await;
+    assert!(
+        comment.len() <= tagpilot::forge::review::MAX_COMMENT,
+        "{}",
+        comment.len()
+    );
+    let shown = comment.matches("#### `ConfigMap/shop/").count();
+    assert!(shown > 0 && shown < 40, "{shown}");
+    assert!(
+        comment.contains(&format!("_{} resource diff(s) (", 40 - shown))
+            && comment.contains("were left out to keep this comment under 60000 bytes"),
+        "{comment}"
+    );
+    s.server.verify().await;
+}
+
+/// A render that failed is said in the comment, and the pull request is opened all the same.
+async fn a_failed_render_is_commented_and_does_not_block_the_proposal<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("  renderedDiff: true\n");
+    let mut app = rendered_app("shop", "1.0.0", "1.2.0");
+    *app.rendered.as_mut().unwrap().as_mut() = Rendered {
+        failure: Some(
+            "source 1 (chart api from https://charts.example): the chart repository \
+             https://charts.example could not be reached: connection refused"
+                .into(),
+        ),
+        ..Rendered::default()
+    };
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(&s.server, 7, "Update api to 1.2.0", &[], &[]).await;
+    F::expect_comment(&s.server, 7).await;
+    let planner = ApiPlanner {
+        applications: vec![app],
+        ..wants("1.2.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    assert_eq!(outcome.pull_requests[0].action, Action::Opened);
+    let comment = s.first_sent("POST", &F::comments_path(7), "body").await;
+    assert!(
+        comment.contains("could not be rendered</summary>")
+            && comment.contains("the chart repository https://charts.example could not be reached"),
+        "{comment}"
+    );
+    s.server.verify().await;
+}
+
 /// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
@@ -917,6 +1166,10 @@ on_each_forge!(
     a_forge_error_for_one_group_fails_that_group_and_the_others_go_on,
     the_verify_status_is_set_on_the_commit_with_the_reason,
     a_merged_proposal_names_its_merge_commit_and_head,
+    the_applications_a_change_deploys_are_named_and_labelled,
+    the_rendered_diff_is_commented_and_updated_in_place,
+    a_rendered_diff_too_large_is_cut_to_size,
+    a_failed_render_is_commented_and_does_not_block_the_proposal,
 );
 
 // === GitHub only ===
@@ -1100,6 +1353,7 @@ async fn a_github_app_exchanges_its_jwt_for_an_installation_token_and_plan_write
 #[test]
 fn pull_request_body_matches_the_golden_file() {
     let group = ChangeGroup {
+        applications: Vec::new(),
         key: "checkout".into(),
         files: Default::default(),
         changes: vec![

@@ -114,6 +114,7 @@ impl LinePlanner {
                     group.changes.push(change);
                 }
                 None => groups.push(ChangeGroup {
+                    applications: Vec::new(),
                     key: edit.policy.into(),
                     files: [(path, text)].into_iter().collect(),
                     changes: vec![change],

@@ -15,7 +15,8 @@ enum Layer {
     Leaf,
     /// Tag selection and YAML editing: pure functions over leaf types.
     Core,
-    /// I/O with the outside world: registries, git, forges, the Kubernetes API.
+    /// I/O with the outside world: registries, git, forges, the Kubernetes API, the rendering
+    /// tools.
     Edge,
     /// The planner and the local writer.
     Planning,
@@ -45,6 +46,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("holds", "holds", Layer::Leaf),
         ("change", "change", Layer::Leaf),
         ("application", "application", Layer::Leaf),
+        ("affected", "affected", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
         ("verification", "verification", Layer::Core),
@@ -53,6 +55,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("git", "git", Layer::Edge),
         ("forge", "forge", Layer::Edge),
         ("kubernetes", "kubernetes", Layer::Edge),
+        ("render", "render", Layer::Edge),
         ("state", "state", Layer::Edge),
         ("plan", "plan", Layer::Planning),
         ("apply", "apply", Layer::Planning),

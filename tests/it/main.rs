@@ -25,6 +25,7 @@ mod policy;
 mod promotion;
 mod registry;
 mod registry_faults;
+mod render;
 mod revert;
 mod support;
 mod verification;

@@ -94,6 +94,7 @@ impl<R: Registry> AppPlanner<'_, R> {
             } = kustomization;
             if let Some(key) = key {
                 out.override_groups.push(ChangeGroup {
+                    applications: Vec::new(),
                     key,
                     files: BTreeMap::from([(PathBuf::from(&file), text)]),
                     changes: changes.clone(),

@@ -457,6 +457,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             c.line = line_of(&updated, &c.to);
         }
         out.override_groups.push(ChangeGroup {
+            applications: Vec::new(),
             key: app.app.metadata.name.clone(),
             files: BTreeMap::from([(PathBuf::from(file), updated)]),
             changes: changes.clone(),

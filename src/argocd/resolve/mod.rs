@@ -108,6 +108,9 @@ pub struct Resolved {
     /// `git-branch` targets whose name depends on the changes, by repository name: their
     /// `write.branch` holds the template until the changes are planned.
     pub branch_templates: BTreeMap<String, BranchTemplate>,
+    /// Every Application read, annotated or not ([`Application::deployed_view`]): whose
+    /// sources contain a change's files is asked of them ([`crate::affected`]).
+    pub deployers: Vec<Application>,
 }
 
 impl Resolved {
@@ -312,30 +315,8 @@ pub fn argocd_from_git(a: &AppSettings) -> String {
     )
 }
 
-/// A URL reduced to what identifies the repository: no scheme, userinfo, `.git` or trailing
-/// `/`; host lowercased; scp-like `git@host:path` read as `host/path`.
-pub fn normalise_url(url: &str) -> String {
-    let url = url.trim();
-    let rest = match url.split_once("://") {
-        Some((_, rest)) => rest,
-        // scp-like: user@host:path
-        None => match url.split_once(':') {
-            Some((host, path)) if !host.contains('/') => {
-                return normalise_url(&format!("ssh://{host}/{path}"));
-            }
-            _ => url,
-        },
-    };
-    let rest = match rest.split_once('/') {
-        Some((authority, path)) => {
-            let host = authority.rsplit('@').next().unwrap_or(authority);
-            format!("{}/{path}", host.to_ascii_lowercase())
-        }
-        None => rest.rsplit('@').next().unwrap_or(rest).to_ascii_lowercase(),
-    };
-    let rest = rest.trim_end_matches('/');
-    rest.strip_suffix(".git").unwrap_or(rest).to_string()
-}
+/// Shared with every part that matches Applications to files ([`crate::affected`]).
+pub use crate::affected::normalise_url;
 
 /// `a/./b/` → `a/b`; `.` and `/` → `""`.
 pub fn clean_path(p: &str) -> String {

@@ -14,6 +14,7 @@ fn failed(failure: &str) -> FailedUpdate {
 
 fn reverse() -> ChangeGroup {
     ChangeGroup {
+        applications: Vec::new(),
         key: "revert-0123456789ab".into(),
         files: [(PathBuf::from("apps/api.yaml"), "x".into())].into(),
         changes: vec![Change {

@@ -414,6 +414,41 @@ impl Forge for GitHub {
         Ok(())
     }
 
+    async fn comments(&self, number: u64) -> Result<Vec<(u64, String)>, ForgeError> {
+        #[derive(serde::Deserialize)]
+        struct Comment {
+            id: u64,
+            #[serde(default)]
+            body: Option<String>,
+        }
+        let listed: Vec<Comment> = self
+            .call(
+                Method::Get,
+                &self.route(&format!("/issues/{number}/comments?per_page=100")),
+                None,
+                &format!("list the comments of pull request #{number}"),
+                "pull_requests: read",
+            )
+            .await?;
+        Ok(listed
+            .into_iter()
+            .map(|c| (c.id, c.body.unwrap_or_default()))
+            .collect())
+    }
+
+    async fn edit_comment(&self, number: u64, id: u64, body: &str) -> Result<(), ForgeError> {
+        let _: Value = self
+            .call(
+                Method::Patch,
+                &self.route(&format!("/issues/comments/{id}")),
+                Some(&json!({ "body": body })),
+                &format!("update a comment on pull request #{number}"),
+                "pull_requests: write",
+            )
+            .await?;
+        Ok(())
+    }
+
     async fn compare(&self, path: &str, from: &str, to: &str) -> Result<SourceCommits, ForgeError> {
         #[derive(serde::Deserialize)]
         struct Comparison {

@@ -36,6 +36,10 @@ pub(crate) struct Observed {
     /// The commits behind each change's source comparison, by compare URL, where the forge's
     /// token could read the source repository.
     pub source_commits: BTreeMap<String, SourceCommits>,
+    /// With `write.renderedDiff`: tagpilot's review comment on each open pull request whose
+    /// group has one, by pull request number: its id and text, `None` when there is none yet,
+    /// or the error that kept the comments from being read.
+    pub reviews: BTreeMap<u64, Result<Option<(u64, String)>, String>>,
 }
 
 impl Observed {

@@ -64,6 +64,12 @@ async fn perform_step<F: Forge>(
             body,
         } => forge.update(number, &title, &body).await?,
         Step::Comment { number, body } => forge.comment(number, &body).await?,
+        Step::CommentOpened { body } => {
+            if let Some(number) = outcome.number {
+                forge.comment(number, &body).await?;
+            }
+        }
+        Step::EditComment { number, id, body } => forge.edit_comment(number, id, &body).await?,
         Step::Close { number } => forge.close(number).await?,
         Step::DeleteBranch { branch, lease } => {
             git::proposal::delete_branch(cache, repo, &branch, lease).await?;

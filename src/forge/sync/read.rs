@@ -96,8 +96,10 @@ pub(crate) async fn read<F: Forge>(
     }
 
     let source_commits = source_commits(forge, &groups).await;
+    let reviews = reviews(forge, &open, &groups).await?;
     Ok(Observed {
         source_commits,
+        reviews,
         repository: repo.name.clone(),
         base: repo.branch.clone(),
         base_tip: prepared.base_tip,
@@ -109,6 +111,36 @@ pub(crate) async fn read<F: Forge>(
         tips,
         reached_base,
     })
+}
+
+/// tagpilot's review comment on each open pull request of a group that has rendered
+/// Applications ([`crate::forge::review`]), found by its marker among the comments.
+async fn reviews<F: Forge>(
+    forge: &F,
+    open: &[crate::forge::PullRequest],
+    groups: &[PlannedGroup],
+) -> Result<BTreeMap<u64, Result<Option<(u64, String)>, String>>, ForgeError> {
+    let mut out = BTreeMap::new();
+    let kept = tagpilots(open).kept;
+    for planned in groups {
+        let reviewed = planned
+            .group
+            .applications
+            .iter()
+            .any(|a| a.rendered.is_some());
+        let Some((_, pr)) = kept.get(&planned.group.key).filter(|_| reviewed) else {
+            continue;
+        };
+        let found = match forge.comments(pr.number).await {
+            Ok(comments) => Ok(comments
+                .into_iter()
+                .find(|(_, body)| crate::forge::review::is_review(body, &planned.group.key))),
+            Err(e) if e.stops_the_repository() => return Err(e),
+            Err(e) => Err(crate::error_chain::chain(&e)),
+        };
+        out.insert(pr.number, found);
+    }
+    Ok(out)
 }
 
 /// The commits behind each change's source comparison, asked of this forge when the source

@@ -28,9 +28,9 @@ use jiff::Timestamp;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::affected::normalise_url;
 use crate::application::Application;
 use crate::argocd::follow::{FollowError, Followed, FollowedChange, follow_application};
-use crate::argocd::resolve::normalise_url;
 use crate::change::Change;
 use crate::config::applications::FromCluster;
 use crate::config::repository::RepositoryConfig;
@@ -614,17 +614,11 @@ fn pending_for(
     applications
         .iter()
         .filter_map(|app| {
-            let paths: Vec<&str> = app
-                .spec
-                .source
-                .iter()
-                .chain(&app.spec.sources)
-                .filter(|s| s.chart.is_none() && normalise_url(&s.repo_url) == url)
-                .map(|s| s.path.as_deref().unwrap_or(""))
-                .collect();
             let followed: Vec<_> = changes
                 .iter()
-                .filter(|(c, _)| paths.iter().any(|p| contains_file(p, &c.file)))
+                .filter(|(c, _)| {
+                    !crate::affected::sources_containing(app, &url, [c.file.as_str()]).is_empty()
+                })
                 .collect();
             let timeout = followed.iter().map(|(_, v)| v.timeout).max()?;
             let fields = followed
@@ -655,17 +649,6 @@ fn pending_for(
             })
         })
         .collect()
-}
-
-/// Whether a source at `path` (relative to the repository root; empty or `.` for the root)
-/// contains `file`.
-fn contains_file(path: &str, file: &str) -> bool {
-    let path = path.trim_matches('/').trim_start_matches("./");
-    path.is_empty()
-        || path == "."
-        || file
-            .strip_prefix(path)
-            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// `policy: file from → to`, `; `-separated, with each field once.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::affected::contains_file;
 
 #[test]
 fn the_failed_changes_are_the_fields_followed_from_their_old_tag_to_the_failed_one() {

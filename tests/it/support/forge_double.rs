@@ -40,6 +40,10 @@ pub trait ForgeDouble {
     fn proposal_path(number: u64) -> String;
     /// Where comments on proposal `number` are posted.
     fn comments_path(number: u64) -> String;
+    /// Where comment `id` on proposal `number` is edited.
+    fn comment_path(number: u64, id: u64) -> String;
+    /// The method that edits a comment.
+    const COMMENT_EDIT: &'static str;
     /// The link the forge gives for proposal `number`.
     fn url(number: u64) -> String;
     /// How the forge refers to proposal `number` in text.
@@ -150,6 +154,28 @@ pub trait ForgeDouble {
             .await;
     }
 
+    /// Exactly one listing of proposal `number`'s comments, answered with these (id, text).
+    async fn expect_comments(server: &MockServer, number: u64, comments: &[(u64, &str)]) {
+        let listed: Vec<Value> = comments
+            .iter()
+            .map(|(id, body)| json!({"id": id, "body": body}))
+            .collect();
+        Self::authed("GET", &Self::comments_path(number))
+            .respond_with(ok_json(json!(listed)))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
+    /// Exactly one edit of comment `id` on proposal `number`.
+    async fn expect_comment_edit(server: &MockServer, number: u64, id: u64) {
+        Self::authed(Self::COMMENT_EDIT, &Self::comment_path(number, id))
+            .respond_with(ok_json(json!({"id": id})))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
     /// The listing of open proposals, answered with `response`.
     fn list_open(response: Value) -> Mock {
         Self::list_open_request().respond_with(ok_json(response))
@@ -199,6 +225,12 @@ impl ForgeDouble for GitHubApi {
 
     fn comments_path(number: u64) -> String {
         github::comments_path(number)
+    }
+
+    const COMMENT_EDIT: &'static str = "PATCH";
+
+    fn comment_path(_number: u64, id: u64) -> String {
+        format!("/repos/acme/manifests/issues/comments/{id}")
     }
 
     fn url(number: u64) -> String {
@@ -426,6 +458,12 @@ impl ForgeDouble for GitLabApi {
 
     fn comments_path(number: u64) -> String {
         format!("{MRS}/{number}/notes")
+    }
+
+    const COMMENT_EDIT: &'static str = "PUT";
+
+    fn comment_path(number: u64, id: u64) -> String {
+        format!("{MRS}/{number}/notes/{id}")
     }
 
     fn url(number: u64) -> String {

@@ -171,6 +171,11 @@ impl BareRepo {
             .then(|| String::from_utf8(out.stdout).unwrap().trim().to_owned())
     }
 
+    /// The whole message of `rev`'s commit.
+    pub fn message(&self, rev: &str) -> String {
+        git(&self.path(), &["log", "-1", "--format=%B", rev])
+    }
+
     /// Commit subjects on `branch`, newest first.
     pub fn subjects(&self, branch: &str) -> Vec<String> {
         git(&self.path(), &["log", "--format=%s", branch])

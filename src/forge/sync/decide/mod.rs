@@ -16,6 +16,7 @@ use crate::forge::{
     Action, ForgeKind, Marker, NewPullRequest, PullRequest, PullRequestOutcome, missing_labels,
     missing_reviewers,
 };
+use crate::forge::{labels, review};
 
 /// What becomes of one group's pull request, and the calls that make it so, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,6 +45,17 @@ pub(crate) enum Step {
     },
     Comment {
         number: u64,
+        body: String,
+    },
+    /// Posts the review comment on the pull request just opened (its number is known once the
+    /// open step ran).
+    CommentOpened {
+        body: String,
+    },
+    /// Replaces the text of comment `id`: the review, updated in place.
+    EditComment {
+        number: u64,
+        id: u64,
         body: String,
     },
     Close {
@@ -145,8 +157,10 @@ fn keep_up(o: &Observed, planned: &PlannedGroup, old: &Marker, pr: &PullRequest)
         });
     }
     // Labels and reviewers converge too: the config may have changed, or the pull request was
-    // opened elsewhere.
-    steps.extend(converge(o, pr));
+    // opened elsewhere, or the change now deploys to other Applications.
+    let labels = group_labels(o, planned, &mut outcome);
+    steps.extend(converge(o, pr, &labels));
+    steps.extend(review(o, planned, pr.number, &mut outcome));
     Decision { outcome, steps }
 }
 
@@ -189,6 +203,8 @@ fn propose(o: &Observed, planned: &PlannedGroup) -> Decision {
         };
     }
     let mut steps = Vec::new();
+    let mut opened = outcome(o, planned, Action::Opened, None);
+    let labels = group_labels(o, planned, &mut opened);
     let head = match tip {
         Some(tip) if planned.built_is_tip => tip.id,
         _ => {
@@ -205,13 +221,16 @@ fn propose(o: &Observed, planned: &PlannedGroup) -> Decision {
         base: o.base.clone(),
         title: planned.title.clone(),
         body: pull_request_body(o, planned, &proposal, head),
-        labels: o.write.labels.clone(),
+        labels,
         reviewers: o.write.reviewers.clone(),
         draft: o.write.draft,
         auto_merge: o.write.auto_merge,
     }));
+    if let Some(body) = review_text(o, planned) {
+        steps.push(Step::CommentOpened { body });
+    }
     Decision {
-        outcome: outcome(o, planned, Action::Opened, None),
+        outcome: opened,
         steps,
     }
 }
@@ -291,9 +310,57 @@ fn close_unneeded(o: &Observed, group: String, marker: &Marker, pr: &PullRequest
     Decision { outcome, steps }
 }
 
+/// The labels `write.labels` makes for `planned`'s group ([`labels::labels`]); a template that
+/// does not render puts no label on it and says so in the outcome's warnings.
+fn group_labels(
+    o: &Observed,
+    planned: &PlannedGroup,
+    outcome: &mut PullRequestOutcome,
+) -> Vec<String> {
+    let (made, errors) = labels::labels(o.kind, &o.write.labels, &o.repository, &planned.group);
+    outcome
+        .warnings
+        .extend(errors.iter().map(|e| crate::error_chain::chain(e)));
+    made
+}
+
+/// The review comment of `planned`'s group on pull request `number`: posted when it has none
+/// yet, updated in place when it says something else, left when it says the same.
+fn review(
+    o: &Observed,
+    planned: &PlannedGroup,
+    number: u64,
+    outcome: &mut PullRequestOutcome,
+) -> Option<Step> {
+    let body = review_text(o, planned)?;
+    match o.reviews.get(&number) {
+        Some(Err(e)) => {
+            outcome
+                .warnings
+                .push(format!("the rendered diff was not posted: {e}"));
+            None
+        }
+        Some(Ok(Some((_, old)))) if *old == body => None,
+        Some(Ok(Some((id, _)))) => Some(Step::EditComment {
+            number,
+            id: *id,
+            body,
+        }),
+        Some(Ok(None)) | None => Some(Step::Comment { number, body }),
+    }
+}
+
+/// The review comment's text, with `write.renderedDiff` and rendered Applications.
+fn review_text(o: &Observed, planned: &PlannedGroup) -> Option<String> {
+    o.write
+        .rendered_diff
+        .then(|| review::comment(o.kind, &planned.group, review::MAX_COMMENT))
+        .flatten()
+}
+
 /// The labels and reviewers `pr` lacks, as one step, or none when it lacks nothing.
-fn converge(o: &Observed, pr: &PullRequest) -> Option<Step> {
-    let labels = missing_labels(&pr.labels, &o.write.labels);
+fn converge(o: &Observed, pr: &PullRequest, wanted: &[String]) -> Option<Step> {
+    let labels = missing_labels(&pr.labels, wanted);
     let reviewers = missing_reviewers(&pr.reviewers, &o.write.reviewers);
     (!labels.is_empty() || !reviewers.is_empty()).then(|| Step::Converge {
         pull_request: pr.clone(),

@@ -24,6 +24,7 @@ fn built() -> Oid {
 
 fn group(to: &str) -> ChangeGroup {
     ChangeGroup {
+        applications: Vec::new(),
         key: "api".into(),
         files: Default::default(),
         changes: vec![Change {
@@ -55,6 +56,7 @@ fn planned(to: &str) -> PlannedGroup {
 /// request and no branch.
 fn observed(groups: Vec<PlannedGroup>) -> Observed {
     Observed {
+        reviews: Default::default(),
         repository: "manifests".into(),
         base: "main".into(),
         base_tip: oid('0'),
@@ -128,6 +130,8 @@ fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::Open(_) => "open",
             Step::Update { .. } => "update",
             Step::Comment { .. } => "comment",
+            Step::CommentOpened { .. } => "comment opened",
+            Step::EditComment { .. } => "edit comment",
             Step::Close { .. } => "close",
             Step::DeleteBranch { .. } => "delete branch",
             Step::Converge { .. } => "converge",
@@ -532,4 +536,57 @@ fn a_group_whose_closed_pull_requests_cannot_be_listed_fails_alone() {
     assert_eq!(decisions[0].steps, []);
     assert_eq!(decisions[1].outcome.action, Action::Opened);
     assert_eq!(kinds(&decisions[1].steps), ["push", "open"]);
+}
+
+/// `planned("1.3.0")` with one Application rendered, and `write.renderedDiff` on.
+fn reviewed(o: &mut Observed) {
+    o.write.rendered_diff = true;
+    o.groups[0].group.applications = vec![crate::affected::AffectedApplication {
+        name: "shop".into(),
+        rendered: Some(Box::default()),
+        ..Default::default()
+    }];
+}
+
+#[test]
+fn the_review_comment_is_posted_updated_in_place_or_left_as_it_is() {
+    let mut o = observed(vec![planned("1.3.0")]);
+    reviewed(&mut o);
+    let text = review::comment(ForgeKind::GitHub, &o.groups[0].group, review::MAX_COMMENT)
+        .expect("a review");
+    // Opened: posted once the pull request has its number.
+    let d = only(decide(&o, false));
+    assert_eq!(kinds(&d.steps), ["push", "open", "comment opened"]);
+    // Kept: none yet, posted; another text, edited in place; the same text, left.
+    tip(&mut o, oid('a'), true);
+    o.open.push(pull_request(7, "1.2.0", oid('a')));
+    o.reviews.insert(7, Ok(None));
+    let d = only(decide(&o, false));
+    assert_eq!(kinds(&d.steps), ["push", "update", "comment"]);
+    o.reviews.insert(7, Ok(Some((42, "old".into()))));
+    let d = only(decide(&o, false));
+    assert_eq!(
+        d.steps.last(),
+        Some(&Step::EditComment {
+            number: 7,
+            id: 42,
+            body: text.clone()
+        })
+    );
+    o.reviews.insert(7, Ok(Some((42, text))));
+    let d = only(decide(&o, false));
+    assert_eq!(kinds(&d.steps), ["push", "update"]);
+    // Comments that could not be read: nothing posted (never a second review), and said.
+    o.reviews
+        .insert(7, Err("the token lacks pull_requests: read".into()));
+    let d = only(decide(&o, false));
+    assert_eq!(kinds(&d.steps), ["push", "update"]);
+    assert_eq!(
+        d.outcome.warnings,
+        ["the rendered diff was not posted: the token lacks pull_requests: read"]
+    );
+    // Without `write.renderedDiff`, no review at all.
+    o.write.rendered_diff = false;
+    o.reviews.insert(7, Ok(None));
+    assert_eq!(kinds(&only(decide(&o, false)).steps), ["push", "update"]);
 }

@@ -1,0 +1,340 @@
+//! Which Argo CD Applications deploy a repository's files: the one matching rule that pull
+//! request bodies, commit messages, labels, rendered diffs and verification (issue 19) share.
+//!
+//! An Application's source deploys a file when it names the same repository (URLs compared as
+//! [`normalise_url`] reads them) and its `path` contains the file; a source of a chart from a
+//! Helm repository (`chart:`) deploys no file of a git repository. A multi-source Application
+//! counts each source. Pure: Applications and paths in, names out; no cluster, no git.
+
+use serde::Serialize;
+
+use crate::application::{Application, Destination};
+
+/// One Application whose sources contain some of the changed files, as a pull request, a
+/// commit message and a label template name it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AffectedApplication {
+    /// `metadata.name`.
+    pub name: String,
+    /// The Application's own namespace (Argo CD's, or "apps in any namespace").
+    pub namespace: Option<String>,
+    /// Where it deploys to: `spec.destination`.
+    pub destination: Destination,
+    /// The 1-based positions of its sources that contain the files (always `[1]` for a
+    /// single-source Application).
+    pub sources: Vec<usize>,
+    /// Which of the files asked about its sources contain, in path order.
+    pub files: Vec<String>,
+    /// Its manifests rendered before and after the change, when asked for (`crate::render`).
+    #[serde(skip)]
+    pub rendered: Option<Box<Rendered>>,
+}
+
+/// What an Application's manifests become with a change: the resources that differ, each
+/// rendered before and after (Secret data redacted), or why it could not be rendered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rendered {
+    /// Only the resources that change, in kind, namespace, name order.
+    pub resources: Vec<RenderedResource>,
+    /// Why rendering failed (a tool missing, a chart repository not reachable, a template
+    /// error): said in the review, never a reason to hold the change.
+    pub failure: Option<String>,
+    /// How long both renders took, for `bench/`.
+    pub took: std::time::Duration,
+    /// What the render left out of Argo CD's way: options it does not apply
+    /// (`source 1: kustomize.patches is not applied`).
+    pub notes: Vec<String>,
+}
+
+/// One rendered resource that a change adds, removes or edits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderedResource {
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The resource as YAML before the change; `None` when the change adds it.
+    pub before: Option<String>,
+    /// After the change; `None` when the change removes it.
+    pub after: Option<String>,
+}
+
+impl RenderedResource {
+    /// `Deployment/shop/api` (`kind/namespace/name`, or `kind/name` when cluster-scoped).
+    pub fn header(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{}/{ns}/{}", self.kind, self.name),
+            None => format!("{}/{}", self.kind, self.name),
+        }
+    }
+}
+
+impl AffectedApplication {
+    /// `namespace/name`, or `name` when no namespace is known.
+    pub fn id(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// The cluster as people name it: the destination's `name`, else its `server`, else
+    /// `in-cluster` (Argo CD's own cluster, which an empty destination means).
+    pub fn cluster(&self) -> &str {
+        self.destination
+            .name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .or(self.destination.server.as_deref().filter(|s| !s.is_empty()))
+            .unwrap_or("in-cluster")
+    }
+}
+
+/// An [`AffectedApplication`] in the words templates use: `name`, `namespace`, `id`
+/// (`namespace/name`), `cluster` (the destination's name or server, `in-cluster` when empty),
+/// `destination.server`, `destination.name`, `destination.namespace` (empty strings when
+/// unset), `sources` (1-based positions) and `files`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TemplateApplication<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+    pub id: String,
+    pub cluster: &'a str,
+    pub destination: TemplateDestination<'a>,
+    pub sources: &'a [usize],
+    pub files: &'a [String],
+}
+
+/// `spec.destination` for templates: an unset field is an empty string, so that
+/// `{{ destination.namespace }}` renders under minijinja's strict undefined behaviour.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TemplateDestination<'a> {
+    pub server: &'a str,
+    pub name: &'a str,
+    pub namespace: &'a str,
+}
+
+impl AffectedApplication {
+    /// The Application as commit message, title and label templates see it.
+    pub fn template_view(&self) -> TemplateApplication<'_> {
+        let d = &self.destination;
+        TemplateApplication {
+            name: &self.name,
+            namespace: self.namespace.as_deref().unwrap_or_default(),
+            id: self.id(),
+            cluster: self.cluster(),
+            destination: TemplateDestination {
+                server: d.server.as_deref().unwrap_or_default(),
+                name: d.name.as_deref().unwrap_or_default(),
+                namespace: d.namespace.as_deref().unwrap_or_default(),
+            },
+            sources: &self.sources,
+            files: &self.files,
+        }
+    }
+}
+
+/// The Applications among `apps` whose sources in the repository at `url` contain one of
+/// `files` (paths relative to the repository root, `/`-separated), sorted by
+/// `namespace/name` so that a change names them in one order whichever source read them.
+///
+/// The files are sorted once and each source finds its own by binary search, so thousands of
+/// Applications over a change of thousands of files cost Applications × log(files), not their
+/// product.
+pub fn applications_containing<'f>(
+    apps: &[Application],
+    url: &str,
+    files: impl IntoIterator<Item = &'f str>,
+) -> Vec<AffectedApplication> {
+    let url = normalise_url(url);
+    let mut sorted: Vec<&str> = files
+        .into_iter()
+        .map(|f| f.trim_start_matches("./"))
+        .collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut found: Vec<AffectedApplication> = apps
+        .iter()
+        .filter_map(|app| {
+            let mut sources = Vec::new();
+            let mut contained: Vec<&str> = Vec::new();
+            for (i, s) in app.sources().into_iter().enumerate() {
+                if s.chart.is_some() || normalise_url(&s.repo_url) != url {
+                    continue;
+                }
+                let under = files_under(&sorted, s.path.as_deref().unwrap_or(""));
+                if !under.is_empty() {
+                    sources.push(i + 1);
+                    contained.extend(under);
+                }
+            }
+            if sources.is_empty() {
+                return None;
+            }
+            contained.sort_unstable();
+            contained.dedup();
+            Some(AffectedApplication {
+                name: app.metadata.name.clone(),
+                namespace: app.metadata.namespace.clone(),
+                destination: app.spec.destination.clone().unwrap_or_default(),
+                files: contained.into_iter().map(str::to_owned).collect(),
+                sources,
+                rendered: None,
+            })
+        })
+        .collect();
+    found.sort_by_cached_key(AffectedApplication::id);
+    found
+}
+
+/// The files of `sorted` that a source at `path` contains ([`contains_file`]), as a slice.
+fn files_under<'s, 'f>(sorted: &'s [&'f str], path: &str) -> &'s [&'f str] {
+    let path = path.trim_matches('/').trim_start_matches("./");
+    if path.is_empty() || path == "." {
+        return sorted;
+    }
+    let prefix = format!("{path}/");
+    let start = sorted.partition_point(|f| *f < prefix.as_str());
+    let len = sorted[start..].partition_point(|f| f.starts_with(&prefix));
+    &sorted[start..start + len]
+}
+
+/// The 1-based positions of `app`'s sources in the repository `normalised_url` (already
+/// [`normalise_url`]d) whose path contains one of `files`.
+pub fn sources_containing<'f>(
+    app: &Application,
+    normalised_url: &str,
+    files: impl IntoIterator<Item = &'f str> + Clone,
+) -> Vec<usize> {
+    app.sources()
+        .into_iter()
+        .enumerate()
+        .filter(|(_, s)| s.chart.is_none() && normalise_url(&s.repo_url) == normalised_url)
+        .filter(|(_, s)| {
+            let path = s.path.as_deref().unwrap_or("");
+            files.clone().into_iter().any(|f| contains_file(path, f))
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// Whether a source at `path` (relative to the repository root; empty or `.` for the root)
+/// contains `file`.
+pub fn contains_file(path: &str, file: &str) -> bool {
+    let path = path.trim_matches('/').trim_start_matches("./");
+    let file = file.trim_start_matches("./");
+    path.is_empty()
+        || path == "."
+        || file
+            .strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// A URL reduced to what identifies the repository: no scheme, userinfo, `.git` or trailing
+/// `/`; host lowercased; scp-like `git@host:path` read as `host/path`.
+pub fn normalise_url(url: &str) -> String {
+    let url = url.trim();
+    let rest = match url.split_once("://") {
+        Some((_, rest)) => rest,
+        // scp-like: user@host:path
+        None => match url.split_once(':') {
+            Some((host, path)) if !host.contains('/') => {
+                return normalise_url(&format!("ssh://{host}/{path}"));
+            }
+            _ => url,
+        },
+    };
+    let rest = match rest.split_once('/') {
+        Some((authority, path)) => {
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            format!("{}/{path}", host.to_ascii_lowercase())
+        }
+        None => rest.rsplit('@').next().unwrap_or(rest).to_ascii_lowercase(),
+    };
+    let rest = rest.trim_end_matches('/');
+    rest.strip_suffix(".git").unwrap_or(rest).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(name: &str, yaml_sources: &str) -> Application {
+        let text = format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\n\
+             spec:\n  destination: {{server: https://kubernetes.default.svc, namespace: shop}}\n{yaml_sources}"
+        );
+        crate::application::read_documents(std::path::Path::new("a.yaml"), &text)
+            .unwrap()
+            .remove(0)
+    }
+
+    #[test]
+    fn a_source_contains_the_files_under_its_path() {
+        assert!(contains_file("apps/api", "apps/api/deployment.yaml"));
+        assert!(contains_file("./apps/api/", "apps/api/deployment.yaml"));
+        assert!(contains_file("", "apps/api/deployment.yaml"));
+        assert!(contains_file(".", "x.yaml"));
+        assert!(!contains_file("apps/api", "apps/api-v2/deployment.yaml"));
+        assert!(!contains_file("apps/web", "apps/api/deployment.yaml"));
+        // The sorted lookup agrees with the rule.
+        let sorted = [
+            "apps/api-v2/d.yaml",
+            "apps/api/d.yaml",
+            "apps/api/sub/e.yaml",
+            "apps/apiz.yaml",
+            "x.yaml",
+        ];
+        assert_eq!(
+            files_under(&sorted, "./apps/api/"),
+            ["apps/api/d.yaml", "apps/api/sub/e.yaml"]
+        );
+        assert_eq!(files_under(&sorted, "."), sorted);
+        assert!(files_under(&sorted, "apps/web").is_empty());
+        for path in ["apps/api", "apps", "", "apps/api-v2", "x.yaml"] {
+            let by_rule: Vec<&str> = sorted
+                .iter()
+                .copied()
+                .filter(|f| contains_file(path, f))
+                .collect();
+            assert_eq!(files_under(&sorted, path), by_rule, "{path}");
+        }
+    }
+
+    #[test]
+    fn each_source_of_a_multi_source_application_counts_and_charts_contain_no_file() {
+        let multi = app(
+            "shop",
+            "  sources:\n\
+             \x20 - {repoURL: https://charts.example, chart: api, targetRevision: 1.0.0}\n\
+             \x20 - {repoURL: 'https://Git.example/acme/m.git', path: envs/prod}\n\
+             \x20 - {repoURL: 'git@git.example:acme/m', path: apps/api}\n\
+             \x20 - {repoURL: https://git.example/acme/other, path: apps/api}\n",
+        );
+        let single = app(
+            "web",
+            "  source: {repoURL: https://git.example/acme/m, path: apps/web}\n",
+        );
+        let apps = [multi, single];
+        let found = applications_containing(
+            &apps,
+            "https://git.example/acme/m",
+            ["apps/api/deploy.yaml", "envs/prod/values.yaml"],
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].id(), "argocd/shop");
+        assert_eq!(found[0].sources, vec![2, 3]);
+        assert_eq!(
+            found[0].files,
+            vec!["apps/api/deploy.yaml", "envs/prod/values.yaml"]
+        );
+        assert_eq!(found[0].destination.namespace.as_deref(), Some("shop"));
+        assert_eq!(found[0].cluster(), "https://kubernetes.default.svc");
+        let web = applications_containing(
+            &apps,
+            "ssh://git@git.example/acme/m.git",
+            ["apps/web/a.yaml"],
+        );
+        assert_eq!(web[0].name, "web");
+        assert_eq!(web[0].sources, vec![1]);
+    }
+}

@@ -1,0 +1,193 @@
+//! Rendering an Argo CD Application's manifests as Argo CD would, before and after a change, to
+//! show reviewers what it will deploy (issue 21): plain directories (`directory.recurse`,
+//! `include`, `exclude`), kustomize with the Application's kustomize options, Helm with its
+//! release name, namespace, value files, values and parameters.
+//!
+//! An edge: it runs the real `helm` and `kustomize` (or `kubectl kustomize`) binaries found on
+//! `PATH` ([`Tools`]) in temporary directories ([`tree`]), and decides nothing about tags or
+//! YAML edits. A render that fails is a [`Rendered::failure`], never an error that holds the
+//! change: the caller reports it and goes on. Only sources in the changed repository are
+//! rendered (and charts whose value files come from it): the others do not change.
+
+mod resources;
+mod sources;
+pub mod tree;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::affected::{Rendered, normalise_url};
+use crate::application::{Application, Source};
+
+pub use resources::{Resource, changed_resources, parse_resources, unified};
+pub use tree::{Materialised, materialise};
+
+/// Why one source of an Application could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("`{tool}` was not found on PATH")]
+    ToolMissing { tool: &'static str },
+    #[error("running `{command}`")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed: {stderr}")]
+    Failed { command: String, stderr: String },
+    #[error("`{command}` did not finish within {}s", .after.as_secs())]
+    TimedOut { command: String, after: Duration },
+    #[error("the chart repository {url} could not be reached: {stderr}")]
+    ChartUnreachable { url: String, stderr: String },
+    #[error("source path `{path}` is not a directory of the repository")]
+    NoPath { path: String },
+    #[error("reading {path}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("writing {path}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("`{what}` in {path} is not YAML: {message}")]
+    Yaml {
+        what: &'static str,
+        path: PathBuf,
+        message: String,
+    },
+    #[error("glob `{glob}` in `directory.{setting}`")]
+    Glob {
+        setting: &'static str,
+        glob: String,
+        source: globset::Error,
+    },
+}
+
+/// Which kustomize to run: the standalone binary, or `kubectl kustomize`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kustomize {
+    Standalone(PathBuf),
+    Kubectl(PathBuf),
+}
+
+/// The binaries rendering runs, found once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tools {
+    pub helm: Option<PathBuf>,
+    pub kustomize: Option<Kustomize>,
+    /// How long one tool may run before it is stopped.
+    pub timeout: Duration,
+}
+
+impl Tools {
+    /// `helm`, and `kustomize` or else `kubectl`, from the directories of `PATH`.
+    pub fn from_path() -> Tools {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        Tools::in_dirs(std::env::split_paths(&path))
+    }
+
+    /// The tools in these directories, the first of each name.
+    pub fn in_dirs(dirs: impl IntoIterator<Item = PathBuf>) -> Tools {
+        let dirs: Vec<PathBuf> = dirs.into_iter().collect();
+        let find = |name: &str| dirs.iter().map(|d| d.join(name)).find(|p| p.is_file());
+        Tools {
+            helm: find("helm"),
+            kustomize: find("kustomize")
+                .map(Kustomize::Standalone)
+                .or_else(|| find("kubectl").map(Kustomize::Kubectl)),
+            timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What to render: one Application over a repository before and after a change.
+pub struct Change<'a> {
+    pub app: &'a Application,
+    /// The URL of the repository the trees are of.
+    pub url: &'a str,
+    pub before: &'a Path,
+    pub after: &'a Path,
+}
+
+/// Renders `change.app` on both trees and keeps the resources that differ. A failure on either
+/// side is the result's `failure`, naming the source.
+pub fn render_change(tools: &Tools, change: &Change<'_>) -> Rendered {
+    let started = Instant::now();
+    let both = render_app(tools, change.app, change.url, change.before).and_then(|before| {
+        Ok((
+            before,
+            render_app(tools, change.app, change.url, change.after)?,
+        ))
+    });
+    let mut rendered = match both {
+        Ok((before, after)) => Rendered {
+            resources: changed_resources(before, after),
+            ..Rendered::default()
+        },
+        Err(failure) => Rendered {
+            failure: Some(failure),
+            ..Rendered::default()
+        },
+    };
+    rendered.took = started.elapsed();
+    rendered.notes = not_applied(change.app);
+    rendered
+}
+
+/// The options of `app`'s sources that rendering does not apply, each named: the diff may
+/// differ from Argo CD's there, and the review says so rather than staying silent.
+pub fn not_applied(app: &Application) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, s) in app.sources().iter().enumerate() {
+        let named = [
+            ("helm", s.helm.as_ref().map(|h| &h.other)),
+            ("kustomize", s.kustomize.as_ref().map(|k| &k.other)),
+            ("directory", s.directory.as_ref().map(|d| &d.other)),
+        ];
+        for (kind, other) in named {
+            for key in other.into_iter().flat_map(|o| o.keys()) {
+                out.push(format!("source {}: {kind}.{key} is not applied", i + 1));
+            }
+        }
+    }
+    out
+}
+
+/// Every resource `app`'s sources in the repository at `url` render to on `root`; an error
+/// names the source.
+pub fn render_app(
+    tools: &Tools,
+    app: &Application,
+    url: &str,
+    root: &Path,
+) -> Result<Vec<Resource>, String> {
+    let url = normalise_url(url);
+    let all = app.sources();
+    let mut out = Vec::new();
+    for (i, source) in all.iter().enumerate() {
+        let Some(job) = sources::job(app, source, &all, &url, root) else {
+            continue;
+        };
+        let text = sources::render(tools, &job).map_err(|e| {
+            format!(
+                "source {} ({}): {}",
+                i + 1,
+                source_name(source),
+                crate::error_chain::chain(&e)
+            )
+        })?;
+        let found = parse_resources(&text)
+            .map_err(|e| format!("source {} ({}): {e}", i + 1, source_name(source)))?;
+        out.extend(found);
+    }
+    Ok(out)
+}
+
+fn source_name(source: &Source) -> String {
+    match (&source.chart, &source.path) {
+        (Some(chart), _) => format!("chart {chart} from {}", source.repo_url),
+        (None, Some(path)) => format!("path {path}"),
+        (None, None) => "repository root".to_owned(),
+    }
+}

@@ -1,0 +1,501 @@
+//! One source rendered as Argo CD's repo server would: which kind it is, and the command (or
+//! the files) that make its manifests.
+
+use std::collections::BTreeMap;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{Kustomize, RenderError, Tools};
+use crate::affected::normalise_url;
+use crate::application::{Application, Source};
+
+/// What to render for one source.
+pub(super) struct Job<'a> {
+    pub app: &'a Application,
+    pub source: &'a Source,
+    /// The source's directory in the tree (`None` for a chart from a chart repository).
+    pub dir: Option<PathBuf>,
+    /// `$ref` → the directory of the source that names itself so, for value files.
+    pub refs: BTreeMap<String, PathBuf>,
+}
+
+/// The job for `source`, or `None` when it cannot change with the repository at `url`: a
+/// source of another repository, a `ref`-only source, a chart none of whose value files come
+/// from this repository.
+pub(super) fn job<'a>(
+    app: &'a Application,
+    source: &'a Source,
+    all: &[&Source],
+    url: &str,
+    root: &Path,
+) -> Option<Job<'a>> {
+    let refs: BTreeMap<String, PathBuf> = all
+        .iter()
+        .filter(|s| s.chart.is_none() && normalise_url(&s.repo_url) == url)
+        .filter_map(|s| {
+            let name = s.reference.as_ref()?;
+            Some((
+                format!("${name}"),
+                root.join(s.path.as_deref().unwrap_or("")),
+            ))
+        })
+        .collect();
+    if source.chart.is_some() {
+        let from_here = source.helm.iter().flat_map(|h| &h.value_files).any(|f| {
+            f.split_once('/')
+                .is_some_and(|(name, _)| refs.contains_key(name))
+        });
+        return from_here.then_some(Job {
+            app,
+            source,
+            dir: None,
+            refs,
+        });
+    }
+    if normalise_url(&source.repo_url) != url
+        || (source.reference.is_some() && source.path.is_none())
+    {
+        return None;
+    }
+    let path = source.path.as_deref().unwrap_or("").trim_matches('/');
+    Some(Job {
+        app,
+        source,
+        dir: Some(root.join(path)),
+        refs,
+    })
+}
+
+/// The source's manifests as one YAML text.
+pub(super) fn render(tools: &Tools, job: &Job<'_>) -> Result<String, RenderError> {
+    let Some(dir) = &job.dir else {
+        return helm(tools, job, None);
+    };
+    if !dir.is_dir() {
+        return Err(RenderError::NoPath {
+            path: job.source.path.clone().unwrap_or_default(),
+        });
+    }
+    let s = job.source;
+    let kustomization = kustomization_file(dir);
+    // Argo CD's detection: what the source's options name, else the files it finds.
+    let chart = dir.join("Chart.yaml").is_file();
+    if chart && (s.helm.is_some() || (kustomization.is_none() && s.kustomize.is_none())) {
+        return helm(tools, job, Some(dir));
+    }
+    if s.kustomize.is_some() || kustomization.is_some() {
+        return kustomize(tools, job, dir, kustomization);
+    }
+    directory(job, dir)
+}
+
+// === Directory ===
+
+/// The `.yaml`, `.yml` and `.json` files of `dir` (of its subdirectories too with
+/// `directory.recurse`), matched against `include` and `exclude` by their path relative to
+/// `dir`, in path order, as one multi-document text.
+fn directory(job: &Job<'_>, dir: &Path) -> Result<String, RenderError> {
+    let options = job.source.directory.clone().unwrap_or_default();
+    let glob = |setting: &'static str, pattern: &Option<String>| {
+        pattern
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                globset::GlobBuilder::new(p)
+                    .literal_separator(false)
+                    .build()
+                    .map(|g| g.compile_matcher())
+                    .map_err(|source| RenderError::Glob {
+                        setting,
+                        glob: p.to_owned(),
+                        source,
+                    })
+            })
+            .transpose()
+    };
+    let include = glob("include", &options.include)?;
+    let exclude = glob("exclude", &options.exclude)?;
+    let depth = if options.recurse { usize::MAX } else { 1 };
+    let mut out = String::new();
+    let mut paths: Vec<PathBuf> = walkdir::WalkDir::new(dir)
+        .max_depth(depth)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    paths.sort();
+    for path in paths {
+        let relative = path.strip_prefix(dir).unwrap_or(&path);
+        let ext = relative.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !matches!(ext, "yaml" | "yml" | "json")
+            || relative
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+            || include.as_ref().is_some_and(|g| !g.is_match(relative))
+            || exclude.as_ref().is_some_and(|g| g.is_match(relative))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| RenderError::Read {
+            path: relative.to_path_buf(),
+            source,
+        })?;
+        out.push_str("---\n");
+        out.push_str(&text);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+// === Kustomize ===
+
+fn kustomization_file(dir: &Path) -> Option<PathBuf> {
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"]
+        .iter()
+        .map(|n| dir.join(n))
+        .find(|p| p.is_file())
+}
+
+/// `kustomize build` after setting the Application's kustomize options in the kustomization,
+/// as Argo CD's `kustomize edit set …` does: name prefix and suffix and namespace replaced,
+/// images set by name, common labels and annotations added.
+fn kustomize(
+    tools: &Tools,
+    job: &Job<'_>,
+    dir: &Path,
+    file: Option<PathBuf>,
+) -> Result<String, RenderError> {
+    if let (Some(options), Some(file)) = (&job.source.kustomize, &file) {
+        let text = std::fs::read_to_string(file).map_err(|source| RenderError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let mut k: Value = serde_saphyr::from_str(&text).map_err(|e| RenderError::Yaml {
+            what: "kustomization",
+            path: file.clone(),
+            message: e.to_string(),
+        })?;
+        let Value::Object(map) = &mut k else {
+            return Err(RenderError::Yaml {
+                what: "kustomization",
+                path: file.clone(),
+                message: "not a mapping".into(),
+            });
+        };
+        let mut set = |key: &str, v: &Option<String>| {
+            if let Some(v) = v.as_ref().filter(|v| !v.is_empty()) {
+                map.insert(key.into(), Value::String(v.clone()));
+            }
+        };
+        set("namePrefix", &options.name_prefix);
+        set("nameSuffix", &options.name_suffix);
+        set("namespace", &options.namespace);
+        for (key, extra) in [
+            ("commonLabels", &options.common_labels),
+            ("commonAnnotations", &options.common_annotations),
+        ] {
+            if extra.is_empty() {
+                continue;
+            }
+            let entry = map
+                .entry(key)
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Value::Object(m) = entry {
+                for (k, v) in extra {
+                    m.insert(k.clone(), Value::String(v.clone()));
+                }
+            }
+        }
+        set_images(map, &options.images);
+        // JSON is YAML: kustomize reads it as the kustomization it was.
+        let json = serde_json::to_string_pretty(&k).unwrap_or_default();
+        std::fs::write(file, json).map_err(|source| RenderError::Write {
+            path: file.clone(),
+            source,
+        })?;
+    }
+    let mut command = match &tools.kustomize {
+        Some(Kustomize::Standalone(bin)) => {
+            let mut c = Command::new(bin);
+            c.arg("build");
+            c
+        }
+        Some(Kustomize::Kubectl(bin)) => {
+            let mut c = Command::new(bin);
+            c.arg("kustomize");
+            c
+        }
+        None => {
+            return Err(RenderError::ToolMissing {
+                tool: "kustomize (or kubectl)",
+            });
+        }
+    };
+    command.arg(dir);
+    run(command, tools.timeout)
+}
+
+/// Argo CD's `kustomize.images` entries (`name=newName:tag`, `name:tag`, `name@digest`) into
+/// the kustomization's `images:`, replacing an entry of the same name.
+fn set_images(map: &mut serde_json::Map<String, Value>, images: &[String]) {
+    if images.is_empty() {
+        return;
+    }
+    let entry = map
+        .entry("images")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    let Value::Array(list) = entry else { return };
+    for image in images {
+        let (name, target) = match image.split_once('=') {
+            Some((name, target)) => (name.to_owned(), target.to_owned()),
+            None => (String::new(), image.clone()),
+        };
+        let mut new = serde_json::Map::new();
+        let (reference, digest) = match target.split_once('@') {
+            Some((r, d)) => (r.to_owned(), Some(d.to_owned())),
+            None => (target.clone(), None),
+        };
+        let (new_name, tag) = match reference.rsplit_once(':') {
+            Some((n, t)) if !t.contains('/') => (n.to_owned(), Some(t.to_owned())),
+            _ => (reference.clone(), None),
+        };
+        let name = if name.is_empty() {
+            new_name.clone()
+        } else {
+            name
+        };
+        new.insert("name".into(), Value::String(name.clone()));
+        if new_name != name {
+            new.insert("newName".into(), Value::String(new_name));
+        }
+        if let Some(tag) = tag {
+            new.insert("newTag".into(), Value::String(tag));
+        }
+        if let Some(digest) = digest {
+            new.insert("digest".into(), Value::String(digest));
+        }
+        list.retain(|e| e.get("name").and_then(Value::as_str) != Some(name.as_str()));
+        list.push(Value::Object(new));
+    }
+}
+
+// === Helm ===
+
+/// `helm template` as Argo CD runs it: the release name (default the Application's name), the
+/// destination's namespace, CRDs included unless `skipCrds`, the value files in order (`$ref`
+/// paths from the named source), then `values`/`valuesObject`, then the parameters. A chart
+/// from a chart repository (`chart:`) is fetched from it: an HTTP repository with `--repo`, an
+/// OCI one (a `repoURL` without a scheme) as `oci://`.
+fn helm(tools: &Tools, job: &Job<'_>, dir: Option<&Path>) -> Result<String, RenderError> {
+    let bin = tools
+        .helm
+        .as_ref()
+        .ok_or(RenderError::ToolMissing { tool: "helm" })?;
+    let s = job.source;
+    let options = s.helm.clone().unwrap_or_default();
+    let release = options
+        .release_name
+        .clone()
+        .unwrap_or_else(|| job.app.metadata.name.clone());
+    let namespace = options.namespace.clone().or_else(|| {
+        job.app
+            .spec
+            .destination
+            .as_ref()
+            .and_then(|d| d.namespace.clone())
+    });
+    let mut command = Command::new(bin);
+    command.arg("template").arg(&release);
+    let scratch = tempfile::tempdir().map_err(|source| RenderError::Write {
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    match (dir, &s.chart) {
+        (Some(dir), _) => {
+            dependencies(tools, bin, dir)?;
+            command.arg(dir);
+        }
+        (None, Some(chart)) if s.repo_url.contains("://") => {
+            command.arg(chart).arg("--repo").arg(&s.repo_url);
+        }
+        (None, Some(chart)) => {
+            command.arg(format!(
+                "oci://{}/{chart}",
+                s.repo_url.trim_end_matches('/')
+            ));
+        }
+        (None, None) => return Ok(String::new()),
+    }
+    if let (None, Some(version)) = (dir, &s.target_revision) {
+        command.arg("--version").arg(version);
+    }
+    if let Some(ns) = &namespace {
+        command.arg("--namespace").arg(ns);
+    }
+    if !options.skip_crds {
+        command.arg("--include-crds");
+    }
+    for file in &options.value_files {
+        let path = match file.split_once('/') {
+            Some((name, rest)) if job.refs.contains_key(name) => job.refs[name].join(rest),
+            _ => dir.map_or_else(|| PathBuf::from(file), |d| d.join(file)),
+        };
+        if !path.is_file() && options.ignore_missing_value_files {
+            continue;
+        }
+        command.arg("--values").arg(path);
+    }
+    let values = match (&options.values_object, &options.values) {
+        (Some(object), _) => Some(serde_json::to_string(object).unwrap_or_default()),
+        (None, Some(text)) if !text.trim().is_empty() => Some(text.clone()),
+        _ => None,
+    };
+    if let Some(values) = values {
+        let path = scratch.path().join("values.yaml");
+        std::fs::write(&path, values).map_err(|source| RenderError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        command.arg("--values").arg(path);
+    }
+    for p in &options.parameters {
+        let flag = if p.force_string {
+            "--set-string"
+        } else {
+            "--set"
+        };
+        command.arg(flag).arg(format!("{}={}", p.name, p.value));
+    }
+    match run(command, tools.timeout) {
+        Err(RenderError::Failed { stderr, .. }) if dir.is_none() => {
+            Err(RenderError::ChartUnreachable {
+                url: s.repo_url.clone(),
+                stderr,
+            })
+        }
+        other => other,
+    }
+}
+
+/// `helm dependency build` for a chart whose dependencies are not vendored in `charts/`, as
+/// Argo CD does; a dependency repository that cannot be reached is said so.
+fn dependencies(tools: &Tools, bin: &Path, dir: &Path) -> Result<(), RenderError> {
+    let chart = std::fs::read_to_string(dir.join("Chart.yaml")).unwrap_or_default();
+    let Ok(Value::Object(chart)) = serde_saphyr::from_str::<Value>(&chart) else {
+        return Ok(());
+    };
+    let Some(Value::Array(deps)) = chart.get("dependencies") else {
+        return Ok(());
+    };
+    if deps.is_empty() || dir.join("charts").is_dir() {
+        return Ok(());
+    }
+    let mut command = Command::new(bin);
+    command.arg("dependency").arg("build").arg(dir);
+    run(command, tools.timeout)
+        .map(|_| ())
+        .map_err(|e| match e {
+            RenderError::Failed { stderr, .. } => RenderError::ChartUnreachable {
+                url: deps
+                    .iter()
+                    .filter_map(|d| d.get("repository").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                stderr,
+            },
+            other => other,
+        })
+}
+
+// === Running a tool ===
+
+/// Runs `command` with no input and returns its standard output, stopping it after `timeout`.
+fn run(mut command: Command, timeout: Duration) -> Result<String, RenderError> {
+    let shown = format!(
+        "{} {}",
+        Path::new(command.get_program())
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        command
+            .get_args()
+            .next()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Helm reads its repositories and cache from here; never the user's own.
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("tagpilot-helm/cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("tagpilot-helm/config"),
+        )
+        .env(
+            "HELM_DATA_HOME",
+            std::env::temp_dir().join("tagpilot-helm/data"),
+        );
+    let mut child = command.spawn().map_err(|source| RenderError::Spawn {
+        command: shown.clone(),
+        source,
+    })?;
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = s.read_to_string(&mut text);
+        }
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        if let Some(s) = stderr.as_mut() {
+            let _ = s.read_to_string(&mut text);
+        }
+        text
+    });
+    let started = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < timeout => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(RenderError::TimedOut {
+                    command: shown,
+                    after: timeout,
+                });
+            }
+            Err(source) => {
+                return Err(RenderError::Spawn {
+                    command: shown,
+                    source,
+                });
+            }
+        }
+    };
+    let stdout = out.join().unwrap_or_default();
+    let stderr = err.join().unwrap_or_default();
+    if !status.success() {
+        return Err(RenderError::Failed {
+            command: shown,
+            stderr: stderr.trim().lines().last().unwrap_or("").to_owned(),
+        });
+    }
+    Ok(stdout)
+}
