@@ -42,6 +42,7 @@ impl Report<'_> {
                 ));
             }
         }
+        out += &self.skipped_tags_markdown();
         out += &self.held_tags_markdown();
         for (title, lines) in self.problem_and_warning_lines() {
             if lines.is_empty() {

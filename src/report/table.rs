@@ -45,6 +45,7 @@ impl Report<'_> {
                 }),
             );
         }
+        out += &self.skipped_tags_table();
         out += &self.held_tags_table();
         out += &self.findings_section();
         if !self.skipped.is_empty() {
