@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use futures_util::stream::{self, StreamExt};
 
+use super::model::SkippedTags;
 use super::{Progress, REGISTRY_CONCURRENCY};
 use crate::image::{Platform, Repository, is_valid_digest, is_valid_tag};
 use crate::manifest::{FieldKind, ImageField, MarkerPart, Pins};
 use crate::policy::{ImagePolicy, Strategy};
 use crate::registry::{ImageInfo, Registry, RegistryError};
-use super::model::SkippedTags;
 use crate::select::{self, Decision, SkipReason, Skipped, TagCandidate};
 
 /// Why a reference could not be decided: the registry did not answer what was needed.
@@ -247,7 +247,10 @@ impl<'r, R: Registry> Inspector<'r, R> {
             return Ok(None);
         }
         let info = self.info(policy, tag).await?;
-        Ok(select::missing_platforms(&policy.platforms, &info.platforms))
+        Ok(select::missing_platforms(
+            &policy.platforms,
+            &info.platforms,
+        ))
     }
 
     /// Keeps what `policy` passed over, each tag once.
@@ -278,9 +281,7 @@ impl<'r, R: Registry> Inspector<'r, R> {
         self.skipped
             .into_inner()
             .into_iter()
-            .map(|(policy, image, skipped)| {
-                SkippedTags::new(&policy, &image.to_string(), skipped)
-            })
+            .map(|(policy, image, skipped)| SkippedTags::new(&policy, &image.to_string(), skipped))
             .collect()
     }
 

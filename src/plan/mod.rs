@@ -45,8 +45,8 @@ pub use decide::{
 };
 pub use model::{
     Change, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
-    PullRequestSummary, RepositoryOutcome, RepositoryStatus, SKIPPED_TAGS_SHOWN, Severity, SkipKind,
-    SkippedFile, SkippedTag, SkippedTags, TargetDiff,
+    PullRequestSummary, RepositoryOutcome, RepositoryStatus, SKIPPED_TAGS_SHOWN, Severity,
+    SkipKind, SkippedFile, SkippedTag, SkippedTags, TargetDiff,
 };
 pub use walk::{
     MAX_MANIFEST_BYTES, Veto, plan, plan_files, plan_files_held, policy_order, survey,

@@ -3,8 +3,8 @@
 
 use crate::plan::SkippedTags;
 
-use super::markdown::md;
 use super::Report;
+use super::markdown::md;
 
 impl Report<'_> {
     /// `policy api, image ghcr.io/acme/api` (with `in <repository>` for a configured one).

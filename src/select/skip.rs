@@ -120,10 +120,7 @@ mod tests {
             "arm64 is arm64/v8"
         );
         let why = missing_platforms(&required, &platforms(&["linux/amd64"])).unwrap();
-        assert_eq!(
-            why.to_string(),
-            "no linux/arm64 image (offers linux/amd64)"
-        );
+        assert_eq!(why.to_string(), "no linux/arm64 image (offers linux/amd64)");
         assert_eq!(why.label(), "missing_platforms");
         let why = missing_platforms(&required, &platforms(&["linux/s390x"])).unwrap();
         assert_eq!(
