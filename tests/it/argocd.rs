@@ -1165,3 +1165,75 @@ async fn a_branch_template_over_no_changes_is_not_a_problem() {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
 }
+
+/// An `ImageUpdater` resource's `platforms` are required of every tag, as a policy's are: a
+/// newer tag pushed for amd64 only is passed over for an older one offering both, and the
+/// report names it.
+#[tokio::test]
+async fn image_updater_platforms_pass_over_a_tag_without_one() {
+    use crate::support::registry::{Auth, ImageSpec, IndexSpec, TestRegistry};
+    let reg = TestRegistry::start(Auth::None).await;
+    let both = || {
+        IndexSpec::new()
+            .platform("linux/amd64", ImageSpec::default())
+            .platform("linux/arm64", ImageSpec::default())
+    };
+    reg.push_index("shop/api", "1.0.0", both()).await;
+    reg.push_index("shop/api", "1.1.0", both()).await;
+    reg.push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    let image = reg.image("shop/api");
+    let repo = BareRepo::new();
+    let app = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: plain\n  \
+               namespace: argocd\nspec:\n  source:\n    repoURL: REPO_URL\n    targetRevision: \
+               HEAD\n    path: apps/plain\n";
+    let updater = format!(
+        "apiVersion: argocd-image-updater.argoproj.io/v1alpha1\nkind: ImageUpdater\nmetadata:\n  \
+         name: shop\n  namespace: argocd\nspec:\n  writeBackConfig:\n    method: git\n  \
+         applicationRefs:\n    - namePattern: plain\n      images:\n        - alias: api\n          \
+         imageName: {image}:1.x\n          commonUpdateSettings:\n            platforms: \
+         [linux/arm64]\n"
+    );
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    \
+         spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+    );
+    let seed = tempfile::tempdir().unwrap();
+    push_tree(
+        &repo,
+        seed.path(),
+        &[
+            ("argocd/plain.yaml", app.replace("REPO_URL", &repo.file_url())),
+            ("argocd/image-updater.yaml", updater),
+            ("apps/plain/deployment.yaml", deployment),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/**\"");
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let planned = cycle(&config, None, &cache, &reg.client(), &(), true).await;
+    assert!(
+        planned.plan.problems.is_empty(),
+        "{:?}",
+        planned.plan.problems
+    );
+    let changes: Vec<(&str, &str)> = planned
+        .plan
+        .changes
+        .iter()
+        .map(|c| (c.from.as_str(), c.to.as_str()))
+        .collect();
+    assert_eq!(changes, [("1.0.0", "1.1.0")]);
+    let skipped: Vec<String> = planned
+        .plan
+        .skipped_tags
+        .iter()
+        .flat_map(|s| s.tags.iter().map(|t| t.0.to_string()))
+        .collect();
+    assert_eq!(
+        skipped,
+        ["1.2.0: no linux/arm64 image (offers linux/amd64)"]
+    );
+    let table = tagpilot::report::table(&planned.plan);
+    assert!(table.contains("Skipped tags:"), "{table}");
+}
