@@ -235,6 +235,11 @@ impl<'r, R: Registry> Inspector<'r, R> {
         }
     }
 
+    /// The registry it asks.
+    pub fn registry(&self) -> &'r R {
+        self.registry
+    }
+
     /// Why `tag` may not be taken under `policy` though it ranks: the platforms the policy
     /// requires that its image lacks. Asks the registry only when the policy requires
     /// platforms, once per (repository, tag, platforms) as every inspection.

@@ -129,8 +129,9 @@ impl<R: Registry> AppPlanner<'_, R> {
             kind: SourceKind::Kustomize,
             registry: self.registry,
             holds: self.holds,
+            skipped: Vec::new(),
         };
-        decide_override(
+        let record = decide_override(
             &mut deciding,
             image,
             &m.policy,
@@ -146,7 +147,9 @@ impl<R: Registry> AppPlanner<'_, R> {
             &place,
             outcome,
         )
-        .await
+        .await;
+        out.plan.skipped_tags.append(&mut deciding.skipped);
+        record
     }
 
     /// Adds image `m`'s entry, as decided in `added` (change `c`), to `kustomization`; held
