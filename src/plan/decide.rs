@@ -188,21 +188,7 @@ async fn choose_checked<R: Registry>(
     candidates: &[TagCandidate],
     inspector: &Inspector<'_, R>,
 ) -> Result<Decision, DecideError> {
-    let mut skipped: Vec<Skipped> = Vec::new();
-    let mut remaining: Option<Vec<TagCandidate>> = None;
-    let decision = loop {
-        let list = remaining.as_deref().unwrap_or(candidates);
-        let decision = select::choose(policy, current_tag, list);
-        let Decision::Update(chosen) = &decision else {
-            break decision;
-        };
-        let Some(reason) = inspector.refusal(policy, &chosen.tag).await? else {
-            break decision;
-        };
-        let tag = chosen.tag.clone();
-        remaining = Some(list.iter().filter(|c| c.tag != tag).cloned().collect());
-        skipped.push(Skipped { tag, reason });
-    };
+    let (decision, skipped) = choose_passing(policy, current_tag, candidates, inspector).await?;
     let Some(held) = select::held_by_skips(&skipped) else {
         return Ok(decision);
     };
@@ -212,6 +198,31 @@ async fn choose_checked<R: Registry>(
         Decision::UpToDate => Decision::Hold(held),
         Decision::Hold(reason) => Decision::Hold(format!("{reason}; {held}")),
     })
+}
+
+/// The choice among the candidates the policy does not refuse, and the ones it passed over on
+/// the way, best first (see [`choose_checked`]).
+pub(super) async fn choose_passing<R: Registry>(
+    policy: &ImagePolicy,
+    current_tag: Option<&str>,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<(Decision, Vec<Skipped>), DecideError> {
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let mut remaining: Option<Vec<TagCandidate>> = None;
+    loop {
+        let list = remaining.as_deref().unwrap_or(candidates);
+        let decision = select::choose(policy, current_tag, list);
+        let Decision::Update(chosen) = &decision else {
+            return Ok((decision, skipped));
+        };
+        let Some(reason) = inspector.refusal(policy, &chosen.tag).await? else {
+            return Ok((decision, skipped));
+        };
+        let tag = chosen.tag.clone();
+        remaining = Some(list.iter().filter(|c| c.tag != tag).cloned().collect());
+        skipped.push(Skipped { tag, reason });
+    }
 }
 
 /// Registry look-ups by (repository, tag, wanted platforms), each done at most once per plan.

@@ -359,3 +359,35 @@ async fn only_the_candidates_up_to_the_first_that_passes_are_inspected() {
         );
     }
 }
+
+/// `tagpilot tags` marks what a plan would choose: the newest tag without a required platform
+/// is passed over, and says what its image lacks.
+#[tokio::test]
+async fn tags_marks_the_tag_a_plan_would_choose_and_what_the_skipped_lack() {
+    use tagpilot::policy::{ImagePolicy, Strategy};
+    let reg = TestRegistry::start(Auth::None).await;
+    let when = "2024-01-01T00:00:00Z";
+    reg.push_index(
+        "shop/api",
+        "1.0.0",
+        index(&["linux/amd64", "linux/arm64"], when),
+    )
+    .await;
+    reg.push_index("shop/api", "1.1.0", index(&["linux/amd64"], when))
+        .await;
+    let mut policy = ImagePolicy::adhoc(
+        &reg.image("shop/api"),
+        Strategy::semver(None, false).unwrap(),
+    )
+    .unwrap();
+    policy.platforms = vec!["linux/arm64".parse().unwrap()];
+    let ranked = tagpilot::plan::tags::rank_tags(&reg.client(), &policy, None, &())
+        .await
+        .unwrap();
+    let text = report::tags(&reg.image("shop/api"), &ranked);
+    assert!(
+        text.contains("1.1.0  no image for linux/arm64 (offers linux/amd64)"),
+        "{text}"
+    );
+    assert!(text.contains("*  1.0.0  chosen"), "{text}");
+}
