@@ -1,5 +1,10 @@
 //! Deciding one reference: the policy's choice among the candidates, and the digest when the
 //! reference pins one. Registry look-ups go through [`Inspector`], once per (repository, tag).
+//!
+//! A policy's required platforms are checked here, for every strategy, on the registry's
+//! answer: the chosen candidate is inspected, and when its image lacks one it is passed over
+//! for the next (`choose_checked`). Only the candidates up to the first that qualifies are
+//! inspected; a policy without platforms inspects nothing for them.
 
 use std::collections::HashMap;
 
