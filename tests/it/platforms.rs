@@ -391,3 +391,34 @@ async fn tags_marks_the_tag_a_plan_would_choose_and_what_the_skipped_lack() {
     );
     assert!(text.contains("*  1.0.0  chosen"), "{text}");
 }
+
+#[tokio::test]
+async fn alphabetical_strategy_honours_required_platforms() {
+    let reg = TestRegistry::start(Auth::None).await;
+    let when = "2024-01-01T00:00:00Z";
+    reg.push_index(
+        "shop/api",
+        "2024-01-a",
+        index(&["linux/amd64", "linux/arm64"], when),
+    )
+    .await;
+    reg.push_index(
+        "shop/api",
+        "2024-02-a",
+        index(&["linux/amd64", "linux/arm64"], when),
+    )
+    .await;
+    reg.push_image("shop/api", "2024-03-a", ImageSpec::default())
+        .await;
+    let root = Root::new(
+        &reg,
+        &format!("  strategy:\n    alphabetical: {{}}\n{BOTH}"),
+        &[format!("{}:2024-01-a", reg.image("shop/api"))],
+    );
+    let plan = root.plan(&reg).await;
+    assert_eq!(moves(&plan), ["2024-01-a -> 2024-02-a"]);
+    assert_eq!(
+        skipped(&plan),
+        ["2024-03-a: no linux/arm64 image (offers linux/amd64)"]
+    );
+}
