@@ -9,7 +9,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::holds::{HeldTag, Holds};
-use crate::plan::{self, Change, Hold, Inspector, Problem};
+use crate::plan::{self, Change, Hold, Inspector, Problem, SkippedTags};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 
@@ -98,28 +98,46 @@ pub async fn decide<R: Registry>(
     digest: Option<&str>,
     registry: &R,
 ) -> Result<Decided, RegistryError> {
-    let tags = registry.list_tags(&policy.image).await?;
-    let inspector = Inspector::new(registry);
+    decide_with(policy, tag, digest, &Inspector::new(registry)).await
+}
+
+async fn decide_with<R: Registry>(
+    policy: &ImagePolicy,
+    tag: Option<&str>,
+    digest: Option<&str>,
+    inspector: &Inspector<'_, R>,
+) -> Result<Decided, RegistryError> {
+    let tags = inspector.registry().list_tags(&policy.image).await?;
     let candidates = inspector.candidates(policy, &tags, &()).await?;
-    plan::decide_reference(policy, tag, digest, false, &candidates, &inspector).await
+    plan::decide_reference(policy, tag, digest, false, &candidates, inspector).await
 }
 
 /// [`decide`], honouring the holds on the override's place (the file and field it writes, or
-/// every field of the policy for an annotation's hold).
+/// every field of the policy for an annotation's hold); with the tags it passed over.
 async fn decide_held<R: Registry>(
+    policy: &ImagePolicy,
+    current: (Option<&str>, Option<&str>),
+    overrides: &Overrides<'_, R>,
+    place: &OverridePlace<'_>,
+) -> (Result<Decided, RegistryError>, Vec<SkippedTags>) {
+    let inspector = Inspector::new(overrides.registry);
+    let decided = decide_held_with(policy, current, overrides, place, &inspector).await;
+    (decided, inspector.into_skipped())
+}
+
+async fn decide_held_with<R: Registry>(
     policy: &ImagePolicy,
     (tag, digest): (Option<&str>, Option<&str>),
     overrides: &Overrides<'_, R>,
     place: &OverridePlace<'_>,
+    inspector: &Inspector<'_, R>,
 ) -> Result<Decided, RegistryError> {
     let Some(holds) = overrides.holds.filter(|h| !h.is_empty()) else {
-        return decide(policy, tag, digest, overrides.registry).await;
+        return decide_with(policy, tag, digest, inspector).await;
     };
-    let registry = overrides.registry;
-    let tags = registry.list_tags(&policy.image).await?;
-    let inspector = Inspector::new(registry);
+    let tags = inspector.registry().list_tags(&policy.image).await?;
     let candidates = inspector.candidates(policy, &tags, &()).await?;
-    let first = plan::decide_reference(policy, tag, digest, false, &candidates, &inspector).await?;
+    let first = plan::decide_reference(policy, tag, digest, false, &candidates, inspector).await?;
     let Decided::Move { tag: chosen, .. } = &first else {
         return Ok(first);
     };
@@ -135,8 +153,7 @@ async fn decide_held<R: Registry>(
     let Some(veto) = plan::veto(policy, &first, &candidates, &on_field, &mut ended) else {
         return Ok(first);
     };
-    let next =
-        plan::decide_reference(policy, tag, digest, false, &veto.allowed, &inspector).await?;
+    let next = plan::decide_reference(policy, tag, digest, false, &veto.allowed, inspector).await?;
     Ok(veto.settle(next))
 }
 
@@ -172,6 +189,8 @@ pub struct AppDecisions {
     pub problems: Vec<Problem>,
     pub up_to_date: usize,
     pub images: Vec<ImageOutcome>,
+    /// The tags selection passed over, per policy and image.
+    pub skipped_tags: Vec<SkippedTags>,
 }
 
 /// The overrides being decided: the file or live overrides images are set in, the kind of
@@ -182,6 +201,8 @@ pub struct Overrides<'a, R> {
     pub registry: &'a R,
     /// The held tags to honour ([`crate::holds`]); `None` where none are read.
     pub holds: Option<&'a Holds>,
+    /// The tags the decisions passed over so far, per policy and image (for the report).
+    pub skipped: Vec<SkippedTags>,
 }
 
 /// Decides every image of app `a` ([`decide_override`] each) against `overrides`, setting the
@@ -238,6 +259,7 @@ pub async fn decide_app_overrides<R: Registry>(
         }
         out.images.push(outcome);
     }
+    out.skipped_tags = std::mem::take(&mut overrides.skipped);
     out
 }
 
@@ -284,7 +306,8 @@ pub async fn decide_override<R: Registry>(
     outcome.from = Some(from.clone());
     let repository = place.repository.map(str::to_string);
     let current = (tag.as_deref(), digest.as_deref());
-    let decided = decide_held(policy, current, overrides, place).await;
+    let (decided, skipped) = decide_held(policy, current, overrides, place).await;
+    overrides.skipped.extend(skipped);
     let record = match decided {
         Ok(Decided::Move { tag, digest }) => {
             let to = plan::version_text(Some(&tag), digest.as_deref());

@@ -43,6 +43,8 @@ pub struct Patches {
     pub patches: Vec<AppPatch>,
     pub images: Vec<ImageOutcome>,
     pub holds: Vec<crate::plan::Hold>,
+    /// The tags selection passed over, per policy and image.
+    pub skipped_tags: Vec<crate::plan::SkippedTags>,
     pub problems: Vec<Problem>,
     pub app_problems: Vec<(usize, String)>,
     pub up_to_date: usize,
@@ -91,6 +93,7 @@ pub async fn plan_patches<R: Registry>(
             kind,
             registry,
             holds,
+            skipped: Vec::new(),
         };
         let decided = decide_app_overrides(
             &mut deciding,
@@ -108,6 +111,7 @@ pub async fn plan_patches<R: Registry>(
         .await;
         // 4. The patch, when an image moves.
         out.holds.extend(decided.holds);
+        out.skipped_tags.extend(decided.skipped_tags);
         out.problems.extend(decided.problems);
         out.up_to_date += decided.up_to_date;
         out.images.extend(decided.images);

@@ -372,6 +372,7 @@ impl<R: Registry> Step<'_, '_, R> {
             cycle.plan.changes.extend(p.changes);
         }
         cycle.plan.holds.extend(patches.holds);
+        cycle.plan.skipped_tags.extend(patches.skipped_tags);
         cycle.plan.problems.extend(patches.problems);
         cycle.plan.problems.extend(problems);
         cycle.plan.up_to_date += patches.up_to_date;

@@ -1,16 +1,22 @@
 //! Deciding one reference: the policy's choice among the candidates, and the digest when the
 //! reference pins one. Registry look-ups go through [`Inspector`], once per (repository, tag).
+//!
+//! A policy's required platforms are checked here, for every strategy, on the registry's
+//! answer: the chosen candidate is inspected, and when its image lacks one it is passed over
+//! for the next (`choose_checked`). Only the candidates up to the first that qualifies are
+//! inspected; a policy without platforms inspects nothing for them.
 
 use std::collections::HashMap;
 
 use futures_util::stream::{self, StreamExt};
 
+use super::model::SkippedTags;
 use super::{Progress, REGISTRY_CONCURRENCY};
 use crate::image::{Platform, Repository, is_valid_digest, is_valid_tag};
 use crate::manifest::{FieldKind, ImageField, MarkerPart, Pins};
 use crate::policy::{ImagePolicy, Strategy};
 use crate::registry::{ImageInfo, Registry, RegistryError};
-use crate::select::{self, Decision, TagCandidate};
+use crate::select::{self, Decision, SkipReason, Skipped, TagCandidate};
 
 /// Why a reference could not be decided: the registry did not answer what was needed.
 pub type DecideError = RegistryError;
@@ -141,9 +147,18 @@ pub async fn decide_reference<R: Registry>(
             {
                 return Ok(Outcome::Hold(why));
             }
+            if let Some(reason) = inspector.refusal(policy, tag).await? {
+                let skipped = Skipped {
+                    tag: tag.clone(),
+                    reason,
+                };
+                let hold = format!("tag {skipped}");
+                inspector.record_skipped(policy, vec![skipped]).await;
+                return Ok(Outcome::Hold(hold));
+            }
             tag.clone()
         }
-        _ => match select::choose(policy, current_tag, candidates) {
+        _ => match choose_checked(policy, current_tag, candidates, inspector).await? {
             Decision::Update(c) => c.tag,
             Decision::UpToDate => match current_tag {
                 Some(t) => t.to_string(),
@@ -167,11 +182,62 @@ pub async fn decide_reference<R: Registry>(
     Ok(Outcome::Move { tag, digest })
 }
 
+/// The policy's choice among `candidates`, passing over each best candidate whose image the
+/// policy refuses (a required platform missing) for the next, until one passes. Only a tag
+/// that would be chosen is inspected, so a policy whose newest tag passes costs one
+/// inspection. Skips that leave the reference where it is hold it, naming the newest skipped
+/// tag: "up to date" would hide a newer tag the policy refused.
+async fn choose_checked<R: Registry>(
+    policy: &ImagePolicy,
+    current_tag: Option<&str>,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<Decision, DecideError> {
+    let (decision, skipped) = choose_passing(policy, current_tag, candidates, inspector).await?;
+    let Some(held) = select::held_by_skips(&skipped) else {
+        return Ok(decision);
+    };
+    inspector.record_skipped(policy, skipped).await;
+    Ok(match decision {
+        update @ Decision::Update(_) => update,
+        Decision::UpToDate => Decision::Hold(held),
+        Decision::Hold(reason) => Decision::Hold(format!("{reason}; {held}")),
+    })
+}
+
+/// The choice among the candidates the policy does not refuse, and the ones it passed over on
+/// the way, best first (see [`choose_checked`]).
+pub(super) async fn choose_passing<R: Registry>(
+    policy: &ImagePolicy,
+    current_tag: Option<&str>,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<(Decision, Vec<Skipped>), DecideError> {
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let mut remaining: Option<Vec<TagCandidate>> = None;
+    loop {
+        let list = remaining.as_deref().unwrap_or(candidates);
+        let decision = select::choose(policy, current_tag, list);
+        let Decision::Update(chosen) = &decision else {
+            return Ok((decision, skipped));
+        };
+        let Some(reason) = inspector.refusal(policy, &chosen.tag).await? else {
+            return Ok((decision, skipped));
+        };
+        let tag = chosen.tag.clone();
+        remaining = Some(list.iter().filter(|c| c.tag != tag).cloned().collect());
+        skipped.push(Skipped { tag, reason });
+    }
+}
+
 /// Registry look-ups by (repository, tag, wanted platforms), each done at most once per plan.
-/// The platforms are part of the key because the build time depends on them.
+/// The platforms are part of the key because the build time depends on them. It also keeps
+/// the candidates each policy passed over ([`Inspector::into_skipped`]), for the report.
 pub struct Inspector<'r, R> {
     registry: &'r R,
     seen: tokio::sync::Mutex<HashMap<InspectionKey, ImageInfo>>,
+    /// Per policy and image, in the order first met: the tags passed over, each once.
+    skipped: tokio::sync::Mutex<Vec<(String, Repository, Vec<Skipped>)>>,
 }
 
 type InspectionKey = (Repository, String, Vec<Platform>);
@@ -181,7 +247,63 @@ impl<'r, R: Registry> Inspector<'r, R> {
         Inspector {
             registry,
             seen: Default::default(),
+            skipped: Default::default(),
         }
+    }
+
+    /// The registry it asks.
+    pub fn registry(&self) -> &'r R {
+        self.registry
+    }
+
+    /// Why `tag` may not be taken under `policy` though it ranks: the platforms the policy
+    /// requires that its image lacks. Asks the registry only when the policy requires
+    /// platforms, once per (repository, tag, platforms) as every inspection.
+    async fn refusal(
+        &self,
+        policy: &ImagePolicy,
+        tag: &str,
+    ) -> Result<Option<SkipReason>, RegistryError> {
+        if policy.platforms.is_empty() {
+            return Ok(None);
+        }
+        let info = self.info(policy, tag).await?;
+        Ok(select::missing_platforms(
+            &policy.platforms,
+            &info.platforms,
+        ))
+    }
+
+    /// Keeps what `policy` passed over, each tag once.
+    async fn record_skipped(&self, policy: &ImagePolicy, skipped: Vec<Skipped>) {
+        let mut all = self.skipped.lock().await;
+        let index = match all
+            .iter()
+            .position(|(name, image, _)| *name == policy.name && *image == policy.image)
+        {
+            Some(i) => i,
+            None => {
+                all.push((policy.name.clone(), policy.image.clone(), Vec::new()));
+                all.len() - 1
+            }
+        };
+        let Some((_, _, have)) = all.get_mut(index) else {
+            return;
+        };
+        for s in skipped {
+            if !have.iter().any(|h| h.tag == s.tag) {
+                have.push(s);
+            }
+        }
+    }
+
+    /// The tags each policy passed over, per policy and image, for the report.
+    pub fn into_skipped(self) -> Vec<SkippedTags> {
+        self.skipped
+            .into_inner()
+            .into_iter()
+            .map(|(policy, image, skipped)| SkippedTags::new(&policy, &image.to_string(), skipped))
+            .collect()
     }
 
     async fn info(&self, policy: &ImagePolicy, tag: &str) -> Result<ImageInfo, RegistryError> {

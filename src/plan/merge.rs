@@ -34,6 +34,7 @@ pub fn merge(
     for p in parts {
         out.changes.extend(p.changes);
         out.holds.extend(p.holds);
+        out.skipped_tags.extend(p.skipped_tags);
         out.problems.extend(p.problems);
         out.findings.extend(p.findings);
         for s in p.skipped {

@@ -45,8 +45,9 @@ pub use decide::{
 };
 pub use model::{
     Change, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
-    Promotion, PromotionStatus, PullRequestSummary, RepositoryOutcome, RepositoryStatus, Severity,
-    SkipKind, SkippedFile, TargetDiff, UpstreamRun,
+    Promotion, PromotionStatus, PullRequestSummary, RepositoryOutcome, RepositoryStatus,
+    SKIPPED_TAGS_SHOWN, Severity, SkipKind, SkippedFile, SkippedTag, SkippedTags, TargetDiff,
+    UpstreamRun,
 };
 pub use walk::{
     MAX_MANIFEST_BYTES, Veto, plan, plan_files, plan_files_held, plan_files_promoted, policy_order,

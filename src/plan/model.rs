@@ -20,6 +20,62 @@ pub struct Hold {
     pub reason: String,
 }
 
+/// The tags a policy's selection passed over for one image, best first, and why (a required
+/// platform missing, …): the answer to "why not the newest tag?". At most
+/// [`SKIPPED_TAGS_SHOWN`] are kept; `more` counts the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedTags {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    pub policy: String,
+    pub image: String,
+    pub tags: Vec<SkippedTag>,
+    /// How many more tags were skipped than `tags` lists.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+/// How many skipped tags a report lists per policy and image.
+pub const SKIPPED_TAGS_SHOWN: usize = 5;
+
+impl SkippedTags {
+    /// The record of `skipped` (best first, each tag once), bounded to [`SKIPPED_TAGS_SHOWN`].
+    pub fn new(policy: &str, image: &str, skipped: Vec<crate::select::Skipped>) -> Self {
+        let more = skipped.len().saturating_sub(SKIPPED_TAGS_SHOWN);
+        SkippedTags {
+            repository: None,
+            policy: policy.to_string(),
+            image: image.to_string(),
+            tags: skipped
+                .into_iter()
+                .take(SKIPPED_TAGS_SHOWN)
+                .map(SkippedTag)
+                .collect(),
+            more,
+        }
+    }
+}
+
+/// One skipped tag: serialised as its `tag`, the `reason` as a bounded name, and the `message`
+/// a person reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedTag(pub crate::select::Skipped);
+
+impl Serialize for SkippedTag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = s.serialize_struct("SkippedTag", 3)?;
+        out.serialize_field("tag", &self.0.tag)?;
+        out.serialize_field("reason", self.0.reason.label())?;
+        out.serialize_field("message", &self.0.reason.to_string())?;
+        out.end()
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// One field of an environment that follows others (`promote:`): what each upstream runs, and
 /// what the field does about it (promote, up to date, or wait and why). The report's
 /// promotions section.
@@ -378,6 +434,8 @@ pub enum DiffTarget {
 pub struct Plan {
     pub changes: Vec<Change>,
     pub holds: Vec<Hold>,
+    /// Tags selection passed over, per policy and image, with the reasons.
+    pub skipped_tags: Vec<SkippedTags>,
     pub problems: Vec<Problem>,
     pub skipped: Vec<SkippedFile>,
     /// What was configured but found nothing to act on; see [`Finding`].
@@ -426,6 +484,9 @@ impl Plan {
         self.holds
             .iter_mut()
             .for_each(|h| h.repository = name.clone());
+        self.skipped_tags
+            .iter_mut()
+            .for_each(|s| s.repository = name.clone());
         self.problems
             .iter_mut()
             .for_each(|p| p.repository = name.clone());
@@ -444,6 +505,7 @@ impl Plan {
     pub fn merge(&mut self, other: Plan) {
         self.changes.extend(other.changes);
         self.holds.extend(other.holds);
+        self.skipped_tags.extend(other.skipped_tags);
         self.problems.extend(other.problems);
         self.skipped.extend(other.skipped);
         self.findings.extend(other.findings);

@@ -10,8 +10,9 @@ use std::collections::HashSet;
 use crate::image::{ImageError, Repository};
 use crate::policy::{ImagePolicy, PolicyError, RegexOrder, Strategy};
 use crate::registry::{Registry, RegistryError};
-use crate::select::{self, RankedTag, TagCandidate};
+use crate::select::{self, Decision, Exclusion, RankedTag, SkipReason, TagCandidate};
 
+use super::decide::choose_passing;
 use super::{Inspector, Progress};
 
 /// Why `tags` cannot use the policy it was asked for.
@@ -252,7 +253,49 @@ pub async fn rank_tags<R: Registry>(
     for tag in tags.iter().filter(|t| !kept.contains(*t)) {
         candidates.push(TagCandidate::new(tag.as_str()));
     }
-    Ok(select::rank(policy, current, &candidates))
+    let mut ranked = select::rank(policy, current, &candidates);
+    if !policy.platforms.is_empty() {
+        mark_skipped(policy, current, &candidates, &inspector, &mut ranked).await?;
+    }
+    Ok(ranked)
+}
+
+/// Marks what a plan would choose once the tags without a required platform are passed over,
+/// and each tag passed over with what its image lacks.
+async fn mark_skipped<R: Registry>(
+    policy: &ImagePolicy,
+    current: Option<&str>,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+    ranked: &mut [RankedTag],
+) -> Result<(), RegistryError> {
+    let (decision, skipped) = choose_passing(policy, current, candidates, inspector).await?;
+    let chosen = match decision {
+        Decision::Update(c) => Some(c.tag),
+        Decision::UpToDate => current.map(str::to_string),
+        Decision::Hold(_) => None,
+    };
+    for r in ranked.iter_mut() {
+        r.chosen = chosen.as_deref() == Some(r.tag.as_str());
+        if let Some(s) = skipped.iter().find(|s| s.tag == r.tag) {
+            r.excluded = Some(Exclusion::NoImageForPlatform {
+                platforms: match &s.reason {
+                    SkipReason::MissingPlatforms { missing, offered } => format!(
+                        "{} (offers {})",
+                        joined(missing, " or "),
+                        joined(offered, ", ")
+                    ),
+                    other => format!("{} ({other})", joined(&policy.platforms, " or ")),
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+fn joined(platforms: &[crate::image::Platform], sep: &str) -> String {
+    let names: Vec<String> = platforms.iter().map(ToString::to_string).collect();
+    names.join(sep)
 }
 
 #[cfg(test)]

@@ -66,6 +66,9 @@ struct RepositoryYaml {
     /// Each tag's `org.opencontainers.image.revision` label.
     #[serde(default)]
     revisions: BTreeMap<String, String>,
+    /// The platforms each tag's image offers (`linux/amd64`); a tag not named says none.
+    #[serde(default)]
+    platforms: BTreeMap<String, Vec<String>>,
 }
 
 impl MemoryRegistry {
@@ -74,7 +77,8 @@ impl MemoryRegistry {
     }
 
     /// Builds a registry from YAML: a map from repository (`host/path`) to
-    /// `{tags: [...], digests: {tag: sha256:…}, created: {tag: RFC 3339}, error: message}`.
+    /// `{tags: [...], digests: {tag: sha256:…}, created: {tag: RFC 3339}, platforms: {tag:
+    /// [linux/amd64]}, error: message}`.
     pub fn from_yaml(yaml: &str) -> Result<Self, MemoryRegistryError> {
         let map: BTreeMap<String, RepositoryYaml> = serde_saphyr::from_str(yaml)?;
         let reg = MemoryRegistry::new();
@@ -88,10 +92,19 @@ impl MemoryRegistry {
                         super::manifest::sha256_hex(format!("{repo}:{tag}").as_bytes())
                     )
                 });
+                let platforms = spec.platforms.get(tag).map(Vec::as_slice).unwrap_or(&[]);
+                let platforms = platforms
+                    .iter()
+                    .map(|p| p.parse::<Platform>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|source| MemoryRegistryError::Repository {
+                        name: format!("{repo}:{tag}"),
+                        source,
+                    })?;
                 let info = ImageInfo {
                     digest,
                     created: spec.created.get(tag).copied(),
-                    platforms: Vec::new(),
+                    platforms,
                     source: crate::provenance::ImageSource {
                         source: spec.source.clone(),
                         revision: spec.revisions.get(tag).cloned(),

@@ -58,6 +58,7 @@ impl Report<'_> {
                 ));
             }
         }
+        out += &self.skipped_tags_markdown();
         out += &self.held_tags_markdown();
         out += &self.promotions_markdown();
         for (title, lines) in self.problem_and_warning_lines() {

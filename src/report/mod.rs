@@ -12,13 +12,14 @@ use serde::Serialize;
 use crate::argocd::report::ApplicationReport;
 use crate::plan::{
     Change, FileUpdate, Finding, Hold, Plan, Problem, Promotion, RepositoryOutcome, Severity,
-    SkippedFile, TargetDiff,
+    SkippedFile, SkippedTags, TargetDiff,
 };
 
 mod diff;
 pub mod holds;
 mod markdown;
 mod promotions;
+mod skipped_tags;
 mod table;
 
 pub use table::{finding_text, findings_table, problem_text, tags};
@@ -41,13 +42,17 @@ pub enum ReportError {
 
 /// Everything one cycle reports, as every format shows it. The JSON report is this model
 /// serialised: `changes` (each with at least policy, image, file, line, from, to), `holds`,
-/// `problems`, `skipped`, `findings` and `repositories` (each when there are any: what was
-/// searched; each target's commits and pull requests), `promotions` (when policies promote),
-/// `applications` (when Applications are configured) and a `summary`.
+/// `skipped_tags` (per policy and image, the tags selection passed over and why), `problems`,
+/// `skipped`, `findings` and `repositories` (each when there are any: what was searched; each
+/// target's commits and pull requests), `promotions` (when policies promote), `applications`
+/// (when Applications are configured) and a `summary`.
 #[derive(Debug, Serialize)]
 pub struct Report<'a> {
     pub changes: &'a [Change],
     pub holds: &'a [Hold],
+    /// Tags selection passed over, per policy and image, and why (when there are any).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub skipped_tags: &'a [SkippedTags],
     pub problems: &'a [Problem],
     pub skipped: &'a [SkippedFile],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
@@ -139,6 +144,7 @@ impl<'a> Report<'a> {
         Report {
             changes: &plan.changes,
             holds: &plan.holds,
+            skipped_tags: &plan.skipped_tags,
             problems: &plan.problems,
             skipped: &plan.skipped,
             findings: &plan.findings,

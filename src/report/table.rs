@@ -46,6 +46,7 @@ impl Report<'_> {
                 }),
             );
         }
+        out += &self.skipped_tags_table();
         out += &self.held_tags_table();
         out += &self.promotions_table();
         out += &self.findings_section();

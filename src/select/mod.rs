@@ -33,6 +33,9 @@ pub use crate::version::{self, Constraint, Family, TagVersion};
 use crate::image::is_valid_tag;
 use crate::policy::{ImagePolicy, RegexOrder, Strategy};
 
+mod skip;
+pub use skip::{SkipReason, Skipped, held_by_skips, missing_platforms};
+
 /// A tag as seen in the registry, with metadata where the strategy needed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagCandidate {

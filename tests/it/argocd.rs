@@ -1272,3 +1272,144 @@ async fn plan_diff_rendered_shows_each_application_s_rendered_resources() {
     assert!(!diff.contains("Application argocd/web"), "{diff}");
     assert_eq!(repo.rev("main").unwrap(), before, "plan writes nothing");
 }
+
+/// A registry whose `shop/api` has `1.0.0` and `1.1.0` for linux/amd64 and linux/arm64, and a
+/// newer `1.2.0` for linux/amd64 only.
+async fn amd64_only_newest() -> crate::support::registry::TestRegistry {
+    use crate::support::registry::{Auth, ImageSpec, IndexSpec, TestRegistry};
+    let reg = TestRegistry::start(Auth::None).await;
+    let both = || {
+        IndexSpec::new()
+            .platform("linux/amd64", ImageSpec::default())
+            .platform("linux/arm64", ImageSpec::default())
+    };
+    reg.push_index("shop/api", "1.0.0", both()).await;
+    reg.push_index("shop/api", "1.1.0", both()).await;
+    reg.push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    reg
+}
+
+/// A dry-run cycle over `files` (`REPO_URL` replaced) pushed to a new repository's `main`,
+/// whose `argocd/` Applications are read from git, with the real registry.
+async fn plan_applications(
+    reg: &crate::support::registry::TestRegistry,
+    files: &[(&str, String)],
+) -> Cycle {
+    let repo = BareRepo::new();
+    let files: Vec<(&str, String)> = files
+        .iter()
+        .map(|(f, t)| (*f, t.replace("REPO_URL", &repo.file_url())))
+        .collect();
+    let seed = tempfile::tempdir().unwrap();
+    push_tree(&repo, seed.path(), &files);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/**\"");
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let planned = cycle(&config, None, &cache, &reg.client(), &(), true).await;
+    assert!(
+        planned.plan.problems.is_empty(),
+        "{:?}",
+        planned.plan.problems
+    );
+    planned
+}
+
+/// The plan's changes as (file, from, to), and its skipped tags as `tag: why`.
+fn changes_and_skips(planned: &Cycle) -> (Vec<(&str, &str, &str)>, Vec<String>) {
+    let changes = planned
+        .plan
+        .changes
+        .iter()
+        .map(|c| (c.file.as_str(), c.from.as_str(), c.to.as_str()))
+        .collect();
+    let skipped = planned
+        .plan
+        .skipped_tags
+        .iter()
+        .flat_map(|s| s.tags.iter().map(|t| t.0.to_string()))
+        .collect();
+    (changes, skipped)
+}
+
+/// An `ImageUpdater` resource's `platforms` are required of every tag, as a policy's are: a
+/// newer tag pushed for amd64 only is passed over for an older one offering both, and the
+/// report names it.
+#[tokio::test]
+async fn image_updater_platforms_pass_over_a_tag_without_one() {
+    let reg = amd64_only_newest().await;
+    let image = reg.image("shop/api");
+    let app = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: plain\n  \
+               namespace: argocd\nspec:\n  source:\n    repoURL: REPO_URL\n    targetRevision: \
+               HEAD\n    path: apps/plain\n";
+    let updater = format!(
+        "apiVersion: argocd-image-updater.argoproj.io/v1alpha1\nkind: ImageUpdater\nmetadata:\n  \
+         name: shop\n  namespace: argocd\nspec:\n  writeBackConfig:\n    method: git\n  \
+         applicationRefs:\n    - namePattern: plain\n      images:\n        - alias: api\n          \
+         imageName: {image}:1.x\n          commonUpdateSettings:\n            platforms: \
+         [linux/arm64]\n"
+    );
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    \
+         spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+    );
+    let planned = plan_applications(
+        &reg,
+        &[
+            ("argocd/plain.yaml", app.to_string()),
+            ("argocd/image-updater.yaml", updater),
+            ("apps/plain/deployment.yaml", deployment),
+        ],
+    )
+    .await;
+    let (changes, skipped) = changes_and_skips(&planned);
+    assert_eq!(changes, [("apps/plain/deployment.yaml", "1.0.0", "1.1.0")]);
+    assert_eq!(
+        skipped,
+        ["1.2.0: no linux/arm64 image (offers linux/amd64)"]
+    );
+    let table = tagpilot::report::table(&planned.plan);
+    assert!(table.contains("Skipped tags:"), "{table}");
+}
+
+/// The `<alias>.platforms` annotation, for an image written to `.argocd-source-<app>.yaml`:
+/// the override takes the older tag offering the platform, and the report names the newer.
+#[tokio::test]
+async fn the_platforms_annotation_holds_for_override_files_too() {
+    let reg = amd64_only_newest().await;
+    let image = reg.image("shop/api");
+    let app = format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  \
+         namespace: argocd\n  annotations:\n    \
+         argocd-image-updater.argoproj.io/image-list: api={image}:1.x\n    \
+         argocd-image-updater.argoproj.io/api.platforms: linux/arm64\n    \
+         argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  source:\n    \
+         repoURL: REPO_URL\n    targetRevision: main\n    path: apps/shop\n    helm: {{}}\n"
+    );
+    let planned = plan_applications(
+        &reg,
+        &[
+            ("argocd/shop.yaml", app),
+            (
+                "apps/shop/Chart.yaml",
+                "apiVersion: v2\nname: shop\nversion: 0.1.0\n".to_string(),
+            ),
+            (
+                "apps/shop/values.yaml",
+                format!("image:\n  name: {image}\n  tag: 1.0.0\n"),
+            ),
+        ],
+    )
+    .await;
+    let (changes, skipped) = changes_and_skips(&planned);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(
+        changes[0].0.ends_with(".argocd-source-shop.yaml"),
+        "{changes:?}"
+    );
+    assert_eq!((changes[0].1, changes[0].2), ("1.0.0", "1.1.0"));
+    assert_eq!(
+        skipped,
+        ["1.2.0: no linux/arm64 image (offers linux/amd64)"]
+    );
+}

@@ -266,6 +266,7 @@ golden_suite! { "rewrite", run_case, every_rewrite_case_has_its_test, {
     rewrite_multi_doc => "multi-doc",
     rewrite_non_ascii => "non-ascii",
     rewrite_quoting => "quoting",
+    rewrite_required_platforms => "required-platforms",
     rewrite_rollout => "rollout",
     rewrite_tagpilot_marker => "tagpilot-marker",
     rewrite_version_labels_config => "version-labels-config",

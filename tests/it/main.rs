@@ -21,6 +21,7 @@ mod holds;
 mod layers;
 mod lease;
 mod manifest;
+mod platforms;
 mod policy;
 mod promotion;
 mod registry;

@@ -252,6 +252,25 @@ fn invalid_glob_platform_and_image() {
     );
 }
 
+/// A required platform with too many parts is an error at its `file:line`, never a platform
+/// dropped (which would widen what the policy takes).
+#[test]
+fn a_platform_that_cannot_be_read_is_an_error_at_its_line() {
+    let text = doc(
+        "app",
+        "    semver: {}\n  platforms: [linux/amd64, linux/arm64/v8/x]\n",
+    );
+    let errs = errors(&[("arm.yaml", &text)]);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(
+        errs[0].contains("arm.yaml:9:28")
+            && errs[0].contains("platforms")
+            && errs[0].contains("linux/arm64/v8/x"),
+        "{}",
+        errs[0]
+    );
+}
+
 #[test]
 fn duplicate_name_across_two_files_names_both() {
     let a = doc("checkout", "    semver: {}\n");

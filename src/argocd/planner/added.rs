@@ -130,8 +130,9 @@ impl<R: Registry> AppPlanner<'_, R> {
             kind: SourceKind::Kustomize,
             registry: self.registry,
             holds: self.holds,
+            skipped: Vec::new(),
         };
-        decide_override(
+        let record = decide_override(
             &mut deciding,
             image,
             &m.policy,
@@ -147,7 +148,9 @@ impl<R: Registry> AppPlanner<'_, R> {
             &place,
             outcome,
         )
-        .await
+        .await;
+        out.plan.skipped_tags.append(&mut deciding.skipped);
+        record
     }
 
     /// Adds image `m`'s entry, as decided in `added` (change `c`), to `kustomization`; held

@@ -428,6 +428,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             kind,
             registry: self.registry,
             holds: self.holds,
+            skipped: Vec::new(),
         };
         let decided = decide_app_overrides(
             &mut deciding,
@@ -445,6 +446,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
         )
         .await;
         out.plan.holds.extend(decided.holds);
+        out.plan.skipped_tags.extend(decided.skipped_tags);
         out.plan.problems.extend(decided.problems);
         out.plan.up_to_date += decided.up_to_date;
         out.images.extend(decided.images);

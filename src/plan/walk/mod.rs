@@ -350,6 +350,7 @@ async fn plan_tree<R: Registry>(
         .decide_fields(&found, &files, &candidates, &mut plan)
         .await;
     drop(found);
+    plan.skipped_tags = asked.inspector.into_skipped();
 
     // 5. Scan the files with moves again and apply their edits in memory (files in parallel);
     // a file whose edit fails verification is left out whole, with the reason.
