@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 pub mod applications;
 pub mod forge;
 pub mod repository;
+pub mod signatures;
 pub mod verify;
 pub mod webhooks;
 
@@ -55,6 +56,13 @@ pub struct Config {
     /// How much of a cycle runs at once.
     #[serde(default)]
     pub concurrency: Concurrency,
+    /// Cosign signatures a tag's image must carry: the trust root and the defaults per
+    /// registry or image prefix (`signatures.rs`).
+    #[serde(default)]
+    pub signatures: Option<signatures::SignaturesSettings>,
+    /// `signatures.defaults` with their keys read, longest prefix first; filled by [`load`].
+    #[serde(skip)]
+    pub signature_defaults: Vec<(String, signatures::Requirement)>,
     /// Where the config file was read from; relative paths in it resolve against its directory.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -228,6 +236,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     })?;
     let mut config = parse(path, &text)?;
     config.path = Some(path.to_path_buf());
+    config.signature_defaults = signature_defaults(&config, path, &text)?;
     // A config that only reads Argo CD Applications needs no `policies/` directory; one that
     // names `policies:` still gets an error when it is missing.
     if !config.policies_written
@@ -237,6 +246,34 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         config.policies = PolicySource::Files(Vec::new());
     }
     Ok(config)
+}
+
+/// Reads the keys `signatures.defaults` names; one that cannot be read is an error at its
+/// entry's `file:line`, never a default that lets unsigned images through.
+fn signature_defaults(
+    config: &Config,
+    path: &Path,
+    text: &str,
+) -> Result<Vec<(String, signatures::Requirement)>, ConfigError> {
+    let Some(settings) = &config.signatures else {
+        return Ok(Vec::new());
+    };
+    settings
+        .resolve_defaults(config.base_dir())
+        .map_err(|(i, e)| {
+            let line = serde_saphyr::from_str::<ConfigSpans>(text)
+                .ok()
+                .and_then(|s| s.signatures?.defaults.into_iter().nth(i))
+                .map_or(0, |d| d.prefix.referenced.line());
+            ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{}:{line}: signatures.defaults[{i}]: {}",
+                    path.display(),
+                    crate::error_chain::chain(&e)
+                ),
+            }
+        })
 }
 
 /// Parses and validates config text; `path` is only used in messages.
@@ -414,6 +451,19 @@ struct ConfigSpans {
     webhooks: Option<Spanned<std::collections::BTreeMap<String, Spanned<serde::de::IgnoredAny>>>>,
     #[serde(default)]
     concurrency: Option<Spanned<serde::de::IgnoredAny>>,
+    #[serde(default)]
+    signatures: Option<SignaturesSpans>,
+}
+
+#[derive(Deserialize)]
+struct SignaturesSpans {
+    #[serde(default)]
+    defaults: Vec<SignaturesDefaultSpans>,
+}
+
+#[derive(Deserialize)]
+struct SignaturesDefaultSpans {
+    prefix: Spanned<String>,
 }
 
 #[derive(Deserialize)]

@@ -9,7 +9,7 @@ use super::{Progress, REGISTRY_CONCURRENCY};
 use crate::image::{Platform, Repository, is_valid_digest, is_valid_tag};
 use crate::manifest::{FieldKind, ImageField, MarkerPart, Pins};
 use crate::policy::{ImagePolicy, Strategy};
-use crate::registry::{ImageInfo, Registry, RegistryError};
+use crate::registry::{ImageInfo, Registry, RegistryError, SignatureVerdict};
 use crate::select::{self, Decision, TagCandidate};
 
 /// Why a reference could not be decided: the registry did not answer what was needed.
@@ -143,7 +143,7 @@ pub async fn decide_reference<R: Registry>(
             }
             tag.clone()
         }
-        _ => match select::choose(policy, current_tag, candidates) {
+        _ => match choose_signed(policy, current_tag, candidates, inspector).await? {
             Decision::Update(c) => c.tag,
             Decision::UpToDate => match current_tag {
                 Some(t) => t.to_string(),
@@ -152,6 +152,12 @@ pub async fn decide_reference<R: Registry>(
             Decision::Hold(reason) => return Ok(Outcome::Hold(reason)),
         },
     };
+    // The digest strategy follows one tag: its digest is what must be signed.
+    if matches!(policy.strategy, Strategy::Digest { .. })
+        && let Some(reason) = inspector.not_signed(policy, &tag).await?
+    {
+        return Ok(Outcome::Hold(format!("tag {tag}: {reason}")));
+    }
     let pin = pin
         || policy.pin_digest
         || matches!(policy.strategy, Strategy::Digest { .. })
@@ -167,11 +173,81 @@ pub async fn decide_reference<R: Registry>(
     Ok(Outcome::Move { tag, digest })
 }
 
+/// The policy's choice among the candidates whose images carry the signatures it requires
+/// (issue 22). Lazy: only the tag the policy would choose is verified; one that does not verify
+/// is no candidate (recorded as skipped, with why) and the choice is made again without it,
+/// until a tag verifies or none is left. When the newer tags were all skipped, the reference is
+/// held with their reasons rather than silently left where it is.
+async fn choose_signed<R: Registry>(
+    policy: &ImagePolicy,
+    current_tag: Option<&str>,
+    candidates: &[TagCandidate],
+    inspector: &Inspector<'_, R>,
+) -> Result<Decision, DecideError> {
+    let mut remaining: Option<Vec<TagCandidate>> = None;
+    let mut skipped: Vec<String> = Vec::new();
+    loop {
+        let list = remaining.as_deref().unwrap_or(candidates);
+        let decision = select::choose(policy, current_tag, list);
+        let Decision::Update(chosen) = &decision else {
+            return Ok(match (decision, skipped.is_empty()) {
+                (Decision::UpToDate, false) => Decision::Hold(format!(
+                    "no newer tag carries the required signatures: {}",
+                    skipped.join("; ")
+                )),
+                (decision, _) => decision,
+            });
+        };
+        let Some(reason) = inspector.not_signed(policy, &chosen.tag).await? else {
+            return Ok(decision);
+        };
+        skipped.push(format!("{} {}", chosen.tag, reason));
+        let tag = chosen.tag.clone();
+        inspector.skip(policy, &tag, reason);
+        remaining = Some(list.iter().filter(|c| c.tag != tag).cloned().collect());
+    }
+}
+
+/// Why a tag the policy would rank is not a candidate. Issue 22 names the signature; the
+/// report lists each skipped tag with its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotCandidate {
+    /// Its image does not carry a signature the policy's `signatures:` accepts.
+    Signature(SignatureVerdict),
+}
+
+impl std::fmt::Display for NotCandidate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotCandidate::Signature(SignatureVerdict::Unsigned) => {
+                f.write_str("is not signed (no cosign signature found)")
+            }
+            NotCandidate::Signature(SignatureVerdict::Untrusted { found }) => write!(
+                f,
+                "is not signed by a required key or identity ({found} signature(s) found, none \
+                 verified)"
+            ),
+            NotCandidate::Signature(other) => write!(f, "signature check: {}", other.label()),
+        }
+    }
+}
+
+/// A tag passed over while deciding a policy, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedTag {
+    pub policy: String,
+    pub image: Repository,
+    pub tag: String,
+    pub reason: NotCandidate,
+}
+
 /// Registry look-ups by (repository, tag, wanted platforms), each done at most once per plan.
 /// The platforms are part of the key because the build time depends on them.
 pub struct Inspector<'r, R> {
     registry: &'r R,
     seen: tokio::sync::Mutex<HashMap<InspectionKey, ImageInfo>>,
+    /// Tags passed over, in the order they were, for the report.
+    skipped: std::sync::Mutex<Vec<SkippedTag>>,
 }
 
 type InspectionKey = (Repository, String, Vec<Platform>);
@@ -181,7 +257,46 @@ impl<'r, R: Registry> Inspector<'r, R> {
         Inspector {
             registry,
             seen: Default::default(),
+            skipped: Default::default(),
         }
+    }
+
+    /// Why `tag` is no candidate for its signatures, or `None` when it may be chosen (it
+    /// verifies, or no `signatures:` applies). Only then is its digest asked for.
+    async fn not_signed(
+        &self,
+        policy: &ImagePolicy,
+        tag: &str,
+    ) -> Result<Option<NotCandidate>, RegistryError> {
+        if policy.signatures.is_none() && !self.registry.requires_signatures(&policy.image) {
+            return Ok(None);
+        }
+        let digest = self.digest(policy, tag).await?;
+        let verdict = self
+            .registry
+            .verify_signatures(&policy.image, &digest, policy.signatures.as_ref())
+            .await?;
+        Ok((!verdict.passes()).then_some(NotCandidate::Signature(verdict)))
+    }
+
+    fn skip(&self, policy: &ImagePolicy, tag: &str, reason: NotCandidate) {
+        let mut skipped = self.skipped.lock().unwrap_or_else(|e| e.into_inner());
+        if !skipped
+            .iter()
+            .any(|s| s.policy == policy.name && s.image == policy.image && s.tag == tag)
+        {
+            skipped.push(SkippedTag {
+                policy: policy.name.clone(),
+                image: policy.image.clone(),
+                tag: tag.to_string(),
+                reason,
+            });
+        }
+    }
+
+    /// The tags passed over so far, each once per policy, in the order they were.
+    pub fn take_skipped(&self) -> Vec<SkippedTag> {
+        std::mem::take(&mut *self.skipped.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     async fn info(&self, policy: &ImagePolicy, tag: &str) -> Result<ImageInfo, RegistryError> {

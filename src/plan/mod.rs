@@ -41,7 +41,8 @@ mod tests;
 use std::path::PathBuf;
 
 pub use decide::{
-    DecideError, Inspector, Outcome, decide_reference, version_reference, version_text,
+    DecideError, Inspector, NotCandidate, Outcome, SkippedTag, decide_reference, version_reference,
+    version_text,
 };
 pub use model::{
     Change, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,

@@ -113,6 +113,23 @@ impl Finding {
     }
 }
 
+impl Finding {
+    /// A tag passed over while deciding `skipped.policy`, with why (`searched` names the tag).
+    pub fn skipped_tag(skipped: &super::decide::SkippedTag) -> Self {
+        let mut f = Finding::new(
+            FindingKind::TagSkipped,
+            skipped.image.to_string(),
+            format!("tag {}", skipped.tag),
+        );
+        f.policy = Some(skipped.policy.clone());
+        f.message = format!(
+            "tag {} {}; it is not a candidate",
+            skipped.tag, skipped.reason
+        );
+        f
+    }
+}
+
 /// What a [`Finding`] found, as its metric label and the JSON report name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -126,6 +143,9 @@ pub enum FindingKind {
     /// An Application's sources hold no field for one of its images. As Image Updater, tagpilot
     /// leaves the Application alone, so a warning.
     ApplicationImageNotFound,
+    /// A tag the policy would have chosen was passed over: its image does not carry the
+    /// signatures the policy requires (issue 22). A warning: selection went on without it.
+    TagSkipped,
 }
 
 impl FindingKind {
@@ -134,13 +154,16 @@ impl FindingKind {
             FindingKind::NoFiles => "no_files",
             FindingKind::ImageNotFound => "image_not_found",
             FindingKind::ApplicationImageNotFound => "application_image_not_found",
+            FindingKind::TagSkipped => "tag_skipped",
         }
     }
 
     pub fn severity(self) -> Severity {
         match self {
             FindingKind::NoFiles => Severity::Problem,
-            FindingKind::ImageNotFound | FindingKind::ApplicationImageNotFound => Severity::Warning,
+            FindingKind::ImageNotFound
+            | FindingKind::ApplicationImageNotFound
+            | FindingKind::TagSkipped => Severity::Warning,
         }
     }
 
@@ -149,6 +172,7 @@ impl FindingKind {
             FindingKind::NoFiles => "its targets match no file",
             FindingKind::ImageNotFound => "no file its targets match holds the image",
             FindingKind::ApplicationImageNotFound => "its sources hold no field for the image",
+            FindingKind::TagSkipped => "the tag was skipped",
         }
     }
 }

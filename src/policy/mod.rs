@@ -95,6 +95,9 @@ pub struct ImagePolicy {
     /// `verify:`: follow this policy's changes to a healthy Argo CD Application; wins over its
     /// repository's `verify:` for them. `None`: the repository's says.
     pub verify: Option<crate::config::verify::VerifyConfig>,
+    /// `signatures:` (issue 22): the cosign signatures a tag's image must carry to be chosen.
+    /// `None`: `tagpilot.yaml`'s default for the image, if any, applies.
+    pub signatures: Option<crate::config::signatures::Requirement>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
 }
@@ -278,6 +281,7 @@ impl ImagePolicy {
             keep_precision: true,
             min_age: None,
             verify: None,
+            signatures: None,
             targets: Vec::new(),
         })
     }

@@ -52,6 +52,7 @@ mod memo;
 mod memory;
 mod options;
 mod send;
+mod signatures;
 mod state;
 mod store;
 mod tags;
@@ -63,6 +64,7 @@ pub use client::{RequestStats, ResponseCount};
 pub use error::{Malformation, Refusal, Refused, RegistryError, TagListBound};
 pub use memory::{MemoryRegistry, MemoryRegistryError};
 pub use options::ClientOptions;
+pub use signatures::{SignatureError, SignatureVerdict, VerificationCounts};
 pub use state::RegistryClient;
 pub use store::MetadataStore;
 
@@ -141,5 +143,33 @@ pub trait Registry: Send + Sync {
     fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
         let _ = repo;
         vec![None; tags.len()]
+    }
+
+    /// Whether `tagpilot.yaml` requires signatures of `repo`'s images by default, so that a
+    /// policy without `signatures:` of its own must still be verified.
+    fn requires_signatures(&self, repo: &Repository) -> bool {
+        let _ = repo;
+        false
+    }
+
+    /// Whether `digest` carries a cosign signature `required` accepts (issue 22); `None` means
+    /// the policy sets none, and the registry's own default for the image (`tagpilot.yaml`
+    /// `signatures.defaults`) applies, if any. An `Err` means it could not be found out, which
+    /// holds the reference; it never means "unsigned". The default verifies nothing: a
+    /// registry that cannot verify refuses rather than answering "signed".
+    fn verify_signatures(
+        &self,
+        repo: &Repository,
+        digest: &str,
+        required: Option<&crate::config::signatures::Requirement>,
+    ) -> impl Future<Output = Result<SignatureVerdict, RegistryError>> + Send {
+        let _ = digest;
+        let answer = match required {
+            None => Ok(SignatureVerdict::NotRequired),
+            Some(_) => Err(RegistryError::SignaturesUnsupported {
+                repository: repo.to_string(),
+            }),
+        };
+        async move { answer }
     }
 }

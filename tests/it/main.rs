@@ -25,6 +25,7 @@ mod policy;
 mod registry;
 mod registry_faults;
 mod revert;
+mod signatures;
 mod support;
 mod verification;
 mod writeback;

@@ -315,6 +315,13 @@ async fn plan_tree<R: Registry>(
         .decide_fields(&found, &files, &candidates, &mut plan)
         .await;
     drop(found);
+    plan.findings.extend(
+        asked
+            .inspector
+            .take_skipped()
+            .iter()
+            .map(crate::plan::model::Finding::skipped_tag),
+    );
 
     // 5. Scan the files with moves again and apply their edits in memory (files in parallel);
     // a file whose edit fails verification is left out whole, with the reason.

@@ -55,10 +55,11 @@ pub(super) struct SkipLabel {
 }
 
 /// Every finding kind, so each series shows from the start at zero.
-pub(super) const FINDING_KINDS: [FindingKind; 3] = [
+pub(super) const FINDING_KINDS: [FindingKind; 4] = [
     FindingKind::NoFiles,
     FindingKind::ImageNotFound,
     FindingKind::ApplicationImageNotFound,
+    FindingKind::TagSkipped,
 ];
 
 /// Every reason a file is skipped for.

@@ -474,3 +474,24 @@ fn findings_and_skipped_files_are_the_last_full_cycle_s() {
         "{text}"
     );
 }
+
+#[test]
+fn signature_verifications_count_what_is_new_by_result() {
+    let metrics = Metrics::new();
+    assert!(
+        metrics
+            .render()
+            .contains("tagpilot_signature_verifications_total{result=\"untrusted\"} 0")
+    );
+    metrics.record_signatures(&vec![("verified", 2), ("untrusted", 1)]);
+    metrics.record_signatures(&vec![("verified", 3), ("untrusted", 1)]);
+    let text = metrics.render();
+    assert!(
+        text.contains("tagpilot_signature_verifications_total{result=\"verified\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tagpilot_signature_verifications_total{result=\"untrusted\"} 1"),
+        "{text}"
+    );
+}

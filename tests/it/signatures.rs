@@ -1,0 +1,240 @@
+//! Cosign signatures (issue 22) against the real registry, with images this test signs itself:
+//! a P-256 key generated here signs simple-signing payloads pushed as `sha256-<hex>.sig` images,
+//! as `cosign sign --key` does. A tag whose image does not verify is no candidate: selection
+//! moves on to an older signed tag, and the report names the skipped tag and why.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use rcgen::SigningKey;
+use tagpilot::plan::{self, Plan};
+use tagpilot::policy::{self, ImagePolicy};
+use tagpilot::registry::{RegistryClient, VerificationCounts};
+
+use crate::support::registry::{Artifact, Auth, ImageSpec, TestRegistry};
+
+const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+
+/// A cosign key pair made by the test.
+struct Signer {
+    key: rcgen::KeyPair,
+}
+
+impl Signer {
+    fn new() -> Self {
+        Signer {
+            key: rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap(),
+        }
+    }
+
+    fn public_pem(&self) -> String {
+        self.key.public_key_pem()
+    }
+
+    /// `cosign sign --key`: a simple-signing payload for `digest`, signed, pushed as the
+    /// `sha256-<hex>.sig` image beside it. `tamper` changes the payload after signing.
+    async fn sign(&self, registry: &TestRegistry, path: &str, digest: &str, tamper: bool) {
+        let payload = serde_json::json!({
+            "critical": {
+                "identity": {"docker-reference": format!("{}/{path}", registry.host())},
+                "image": {"docker-manifest-digest": digest},
+                "type": "cosign container image signature",
+            },
+            "optional": null,
+        });
+        let mut payload = serde_json::to_vec(&payload).unwrap();
+        let signature = self.key.sign(&payload).unwrap();
+        if tamper {
+            // Still names the digest, but is no longer what the key signed.
+            payload.push(b' ');
+        }
+        let artifact = Artifact {
+            config_media_type: "application/vnd.oci.image.config.v1+json".into(),
+            layer: payload,
+            layer_media_type: SIMPLE_SIGNING.into(),
+            layer_annotations: BTreeMap::from([(
+                SIGNATURE_ANNOTATION.to_string(),
+                base64::engine::general_purpose::STANDARD.encode(signature),
+            )]),
+            artifact_type: None,
+            subject: None,
+        };
+        let tag = format!("{}.sig", digest.replace(':', "-"));
+        registry.push_artifact(path, Some(&tag), artifact).await;
+    }
+}
+
+/// A working directory with one manifest on `HOST/shop/api:1.0.0` and a policy requiring a
+/// signature by `key`.
+struct Work {
+    dir: tempfile::TempDir,
+    policies: Vec<ImagePolicy>,
+}
+
+fn work(registry: &TestRegistry, key_pem: &str) -> Work {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cosign.pub"), key_pem).unwrap();
+    let image = registry.image("shop/api");
+    std::fs::create_dir_all(dir.path().join("apps")).unwrap();
+    std::fs::write(
+        dir.path().join("apps/deploy.yaml"),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api}}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+        ),
+    )
+    .unwrap();
+    let policy_path = dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    keys: [{{file: cosign.pub}}]\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    std::fs::write(&policy_path, &text).unwrap();
+    let policies = policy::parse_file(&policy_path, &text).expect("policy");
+    Work { dir, policies }
+}
+
+async fn plan_with(work: &Work, client: &RegistryClient) -> Plan {
+    let scope = plan::Scope::local(work.dir.path());
+    plan::plan(&scope, &work.policies, client, &())
+        .await
+        .expect("plan")
+}
+
+fn count(counts: &VerificationCounts, label: &str) -> u64 {
+    counts
+        .iter()
+        .find(|(l, _)| *l == label)
+        .map_or(0, |(_, n)| *n)
+}
+
+#[tokio::test]
+async fn an_unsigned_newer_tag_is_skipped_for_an_older_signed_one() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let work = work(&registry, &signer.public_pem());
+
+    let planned = plan_with(&work, &registry.client()).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped: Vec<(&str, &str)> = planned
+        .findings
+        .iter()
+        .filter(|f| f.kind.label() == "tag_skipped")
+        .map(|f| (f.searched.as_str(), f.message.as_str()))
+        .collect();
+    assert_eq!(skipped.len(), 1, "{:?}", planned.findings);
+    assert_eq!(skipped[0].0, "tag 1.2.0");
+    assert!(skipped[0].1.contains("not signed"), "{}", skipped[0].1);
+}
+
+#[tokio::test]
+async fn a_tampered_signature_or_another_key_does_not_verify() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    let other = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let tampered = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let foreign = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &tampered, true).await;
+    other.sign(&registry, "shop/api", &foreign, false).await;
+    let work = work(&registry, &signer.public_pem());
+    let client = registry.client();
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.changes.is_empty(), "{:?}", planned.changes);
+    let hold = &planned.holds[0];
+    assert!(
+        hold.reason.contains("1.2.0") && hold.reason.contains("1.1.0"),
+        "{}",
+        hold.reason
+    );
+    assert!(
+        hold.reason.contains("not signed by a required key"),
+        "{}",
+        hold.reason
+    );
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "untrusted"), 2, "{counts:?}");
+    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_digest_verified_once_is_not_verified_again() {
+    let registry = TestRegistry::start_with_access_log(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let work = work(&registry, &signer.public_pem());
+    let state_dir = tempfile::tempdir().unwrap();
+    let sig_tag = format!("{}.sig", signed.replace(':', "-"));
+    let sig_requests = |registry: &TestRegistry| {
+        registry
+            .requests()
+            .iter()
+            .filter(|r| r.contains(&sig_tag))
+            .count()
+    };
+
+    // A first process verifies and keeps the verdict in its state store.
+    {
+        let state = Arc::new(tagpilot::state::State::open(state_dir.path()).expect("state"));
+        let client = registry.client().with_store(state.clone());
+        let planned = plan_with(&work, &client).await;
+        assert_eq!(planned.changes[0].to, "1.1.0");
+        // A second cycle of the same process asks nothing again either.
+        client.start_cycle();
+        let planned = plan_with(&work, &client).await;
+        assert_eq!(planned.changes[0].to, "1.1.0");
+        assert_eq!(count(&client.signature_verifications(), "verified"), 1);
+        state.flush();
+    }
+    let fetched = sig_requests(&registry);
+    assert!(fetched > 0, "{:?}", registry.requests());
+
+    // A restarted process takes the verdict from the store: no signature is fetched again.
+    let state = Arc::new(tagpilot::state::State::open(state_dir.path()).expect("state"));
+    let client = registry.client().with_store(state);
+    let planned = plan_with(&work, &client).await;
+    assert_eq!(planned.changes[0].to, "1.1.0");
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
+    assert_eq!(count(&counts, "cached"), 1, "{counts:?}");
+    assert_eq!(
+        sig_requests(&registry),
+        fetched,
+        "{:?}",
+        registry.requests()
+    );
+
+    // A changed key is another requirement: verified again (and now it fails).
+    let other = Signer::new();
+    let work = self::work(&registry, &other.public_pem());
+    let planned = plan_with(&work, &client).await;
+    assert!(planned.changes.is_empty(), "{:?}", planned.changes);
+    assert_eq!(count(&client.signature_verifications(), "untrusted"), 1);
+}
