@@ -238,3 +238,181 @@ async fn a_digest_verified_once_is_not_verified_again() {
     assert!(planned.changes.is_empty(), "{:?}", planned.changes);
     assert_eq!(count(&client.signature_verifications(), "untrusted"), 1);
 }
+
+// === keyless: a test CA stands in for Fulcio, a test key for Rekor ===
+
+const ISSUER: &str = "https://token.actions.githubusercontent.com";
+const SUBJECT: &str = "https://github.com/acme/api/.github/workflows/release.yml@refs/heads/main";
+
+/// A Fulcio stand-in (a CA that issues code-signing certificates with Sigstore's issuer
+/// extension) and a Rekor stand-in (a key that signs entry timestamps), with the
+/// `trusted_root.json` that names both.
+struct Sigstore {
+    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    rekor: rcgen::KeyPair,
+    log_id: Vec<u8>,
+}
+
+impl Sigstore {
+    fn new() -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "tagpilot test fulcio");
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let ca = rcgen::CertifiedIssuer::self_signed(params, key).unwrap();
+        let rekor = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        use sha2::Digest;
+        let log_id =
+            sha2::Sha256::digest(rcgen::PublicKeyData::subject_public_key_info(&rekor)).to_vec();
+        Sigstore { ca, rekor, log_id }
+    }
+
+    /// `trusted_root.json` in Sigstore's format, as `cosign --trusted-root` reads it.
+    fn trusted_root(&self) -> String {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        serde_json::json!({
+            "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+            "tlogs": [{
+                "baseUrl": "https://rekor.test",
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {
+                    "rawBytes": b64(&rcgen::PublicKeyData::subject_public_key_info(&self.rekor)),
+                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                    "validFor": {"start": "2020-01-01T00:00:00Z"},
+                },
+                "logId": {"keyId": b64(&self.log_id)},
+            }],
+            "certificateAuthorities": [{
+                "subject": {"organization": "tagpilot", "commonName": "tagpilot test fulcio"},
+                "uri": "https://fulcio.test",
+                "certChain": {"certificates": [{"rawBytes": b64(self.ca.der())}]},
+                "validFor": {"start": "2020-01-01T00:00:00Z"},
+            }],
+            "ctlogs": [],
+            "timestampAuthorities": [],
+        })
+        .to_string()
+    }
+
+    /// `cosign sign` in keyless mode: a short-lived certificate for `subject` (issued by the
+    /// test CA), the payload signed with its key, and the Rekor bundle (the entry timestamp
+    /// signed by the test Rekor key), all as annotations of the `.sig` image's layer.
+    async fn sign(&self, registry: &TestRegistry, path: &str, digest: &str, subject: &str) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = vec![rcgen::SanType::URI(subject.try_into().unwrap())];
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::CodeSigning];
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        params.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
+            &[1, 3, 6, 1, 4, 1, 57264, 1, 1],
+            ISSUER.as_bytes().to_vec(),
+        )];
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        let payload = serde_json::to_vec(&serde_json::json!({
+            "critical": {
+                "identity": {"docker-reference": format!("{}/{path}", registry.host())},
+                "image": {"docker-manifest-digest": digest},
+                "type": "cosign container image signature",
+            },
+            "optional": null,
+        }))
+        .unwrap();
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let signature = b64(&key.sign(&payload).unwrap());
+        // The entry timestamp signs the canonical JSON of the entry (keys in order).
+        let entry = serde_json::json!({
+            "body": b64(b"{\"kind\":\"hashedrekord\"}"),
+            "integratedTime": jiff::Timestamp::now().as_second(),
+            "logID": hex::encode(&self.log_id),
+            "logIndex": 1,
+        });
+        let set = b64(&self
+            .rekor
+            .sign(&serde_json::to_vec(&entry).unwrap())
+            .unwrap());
+        let bundle = serde_json::json!({"SignedEntryTimestamp": set, "Payload": entry});
+        let artifact = Artifact {
+            config_media_type: "application/vnd.oci.image.config.v1+json".into(),
+            layer: payload,
+            layer_media_type: SIMPLE_SIGNING.into(),
+            layer_annotations: BTreeMap::from([
+                (SIGNATURE_ANNOTATION.to_string(), signature),
+                ("dev.sigstore.cosign/certificate".to_string(), cert.pem()),
+                ("dev.sigstore.cosign/chain".to_string(), self.ca.pem()),
+                ("dev.sigstore.cosign/bundle".to_string(), bundle.to_string()),
+            ]),
+            artifact_type: None,
+            subject: None,
+        };
+        let tag = format!("{}.sig", digest.replace(':', "-"));
+        registry.push_artifact(path, Some(&tag), artifact).await;
+    }
+}
+
+#[tokio::test]
+async fn keyless_signatures_verify_by_issuer_and_subject_and_a_wrong_identity_is_skipped() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let ours = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let theirs = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    sigstore.sign(&registry, "shop/api", &ours, SUBJECT).await;
+    sigstore
+        .sign(
+            &registry,
+            "shop/api",
+            &theirs,
+            "https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main",
+        )
+        .await;
+    let work = work(&registry, &Signer::new().public_pem());
+    std::fs::write(
+        work.dir.path().join("trusted_root.json"),
+        sigstore.trusted_root(),
+    )
+    .unwrap();
+    let image = registry.image("shop/api");
+    let policy_path = work.dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    identities:\n      - {{issuer: '{ISSUER}', subjectRegExp: '^https://github.com/acme/'}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let work = Work {
+        policies: policy::parse_file(&policy_path, &text).expect("policy"),
+        ..work
+    };
+    let mut options = registry.client_options(vec![registry.registry_config()]);
+    options.signature_trust_root = Some(work.dir.path().join("trusted_root.json"));
+    let client = RegistryClient::new(options).unwrap();
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped: Vec<&str> = planned
+        .findings
+        .iter()
+        .filter(|f| f.kind.label() == "tag_skipped")
+        .map(|f| f.message.as_str())
+        .collect();
+    assert_eq!(skipped.len(), 1, "{:?}", planned.findings);
+    assert!(
+        skipped[0].starts_with("tag 1.2.0 is not signed by a required key or identity"),
+        "{}",
+        skipped[0]
+    );
+}
