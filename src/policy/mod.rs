@@ -362,6 +362,11 @@ pub enum PolicyError {
         message: String,
         error: Box<ValueError>,
     },
+    /// A signature requirement whose key could not be read (an `ImageUpdater` resource's
+    /// `imagesVerification.cosignKey`): the image is not updated. `message` names the field,
+    /// the Secret and why.
+    #[error("{message}")]
+    Unverifiable { message: String },
     /// `--order` names no regex order.
     #[error("unknown order {order:?}: expected numerical, alphabetical or semver")]
     UnknownOrder { order: String },
@@ -375,7 +380,9 @@ impl PolicyError {
             PolicyError::Syntax { location, .. }
             | PolicyError::Invalid { location, .. }
             | PolicyError::Duplicate { location, .. } => Some(&location.file),
-            PolicyError::Adhoc { .. } | PolicyError::UnknownOrder { .. } => None,
+            PolicyError::Adhoc { .. }
+            | PolicyError::UnknownOrder { .. }
+            | PolicyError::Unverifiable { .. } => None,
         }
     }
 }
@@ -425,7 +432,8 @@ impl PolicyError {
             | PolicyError::Duplicate { location, .. } => Some(location),
             PolicyError::Read { .. }
             | PolicyError::Adhoc { .. }
-            | PolicyError::UnknownOrder { .. } => None,
+            | PolicyError::UnknownOrder { .. }
+            | PolicyError::Unverifiable { .. } => None,
         }
     }
 
@@ -437,6 +445,7 @@ impl PolicyError {
             PolicyError::Invalid { .. } => "invalid",
             PolicyError::Duplicate { .. } => "duplicate",
             PolicyError::Adhoc { .. } | PolicyError::UnknownOrder { .. } => "adhoc",
+            PolicyError::Unverifiable { .. } => "unverifiable",
         }
     }
 }
