@@ -480,6 +480,34 @@ struct RegistrySpans {
 mod tests {
     use super::*;
 
+    /// Issue 22: `signatures.defaults` keys are read when the config is loaded, relative to
+    /// it; one that cannot be read is an error at its entry's line, never "no requirement".
+    #[test]
+    fn signature_defaults_are_read_with_the_config_and_unreadable_ones_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = rcgen::KeyPair::generate().unwrap().public_key_pem();
+        std::fs::write(dir.path().join("cosign.pub"), pem).unwrap();
+        let path = dir.path().join("tagpilot.yaml");
+        std::fs::write(
+            &path,
+            "registries: []\nsignatures:\n  trustRoot: root.json\n  defaults:\n    - prefix: ghcr.io/acme\n      keys: [{file: cosign.pub}]\n",
+        )
+        .unwrap();
+        let config = load(&path).unwrap();
+        assert_eq!(config.signature_defaults[0].0, "ghcr.io/acme");
+        std::fs::write(
+            &path,
+            "signatures:\n  defaults:\n    - prefix: ghcr.io/acme\n      keys: [{file: cosign.pub}]\n    - prefix: ghcr.io/evil\n      keys: [{file: gone.pub}]\n",
+        )
+        .unwrap();
+        let err = crate::error_chain::chain(&load(&path).unwrap_err());
+        assert!(
+            err.contains("tagpilot.yaml:5: signatures.defaults[1]"),
+            "{err}"
+        );
+        assert!(err.contains("gone.pub"), "{err}");
+    }
+
     #[test]
     fn repository_concurrency_defaults_to_four_and_is_at_least_one() {
         let path = Path::new("tagpilot.yaml");

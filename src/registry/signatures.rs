@@ -106,7 +106,8 @@ pub enum SignatureError {
 pub(super) struct SignatureState {
     pub(super) defaults: Vec<(String, Requirement)>,
     pub(super) trust_root_file: Option<std::path::PathBuf>,
-    pub(super) trust_root: OnceCell<Result<Arc<SigstoreTrustRoot>, Arc<SignatureError>>>,
+    /// Loaded once it loads; a failure (TUF unreachable) is tried again by the next verification.
+    pub(super) trust_root: OnceCell<Arc<SigstoreTrustRoot>>,
     pub(super) verdicts: super::memo::Memo<VerdictKey, Result<SignatureVerdict, RegistryError>>,
     pub(super) counts: VerdictCounts,
 }
@@ -270,7 +271,7 @@ impl RegistryClient {
     async fn trust_root(&self) -> Result<Arc<SigstoreTrustRoot>, Arc<SignatureError>> {
         self.signatures
             .trust_root
-            .get_or_init(|| async {
+            .get_or_try_init(|| async {
                 let root = match &self.signatures.trust_root_file {
                     Some(path) => std::fs::read(path)
                         .map_err(|e| sigstore::errors::SigstoreError::IOErrorWithContext {
@@ -291,7 +292,7 @@ impl RegistryClient {
                 root.map(Arc::new).map_err(Arc::new)
             })
             .await
-            .clone()
+            .cloned()
     }
 }
 
