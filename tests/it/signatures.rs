@@ -357,6 +357,223 @@ impl Sigstore {
     }
 }
 
+impl Sigstore {
+    /// A Fulcio-style certificate for `subject`, and its key.
+    fn certificate(&self, subject: &str) -> (rcgen::KeyPair, rcgen::Certificate) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = vec![rcgen::SanType::URI(subject.try_into().unwrap())];
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::CodeSigning];
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        params.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
+            &[1, 3, 6, 1, 4, 1, 57264, 1, 1],
+            ISSUER.as_bytes().to_vec(),
+        )];
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        (key, cert)
+    }
+
+    /// `cosign sign --new-bundle-format` (cosign v3) in keyless mode: a Sigstore bundle v0.3 (a
+    /// DSSE envelope of an in-toto statement about `digest`, the certificate, and a Rekor `dsse`
+    /// entry with its timestamp and its inclusion proof in a one-entry log whose checkpoint the
+    /// test Rekor key signs), pushed as a referrer of the image: an artifact whose `subject` is
+    /// the image, listed in the referrers tag schema's `sha256-<hex>` index.
+    /// With `bad_proof`, the log's signed root is not the entry's: the inclusion proof fails.
+    async fn sign_bundle(
+        &self,
+        registry: &TestRegistry,
+        path: &str,
+        digest: &str,
+        subject: &str,
+        bad_proof: bool,
+    ) {
+        use sha2::Digest;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let hex_sha = |b: &[u8]| hex::encode(sha2::Sha256::digest(b));
+        let (key, cert) = self.certificate(subject);
+        let statement = serde_json::to_vec(&serde_json::json!({
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"digest": {"sha256": digest.trim_start_matches("sha256:")}}],
+            "predicateType": "https://sigstore.dev/cosign/sign/v1",
+        }))
+        .unwrap();
+        let payload_type = "application/vnd.in-toto+json";
+        let mut pae = format!(
+            "DSSEv1 {} {payload_type} {} ",
+            payload_type.len(),
+            statement.len()
+        )
+        .into_bytes();
+        pae.extend_from_slice(&statement);
+        let sig = key.sign(&pae).unwrap();
+        // What Rekor hashed: the envelope as compact JSON, fields in protobuf order.
+        let envelope = format!(
+            "{{\"payload\":\"{}\",\"payloadType\":\"{payload_type}\",\"signatures\":[{{\"sig\":\"{}\"}}]}}",
+            b64(&statement),
+            b64(&sig)
+        );
+        let body = format!(
+            "{{\"apiVersion\":\"0.0.1\",\"kind\":\"dsse\",\"spec\":{{\"envelopeHash\":{{\"algorithm\":\"sha256\",\"value\":\"{}\"}},\"payloadHash\":{{\"algorithm\":\"sha256\",\"value\":\"{}\"}},\"signatures\":[{{\"signature\":\"{}\",\"verifier\":\"{}\"}}]}}}}",
+            hex_sha(envelope.as_bytes()),
+            hex_sha(&statement),
+            b64(&sig),
+            b64(cert.pem().as_bytes())
+        );
+        let integrated = jiff::Timestamp::now().as_second();
+        let log_id = hex::encode(&self.log_id);
+        // The entry timestamp: the canonical JSON of the entry (keys in JCS order).
+        let set_payload = format!(
+            "{{\"body\":\"{}\",\"integratedTime\":{integrated},\"logID\":\"{log_id}\",\"logIndex\":0}}",
+            b64(body.as_bytes())
+        );
+        let set = self.rekor.sign(set_payload.as_bytes()).unwrap();
+        // A log of one entry: its root is the entry's leaf hash (RFC 6962), no path.
+        let mut leaf = vec![0u8];
+        leaf.extend_from_slice(body.as_bytes());
+        let mut root = sha2::Sha256::digest(&leaf).to_vec();
+        if bad_proof {
+            root[0] ^= 1;
+        }
+        let note = format!("rekor.test - 1\n1\n{}\n", b64(&root));
+        let mut hinted = self.log_id[..4].to_vec();
+        hinted.extend(self.rekor.sign(note.as_bytes()).unwrap());
+        let checkpoint = format!("{note}\n\u{2014} rekor.test {}\n", b64(&hinted));
+        let bundle = serde_json::json!({
+            "mediaType": BUNDLE,
+            "verificationMaterial": {
+                "certificate": {"rawBytes": b64(cert.der())},
+                "tlogEntries": [{
+                    "logIndex": "0",
+                    "logId": {"keyId": b64(&self.log_id)},
+                    "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+                    "integratedTime": integrated.to_string(),
+                    "inclusionPromise": {"signedEntryTimestamp": b64(&set)},
+                    "inclusionProof": {
+                        "logIndex": "0",
+                        "rootHash": b64(&root),
+                        "treeSize": "1",
+                        "hashes": [],
+                        "checkpoint": {"envelope": checkpoint},
+                    },
+                    "canonicalizedBody": b64(body.as_bytes()),
+                }],
+            },
+            "dsseEnvelope": {
+                "payload": b64(&statement),
+                "payloadType": payload_type,
+                "signatures": [{"sig": b64(&sig)}],
+            },
+        });
+        let artifact = Artifact {
+            config_media_type: "application/vnd.oci.empty.v1+json".into(),
+            layer: serde_json::to_vec(&bundle).unwrap(),
+            layer_media_type: BUNDLE.into(),
+            layer_annotations: BTreeMap::new(),
+            artifact_type: Some(BUNDLE.into()),
+            subject: Some(serde_json::json!({
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": digest,
+                // Not read by the verifier; the image's manifest size is not at hand here.
+                "size": 0,
+            })),
+        };
+        let referrer = registry.push_artifact(path, None, artifact).await;
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [{
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": referrer,
+                "size": 0,
+                "artifactType": BUNDLE,
+            }],
+        });
+        registry
+            .push_raw_index(path, &digest.replace(':', "-"), &index)
+            .await;
+    }
+}
+
+const BUNDLE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+
+#[tokio::test]
+async fn bundles_found_as_referrers_verify_with_their_inclusion_proof() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let ours = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let theirs = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    let unproven = registry
+        .push_image("shop/api", "1.3.0", ImageSpec::default())
+        .await;
+    sigstore
+        .sign_bundle(&registry, "shop/api", &ours, SUBJECT, false)
+        .await;
+    sigstore
+        .sign_bundle(
+            &registry,
+            "shop/api",
+            &theirs,
+            "https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main",
+            false,
+        )
+        .await;
+    sigstore
+        .sign_bundle(&registry, "shop/api", &unproven, SUBJECT, true)
+        .await;
+    let (work, client) = keyless_work(&registry, &sigstore);
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped: Vec<&str> = planned
+        .findings
+        .iter()
+        .filter(|f| f.kind.label() == "tag_skipped")
+        .map(|f| f.searched.as_str())
+        .collect();
+    assert_eq!(skipped, ["tag 1.3.0", "tag 1.2.0"]);
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "verified"), 1, "{counts:?}");
+    // The wrong identity's bundle is trusted and does not match; the one whose inclusion proof
+    // fails is not trusted at all, as if there were no signature.
+    assert_eq!(count(&counts, "untrusted"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "unsigned"), 1, "{counts:?}");
+}
+
+/// The working directory and a client for keyless policies: the identity of `SUBJECT`'s
+/// repository, the test `trusted_root.json` as `signatures.trustRoot`.
+fn keyless_work(registry: &TestRegistry, sigstore: &Sigstore) -> (Work, RegistryClient) {
+    let work = work(registry, &Signer::new().public_pem());
+    std::fs::write(
+        work.dir.path().join("trusted_root.json"),
+        sigstore.trusted_root(),
+    )
+    .unwrap();
+    let image = registry.image("shop/api");
+    let policy_path = work.dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    identities:\n      - {{issuer: '{ISSUER}', subjectRegExp: '^https://github.com/acme/'}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let work = Work {
+        policies: policy::parse_file(&policy_path, &text).expect("policy"),
+        ..work
+    };
+    let mut options = registry.client_options(vec![registry.registry_config()]);
+    options.signature_trust_root = Some(work.dir.path().join("trusted_root.json"));
+    (work, RegistryClient::new(options).unwrap())
+}
+
 #[tokio::test]
 async fn keyless_signatures_verify_by_issuer_and_subject_and_a_wrong_identity_is_skipped() {
     let registry = TestRegistry::start(Auth::None).await;
@@ -379,24 +596,7 @@ async fn keyless_signatures_verify_by_issuer_and_subject_and_a_wrong_identity_is
             "https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main",
         )
         .await;
-    let work = work(&registry, &Signer::new().public_pem());
-    std::fs::write(
-        work.dir.path().join("trusted_root.json"),
-        sigstore.trusted_root(),
-    )
-    .unwrap();
-    let image = registry.image("shop/api");
-    let policy_path = work.dir.path().join("policy.yaml");
-    let text = format!(
-        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    identities:\n      - {{issuer: '{ISSUER}', subjectRegExp: '^https://github.com/acme/'}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
-    );
-    let work = Work {
-        policies: policy::parse_file(&policy_path, &text).expect("policy"),
-        ..work
-    };
-    let mut options = registry.client_options(vec![registry.registry_config()]);
-    options.signature_trust_root = Some(work.dir.path().join("trusted_root.json"));
-    let client = RegistryClient::new(options).unwrap();
+    let (work, client) = keyless_work(&registry, &sigstore);
 
     let planned = plan_with(&work, &client).await;
 

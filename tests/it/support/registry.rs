@@ -500,6 +500,14 @@ impl TestRegistry {
         self.put_manifest(path, tag, &bytes, media_type).await
     }
 
+    /// Pushes an OCI index as `tag`: the referrers tag schema's `sha256-<hex>` index, as cosign
+    /// writes it on a registry without the referrers API (distribution 2.8). Returns its digest.
+    pub async fn push_raw_index(&self, path: &str, tag: &str, index: &serde_json::Value) -> String {
+        let bytes = serde_json::to_vec_pretty(index).unwrap();
+        let media_type = oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
+        self.put_manifest(path, Some(tag), &bytes, media_type).await
+    }
+
     /// Deletes a manifest by digest (the registry runs with deletes enabled). Anonymous and
     /// Basic modes only.
     pub async fn delete_manifest(&self, path: &str, digest: &str) {
