@@ -272,10 +272,14 @@ impl<'r, R: Registry> Inspector<'r, R> {
             return Ok(None);
         }
         let digest = self.digest(policy, tag).await?;
-        let verdict = self
-            .registry
-            .verify_signatures(&policy.image, &digest, policy.signatures.as_ref())
-            .await?;
+        // Boxed: the verification's future is deep (the crate's client inside the client's
+        // memo), and inlined into every planner's future it overflows rustc's layout depth.
+        let verdict = Box::pin(self.registry.verify_signatures(
+            &policy.image,
+            &digest,
+            policy.signatures.as_ref(),
+        ))
+        .await?;
         Ok((!verdict.passes()).then_some(NotCandidate::Signature(verdict)))
     }
 

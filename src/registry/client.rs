@@ -284,7 +284,8 @@ impl Registry for RegistryClient {
         digest: &str,
         required: Option<&crate::config::signatures::Requirement>,
     ) -> Result<super::SignatureVerdict, RegistryError> {
-        self.verify_digest(repo, digest, required).await
+        // Boxed for the same reason as the planner's call: a deep future, asked rarely.
+        Box::pin(self.verify_digest(repo, digest, required)).await
     }
 }
 

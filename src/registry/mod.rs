@@ -146,30 +146,18 @@ pub trait Registry: Send + Sync {
     }
 
     /// Whether `tagpilot.yaml` requires signatures of `repo`'s images by default, so that a
-    /// policy without `signatures:` of its own must still be verified.
-    fn requires_signatures(&self, repo: &Repository) -> bool {
-        let _ = repo;
-        false
-    }
+    /// policy without `signatures:` of its own must still be verified. No default: a wrapper
+    /// that forgot to forward it would let unsigned images through.
+    fn requires_signatures(&self, repo: &Repository) -> bool;
 
     /// Whether `digest` carries a cosign signature `required` accepts (issue 22); `None` means
     /// the policy sets none, and the registry's own default for the image (`tagpilot.yaml`
     /// `signatures.defaults`) applies, if any. An `Err` means it could not be found out, which
-    /// holds the reference; it never means "unsigned". The default verifies nothing: a
-    /// registry that cannot verify refuses rather than answering "signed".
+    /// holds the reference; it never means "unsigned". No default, as above.
     fn verify_signatures(
         &self,
         repo: &Repository,
         digest: &str,
         required: Option<&crate::config::signatures::Requirement>,
-    ) -> impl Future<Output = Result<SignatureVerdict, RegistryError>> + Send {
-        let _ = digest;
-        let answer = match required {
-            None => Ok(SignatureVerdict::NotRequired),
-            Some(_) => Err(RegistryError::SignaturesUnsupported {
-                repository: repo.to_string(),
-            }),
-        };
-        async move { answer }
-    }
+    ) -> impl Future<Output = Result<SignatureVerdict, RegistryError>> + Send;
 }

@@ -616,3 +616,109 @@ async fn keyless_signatures_verify_by_issuer_and_subject_and_a_wrong_identity_is
         skipped[0]
     );
 }
+
+// === Argo CD Image Updater's imagesVerification ===
+
+/// An `ImageUpdater` resource's `imagesVerification.cosignKey` names a Secret in its namespace;
+/// tagpilot reads the key over the cluster connection and updates the Application only to a
+/// tag signed with it: the newer unsigned tag is skipped.
+#[tokio::test]
+async fn image_updater_images_verification_reads_its_key_from_the_secret() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let image = registry.image("shop/api");
+
+    let server = MockServer::start().await;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationList",
+            "metadata": {"resourceVersion": "7"},
+            "items": [{
+                "metadata": {"name": "shop", "namespace": "argocd", "resourceVersion": "3"},
+                "spec": {"project": "default",
+                         "source": {"repoURL": "https://git.example/m.git", "path": "apps/web",
+                                    "targetRevision": "main",
+                                    "kustomize": {"images": [format!("{image}:1.0.0")]}},
+                         "destination": {"server": "https://kubernetes.default.svc",
+                                         "namespace": "argocd"}},
+                "status": {"sourceType": "Kustomize"},
+            }],
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argocd-image-updater.argoproj.io/v1alpha1/namespaces/argocd/imageupdaters",
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "argocd-image-updater.argoproj.io/v1alpha1",
+            "kind": "ImageUpdaterList", "metadata": {"resourceVersion": "9"},
+            "items": [{
+                "metadata": {"name": "updater", "namespace": "argocd", "generation": 1,
+                             "resourceVersion": "5"},
+                "spec": {
+                    "imagesVerification": {
+                        "enabled": true,
+                        "cosignKey": {"secretName": "cosign", "key": "cosign.pub"},
+                    },
+                    "applicationRefs": [{
+                        "namePattern": "shop",
+                        "images": [{"alias": "api", "imageName": image}],
+                    }],
+                },
+            }],
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/v1/namespaces/argocd/secrets/cosign"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cosign", "namespace": "argocd"},
+            "data": {"cosign.pub": b64(signer.public_pem().as_bytes())},
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let config = tagpilot::config::parse(
+        std::path::Path::new("tagpilot.yaml"),
+        "applications:\n  fromCluster:\n    namespaces: [argocd]\n",
+    )
+    .unwrap();
+    let from = config.applications.as_ref().unwrap().from_cluster.clone();
+    let cluster = crate::support::kube::cluster(&server, std::time::Duration::from_secs(10)).await;
+    let loaded = tagpilot::argocd::cluster::load(cluster, from.as_ref().unwrap())
+        .await
+        .unwrap();
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = tagpilot::git::RepoCache::new(cache_dir.path().join("cache"));
+    let client = registry.client();
+
+    let run =
+        crate::support::engine::cycle(&config, Some(&loaded), &cache, &client, &(), true).await;
+
+    assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+    let moved: Vec<&str> = run.plan.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{:#?}", run.plan);
+    assert_eq!(count(&client.signature_verifications(), "verified"), 1);
+    assert_eq!(count(&client.signature_verifications(), "unsigned"), 1);
+}
