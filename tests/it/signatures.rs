@@ -722,3 +722,54 @@ async fn image_updater_images_verification_reads_its_key_from_the_secret() {
     assert_eq!(count(&client.signature_verifications(), "verified"), 1);
     assert_eq!(count(&client.signature_verifications(), "unsigned"), 1);
 }
+
+/// `tagpilot.yaml`'s `signatures.defaults` apply to a policy that sets no `signatures:` of its
+/// own, by the longest image prefix; an image outside every prefix is not verified at all.
+#[tokio::test]
+async fn a_default_for_an_image_prefix_applies_to_policies_without_their_own() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let work = work(&registry, &signer.public_pem());
+    let image = registry.image("shop/api");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let unsigned_policy =
+        policy::parse_file(&work.dir.path().join("policy.yaml"), &text).expect("policy");
+    let work = Work {
+        policies: unsigned_policy,
+        ..work
+    };
+    let config_path = work.dir.path().join("tagpilot.yaml");
+    let defaults = |prefix: &str| {
+        std::fs::write(
+            &config_path,
+            format!(
+                "signatures:\n  defaults:\n    - prefix: {prefix}\n      keys: [{{file: cosign.pub}}]\n"
+            ),
+        )
+        .unwrap();
+        let config = tagpilot::config::load(&config_path).expect("config");
+        let mut options = registry.client_options(vec![registry.registry_config()]);
+        options.signature_defaults = config.signature_defaults;
+        RegistryClient::new(options).unwrap()
+    };
+
+    let planned = plan_with(&work, &defaults(&format!("{}/shop", registry.host()))).await;
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+
+    let planned = plan_with(&work, &defaults(&format!("{}/other", registry.host()))).await;
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.2.0"], "{planned:#?}");
+}
