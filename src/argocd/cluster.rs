@@ -40,6 +40,24 @@ pub struct Loaded {
     pub registry_credentials: HashMap<String, Credential>,
     /// Pull secrets that could not be used, each naming the application and the Secret.
     pub problems: Vec<String>,
+    /// `imagesVerification.cosignKey`s read from their Secrets.
+    pub cosign_keys: super::credentials::CosignKeys,
+}
+
+/// Gives each image's `imagesVerification.cosignKey` the PEM read from its Secret (issue 22).
+/// Without a cluster (Applications from git) the keys stay unread, which holds those images.
+pub fn add_cosign_keys(loaded: Option<&Loaded>, apps: &mut [super::image_updater::Selected]) {
+    let Some(loaded) = loaded else {
+        return;
+    };
+    let images = apps
+        .iter_mut()
+        .filter_map(|s| s.settings.as_mut())
+        .flat_map(|a| a.images.iter_mut());
+    for key in images.filter_map(|i| i.cosign_key.as_mut()) {
+        let id = (key.namespace.clone(), key.secret.clone(), key.key.clone());
+        key.pem = loaded.cosign_keys.get(&id).cloned();
+    }
 }
 
 /// Lists the Applications `from` selects and the `ImageUpdater` resources in the same
@@ -91,6 +109,7 @@ pub async fn load_watched(
     let (registry_credentials, secret_problems) =
         super::credentials::pull_secrets(&cluster, &configured).await;
     problems.extend(secret_problems);
+    let cosign_keys = super::credentials::cosign_keys(&cluster, &configured).await;
     Ok(Loaded {
         cluster,
         argocd_namespace: from.argocd_namespace().to_string(),
@@ -98,6 +117,7 @@ pub async fn load_watched(
         updaters,
         registry_credentials,
         problems,
+        cosign_keys,
     })
 }
 

@@ -78,6 +78,36 @@ pub async fn pull_secrets(
     registry_credentials(cluster, apps, &mut secrets, &|v| std::env::var(v).ok()).await
 }
 
+/// The cosign public keys `imagesVerification.cosignKey` names (issue 22), by (namespace,
+/// Secret, key): the PEM, or why it cannot be used (the image is then not updated).
+pub type CosignKeys = HashMap<(String, String, String), Result<Vec<u8>, String>>;
+
+/// Reads the cosign keys the Applications' configurations name, each Secret once.
+pub async fn cosign_keys(cluster: &Cluster, apps: &[(String, &AppSettings)]) -> CosignKeys {
+    let mut secrets = SecretCache::default();
+    let mut out = CosignKeys::new();
+    for image in apps.iter().flat_map(|(_, a)| &a.images) {
+        let Some(k) = &image.cosign_key else {
+            continue;
+        };
+        let id = (k.namespace.clone(), k.secret.clone(), k.key.clone());
+        if out.contains_key(&id) {
+            continue;
+        }
+        let got = match secrets.get(cluster, &k.namespace, &k.secret).await {
+            Err(e) => Err(crate::error_chain::chain(&e)),
+            Ok(secret) => match field(secret, &k.key) {
+                None => Err(format!("has no key {:?}", k.key)),
+                Some(pem) => crate::config::signatures::check_key(pem.as_bytes(), "its value")
+                    .map(|()| pem.into_bytes())
+                    .map_err(|e| crate::error_chain::chain(&e)),
+            },
+        };
+        out.insert(id, got);
+    }
+    out
+}
+
 /// Secrets read once per run, by `namespace/name`.
 #[derive(Default)]
 struct SecretCache {

@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 pub mod applications;
 pub mod forge;
 pub mod repository;
+pub mod signatures;
 pub mod verify;
 pub mod version_labels;
 pub mod webhooks;
@@ -60,6 +61,13 @@ pub struct Config {
     /// (a policy's own `versionLabels` wins); `None`: the defaults.
     #[serde(default)]
     pub version_labels: Option<version_labels::VersionLabels>,
+    /// Cosign signatures a tag's image must carry: the trust root and the defaults per
+    /// registry or image prefix (`signatures.rs`).
+    #[serde(default)]
+    pub signatures: Option<signatures::SignaturesSettings>,
+    /// `signatures.defaults` with their keys read, longest prefix first; filled by [`load`].
+    #[serde(skip)]
+    pub signature_defaults: Vec<(String, signatures::Requirement)>,
     /// Where the config file was read from; relative paths in it resolve against its directory.
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -233,6 +241,7 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     })?;
     let mut config = parse(path, &text)?;
     config.path = Some(path.to_path_buf());
+    config.signature_defaults = signature_defaults(&config, path, &text)?;
     // A config that only reads Argo CD Applications needs no `policies/` directory; one that
     // names `policies:` still gets an error when it is missing.
     if !config.policies_written
@@ -242,6 +251,34 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
         config.policies = PolicySource::Files(Vec::new());
     }
     Ok(config)
+}
+
+/// Reads the keys `signatures.defaults` names; one that cannot be read is an error at its
+/// entry's `file:line`, never a default that lets unsigned images through.
+fn signature_defaults(
+    config: &Config,
+    path: &Path,
+    text: &str,
+) -> Result<Vec<(String, signatures::Requirement)>, ConfigError> {
+    let Some(settings) = &config.signatures else {
+        return Ok(Vec::new());
+    };
+    settings
+        .resolve_defaults(config.base_dir())
+        .map_err(|(i, e)| {
+            let line = serde_saphyr::from_str::<ConfigSpans>(text)
+                .ok()
+                .and_then(|s| s.signatures?.defaults.into_iter().nth(i))
+                .map_or(0, |d| d.prefix.referenced.line());
+            ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{}:{line}: signatures.defaults[{i}]: {}",
+                    path.display(),
+                    crate::error_chain::chain(&e)
+                ),
+            }
+        })
 }
 
 /// Parses and validates config text; `path` is only used in messages.
@@ -419,6 +456,19 @@ struct ConfigSpans {
     webhooks: Option<Spanned<std::collections::BTreeMap<String, Spanned<serde::de::IgnoredAny>>>>,
     #[serde(default)]
     concurrency: Option<Spanned<serde::de::IgnoredAny>>,
+    #[serde(default)]
+    signatures: Option<SignaturesSpans>,
+}
+
+#[derive(Deserialize)]
+struct SignaturesSpans {
+    #[serde(default)]
+    defaults: Vec<SignaturesDefaultSpans>,
+}
+
+#[derive(Deserialize)]
+struct SignaturesDefaultSpans {
+    prefix: Spanned<String>,
 }
 
 #[derive(Deserialize)]
@@ -434,6 +484,34 @@ struct RegistrySpans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 22: `signatures.defaults` keys are read when the config is loaded, relative to
+    /// it; one that cannot be read is an error at its entry's line, never "no requirement".
+    #[test]
+    fn signature_defaults_are_read_with_the_config_and_unreadable_ones_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let pem = rcgen::KeyPair::generate().unwrap().public_key_pem();
+        std::fs::write(dir.path().join("cosign.pub"), pem).unwrap();
+        let path = dir.path().join("tagpilot.yaml");
+        std::fs::write(
+            &path,
+            "registries: []\nsignatures:\n  trustRoot: root.json\n  defaults:\n    - prefix: ghcr.io/acme\n      keys: [{file: cosign.pub}]\n",
+        )
+        .unwrap();
+        let config = load(&path).unwrap();
+        assert_eq!(config.signature_defaults[0].0, "ghcr.io/acme");
+        std::fs::write(
+            &path,
+            "signatures:\n  defaults:\n    - prefix: ghcr.io/acme\n      keys: [{file: cosign.pub}]\n    - prefix: ghcr.io/evil\n      keys: [{file: gone.pub}]\n",
+        )
+        .unwrap();
+        let err = crate::error_chain::chain(&load(&path).unwrap_err());
+        assert!(
+            err.contains("tagpilot.yaml:5: signatures.defaults[1]"),
+            "{err}"
+        );
+        assert!(err.contains("gone.pub"), "{err}");
+    }
 
     #[test]
     fn repository_concurrency_defaults_to_four_and_is_at_least_one() {

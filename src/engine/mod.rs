@@ -575,7 +575,8 @@ async fn collect_applications<R: Registry>(
     let deployers = apps.iter().map(|(a, _)| a.deployed_view()).collect();
     // Which configuration counts for each Application: its annotations, or the ImageUpdater
     // resource that selects it.
-    let selection = argocd::image_updater::select(apps, &updaters);
+    let mut selection = argocd::image_updater::select(apps, &updaters);
+    cluster::add_cosign_keys(input.cluster, &mut selection.apps);
     load_problems.extend(selection.problems);
     for warning in &selection.warnings {
         tracing::warn!("{warning}");

@@ -56,4 +56,17 @@ impl<R: Registry> Registry for Shared<'_, R> {
     fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
         self.inner.first_seen(repo, tags)
     }
+
+    fn requires_signatures(&self, repo: &Repository) -> bool {
+        self.inner.requires_signatures(repo)
+    }
+
+    async fn verify_signatures(
+        &self,
+        repo: &Repository,
+        digest: &str,
+        required: Option<&crate::config::signatures::Requirement>,
+    ) -> Result<crate::registry::SignatureVerdict, RegistryError> {
+        self.inner.verify_signatures(repo, digest, required).await
+    }
 }

@@ -289,14 +289,14 @@ fn replaced(
             reason: "the new text is not read as exactly one scalar".into(),
         });
     }
-    if v2.as_ref() != value || Quote::of(*s2) != Some(*quote) {
+    // `&*`, not `as_ref()`: with `typed-path` in the build (through sigstore's TUF client),
+    // `Cow<str>: AsRef<_>` has two candidates and no longer infers.
+    if &**v2 != value || Quote::of(*s2) != Some(*quote) {
         return Err(Mismatch {
             offset: r1.start,
             reason: format!(
                 "{:?} reads back as {:?} ({:?}), not {value:?}",
-                v1.as_ref(),
-                v2.as_ref(),
-                s2
+                &**v1, &**v2, s2
             ),
         });
     }

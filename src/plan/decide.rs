@@ -15,7 +15,7 @@ use super::{Progress, REGISTRY_CONCURRENCY};
 use crate::image::{Platform, Repository, is_valid_digest, is_valid_tag};
 use crate::manifest::{FieldKind, ImageField, MarkerPart, Pins};
 use crate::policy::{ImagePolicy, Strategy};
-use crate::registry::{ImageInfo, Registry, RegistryError};
+use crate::registry::{ImageInfo, Registry, RegistryError, SignatureVerdict};
 use crate::select::{self, Decision, SkipReason, Skipped, TagCandidate};
 
 /// Why a reference could not be decided: the registry did not answer what was needed.
@@ -167,6 +167,12 @@ pub async fn decide_reference<R: Registry>(
             Decision::Hold(reason) => return Ok(Outcome::Hold(reason)),
         },
     };
+    // The digest strategy follows one tag: its digest is what must be signed.
+    if matches!(policy.strategy, Strategy::Digest { .. })
+        && let Some(reason) = inspector.not_signed(policy, &tag).await?
+    {
+        return Ok(Outcome::Hold(format!("tag {tag}: {reason}")));
+    }
     let pin = pin
         || policy.pin_digest
         || matches!(policy.strategy, Strategy::Digest { .. })
@@ -264,14 +270,39 @@ impl<'r, R: Registry> Inspector<'r, R> {
         policy: &ImagePolicy,
         tag: &str,
     ) -> Result<Option<SkipReason>, RegistryError> {
-        if policy.platforms.is_empty() {
+        if !policy.platforms.is_empty() {
+            let info = self.info(policy, tag).await?;
+            if let Some(missing) = select::missing_platforms(&policy.platforms, &info.platforms) {
+                return Ok(Some(missing));
+            }
+        }
+        self.not_signed(policy, tag).await
+    }
+
+    /// Why `tag` is no candidate for its signatures (issue 22), or `None` when it may be
+    /// chosen (it verifies, or no `signatures:` applies). Only then is its digest asked for.
+    async fn not_signed(
+        &self,
+        policy: &ImagePolicy,
+        tag: &str,
+    ) -> Result<Option<SkipReason>, RegistryError> {
+        if policy.signatures.is_none() && !self.registry.requires_signatures(&policy.image) {
             return Ok(None);
         }
-        let info = self.info(policy, tag).await?;
-        Ok(select::missing_platforms(
-            &policy.platforms,
-            &info.platforms,
+        let digest = self.digest(policy, tag).await?;
+        // Boxed: the verification's future is deep (the crate's client inside the client's
+        // memo), and inlined into every planner's future it overflows rustc's layout depth.
+        let verdict = Box::pin(self.registry.verify_signatures(
+            &policy.image,
+            &digest,
+            policy.signatures.as_ref(),
         ))
+        .await?;
+        Ok(match verdict {
+            SignatureVerdict::NotRequired | SignatureVerdict::Verified { .. } => None,
+            SignatureVerdict::Unsigned => Some(SkipReason::Unsigned),
+            SignatureVerdict::Untrusted { found } => Some(SkipReason::Untrusted { found }),
+        })
     }
 
     /// Keeps what `policy` passed over, each tag once.

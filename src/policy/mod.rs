@@ -101,6 +101,9 @@ pub struct ImagePolicy {
     pub version_labels: Option<crate::config::version_labels::VersionLabels>,
     /// `promote:`: the policy follows other environments instead of the registry (issue 20).
     pub promote: Option<Promote>,
+    /// `signatures:` (issue 22): the cosign signatures a tag's image must carry to be chosen.
+    /// `None`: `tagpilot.yaml`'s default for the image, if any, applies.
+    pub signatures: Option<crate::config::signatures::Requirement>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
 }
@@ -367,6 +370,7 @@ impl ImagePolicy {
             verify: None,
             version_labels: None,
             promote: None,
+            signatures: None,
             targets: Vec::new(),
         })
     }
@@ -460,6 +464,11 @@ pub enum PolicyError {
         message: String,
         error: Box<ValueError>,
     },
+    /// A signature requirement whose key could not be read (an `ImageUpdater` resource's
+    /// `imagesVerification.cosignKey`): the image is not updated. `message` names the field,
+    /// the Secret and why.
+    #[error("{message}")]
+    Unverifiable { message: String },
     /// `--order` names no regex order.
     #[error("unknown order {order:?}: expected numerical, alphabetical or semver")]
     UnknownOrder { order: String },
@@ -473,7 +482,9 @@ impl PolicyError {
             PolicyError::Syntax { location, .. }
             | PolicyError::Invalid { location, .. }
             | PolicyError::Duplicate { location, .. } => Some(&location.file),
-            PolicyError::Adhoc { .. } | PolicyError::UnknownOrder { .. } => None,
+            PolicyError::Adhoc { .. }
+            | PolicyError::UnknownOrder { .. }
+            | PolicyError::Unverifiable { .. } => None,
         }
     }
 }
@@ -523,7 +534,8 @@ impl PolicyError {
             | PolicyError::Duplicate { location, .. } => Some(location),
             PolicyError::Read { .. }
             | PolicyError::Adhoc { .. }
-            | PolicyError::UnknownOrder { .. } => None,
+            | PolicyError::UnknownOrder { .. }
+            | PolicyError::Unverifiable { .. } => None,
         }
     }
 
@@ -535,6 +547,7 @@ impl PolicyError {
             PolicyError::Invalid { .. } => "invalid",
             PolicyError::Duplicate { .. } => "duplicate",
             PolicyError::Adhoc { .. } | PolicyError::UnknownOrder { .. } => "adhoc",
+            PolicyError::Unverifiable { .. } => "unverifiable",
         }
     }
 }

@@ -77,6 +77,9 @@ impl RegistryClient {
         }
         self.tags.clear();
         self.tag_digests.clear();
+        // Verdicts other than "verified" (kept in the store) may change: CI signs after it
+        // pushes.
+        self.signatures.verdicts.clear();
         if self.store.is_some() {
             // The store keeps what was found by digest; kept in memory as well, it would grow
             // with every image a long-running process has ever seen.
@@ -136,7 +139,6 @@ impl RegistryClient {
         .with_given(&options.credentials);
         Ok(RegistryClient {
             http,
-            options,
             credentials,
             registries: Mutex::new(HashMap::new()),
             counters: Counters::default(),
@@ -146,6 +148,12 @@ impl RegistryClient {
             manifests: Memo::default(),
             configs: Memo::default(),
             store: None,
+            signatures: super::signatures::SignatureState {
+                defaults: options.signature_defaults.clone(),
+                trust_root_file: options.signature_trust_root.clone(),
+                ..Default::default()
+            },
+            options,
         })
     }
 
@@ -263,6 +271,21 @@ impl Registry for RegistryClient {
             Some(store) => store.first_seen(repo, tags, jiff::Timestamp::now()),
             None => vec![None; tags.len()],
         }
+    }
+
+    fn requires_signatures(&self, repo: &Repository) -> bool {
+        self.default_signatures(repo).is_some()
+    }
+
+    #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, digest = %digest))]
+    async fn verify_signatures(
+        &self,
+        repo: &Repository,
+        digest: &str,
+        required: Option<&crate::config::signatures::Requirement>,
+    ) -> Result<super::SignatureVerdict, RegistryError> {
+        // Boxed for the same reason as the planner's call: a deep future, asked rarely.
+        Box::pin(self.verify_digest(repo, digest, required)).await
     }
 }
 

@@ -145,6 +145,33 @@ pub enum RegistryError {
         #[source]
         source: CredentialError,
     },
+
+    /// The signatures of a digest could not be verified at all (not "did not verify"): the
+    /// reference is held, never taken as signed or skipped as unsigned.
+    #[error(
+        "cannot verify the signatures of {digest} in repository {repository} on registry \
+         {registry}"
+    )]
+    Signatures {
+        registry: String,
+        repository: String,
+        digest: String,
+        #[source]
+        source: Arc<super::signatures::SignatureError>,
+    },
+
+    /// Signature verification could not be set up (the trust root could not be read).
+    #[error("cannot verify signatures for repository {repository} on registry {registry}")]
+    SignaturesSetup {
+        registry: String,
+        repository: String,
+        #[source]
+        source: Arc<super::signatures::SignatureError>,
+    },
+
+    /// A registry that cannot verify signatures (an in-memory one) was asked to.
+    #[error("repository {repository}: this registry cannot verify signatures")]
+    SignaturesUnsupported { repository: String },
 }
 
 impl RegistryError {
@@ -164,6 +191,9 @@ impl RegistryError {
             RegistryError::Http { .. } => "http_error",
             RegistryError::Credentials { .. } => "credentials",
             RegistryError::TagListTooLong { .. } => "tag_list_too_long",
+            RegistryError::Signatures { .. } => "signatures",
+            RegistryError::SignaturesSetup { .. } => "signatures_setup",
+            RegistryError::SignaturesUnsupported { .. } => "signatures_unsupported",
         }
     }
 }

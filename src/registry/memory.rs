@@ -262,6 +262,26 @@ impl Registry for MemoryRegistry {
             .map(|t| seen.and_then(|s| s.get(*t)).copied())
             .collect()
     }
+
+    fn requires_signatures(&self, _repo: &Repository) -> bool {
+        false
+    }
+
+    /// An in-memory registry holds no signatures: asked to verify, it refuses rather than
+    /// answering "signed".
+    async fn verify_signatures(
+        &self,
+        repo: &Repository,
+        _digest: &str,
+        required: Option<&crate::config::signatures::Requirement>,
+    ) -> Result<super::SignatureVerdict, RegistryError> {
+        match required {
+            None => Ok(super::SignatureVerdict::NotRequired),
+            Some(_) => Err(RegistryError::SignaturesUnsupported {
+                repository: repo.to_string(),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -52,6 +52,7 @@ mod memo;
 mod memory;
 mod options;
 mod send;
+mod signatures;
 mod state;
 mod store;
 mod tags;
@@ -63,6 +64,7 @@ pub use client::{RequestStats, ResponseCount};
 pub use error::{Malformation, Refusal, Refused, RegistryError, TagListBound};
 pub use memory::{MemoryRegistry, MemoryRegistryError};
 pub use options::ClientOptions;
+pub use signatures::{SignatureError, SignatureVerdict, VerificationCounts};
 pub use state::RegistryClient;
 pub use store::MetadataStore;
 
@@ -142,4 +144,20 @@ pub trait Registry: Send + Sync {
         let _ = repo;
         vec![None; tags.len()]
     }
+
+    /// Whether `tagpilot.yaml` requires signatures of `repo`'s images by default, so that a
+    /// policy without `signatures:` of its own must still be verified. No default: a wrapper
+    /// that forgot to forward it would let unsigned images through.
+    fn requires_signatures(&self, repo: &Repository) -> bool;
+
+    /// Whether `digest` carries a cosign signature `required` accepts (issue 22); `None` means
+    /// the policy sets none, and the registry's own default for the image (`tagpilot.yaml`
+    /// `signatures.defaults`) applies, if any. An `Err` means it could not be found out, which
+    /// holds the reference; it never means "unsigned". No default, as above.
+    fn verify_signatures(
+        &self,
+        repo: &Repository,
+        digest: &str,
+        required: Option<&crate::config::signatures::Requirement>,
+    ) -> impl Future<Output = Result<SignatureVerdict, RegistryError>> + Send;
 }

@@ -35,6 +35,10 @@ pub struct ClientOptions {
     /// Credentials held in memory by registry host, winning over `registries` and
     /// `config.json`: pull secrets read from Kubernetes for Argo CD Applications.
     pub credentials: HashMap<String, Credential>,
+    /// `signatures.defaults` of `tagpilot.yaml`, keys read, longest prefix first.
+    pub signature_defaults: Vec<(String, crate::config::signatures::Requirement)>,
+    /// `signatures.trustRoot`, resolved against the config's directory.
+    pub signature_trust_root: Option<PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -52,6 +56,8 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
             credentials: HashMap::new(),
+            signature_defaults: Vec::new(),
+            signature_trust_root: None,
         }
     }
 }
@@ -62,6 +68,12 @@ impl ClientOptions {
         ClientOptions {
             registries: config.registries.clone(),
             base_dir: config.base_dir().to_path_buf(),
+            signature_defaults: config.signature_defaults.clone(),
+            signature_trust_root: config
+                .signatures
+                .as_ref()
+                .and_then(|s| s.trust_root.as_ref())
+                .map(|p| config.base_dir().join(p)),
             ..ClientOptions::default()
         }
     }

@@ -42,6 +42,8 @@ pub struct RegistryClient {
     pub(super) configs: Memo<(Repository, String), Result<ConfigFacts, RegistryError>>,
     /// Where content found by digest and first-seen times outlive the process, if anywhere.
     pub(super) store: Option<Arc<dyn MetadataStore>>,
+    /// Cosign signature defaults, trust root and this cycle's verdicts (`signatures.rs`).
+    pub(super) signatures: super::signatures::SignatureState,
 }
 
 /// What the client knows about one registry host.

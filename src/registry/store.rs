@@ -30,4 +30,14 @@ pub trait MetadataStore: Send + Sync {
         tags: &[&str],
         now: jiff::Timestamp,
     ) -> Vec<Option<jiff::Timestamp>>;
+    /// Whether `key` (a digest and the fingerprint of a signature requirement) was verified.
+    /// Only verified digests are kept: a digest that did not verify may be signed later.
+    fn signature_verified(&self, key: &str) -> bool {
+        let _ = key;
+        false
+    }
+    /// Keeps that `key` verified.
+    fn put_signature_verified(&self, key: &str) {
+        let _ = key;
+    }
 }

@@ -143,6 +143,9 @@ impl Daemon<'_> {
         self.shared
             .metrics
             .record_metadata_hits(self.session.registry.metadata_cache_hits());
+        self.shared
+            .metrics
+            .record_signatures(&self.session.registry.signature_verifications());
         if let Some(state) = &self.shared.state {
             // Up means this cycle's writes worked. Read before the flush: the flush opens a
             // store that went down again, and on a full disk the file may open (and an empty,
@@ -231,6 +234,9 @@ impl Daemon<'_> {
         self.shared
             .metrics
             .record_registry(&self.session.registry.responses());
+        self.shared
+            .metrics
+            .record_signatures(&self.session.registry.signature_verifications());
         let took = self.clock.now().saturating_duration_since(started);
         let took = humantime::format_duration(round(took)).to_string();
         match &result {

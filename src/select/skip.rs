@@ -1,5 +1,6 @@
 //! Candidates passed over after ranking: the best tag by the policy's order that a check made
-//! on the registry's answer refuses (it lacks a platform the policy requires), so selection
+//! on the registry's answer refuses (it lacks a platform the policy requires, or a signature
+//! its `signatures:` accepts), so selection
 //! moves on to the next one. The checks are asked lazily by the planner, best candidate first,
 //! and only until one passes; what this module holds is the pure part: the reasons, and
 //! whether an image offers every required platform.
@@ -25,6 +26,11 @@ pub enum SkipReason {
     /// index entries without `platform`), so it cannot be shown to offer the required ones;
     /// taking it would widen the requirement.
     PlatformsUnknown,
+    /// No cosign signature was found for the image's digest (no `.sig` tag, no bundle among
+    /// its referrers) though the policy's `signatures:` requires one.
+    Unsigned,
+    /// Signatures were found, but none verified with the required keys or identities.
+    Untrusted { found: usize },
 }
 
 impl SkipReason {
@@ -33,6 +39,8 @@ impl SkipReason {
         match self {
             SkipReason::MissingPlatforms { .. } => "missing_platforms",
             SkipReason::PlatformsUnknown => "platforms_unknown",
+            SkipReason::Unsigned => "unsigned",
+            SkipReason::Untrusted { .. } => "untrusted",
         }
     }
 }
@@ -49,6 +57,12 @@ impl fmt::Display for SkipReason {
             SkipReason::PlatformsUnknown => {
                 f.write_str("its image does not say which platforms it is for")
             }
+            SkipReason::Unsigned => f.write_str("not signed (no cosign signature found)"),
+            SkipReason::Untrusted { found } => write!(
+                f,
+                "not signed by a required key or identity ({found} signature(s) found, none \
+                 verified)"
+            ),
         }
     }
 }

@@ -63,6 +63,8 @@ const FIRST_SEEN: TableDefinition<'_, (&str, &str, &str), i64> =
 const PROPOSALS: TableDefinition<'_, (&str, &str), &[u8]> = TableDefinition::new("proposals/v1");
 /// (kind, delivery id) → when it was handled, Unix seconds.
 const DELIVERIES: TableDefinition<'_, (&str, &str), i64> = TableDefinition::new("deliveries/v1");
+/// `digest|requirement fingerprint` → when its cosign signatures verified (issue 22), as text.
+const SIGNATURES: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("signatures/v1");
 
 /// redb's page cache. Its default (1 GiB) is a ceiling, not an allocation, but a daemon that
 /// watches a thousand repositories must stay small; lookups here are by key, a few per tag.
@@ -431,6 +433,21 @@ impl MetadataStore for State {
 
     fn config(&self, digest: &str) -> Option<Vec<u8>> {
         self.read(CONFIGS, digest)
+    }
+
+    fn signature_verified(&self, key: &str) -> bool {
+        self.read(SIGNATURES, key).is_some()
+    }
+
+    fn put_signature_verified(&self, key: &str) {
+        let now = jiff::Timestamp::now().to_string();
+        let _ = self.write(
+            |txn| {
+                txn.open_table(SIGNATURES)?.insert(key, now.as_bytes())?;
+                Ok(())
+            },
+            Durability::None,
+        );
     }
 
     fn put_config(&self, digest: &str, facts: &[u8]) {

@@ -599,6 +599,19 @@ impl tagpilot::registry::Registry for Gate {
     ) -> Result<tagpilot::registry::ImageInfo, tagpilot::registry::RegistryError> {
         self.inner.inspect(repo, reference, platforms).await
     }
+
+    fn requires_signatures(&self, repo: &tagpilot::image::Repository) -> bool {
+        self.inner.requires_signatures(repo)
+    }
+
+    async fn verify_signatures(
+        &self,
+        repo: &tagpilot::image::Repository,
+        digest: &str,
+        required: Option<&tagpilot::config::signatures::Requirement>,
+    ) -> Result<tagpilot::registry::SignatureVerdict, tagpilot::registry::RegistryError> {
+        self.inner.verify_signatures(repo, digest, required).await
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -183,8 +183,8 @@ async fn run_case(case: &Path) -> Vec<String> {
             Some(got) if got != want => failures.push(format!(
                 "out/{rel} differs:\n{}",
                 similar::TextDiff::from_lines(
-                    String::from_utf8_lossy(want).as_ref(),
-                    String::from_utf8_lossy(got).as_ref()
+                    &*String::from_utf8_lossy(want),
+                    &*String::from_utf8_lossy(got)
                 )
                 .unified_diff()
                 .header("expected", "actual")

@@ -28,6 +28,7 @@ mod registry;
 mod registry_faults;
 mod render;
 mod revert;
+mod signatures;
 mod support;
 mod verification;
 mod version_labels;

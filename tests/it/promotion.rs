@@ -593,6 +593,7 @@ async fn prod_takes_what_the_staging_application_has_verified_and_kept_healthy()
         updaters: Vec::new(),
         registry_credentials: Default::default(),
         problems: Vec::new(),
+        cosign_keys: Default::default(),
     };
     let state_dir = tempfile::tempdir().unwrap();
     let state = State::open(state_dir.path()).unwrap();
@@ -691,6 +692,7 @@ async fn a_tag_whose_verification_failed_in_the_staging_application_is_held_for_
         updaters: Vec::new(),
         registry_credentials: Default::default(),
         problems: Vec::new(),
+        cosign_keys: Default::default(),
     };
     let state_dir = tempfile::tempdir().unwrap();
     let state = State::open(state_dir.path()).unwrap();

@@ -4,7 +4,7 @@
 
 use super::super::annotations;
 use super::super::settings::{
-    self, AppSettings, Given, HelmNames, ImageInput, Listed, PullRequestProvider,
+    self, AppSettings, CosignKey, Given, HelmNames, ImageInput, Listed, PullRequestProvider,
     PullRequestSettings, SettingError, SettingsInput, SkippedAnnotation, image_and_constraint,
 };
 use super::{
@@ -148,6 +148,16 @@ pub(super) fn settings_for(
 
     // 3. The one reader checks every value, as it does the annotations'.
     let mut settings = settings::read(input);
+    // 4. The cosign key each verified image's signatures must verify with (read from its
+    // Secret by the cluster loader).
+    for (i, image) in entry.images.iter().enumerate() {
+        let path = format!("{}.images[{i}]", at.ref_path);
+        if let Verification::Enabled(Some(key)) = at.verification(i, &path)
+            && let Some(s) = settings.images.iter_mut().find(|s| s.alias == image.alias)
+        {
+            s.cosign_key = Some(key);
+        }
+    }
     if let Some(e) = pull_request_error {
         // Pushing straight to the branch instead would skip the review the user asked for.
         settings.images.clear();
@@ -188,10 +198,41 @@ impl Entry<'_> {
         settings
     }
 
+    /// `imagesVerification` for image `i` (at `path`): the most specific level that says
+    /// `enabled` decides whether it is on (a block without `enabled` is on), and the most
+    /// specific `cosignKey` is the key, as Image Updater layers spec, entry and image.
+    fn verification(&self, i: usize, path: &str) -> Verification {
+        let (u, entry, resource, ref_path) = (self.u, self.entry, &self.resource, &self.ref_path);
+        let image = &entry.images[i];
+        let levels = [
+            (u.spec.images_verification.as_ref(), "spec".to_string()),
+            (entry.images_verification.as_ref(), ref_path.clone()),
+            (image.images_verification.as_ref(), path.to_string()),
+        ];
+        let enabled = levels
+            .iter()
+            .filter_map(|(v, _)| v.map(|v| v.enabled.unwrap_or(true)))
+            .next_back();
+        if enabled != Some(true) {
+            return Verification::Off;
+        }
+        let key = levels.iter().rev().find_map(|(v, at)| {
+            let k = v.and_then(|v| v.cosign_key.as_ref())?;
+            Some(CosignKey {
+                namespace: u.namespace().to_string(),
+                secret: k.secret_name.clone(),
+                key: k.key.clone(),
+                field: format!("{resource}: {at}.imagesVerification.cosignKey"),
+                pem: None,
+            })
+        });
+        Verification::Enabled(key)
+    }
+
     /// Why image `i` (at `path`) is not updated at all, if it is not: an alias that is not
     /// valid or is used twice, verification asked for, manifest targets tagpilot cannot write.
     fn refused(&self, i: usize, path: &str) -> Option<SkippedAnnotation> {
-        let (u, entry, resource, ref_path) = (self.u, self.entry, &self.resource, &self.ref_path);
+        let (entry, resource) = (self.entry, &self.resource);
         let image = &entry.images[i];
         let alias = &image.alias;
         if !valid_alias(alias) {
@@ -211,31 +252,14 @@ impl Entry<'_> {
                 ),
             });
         }
-        // Cosign verification is not done yet: updating without it would deploy what the
-        // user asked to be refused, so such an image is held instead.
-        let verification = [
-            (
-                u.spec.images_verification.as_ref(),
-                "spec.imagesVerification".to_string(),
-            ),
-            (
-                entry.images_verification.as_ref(),
-                format!("{ref_path}.imagesVerification"),
-            ),
-            (
-                image.images_verification.as_ref(),
-                format!("{path}.imagesVerification"),
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(v, p)| v.map(|v| (v.enabled.unwrap_or(true), p)))
-        .next_back();
-        if let Some((true, field)) = verification {
+        // Verification asked for without a key to verify with would deploy what the user
+        // asked to be refused, so such an image is held instead.
+        if let Verification::Enabled(None) = self.verification(i, path) {
             return Some(SkippedAnnotation {
-                key: format!("{resource}: {field}"),
+                key: format!("{resource}: {path}.imagesVerification"),
                 reason: format!(
-                    "image {alias:?}: tagpilot does not verify cosign signatures yet, so the \
-                     image is not updated rather than updated unverified"
+                    "image {alias:?}: imagesVerification is enabled but no level names a \
+                     cosignKey, so the image is not updated rather than updated unverified"
                 ),
             });
         }
@@ -418,4 +442,11 @@ fn pull_request_settings(
         labels,
         field: String::new(),
     })
+}
+
+/// What `imagesVerification` says of one image.
+enum Verification {
+    Off,
+    /// On, with the most specific `cosignKey` if any level names one.
+    Enabled(Option<CosignKey>),
 }

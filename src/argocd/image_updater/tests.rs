@@ -282,18 +282,30 @@ spec:
 "#;
     let settings = select_one(app("shop", &[], &[]), yaml).settings.unwrap();
     let aliases: Vec<&str> = settings.images.iter().map(|i| i.alias.as_str()).collect();
-    assert_eq!(aliases, ["unsigned", "strategy"]);
+    // Issue 22: `imagesVerification` is honoured: the image is updated only to tags signed with
+    // the key of the most specific `cosignKey`, read from its Secret in the resource's namespace.
+    assert_eq!(aliases, ["signed", "unsigned", "strategy"]);
+    let key = settings.images[0].cosign_key.as_ref().expect("cosign key");
+    assert_eq!(
+        (
+            key.namespace.as_str(),
+            key.secret.as_str(),
+            key.key.as_str()
+        ),
+        ("argocd", "cosign", "cosign.pub")
+    );
+    assert_eq!(
+        key.field,
+        "ImageUpdater argocd/u: spec.imagesVerification.cosignKey"
+    );
+    assert!(settings.images[1].cosign_key.is_none());
     let keys: Vec<&str> = settings.skipped.iter().map(|s| s.key.as_str()).collect();
     assert_eq!(
         keys,
-        [
-            "ImageUpdater argocd/u: spec.applicationRefs[0].images[2].manifestTargets.plugin",
-            "ImageUpdater argocd/u: spec.imagesVerification",
-        ]
+        ["ImageUpdater argocd/u: spec.applicationRefs[0].images[2].manifestTargets.plugin"]
     );
-    assert!(settings.skipped[1].reason.contains("\"signed\""));
     // An unknown strategy blocks its image (issue 17), named by the field it was written in.
-    let strategy = &settings.images[1];
+    let strategy = &settings.images[2];
     assert!(strategy.is_blocked());
     assert_eq!(
         strategy.unreadable[0].to_string(),
@@ -539,4 +551,32 @@ fn a_migrated_resource_leaves_out_an_image_whose_filter_cannot_be_read() {
         .map(|i| i.alias.as_str())
         .collect();
     assert_eq!(aliases, ["web"]);
+}
+
+/// Issue 22: verification switched on with no key at any level cannot verify anything, so the
+/// image is held rather than updated unverified.
+#[test]
+fn verification_without_a_cosign_key_holds_the_image() {
+    let yaml = r#"
+apiVersion: argocd-image-updater.argoproj.io/v1alpha1
+kind: ImageUpdater
+metadata: {name: u, namespace: argocd}
+spec:
+  applicationRefs:
+    - namePattern: shop
+      imagesVerification: {enabled: true}
+      images:
+        - {alias: keyless, imageName: nginx}
+"#;
+    let settings = select_one(app("shop", &[], &[]), yaml).settings.unwrap();
+    assert!(settings.images.is_empty());
+    assert_eq!(
+        settings.skipped[0].key,
+        "ImageUpdater argocd/u: spec.applicationRefs[0].images[0].imagesVerification"
+    );
+    assert!(
+        settings.skipped[0]
+            .reason
+            .contains("no level names a cosignKey")
+    );
 }

@@ -277,6 +277,9 @@ fn policy(app: &Application, image: &ImageSettings) -> Result<ImagePolicy, Polic
     p.set_ignore_tags(&image.ignore_tags)?;
     p.platforms = image.platforms.clone();
     p.min_age = image.min_age;
+    if let Some(key) = &image.cosign_key {
+        p.signatures = Some(cosign_requirement(key)?);
+    }
     // Image Updater's choice, read from its `GetNewestVersionFromTags`
     // (registry-scanner/pkg/image/version.go): the current tag is not read at all, so `latest`
     // (or no tag) is replaced, and every version parses as Masterminds reads it (`1.0` is
@@ -363,3 +366,32 @@ pub fn under(root: &str, path: &Path) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// The signature requirement of an `ImageUpdater` resource's `imagesVerification.cosignKey`:
+/// the key as read from its Secret. A key that was not read (no cluster connection, a missing
+/// Secret or key, not a public key) keeps the image from being updated, never lets it through
+/// unverified.
+fn cosign_requirement(
+    key: &crate::argocd::settings::CosignKey,
+) -> Result<crate::config::signatures::Requirement, PolicyError> {
+    use crate::config::signatures::{PublicKey, SignatureRequirement};
+    let source = format!("Secret {}/{}[{}]", key.namespace, key.secret, key.key);
+    let unread = |why: String| {
+        let message = format!("{}: the cosign key {source} {why}", key.field);
+        PolicyError::Unverifiable { message }
+    };
+    match &key.pem {
+        Some(Ok(pem)) => Ok(std::sync::Arc::new(SignatureRequirement {
+            keys: vec![PublicKey {
+                pem: pem.clone(),
+                source,
+            }],
+            identities: Vec::new(),
+            origin: key.field.clone(),
+        })),
+        Some(Err(why)) => Err(unread(why.clone())),
+        None => Err(unread(
+            "was not read (Secrets are read only for Applications from the cluster)".to_string(),
+        )),
+    }
+}

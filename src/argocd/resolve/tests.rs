@@ -260,3 +260,31 @@ fn repocreds_from_git_need_a_configured_repository() {
     assert!(r.apps[0].problems.is_empty(), "{:?}", r.apps[0].problems);
     assert_eq!(r.repositories[0].url, "https://git.example/m.git");
 }
+
+/// Issue 22: an `imagesVerification.cosignKey` becomes the policy's signature requirement once
+/// its Secret was read; unread or unusable, it keeps the image from being updated.
+#[test]
+fn a_cosign_key_is_the_policys_requirement_and_an_unread_one_holds() {
+    let mut key = crate::argocd::settings::CosignKey {
+        namespace: "argocd".into(),
+        secret: "cosign".into(),
+        key: "cosign.pub".into(),
+        field: "ImageUpdater argocd/u: spec.imagesVerification.cosignKey".into(),
+        pem: None,
+    };
+    let err = cosign_requirement(&key).unwrap_err().to_string();
+    assert!(
+        err.contains("spec.imagesVerification.cosignKey") && err.contains("was not read"),
+        "{err}"
+    );
+    key.pem = Some(Err("has no key \"cosign.pub\"".into()));
+    let err = cosign_requirement(&key).unwrap_err().to_string();
+    assert!(
+        err.contains("Secret argocd/cosign[cosign.pub] has no key"),
+        "{err}"
+    );
+    key.pem = Some(Ok(b"PEM".to_vec()));
+    let r = cosign_requirement(&key).unwrap();
+    assert_eq!(r.keys[0].pem, b"PEM");
+    assert_eq!(r.keys[0].source, "Secret argocd/cosign[cosign.pub]");
+}

@@ -101,9 +101,25 @@ pub struct ImageSettings {
     /// `tagpilot.dev/<alias>.min-age` (tagpilot's own; Image Updater has none): the policy's
     /// `minAge`.
     pub min_age: Option<std::time::Duration>,
+    /// `imagesVerification.cosignKey` of an `ImageUpdater` resource (issue 22): the public key
+    /// the image's cosign signatures must verify with.
+    pub cosign_key: Option<CosignKey>,
     /// Filters, ranges and strategies that cannot be read. Any one of them blocks the image:
     /// reading it as "no filter" would widen what the user asked for.
     pub unreadable: Vec<UnreadableSetting>,
+}
+
+/// A cosign public key in a Secret of the `ImageUpdater` resource's namespace, and, once read
+/// over the cluster connection, its PEM (or why it could not be read: the image is then not
+/// updated, never updated unverified).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CosignKey {
+    pub namespace: String,
+    pub secret: String,
+    pub key: String,
+    /// `ImageUpdater <ns>/<name>: <field path>`, for messages.
+    pub field: String,
+    pub pem: Option<Result<Vec<u8>, String>>,
 }
 
 impl ImageSettings {

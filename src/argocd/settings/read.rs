@@ -161,6 +161,7 @@ fn image_settings(given: &ImageInput, skipped: &mut Vec<SkippedAnnotation>) -> I
         helm: given.helm.clone(),
         kustomize_image_name: given.kustomize_image_name.clone(),
         min_age: None,
+        cosign_key: None,
         unreadable: Vec::new(),
     };
     // Image Updater's own fallback for an unknown strategy is semver, and for an unreadable

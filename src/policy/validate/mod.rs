@@ -120,6 +120,7 @@ impl Validator<'_> {
         }
         let min_age = self.min_age(spec.min_age, &strategy);
         let promote = spec.promote.and_then(|p| self.promote(p, &strategy));
+        let signatures = self.signatures(spec.signatures);
         let targets: Vec<Target> = spec
             .targets
             .into_iter()
@@ -149,8 +150,30 @@ impl Validator<'_> {
             verify: spec.verify,
             version_labels: spec.version_labels,
             promote,
+            signatures,
             targets,
         })
+    }
+
+    /// `signatures:` with its keys read from files next to the policy file or the
+    /// environment; a key that cannot be read is an error here, so the policy is not planned.
+    fn signatures(
+        &mut self,
+        raw: Option<Spanned<crate::config::signatures::SignaturesConfig>>,
+    ) -> Option<crate::config::signatures::Requirement> {
+        let raw = raw?;
+        let base = self.path.parent().unwrap_or(Path::new("."));
+        let origin = self.at(&raw).to_string();
+        match raw.value.resolve(base, origin) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.error(
+                    &raw,
+                    format!("spec.signatures: {}", crate::error_chain::chain(&e)),
+                );
+                None
+            }
+        }
     }
 
     /// Checks `apiVersion`, `kind` and `metadata`: the policy's name, its namespace, and where

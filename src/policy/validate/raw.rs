@@ -61,6 +61,9 @@ pub(super) struct RawSpec {
     pub(super) min_age: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) verify: Option<crate::config::verify::VerifyConfig>,
+    /// Issue 22: the cosign signatures a tag's image must carry.
+    #[serde(default)]
+    pub(super) signatures: Option<Spanned<crate::config::signatures::SignaturesConfig>>,
     #[serde(default)]
     pub(super) version_labels: Option<crate::config::version_labels::VersionLabels>,
     pub(super) promote: Option<Spanned<RawPromote>>,

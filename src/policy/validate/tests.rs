@@ -30,3 +30,25 @@ fn value_paths() {
         assert!(check_value_path(bad).is_err(), "{bad}");
     }
 }
+
+/// Issue 22: a `signatures:` key that cannot be read is an error at the setting's line, and
+/// the policy is not planned; it never means "no signature required".
+#[test]
+fn a_signature_key_that_cannot_be_read_is_an_error_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.yaml");
+    let yaml = "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: r.example/api\n  strategy: {semver: {}}\n  signatures:\n    keys: [{file: gone.pub}]\n";
+    let text = crate::policy::parse_file(&path, yaml)
+        .expect_err("no policy without its key")
+        .to_string();
+    assert!(text.contains("p.yaml:9"), "{text}");
+    assert!(
+        text.contains("spec.signatures: reading the public key file"),
+        "{text}"
+    );
+    assert!(text.contains("gone.pub"), "{text}");
+    let pem = rcgen::KeyPair::generate().unwrap().public_key_pem();
+    std::fs::write(dir.path().join("cosign.pub"), pem).unwrap();
+    let ok = crate::policy::parse_file(&path, &yaml.replace("gone.pub", "cosign.pub")).unwrap();
+    assert_eq!(ok[0].signatures.as_ref().unwrap().keys.len(), 1);
+}

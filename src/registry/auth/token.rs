@@ -157,7 +157,7 @@ impl RegistryClient {
 
     /// The registry's credential, looked up once per registry on its first challenge (and again
     /// after [`RegistryClient::reload_credential`]).
-    async fn credential(
+    pub(in crate::registry) async fn credential(
         &self,
         reg: &RegistryState,
         repo: &Repository,

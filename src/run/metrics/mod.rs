@@ -58,6 +58,10 @@ pub struct Metrics {
     /// The files the last full cycle skipped, by reason.
     skipped_files: Family<SkipLabel, Gauge>,
     metadata_hits: Counter,
+    /// Cosign signature verifications by result (issue 22).
+    signatures: Family<ResultLabel, Counter>,
+    /// The registry client's verification counts when last taken.
+    signatures_seen: Mutex<BTreeMap<&'static str, u64>>,
     /// What follows a write: verifications, reverts and holds ([`after_write`]).
     after_write: AfterWrite,
     /// The registry client's metadata cache hits when last taken.
@@ -191,6 +195,13 @@ impl Metrics {
                 "Image manifests and configs served from memory or the --state-dir store instead of a registry",
                 Counter::default(),
             ),
+            signatures: registered(
+                &mut registry,
+                "tagpilot_signature_verifications",
+                "Cosign signature verifications of image digests, by result (verified, unsigned, untrusted, error; cached: a verification kept in the --state-dir store)",
+                Family::default(),
+            ),
+            signatures_seen: Mutex::default(),
             after_write: AfterWrite::register(&mut registry),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
             metadata_hits_seen: Default::default(),
@@ -205,6 +216,9 @@ impl Metrics {
     /// Sets every result, finding kind and skip reason to zero, so that `rate()` and `absent()`
     /// in alerts work before the first failure.
     fn start_at_zero(&self) {
+        for result in ["verified", "unsigned", "untrusted", "error", "cached"] {
+            let _ = self.signatures.get_or_create(&ResultLabel { result });
+        }
         for result in CycleResult::ALL {
             let label = ResultLabel {
                 result: result.label(),
@@ -242,6 +256,21 @@ impl Metrics {
             .metadata_hits_seen
             .swap(total, std::sync::atomic::Ordering::Relaxed);
         self.metadata_hits.inc_by(total.saturating_sub(before));
+    }
+
+    /// Adds the registry client's signature verifications since the last call, by result (its
+    /// counts only grow).
+    pub fn record_signatures(&self, totals: &crate::registry::VerificationCounts) {
+        let mut seen = self
+            .signatures_seen
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for &(result, total) in totals {
+            let before = seen.insert(result, total).unwrap_or(0);
+            self.signatures
+                .get_or_create(&ResultLabel { result })
+                .inc_by(total.saturating_sub(before));
+        }
     }
 
     /// Counts one webhook request of `kind` (`distribution`, `docker.io`, `unknown`: a bounded

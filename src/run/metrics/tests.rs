@@ -508,3 +508,24 @@ fn a_verified_promotion_counts_its_lead_time_and_other_changes_do_not() {
         assert!(text.contains(line), "{line} missing from\n{text}");
     }
 }
+
+#[test]
+fn signature_verifications_count_what_is_new_by_result() {
+    let metrics = Metrics::new();
+    assert!(
+        metrics
+            .render()
+            .contains("tagpilot_signature_verifications_total{result=\"untrusted\"} 0")
+    );
+    metrics.record_signatures(&vec![("verified", 2), ("untrusted", 1)]);
+    metrics.record_signatures(&vec![("verified", 3), ("untrusted", 1)]);
+    let text = metrics.render();
+    assert!(
+        text.contains("tagpilot_signature_verifications_total{result=\"verified\"} 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tagpilot_signature_verifications_total{result=\"untrusted\"} 1"),
+        "{text}"
+    );
+}

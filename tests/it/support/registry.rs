@@ -459,6 +459,55 @@ impl TestRegistry {
         self.put_manifest(path, Some(tag), &bytes, media_type).await
     }
 
+    /// Pushes an artifact (a cosign `.sig` image, a Sigstore bundle referrer): the empty OCI
+    /// config, one layer with its media type and annotations, and the manifest's own
+    /// `artifactType` and `subject` when given; tagged `tag`, else by digest. Returns its digest.
+    pub async fn push_artifact(&self, path: &str, tag: Option<&str>, artifact: Artifact) -> String {
+        let reference = Reference::with_tag(self.host(), path.into(), "unused".into());
+        self.pusher
+            .store_auth_if_needed(&self.host(), &self.push_auth())
+            .await;
+        let config = b"{}".to_vec();
+        let config_digest = sha256(&config);
+        self.pusher
+            .push_blob(&reference, config.clone(), &config_digest)
+            .await
+            .expect("push config");
+        let layer_digest = sha256(&artifact.layer);
+        self.pusher
+            .push_blob(&reference, artifact.layer.clone(), &layer_digest)
+            .await
+            .expect("push layer");
+        let media_type = oci_client::manifest::OCI_IMAGE_MEDIA_TYPE;
+        let mut manifest = json!({
+            "schemaVersion": 2,
+            "mediaType": media_type,
+            "config": {"mediaType": artifact.config_media_type, "digest": config_digest, "size": config.len()},
+            "layers": [{
+                "mediaType": artifact.layer_media_type,
+                "digest": layer_digest,
+                "size": artifact.layer.len(),
+                "annotations": artifact.layer_annotations,
+            }],
+        });
+        if let Some(t) = &artifact.artifact_type {
+            manifest["artifactType"] = json!(t);
+        }
+        if let Some(subject) = &artifact.subject {
+            manifest["subject"] = subject.clone();
+        }
+        let bytes = serde_json::to_vec_pretty(&manifest).unwrap();
+        self.put_manifest(path, tag, &bytes, media_type).await
+    }
+
+    /// Pushes an OCI index as `tag`: the referrers tag schema's `sha256-<hex>` index, as cosign
+    /// writes it on a registry without the referrers API (distribution 2.8). Returns its digest.
+    pub async fn push_raw_index(&self, path: &str, tag: &str, index: &serde_json::Value) -> String {
+        let bytes = serde_json::to_vec_pretty(index).unwrap();
+        let media_type = oci_client::manifest::OCI_IMAGE_INDEX_MEDIA_TYPE;
+        self.put_manifest(path, Some(tag), &bytes, media_type).await
+    }
+
     /// Deletes a manifest by digest (the registry runs with deletes enabled). Anonymous and
     /// Basic modes only.
     pub async fn delete_manifest(&self, path: &str, digest: &str) {
@@ -573,6 +622,18 @@ impl TestRegistry {
             .unwrap_or_else(|e| panic!("push manifest {path}:{tag:?}: {e}"));
         digest
     }
+}
+
+/// What [`TestRegistry::push_artifact`] pushes.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    pub config_media_type: String,
+    pub layer: Vec<u8>,
+    pub layer_media_type: String,
+    pub layer_annotations: BTreeMap<String, String>,
+    pub artifact_type: Option<String>,
+    /// The manifest's `subject` descriptor, for a referrer.
+    pub subject: Option<serde_json::Value>,
 }
 
 impl Drop for TestRegistry {

@@ -1,0 +1,778 @@
+//! Cosign signatures (issue 22) against the real registry, with images this test signs itself:
+//! a P-256 key generated here signs simple-signing payloads pushed as `sha256-<hex>.sig` images,
+//! as `cosign sign --key` does. A tag whose image does not verify is no candidate: selection
+//! moves on to an older signed tag, and the report names the skipped tag and why.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use base64::Engine;
+use rcgen::SigningKey;
+use tagpilot::plan::{self, Plan};
+use tagpilot::policy::{self, ImagePolicy};
+use tagpilot::registry::{RegistryClient, VerificationCounts};
+
+use crate::support::registry::{Artifact, Auth, ImageSpec, TestRegistry};
+
+const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+
+/// A cosign key pair made by the test.
+struct Signer {
+    key: rcgen::KeyPair,
+}
+
+impl Signer {
+    fn new() -> Self {
+        Signer {
+            key: rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap(),
+        }
+    }
+
+    fn public_pem(&self) -> String {
+        self.key.public_key_pem()
+    }
+
+    /// `cosign sign --key`: a simple-signing payload for `digest`, signed, pushed as the
+    /// `sha256-<hex>.sig` image beside it. `tamper` changes the payload after signing.
+    async fn sign(&self, registry: &TestRegistry, path: &str, digest: &str, tamper: bool) {
+        let payload = serde_json::json!({
+            "critical": {
+                "identity": {"docker-reference": format!("{}/{path}", registry.host())},
+                "image": {"docker-manifest-digest": digest},
+                "type": "cosign container image signature",
+            },
+            "optional": null,
+        });
+        let mut payload = serde_json::to_vec(&payload).unwrap();
+        let signature = self.key.sign(&payload).unwrap();
+        if tamper {
+            // Still names the digest, but is no longer what the key signed.
+            payload.push(b' ');
+        }
+        let artifact = Artifact {
+            config_media_type: "application/vnd.oci.image.config.v1+json".into(),
+            layer: payload,
+            layer_media_type: SIMPLE_SIGNING.into(),
+            layer_annotations: BTreeMap::from([(
+                SIGNATURE_ANNOTATION.to_string(),
+                base64::engine::general_purpose::STANDARD.encode(signature),
+            )]),
+            artifact_type: None,
+            subject: None,
+        };
+        let tag = format!("{}.sig", digest.replace(':', "-"));
+        registry.push_artifact(path, Some(&tag), artifact).await;
+    }
+}
+
+/// A working directory with one manifest on `HOST/shop/api:1.0.0` and a policy requiring a
+/// signature by `key`.
+struct Work {
+    dir: tempfile::TempDir,
+    policies: Vec<ImagePolicy>,
+}
+
+fn work(registry: &TestRegistry, key_pem: &str) -> Work {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cosign.pub"), key_pem).unwrap();
+    let image = registry.image("shop/api");
+    std::fs::create_dir_all(dir.path().join("apps")).unwrap();
+    std::fs::write(
+        dir.path().join("apps/deploy.yaml"),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api}}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+        ),
+    )
+    .unwrap();
+    let policy_path = dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    keys: [{{file: cosign.pub}}]\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    std::fs::write(&policy_path, &text).unwrap();
+    let policies = policy::parse_file(&policy_path, &text).expect("policy");
+    Work { dir, policies }
+}
+
+async fn plan_with(work: &Work, client: &RegistryClient) -> Plan {
+    let scope = plan::Scope::local(work.dir.path());
+    plan::plan(&scope, &work.policies, client, &())
+        .await
+        .expect("plan")
+}
+
+/// The tags the plan passed over, as `tag: why`, best first.
+fn skipped_tags(plan: &Plan) -> Vec<String> {
+    plan.skipped_tags
+        .iter()
+        .flat_map(|s| &s.tags)
+        .map(|t| t.0.to_string())
+        .collect()
+}
+
+fn count(counts: &VerificationCounts, label: &str) -> u64 {
+    counts
+        .iter()
+        .find(|(l, _)| *l == label)
+        .map_or(0, |(_, n)| *n)
+}
+
+#[tokio::test]
+async fn an_unsigned_newer_tag_is_skipped_for_an_older_signed_one() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let work = work(&registry, &signer.public_pem());
+
+    let planned = plan_with(&work, &registry.client()).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped = skipped_tags(&planned);
+    assert_eq!(skipped.len(), 1, "{:?}", planned.skipped_tags);
+    assert!(
+        skipped[0].starts_with("1.2.0: not signed"),
+        "{}",
+        skipped[0]
+    );
+}
+
+#[tokio::test]
+async fn a_tampered_signature_or_another_key_does_not_verify() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    let other = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let tampered = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let foreign = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &tampered, true).await;
+    other.sign(&registry, "shop/api", &foreign, false).await;
+    let work = work(&registry, &signer.public_pem());
+    let client = registry.client();
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.changes.is_empty(), "{:?}", planned.changes);
+    let hold = &planned.holds[0];
+    assert!(
+        hold.reason
+            .contains("newer tag 1.2.0: not signed by a required key")
+            && hold.reason.contains("(1 more skipped)"),
+        "{}",
+        hold.reason
+    );
+    let skipped = skipped_tags(&planned);
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert!(
+        skipped[1].starts_with("1.1.0: not signed by a required key"),
+        "{skipped:?}"
+    );
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "untrusted"), 2, "{counts:?}");
+    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
+}
+
+#[tokio::test]
+async fn a_digest_verified_once_is_not_verified_again() {
+    let registry = TestRegistry::start_with_access_log(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let work = work(&registry, &signer.public_pem());
+    let state_dir = tempfile::tempdir().unwrap();
+    let sig_tag = format!("{}.sig", signed.replace(':', "-"));
+    let sig_requests = |registry: &TestRegistry| {
+        registry
+            .requests()
+            .iter()
+            .filter(|r| r.contains(&sig_tag))
+            .count()
+    };
+
+    // A first process verifies and keeps the verdict in its state store.
+    {
+        let state = Arc::new(tagpilot::state::State::open(state_dir.path()).expect("state"));
+        let client = registry.client().with_store(state.clone());
+        let planned = plan_with(&work, &client).await;
+        assert_eq!(planned.changes[0].to, "1.1.0");
+        // A second cycle of the same process asks nothing again either.
+        client.start_cycle();
+        let planned = plan_with(&work, &client).await;
+        assert_eq!(planned.changes[0].to, "1.1.0");
+        assert_eq!(count(&client.signature_verifications(), "verified"), 1);
+        state.flush();
+    }
+    let fetched = sig_requests(&registry);
+    assert!(fetched > 0, "{:?}", registry.requests());
+
+    // A restarted process takes the verdict from the store: no signature is fetched again.
+    let state = Arc::new(tagpilot::state::State::open(state_dir.path()).expect("state"));
+    let client = registry.client().with_store(state);
+    let planned = plan_with(&work, &client).await;
+    assert_eq!(planned.changes[0].to, "1.1.0");
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
+    assert_eq!(count(&counts, "cached"), 1, "{counts:?}");
+    assert_eq!(
+        sig_requests(&registry),
+        fetched,
+        "{:?}",
+        registry.requests()
+    );
+
+    // A changed key is another requirement: verified again (and now it fails).
+    let other = Signer::new();
+    let work = self::work(&registry, &other.public_pem());
+    let planned = plan_with(&work, &client).await;
+    assert!(planned.changes.is_empty(), "{:?}", planned.changes);
+    assert_eq!(count(&client.signature_verifications(), "untrusted"), 1);
+}
+
+// === keyless: a test CA stands in for Fulcio, a test key for Rekor ===
+
+const ISSUER: &str = "https://token.actions.githubusercontent.com";
+const SUBJECT: &str = "https://github.com/acme/api/.github/workflows/release.yml@refs/heads/main";
+
+/// A Fulcio stand-in (a CA that issues code-signing certificates with Sigstore's issuer
+/// extension) and a Rekor stand-in (a key that signs entry timestamps), with the
+/// `trusted_root.json` that names both.
+struct Sigstore {
+    ca: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    rekor: rcgen::KeyPair,
+    log_id: Vec<u8>,
+}
+
+impl Sigstore {
+    fn new() -> Self {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "tagpilot test fulcio");
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let ca = rcgen::CertifiedIssuer::self_signed(params, key).unwrap();
+        let rekor = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        use sha2::Digest;
+        let log_id =
+            sha2::Sha256::digest(rcgen::PublicKeyData::subject_public_key_info(&rekor)).to_vec();
+        Sigstore { ca, rekor, log_id }
+    }
+
+    /// `trusted_root.json` in Sigstore's format, as `cosign --trusted-root` reads it.
+    fn trusted_root(&self) -> String {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        serde_json::json!({
+            "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
+            "tlogs": [{
+                "baseUrl": "https://rekor.test",
+                "hashAlgorithm": "SHA2_256",
+                "publicKey": {
+                    "rawBytes": b64(&rcgen::PublicKeyData::subject_public_key_info(&self.rekor)),
+                    "keyDetails": "PKIX_ECDSA_P256_SHA_256",
+                    "validFor": {"start": "2020-01-01T00:00:00Z"},
+                },
+                "logId": {"keyId": b64(&self.log_id)},
+            }],
+            "certificateAuthorities": [{
+                "subject": {"organization": "tagpilot", "commonName": "tagpilot test fulcio"},
+                "uri": "https://fulcio.test",
+                "certChain": {"certificates": [{"rawBytes": b64(self.ca.der())}]},
+                "validFor": {"start": "2020-01-01T00:00:00Z"},
+            }],
+            "ctlogs": [],
+            "timestampAuthorities": [],
+        })
+        .to_string()
+    }
+
+    /// `cosign sign` in keyless mode: a short-lived certificate for `subject` (issued by the
+    /// test CA), the payload signed with its key, and the Rekor bundle (the entry timestamp
+    /// signed by the test Rekor key), all as annotations of the `.sig` image's layer.
+    async fn sign(&self, registry: &TestRegistry, path: &str, digest: &str, subject: &str) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = vec![rcgen::SanType::URI(subject.try_into().unwrap())];
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::CodeSigning];
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        params.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
+            &[1, 3, 6, 1, 4, 1, 57264, 1, 1],
+            ISSUER.as_bytes().to_vec(),
+        )];
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        let payload = serde_json::to_vec(&serde_json::json!({
+            "critical": {
+                "identity": {"docker-reference": format!("{}/{path}", registry.host())},
+                "image": {"docker-manifest-digest": digest},
+                "type": "cosign container image signature",
+            },
+            "optional": null,
+        }))
+        .unwrap();
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let signature = b64(&key.sign(&payload).unwrap());
+        // The entry timestamp signs the canonical JSON of the entry (keys in order).
+        let entry = serde_json::json!({
+            "body": b64(b"{\"kind\":\"hashedrekord\"}"),
+            "integratedTime": jiff::Timestamp::now().as_second(),
+            "logID": hex::encode(&self.log_id),
+            "logIndex": 1,
+        });
+        let set = b64(&self
+            .rekor
+            .sign(&serde_json::to_vec(&entry).unwrap())
+            .unwrap());
+        let bundle = serde_json::json!({"SignedEntryTimestamp": set, "Payload": entry});
+        let artifact = Artifact {
+            config_media_type: "application/vnd.oci.image.config.v1+json".into(),
+            layer: payload,
+            layer_media_type: SIMPLE_SIGNING.into(),
+            layer_annotations: BTreeMap::from([
+                (SIGNATURE_ANNOTATION.to_string(), signature),
+                ("dev.sigstore.cosign/certificate".to_string(), cert.pem()),
+                ("dev.sigstore.cosign/chain".to_string(), self.ca.pem()),
+                ("dev.sigstore.cosign/bundle".to_string(), bundle.to_string()),
+            ]),
+            artifact_type: None,
+            subject: None,
+        };
+        let tag = format!("{}.sig", digest.replace(':', "-"));
+        registry.push_artifact(path, Some(&tag), artifact).await;
+    }
+}
+
+impl Sigstore {
+    /// A Fulcio-style certificate for `subject`, and its key.
+    fn certificate(&self, subject: &str) -> (rcgen::KeyPair, rcgen::Certificate) {
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.subject_alt_names = vec![rcgen::SanType::URI(subject.try_into().unwrap())];
+        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::CodeSigning];
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2100, 1, 1);
+        params.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
+            &[1, 3, 6, 1, 4, 1, 57264, 1, 1],
+            ISSUER.as_bytes().to_vec(),
+        )];
+        let cert = params.signed_by(&key, &self.ca).unwrap();
+        (key, cert)
+    }
+
+    /// `cosign sign --new-bundle-format` (cosign v3) in keyless mode: a Sigstore bundle v0.3 (a
+    /// DSSE envelope of an in-toto statement about `digest`, the certificate, and a Rekor `dsse`
+    /// entry with its timestamp and its inclusion proof in a one-entry log whose checkpoint the
+    /// test Rekor key signs), pushed as a referrer of the image: an artifact whose `subject` is
+    /// the image, listed in the referrers tag schema's `sha256-<hex>` index.
+    /// With `bad_proof`, the log's signed root is not the entry's: the inclusion proof fails.
+    async fn sign_bundle(
+        &self,
+        registry: &TestRegistry,
+        path: &str,
+        digest: &str,
+        subject: &str,
+        bad_proof: bool,
+    ) {
+        use sha2::Digest;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let hex_sha = |b: &[u8]| hex::encode(sha2::Sha256::digest(b));
+        let (key, cert) = self.certificate(subject);
+        let statement = serde_json::to_vec(&serde_json::json!({
+            "_type": "https://in-toto.io/Statement/v1",
+            "subject": [{"digest": {"sha256": digest.trim_start_matches("sha256:")}}],
+            "predicateType": "https://sigstore.dev/cosign/sign/v1",
+        }))
+        .unwrap();
+        let payload_type = "application/vnd.in-toto+json";
+        let mut pae = format!(
+            "DSSEv1 {} {payload_type} {} ",
+            payload_type.len(),
+            statement.len()
+        )
+        .into_bytes();
+        pae.extend_from_slice(&statement);
+        let sig = key.sign(&pae).unwrap();
+        // What Rekor hashed: the envelope as compact JSON, fields in protobuf order.
+        let envelope = format!(
+            "{{\"payload\":\"{}\",\"payloadType\":\"{payload_type}\",\"signatures\":[{{\"sig\":\"{}\"}}]}}",
+            b64(&statement),
+            b64(&sig)
+        );
+        let body = format!(
+            "{{\"apiVersion\":\"0.0.1\",\"kind\":\"dsse\",\"spec\":{{\"envelopeHash\":{{\"algorithm\":\"sha256\",\"value\":\"{}\"}},\"payloadHash\":{{\"algorithm\":\"sha256\",\"value\":\"{}\"}},\"signatures\":[{{\"signature\":\"{}\",\"verifier\":\"{}\"}}]}}}}",
+            hex_sha(envelope.as_bytes()),
+            hex_sha(&statement),
+            b64(&sig),
+            b64(cert.pem().as_bytes())
+        );
+        let integrated = jiff::Timestamp::now().as_second();
+        let log_id = hex::encode(&self.log_id);
+        // The entry timestamp: the canonical JSON of the entry (keys in JCS order).
+        let set_payload = format!(
+            "{{\"body\":\"{}\",\"integratedTime\":{integrated},\"logID\":\"{log_id}\",\"logIndex\":0}}",
+            b64(body.as_bytes())
+        );
+        let set = self.rekor.sign(set_payload.as_bytes()).unwrap();
+        // A log of one entry: its root is the entry's leaf hash (RFC 6962), no path.
+        let mut leaf = vec![0u8];
+        leaf.extend_from_slice(body.as_bytes());
+        let mut root = sha2::Sha256::digest(&leaf).to_vec();
+        if bad_proof {
+            root[0] ^= 1;
+        }
+        let note = format!("rekor.test - 1\n1\n{}\n", b64(&root));
+        let mut hinted = self.log_id[..4].to_vec();
+        hinted.extend(self.rekor.sign(note.as_bytes()).unwrap());
+        let checkpoint = format!("{note}\n\u{2014} rekor.test {}\n", b64(&hinted));
+        let bundle = serde_json::json!({
+            "mediaType": BUNDLE,
+            "verificationMaterial": {
+                "certificate": {"rawBytes": b64(cert.der())},
+                "tlogEntries": [{
+                    "logIndex": "0",
+                    "logId": {"keyId": b64(&self.log_id)},
+                    "kindVersion": {"kind": "dsse", "version": "0.0.1"},
+                    "integratedTime": integrated.to_string(),
+                    "inclusionPromise": {"signedEntryTimestamp": b64(&set)},
+                    "inclusionProof": {
+                        "logIndex": "0",
+                        "rootHash": b64(&root),
+                        "treeSize": "1",
+                        "hashes": [],
+                        "checkpoint": {"envelope": checkpoint},
+                    },
+                    "canonicalizedBody": b64(body.as_bytes()),
+                }],
+            },
+            "dsseEnvelope": {
+                "payload": b64(&statement),
+                "payloadType": payload_type,
+                "signatures": [{"sig": b64(&sig)}],
+            },
+        });
+        let artifact = Artifact {
+            config_media_type: "application/vnd.oci.empty.v1+json".into(),
+            layer: serde_json::to_vec(&bundle).unwrap(),
+            layer_media_type: BUNDLE.into(),
+            layer_annotations: BTreeMap::new(),
+            artifact_type: Some(BUNDLE.into()),
+            subject: Some(serde_json::json!({
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": digest,
+                // Not read by the verifier; the image's manifest size is not at hand here.
+                "size": 0,
+            })),
+        };
+        let referrer = registry.push_artifact(path, None, artifact).await;
+        let index = serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.index.v1+json",
+            "manifests": [{
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "digest": referrer,
+                "size": 0,
+                "artifactType": BUNDLE,
+            }],
+        });
+        registry
+            .push_raw_index(path, &digest.replace(':', "-"), &index)
+            .await;
+    }
+}
+
+const BUNDLE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+
+#[tokio::test]
+async fn bundles_found_as_referrers_verify_with_their_inclusion_proof() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let ours = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let theirs = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    let unproven = registry
+        .push_image("shop/api", "1.3.0", ImageSpec::default())
+        .await;
+    sigstore
+        .sign_bundle(&registry, "shop/api", &ours, SUBJECT, false)
+        .await;
+    sigstore
+        .sign_bundle(
+            &registry,
+            "shop/api",
+            &theirs,
+            "https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main",
+            false,
+        )
+        .await;
+    sigstore
+        .sign_bundle(&registry, "shop/api", &unproven, SUBJECT, true)
+        .await;
+    let (work, client) = keyless_work(&registry, &sigstore);
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped: Vec<String> = skipped_tags(&planned)
+        .iter()
+        .map(|s| s.split(':').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(skipped, ["1.3.0", "1.2.0"]);
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "verified"), 1, "{counts:?}");
+    // The wrong identity's bundle is trusted and does not match; the one whose inclusion proof
+    // fails is not trusted at all, as if there were no signature.
+    assert_eq!(count(&counts, "untrusted"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "unsigned"), 1, "{counts:?}");
+}
+
+/// The working directory and a client for keyless policies: the identity of `SUBJECT`'s
+/// repository, the test `trusted_root.json` as `signatures.trustRoot`.
+fn keyless_work(registry: &TestRegistry, sigstore: &Sigstore) -> (Work, RegistryClient) {
+    let work = work(registry, &Signer::new().public_pem());
+    std::fs::write(
+        work.dir.path().join("trusted_root.json"),
+        sigstore.trusted_root(),
+    )
+    .unwrap();
+    let image = registry.image("shop/api");
+    let policy_path = work.dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    identities:\n      - {{issuer: '{ISSUER}', subjectRegExp: '^https://github.com/acme/'}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let work = Work {
+        policies: policy::parse_file(&policy_path, &text).expect("policy"),
+        ..work
+    };
+    let mut options = registry.client_options(vec![registry.registry_config()]);
+    options.signature_trust_root = Some(work.dir.path().join("trusted_root.json"));
+    (work, RegistryClient::new(options).unwrap())
+}
+
+#[tokio::test]
+async fn keyless_signatures_verify_by_issuer_and_subject_and_a_wrong_identity_is_skipped() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let ours = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let theirs = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    sigstore.sign(&registry, "shop/api", &ours, SUBJECT).await;
+    sigstore
+        .sign(
+            &registry,
+            "shop/api",
+            &theirs,
+            "https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main",
+        )
+        .await;
+    let (work, client) = keyless_work(&registry, &sigstore);
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped = skipped_tags(&planned);
+    assert_eq!(skipped.len(), 1, "{:?}", planned.skipped_tags);
+    assert!(
+        skipped[0].starts_with("1.2.0: not signed by a required key or identity"),
+        "{}",
+        skipped[0]
+    );
+}
+
+// === Argo CD Image Updater's imagesVerification ===
+
+/// An `ImageUpdater` resource's `imagesVerification.cosignKey` names a Secret in its namespace;
+/// tagpilot reads the key over the cluster connection and updates the Application only to a
+/// tag signed with it: the newer unsigned tag is skipped.
+#[tokio::test]
+async fn image_updater_images_verification_reads_its_key_from_the_secret() {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let image = registry.image("shop/api");
+
+    let server = MockServer::start().await;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications",
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationList",
+            "metadata": {"resourceVersion": "7"},
+            "items": [{
+                "metadata": {"name": "shop", "namespace": "argocd", "resourceVersion": "3"},
+                "spec": {"project": "default",
+                         "source": {"repoURL": "https://git.example/m.git", "path": "apps/web",
+                                    "targetRevision": "main",
+                                    "kustomize": {"images": [format!("{image}:1.0.0")]}},
+                         "destination": {"server": "https://kubernetes.default.svc",
+                                         "namespace": "argocd"}},
+                "status": {"sourceType": "Kustomize"},
+            }],
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path(
+            "/apis/argocd-image-updater.argoproj.io/v1alpha1/namespaces/argocd/imageupdaters",
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "argocd-image-updater.argoproj.io/v1alpha1",
+            "kind": "ImageUpdaterList", "metadata": {"resourceVersion": "9"},
+            "items": [{
+                "metadata": {"name": "updater", "namespace": "argocd", "generation": 1,
+                             "resourceVersion": "5"},
+                "spec": {
+                    "imagesVerification": {
+                        "enabled": true,
+                        "cosignKey": {"secretName": "cosign", "key": "cosign.pub"},
+                    },
+                    "applicationRefs": [{
+                        "namePattern": "shop",
+                        "images": [{"alias": "api", "imageName": image}],
+                    }],
+                },
+            }],
+        })))
+        .mount(&server)
+        .await;
+    Mock::given(method("GET"))
+        .and(path("/api/v1/namespaces/argocd/secrets/cosign"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "cosign", "namespace": "argocd"},
+            "data": {"cosign.pub": b64(signer.public_pem().as_bytes())},
+        })))
+        .expect(1)
+        .mount(&server)
+        .await;
+
+    let config = tagpilot::config::parse(
+        std::path::Path::new("tagpilot.yaml"),
+        "applications:\n  fromCluster:\n    namespaces: [argocd]\n",
+    )
+    .unwrap();
+    let from = config.applications.as_ref().unwrap().from_cluster.clone();
+    let cluster = crate::support::kube::cluster(&server, std::time::Duration::from_secs(10)).await;
+    let loaded = tagpilot::argocd::cluster::load(cluster, from.as_ref().unwrap())
+        .await
+        .unwrap();
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = tagpilot::git::RepoCache::new(cache_dir.path().join("cache"));
+    let client = registry.client();
+
+    let run =
+        crate::support::engine::cycle(&config, Some(&loaded), &cache, &client, &(), true).await;
+
+    assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
+    let moved: Vec<&str> = run.plan.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{:#?}", run.plan);
+    assert_eq!(count(&client.signature_verifications(), "verified"), 1);
+    assert_eq!(count(&client.signature_verifications(), "unsigned"), 1);
+}
+
+/// `tagpilot.yaml`'s `signatures.defaults` apply to a policy that sets no `signatures:` of its
+/// own, by the longest image prefix; an image outside every prefix is not verified at all.
+#[tokio::test]
+async fn a_default_for_an_image_prefix_applies_to_policies_without_their_own() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let work = work(&registry, &signer.public_pem());
+    let image = registry.image("shop/api");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let unsigned_policy =
+        policy::parse_file(&work.dir.path().join("policy.yaml"), &text).expect("policy");
+    let work = Work {
+        policies: unsigned_policy,
+        ..work
+    };
+    let config_path = work.dir.path().join("tagpilot.yaml");
+    let defaults = |prefix: &str| {
+        std::fs::write(
+            &config_path,
+            format!(
+                "signatures:\n  defaults:\n    - prefix: {prefix}\n      keys: [{{file: cosign.pub}}]\n"
+            ),
+        )
+        .unwrap();
+        let config = tagpilot::config::load(&config_path).expect("config");
+        let mut options = registry.client_options(vec![registry.registry_config()]);
+        options.signature_defaults = config.signature_defaults;
+        RegistryClient::new(options).unwrap()
+    };
+
+    let planned = plan_with(&work, &defaults(&format!("{}/shop", registry.host()))).await;
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+
+    let planned = plan_with(&work, &defaults(&format!("{}/other", registry.host()))).await;
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.2.0"], "{planned:#?}");
+}
