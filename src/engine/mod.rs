@@ -16,6 +16,7 @@
 //! planner ([`crate::plan`]) and the writers ([`crate::git`], [`crate::forge`], the
 //! Application patches in [`crate::argocd::cluster`]).
 
+mod applications;
 pub mod check;
 mod holds;
 mod image_sources;
@@ -35,12 +36,11 @@ use std::path::{Path, PathBuf};
 use futures_util::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::application::Origin;
 use crate::argocd::cluster::{self, Loaded};
 use crate::argocd::planner::AppPlanner;
 use crate::argocd::report::ApplicationReport;
 use crate::argocd::resolve::Resolved;
-use crate::argocd::{self, Application, ArgoError};
+use crate::argocd::{self, ArgoError};
 use crate::config::Config;
 use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
 use crate::holds::Holds;
@@ -51,6 +51,7 @@ use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
 use crate::state::State;
 
+use applications::{Applications, collect_applications};
 pub use shared::Shared;
 
 pub use target::{SourceNames, TargetPlan, TargetPlanner};
@@ -527,161 +528,6 @@ fn repository_targets(
         }
     }
     targets
-}
-
-/// The Applications of one cycle, resolved into policies and write places.
-struct Applications {
-    resolved: Resolved,
-    /// The `ImageUpdater` resources read (from git and the cluster); those from the cluster
-    /// get their status written.
-    updaters: Vec<argocd::image_updater::ImageUpdater>,
-    /// Problems met reading them (a file that is not YAML, a pull secret that is missing).
-    load_problems: Vec<String>,
-    /// SSH keys from Argo CD's Secrets live in private files for as long as the cycle runs.
-    _keys: tempfile::TempDir,
-}
-
-async fn collect_applications<R: Registry>(
-    input: &Input<'_>,
-    ctx: &Context<'_, R>,
-    only_images: Option<&BTreeSet<Repository>>,
-) -> Result<Applications, EngineError> {
-    let config = input.config;
-    let apps_config = config
-        .applications
-        .as_ref()
-        .expect("called with applications configured");
-    let mut apps: Vec<(Application, Origin)> = Vec::new();
-    let mut updaters = Vec::new();
-    let mut load_problems = Vec::new();
-    if !apps_config.from_git.is_empty() {
-        let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
-        let (found, problems) =
-            argocd::load::from_git(config, &apps_config.from_git, cache).await?;
-        apps.extend(found.apps.into_iter().map(|a| (a, Origin::Git)));
-        updaters.extend(found.updaters);
-        load_problems.extend(problems);
-    }
-    match (input.cluster, &apps_config.from_cluster) {
-        (Some(c), _) => {
-            apps.extend(c.apps.iter().cloned().map(|a| (a, Origin::Cluster)));
-            updaters.extend(c.updaters.iter().cloned());
-            load_problems.extend(c.problems.iter().cloned());
-        }
-        (None, Some(_)) => load_problems
-            .push("applications.fromCluster is set but no cluster was read".to_string()),
-        (None, None) => {}
-    }
-    let deployers = apps.iter().map(|(a, _)| a.deployed_view()).collect();
-    // Which configuration counts for each Application: its annotations, or the ImageUpdater
-    // resource that selects it.
-    let mut selection = argocd::image_updater::select(apps, &updaters);
-    cluster::add_cosign_keys(input.cluster, &mut selection.apps);
-    load_problems.extend(selection.problems);
-    for warning in &selection.warnings {
-        tracing::warn!("{warning}");
-    }
-    let mut resolved = argocd::resolve::resolve_selected(
-        selection.apps,
-        &config.repositories,
-        &argocd::load::remote_default_branch,
-    );
-    if let Some(images) = only_images {
-        resolved.keep_images(images);
-    }
-    resolved.default_version_labels(config.version_labels.as_ref());
-    let keys = tempfile::tempdir().map_err(EngineError::KeyDir)?;
-    if let Some(c) = input.cluster {
-        load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
-    }
-    resolved.deployers = deployers;
-    Ok(Applications {
-        resolved,
-        updaters,
-        load_problems,
-        _keys: keys,
-    })
-}
-
-impl Applications {
-    /// The Applications section, and their problems added to the plan.
-    fn report(
-        &self,
-        plan: &mut Plan,
-        images: &[argocd::ImageOutcome],
-        app_problems: &[(usize, String)],
-        patch_reports: Vec<(usize, cluster::PatchReport)>,
-    ) -> Vec<ApplicationReport> {
-        let resolved = &self.resolved;
-        for message in &self.load_problems {
-            plan.problems.push(Problem {
-                message: message.clone(),
-                ..Default::default()
-            });
-        }
-        for a in &resolved.apps {
-            for p in &a.problems {
-                plan.problems.push(Problem {
-                    message: format!("application {}: {p}", a.app.id()),
-                    ..Default::default()
-                });
-            }
-        }
-        for (i, p) in app_problems {
-            plan.problems.push(Problem {
-                message: format!("application {}: {p}", resolved.apps[*i].app.id()),
-                ..Default::default()
-            });
-        }
-        plan.findings.extend(not_found(resolved, images));
-        let mut applications = argocd::report::collect(resolved, images, app_problems);
-        for (i, patch) in patch_reports {
-            let id = resolved.apps[i].app.id();
-            // The section is sorted by Application: found by binary search, not per patch
-            // through every Application.
-            let at = applications.partition_point(|r| r.application < id);
-            if let Some(r) = applications.get_mut(at).filter(|r| r.application == id) {
-                r.patch = Some(patch);
-            }
-        }
-        applications
-    }
-}
-
-/// Each image an Application's source holds no field for, as a finding that names the
-/// Application, the source and what was searched.
-fn not_found(resolved: &Resolved, images: &[argocd::ImageOutcome]) -> Vec<plan::Finding> {
-    images
-        .iter()
-        .filter(|o| o.status == argocd::planner::ImageStatus::NotFound)
-        .map(|o| {
-            let app = &resolved.apps[o.app];
-            let root = app
-                .units
-                .iter()
-                .find(|u| u.source + 1 == o.source && u.repository == o.repository)
-                .map_or(".", |u| argocd::resolve::display(&u.root));
-            let mut searched = format!(
-                "source {} ({}) at {}:{root}",
-                o.source,
-                o.kind.name(),
-                o.repository
-            );
-            if let Some(reason) = &o.reason {
-                searched.push_str(&format!(" ({reason})"));
-            }
-            plan::Finding {
-                repository: Some(o.repository.clone()),
-                policy: Some(argocd::resolve::policy_name(&app.app, &o.alias)),
-                application: Some(app.app.id()),
-                ..plan::Finding::new(
-                    plan::FindingKind::ApplicationImageNotFound,
-                    o.image.clone(),
-                    searched,
-                )
-            }
-        })
-        .collect()
 }
 
 /// tagpilot's own config and policy files (broken ones too): YAML, but never manifests to

@@ -148,7 +148,7 @@ impl RegistryClient {
             manifests: Memo::default(),
             configs: Memo::default(),
             store: None,
-            signatures: super::signatures::SignatureState {
+            signatures: super::signature_state::SignatureState {
                 defaults: options.signature_defaults.clone(),
                 trust_root_file: options.signature_trust_root.clone(),
                 ..Default::default()

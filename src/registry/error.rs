@@ -157,7 +157,7 @@ pub enum RegistryError {
         repository: String,
         digest: String,
         #[source]
-        source: Arc<super::signatures::SignatureError>,
+        source: Arc<super::signature_state::SignatureError>,
     },
 
     /// Signature verification could not be set up (the trust root could not be read).
@@ -166,7 +166,7 @@ pub enum RegistryError {
         registry: String,
         repository: String,
         #[source]
-        source: Arc<super::signatures::SignatureError>,
+        source: Arc<super::signature_state::SignatureError>,
     },
 
     /// A registry that cannot verify signatures (an in-memory one) was asked to.

@@ -52,6 +52,7 @@ mod memo;
 mod memory;
 mod options;
 mod send;
+mod signature_state;
 mod signatures;
 mod state;
 mod store;
@@ -64,7 +65,7 @@ pub use client::{RequestStats, ResponseCount};
 pub use error::{Malformation, Refusal, Refused, RegistryError, TagListBound};
 pub use memory::{MemoryRegistry, MemoryRegistryError};
 pub use options::ClientOptions;
-pub use signatures::{SignatureError, SignatureVerdict, VerificationCounts};
+pub use signature_state::{SignatureError, SignatureVerdict, VerificationCounts};
 pub use state::RegistryClient;
 pub use store::MetadataStore;
 

@@ -43,7 +43,7 @@ pub struct RegistryClient {
     /// Where content found by digest and first-seen times outlive the process, if anywhere.
     pub(super) store: Option<Arc<dyn MetadataStore>>,
     /// Cosign signature defaults, trust root and this cycle's verdicts (`signatures.rs`).
-    pub(super) signatures: super::signatures::SignatureState,
+    pub(super) signatures: super::signature_state::SignatureState,
 }
 
 /// What the client knows about one registry host.

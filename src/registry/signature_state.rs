@@ -1,0 +1,105 @@
+//! What the registry client keeps for cosign signatures (issue 22) and what a verification
+//! concludes: the verdicts, their errors and the counts for metrics. Apart from the
+//! verification itself (`signatures.rs`) so that the client's state (`state.rs`) holds it
+//! without importing the code that fills it.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use serde::{Deserialize, Serialize};
+use sigstore::trust::sigstore::SigstoreTrustRoot;
+use tokio::sync::OnceCell;
+
+use super::RegistryError;
+use crate::config::signatures::Requirement;
+use crate::image::Repository;
+
+/// What the signatures of one digest say under one requirement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SignatureVerdict {
+    /// No `signatures:` applies to the image.
+    NotRequired,
+    /// A signature verified with a key or identity of the requirement (`by` names which).
+    Verified { by: String },
+    /// No signature at all (no `.sig` tag, no bundle among the referrers).
+    Unsigned,
+    /// Signatures were found, but none verified with the requirement's keys or identities.
+    Untrusted { found: usize },
+}
+
+impl SignatureVerdict {
+    /// Whether a tag with this verdict may be chosen.
+    pub fn passes(&self) -> bool {
+        matches!(
+            self,
+            SignatureVerdict::NotRequired | SignatureVerdict::Verified { .. }
+        )
+    }
+
+    /// The metric label of a verification's result.
+    pub fn label(&self) -> &'static str {
+        match self {
+            SignatureVerdict::NotRequired => "not_required",
+            SignatureVerdict::Verified { .. } => "verified",
+            SignatureVerdict::Unsigned => "unsigned",
+            SignatureVerdict::Untrusted { .. } => "untrusted",
+        }
+    }
+}
+
+/// Why a digest's signatures could not be verified at all.
+#[derive(Debug, thiserror::Error)]
+pub enum SignatureError {
+    #[error("reading the trust root {}", path.display())]
+    TrustRootFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: sigstore::errors::SigstoreError,
+    },
+    #[error(
+        "fetching Sigstore's trust root from its public TUF repository (set \
+         `signatures.trustRoot` in tagpilot.yaml for an air-gapped cluster)"
+    )]
+    TrustRootTuf {
+        #[source]
+        source: sigstore::errors::SigstoreError,
+    },
+    #[error("setting up the cosign client")]
+    Client {
+        #[source]
+        source: sigstore::errors::SigstoreError,
+    },
+    #[error("fetching the signatures")]
+    Fetch {
+        #[source]
+        source: sigstore::errors::SigstoreError,
+    },
+}
+
+/// What the client keeps for signatures: the defaults, the trust root once loaded, the
+/// verdicts of this cycle and counts for metrics.
+#[derive(Default)]
+pub(super) struct SignatureState {
+    pub(super) defaults: Vec<(String, Requirement)>,
+    pub(super) trust_root_file: Option<std::path::PathBuf>,
+    /// Loaded once it loads; a failure (TUF unreachable) is tried again by the next verification.
+    pub(super) trust_root: OnceCell<Arc<SigstoreTrustRoot>>,
+    pub(super) verdicts: super::memo::Memo<VerdictKey, Result<SignatureVerdict, RegistryError>>,
+    pub(super) counts: VerdictCounts,
+}
+
+/// Repository, digest, requirement fingerprint.
+pub(super) type VerdictKey = (Repository, String, String);
+
+#[derive(Default)]
+pub(super) struct VerdictCounts {
+    pub(super) verified: AtomicU64,
+    pub(super) unsigned: AtomicU64,
+    pub(super) untrusted: AtomicU64,
+    pub(super) error: AtomicU64,
+    pub(super) cached: AtomicU64,
+}
+
+/// How many verifications ended how, for metrics: `verified`, `unsigned`, `untrusted`,
+/// `error`, and `cached` for verdicts answered from the state store.
+pub type VerificationCounts = Vec<(&'static str, u64)>;
