@@ -12,7 +12,9 @@
 //! from its object database ([`super::tree`]), so nothing it does can leave the cache dirty, and
 //! no work tree is ever written. One tagpilot process per cache directory.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use git2::{AutotagOption, ErrorClass, FetchOptions, Oid, Repository};
 use sha2::Digest as _;
@@ -135,7 +137,14 @@ pub(crate) struct Fetched {
 
 /// Opens (or creates, or recreates) the cache of `repo` and fetches it. A cache that turns out
 /// to be broken during the fetch is wiped and cloned afresh, once.
+///
+/// Syncs of one clone take turns: two tasks of a cycle may fetch the same repository at once (a
+/// promotion reading another repository's base branch while that repository's own target is
+/// planned), and a fetch that met the other's ref locks would be taken for a broken cache and
+/// wiped under it.
 pub(crate) fn sync(dir: &Path, repo: &RepositoryConfig) -> Result<(Repository, Fetched), GitError> {
+    let turn = clone_lock(dir);
+    let _turn = turn.lock().unwrap_or_else(PoisonError::into_inner);
     let git = open(dir, repo)?;
     match fetch(&git, dir, repo) {
         Err(FetchError::Local(error)) => {
@@ -151,6 +160,17 @@ pub(crate) fn sync(dir: &Path, repo: &RepositoryConfig) -> Result<(Repository, F
         Ok(fetched) => Ok((git, fetched)),
         Err(e) => Err(e.into_git_error(repo, dir)),
     }
+}
+
+/// The lock of one clone directory in this process (one per configured repository, so the map
+/// stays as small as the configuration).
+fn clone_lock(dir: &Path) -> Arc<Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    Arc::clone(locks.entry(dir.to_path_buf()).or_default())
 }
 
 pub(crate) fn cache_error(

@@ -1714,3 +1714,22 @@ async fn http_push_from_a_fresh_shallow_clone_of_a_repository_with_history() {
     );
     git(&origin.path(), &["fsck", "--strict"]);
 }
+
+/// Several tasks of one cycle may read the same repository at once (a promotion reading
+/// another repository's base branch while that repository's own target is planned): the clone
+/// cache lets their syncs take turns, so none takes the other's half-done clone or ref locks
+/// for a broken cache and wipes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_reads_of_one_repository_share_the_clone_cache() {
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cache = RepoCache::new(cache_dir.path());
+    let repo = file_repo(&origin, "");
+    for round in 0..3 {
+        let reads = (0..6).map(|_| tagpilot::git::snapshot(&cache, &repo));
+        for read in futures_util::future::join_all(reads).await {
+            let files = read.unwrap_or_else(|e| panic!("round {round}: {}", chain(&e)));
+            assert!(tagpilot::files::Files::read(&files, Path::new(DEPLOYMENT_PATH)).is_ok());
+        }
+    }
+}
