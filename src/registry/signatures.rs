@@ -18,6 +18,11 @@
 //! the requirement's fingerprint; failures only until the next cycle (CI often signs a
 //! moment after it pushes).
 //!
+//! What the crate's client leaves out — keyed cosign v3 bundles (it drops bundles without a
+//! certificate), naming bundles it cannot check, and tying a keyless `.sig` layer's Rekor entry
+//! to that layer — is `bundles.rs` and `bundle_check.rs`, asked only when its layers verify
+//! nothing.
+//!
 //! Never: take an image as signed because verification could not run (that is an error, which
 //! holds the reference), or log a credential.
 
