@@ -127,7 +127,7 @@ impl StateError {
     }
 }
 
-pub use self::verifications::{PendingVerification, VerifiedField};
+pub use self::verifications::{PendingVerification, VerifiedField, VerifiedTag};
 /// What was last proposed for one group of one repository: the change model's.
 pub use crate::change::{Proposal, ProposedChange};
 
