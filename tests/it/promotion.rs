@@ -1052,7 +1052,12 @@ async fn a_tag_held_in_the_file_of_a_path_upstream_is_held_for_prod() {
             ),
         ],
     );
-    push_at(&s.repo, &[("staging", "1.2.0")], s.at(-600), "staging: 1.2.0");
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-600),
+        "staging: 1.2.0",
+    );
     // Without a hold, prod takes it.
     assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
     let state_dir = tempfile::tempdir().unwrap();
@@ -1064,7 +1069,9 @@ async fn a_tag_held_in_the_file_of_a_path_upstream_is_held_for_prod() {
     assert_eq!(moves_to(&cycle, "prod"), None);
     let waits = &row(&cycle, "prod").waits;
     assert!(
-        waits[0].starts_with("1.2.0 is held: in policy shop-staging: held: failed in Application argocd/shop-staging"),
+        waits[0].starts_with(
+            "1.2.0 is held: in policy shop-staging: held: failed in Application argocd/shop-staging"
+        ),
         "{waits:?}"
     );
 }
@@ -1107,7 +1114,12 @@ async fn a_tag_held_in_dev_is_held_for_prod_through_staging() {
         "{waits:?}"
     );
     // The report lists the chain upstream first, each with since when it runs its tag.
-    let policies: Vec<&str> = cycle.plan.promotions.iter().map(|p| p.policy.as_str()).collect();
+    let policies: Vec<&str> = cycle
+        .plan
+        .promotions
+        .iter()
+        .map(|p| p.policy.as_str())
+        .collect();
     assert_eq!(policies, ["shop-staging", "shop-prod"]);
     let since = s.at(-600).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     assert_eq!(row(&cycle, "prod").since.as_deref(), Some(since.as_str()));
@@ -1125,7 +1137,12 @@ async fn a_git_upstream_s_change_under_verification_is_not_verified_until_it_end
             ),
         ],
     );
-    push_at(&s.repo, &[("staging", "1.2.0")], s.at(-120), "staging: 1.2.0");
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-120),
+        "staging: 1.2.0",
+    );
     // Without a state store: the soak counts from the commit.
     assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
 
@@ -1220,7 +1237,9 @@ fn promote_from_apps(apps: &[&str], after: &str, fan_in: &str) -> String {
         .iter()
         .map(|a| format!("      - application: shop-{a}\n"))
         .collect();
-    format!("  promote:\n    from:\n{from}    after: {after}\n    fanIn: {fan_in}\n    write: push\n")
+    format!(
+        "  promote:\n    from:\n{from}    after: {after}\n    fanIn: {fan_in}\n    write: push\n"
+    )
 }
 
 #[tokio::test]
@@ -1334,12 +1353,20 @@ async fn an_application_that_reverts_is_not_followed_to_the_reverted_tag_and_soa
     let loaded = loaded(&server, Vec::new()).await;
     let state_dir = tempfile::tempdir().unwrap();
     let state = State::open(state_dir.path()).unwrap();
-    serve_apps(&server, &[env_app("staging", "1.3.0", s.at(-300), "Healthy")]).await;
+    serve_apps(
+        &server,
+        &[env_app("staging", "1.3.0", s.at(-300), "Healthy")],
+    )
+    .await;
     let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
     assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.3.0"));
     // Staging is synced back to 1.2.0 twenty minutes ago: prod does not take 1.3.0, and 1.2.0
     // soaks from that sync.
-    serve_apps(&server, &[env_app("staging", "1.2.0", s.at(-20), "Healthy")]).await;
+    serve_apps(
+        &server,
+        &[env_app("staging", "1.2.0", s.at(-20), "Healthy")],
+    )
+    .await;
     let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
     assert_eq!(moves_to(&cycle, "prod"), None);
     assert_eq!(
@@ -1362,6 +1389,19 @@ async fn a_tag_held_by_hand_on_a_file_the_staging_application_deploys_is_held_fo
             ),
         ],
     );
+    // The cycle reads the cluster's Applications (`applications.fromCluster`): which files the
+    // staging Application deploys.
+    let path = s.dir.path().join("tagpilot.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
+    )
+    .unwrap();
+    let s = Scenario {
+        config: config::load(&path).unwrap(),
+        ..s
+    };
     let server = MockServer::start().await;
     let mut app = env_app("staging", "1.2.0", s.at(-120), "Healthy");
     app["spec"]["source"]["repoURL"] = json!(s.repo.file_url());

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
-use crate::files::Files;
 use self::above::Above;
 use crate::argocd::resolve::Resolved;
+use crate::files::Files;
 use crate::git::{self, CommitFiles, RepoCache, RepositoryConfig, WriteMode};
 use crate::holds::Holds;
 use crate::kubernetes::Cluster;
@@ -134,7 +134,9 @@ pub async fn gather(
                         false => other_tree(name, sources, &mut trees).await,
                     };
                     tree.and_then(|tree| from_git(upstream, name, tree, policy, policies))
-                        .and_then(|read| verified_in_git(read, upstream, &target.name, policy, sources, &above))
+                        .and_then(|read| {
+                            verified_in_git(read, upstream, &target.name, policy, sources, &above)
+                        })
                 }
             };
             match read {

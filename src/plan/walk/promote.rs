@@ -60,7 +60,10 @@ impl<R: Registry> Asked<'_, R> {
             }
         };
         row.upstreams = gathered.upstreams.iter().map(upstream_run).collect();
-        row.since = gathered.since.get(&display_path(&file.rel)).map(|t| rfc3339(*t));
+        row.since = gathered
+            .since
+            .get(&display_path(&file.rel))
+            .map(|t| rfc3339(*t));
         row.stage = gathered.stage;
         let decision = self.decision(policy, current_tag, list, gathered, promote);
         match decision {
