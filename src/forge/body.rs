@@ -259,8 +259,9 @@ fn version_labels(group: &ChangeGroup) -> String {
 }
 
 /// Why each promotion takes its tag (issue 20): where the tag ran, since when, how long it
-/// stayed healthy and its verification. What changed in the source (the compare link) is said
-/// above, for promotions as for every update.
+/// stayed healthy, its verification, and the compare link of what changed in the source. The
+/// link needs the images' provenance labels; where they are missing the evidence says so
+/// rather than leaving the reviewer to wonder.
 fn promotion_evidence(out: &mut String, group: &ChangeGroup) {
     let promoted: Vec<&Change> = group
         .changes
@@ -293,6 +294,19 @@ fn promotion_evidence(out: &mut String, group: &ChangeGroup) {
                 e.healthy_for,
                 inline(&e.verification),
             ));
+        }
+        match c.source.as_deref() {
+            Some(s) => out.push_str(&format!(
+                "  - compare: [{}...{}]({})\n",
+                short_revision(&s.revision_from),
+                short_revision(&s.revision_to),
+                s.compare_url
+            )),
+            None => out.push_str(
+                "  - no compare link: the images do not both carry \
+                 `org.opencontainers.image.source` (a GitHub or GitLab repository) and \
+                 `org.opencontainers.image.revision`\n",
+            ),
         }
     }
 }
@@ -498,7 +512,9 @@ mod tests {
             text.contains(
                 "- `r/api` `1.0.0` → `1.2.0` in `apps/a.yaml:3`, promoted from:\n  - application \
                  argocd/shop-staging runs `1.2.0` since 2026-11-25T08:00:00Z; healthy for 2h 5m; \
-                 verified at 2026-11-25T08:10:00Z\n"
+                 verified at 2026-11-25T08:10:00Z\n  - no compare link: the images do not both \
+                 carry `org.opencontainers.image.source` (a GitHub or GitLab repository) and \
+                 `org.opencontainers.image.revision`\n"
             ),
             "{text}"
         );

@@ -931,8 +931,14 @@ async fn a_promotion_s_pull_request_carries_its_evidence() {
         ),
     )
     .unwrap();
+    // The images say where their source is, so the evidence links what changed in it.
+    let registry = MemoryRegistry::from_yaml(&format!(
+        "{IMAGE}: {{tags: [\"1.0.0\", \"1.1.0\", \"1.2.0\"], source: \"https://github.com/acme/shop\", revisions: {{\"1.0.0\": v1.0.0, \"1.1.0\": v1.1.0, \"1.2.0\": v1.2.0}}}}\n"
+    ))
+    .unwrap();
     let s = Scenario {
         config: config::load(&path).unwrap(),
+        registry,
         ..s
     };
     expect_no_pulls_yet(&server).await;
@@ -953,7 +959,7 @@ async fn a_promotion_s_pull_request_carries_its_evidence() {
     let body = created[0]["body"].as_str().unwrap();
     assert!(
         body.contains(&format!(
-            "**Promotion evidence**\n\n- `{IMAGE}` `1.0.0` → `1.1.0` in `envs/staging/deployment.yaml:10`, promoted from:\n  - policy shop-dev runs `1.1.0` since 2026-01-05T10:30:00Z; healthy for 1h 30m; on the base branch (no cluster access)\n"
+            "**Promotion evidence**\n\n- `{IMAGE}` `1.0.0` → `1.1.0` in `envs/staging/deployment.yaml:10`, promoted from:\n  - policy shop-dev runs `1.1.0` since 2026-01-05T10:30:00Z; healthy for 1h 30m; on the base branch (no cluster access)\n  - compare: [v1.0.0...v1.1.0](https://github.com/acme/shop/compare/v1.0.0...v1.1.0)\n"
         )),
         "{body}"
     );
