@@ -467,7 +467,11 @@ mod tests {
             "release-1",
             ["apps/api/deploy.yaml"],
         );
-        let names: Vec<&str> = release.applications.iter().map(|a| a.name.as_str()).collect();
+        let names: Vec<&str> = release
+            .applications
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect();
         assert_eq!(names, ["head", "release"]);
         assert_eq!(release.other_revisions.len(), 3, "{release:?}");
     }

@@ -239,7 +239,9 @@ impl Application {
     /// any namespace").
     pub fn override_file_name(&self) -> String {
         match self.metadata.namespace.as_deref() {
-            Some(ns) if ns != "argocd" => format!(".argocd-source-{ns}_{}.yaml", self.metadata.name),
+            Some(ns) if ns != "argocd" => {
+                format!(".argocd-source-{ns}_{}.yaml", self.metadata.name)
+            }
             _ => format!(".argocd-source-{}.yaml", self.metadata.name),
         }
     }

@@ -105,11 +105,14 @@ pub fn merged_source(source: &Source, files: &[(String, String)]) -> Result<Sour
         go_field_names(&mut patch);
         merge_patch(&mut merged, &patch);
     }
-    let mut out: Source =
-        serde_json::from_value(merged).map_err(|e| OverrideError::Shape {
-            file: files.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>().join(", "),
-            message: e.to_string(),
-        })?;
+    let mut out: Source = serde_json::from_value(merged).map_err(|e| OverrideError::Shape {
+        file: files
+            .iter()
+            .map(|(f, _)| f.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        message: e.to_string(),
+    })?;
     out.repo_url.clone_from(&source.repo_url);
     out.path.clone_from(&source.path);
     out.chart.clone_from(&source.chart);

@@ -184,13 +184,13 @@ pub fn render_app(
         let text = sources::with_overrides(&mut job)
             .and_then(|()| sources::render(tools, &job))
             .map_err(|e| {
-            format!(
-                "source {} ({}): {}",
-                i + 1,
-                source_name(source),
-                crate::error_chain::chain(&e)
-            )
-        })?;
+                format!(
+                    "source {} ({}): {}",
+                    i + 1,
+                    source_name(source),
+                    crate::error_chain::chain(&e)
+                )
+            })?;
         let found = parse_resources(&text)
             .map_err(|e| format!("source {} ({}): {e}", i + 1, source_name(source)))?;
         out.extend(found);

@@ -1367,7 +1367,9 @@ async fn the_rendered_diff_of_an_override_file_write_back_shows_the_image_change
     let planned =
         crate::support::engine::cycle_with(&config, None, &cache, &registry, &(), options).await;
     assert!(
-        planned.plan.changes[0].file.ends_with(".argocd-source-shop.yaml"),
+        planned.plan.changes[0]
+            .file
+            .ends_with(".argocd-source-shop.yaml"),
         "{:?}",
         planned.plan.changes
     );

@@ -305,7 +305,12 @@ fn push_chart(registry: &crate::support::registry::TestRegistry, name: &str, tem
     std::fs::write(chart.join("templates/deployment.yaml"), template).unwrap();
     let packaged = helm_in(
         work.path(),
-        &["package", chart.to_str().unwrap(), "-d", work.path().to_str().unwrap()],
+        &[
+            "package",
+            chart.to_str().unwrap(),
+            "-d",
+            work.path().to_str().unwrap(),
+        ],
     );
     assert!(packaged.status.success(), "{packaged:?}");
     let tgz = work.path().join(format!("{name}-0.1.0.tgz"));
@@ -326,7 +331,10 @@ const DEPLOYMENT_TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetada
 /// Renders a multi-source Application whose first source is `chart_source` (the chart) and
 /// whose second is the changed repository holding `envs/prod.yaml`, on `tag: 1.0.0` before
 /// and `tag: 1.1.0` after.
-async fn render_chart_with_values(tools: Tools, chart_source: &str) -> tagpilot::affected::Rendered {
+async fn render_chart_with_values(
+    tools: Tools,
+    chart_source: &str,
+) -> tagpilot::affected::Rendered {
     let text = format!(
         "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: api}}\n\
          spec:\n  destination: {{namespace: shop}}\n  sources:\n\
@@ -402,8 +410,7 @@ async fn a_template_error_of_a_remote_chart_is_not_called_unreachable() {
     let source = format!(
         "{{repoURL: 'oci://{host}/charts', chart: broken, targetRevision: 0.1.0, helm: {{valueFiles: [$values/envs/prod.yaml]}}}}"
     );
-    let rendered =
-        render_chart_with_values(tools().with_plain_http([host.clone()]), &source).await;
+    let rendered = render_chart_with_values(tools().with_plain_http([host.clone()]), &source).await;
     let failure = rendered.failure.expect("a failure");
     assert!(
         failure.contains("`helm template` failed:") && !failure.contains("could not be reached"),

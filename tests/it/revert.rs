@@ -182,7 +182,10 @@ async fn push_mode_restores_only_the_field_and_keeps_a_persons_later_edit_of_the
         message.contains("\n\nArgo CD Applications:\n- argocd/shop -> prod, namespace shop\n"),
         "{message}"
     );
-    assert_eq!(trailer(&origin, "main", "Tagpilot-Application"), "argocd/shop");
+    assert_eq!(
+        trailer(&origin, "main", "Tagpilot-Application"),
+        "argocd/shop"
+    );
 }
 
 #[tokio::test]
@@ -406,7 +409,8 @@ async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_
     assert!(body.contains(&format!("This {}", F::NOUN)), "{body}");
     assert!(
         body.contains("**Argo CD Applications** that deploy these files")
-            && body.contains("| `argocd/shop` | `prod` | `shop` | 1 | `apps/api/deployment.yaml` |")
+            && body
+                .contains("| `argocd/shop` | `prod` | `shop` | 1 | `apps/api/deployment.yaml` |")
             && !body.contains("argocd/web"),
         "names the Applications it deploys: {body}"
     );
