@@ -65,7 +65,7 @@ pub enum OverrideError {
     #[error("override file {file}")]
     NotYaml {
         file: String,
-        source: serde_saphyr::Error,
+        source: Box<serde_saphyr::Error>,
     },
     #[error("override file {file} does not fit an Application source: {message}")]
     Shape { file: String, message: String },
@@ -92,7 +92,7 @@ pub fn merged_source(source: &Source, files: &[(String, String)]) -> Result<Sour
         // write-back names it; then the text itself as the patch, as Argo CD applies it.
         OverrideFile::parse(text).map_err(|source| OverrideError::NotYaml {
             file: file.clone(),
-            source,
+            source: Box::new(source),
         })?;
         if text.trim().is_empty() {
             continue;
@@ -100,7 +100,7 @@ pub fn merged_source(source: &Source, files: &[(String, String)]) -> Result<Sour
         let mut patch: Value =
             serde_saphyr::from_str(text).map_err(|source| OverrideError::NotYaml {
                 file: file.clone(),
-                source,
+                source: Box::new(source),
             })?;
         go_field_names(&mut patch);
         merge_patch(&mut merged, &patch);
