@@ -2,9 +2,12 @@
 //! request bodies, commit messages, labels, rendered diffs and verification (issue 19) share.
 //!
 //! An Application's source deploys a file when it names the same repository (URLs compared as
-//! [`normalise_url`] reads them) and its `path` contains the file; a source of a chart from a
-//! Helm repository (`chart:`) deploys no file of a git repository. A multi-source Application
-//! counts each source. Pure: Applications and paths in, names out; no cluster, no git.
+//! [`normalise_url`] reads them), tracks the branch being changed (`targetRevision` empty,
+//! `HEAD`, or that branch: [`tracks_branch`]) and its `path` contains the file; a source of a
+//! chart from a Helm repository (`chart:`) deploys no file of a git repository. A multi-source
+//! Application counts each source. A source that would contain the files but tracks another
+//! revision is [`OtherRevision`], for the caller to say. Pure: Applications and paths in,
+//! names out; no cluster, no git.
 
 use serde::Serialize;
 
@@ -133,8 +136,40 @@ impl AffectedApplication {
     }
 }
 
-/// The Applications among `apps` whose sources in the repository at `url` contain one of
-/// `files` (paths relative to the repository root, `/`-separated), sorted by
+/// A source whose path contains changed files but that tracks another revision than the
+/// branch changed: the change does not deploy it, and the report says why it is not named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherRevision {
+    /// `namespace/name` of the Application.
+    pub application: String,
+    /// The source's 1-based position.
+    pub source: usize,
+    /// Its `targetRevision`.
+    pub revision: String,
+    /// The changed files its path contains.
+    pub files: Vec<String>,
+}
+
+/// What a change deploys: the Applications named, and the sources left out because they track
+/// another revision.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Deployed {
+    pub applications: Vec<AffectedApplication>,
+    pub other_revisions: Vec<OtherRevision>,
+}
+
+/// Whether a source on `target_revision` deploys what is committed to `branch`: Argo CD reads
+/// an empty revision and `HEAD` as the repository's default branch, taken here to be the branch
+/// tagpilot changes; a tag, a commit or another branch does not follow it.
+pub fn tracks_branch(target_revision: Option<&str>, branch: &str) -> bool {
+    let revision = target_revision.unwrap_or("").trim();
+    revision.is_empty()
+        || revision == "HEAD"
+        || revision.strip_prefix("refs/heads/").unwrap_or(revision) == branch
+}
+
+/// The Applications among `apps` whose sources in the repository at `url`, on `branch`,
+/// contain one of `files` (paths relative to the repository root, `/`-separated), sorted by
 /// `namespace/name` so that a change names them in one order whichever source read them.
 ///
 /// The files are sorted once and each source finds its own by binary search, so thousands of
@@ -143,8 +178,9 @@ impl AffectedApplication {
 pub fn applications_containing<'f>(
     apps: &[Application],
     url: &str,
+    branch: &str,
     files: impl IntoIterator<Item = &'f str>,
-) -> Vec<AffectedApplication> {
+) -> Deployed {
     let url = normalise_url(url);
     let mut sorted: Vec<&str> = files
         .into_iter()
@@ -152,6 +188,7 @@ pub fn applications_containing<'f>(
         .collect();
     sorted.sort_unstable();
     sorted.dedup();
+    let mut other_revisions = Vec::new();
     let mut found: Vec<AffectedApplication> = apps
         .iter()
         .filter_map(|app| {
@@ -162,10 +199,20 @@ pub fn applications_containing<'f>(
                     continue;
                 }
                 let under = files_under(&sorted, s.path.as_deref().unwrap_or(""));
-                if !under.is_empty() {
-                    sources.push(i + 1);
-                    contained.extend(under);
+                if under.is_empty() {
+                    continue;
                 }
+                if !tracks_branch(s.target_revision.as_deref(), branch) {
+                    other_revisions.push(OtherRevision {
+                        application: app.id(),
+                        source: i + 1,
+                        revision: s.target_revision.clone().unwrap_or_default(),
+                        files: under.iter().map(|f| (*f).to_owned()).collect(),
+                    });
+                    continue;
+                }
+                sources.push(i + 1);
+                contained.extend(under);
             }
             if sources.is_empty() {
                 return None;
@@ -183,7 +230,11 @@ pub fn applications_containing<'f>(
         })
         .collect();
     found.sort_by_cached_key(AffectedApplication::id);
-    found
+    other_revisions.sort_by(|a, b| (&a.application, a.source).cmp(&(&b.application, b.source)));
+    Deployed {
+        applications: found,
+        other_revisions,
+    }
 }
 
 /// The files of `sorted` that a source at `path` contains ([`contains_file`]), as a slice.
@@ -318,8 +369,10 @@ mod tests {
         let found = applications_containing(
             &apps,
             "https://git.example/acme/m",
+            "main",
             ["apps/api/deploy.yaml", "envs/prod/values.yaml"],
-        );
+        )
+        .applications;
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].id(), "argocd/shop");
         assert_eq!(found[0].sources, vec![2, 3]);
@@ -332,9 +385,94 @@ mod tests {
         let web = applications_containing(
             &apps,
             "ssh://git@git.example/acme/m.git",
+            "main",
             ["apps/web/a.yaml"],
-        );
+        )
+        .applications;
         assert_eq!(web[0].name, "web");
         assert_eq!(web[0].sources, vec![1]);
+    }
+
+    #[test]
+    fn a_source_on_another_revision_is_not_named_but_said() {
+        assert!(tracks_branch(None, "main"));
+        assert!(tracks_branch(Some(""), "main"));
+        assert!(tracks_branch(Some("HEAD"), "main"));
+        assert!(tracks_branch(Some("main"), "main"));
+        assert!(tracks_branch(Some("refs/heads/main"), "main"));
+        assert!(!tracks_branch(Some("release-1"), "main"));
+        assert!(!tracks_branch(Some("v1.2.0"), "main"));
+        assert!(!tracks_branch(Some("0123abcd"), "main"));
+        let apps = [
+            app(
+                "head",
+                "  source: {repoURL: https://git.example/acme/m, path: apps/api, targetRevision: HEAD}\n",
+            ),
+            app(
+                "main",
+                "  source: {repoURL: https://git.example/acme/m, path: apps/api, targetRevision: main}\n",
+            ),
+            app(
+                "release",
+                "  source: {repoURL: https://git.example/acme/m, path: apps/api, targetRevision: release-1}\n",
+            ),
+            app(
+                "mixed",
+                "  sources:\n\
+                 \x20 - {repoURL: https://git.example/acme/m, path: apps/api, targetRevision: v1.0.0}\n\
+                 \x20 - {repoURL: https://git.example/acme/m, path: apps, targetRevision: main}\n",
+            ),
+        ];
+        let deployed = applications_containing(
+            &apps,
+            "https://git.example/acme/m",
+            "main",
+            ["apps/api/deploy.yaml"],
+        );
+        let named: Vec<(String, Vec<usize>)> = deployed
+            .applications
+            .iter()
+            .map(|a| (a.id(), a.sources.clone()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("argocd/head".to_owned(), vec![1]),
+                ("argocd/main".to_owned(), vec![1]),
+                ("argocd/mixed".to_owned(), vec![2]),
+            ]
+        );
+        assert_eq!(
+            deployed.other_revisions,
+            [
+                OtherRevision {
+                    application: "argocd/mixed".into(),
+                    source: 1,
+                    revision: "v1.0.0".into(),
+                    files: vec!["apps/api/deploy.yaml".into()],
+                },
+                OtherRevision {
+                    application: "argocd/release".into(),
+                    source: 1,
+                    revision: "release-1".into(),
+                    files: vec!["apps/api/deploy.yaml".into()],
+                },
+            ]
+        );
+        // On the release branch, the release Application deploys the change (and `HEAD`, read
+        // as the branch changed); `mixed` tracks neither there.
+        let release = applications_containing(
+            &apps,
+            "https://git.example/acme/m",
+            "release-1",
+            ["apps/api/deploy.yaml"],
+        );
+        let names: Vec<&str> = release
+            .applications
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect();
+        assert_eq!(names, ["head", "release"]);
+        assert_eq!(release.other_revisions.len(), 3, "{release:?}");
     }
 }

@@ -2,10 +2,6 @@
 //! read and rewritten whole as Image Updater does. The same overrides sit in a live
 //! Application's spec, so [`super::patch`] edits them with this type too. Pure.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use crate::image::{ImageRef, Repository};
 use crate::plan;
 use crate::policy::ImagePolicy;
@@ -13,52 +9,11 @@ use crate::policy::ImagePolicy;
 use super::resolve::SourceKind;
 use super::settings::ImageSettings;
 
-/// Argo CD's parameter-override file, in Image Updater's shape. Keys tagpilot does not know are
-/// kept as they were.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct OverrideFile {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub helm: Option<HelmOverrides>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kustomize: Option<KustomizeOverrides>,
-    #[serde(flatten)]
-    pub other: BTreeMap<String, serde_json::Value>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct HelmOverrides {
-    #[serde(default)]
-    pub parameters: Vec<OverrideParameter>,
-    #[serde(flatten)]
-    pub other: BTreeMap<String, serde_json::Value>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OverrideParameter {
-    pub name: String,
-    #[serde(default)]
-    pub value: String,
-    #[serde(default)]
-    pub forcestring: bool,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct KustomizeOverrides {
-    #[serde(default)]
-    pub images: Vec<String>,
-    #[serde(flatten)]
-    pub other: BTreeMap<String, serde_json::Value>,
-}
+pub use crate::application::override_file::{
+    HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,
+};
 
 impl OverrideFile {
-    /// An empty file is an empty override, as Argo CD reads it.
-    pub fn parse(text: &str) -> Result<OverrideFile, serde_saphyr::Error> {
-        if text.trim().is_empty() {
-            return Ok(OverrideFile::default());
-        }
-        serde_saphyr::from_str(text)
-    }
-
     /// The file as Image Updater writes it (`marshalParamsOverride` in its
     /// `pkg/argocd/update.go`), so that a repository switching from Image Updater sees no diff
     /// beyond the tags: go-yaml's style (two-space indent, list items not indented under their

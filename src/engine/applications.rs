@@ -57,7 +57,7 @@ pub(super) async fn collect_applications<R: Registry>(
             .push("applications.fromCluster is set but no cluster was read".to_string()),
         (None, None) => {}
     }
-    let deployers = apps.iter().map(|(a, _)| a.deployed_view()).collect();
+    let deployers = deployers(&apps);
     // Which configuration counts for each Application: its annotations, or the ImageUpdater
     // resource that selects it.
     let mut selection = argocd::image_updater::select(apps, &updaters);
@@ -133,6 +133,33 @@ impl Applications {
     }
 }
 
+/// The Applications that deploy, each once: one read both from git (`applications.fromGit`)
+/// and from the cluster is the same Application, and the live copy is what Argo CD deploys.
+/// Compared by namespace and name, a manifest without a namespace being in Argo CD's own
+/// (`argocd`), where `kubectl apply` of it usually puts it. In the order read, git first.
+fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
+    let key = |a: &Application| {
+        (
+            a.metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "argocd".to_owned()),
+            a.metadata.name.clone(),
+        )
+    };
+    let live: BTreeSet<(String, String)> = apps
+        .iter()
+        .filter(|(_, o)| *o == Origin::Cluster)
+        .map(|(a, _)| key(a))
+        .collect();
+    let mut seen = BTreeSet::new();
+    apps.iter()
+        .filter(|(a, o)| *o == Origin::Cluster || !live.contains(&key(a)))
+        .filter(|(a, _)| seen.insert(key(a)))
+        .map(|(a, _)| a.deployed_view())
+        .collect()
+}
+
 /// Each image an Application's source holds no field for, as a finding that names the
 /// Application, the source and what was searched.
 fn not_found(resolved: &Resolved, images: &[argocd::ImageOutcome]) -> Vec<plan::Finding> {
@@ -167,4 +194,43 @@ fn not_found(resolved: &Resolved, images: &[argocd::ImageOutcome]) -> Vec<plan::
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(namespace: Option<&str>, name: &str, path: &str) -> Application {
+        let mut a = Application::default();
+        a.metadata.name = name.to_owned();
+        a.metadata.namespace = namespace.map(str::to_owned);
+        a.spec.source = Some(crate::application::Source {
+            repo_url: "https://git.example/m".into(),
+            path: Some(path.to_owned()),
+            ..Default::default()
+        });
+        a
+    }
+
+    #[test]
+    fn an_application_read_from_git_and_from_the_cluster_deploys_once_as_the_live_copy() {
+        let apps = [
+            (app(None, "api", "apps/api-git"), Origin::Git),
+            (app(Some("argocd"), "web", "apps/web"), Origin::Git),
+            (app(Some("team"), "api", "apps/team-api"), Origin::Git),
+            (app(Some("argocd"), "api", "apps/api-live"), Origin::Cluster),
+        ];
+        let found: Vec<(String, String)> = deployers(&apps)
+            .iter()
+            .map(|a| (a.id(), a.sources()[0].path.clone().unwrap()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("argocd/web".to_owned(), "apps/web".to_owned()),
+                ("team/api".to_owned(), "apps/team-api".to_owned()),
+                ("argocd/api".to_owned(), "apps/api-live".to_owned()),
+            ]
+        );
+    }
 }

@@ -134,6 +134,9 @@ pub struct Options<'a> {
     pub now: Option<jiff::Timestamp>,
     /// Render the Applications each change deploys, before and after, into the diffs too.
     pub rendered: bool,
+    /// The tools to render with; `None`: `helm` and `kustomize` (or `kubectl`) found on `PATH`
+    /// the first time a target asks. Tests pass theirs rather than change the process's `PATH`.
+    pub tools: Option<&'a crate::render::Tools>,
 }
 
 /// Everything one cycle found and did.
@@ -309,7 +312,18 @@ impl<R: Registry> Step<'_, '_, R> {
             holds: self.holds,
             promotions: &promotion_sources,
             diff: options.diff || options.rendered,
-            tools: Default::default(),
+            tools: options
+                .tools
+                .cloned()
+                .map(std::sync::OnceLock::from)
+                .unwrap_or_default(),
+            plain_http_registries: input
+                .config
+                .registries
+                .iter()
+                .filter(|r| r.insecure)
+                .map(|r| r.host.clone())
+                .collect(),
             rendered: options.rendered,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;

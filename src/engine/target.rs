@@ -4,7 +4,7 @@
 //! change groups with the plan itself, so one target costs one clone, one plan and one commit
 //! (or one pull request per group).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use crate::argocd::branch::{
     BranchChange, BranchTemplate, check_branch_name, image_updater_name, image_updater_tag,
@@ -84,27 +84,66 @@ pub fn application_source(app: &resolve::ManagedApp) -> String {
     format!("Application {} ({origin})", app.app.id())
 }
 
-/// Names in each group the Applications whose sources in the repository at `url` contain its
-/// files.
+/// Names in each group the Applications whose sources in the repository at `url`, on the branch
+/// changed, contain its files; a source that contains them but tracks another revision is a
+/// finding in `plan` rather than a name that silently goes missing.
 fn name_applications(
     groups: &mut [ChangeGroup],
     deployers: &[crate::application::Application],
-    url: &str,
+    repository: &RepositoryConfig,
+    plan: &mut Plan,
 ) {
     if deployers.is_empty() {
         return;
     }
+    /// One source on another revision, over every group: its files and the images they move.
+    #[derive(Default)]
+    struct Elsewhere {
+        revision: String,
+        files: BTreeSet<String>,
+        images: BTreeSet<String>,
+    }
+    let branch = repository.target_branch();
+    let mut elsewhere: BTreeMap<(String, usize), Elsewhere> = BTreeMap::new();
     for group in groups {
         let files: Vec<String> = group
             .files
             .keys()
             .map(|p| p.to_string_lossy().replace('\\', "/"))
             .collect();
-        group.applications = crate::affected::applications_containing(
+        let deployed = crate::affected::applications_containing(
             deployers,
-            url,
+            &repository.url,
+            branch,
             files.iter().map(String::as_str),
         );
+        group.applications = deployed.applications;
+        for o in deployed.other_revisions {
+            let entry = elsewhere.entry((o.application, o.source)).or_default();
+            entry.revision = o.revision;
+            entry.files.extend(o.files);
+            entry
+                .images
+                .extend(group.changes.iter().map(|c| c.image.clone()));
+        }
+    }
+    for ((application, source), found) in elsewhere {
+        let revision = found.revision;
+        let files: Vec<String> = found.files.into_iter().collect();
+        let images: Vec<String> = found.images.into_iter().collect();
+        plan.findings.push(crate::plan::Finding {
+            repository: Some(repository.name.clone()),
+            application: Some(application),
+            ..crate::plan::Finding::new(
+                crate::plan::FindingKind::ApplicationOnOtherRevision,
+                images.join(", "),
+                format!(
+                    "source {source} on targetRevision `{revision}`, not branch `{branch}`, \
+                     containing {}",
+                    files.join(", ")
+                ),
+            )
+        });
     }
 }
 
@@ -130,6 +169,8 @@ pub struct TargetPlanner<'a, R> {
     /// The tools to render Applications with, looked up on `PATH` the first time a target asks
     /// for rendered diffs (`write.renderedDiff`) or the cycle does ([`super::Options::rendered`]).
     pub tools: std::sync::OnceLock<crate::render::Tools>,
+    /// The registries configured `insecure`, whose OCI charts are pulled over plain HTTP.
+    pub plain_http_registries: Vec<String>,
     /// Keep each group's rendered resources in the plan's diffs (`plan --diff --rendered`).
     pub rendered: bool,
 }
@@ -218,14 +259,17 @@ impl<R: Registry> TargetPlanner<'_, R> {
             None => (false, Vec::new()),
         };
         let deployers = self.resolved.map_or(&[][..], |r| r.deployers.as_slice());
-        name_applications(&mut groups, deployers, &repository.url);
+        name_applications(&mut groups, deployers, repository, &mut plan);
         if self.diff {
             plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
         }
         let for_review = repository.write.rendered_diff
             && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
         if self.rendered || for_review {
-            let tools = self.tools.get_or_init(crate::render::Tools::from_path);
+            let tools = self.tools.get_or_init(|| {
+                crate::render::Tools::from_path()
+                    .with_plain_http(self.plain_http_registries.iter().cloned())
+            });
             super::review::render_groups(tools, deployers, &repository.url, files, &mut groups);
             if self.rendered {
                 plan.diffs

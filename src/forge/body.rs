@@ -313,7 +313,7 @@ fn promotion_evidence(out: &mut String, group: &ChangeGroup) {
 
 /// The Argo CD Applications whose sources contain the group's files, with where each deploys
 /// to; nothing when none is known.
-fn applications_section(group: &ChangeGroup) -> String {
+pub(super) fn applications_section(group: &ChangeGroup) -> String {
     if group.applications.is_empty() {
         return String::new();
     }

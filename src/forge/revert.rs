@@ -117,6 +117,7 @@ pub fn revert_body(
             cell(&c.to)
         );
     }
+    body.push_str(&super::body::applications_section(group));
     if !left.is_empty() {
         body.push_str("\nLeft as they are (they moved on since the update):\n\n");
         for line in left {

@@ -45,9 +45,13 @@ pub fn comment(kind: ForgeKind, group: &ChangeGroup, limit: usize) -> Option<Str
         kind.noun()
     );
     let end = marker(&group.key);
-    // Room for the closing tags, the line on what was cut, and the marker.
-    let budget = limit.saturating_sub(end.len() + 200);
+    // Room for the closing tags, the lines on what was cut (Applications: three names of at
+    // most 100 characters), and the marker.
+    let budget = limit.saturating_sub(end.len() + 600);
     let (mut cut_resources, mut cut_lines) = (0usize, 0usize);
+    // Applications with no room left for even their header: named at the end, never silently
+    // dropped.
+    let mut cut_apps: Vec<String> = Vec::new();
     for (app, r) in &rendered {
         let destination = match &app.destination.namespace {
             Some(ns) => format!("{}, namespace `{ns}`", app.cluster()),
@@ -64,6 +68,7 @@ pub fn comment(kind: ForgeKind, group: &ChangeGroup, limit: usize) -> Option<Str
             escape(&app.id())
         );
         if out.len() + head.len() + 20 > budget {
+            cut_apps.push(app.id());
             cut_resources += r.resources.len();
             cut_lines += r
                 .resources
@@ -101,6 +106,9 @@ pub fn comment(kind: ForgeKind, group: &ChangeGroup, limit: usize) -> Option<Str
         }
         out.push_str("</details>\n\n");
     }
+    if !cut_apps.is_empty() {
+        out.push_str(&cut_applications(&cut_apps));
+    }
     if cut_resources > 0 {
         out.push_str(&format!(
             "_{cut_resources} resource diff(s) ({cut_lines} lines) were left out to keep this \
@@ -110,6 +118,29 @@ pub fn comment(kind: ForgeKind, group: &ChangeGroup, limit: usize) -> Option<Str
     out.push_str(&end);
     out.push('\n');
     Some(out)
+}
+
+/// The line on Applications with no section: how many, and the first few by name (the room
+/// kept at the end holds no more).
+fn cut_applications(ids: &[String]) -> String {
+    const NAMED: usize = 3;
+    let mut named: Vec<String> = ids
+        .iter()
+        .take(NAMED)
+        .map(|id| {
+            let short: String = id.chars().take(100).collect();
+            let more = if short.len() < id.len() { "…" } else { "" };
+            format!("`{}{more}`", escape(&short).replace('`', "'"))
+        })
+        .collect();
+    if ids.len() > NAMED {
+        named.push("…".to_owned());
+    }
+    format!(
+        "_{} more Application(s) not shown: {}._\n\n",
+        ids.len(),
+        named.join(", ")
+    )
 }
 
 fn lines(text: &str) -> usize {
@@ -197,6 +228,39 @@ mod tests {
                 "_{} resource diff(s) ({} lines) were left out",
                 50 - shown,
                 (50 - shown) * lines(&render::unified(&resource("x", 40)))
+            )),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with(&marker("api")));
+    }
+
+    #[test]
+    fn applications_left_out_whole_are_counted_and_named() {
+        let mut g = group(vec![resource("a", 2)], None);
+        for i in 0..200 {
+            g.applications.push(AffectedApplication {
+                name: format!("app{i:03}"),
+                namespace: Some("argocd".into()),
+                rendered: Some(Box::new(Rendered {
+                    resources: vec![resource("a", 2)],
+                    ..Rendered::default()
+                })),
+                ..AffectedApplication::default()
+            });
+        }
+        let text = comment(ForgeKind::GitHub, &g, 8_000).unwrap();
+        assert!(text.len() <= 8_000, "{}", text.len());
+        let shown = text.matches("<details>").count();
+        assert!(shown > 1 && shown < 201, "{shown}");
+        // Every Application is either shown or counted, and the first left out are named.
+        let first = |k: usize| format!("`argocd/app{:03}`", shown - 1 + k);
+        assert!(
+            text.contains(&format!(
+                "_{} more Application(s) not shown: {}, {}, {}, …._\n",
+                201 - shown,
+                first(0),
+                first(1),
+                first(2)
             )),
             "{text}"
         );

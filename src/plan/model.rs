@@ -254,6 +254,10 @@ pub enum FindingKind {
     /// disagrees with the old tag, several images could mean it, or the selector names it. The
     /// image still moves, so a warning.
     VersionLabelLeft,
+    /// An Application's source contains changed files but tracks another revision
+    /// (`targetRevision` a tag, a commit or another branch) than the branch changed: the change
+    /// does not deploy it, so it is not named nor rendered. Nothing is wrong, so a warning.
+    ApplicationOnOtherRevision,
 }
 
 impl FindingKind {
@@ -263,6 +267,7 @@ impl FindingKind {
             FindingKind::ImageNotFound => "image_not_found",
             FindingKind::ApplicationImageNotFound => "application_image_not_found",
             FindingKind::VersionLabelLeft => "version_label_left",
+            FindingKind::ApplicationOnOtherRevision => "application_on_other_revision",
         }
     }
 
@@ -271,7 +276,8 @@ impl FindingKind {
             FindingKind::NoFiles => Severity::Problem,
             FindingKind::ImageNotFound
             | FindingKind::ApplicationImageNotFound
-            | FindingKind::VersionLabelLeft => Severity::Warning,
+            | FindingKind::VersionLabelLeft
+            | FindingKind::ApplicationOnOtherRevision => Severity::Warning,
         }
     }
 
@@ -281,6 +287,10 @@ impl FindingKind {
             FindingKind::ImageNotFound => "no file its targets match holds the image",
             FindingKind::ApplicationImageNotFound => "its sources hold no field for the image",
             FindingKind::VersionLabelLeft => "a version label is left alone",
+            FindingKind::ApplicationOnOtherRevision => {
+                "its source contains changed files but tracks another revision than the branch \
+                 changed, so the change does not deploy it"
+            }
         }
     }
 }

@@ -56,6 +56,8 @@ pub enum RenderError {
         path: PathBuf,
         message: String,
     },
+    #[error("merging Argo CD's override files")]
+    Override(#[from] crate::application::override_file::OverrideError),
     #[error("glob `{glob}` in `directory.{setting}`")]
     Glob {
         setting: &'static str,
@@ -78,6 +80,9 @@ pub struct Tools {
     pub kustomize: Option<Kustomize>,
     /// How long one tool may run before it is stopped.
     pub timeout: Duration,
+    /// The OCI registries (`host[:port]`) that serve plain HTTP: those configured `insecure`
+    /// under `registries:`, whose charts helm pulls with `--plain-http`.
+    pub plain_http: Vec<String>,
 }
 
 impl Tools {
@@ -97,7 +102,14 @@ impl Tools {
                 .map(Kustomize::Standalone)
                 .or_else(|| find("kubectl").map(Kustomize::Kubectl)),
             timeout: Duration::from_secs(120),
+            plain_http: Vec::new(),
         }
+    }
+
+    /// These tools, pulling charts from the registries `hosts` over plain HTTP.
+    pub fn with_plain_http(mut self, hosts: impl IntoIterator<Item = String>) -> Tools {
+        self.plain_http = hosts.into_iter().collect();
+        self
     }
 }
 
@@ -166,17 +178,19 @@ pub fn render_app(
     let all = app.sources();
     let mut out = Vec::new();
     for (i, source) in all.iter().enumerate() {
-        let Some(job) = sources::job(app, source, &all, &url, root) else {
+        let Some(mut job) = sources::job(app, source, &all, &url, root) else {
             continue;
         };
-        let text = sources::render(tools, &job).map_err(|e| {
-            format!(
-                "source {} ({}): {}",
-                i + 1,
-                source_name(source),
-                crate::error_chain::chain(&e)
-            )
-        })?;
+        let text = sources::with_overrides(&mut job)
+            .and_then(|()| sources::render(tools, &job))
+            .map_err(|e| {
+                format!(
+                    "source {} ({}): {}",
+                    i + 1,
+                    source_name(source),
+                    crate::error_chain::chain(&e)
+                )
+            })?;
         let found = parse_resources(&text)
             .map_err(|e| format!("source {} ({}): {e}", i + 1, source_name(source)))?;
         out.extend(found);
@@ -187,6 +201,7 @@ pub fn render_app(
 fn source_name(source: &Source) -> String {
     match (&source.chart, &source.path) {
         (Some(chart), _) => format!("chart {chart} from {}", source.repo_url),
+        (None, _) if sources::is_remote_chart(source) => format!("chart {}", source.repo_url),
         (None, Some(path)) => format!("path {path}"),
         (None, None) => "repository root".to_owned(),
     }

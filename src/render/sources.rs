@@ -1,6 +1,7 @@
 //! One source rendered as Argo CD's repo server would: which kind it is, and the command (or
 //! the files) that make its manifests.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -11,12 +12,14 @@ use serde_json::Value;
 
 use super::{Kustomize, RenderError, Tools};
 use crate::affected::normalise_url;
+use crate::application::override_file::{self, merged_source};
 use crate::application::{Application, Source};
 
 /// What to render for one source.
 pub(super) struct Job<'a> {
     pub app: &'a Application,
-    pub source: &'a Source,
+    /// The source with the override files of its directory merged in ([`with_overrides`]).
+    pub source: Cow<'a, Source>,
     /// The source's directory in the tree (`None` for a chart from a chart repository).
     pub dir: Option<PathBuf>,
     /// `$ref` → the directory of the source that names itself so, for value files.
@@ -44,14 +47,14 @@ pub(super) fn job<'a>(
             ))
         })
         .collect();
-    if source.chart.is_some() {
+    if is_remote_chart(source) {
         let from_here = source.helm.iter().flat_map(|h| &h.value_files).any(|f| {
             f.split_once('/')
                 .is_some_and(|(name, _)| refs.contains_key(name))
         });
         return from_here.then_some(Job {
             app,
-            source,
+            source: Cow::Borrowed(source),
             dir: None,
             refs,
         });
@@ -64,10 +67,36 @@ pub(super) fn job<'a>(
     let path = source.path.as_deref().unwrap_or("").trim_matches('/');
     Some(Job {
         app,
-        source,
+        source: Cow::Borrowed(source),
         dir: Some(root.join(path)),
         refs,
     })
+}
+
+/// Merges into the job's source the override files Argo CD's repo server reads in its
+/// directory (`.argocd-source.yaml`, then `.argocd-source-<app>.yaml`), so that a change to
+/// them, such as an Image Updater-style write-back, shows in the render as it will deploy.
+pub(super) fn with_overrides(job: &mut Job<'_>) -> Result<(), RenderError> {
+    let Some(dir) = &job.dir else {
+        return Ok(());
+    };
+    let mut found = Vec::new();
+    for name in override_file::file_names(job.app) {
+        let path = dir.join(&name);
+        if !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| RenderError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let shown = Path::new(job.source.path.as_deref().unwrap_or("")).join(&name);
+        found.push((shown.to_string_lossy().into_owned(), text));
+    }
+    if !found.is_empty() {
+        job.source = Cow::Owned(merged_source(&job.source, &found)?);
+    }
+    Ok(())
 }
 
 /// The source's manifests as one YAML text.
@@ -80,7 +109,7 @@ pub(super) fn render(tools: &Tools, job: &Job<'_>) -> Result<String, RenderError
             path: job.source.path.clone().unwrap_or_default(),
         });
     }
-    let s = job.source;
+    let s = &*job.source;
     let kustomization = kustomization_file(dir);
     // Argo CD's detection: what the source's options name, else the files it finds.
     let chart = dir.join("Chart.yaml").is_file();
@@ -290,14 +319,13 @@ fn set_images(map: &mut serde_json::Map<String, Value>, images: &[String]) {
 /// `helm template` as Argo CD runs it: the release name (default the Application's name), the
 /// destination's namespace, CRDs included unless `skipCrds`, the value files in order (`$ref`
 /// paths from the named source), then `values`/`valuesObject`, then the parameters. A chart
-/// from a chart repository (`chart:`) is fetched from it: an HTTP repository with `--repo`, an
-/// OCI one (a `repoURL` without a scheme) as `oci://`.
+/// from a chart repository is fetched from it first ([`pull`]).
 fn helm(tools: &Tools, job: &Job<'_>, dir: Option<&Path>) -> Result<String, RenderError> {
     let bin = tools
         .helm
         .as_ref()
         .ok_or(RenderError::ToolMissing { tool: "helm" })?;
-    let s = job.source;
+    let s = &*job.source;
     let options = s.helm.clone().unwrap_or_default();
     let release = options
         .release_name
@@ -310,30 +338,23 @@ fn helm(tools: &Tools, job: &Job<'_>, dir: Option<&Path>) -> Result<String, Rend
             .as_ref()
             .and_then(|d| d.namespace.clone())
     });
-    let mut command = Command::new(bin);
-    command.arg("template").arg(&release);
     let scratch = tempfile::tempdir().map_err(|source| RenderError::Write {
         path: std::env::temp_dir(),
         source,
     })?;
-    match (dir, &s.chart) {
-        (Some(dir), _) => {
+    let mut command = Command::new(bin);
+    command.arg("template").arg(&release);
+    match dir {
+        Some(dir) => {
             dependencies(tools, bin, dir)?;
             command.arg(dir);
         }
-        (None, Some(chart)) if s.repo_url.contains("://") => {
-            command.arg(chart).arg("--repo").arg(&s.repo_url);
-        }
-        (None, Some(chart)) => {
-            command.arg(format!(
-                "oci://{}/{chart}",
-                s.repo_url.trim_end_matches('/')
-            ));
-        }
-        (None, None) => return Ok(String::new()),
-    }
-    if let (None, Some(version)) = (dir, &s.target_revision) {
-        command.arg("--version").arg(version);
+        None => match pull(tools, bin, s, scratch.path())? {
+            Some(chart) => {
+                command.arg(chart);
+            }
+            None => return Ok(String::new()),
+        },
     }
     if let Some(ns) = &namespace {
         command.arg("--namespace").arg(ns);
@@ -372,15 +393,83 @@ fn helm(tools: &Tools, job: &Job<'_>, dir: Option<&Path>) -> Result<String, Rend
         };
         command.arg(flag).arg(format!("{}={}", p.name, p.value));
     }
-    match run(command, tools.timeout) {
-        Err(RenderError::Failed { stderr, .. }) if dir.is_none() => {
-            Err(RenderError::ChartUnreachable {
-                url: s.repo_url.clone(),
-                stderr,
-            })
+    // The chart is on disk by now: a failure here is the chart's own (a template error), said
+    // with helm's message, not the repository's.
+    run(command, tools.timeout)
+}
+
+/// Whether `source` is a chart from a chart repository rather than a path of a git
+/// repository: it names a `chart`, or its `repoURL` is an OCI reference (`oci://`, Argo CD's
+/// OCI sources, whose chart is the artifact itself).
+pub(super) fn is_remote_chart(source: &Source) -> bool {
+    source.chart.is_some() || source.repo_url.trim().starts_with("oci://")
+}
+
+/// Fetches the source's chart at its `targetRevision` into `into` (`helm pull`), and returns
+/// the packaged chart's path. Where the chart is: an HTTP chart repository by `--repo`; an OCI
+/// registry by reference, `oci://host/path/chart` from an `oci://` `repoURL` (with or without
+/// `chart`) or from Argo CD's scheme-less OCI `repoURL` beside a `chart`; `--plain-http` for a
+/// registry configured `insecure`. A failure here is a fetch failure, said so.
+fn pull(
+    tools: &Tools,
+    bin: &Path,
+    s: &Source,
+    into: &Path,
+) -> Result<Option<PathBuf>, RenderError> {
+    let url = s.repo_url.trim().trim_end_matches('/');
+    let mut command = Command::new(bin);
+    command.arg("pull");
+    let oci = match (url.strip_prefix("oci://"), &s.chart) {
+        (Some(_), Some(chart)) => Some(format!("{url}/{chart}")),
+        (Some(_), None) => Some(url.to_owned()),
+        (None, Some(chart)) if url.contains("://") => {
+            command.arg(chart).arg("--repo").arg(url);
+            None
         }
-        other => other,
+        (None, Some(chart)) => Some(format!("oci://{url}/{chart}")),
+        (None, None) => return Ok(None),
+    };
+    if let Some(reference) = &oci {
+        command.arg(reference);
+        let host = reference
+            .trim_start_matches("oci://")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        if tools.plain_http.iter().any(|h| h == host) {
+            command.arg("--plain-http");
+        }
     }
+    if let Some(version) = s.target_revision.as_deref().filter(|v| !v.is_empty()) {
+        command.arg("--version").arg(version);
+    }
+    let pulled = into.join("chart");
+    std::fs::create_dir_all(&pulled).map_err(|source| RenderError::Write {
+        path: pulled.clone(),
+        source,
+    })?;
+    command.arg("--destination").arg(&pulled);
+    let shown = oci.unwrap_or_else(|| url.to_owned());
+    match run(command, tools.timeout) {
+        Err(RenderError::Failed { stderr, .. }) => {
+            return Err(RenderError::ChartUnreachable { url: shown, stderr });
+        }
+        other => other?,
+    };
+    let packaged = std::fs::read_dir(&pulled)
+        .map_err(|source| RenderError::Read {
+            path: pulled.clone(),
+            source,
+        })?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "tgz"));
+    packaged
+        .map(Some)
+        .ok_or_else(|| RenderError::ChartUnreachable {
+            url: shown,
+            stderr: "helm pull wrote no chart".into(),
+        })
 }
 
 /// `helm dependency build` for a chart whose dependencies are not vendored in `charts/`, as
@@ -492,9 +581,19 @@ fn run(mut command: Command, timeout: Duration) -> Result<String, RenderError> {
     let stdout = out.join().unwrap_or_default();
     let stderr = err.join().unwrap_or_default();
     if !status.success() {
+        // The tool's own error line (helm's `Error: …` comes before hints such as "Use --debug
+        // flag to render out invalid YAML"), else its last line.
+        let lines: Vec<&str> = stderr.trim().lines().collect();
+        let said = lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("Error:"))
+            .or(lines.last())
+            .copied()
+            .unwrap_or("");
         return Err(RenderError::Failed {
             command: shown,
-            stderr: stderr.trim().lines().last().unwrap_or("").to_owned(),
+            stderr: said.to_owned(),
         });
     }
     Ok(stdout)

@@ -285,6 +285,7 @@ impl Daemon<'_> {
             diff: false,
             now: None,
             rendered: false,
+            tools: None,
         };
         engine::run(&input, &context, options).await
     }

@@ -1196,6 +1196,57 @@ async fn the_commit_names_the_applications_that_deploy_the_changed_files() {
     assert!(!message.contains("argocd/web"), "{message}");
 }
 
+/// An Application whose source tracks another revision than the branch changed (a release
+/// branch) is not named in the commit, and the report says why instead of leaving it out
+/// silently.
+#[tokio::test]
+async fn an_application_on_another_revision_is_not_named_but_found() {
+    let repo = repo_with(&[
+        (
+            "argocd/api.yaml".into(),
+            directory_app("api", "registry.example/shop/api:1.x", "")
+                + "  destination: {namespace: shop}\n",
+        ),
+        (
+            "argocd/api-release.yaml".into(),
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: api-release\n  \
+             namespace: argocd\nspec:\n  destination: {namespace: shop-release}\n  \
+             source: {repoURL: REPO_URL, path: apps/api, targetRevision: release-1}\n"
+                .into(),
+        ),
+        (
+            "apps/api/deployment.yaml".into(),
+            deployment("registry.example/shop/api:1.0.0"),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert_eq!(applied.plan.changes.len(), 1, "{:?}", applied.plan.changes);
+    let message = repo.message("main");
+    assert!(
+        message.lines().any(|l| l == "Tagpilot-Application: api"),
+        "{message}"
+    );
+    assert!(!message.contains("api-release"), "{message}");
+    let found: Vec<_> = applied
+        .plan
+        .findings
+        .iter()
+        .filter(|f| f.kind == tagpilot::plan::FindingKind::ApplicationOnOtherRevision)
+        .collect();
+    assert_eq!(found.len(), 1, "{:?}", applied.plan.findings);
+    assert_eq!(found[0].application.as_deref(), Some("argocd/api-release"));
+    assert_eq!(
+        found[0].searched,
+        "source 1 on targetRevision `release-1`, not branch `main`, containing apps/api/deployment.yaml"
+    );
+    assert_eq!(found[0].image, "registry.example/shop/api");
+}
+
 /// A repository with an annotated Directory Application `api` on `apps/api`, an unannotated
 /// multi-source `api-prod` whose second source is `apps/api`, and a `web` on `apps/web`.
 fn deployed_repo() -> BareRepo {
@@ -1271,6 +1322,65 @@ async fn plan_diff_rendered_shows_each_application_s_rendered_resources() {
     );
     assert!(!diff.contains("Application argocd/web"), "{diff}");
     assert_eq!(repo.rev("main").unwrap(), before, "plan writes nothing");
+}
+
+/// An Image Updater-style write-back changes no manifest, only the parameters Argo CD merges
+/// from `.argocd-source-<app>.yaml`: the rendered diff of the Application still shows the image
+/// it will deploy (the same rendering the pull-request comment carries).
+#[tokio::test]
+async fn the_rendered_diff_of_an_override_file_write_back_shows_the_image_change() {
+    let app = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  \
+               namespace: argocd\n  annotations:\n    \
+               argocd-image-updater.argoproj.io/image-list: api=registry.example/shop/api:1.x\n    \
+               argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  \
+               destination: {namespace: shop}\n  source:\n    repoURL: REPO_URL\n    \
+               targetRevision: main\n    path: apps/shop\n    helm: {}\n";
+    let repo = repo_with(&[
+        ("argocd/shop.yaml".into(), app.to_owned()),
+        (
+            "apps/shop/Chart.yaml".into(),
+            "apiVersion: v2\nname: shop\nversion: 0.1.0\n".into(),
+        ),
+        (
+            "apps/shop/values.yaml".into(),
+            "image:\n  name: registry.example/shop/api\n  tag: 1.0.0\n".into(),
+        ),
+        (
+            "apps/shop/templates/deployment.yaml".into(),
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: \"{{ .Values.image.name }}:{{ .Values.image.tag }}\"\n".into(),
+        ),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let cache = RepoCache::new(dir.path().join("cache"));
+    let tools = crate::render::tools();
+    let options = tagpilot::engine::Options {
+        dry_run: true,
+        diff: true,
+        rendered: true,
+        tools: Some(&tools),
+        ..Default::default()
+    };
+    let planned =
+        crate::support::engine::cycle_with(&config, None, &cache, &registry, &(), options).await;
+    assert!(
+        planned.plan.changes[0]
+            .file
+            .ends_with(".argocd-source-shop.yaml"),
+        "{:?}",
+        planned.plan.changes
+    );
+    let diff = tagpilot::report::diff(&planned.plan);
+    assert!(
+        diff.contains("Application argocd/shop rendered\n--- a/Deployment/shop\n")
+            && diff.contains(
+                "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
+            ),
+        "{diff}"
+    );
 }
 
 /// A registry whose `shop/api` has `1.0.0` and `1.1.0` for linux/amd64 and linux/arm64, and a

@@ -1127,6 +1127,35 @@ async fn a_failed_render_is_commented_and_does_not_block_the_proposal<F: ForgeDo
     s.server.verify().await;
 }
 
+/// A review comment the forge refuses (a token that may open pull requests but not comment
+/// on them) is a warning on the group: the pull request is opened and reported all the same.
+async fn a_review_comment_that_cannot_be_posted_is_a_warning<F: ForgeDouble>() {
+    let s = setup().await;
+    let repo = s.config_for::<F>("  renderedDiff: true\n");
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(&s.server, 7, "Update api to 1.2.0", &[], &[]).await;
+    F::authed("POST", &F::comments_path(7))
+        .respond_with(F::forbidden())
+        .expect(1)
+        .mount(&s.server)
+        .await;
+    let planner = ApiPlanner {
+        applications: vec![rendered_app("shop", "1.0.0", "1.2.0")],
+        ..wants("1.2.0")
+    };
+    let outcome = s.run(&repo, &planner, false).await.unwrap();
+    let pr = &outcome.pull_requests[0];
+    assert_eq!(pr.action, Action::Opened, "{pr:?}");
+    assert_eq!(pr.number, Some(7));
+    assert!(
+        pr.warnings.len() == 1 && pr.warnings[0].starts_with("the rendered diff was not posted: "),
+        "{:?}",
+        pr.warnings
+    );
+    assert!(!pr.warnings[0].contains(TOKEN), "{:?}", pr.warnings);
+    s.server.verify().await;
+}
+
 /// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
@@ -1170,6 +1199,7 @@ on_each_forge!(
     the_rendered_diff_is_commented_and_updated_in_place,
     a_rendered_diff_too_large_is_cut_to_size,
     a_failed_render_is_commented_and_does_not_block_the_proposal,
+    a_review_comment_that_cannot_be_posted_is_a_warning,
 );
 
 // === GitHub only ===

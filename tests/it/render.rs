@@ -96,7 +96,9 @@ async fn run_case(case: &Path) -> Vec<String> {
 golden_suite! { "render", run_case, every_render_case_has_its_test, {
     render_directory => "directory",
     render_helm => "helm",
+    render_helm_override_files => "helm-override",
     render_kustomize => "kustomize",
+    render_kustomize_override_files => "kustomize-override",
 }}
 
 /// A chart repository that cannot be reached is a failure the review shows, naming it; the
@@ -274,5 +276,161 @@ async fn a_chart_from_a_reachable_chart_repository_is_rendered_with_values_from_
                 "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
             ),
         "{shown}"
+    );
+}
+
+/// `helm` from the test tools, with its configuration and cache in `home`.
+fn helm_in(home: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(tools().helm.unwrap())
+        .args(args)
+        .env("HELM_CACHE_HOME", home.join("cache"))
+        .env("HELM_CONFIG_HOME", home.join("config"))
+        .env("HELM_DATA_HOME", home.join("data"))
+        .output()
+        .unwrap()
+}
+
+/// Packages a chart `name` 0.1.0 whose Deployment is `template`, and pushes it to the
+/// registry's `charts/` over plain HTTP, as a team publishing its charts to an OCI registry.
+fn push_chart(registry: &crate::support::registry::TestRegistry, name: &str, template: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let chart = work.path().join(name);
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n"),
+    )
+    .unwrap();
+    std::fs::write(chart.join("values.yaml"), "tag: 1.0.0\n").unwrap();
+    std::fs::write(chart.join("templates/deployment.yaml"), template).unwrap();
+    let packaged = helm_in(
+        work.path(),
+        &[
+            "package",
+            chart.to_str().unwrap(),
+            "-d",
+            work.path().to_str().unwrap(),
+        ],
+    );
+    assert!(packaged.status.success(), "{packaged:?}");
+    let tgz = work.path().join(format!("{name}-0.1.0.tgz"));
+    let pushed = helm_in(
+        work.path(),
+        &[
+            "push",
+            tgz.to_str().unwrap(),
+            &format!("oci://{}/charts", registry.host()),
+            "--plain-http",
+        ],
+    );
+    assert!(pushed.status.success(), "{pushed:?}");
+}
+
+const DEPLOYMENT_TEMPLATE: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: \"registry.example/shop/api:{{ .Values.tag }}\"\n";
+
+/// Renders a multi-source Application whose first source is `chart_source` (the chart) and
+/// whose second is the changed repository holding `envs/prod.yaml`, on `tag: 1.0.0` before
+/// and `tag: 1.1.0` after.
+async fn render_chart_with_values(
+    tools: Tools,
+    chart_source: &str,
+) -> tagpilot::affected::Rendered {
+    let text = format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: api}}\n\
+         spec:\n  destination: {{namespace: shop}}\n  sources:\n\
+         \x20   - {chart_source}\n\
+         \x20   - {{repoURL: 'https://git.example/acme/manifests', ref: values}}\n"
+    );
+    let app = read_documents(Path::new("app.yaml"), &text)
+        .unwrap()
+        .remove(0);
+    let (before, after) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (tree, tag) in [(&before, "1.0.0"), (&after, "1.1.0")] {
+        std::fs::create_dir_all(tree.path().join("envs")).unwrap();
+        std::fs::write(tree.path().join("envs/prod.yaml"), format!("tag: {tag}\n")).unwrap();
+    }
+    tokio::task::spawn_blocking(move || {
+        render::render_change(
+            &tools,
+            &render::Change {
+                app: &app,
+                url: "https://git.example/acme/manifests",
+                before: before.path(),
+                after: after.path(),
+            },
+        )
+    })
+    .await
+    .unwrap()
+}
+
+/// A chart in an OCI registry (the real `docker-registry`, plain HTTP, configured `insecure`):
+/// named by an `oci://` `repoURL` with `chart`, by Argo CD's scheme-less OCI `repoURL` beside
+/// `chart`, and by an `oci://` `repoURL` that is the chart itself (Argo CD's OCI sources), each
+/// pulled by reference (`helm` refuses `--repo oci://…`) and rendered with the values from git.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chart_from_an_oci_registry_is_pulled_by_reference_and_rendered() {
+    use crate::support::registry::{Auth, TestRegistry};
+    let registry = TestRegistry::start(Auth::None).await;
+    push_chart(&registry, "api", DEPLOYMENT_TEMPLATE);
+    let host = registry.host();
+    let values = "helm: {valueFiles: [$values/envs/prod.yaml]}";
+    for source in [
+        format!("{{repoURL: 'oci://{host}/charts', chart: api, targetRevision: 0.1.0, {values}}}"),
+        format!("{{repoURL: '{host}/charts', chart: api, targetRevision: 0.1.0, {values}}}"),
+        format!("{{repoURL: 'oci://{host}/charts/api', path: ., targetRevision: 0.1.0, {values}}}"),
+    ] {
+        let tools = tools().with_plain_http([host.clone()]);
+        let rendered = render_chart_with_values(tools, &source).await;
+        assert_eq!(rendered.failure, None, "{source}");
+        let shown = shown(&rendered);
+        assert!(
+            shown.starts_with("## Deployment/api\n")
+                && shown.contains(
+                    "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
+                ),
+            "{source}: {shown}"
+        );
+    }
+}
+
+/// A remote chart that is fetched but does not render (a template error) is a render failure
+/// with helm's message, not a chart repository that "could not be reached"; a version the
+/// registry does not have is a fetch failure, said so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_error_of_a_remote_chart_is_not_called_unreachable() {
+    use crate::support::registry::{Auth, TestRegistry};
+    let registry = TestRegistry::start(Auth::None).await;
+    push_chart(
+        &registry,
+        "broken",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\ndata:\n  tag: {{ required \"the chart needs image.digest\" .Values.digest | quote }}\n",
+    );
+    let host = registry.host();
+    let source = format!(
+        "{{repoURL: 'oci://{host}/charts', chart: broken, targetRevision: 0.1.0, helm: {{valueFiles: [$values/envs/prod.yaml]}}}}"
+    );
+    let rendered = render_chart_with_values(tools().with_plain_http([host.clone()]), &source).await;
+    let failure = rendered.failure.expect("a failure");
+    assert!(
+        failure.contains("`helm template` failed:") && !failure.contains("could not be reached"),
+        "{failure}"
+    );
+    assert!(
+        failure.contains("Error: execution error at (broken/templates/deployment.yaml")
+            && failure.ends_with("the chart needs image.digest"),
+        "{failure}"
+    );
+
+    let source = format!(
+        "{{repoURL: 'oci://{host}/charts', chart: broken, targetRevision: 9.9.9, helm: {{valueFiles: [$values/envs/prod.yaml]}}}}"
+    );
+    let rendered = render_chart_with_values(tools().with_plain_http([host.clone()]), &source).await;
+    let failure = rendered.failure.expect("a failure");
+    assert!(
+        failure.contains(&format!(
+            "the chart repository oci://{host}/charts/broken could not be reached"
+        )),
+        "{failure}"
     );
 }

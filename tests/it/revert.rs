@@ -72,11 +72,24 @@ fn tagpilot_updates(origin: &BareRepo, web: bool) -> FailedUpdate {
         &text,
         &format!("chore(images): update images\n{trailers}"),
     );
+    // The cluster's Applications: `shop` deploys the file, `web` another path.
+    let app = |name: &str, path: &str| {
+        let text = format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {{name: {name}, namespace: argocd}}\n\
+             spec:\n  destination: {{name: prod, namespace: {name}}}\n  \
+             source: {{repoURL: '{}', path: {path}}}\n",
+            origin.file_url()
+        );
+        tagpilot::application::read_documents(std::path::Path::new("app.yaml"), &text)
+            .unwrap()
+            .remove(0)
+    };
     FailedUpdate {
         changes,
         commit: origin.rev("main").unwrap(),
         application: "argocd/shop".into(),
         failure: FAILURE.into(),
+        deployers: vec![app("shop", "apps/api"), app("web", "apps/web")],
     }
 }
 
@@ -163,6 +176,15 @@ async fn push_mode_restores_only_the_field_and_keeps_a_persons_later_edit_of_the
     assert!(
         message.contains("- registry.example/api: 1.1.0 -> 1.0.0 (apps/api/deployment.yaml)"),
         "{message}"
+    );
+    // It names the Applications it deploys, as an update does.
+    assert!(
+        message.contains("\n\nArgo CD Applications:\n- argocd/shop -> prod, namespace shop\n"),
+        "{message}"
+    );
+    assert_eq!(
+        trailer(&origin, "main", "Tagpilot-Application"),
+        "argocd/shop"
     );
 }
 
@@ -385,6 +407,13 @@ async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_
         "says what failed: {body}"
     );
     assert!(body.contains(&format!("This {}", F::NOUN)), "{body}");
+    assert!(
+        body.contains("**Argo CD Applications** that deploy these files")
+            && body
+                .contains("| `argocd/shop` | `prod` | `shop` | 1 | `apps/api/deployment.yaml` |")
+            && !body.contains("argocd/web"),
+        "names the Applications it deploys: {body}"
+    );
     server.verify().await;
     server.reset().await;
 

@@ -299,10 +299,7 @@ pub fn policy_name(app: &Application, alias: &str) -> String {
 /// The `.argocd-source-<app>.yaml` name Argo CD merges for this app (`<ns>_<app>` for apps
 /// outside Argo CD's own namespace, "apps in any namespace").
 pub fn override_file_name(app: &Application) -> String {
-    match app.metadata.namespace.as_deref() {
-        Some(ns) if ns != "argocd" => format!(".argocd-source-{ns}_{}.yaml", app.metadata.name),
-        _ => format!(".argocd-source-{}.yaml", app.metadata.name),
-    }
+    app.override_file_name()
 }
 
 /// Why `write-back-method: argocd` cannot work for an app read from git.

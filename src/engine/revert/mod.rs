@@ -43,7 +43,7 @@ use crate::plan::revert::{LeftField, ReversePlan, plan_revert};
 pub use crate::git::REVERT_TRAILER;
 
 /// An update that failed verification, as [`revert`] needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct FailedUpdate {
     /// The changes the update made, as planned (file, field, from, to).
     pub changes: Vec<Change>,
@@ -53,6 +53,10 @@ pub struct FailedUpdate {
     pub application: String,
     /// Why: the verification failure's text, the health message included.
     pub failure: String,
+    /// The Applications known when it failed (the cluster's, as verification lists them): the
+    /// revert names those whose sources contain its files, as an update does
+    /// ([`crate::affected`]). Empty when none are known.
+    pub deployers: Vec<crate::application::Application>,
 }
 
 /// What [`revert`] did.
@@ -168,10 +172,25 @@ impl Replanner for RevertPlanner<'_> {
 
     async fn plan(
         &self,
-        _repository: &RepositoryConfig,
+        repository: &RepositoryConfig,
         files: &CommitFiles,
     ) -> Result<Planned<ReversePlan>, Infallible> {
-        let plan = plan_revert(files, &group_key(&self.failed.commit), &self.failed.changes);
+        let mut plan = plan_revert(files, &group_key(&self.failed.commit), &self.failed.changes);
+        if let Some(group) = &mut plan.group {
+            // The revert goes to the base branch (also in push mode with a `write.branch`).
+            let changed: Vec<String> = group
+                .files
+                .keys()
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .collect();
+            group.applications = crate::affected::applications_containing(
+                &self.failed.deployers,
+                &repository.url,
+                &repository.branch,
+                changed.iter().map(String::as_str),
+            )
+            .applications;
+        }
         Ok(Planned {
             groups: plan.group.iter().cloned().collect(),
             // Not every policy was planned: a pull-request sync must not close anything on it.
@@ -349,9 +368,13 @@ fn message_template(failed: &FailedUpdate) -> String {
         failed.commit,
         failed.failure.trim_end()
     );
+    // The Applications it deploys, as an update's default message names them.
+    let applications = "{%- if applications %}\n\nArgo CD Applications:\n{%- for a in applications %}\n\
+                        - {{ a.id }} -> {{ a.cluster }}{% if a.destination.namespace %}, namespace \
+                        {{ a.destination.namespace }}{% endif %}\n{%- endfor %}\n{%- endif %}";
     format!(
         "{}\n\n{}\n{{% for c in changes %}}\n- {{{{ c.image }}}}: {{{{ c.from }}}} -> \
-         {{{{ c.to }}}} ({{{{ c.file }}}})\n{{%- endfor %}}\n\n{}: {}\n",
+         {{{{ c.to }}}} ({{{{ c.file }}}})\n{{%- endfor %}}{applications}\n\n{}: {}\n",
         literal(&subject),
         literal(&why),
         REVERT_TRAILER,

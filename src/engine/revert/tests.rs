@@ -9,6 +9,7 @@ fn failed(failure: &str) -> FailedUpdate {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         application: "argocd/shop".into(),
         failure: failure.into(),
+        deployers: Vec::new(),
     }
 }
 

@@ -36,6 +36,26 @@ pub(crate) async fn perform<F: Forge>(
     Ok(outcomes)
 }
 
+/// A review comment's post or edit: its failure, whatever it is (a token that may open pull
+/// requests but not comment on them is common), a warning in `outcome`. A failure that concerns
+/// the whole repository shows again on the next call that needs it.
+fn review_posted(
+    result: Result<(), ForgeError>,
+    outcome: &mut PullRequestOutcome,
+) -> Result<(), ForgeError> {
+    match result {
+        Err(e) => {
+            tracing::warn!(group = %outcome.group, error = %crate::error_chain::Chain(&e), "the rendered diff was not posted");
+            outcome.warnings.push(format!(
+                "the rendered diff was not posted: {}",
+                crate::error_chain::chain(&e)
+            ));
+            Ok(())
+        }
+        Ok(()) => Ok(()),
+    }
+}
+
 async fn perform_step<F: Forge>(
     cache: &RepoCache,
     repo: &RepositoryConfig,
@@ -64,12 +84,19 @@ async fn perform_step<F: Forge>(
             body,
         } => forge.update(number, &title, &body).await?,
         Step::Comment { number, body } => forge.comment(number, &body).await?,
+        // The review comment only informs: one that cannot be posted or edited is a warning on
+        // the group, whose pull request stands as written.
         Step::CommentOpened { body } => {
             if let Some(number) = outcome.number {
-                forge.comment(number, &body).await?;
+                review_posted(forge.comment(number, &body).await, outcome)?;
             }
         }
-        Step::EditComment { number, id, body } => forge.edit_comment(number, id, &body).await?,
+        Step::PostReview { number, body } => {
+            review_posted(forge.comment(number, &body).await, outcome)?;
+        }
+        Step::EditComment { number, id, body } => {
+            review_posted(forge.edit_comment(number, id, &body).await, outcome)?;
+        }
         Step::Close { number } => forge.close(number).await?,
         Step::DeleteBranch { branch, lease } => {
             git::proposal::delete_branch(cache, repo, &branch, lease).await?;

@@ -55,11 +55,12 @@ pub(super) struct SkipLabel {
 }
 
 /// Every finding kind, so each series shows from the start at zero.
-pub(super) const FINDING_KINDS: [FindingKind; 4] = [
+pub(super) const FINDING_KINDS: [FindingKind; 5] = [
     FindingKind::NoFiles,
     FindingKind::ImageNotFound,
     FindingKind::ApplicationImageNotFound,
     FindingKind::VersionLabelLeft,
+    FindingKind::ApplicationOnOtherRevision,
 ];
 
 /// Every reason a file is skipped for.

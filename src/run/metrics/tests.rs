@@ -457,6 +457,7 @@ fn findings_and_skipped_files_are_the_last_full_cycle_s() {
         "tagpilot_findings{kind=\"image_not_found\",severity=\"warning\"} 2",
         "tagpilot_findings{kind=\"application_image_not_found\",severity=\"warning\"} 0",
         "tagpilot_findings{kind=\"version_label_left\",severity=\"warning\"} 1",
+        "tagpilot_findings{kind=\"application_on_other_revision\",severity=\"warning\"} 0",
         "tagpilot_skipped_files{reason=\"invalid_yaml\"} 2",
         "tagpilot_skipped_files{reason=\"not_text\"} 1",
         "tagpilot_skipped_files{reason=\"helm_template\"} 0",

@@ -497,14 +497,29 @@ impl Verifier {
             return;
         };
         let cache = self.cache.clone();
-        let failed = FailedUpdate {
+        let mut failed = FailedUpdate {
             changes: failed_changes(pending, fields),
             commit: pending.commit.clone(),
             application: pending.application.clone(),
             failure: failure.to_string(),
+            deployers: Vec::new(),
         };
         let metrics = self.shared.clone();
+        // The cluster the failure was seen on, to name the Applications the revert deploys.
+        let (cluster, from) = (self.cluster.get().cloned(), self.from.clone());
         let task = tokio::spawn(async move {
+            if let Some(cluster) = cluster {
+                match cluster.applications(&from).await {
+                    Ok(apps) => {
+                        failed.deployers = apps.iter().map(Application::deployed_view).collect();
+                    }
+                    Err(e) => tracing::warn!(
+                        application = %failed.application,
+                        error = %chain(&e),
+                        "listing Applications failed: the revert names none"
+                    ),
+                }
+            }
             match revert::revert(&cache, &repository, &failed).await {
                 Ok(outcome) => {
                     metrics.metrics.record_revert("written");

@@ -52,6 +52,11 @@ pub(crate) enum Step {
     CommentOpened {
         body: String,
     },
+    /// Posts the review comment on a pull request that has none yet.
+    PostReview {
+        number: u64,
+        body: String,
+    },
     /// Replaces the text of comment `id`: the review, updated in place.
     EditComment {
         number: u64,
@@ -346,7 +351,7 @@ fn review(
             id: *id,
             body,
         }),
-        Some(Ok(None)) | None => Some(Step::Comment { number, body }),
+        Some(Ok(None)) | None => Some(Step::PostReview { number, body }),
     }
 }
 

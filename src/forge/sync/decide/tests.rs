@@ -132,6 +132,7 @@ fn kinds(steps: &[Step]) -> Vec<&'static str> {
             Step::Comment { .. } => "comment",
             Step::CommentOpened { .. } => "comment opened",
             Step::EditComment { .. } => "edit comment",
+            Step::PostReview { .. } => "post review",
             Step::Close { .. } => "close",
             Step::DeleteBranch { .. } => "delete branch",
             Step::Converge { .. } => "converge",
@@ -562,7 +563,7 @@ fn the_review_comment_is_posted_updated_in_place_or_left_as_it_is() {
     o.open.push(pull_request(7, "1.2.0", oid('a')));
     o.reviews.insert(7, Ok(None));
     let d = only(decide(&o, false));
-    assert_eq!(kinds(&d.steps), ["push", "update", "comment"]);
+    assert_eq!(kinds(&d.steps), ["push", "update", "post review"]);
     o.reviews.insert(7, Ok(Some((42, "old".into()))));
     let d = only(decide(&o, false));
     assert_eq!(

@@ -4,6 +4,8 @@
 //! tagpilot does not care about, and a newer Argo CD adds more. Pure apart from
 //! [`read_documents`]'s caller handing it text.
 
+pub mod override_file;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -229,6 +231,18 @@ impl Application {
             },
             spec: self.spec.clone(),
             ..Default::default()
+        }
+    }
+
+    /// The `.argocd-source-<app>.yaml` name Argo CD merges for this Application
+    /// ([`override_file`]): `<ns>_<app>` for one outside Argo CD's own namespace ("apps in
+    /// any namespace").
+    pub fn override_file_name(&self) -> String {
+        match self.metadata.namespace.as_deref() {
+            Some(ns) if ns != "argocd" => {
+                format!(".argocd-source-{ns}_{}.yaml", self.metadata.name)
+            }
+            _ => format!(".argocd-source-{}.yaml", self.metadata.name),
         }
     }
 
