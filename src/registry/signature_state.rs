@@ -74,6 +74,21 @@ pub enum SignatureError {
         #[source]
         source: sigstore::errors::SigstoreError,
     },
+    /// The crate's fetch of the `.sig` tag and the referrers, as a whole, took longer than one
+    /// request to the registry may (`registries[].timeout`).
+    #[error(
+        "fetching the signatures took longer than the registry's timeout of {}",
+        humantime::format_duration(*timeout)
+    )]
+    TimedOut { timeout: std::time::Duration },
+    /// Looking for signatures the crate did not find, the registry failed (anything but a 404):
+    /// whether the image is signed is unknown, not "unsigned".
+    #[error("looking for signatures at {what}")]
+    Lookup {
+        what: String,
+        #[source]
+        source: RegistryError,
+    },
 }
 
 /// What the client keeps for signatures: the defaults, the trust root once loaded, the

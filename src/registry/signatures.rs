@@ -168,12 +168,32 @@ impl RegistryClient {
                 limiter.until_ready().await;
             }
             reg.check_up(repo)?;
-            client
-                .trusted_signature_layers(&auth, &image)
+            // The crate's requests carry no timeout of their own: a registry that hangs on
+            // them must not stall the cycle.
+            tokio::time::timeout(reg.timeout, client.trusted_signature_layers(&auth, &image))
                 .await
+                .map_err(|_| {
+                    failed(SignatureError::TimedOut {
+                        timeout: reg.timeout,
+                    })
+                })?
                 .map_err(|source| failed(SignatureError::Fetch { source }))?
         };
-        Ok(judge(&layers, required))
+        let verdict = judge(&layers, required);
+        if verdict.passes() {
+            return Ok(verdict);
+        }
+        // The crate logs what it could not fetch and returns no layer for it: only a true
+        // absence is "unsigned" (see `signature_lookup.rs`).
+        let found = self
+            .count_signatures(&reg, repo, digest)
+            .await
+            .map_err(failed)?;
+        Ok(match verdict {
+            // Found, but none the crate trusted (a certificate or log entry that did not check).
+            SignatureVerdict::Unsigned if found > 0 => SignatureVerdict::Untrusted { found },
+            verdict => verdict,
+        })
     }
 
     /// The trust root, loaded once: `signatures.trustRoot` when set, else Sigstore's TUF.

@@ -554,9 +554,9 @@ async fn bundles_found_as_referrers_verify_with_their_inclusion_proof() {
     let counts = client.signature_verifications();
     assert_eq!(count(&counts, "verified"), 1, "{counts:?}");
     // The wrong identity's bundle is trusted and does not match; the one whose inclusion proof
-    // fails is not trusted at all, as if there were no signature.
-    assert_eq!(count(&counts, "untrusted"), 1, "{counts:?}");
-    assert_eq!(count(&counts, "unsigned"), 1, "{counts:?}");
+    // fails is not trusted at all: a signature found that does not verify, not "unsigned".
+    assert_eq!(count(&counts, "untrusted"), 2, "{counts:?}");
+    assert_eq!(count(&counts, "unsigned"), 0, "{counts:?}");
 }
 
 /// The working directory and a client for keyless policies: the identity of `SUBJECT`'s
@@ -775,4 +775,136 @@ async fn a_default_for_an_image_prefix_applies_to_policies_without_their_own() {
     let planned = plan_with(&work, &defaults(&format!("{}/other", registry.host()))).await;
     let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
     assert_eq!(moved, ["1.2.0"], "{planned:#?}");
+}
+
+// === registry faults while looking for signatures ===
+
+/// A working directory like [`work`]'s, for `image` (a registry behind a proxy, say).
+fn work_for(image: &str, key_pem: &str) -> Work {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cosign.pub"), key_pem).unwrap();
+    std::fs::create_dir_all(dir.path().join("apps")).unwrap();
+    std::fs::write(
+        dir.path().join("apps/deploy.yaml"),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api}}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+        ),
+    )
+    .unwrap();
+    let policy_path = dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    keys: [{{file: cosign.pub}}]\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    std::fs::write(&policy_path, &text).unwrap();
+    let policies = policy::parse_file(&policy_path, &text).expect("policy");
+    Work { dir, policies }
+}
+
+/// `shop/api` with 1.0.0 deployed and 1.1.0 and 1.2.0 both signed, behind a proxy that gives
+/// `fault` to every signature lookup of 1.2.0 (its `.sig` tag, its referrers and referrers tag);
+/// the client reaches the registry through the proxy, with `timeout` per request.
+async fn signed_behind_a_faulty_proxy(
+    fault: crate::support::fault_proxy::Fault,
+    timeout: std::time::Duration,
+) -> (
+    TestRegistry,
+    crate::support::fault_proxy::FaultProxy,
+    Work,
+    RegistryClient,
+    String,
+) {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let older = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let newest = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &older, false).await;
+    signer.sign(&registry, "shop/api", &newest, false).await;
+    let hex = newest.trim_start_matches("sha256:").to_string();
+    let proxy =
+        crate::support::fault_proxy::FaultProxy::start(&registry.host(), move |target| {
+            let lookup = target.contains(&format!("/manifests/sha256-{hex}"))
+                || target.contains(&format!("/referrers/sha256:{hex}"));
+            lookup.then_some(fault)
+        })
+        .await;
+    let work = work_for(&format!("{}/shop/api", proxy.host()), &signer.public_pem());
+    let client = RegistryClient::new(registry.client_options(vec![
+        tagpilot::config::RegistryConfig {
+            host: proxy.host(),
+            insecure: true,
+            timeout: Some(timeout),
+            ..Default::default()
+        },
+    ]))
+    .unwrap();
+    (registry, proxy, work, client, newest)
+}
+
+/// The `sigstore` crate only logs a failed `.sig` or referrers fetch; a registry that serves
+/// tags and manifests but answers 500 to the signature lookups of the newest tag must not make
+/// it look unsigned (which would move to the older signed tag): the reference is held with an
+/// error naming the registry, the repository and the digest.
+#[tokio::test]
+async fn a_registry_failing_the_signature_lookups_holds_with_an_error_not_an_older_tag() {
+    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
+        crate::support::fault_proxy::Fault::Status(500),
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
+    assert!(planned.skipped_tags.is_empty(), "{:?}", planned.skipped_tags);
+    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
+    let message = &planned.problems[0].message;
+    assert!(
+        message.contains(&format!(
+            "cannot verify the signatures of {newest} in repository shop/api on registry {}",
+            proxy.host()
+        )) && message.contains(&format!(
+            "looking for signatures at the tag {}.sig",
+            newest.replace(':', "-")
+        )) && message.contains("500"),
+        "{message}"
+    );
+    assert!(proxy.faulted() > 0);
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "error"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "unsigned"), 0, "{counts:?}");
+    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
+}
+
+/// A registry that never answers the signature lookups costs the registry's timeout, once,
+/// and holds the reference with that reason; the cycle is not stalled.
+#[tokio::test]
+async fn a_registry_hanging_on_the_signature_lookups_is_cut_by_its_timeout() {
+    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
+        crate::support::fault_proxy::Fault::Hang,
+        std::time::Duration::from_secs(1),
+    )
+    .await;
+
+    let started = std::time::Instant::now();
+    let planned = plan_with(&work, &client).await;
+    let took = started.elapsed();
+
+    assert!(took < std::time::Duration::from_secs(8), "took {took:?}");
+    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
+    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
+    let message = &planned.problems[0].message;
+    assert!(
+        message.contains(&format!("cannot verify the signatures of {newest}"))
+            && message.contains("took longer than the registry's timeout of 1s"),
+        "{message}"
+    );
+    assert!(proxy.faulted() > 0);
+    assert_eq!(count(&client.signature_verifications(), "error"), 1);
 }
