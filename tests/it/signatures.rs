@@ -908,3 +908,253 @@ async fn a_registry_hanging_on_the_signature_lookups_is_cut_by_its_timeout() {
     assert!(proxy.faulted() > 0);
     assert_eq!(count(&client.signature_verifications(), "error"), 1);
 }
+
+// === keys from Kubernetes Secrets and environment variables ===
+
+/// `work` with its policy's `signatures:` replaced by `signatures` (a flow mapping).
+fn with_signatures(work: Work, image: &str, signatures: &str) -> Work {
+    let policy_path = work.dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures: {signatures}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    std::fs::write(&policy_path, &text).unwrap();
+    Work {
+        policies: policy::parse_file(&policy_path, &text).expect("policy"),
+        ..work
+    }
+}
+
+/// The Kubernetes API double with the Secret `namespace/name` holding `data` (base64'd here),
+/// or answering 404 for it when `data` is `None`.
+async fn secret_api(
+    namespace: &str,
+    name: &str,
+    data: Option<&[(&str, &str)]>,
+) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let answer = match data {
+        Some(data) => ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": data.iter().map(|(k, v)| (k.to_string(), b64(v.as_bytes())))
+                .collect::<BTreeMap<_, _>>(),
+        })),
+        None => ResponseTemplate::new(404).set_body_json(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+            "code": 404, "message": format!("secrets \"{name}\" not found"),
+        })),
+    };
+    Mock::given(method("GET"))
+        .and(path(format!("/api/v1/namespaces/{namespace}/secrets/{name}")))
+        .respond_with(answer)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// How many times the double was asked for a Secret.
+async fn secret_reads(server: &wiremock::MockServer) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path().contains("/secrets/"))
+        .count()
+}
+
+/// A policy's `secret:` key (no namespace: tagpilot's own, the kubeconfig context's here) is
+/// read over the cluster connection, once per cycle, and verifies the signed tag; a
+/// `tagpilot.yaml` default naming a Secret does the same for a policy without `signatures:`.
+#[tokio::test]
+async fn a_key_in_a_kubernetes_secret_verifies_in_a_policy_and_in_a_default() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let pem = signer.public_pem();
+    let server = secret_api(
+        crate::support::kube::NAMESPACE,
+        "cosign",
+        Some(&[("cosign.pub", &pem)]),
+    )
+    .await;
+    let cluster = crate::support::kube::cluster(&server, std::time::Duration::from_secs(10)).await;
+    let image = registry.image("shop/api");
+    let work = with_signatures(
+        work(&registry, &Signer::new().public_pem()),
+        &image,
+        "{keys: [{secret: {name: cosign, key: cosign.pub}}]}",
+    );
+    let client = registry.client().with_cluster(cluster.clone());
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    assert!(
+        skipped_tags(&planned)[0].starts_with("1.2.0: not signed"),
+        "{:?}",
+        planned.skipped_tags
+    );
+    assert_eq!(count(&client.signature_verifications(), "verified"), 1);
+    assert_eq!(secret_reads(&server).await, 1, "one read for two tags");
+    // The next cycle reads the Secret again: a rotated key is picked up without a restart.
+    client.start_cycle();
+    let planned = plan_with(&work, &client).await;
+    assert_eq!(planned.changes[0].to, "1.1.0");
+    assert_eq!(secret_reads(&server).await, 2);
+
+    // The same key as `tagpilot.yaml`'s default for the image's repository.
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let work = Work {
+        policies: policy::parse_file(&work.dir.path().join("policy.yaml"), &text).unwrap(),
+        ..work
+    };
+    let config_path = work.dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "signatures:\n  defaults:\n    - prefix: {}/shop\n      keys: [{{secret: {{namespace: {}, name: cosign, key: cosign.pub}}}}]\n",
+            registry.host(),
+            crate::support::kube::NAMESPACE
+        ),
+    )
+    .unwrap();
+    let config = tagpilot::config::load(&config_path).expect("config");
+    let mut options = registry.client_options(vec![registry.registry_config()]);
+    options.signature_defaults = config.signature_defaults;
+    let client = RegistryClient::new(options).unwrap().with_cluster(cluster);
+    let planned = plan_with(&work, &client).await;
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+}
+
+/// A key whose Secret cannot be read holds the policy's update with a problem naming the
+/// policy, where its `signatures:` is written and the Secret; never "any other key will do".
+#[tokio::test]
+async fn a_key_in_a_secret_that_cannot_be_read_holds_with_a_named_problem() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let image = registry.image("shop/api");
+    // A key from a file that does verify sits beside the unreadable one.
+    let work = with_signatures(
+        work(&registry, &signer.public_pem()),
+        &image,
+        "{keys: [{file: cosign.pub}, {secret: {namespace: ci, name: cosign, key: cosign.pub}}]}",
+    );
+    let held = |planned: &Plan, why: &str| {
+        assert!(planned.changes.is_empty(), "{:?}", planned.changes);
+        assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
+        let p = &planned.problems[0];
+        assert_eq!(p.policy.as_deref(), Some("api"));
+        assert!(
+            p.message.contains("Secret ci/cosign[cosign.pub]")
+                && p.message.contains("policy.yaml:")
+                && p.message.contains(why),
+            "{}",
+            p.message
+        );
+    };
+
+    let missing = secret_api("ci", "cosign", None).await;
+    let cluster = crate::support::kube::cluster(&missing, std::time::Duration::from_secs(10)).await;
+    let client = registry.client().with_cluster(cluster);
+    let planned = plan_with(&work, &client).await;
+    held(&planned, "cannot read Secret ci/cosign");
+    assert_eq!(count(&client.signature_verifications(), "error"), 1);
+
+    let other_key = secret_api("ci", "cosign", Some(&[("other.pub", "x")])).await;
+    let cluster =
+        crate::support::kube::cluster(&other_key, std::time::Duration::from_secs(10)).await;
+    let planned = plan_with(&work, &registry.client().with_cluster(cluster)).await;
+    held(&planned, "the Secret has no such key");
+
+    let not_pem = secret_api("ci", "cosign", Some(&[("cosign.pub", "not a key")])).await;
+    let cluster = crate::support::kube::cluster(&not_pem, std::time::Duration::from_secs(10)).await;
+    let planned = plan_with(&work, &registry.client().with_cluster(cluster)).await;
+    held(&planned, "not a PEM public key");
+
+    let planned = plan_with(&work, &registry.client()).await;
+    held(&planned, "there is no cluster connection");
+}
+
+/// `keys: [{env: NAME}]`: the PEM text in an environment variable, read when the policy is
+/// (here by the `tagpilot` binary, given the variable), verifies the signed tag.
+#[tokio::test]
+async fn a_key_from_an_environment_variable_verifies() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let image = registry.image("shop/api");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "tagpilot.yaml",
+        &format!("registries:\n{}policies: policies/\n", registry.registries_yaml()),
+    );
+    write(
+        "policies/api.yaml",
+        &format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    keys: [{{env: TAGPILOT_IT_COSIGN_PUBLIC_KEY}}]\n"
+        ),
+    );
+    write(
+        "apps/deploy.yaml",
+        &format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api}}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+        ),
+    );
+
+    let out = crate::support::bin::run_tagpilot(
+        dir.path(),
+        &["plan", "--format", "json"],
+        &[("TAGPILOT_IT_COSIGN_PUBLIC_KEY", &signer.public_pem())],
+    );
+
+    let text = crate::support::bin::output_text(&out);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"));
+    assert_eq!(report["problems"], serde_json::json!([]), "{text}");
+    let to: Vec<&str> = report["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter_map(|c| c["to"].as_str())
+        .collect();
+    assert_eq!(to, ["1.1.0"], "{text}");
+}
