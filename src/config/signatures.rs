@@ -55,7 +55,10 @@ pub struct SecretKeyRef {
 
 impl std::fmt::Display for SecretKeyRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ns = self.namespace.as_deref().unwrap_or("<tagpilot's namespace>");
+        let ns = self
+            .namespace
+            .as_deref()
+            .unwrap_or("<tagpilot's namespace>");
         write!(f, "Secret {ns}/{}[{}]", self.name, self.key)
     }
 }

@@ -76,7 +76,8 @@ impl RegistryClient {
                 .manifest_bytes(reg, repo, url, &what)
                 .await
                 .map_err(at_referrers)?;
-            verify_digest(repo, "referrer manifest", &entry.digest, &bytes).map_err(at_referrers)?;
+            verify_digest(repo, "referrer manifest", &entry.digest, &bytes)
+                .map_err(at_referrers)?;
             // A referrer that is no image manifest (an index of attestations) holds no bundle.
             let Ok(manifest) = serde_json::from_slice::<OciImageManifest>(&bytes) else {
                 continue;
@@ -104,11 +105,8 @@ impl RegistryClient {
         digest: &str,
         tagged: &str,
     ) -> Result<Option<OciImageIndex>, RegistryError> {
-        let url = Url::parse(&format!(
-            "{}/v2/{}/referrers/{digest}",
-            reg.base, repo.path
-        ))
-        .map_err(|e| malformed(repo, "referrers URL", e))?;
+        let url = Url::parse(&format!("{}/v2/{}/referrers/{digest}", reg.base, repo.path))
+            .map_err(|e| malformed(repo, "referrers URL", e))?;
         let what = format!("referrers of {digest}");
         let asked = RegistryRequest {
             kind: Kind::Manifest,
@@ -118,7 +116,12 @@ impl RegistryClient {
             target: Target::Manifest(&what),
         };
         let body = match self.send(reg, repo, asked).await {
-            Ok(resp) => Some(resp.bytes().await.map_err(|e| unreachable(repo, e))?.to_vec()),
+            Ok(resp) => Some(
+                resp.bytes()
+                    .await
+                    .map_err(|e| unreachable(repo, e))?
+                    .to_vec(),
+            ),
             Err(RegistryError::NotFound { .. }) => {
                 self.absent_or(reg, repo, tagged, &format!("tag {tagged}"))
                     .await?

@@ -827,23 +827,23 @@ async fn signed_behind_a_faulty_proxy(
     signer.sign(&registry, "shop/api", &older, false).await;
     signer.sign(&registry, "shop/api", &newest, false).await;
     let hex = newest.trim_start_matches("sha256:").to_string();
-    let proxy =
-        crate::support::fault_proxy::FaultProxy::start(&registry.host(), move |target| {
-            let lookup = target.contains(&format!("/manifests/sha256-{hex}"))
-                || target.contains(&format!("/referrers/sha256:{hex}"));
-            lookup.then_some(fault)
-        })
-        .await;
+    let proxy = crate::support::fault_proxy::FaultProxy::start(&registry.host(), move |target| {
+        let lookup = target.contains(&format!("/manifests/sha256-{hex}"))
+            || target.contains(&format!("/referrers/sha256:{hex}"));
+        lookup.then_some(fault)
+    })
+    .await;
     let work = work_for(&format!("{}/shop/api", proxy.host()), &signer.public_pem());
-    let client = RegistryClient::new(registry.client_options(vec![
-        tagpilot::config::RegistryConfig {
-            host: proxy.host(),
-            insecure: true,
-            timeout: Some(timeout),
-            ..Default::default()
-        },
-    ]))
-    .unwrap();
+    let client =
+        RegistryClient::new(
+            registry.client_options(vec![tagpilot::config::RegistryConfig {
+                host: proxy.host(),
+                insecure: true,
+                timeout: Some(timeout),
+                ..Default::default()
+            }]),
+        )
+        .unwrap();
     (registry, proxy, work, client, newest)
 }
 
@@ -862,7 +862,11 @@ async fn a_registry_failing_the_signature_lookups_holds_with_an_error_not_an_old
     let planned = plan_with(&work, &client).await;
 
     assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
-    assert!(planned.skipped_tags.is_empty(), "{:?}", planned.skipped_tags);
+    assert!(
+        planned.skipped_tags.is_empty(),
+        "{:?}",
+        planned.skipped_tags
+    );
     assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
     let message = &planned.problems[0].message;
     assert!(
@@ -948,7 +952,9 @@ async fn secret_api(
         })),
     };
     Mock::given(method("GET"))
-        .and(path(format!("/api/v1/namespaces/{namespace}/secrets/{name}")))
+        .and(path(format!(
+            "/api/v1/namespaces/{namespace}/secrets/{name}"
+        )))
         .respond_with(answer)
         .mount(&server)
         .await;
@@ -1125,7 +1131,10 @@ async fn a_key_from_an_environment_variable_verifies() {
     };
     write(
         "tagpilot.yaml",
-        &format!("registries:\n{}policies: policies/\n", registry.registries_yaml()),
+        &format!(
+            "registries:\n{}policies: policies/\n",
+            registry.registries_yaml()
+        ),
     );
     write(
         "policies/api.yaml",
@@ -1147,8 +1156,8 @@ async fn a_key_from_an_environment_variable_verifies() {
     );
 
     let text = crate::support::bin::output_text(&out);
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"));
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"));
     assert_eq!(report["problems"], serde_json::json!([]), "{text}");
     let to: Vec<&str> = report["changes"]
         .as_array()
@@ -1157,4 +1166,44 @@ async fn a_key_from_an_environment_variable_verifies() {
         .filter_map(|c| c["to"].as_str())
         .collect();
     assert_eq!(to, ["1.1.0"], "{text}");
+}
+
+// === metrics ===
+
+/// `tagpilot run` counts its verifications in `/metrics` by result: after a cycle that
+/// verified a signature, `tagpilot_signature_verifications_total{result="verified"}` is 1.
+#[test]
+fn a_service_cycle_that_verified_a_signature_counts_it_in_metrics() {
+    use crate::support::service::{self, Service, eventually};
+    use std::time::Duration;
+    service::run(false, |logs| async move {
+        let s = crate::daemon::setup().await;
+        let signer = Signer::new();
+        let digest = s
+            .registry
+            .push_image("shop/api", "1.1.0", ImageSpec::default())
+            .await;
+        signer.sign(&s.registry, "shop/api", &digest, false).await;
+        let policies = s.dir.path().join("policies");
+        std::fs::write(policies.join("cosign.pub"), signer.public_pem()).unwrap();
+        let policy = policies.join("api.yaml");
+        let text = std::fs::read_to_string(&policy).unwrap().replace(
+            "  targets:\n",
+            "  signatures:\n    keys: [{file: cosign.pub}]\n  targets:\n",
+        );
+        std::fs::write(&policy, text).unwrap();
+
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
+        crate::daemon::tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        let metric = "tagpilot_signature_verifications_total{result=\"verified\"} 1";
+        eventually(metric, &daemon.logs, || async {
+            daemon.text("/metrics").await.lines().any(|l| l == metric)
+        })
+        .await;
+        let metrics = daemon.text("/metrics").await;
+        assert!(
+            metrics.contains("tagpilot_signature_verifications_total{result=\"unsigned\"} 0"),
+            "{metrics}"
+        );
+    });
 }
