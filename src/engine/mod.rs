@@ -295,7 +295,7 @@ impl<R: Registry> Step<'_, '_, R> {
         }
         let sources = SourceNames::new(self.policies, resolved);
         let no_templates = Default::default();
-        let promotion_sources = promotions::Sources::of(input, ctx, options.now);
+        let promotion_sources = promotions::Sources::of(input, ctx, resolved, options.now);
         let planner = TargetPlanner {
             policies: self.policies,
             apps: resolved
@@ -348,6 +348,8 @@ impl<R: Registry> Step<'_, '_, R> {
             outcome.sources = planner.sources_of(&repository.name);
             cycle.plan.repositories.push(outcome);
         }
+        // A chain reads upstream first, whichever repository each environment is in.
+        cycle.plan.promotions.sort_by_key(|p| p.stage);
         Ok(())
     }
 

@@ -406,7 +406,8 @@ impl<R: Registry> Replanner for TargetPlanner<'_, R> {
             false => std::borrow::Cow::Owned(self.holds.clone().with(found.iter().cloned())),
         };
         let promotions =
-            super::promotions::gather(self.policies, repository, files, self.promotions).await;
+            super::promotions::gather(self.policies, repository, files, self.promotions, &holds)
+                .await;
         let mut planned = self
             .plan_target(repository, files, (&holds, &promotions))
             .await?;

@@ -302,6 +302,9 @@ impl<'r, R: Registry> Inspector<'r, R> {
             SignatureVerdict::NotRequired | SignatureVerdict::Verified { .. } => None,
             SignatureVerdict::Unsigned => Some(SkipReason::Unsigned),
             SignatureVerdict::Untrusted { found } => Some(SkipReason::Untrusted { found }),
+            SignatureVerdict::Unverifiable { why, found } => {
+                Some(SkipReason::Unverifiable { why, found })
+            }
         })
     }
 

@@ -89,6 +89,13 @@ pub struct Promotion {
     pub line: usize,
     /// The tag the field holds now.
     pub current: String,
+    /// Since when the field holds it on the base branch (RFC 3339): the first-parent commit
+    /// that set it, as an upstream's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// How many promoting links lie above it: the report lists a chain upstream first.
+    #[serde(skip)]
+    pub stage: usize,
     pub upstreams: Vec<UpstreamRun>,
     pub status: PromotionStatus,
     /// The tag it takes, when it promotes.

@@ -54,6 +54,12 @@ pub enum Verification {
 pub struct Gathered {
     pub upstreams: Vec<Upstream>,
     pub held_above: Vec<(String, String)>,
+    /// Since when the environment's own files run the tag they hold (by path in the
+    /// repository, `/`-separated), read as an upstream's are: what the report shows of it.
+    pub since: std::collections::BTreeMap<String, Timestamp>,
+    /// How many promoting links lie above the environment (0: it follows no environment that
+    /// itself follows one), so the report lists a chain upstream first.
+    pub stage: usize,
 }
 
 impl Gathered {
@@ -157,8 +163,9 @@ pub fn decide(
             Err(why) => waiting.push(why),
         }
     }
-    // 2. The tag the upstreams agree on.
-    let (tag, evidence) = match fan_in {
+    // 2. The tags the upstreams agree on, newest first: with `all`, the one they all run;
+    // with `any`, each that one of them offers.
+    let tags: Vec<String> = match fan_in {
         FanIn::All => {
             if !waiting.is_empty() {
                 return Decision::Wait(waiting);
@@ -173,33 +180,43 @@ pub fn decide(
                     .collect();
                 return Decision::Wait(vec![Waiting::Disagree { tags }]);
             }
-            (first.tag.clone(), offers)
+            vec![first.tag.clone()]
         }
         FanIn::Any => {
-            let newest = offers
-                .iter()
-                .map(|o| o.tag.as_str())
-                .max_by(|a, b| (downstream.order)(a, b));
-            let Some(tag) = newest.map(str::to_string) else {
+            let mut tags: Vec<String> = offers.iter().map(|o| o.tag.clone()).collect();
+            tags.sort_by(|a, b| (downstream.order)(b, a));
+            tags.dedup();
+            if tags.is_empty() {
                 return Decision::Wait(waiting);
-            };
-            let evidence = offers.into_iter().filter(|o| o.tag == tag).collect();
-            (tag, evidence)
+            }
+            tags
         }
     };
-    // 3. The downstream's own rules: never backwards, never forbidden, never held.
-    if let Some(current) = downstream.current
-        && (downstream.order)(&tag, current) != Ordering::Greater
-    {
-        return Decision::UpToDate;
+    // 3. The downstream's own rules: never backwards, never forbidden, never held. With `any`,
+    // a tag refused here leaves the next one offered (an upstream behind the newest may run
+    // one this environment may take).
+    let mut refused = Vec::new();
+    for tag in tags {
+        if let Some(current) = downstream.current
+            && (downstream.order)(&tag, current) != Ordering::Greater
+        {
+            break;
+        }
+        if let Err(why) = (downstream.allowed)(&tag) {
+            refused.push(Waiting::Forbidden { tag, why });
+            continue;
+        }
+        if let Some(why) = (downstream.held)(&tag) {
+            refused.push(Waiting::Held { tag, why });
+            continue;
+        }
+        let evidence = offers.into_iter().filter(|o| o.tag == tag).collect();
+        return Decision::Promote { tag, evidence };
     }
-    if let Err(why) = (downstream.allowed)(&tag) {
-        return Decision::Wait(vec![Waiting::Forbidden { tag, why }]);
+    match refused.is_empty() {
+        true => Decision::UpToDate,
+        false => Decision::Wait(refused),
     }
-    if let Some(why) = (downstream.held)(&tag) {
-        return Decision::Wait(vec![Waiting::Held { tag, why }]);
-    }
-    Decision::Promote { tag, evidence }
 }
 
 /// What one upstream offers now: its tag, once verified and soaked.

@@ -253,3 +253,60 @@ fn an_upstream_that_does_not_run_the_image_is_said_so() {
         "argocd/shop-staging does not run the image"
     );
 }
+
+#[test]
+fn fan_in_any_takes_the_next_offered_tag_when_the_newest_is_forbidden_or_held_here() {
+    let now = at("2026-11-26T10:00:00Z");
+    let upstreams = [
+        verified("argocd/shop-staging-eu", "1.4.0"),
+        verified("argocd/shop-staging-us", "1.6.0"),
+        verified("argocd/shop-staging-ap", "1.5.0"),
+    ];
+    let below_1_6 = |tag: &str| match semver(tag, "1.6.0") {
+        Ordering::Less => Ok(()),
+        _ => Err("out of range <1.6".to_string()),
+    };
+    let held_1_5 = |tag: &str| (tag == "1.5.0").then(|| "failed in staging-ap".to_string());
+    let downstream = Downstream {
+        current: Some("1.3.0"),
+        order: &semver,
+        allowed: &below_1_6,
+        held: &held_1_5,
+    };
+    // 1.6.0 is forbidden and 1.5.0 held here: 1.4.0, which staging-eu runs, is taken.
+    let Decision::Promote { tag, evidence } =
+        decide(&upstreams, FanIn::Any, HOUR, &downstream, now)
+    else {
+        panic!("the next offered tag is taken")
+    };
+    assert_eq!(tag, "1.4.0");
+    assert_eq!(evidence.len(), 1);
+    assert_eq!(evidence[0].upstream, "argocd/shop-staging-eu");
+
+    // Nothing newer than the current tag left: it waits, naming each tag refused.
+    let at_1_4 = Downstream {
+        current: Some("1.4.0"),
+        ..downstream
+    };
+    let Decision::Wait(why) = decide(&upstreams, FanIn::Any, HOUR, &at_1_4, now) else {
+        panic!("waits")
+    };
+    let why: Vec<String> = why.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        why,
+        vec![
+            "1.6.0 is not allowed here: out of range <1.6".to_string(),
+            "1.5.0 is held: failed in staging-ap".to_string(),
+        ]
+    );
+    // Never backwards: an older offered tag is not a fallback.
+    let at_1_5 = Downstream {
+        current: Some("1.5.0"),
+        held: &nothing_held,
+        ..at_1_4
+    };
+    assert!(matches!(
+        decide(&upstreams, FanIn::Any, HOUR, &at_1_5, now),
+        Decision::Wait(ref why) if why.len() == 1
+    ));
+}

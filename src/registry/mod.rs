@@ -43,6 +43,8 @@
 //! the process too.
 
 pub mod auth;
+mod bundle_check;
+mod bundles;
 mod client;
 mod digest;
 mod error;

@@ -25,6 +25,10 @@ pub enum SignatureVerdict {
     Unsigned,
     /// Signatures were found, but none verified with the requirement's keys or identities.
     Untrusted { found: usize },
+    /// A Sigstore bundle was found that tagpilot cannot verify (`why`: a shape the `sigstore`
+    /// crate cannot check, such as a Rekor v2 entry), and no other signature verified
+    /// (`found` of them did not).
+    Unverifiable { why: String, found: usize },
 }
 
 impl SignatureVerdict {
@@ -43,6 +47,7 @@ impl SignatureVerdict {
             SignatureVerdict::Verified { .. } => "verified",
             SignatureVerdict::Unsigned => "unsigned",
             SignatureVerdict::Untrusted { .. } => "untrusted",
+            SignatureVerdict::Unverifiable { .. } => "unverifiable",
         }
     }
 }
@@ -122,6 +127,9 @@ pub(super) struct SignatureState {
     /// Loaded once it loads; a failure (TUF unreachable) is tried again by the next verification.
     pub(super) trust_root: OnceCell<Arc<SigstoreTrustRoot>>,
     pub(super) verdicts: super::memo::Memo<VerdictKey, Result<SignatureVerdict, RegistryError>>,
+    /// The sha256 of `trust_root_file`'s content, read once: part of the cache key, so that a
+    /// changed trust root verifies again.
+    pub(super) trust_root_hash: std::sync::OnceLock<String>,
     pub(super) counts: VerdictCounts,
     /// The cluster connection `secret:` keys are read over (`applications.fromCluster`'s).
     pub(super) cluster: Option<crate::kubernetes::Cluster>,
@@ -133,7 +141,7 @@ pub(super) struct SignatureState {
 pub(super) type SecretRead =
     Result<Arc<k8s_openapi::api::core::v1::Secret>, Arc<crate::kubernetes::KubeError>>;
 
-/// Repository, digest, requirement fingerprint.
+/// Repository, digest, fingerprint of the requirement (and trust root).
 pub(super) type VerdictKey = (Repository, String, String);
 
 #[derive(Default)]
@@ -141,10 +149,11 @@ pub(super) struct VerdictCounts {
     pub(super) verified: AtomicU64,
     pub(super) unsigned: AtomicU64,
     pub(super) untrusted: AtomicU64,
+    pub(super) unverifiable: AtomicU64,
     pub(super) error: AtomicU64,
     pub(super) cached: AtomicU64,
 }
 
 /// How many verifications ended how, for metrics: `verified`, `unsigned`, `untrusted`,
-/// `error`, and `cached` for verdicts answered from the state store.
+/// `unverifiable`, `error`, and `cached` for verdicts answered from the state store.
 pub type VerificationCounts = Vec<(&'static str, u64)>;

@@ -18,6 +18,11 @@
 //! the requirement's fingerprint; failures only until the next cycle (CI often signs a
 //! moment after it pushes).
 //!
+//! What the crate's client leaves out — keyed cosign v3 bundles (it drops bundles without a
+//! certificate), naming bundles it cannot check, and tying a keyless `.sig` layer's Rekor entry
+//! to that layer — is `bundles.rs` and `bundle_check.rs`, asked only when its layers verify
+//! nothing.
+//!
 //! Never: take an image as signed because verification could not run (that is an error, which
 //! holds the reference), or log a credential.
 
@@ -32,6 +37,7 @@ use sigstore::registry::{Auth, ClientConfig, ClientProtocol, OciReference};
 use sigstore::trust::sigstore::SigstoreTrustRoot;
 
 use super::RegistryError;
+use super::bundle_check::logged_entry_matches;
 use super::signature_state::{SignatureError, SignatureVerdict, VerificationCounts};
 use super::state::RegistryClient;
 use crate::config::signatures::{Requirement, SignatureRequirement, default_for};
@@ -45,6 +51,7 @@ impl RegistryClient {
             ("verified", &c.verified),
             ("unsigned", &c.unsigned),
             ("untrusted", &c.untrusted),
+            ("unverifiable", &c.unverifiable),
             ("error", &c.error),
             ("cached", &c.cached),
         ]
@@ -72,12 +79,14 @@ impl RegistryClient {
         let Some(required) = required.or_else(|| self.default_signatures(repo)) else {
             return Ok(SignatureVerdict::NotRequired);
         };
-        let fingerprint = required.fingerprint();
+        let fingerprint = self.verdict_fingerprint(required);
         let key = (repo.clone(), digest.to_string(), fingerprint.clone());
         self.signatures
             .verdicts
             .get_or_init(key, || async {
-                let store_key = format!("{digest}|{fingerprint}");
+                // A digest names content, not where it is: the same image in another repository
+                // has its own signatures.
+                let store_key = format!("{}/{}@{digest}|{fingerprint}", repo.registry, repo.path);
                 if let Some(store) = &self.store
                     && store.signature_verified(&store_key)
                 {
@@ -94,6 +103,7 @@ impl RegistryClient {
                 let counter = match &verdict {
                     Ok(SignatureVerdict::Verified { .. }) => &counts.verified,
                     Ok(SignatureVerdict::Unsigned) => &counts.unsigned,
+                    Ok(SignatureVerdict::Unverifiable { .. }) => &counts.unverifiable,
                     Ok(_) => &counts.untrusted,
                     Err(_) => &counts.error,
                 };
@@ -184,16 +194,49 @@ impl RegistryClient {
             return Ok(verdict);
         }
         // The crate logs what it could not fetch and returns no layer for it: only a true
-        // absence is "unsigned" (see `signature_lookup.rs`).
-        let found = self
-            .count_signatures(&reg, repo, digest)
+        // absence is "unsigned". The `.sig` tag is asked again here (`signature_lookup.rs`), the
+        // referrers by `judge_with_bundles`, both through `send.rs`, whose faults are errors.
+        let at_sig_tag = self
+            .count_sig_tag_layers(&reg, repo, digest)
             .await
             .map_err(failed)?;
+        let verdict = self
+            .judge_with_bundles(repo, digest, required, trust_root.as_deref(), &layers)
+            .await
+            .map_err(|source| {
+                failed(SignatureError::Lookup {
+                    what: format!("the referrers of {digest}"),
+                    source,
+                })
+            })?;
         Ok(match verdict {
             // Found, but none the crate trusted (a certificate or log entry that did not check).
-            SignatureVerdict::Unsigned if found > 0 => SignatureVerdict::Untrusted { found },
+            SignatureVerdict::Unsigned if at_sig_tag > 0 => SignatureVerdict::Untrusted {
+                found: at_sig_tag,
+            },
             verdict => verdict,
         })
+    }
+
+    /// What a verdict depends on besides the digest: the requirement's keys and identities and,
+    /// when a trust root takes part, which one (the file's content; Sigstore's TUF root is
+    /// taken as one). A changed key, identity or trust root file verifies again.
+    fn verdict_fingerprint(&self, required: &SignatureRequirement) -> String {
+        let requirement = required.fingerprint();
+        let root = match &self.signatures.trust_root_file {
+            Some(path) => self
+                .signatures
+                .trust_root_hash
+                .get_or_init(|| match std::fs::read(path) {
+                    Ok(bytes) => super::manifest::sha256_hex(&bytes),
+                    // Verifying reads it again and says why it cannot.
+                    Err(_) => "unreadable".to_string(),
+                })
+                .as_str(),
+            None if required.needs_trust_root() => "tuf",
+            None => return requirement,
+        };
+        format!("{requirement}|root:{root}")
     }
 
     /// The trust root, loaded once: `signatures.trustRoot` when set, else Sigstore's TUF.
@@ -260,7 +303,12 @@ fn judge(layers: &[SignatureLayer], required: &SignatureRequirement) -> Signatur
                     .verify_signature(Signature::Base64Encoded(sig.as_bytes()), &l.raw_data)
                     .is_ok()
             });
-            signed_by_cert && identity.issuer.matches(issuer) && identity.subject.matches(subject)
+            // The crate checked the Rekor entry's timestamp, not that the entry is this
+            // signature's record; the certificate's validity was judged at its time.
+            signed_by_cert
+                && logged_entry_matches(l)
+                && identity.issuer.matches(issuer)
+                && identity.subject.matches(subject)
         });
         if signed {
             return SignatureVerdict::Verified {

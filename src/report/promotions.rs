@@ -10,7 +10,8 @@ use super::markdown::md;
 use super::{Report, located};
 
 impl Report<'_> {
-    /// The promoting fields by image, in the plan's order within each.
+    /// The promoting fields by image, in the plan's order within each (a chain upstream
+    /// first: the cycle orders them so).
     fn promotions_by_image(&self) -> BTreeMap<&str, Vec<&Promotion>> {
         let mut by_image: BTreeMap<&str, Vec<&Promotion>> = BTreeMap::new();
         for p in self.promotions {
@@ -28,11 +29,12 @@ impl Report<'_> {
             out.push_str(&format!("  {image}\n"));
             for p in rows {
                 out.push_str(&format!(
-                    "    {} ({}:{}) runs {}: {}\n",
+                    "    {} ({}:{}) runs {}{}: {}\n",
                     p.policy,
                     located(p.repository.as_deref(), &p.file),
                     p.line,
                     p.current,
+                    since(p.since.as_deref()),
                     outcome(p)
                 ));
                 for u in &p.upstreams {
@@ -54,12 +56,13 @@ impl Report<'_> {
             for p in rows {
                 let upstreams: Vec<String> = p.upstreams.iter().map(upstream_line).collect();
                 out.push_str(&format!(
-                    "| `{}` | {} | `{}:{}` | `{}` | {} | {} |\n",
+                    "| `{}` | {} | `{}:{}` | `{}`{} | {} | {} |\n",
                     md(image),
                     md(&p.policy),
                     md(&located(p.repository.as_deref(), &p.file)),
                     p.line,
                     md(&p.current),
+                    md(&since(p.since.as_deref())),
                     md(&upstreams.join("<br>")),
                     md(&outcome(p))
                 ));
@@ -78,16 +81,17 @@ fn outcome(p: &Promotion) -> String {
     }
 }
 
+/// ` since 2026-…Z`, or nothing when unknown.
+fn since(at: Option<&str>) -> String {
+    at.map(|s| format!(" since {s}")).unwrap_or_default()
+}
+
 /// `policy shop-dev runs 1.1.0 since 2026-…Z (on the base branch (no cluster access))`.
 fn upstream_line(u: &UpstreamRun) -> String {
     match &u.tag {
         None => format!("{} does not run the image", u.upstream),
         Some(tag) => {
-            let since = u
-                .since
-                .as_deref()
-                .map(|s| format!(" since {s}"))
-                .unwrap_or_default();
+            let since = since(u.since.as_deref());
             format!("{} runs {tag}{since} ({})", u.upstream, u.verification)
         }
     }

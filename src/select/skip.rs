@@ -31,6 +31,9 @@ pub enum SkipReason {
     Unsigned,
     /// Signatures were found, but none verified with the required keys or identities.
     Untrusted { found: usize },
+    /// A Sigstore bundle was found that cannot be verified (`why`), and none of the `found`
+    /// other signatures verified.
+    Unverifiable { why: String, found: usize },
 }
 
 impl SkipReason {
@@ -41,6 +44,7 @@ impl SkipReason {
             SkipReason::PlatformsUnknown => "platforms_unknown",
             SkipReason::Unsigned => "unsigned",
             SkipReason::Untrusted { .. } => "untrusted",
+            SkipReason::Unverifiable { .. } => "unverifiable",
         }
     }
 }
@@ -63,6 +67,13 @@ impl fmt::Display for SkipReason {
                 "not signed by a required key or identity ({found} signature(s) found, none \
                  verified)"
             ),
+            SkipReason::Unverifiable { why, found } => {
+                write!(f, "a Sigstore bundle was found but {why}")?;
+                match found {
+                    0 => Ok(()),
+                    n => write!(f, " ({n} other signature(s) found, none verified)"),
+                }
+            }
         }
     }
 }

@@ -13,7 +13,8 @@
 //!   person's rollback, a hold by hand), and the last base-branch tip seen per repository and
 //!   branch, from which a person's rollbacks are read;
 //! - **verifications under way** (`verifications.rs`): changes being followed into Argo CD
-//!   Applications, so a restart resumes them;
+//!   Applications, so a restart resumes them; and the last tag verified per field, from which a
+//!   promotion's git upstream soaks (issue 20);
 //! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
 //!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
 //!
@@ -127,7 +128,7 @@ impl StateError {
     }
 }
 
-pub use self::verifications::{PendingVerification, VerifiedField};
+pub use self::verifications::{PendingVerification, VerifiedField, VerifiedTag};
 /// What was last proposed for one group of one repository: the change model's.
 pub use crate::change::{Proposal, ProposedChange};
 

@@ -155,6 +155,64 @@ impl State {
     }
 }
 
+/// The last tag whose verification ended verified, per field (issue 20: a promotion's `path:`
+/// or `policy:` upstream is verified once its change is): key the field as JSON, value the
+/// JSON of a [`VerifiedTag`]. One record per field, so it never grows past the fields.
+const VERIFIED: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("verified/v1");
+
+/// A field's tag, verified at `at` in an Application.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifiedTag {
+    pub key: FieldKey,
+    pub tag: String,
+    pub at: Timestamp,
+}
+
+impl State {
+    /// Records that every field of `pending` was verified at `at`; durable on return.
+    pub fn record_verified(
+        &self,
+        pending: &PendingVerification,
+        at: Timestamp,
+    ) -> Result<(), StateError> {
+        let records: Vec<(String, Vec<u8>)> = pending
+            .fields
+            .iter()
+            .map(|f| {
+                let verified = VerifiedTag {
+                    key: f.key.clone(),
+                    tag: f.to.clone(),
+                    at,
+                };
+                let key = serde_json::to_string(&f.key).unwrap_or_default();
+                (key, serde_json::to_vec(&verified).unwrap_or_default())
+            })
+            .collect();
+        self.write(
+            |txn| {
+                let mut table = txn.open_table(VERIFIED)?;
+                for (key, value) in &records {
+                    table.insert(key.as_str(), value.as_slice())?;
+                }
+                Ok(())
+            },
+            Durability::Immediate,
+        )
+        .map_err(|()| StateError::VerificationNotRecorded {
+            path: self.path.clone(),
+            verification: pending.key(),
+        })
+    }
+
+    /// The last tag verified of each field. `Err` when the store cannot be read.
+    pub fn verified_tags(&self) -> Result<Vec<VerifiedTag>, StateError> {
+        self.records(VERIFIED, "a verified tag")
+            .ok_or_else(|| StateError::VerificationsUnknown {
+                path: self.path.clone(),
+            })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -209,5 +267,29 @@ mod tests {
         drop(state);
         let state = State::open(dir.path()).unwrap();
         assert_eq!(state.verifications().unwrap(), vec![b]);
+    }
+
+    #[test]
+    fn a_verified_tag_is_kept_per_field_the_newest_replacing_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(state.verified_tags().unwrap(), vec![]);
+        let first = pending("argocd/api", "aaaa");
+        let at = Timestamp::from_second(1_800_000_600).unwrap();
+        state.record_verified(&first, at).unwrap();
+        let mut second = pending("argocd/api", "bbbb");
+        second.fields[0].to = "1.2.0".into();
+        let later = Timestamp::from_second(1_800_001_200).unwrap();
+        state.record_verified(&second, later).unwrap();
+        drop(state);
+        let state = State::open(dir.path()).unwrap();
+        assert_eq!(
+            state.verified_tags().unwrap(),
+            vec![VerifiedTag {
+                key: second.fields[0].key.clone(),
+                tag: "1.2.0".into(),
+                at: later,
+            }]
+        );
     }
 }

@@ -466,6 +466,10 @@ async fn an_upstream_that_reverts_is_not_followed_to_the_reverted_tag_and_soaks_
         row(&cycle, "staging").waits,
         vec!["1.2.0 soaks in policy shop-dev: 50m left".to_string()]
     );
+    // Once 1.2.0 has soaked from the revert, staging takes it (and never 1.3.0).
+    let soaked = s.plan(50).await;
+    assert_eq!(moves_to(&soaked, "staging").as_deref(), Some("1.2.0"));
+    assert_eq!(row(&soaked, "staging").status, PromotionStatus::Promote);
 }
 
 #[tokio::test]
@@ -952,5 +956,472 @@ async fn a_promotion_s_pull_request_carries_its_evidence() {
             "**Promotion evidence**\n\n- `{IMAGE}` `1.0.0` → `1.1.0` in `envs/staging/deployment.yaml:10`, promoted from:\n  - policy shop-dev runs `1.1.0` since 2026-01-05T10:30:00Z; healthy for 1h 30m; on the base branch (no cluster access)\n"
         )),
         "{body}"
+    );
+}
+
+// === what passes down: holds and verifications upstream ===
+
+fn held(env: &str, tag: &str, reason: HoldReason, since: Timestamp) -> HeldTag {
+    HeldTag {
+        key: FieldKey {
+            repository: Some("manifests".into()),
+            policy: format!("shop-{env}"),
+            file: file(env),
+            field: "Deployment/shop container shop".into(),
+        },
+        tag: tag.into(),
+        reason,
+        since,
+    }
+}
+
+fn failed_in(env: &str) -> HoldReason {
+    HoldReason::Failed {
+        application: format!("argocd/shop-{env}"),
+        failure: "health Degraded after the sync".into(),
+    }
+}
+
+/// Regression: a person's rollback in staging held every tag up to the one rolled back from
+/// for prod too, so prod waited forever on "1.2.0 is held".
+#[tokio::test]
+async fn a_person_s_rollback_in_staging_holds_for_prod_only_the_tag_rolled_back_from() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_policy("staging", "3h")),
+            ),
+        ],
+    );
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    // tagpilot moves staging to 1.3.0 (its commit carries its trailer).
+    let written = s.cycle(-300, false, Some(&state)).await;
+    assert!(!written.failed, "{:#?}", written.plan.problems);
+    assert!(s.repo.show("main", &file("staging")).contains(":1.3.0"));
+    // A person rolls staging back to 1.2.0.
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-120),
+        "staging: back to 1.2.0",
+    );
+    let noticed = s.cycle(0, false, Some(&state)).await;
+    assert!(!noticed.failed, "{:#?}", noticed.plan.problems);
+    let holds = state.holds().unwrap();
+    assert!(
+        holds.iter().any(|h| h.key.policy == "shop-staging"
+            && h.tag == "1.3.0"
+            && matches!(h.reason, HoldReason::RolledBack { .. })),
+        "{holds:#?}"
+    );
+    assert_eq!(moves_to(&noticed, "prod"), None);
+    assert_eq!(
+        row(&noticed, "prod").waits,
+        vec!["1.2.0 soaks in policy shop-staging: 1h left".to_string()]
+    );
+    // Soaked: prod takes 1.2.0, what staging runs, and 1.3.0 never.
+    for minutes in [60, 600] {
+        let cycle = s.cycle(minutes, true, Some(&state)).await;
+        assert_eq!(
+            moves_to(&cycle, "prod").as_deref(),
+            Some("1.2.0"),
+            "{:#?}",
+            row(&cycle, "prod")
+        );
+        assert_eq!(moves_to(&cycle, "staging"), None, "staging stays held");
+    }
+}
+
+#[tokio::test]
+async fn a_tag_held_in_the_file_of_a_path_upstream_is_held_for_prod() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy(
+                    "prod",
+                    "1.x",
+                    "  promote:\n    from:\n      - path: envs/staging/deployment.yaml\n    after: 1h\n    write: push\n",
+                ),
+            ),
+        ],
+    );
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-600),
+        "staging: 1.2.0",
+    );
+    // Without a hold, prod takes it.
+    assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    state
+        .hold(&held("staging", "1.2.0", failed_in("staging"), s.at(-500)))
+        .unwrap();
+    let cycle = s.cycle(0, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    let waits = &row(&cycle, "prod").waits;
+    assert!(
+        waits[0].starts_with(
+            "1.2.0 is held: in policy shop-staging: held: failed in Application argocd/shop-staging"
+        ),
+        "{waits:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_tag_held_in_dev_is_held_for_prod_through_staging() {
+    let s = Scenario::new(
+        &["dev", "staging", "prod"],
+        &[
+            ("dev.yaml", env_policy("dev", "1.x", "")),
+            (
+                "staging.yaml",
+                env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
+            ),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_policy("staging", "1h")),
+            ),
+        ],
+    );
+    // 1.2.0 ran in dev and staging, then a person held it in dev.
+    push_at(
+        &s.repo,
+        &[("dev", "1.2.0"), ("staging", "1.2.0")],
+        s.at(-600),
+        "1.2.0",
+    );
+    assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let by_hand = HoldReason::Manual { by: "Dana".into() };
+    state
+        .hold(&held("dev", "1.2.0", by_hand, s.at(-60)))
+        .unwrap();
+    let cycle = s.cycle(0, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    let waits = &row(&cycle, "prod").waits;
+    assert!(
+        waits[0].starts_with("1.2.0 is held: in policy shop-dev: held: held by Dana since "),
+        "{waits:?}"
+    );
+    // The report lists the chain upstream first, each with since when it runs its tag.
+    let policies: Vec<&str> = cycle
+        .plan
+        .promotions
+        .iter()
+        .map(|p| p.policy.as_str())
+        .collect();
+    assert_eq!(policies, ["shop-staging", "shop-prod"]);
+    let since = s.at(-600).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    assert_eq!(row(&cycle, "prod").since.as_deref(), Some(since.as_str()));
+}
+
+#[tokio::test]
+async fn a_git_upstream_s_change_under_verification_is_not_verified_until_it_ends_verified() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_policy("staging", "1h")),
+            ),
+        ],
+    );
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-120),
+        "staging: 1.2.0",
+    );
+    // Without a state store: the soak counts from the commit.
+    assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
+
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let pending = PendingVerification {
+        application: "argocd/shop-staging".into(),
+        repository: "manifests".into(),
+        commit: "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291".into(),
+        status_commit: "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291".into(),
+        since: s.at(-120),
+        timeout: std::time::Duration::from_secs(7200),
+        fields: vec![VerifiedField {
+            key: held("staging", "1.2.0", failed_in("staging"), s.at(0)).key,
+            image: IMAGE.into(),
+            line: 10,
+            from: "1.0.0".into(),
+            to: "1.2.0".into(),
+            on_failure: tagpilot::config::verify::OnFailure::Hold,
+            promoted_at: None,
+        }],
+    };
+    state.start_verification(&pending).unwrap();
+    let cycle = s.cycle(0, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec!["1.2.0 is not verified in policy shop-staging yet".to_string()]
+    );
+    // Verified half an hour ago: the soak counts from there.
+    state.end_verification(&pending).unwrap();
+    state.record_verified(&pending, s.at(-30)).unwrap();
+    let cycle = s.cycle(0, true, Some(&state)).await;
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec!["1.2.0 soaks in policy shop-staging: 30m left".to_string()]
+    );
+    let verified = format!("verified at {}", s.at(-30).strftime("%Y-%m-%dT%H:%M:%SZ"));
+    assert_eq!(row(&cycle, "prod").upstreams[0].verification, verified);
+    let cycle = s.cycle(30, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+    // Failed instead: held, never taken.
+    state
+        .hold(&held("staging", "1.2.0", failed_in("staging"), s.at(10)))
+        .unwrap();
+    let cycle = s.cycle(600, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert!(row(&cycle, "prod").waits[0].starts_with("1.2.0 is held: "));
+}
+
+// === environments as Applications, through the Kubernetes API double ===
+
+/// The Application `argocd/shop-<env>` as Argo CD reports it: synced to a revision of
+/// `envs/<env>`, its last sync finished at `finished` (`phase: Succeeded`), `health`, and the
+/// images its live resources run.
+fn env_app(env: &str, tag: &str, finished: Timestamp, health: &str) -> Value {
+    let mut app = staging_app(tag, finished, health);
+    app["metadata"]["name"] = json!(format!("shop-{env}"));
+    app["spec"]["source"]["path"] = json!(format!("envs/{env}"));
+    app
+}
+
+/// Serves each Application at its path, as the API server would.
+async fn serve_apps(server: &MockServer, apps: &[Value]) {
+    server.reset().await;
+    for app in apps {
+        let name = app["metadata"]["name"].as_str().unwrap();
+        Mock::given(method("GET"))
+            .and(path(format!(
+                "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/{name}"
+            )))
+            .respond_with(ResponseTemplate::new(200).set_body_json(app))
+            .mount(server)
+            .await;
+    }
+}
+
+async fn loaded(server: &MockServer, apps: Vec<tagpilot::application::Application>) -> Loaded {
+    Loaded {
+        cluster: crate::support::kube::cluster(server, std::time::Duration::from_secs(5)).await,
+        argocd_namespace: "argocd".into(),
+        apps,
+        updaters: Vec::new(),
+        registry_credentials: Default::default(),
+        problems: Vec::new(),
+        cosign_keys: Default::default(),
+    }
+}
+
+fn promote_from_apps(apps: &[&str], after: &str, fan_in: &str) -> String {
+    let from: String = apps
+        .iter()
+        .map(|a| format!("      - application: shop-{a}\n"))
+        .collect();
+    format!(
+        "  promote:\n    from:\n{from}    after: {after}\n    fanIn: {fan_in}\n    write: push\n"
+    )
+}
+
+#[tokio::test]
+async fn dev_staging_and_prod_as_applications_each_take_what_the_one_above_verified() {
+    let s = Scenario::new(
+        &["dev", "staging", "prod"],
+        &[
+            ("dev.yaml", env_policy("dev", "1.x", "")),
+            (
+                "staging.yaml",
+                env_policy("staging", "1.x", &promote_from_apps(&["dev"], "1h", "all")),
+            ),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_apps(&["staging"], "2h", "all")),
+            ),
+        ],
+    );
+    let server = MockServer::start().await;
+    let loaded = loaded(&server, Vec::new()).await;
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    // dev runs 1.2.0 healthy for 90 minutes; staging 1.1.0 for an hour.
+    serve_apps(
+        &server,
+        &[
+            env_app("dev", "1.2.0", s.at(-90), "Healthy"),
+            env_app("staging", "1.1.0", s.at(-60), "Healthy"),
+        ],
+    )
+    .await;
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "dev").as_deref(), Some("1.3.0"));
+    assert_eq!(moves_to(&cycle, "staging").as_deref(), Some("1.2.0"));
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec!["1.1.0 soaks in application shop-staging: 1h left".to_string()]
+    );
+    // An hour on, prod takes what staging has kept healthy for two hours.
+    let cycle = s.cycle_in(60, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.1.0"));
+    // Without a state store, the tags failed in an Application are unknown: named, it waits.
+    let cycle = s.cycle_in(60, true, None, Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert!(
+        row(&cycle, "prod").waits[0].contains("held tags unknown"),
+        "{:?}",
+        row(&cycle, "prod").waits
+    );
+}
+
+#[tokio::test]
+async fn fan_in_over_two_applications_all_waits_and_any_takes_the_newest() {
+    let apps = ["staging-eu", "staging-us"];
+    let server = MockServer::start().await;
+    let loaded = loaded(&server, Vec::new()).await;
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    for (fan_in, expected) in [("all", None), ("any", Some("1.2.0"))] {
+        let s = Scenario::new(
+            &["prod"],
+            &[(
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_apps(&apps, "1h", fan_in)),
+            )],
+        );
+        serve_apps(
+            &server,
+            &[
+                env_app("staging-eu", "1.2.0", s.at(-120), "Healthy"),
+                env_app("staging-us", "1.1.0", s.at(-120), "Healthy"),
+            ],
+        )
+        .await;
+        let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+        assert_eq!(moves_to(&cycle, "prod").as_deref(), expected, "{fan_in}");
+        if fan_in == "all" {
+            assert_eq!(
+                row(&cycle, "prod").waits,
+                vec![
+                    "the upstreams run different tags (application shop-staging-eu runs \
+                     1.2.0, application shop-staging-us runs 1.1.0)"
+                        .to_string()
+                ]
+            );
+            // Both on 1.2.0: `all` takes it.
+            serve_apps(
+                &server,
+                &[
+                    env_app("staging-eu", "1.2.0", s.at(-120), "Healthy"),
+                    env_app("staging-us", "1.2.0", s.at(-90), "Healthy"),
+                ],
+            )
+            .await;
+            let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+            assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_application_that_reverts_is_not_followed_to_the_reverted_tag_and_soaks_again() {
+    let s = Scenario::new(
+        &["prod"],
+        &[(
+            "prod.yaml",
+            env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all")),
+        )],
+    );
+    let server = MockServer::start().await;
+    let loaded = loaded(&server, Vec::new()).await;
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    serve_apps(
+        &server,
+        &[env_app("staging", "1.3.0", s.at(-300), "Healthy")],
+    )
+    .await;
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.3.0"));
+    // Staging is synced back to 1.2.0 twenty minutes ago: prod does not take 1.3.0, and 1.2.0
+    // soaks from that sync.
+    serve_apps(
+        &server,
+        &[env_app("staging", "1.2.0", s.at(-20), "Healthy")],
+    )
+    .await;
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec!["1.2.0 soaks in application shop-staging: 40m left".to_string()]
+    );
+    let cycle = s.cycle_in(40, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+}
+
+#[tokio::test]
+async fn a_tag_held_by_hand_on_a_file_the_staging_application_deploys_is_held_for_prod() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all")),
+            ),
+        ],
+    );
+    // The cycle reads the cluster's Applications (`applications.fromCluster`): which files the
+    // staging Application deploys.
+    let path = s.dir.path().join("tagpilot.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
+    )
+    .unwrap();
+    let s = Scenario {
+        config: config::load(&path).unwrap(),
+        ..s
+    };
+    let server = MockServer::start().await;
+    let mut app = env_app("staging", "1.2.0", s.at(-120), "Healthy");
+    app["spec"]["source"]["repoURL"] = json!(s.repo.file_url());
+    let deployed: tagpilot::application::Application = serde_json::from_value(app.clone()).unwrap();
+    let loaded = loaded(&server, vec![deployed]).await;
+    serve_apps(&server, &[app]).await;
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+    let by_hand = HoldReason::Manual { by: "Dana".into() };
+    state
+        .hold(&held("staging", "1.2.0", by_hand, s.at(-60)))
+        .unwrap();
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert!(
+        row(&cycle, "prod").waits[0]
+            .starts_with("1.2.0 is held: in policy shop-staging: held: held by Dana since "),
+        "{:?}",
+        row(&cycle, "prod").waits
     );
 }

@@ -314,6 +314,20 @@ impl Sigstore {
     /// test CA), the payload signed with its key, and the Rekor bundle (the entry timestamp
     /// signed by the test Rekor key), all as annotations of the `.sig` image's layer.
     async fn sign(&self, registry: &TestRegistry, path: &str, digest: &str, subject: &str) {
+        self.sign_logged(registry, path, digest, subject, true)
+            .await;
+    }
+
+    /// [`Sigstore::sign`], whose Rekor entry is the `hashedrekord` of this signature when
+    /// `logged_right`, else of another payload (a genuine entry the log signed, lent to it).
+    async fn sign_logged(
+        &self,
+        registry: &TestRegistry,
+        path: &str,
+        digest: &str,
+        subject: &str,
+        logged_right: bool,
+    ) {
         let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.subject_alt_names = vec![rcgen::SanType::URI(subject.try_into().unwrap())];
@@ -337,9 +351,28 @@ impl Sigstore {
         .unwrap();
         let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
         let signature = b64(&key.sign(&payload).unwrap());
+        let logged_payload = match logged_right {
+            true => payload.clone(),
+            false => b"another payload".to_vec(),
+        };
+        use sha2::Digest;
+        let body = serde_json::json!({
+            "apiVersion": "0.0.1",
+            "kind": "hashedrekord",
+            "spec": {
+                "data": {"hash": {
+                    "algorithm": "sha256",
+                    "value": hex::encode(sha2::Sha256::digest(&logged_payload)),
+                }},
+                "signature": {
+                    "content": signature,
+                    "publicKey": {"content": b64(cert.pem().as_bytes())},
+                },
+            },
+        });
         // The entry timestamp signs the canonical JSON of the entry (keys in order).
         let entry = serde_json::json!({
-            "body": b64(b"{\"kind\":\"hashedrekord\"}"),
+            "body": b64(&serde_json::to_vec(&body).unwrap()),
             "integratedTime": jiff::Timestamp::now().as_second(),
             "logID": hex::encode(&self.log_id),
             "logIndex": 1,
@@ -554,7 +587,7 @@ async fn bundles_found_as_referrers_verify_with_their_inclusion_proof() {
     let counts = client.signature_verifications();
     assert_eq!(count(&counts, "verified"), 1, "{counts:?}");
     // The wrong identity's bundle is trusted and does not match; the one whose inclusion proof
-    // fails is not trusted at all: a signature found that does not verify, not "unsigned".
+    // fails is a signature found that did not verify, not "unsigned".
     assert_eq!(count(&counts, "untrusted"), 2, "{counts:?}");
     assert_eq!(count(&counts, "unsigned"), 0, "{counts:?}");
 }
@@ -775,6 +808,372 @@ async fn a_default_for_an_image_prefix_applies_to_policies_without_their_own() {
     let planned = plan_with(&work, &defaults(&format!("{}/other", registry.host()))).await;
     let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
     assert_eq!(moved, ["1.2.0"], "{planned:#?}");
+}
+
+// === keyed cosign v3 bundles, Rekor entries tied to their signature, identities, cache keys ===
+
+/// How a keyed bundle is built by [`Sigstore::sign_keyed_bundle`].
+#[derive(Clone, Copy, PartialEq)]
+enum KeyedBundle {
+    /// As `cosign sign --key` (v3) writes it, logged in the (test) Rekor v1.
+    Logged,
+    /// The statement changed after signing.
+    Tampered,
+    /// The log entry (genuinely signed by the log) names another key than the one that signed.
+    LoggedForAnotherKey,
+    /// A Rekor v2 entry (`dsse` 0.0.2, no signed entry timestamp), which the crate cannot check.
+    RekorV2,
+}
+
+impl Sigstore {
+    /// A Rekor v1 entry for `body` in a one-entry log: its signed entry timestamp and its
+    /// inclusion proof under a checkpoint the test Rekor key signs.
+    fn log_entry(
+        &self,
+        body: &str,
+        kind_version: (&str, &str),
+        promise: bool,
+    ) -> serde_json::Value {
+        use sha2::Digest;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let integrated = jiff::Timestamp::now().as_second();
+        let log_id = hex::encode(&self.log_id);
+        let set_payload = format!(
+            "{{\"body\":\"{}\",\"integratedTime\":{integrated},\"logID\":\"{log_id}\",\"logIndex\":0}}",
+            b64(body.as_bytes())
+        );
+        let set = self.rekor.sign(set_payload.as_bytes()).unwrap();
+        let mut leaf = vec![0u8];
+        leaf.extend_from_slice(body.as_bytes());
+        let root = sha2::Sha256::digest(&leaf).to_vec();
+        let note = format!("rekor.test - 1\n1\n{}\n", b64(&root));
+        let mut hinted = self.log_id[..4].to_vec();
+        hinted.extend(self.rekor.sign(note.as_bytes()).unwrap());
+        let checkpoint = format!("{note}\n\u{2014} rekor.test {}\n", b64(&hinted));
+        let mut entry = serde_json::json!({
+            "logIndex": "0",
+            "logId": {"keyId": b64(&self.log_id)},
+            "kindVersion": {"kind": kind_version.0, "version": kind_version.1},
+            "integratedTime": integrated.to_string(),
+            "inclusionProof": {
+                "logIndex": "0",
+                "rootHash": b64(&root),
+                "treeSize": "1",
+                "hashes": [],
+                "checkpoint": {"envelope": checkpoint},
+            },
+            "canonicalizedBody": b64(body.as_bytes()),
+        });
+        if promise {
+            entry["inclusionPromise"] = serde_json::json!({"signedEntryTimestamp": b64(&set)});
+        }
+        entry
+    }
+
+    /// `cosign sign --key` as cosign v3 writes it: a bundle v0.3 whose verification material
+    /// is a public-key hint (no certificate), a DSSE envelope of the cosign signature statement
+    /// about `digest` signed by `signer`, and a Rekor `dsse` entry whose verifier is the public
+    /// key; pushed as a referrer of the image (the referrers tag schema).
+    async fn sign_keyed_bundle(
+        &self,
+        registry: &TestRegistry,
+        path: &str,
+        digest: &str,
+        signer: &Signer,
+        shape: KeyedBundle,
+    ) {
+        use sha2::Digest;
+        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let hex_sha = |b: &[u8]| hex::encode(sha2::Sha256::digest(b));
+        let statement = |predicate: serde_json::Value| {
+            serde_json::to_vec(&serde_json::json!({
+                "_type": "https://in-toto.io/Statement/v1",
+                "subject": [{"digest": {"sha256": digest.trim_start_matches("sha256:")}}],
+                "predicateType": "https://sigstore.dev/cosign/sign/v1",
+                "predicate": predicate,
+            }))
+            .unwrap()
+        };
+        let signed = statement(serde_json::json!({}));
+        let payload_type = "application/vnd.in-toto+json";
+        let mut pae = format!(
+            "DSSEv1 {} {payload_type} {} ",
+            payload_type.len(),
+            signed.len()
+        )
+        .into_bytes();
+        pae.extend_from_slice(&signed);
+        let sig = signer.key.sign(&pae).unwrap();
+        let statement = match shape {
+            KeyedBundle::Tampered => statement(serde_json::json!({"extra": true})),
+            _ => signed,
+        };
+        let envelope = format!(
+            "{{\"payload\":\"{}\",\"payloadType\":\"{payload_type}\",\"signatures\":[{{\"sig\":\"{}\"}}]}}",
+            b64(&statement),
+            b64(&sig)
+        );
+        let logged_key = match shape {
+            KeyedBundle::LoggedForAnotherKey => Signer::new().public_pem(),
+            _ => signer.public_pem(),
+        };
+        let body = format!(
+            "{{\"apiVersion\":\"0.0.1\",\"kind\":\"dsse\",\"spec\":{{\"envelopeHash\":{{\"algorithm\":\"sha256\",\"value\":\"{}\"}},\"payloadHash\":{{\"algorithm\":\"sha256\",\"value\":\"{}\"}},\"signatures\":[{{\"signature\":\"{}\",\"verifier\":\"{}\"}}]}}}}",
+            hex_sha(envelope.as_bytes()),
+            hex_sha(&statement),
+            b64(&sig),
+            b64(logged_key.as_bytes())
+        );
+        let entry = match shape {
+            KeyedBundle::RekorV2 => self.log_entry(&body, ("dsse", "0.0.2"), false),
+            _ => self.log_entry(&body, ("dsse", "0.0.1"), true),
+        };
+        let hint = b64(&sha2::Sha256::digest(
+            rcgen::PublicKeyData::subject_public_key_info(&signer.key),
+        ));
+        let bundle = serde_json::json!({
+            "mediaType": BUNDLE,
+            "verificationMaterial": {"publicKey": {"hint": hint}, "tlogEntries": [entry]},
+            "dsseEnvelope": {
+                "payload": b64(&statement),
+                "payloadType": payload_type,
+                "signatures": [{"sig": b64(&sig)}],
+            },
+        });
+        push_referrer(registry, path, digest, serde_json::to_vec(&bundle).unwrap()).await;
+    }
+}
+
+/// Pushes `bundle` as the one referrer of `digest`, listed in its referrers tag schema index.
+async fn push_referrer(registry: &TestRegistry, path: &str, digest: &str, bundle: Vec<u8>) {
+    let artifact = Artifact {
+        config_media_type: "application/vnd.oci.empty.v1+json".into(),
+        layer: bundle,
+        layer_media_type: BUNDLE.into(),
+        layer_annotations: BTreeMap::new(),
+        artifact_type: Some(BUNDLE.into()),
+        subject: Some(serde_json::json!({
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": digest,
+            "size": 0,
+        })),
+    };
+    let referrer = registry.push_artifact(path, None, artifact).await;
+    let index = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": [{
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": referrer,
+            "size": 0,
+            "artifactType": BUNDLE,
+        }],
+    });
+    registry
+        .push_raw_index(path, &digest.replace(':', "-"), &index)
+        .await;
+}
+
+/// cosign v3 writes a bundle for `cosign sign --key` too; the crate's client drops it (no
+/// certificate), so tagpilot verifies it with the configured key and the crate's log checks.
+/// Another key, a tampered statement or a log entry naming another key does not verify; a
+/// Rekor v2 entry is named as what it is, not taken for "no signature".
+#[tokio::test]
+async fn keyed_cosign_v3_bundles_verify_with_the_key_and_their_log_entry() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let shapes = [
+        ("1.1.0", KeyedBundle::Logged, true),
+        ("1.2.0", KeyedBundle::Logged, false),
+        ("1.3.0", KeyedBundle::Tampered, true),
+        ("1.4.0", KeyedBundle::LoggedForAnotherKey, true),
+        ("1.5.0", KeyedBundle::RekorV2, true),
+    ];
+    let other = Signer::new();
+    for (tag, shape, ours) in shapes {
+        let digest = registry
+            .push_image("shop/api", tag, ImageSpec::default())
+            .await;
+        let by = if ours { &signer } else { &other };
+        sigstore
+            .sign_keyed_bundle(&registry, "shop/api", &digest, by, shape)
+            .await;
+    }
+    let work = work(&registry, &signer.public_pem());
+    let root = work.dir.path().join("trusted_root.json");
+    std::fs::write(&root, sigstore.trusted_root()).unwrap();
+    let mut options = registry.client_options(vec![registry.registry_config()]);
+    options.signature_trust_root = Some(root);
+    let client = RegistryClient::new(options).unwrap();
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped = skipped_tags(&planned);
+    assert_eq!(skipped.len(), 4, "{skipped:?}");
+    assert!(
+        skipped[0].starts_with(
+            "1.5.0: a Sigstore bundle was found but its transparency-log entry is dsse 0.0.2 \
+             (Rekor v2)"
+        ),
+        "{skipped:?}"
+    );
+    for (line, tag) in skipped[1..].iter().zip(["1.4.0", "1.3.0", "1.2.0"]) {
+        assert!(
+            line.starts_with(&format!("{tag}: not signed by a required key")),
+            "{skipped:?}"
+        );
+    }
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "verified"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "untrusted"), 3, "{counts:?}");
+    assert_eq!(count(&counts, "unverifiable"), 1, "{counts:?}");
+}
+
+/// A keyless `.sig` signature whose Rekor entry (validly signed by the log) records another
+/// payload is refused: the crate checks the entry's timestamp, tagpilot that it is this
+/// signature's record.
+#[tokio::test]
+async fn a_keyless_signature_lent_another_rekor_entry_is_refused() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let logged = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let lent = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    sigstore.sign(&registry, "shop/api", &logged, SUBJECT).await;
+    sigstore
+        .sign_logged(&registry, "shop/api", &lent, SUBJECT, false)
+        .await;
+    let (work, client) = keyless_work(&registry, &sigstore);
+
+    let planned = plan_with(&work, &client).await;
+
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped = skipped_tags(&planned);
+    assert!(
+        skipped.len() == 1 && skipped[0].starts_with("1.2.0: not signed by a required key"),
+        "{skipped:?}"
+    );
+}
+
+/// The keyless policy of [`keyless_work`] with another identity (a YAML flow mapping).
+fn keyless_work_for(
+    registry: &TestRegistry,
+    sigstore: &Sigstore,
+    identity: &str,
+) -> (Work, RegistryClient) {
+    let (work, client) = keyless_work(registry, sigstore);
+    let image = registry.image("shop/api");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    identities:\n      - {identity}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let policies = policy::parse_file(&work.dir.path().join("policy.yaml"), &text).expect("policy");
+    (Work { policies, ..work }, client)
+}
+
+#[tokio::test]
+async fn issuers_match_exactly_or_by_regex_and_subjects_exactly() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    sigstore.sign(&registry, "shop/api", &signed, SUBJECT).await;
+    let cases = [
+        // cosign's --certificate-oidc-issuer is exact: another issuer, or a longer one, fails.
+        (
+            format!("{{issuer: 'https://accounts.google.com', subject: '{SUBJECT}'}}"),
+            false,
+        ),
+        (
+            format!("{{issuer: '{ISSUER}/', subject: '{SUBJECT}'}}"),
+            false,
+        ),
+        (
+            format!(
+                "{{issuerRegExp: '^https://token\\.actions\\.githubusercontent\\.com$', subject: '{SUBJECT}'}}"
+            ),
+            true,
+        ),
+        (
+            format!("{{issuer: '{ISSUER}', subject: '{SUBJECT}'}}"),
+            true,
+        ),
+        (
+            format!("{{issuer: '{ISSUER}', subject: '{SUBJECT}x'}}"),
+            false,
+        ),
+    ];
+    for (identity, verifies) in cases {
+        let (work, client) = keyless_work_for(&registry, &sigstore, &identity);
+        let planned = plan_with(&work, &client).await;
+        assert!(
+            planned.problems.is_empty(),
+            "{identity}: {:?}",
+            planned.problems
+        );
+        let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+        let expected: &[&str] = if verifies { &["1.1.0"] } else { &[] };
+        assert_eq!(moved, expected, "{identity}");
+    }
+}
+
+/// A verdict kept in the state store holds for its trust root: another `trustRoot` file
+/// verifies again (and here fails, the signature's CA and log not being in it).
+#[tokio::test]
+async fn a_changed_trust_root_verifies_again() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    sigstore.sign(&registry, "shop/api", &signed, SUBJECT).await;
+    let (work, _) = keyless_work(&registry, &sigstore);
+    let state_dir = tempfile::tempdir().unwrap();
+    let root = work.dir.path().join("trusted_root.json");
+    let run = || async {
+        let state = Arc::new(tagpilot::state::State::open(state_dir.path()).expect("state"));
+        let mut options = registry.client_options(vec![registry.registry_config()]);
+        options.signature_trust_root = Some(root.clone());
+        let client = RegistryClient::new(options)
+            .unwrap()
+            .with_store(state.clone());
+        let planned = plan_with(&work, &client).await;
+        state.flush();
+        let moved: Vec<String> = planned.changes.iter().map(|c| c.to.clone()).collect();
+        (moved, client.signature_verifications())
+    };
+
+    let (moved, counts) = run().await;
+    assert_eq!(moved, ["1.1.0"]);
+    assert_eq!(count(&counts, "verified"), 1, "{counts:?}");
+    let (moved, counts) = run().await;
+    assert_eq!(moved, ["1.1.0"]);
+    assert_eq!(count(&counts, "cached"), 1, "{counts:?}");
+
+    std::fs::write(&root, Sigstore::new().trusted_root()).unwrap();
+    let (moved, counts) = run().await;
+    assert!(moved.is_empty(), "{moved:?}");
+    assert_eq!(count(&counts, "cached"), 0, "{counts:?}");
 }
 
 // === registry faults while looking for signatures ===

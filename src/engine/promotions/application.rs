@@ -3,21 +3,20 @@
 //! under way for it and its last sync succeeded and stayed `Healthy` (verified at the sync's
 //! end), pending while a verification of that tag is under way, and failed when that tag's
 //! verification failed there (held in the state store) or the Application is `Degraded` or
-//! `Missing`. The tags that failed there are held below.
+//! `Missing`. The tags that failed there, and every other hold on its fields, are held below
+//! ([`super::above`]). Its failures are kept in the state store: without one the promotion
+//! waits, named, rather than read "none failed".
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 
 use super::Sources;
-use crate::holds::HoldReason;
+use super::above::Above;
 use crate::image::ImageRef;
 use crate::policy::ImagePolicy;
 use crate::promotion::{Upstream, Verification};
 use crate::verification::{self, Observed, Verdict};
-
-/// What an Application upstream runs, and the tags held there (tag, why).
-pub(super) type Read = (Upstream, Vec<(String, String)>);
 
 /// Reads the Application `namespace/name` (namespace `None`: Argo CD's) for `policy`'s image.
 pub(super) async fn read(
@@ -25,13 +24,20 @@ pub(super) async fn read(
     (name, namespace): (&str, Option<&str>),
     policy: &ImagePolicy,
     sources: &Sources<'_>,
-) -> Result<Read, String> {
+    above: &Above<'_>,
+) -> Result<Upstream, String> {
     let Some(cluster) = sources.cluster else {
         return Err(format!(
             "{shown}: an Application upstream is read from the cluster, and this cycle has no \
              access to one (applications.fromCluster)"
         ));
     };
+    if sources.state.is_none() {
+        return Err(format!(
+            "{shown}: the tags that failed there are kept in the state store, and this cycle \
+             has none (--state-dir): held tags unknown"
+        ));
+    }
     let namespace = namespace.unwrap_or(sources.namespace);
     let id = format!("{namespace}/{name}");
     let object = cluster
@@ -41,31 +47,29 @@ pub(super) async fn read(
         .ok_or_else(|| format!("{shown}: no such Application"))?;
     let observed = Observed::from_application(&object)
         .map_err(|e| format!("{shown}: {}", crate::error_chain::chain(&e)))?;
-    let held = held_there(&id, sources)?;
+    let failed = above.failed_in(&id, &policy.image);
     let Some(tag) = running_tag(&object, policy) else {
-        let upstream = Upstream {
+        return Ok(Upstream {
             name: shown,
             tag: None,
             since: None,
             verification: Verification::Pending,
-        };
-        return Ok((upstream, held));
+        });
     };
     let since = observed.last_operation.as_ref().and_then(|o| o.finished_at);
-    let verification = match held.iter().find(|(t, _)| *t == tag) {
+    let verification = match failed.iter().find(|(t, _)| *t == tag) {
         Some((_, why)) => Verification::Failed {
             reason: why.clone(),
         },
         None if verifying(&id, &tag, sources)? => Verification::Pending,
         None => judged(&observed, sources.now),
     };
-    let upstream = Upstream {
+    Ok(Upstream {
         name: shown,
         tag: Some(tag),
         since,
         verification,
-    };
-    Ok((upstream, held))
+    })
 }
 
 /// The one tag of the policy's image the Application's live resources run.
@@ -106,27 +110,6 @@ fn judged(observed: &Observed, now: Timestamp) -> Verification {
         },
         Verdict::Waiting(_) => Verification::Pending,
     }
-}
-
-/// The tags whose verification failed in the Application (tag, why), from the state store. A
-/// store that cannot say makes the promotion wait: holds unknown are never "none".
-fn held_there(id: &str, sources: &Sources<'_>) -> Result<Vec<(String, String)>, String> {
-    let Some(state) = sources.state else {
-        return Ok(Vec::new());
-    };
-    let holds = state
-        .holds()
-        .map_err(|e| format!("held tags unknown: {}", crate::error_chain::chain(&e)))?;
-    Ok(holds
-        .into_iter()
-        .filter_map(|h| match &h.reason {
-            HoldReason::Failed {
-                application,
-                failure,
-            } if application == id => Some((h.tag.clone(), format!("failed in {id}: {failure}"))),
-            _ => None,
-        })
-        .collect())
 }
 
 /// Whether a verification of `tag` is under way in the Application.

@@ -10,6 +10,7 @@
 //! unknown repository, a file without the image, fields that disagree) makes the policy wait
 //! with the reason; it never falls back to the registry.
 
+mod above;
 mod application;
 
 use std::collections::{BTreeMap, HashMap};
@@ -17,8 +18,11 @@ use std::path::{Path, PathBuf};
 
 use jiff::Timestamp;
 
+use self::above::Above;
+use crate::argocd::resolve::Resolved;
 use crate::files::Files;
 use crate::git::{self, CommitFiles, RepoCache, RepositoryConfig, WriteMode};
+use crate::holds::Holds;
 use crate::kubernetes::Cluster;
 use crate::manifest;
 use crate::policy::{HelmPaths, ImagePolicy, Upstream as UpstreamRef};
@@ -36,16 +40,20 @@ pub struct Sources<'a> {
     pub namespace: &'a str,
     /// Issue 19's records: verifications under way and the tags that failed.
     pub state: Option<&'a State>,
+    /// The Applications this cycle read: what an Application upstream deploys and its own
+    /// policies, whose holds pass down.
+    pub resolved: Option<&'a Resolved>,
     /// The time promotions are decided at.
     pub now: Timestamp,
 }
 
 impl<'a> Sources<'a> {
-    /// What a cycle reads upstreams from: its clone cache, repositories, cluster and state
-    /// store, deciding at `now` (the wall clock when `None`).
+    /// What a cycle reads upstreams from: its clone cache, repositories, cluster, state store
+    /// and Applications, deciding at `now` (the wall clock when `None`).
     pub(super) fn of<R>(
         input: &'a super::Input<'a>,
         ctx: &'a super::Context<'a, R>,
+        resolved: Option<&'a Resolved>,
         now: Option<Timestamp>,
     ) -> Self {
         Sources {
@@ -56,19 +64,29 @@ impl<'a> Sources<'a> {
                 .cluster
                 .map_or("argocd", |c| c.argocd_namespace.as_str()),
             state: ctx.state,
+            resolved,
             now: now.unwrap_or_else(Timestamp::now),
         }
     }
 }
 
 /// The upstreams of every policy that promotes into `target`, read from `files` (the target's
-/// base tip) or the other repositories they name.
+/// base tip) or the other repositories they name, with the tags held above it (`holds`: the
+/// cycle's, with the rollbacks found on this tip).
 pub async fn gather(
     policies: &[ImagePolicy],
     target: &RepositoryConfig,
     files: &CommitFiles,
     sources: &Sources<'_>,
+    holds: &Holds,
 ) -> Promotions {
+    let above = Above {
+        policies,
+        holds,
+        resolved: sources.resolved,
+        repositories: sources.repositories,
+        namespace: sources.namespace,
+    };
     let mut by_policy = BTreeMap::new();
     let mut trees: HashMap<String, Result<CommitFiles, String>> = HashMap::new();
     for policy in policies {
@@ -91,19 +109,23 @@ pub async fn gather(
             by_policy.insert(policy.name.clone(), Err(why));
             continue;
         }
-        let mut gathered = Gathered::default();
+        let mut gathered = Gathered {
+            since: own_since(policy, target, files),
+            ..Gathered::default()
+        };
         let mut failed = Vec::new();
         for upstream in &promote.from {
+            let (behind, stage) = above.chain(upstream, &target.name);
+            gathered.stage = gathered.stage.max(stage);
+            match above.held(&behind, &policy.image) {
+                Ok(held) => gathered.held_above.extend(held),
+                Err(why) => failed.push(why),
+            }
             let read = match upstream {
                 UpstreamRef::Application { name, namespace } => {
                     let shown = upstream.to_string();
                     let at = (name.as_str(), namespace.as_deref());
-                    application::read(shown, at, policy, sources)
-                        .await
-                        .map(|(state, held)| {
-                            gathered.held_above.extend(held);
-                            state
-                        })
+                    application::read(shown, at, policy, sources, &above).await
                 }
                 UpstreamRef::Path { repository, .. } | UpstreamRef::Policy { repository, .. } => {
                     let name = repository.as_deref().unwrap_or(&target.name);
@@ -112,6 +134,9 @@ pub async fn gather(
                         false => other_tree(name, sources, &mut trees).await,
                     };
                     tree.and_then(|tree| from_git(upstream, name, tree, policy, policies))
+                        .and_then(|read| {
+                            verified_in_git(read, upstream, &target.name, policy, sources, &above)
+                        })
                 }
             };
             match read {
@@ -119,6 +144,8 @@ pub async fn gather(
                 Err(why) => failed.push(why),
             }
         }
+        gathered.held_above.sort();
+        gathered.held_above.dedup();
         let entry = match failed.is_empty() {
             true => Ok(gathered),
             false => Err(failed.join("; ")),
@@ -129,6 +156,42 @@ pub async fn gather(
         now: sources.now,
         by_policy,
     }
+}
+
+/// A git upstream's verification: with a state store, whether its change is verified where it
+/// runs ([`above::verification_in_git`]); without one, the soak counts from the commit.
+fn verified_in_git(
+    mut read: Upstream,
+    upstream: &UpstreamRef,
+    repository: &str,
+    policy: &ImagePolicy,
+    sources: &Sources<'_>,
+    above: &Above<'_>,
+) -> Result<Upstream, String> {
+    let (Some(state), Some(tag)) = (sources.state, read.tag.as_deref()) else {
+        return Ok(read);
+    };
+    let behind = above.behind(upstream, repository);
+    read.verification = above::verification_in_git(state, &behind, &policy.image, tag, read.since)
+        .map_err(|why| format!("{}: verifications unknown: {why}", read.name))?;
+    Ok(read)
+}
+
+/// Since when each of the promoting policy's own files in `target` runs the tag it holds; a
+/// file that cannot be read is left out (its field says why when it is planned).
+fn own_since(
+    policy: &ImagePolicy,
+    target: &RepositoryConfig,
+    files: &CommitFiles,
+) -> BTreeMap<String, Timestamp> {
+    policy_files(policy, &target.name, files)
+        .into_iter()
+        .filter_map(|(path, helm)| {
+            let (_, since) = running(files, &path, &helm, policy).ok()??;
+            let since = Timestamp::from_second(since?).ok()?;
+            Some((path.to_string_lossy().replace('\\', "/"), since))
+        })
+        .collect()
 }
 
 /// Another configured repository's base tip, fetched once per target.

@@ -335,7 +335,6 @@ async fn plan_tree<R: Registry>(
         inspector: Inspector::new(registry),
         progress,
         promotions,
-        holds,
         held: (!holds.is_empty()).then_some(HeldContext {
             holds,
             repository,
@@ -401,8 +400,6 @@ struct Asked<'a, R> {
     held: Option<HeldContext<'a>>,
     /// What the promoting policies' upstreams run.
     promotions: &'a Promotions,
-    /// Every hold, known or not (a promotion holds what is held in an environment above).
-    holds: &'a Holds,
 }
 
 impl<R: Registry> Asked<'_, R> {

@@ -5,16 +5,13 @@
 //! and its holds, and those of every environment above it, are honoured. Every field says what
 //! it does in the plan's promotions section; a wait is also a hold naming why.
 
-use std::collections::BTreeSet;
-
 use super::held::Labels;
 use super::{Asked, Found, ScannedFile, display_path};
 use crate::change::{PromotionEvidence, UpstreamEvidence};
-use crate::holds::{HeldTag, hold_reason};
 use crate::plan::decide::{DecideError, Outcome, version_text};
 use crate::plan::model::{Plan, Promotion, PromotionStatus, UpstreamRun};
 use crate::plan::walk::policy_order;
-use crate::policy::{ImagePolicy, Promote, Upstream as UpstreamRef};
+use crate::policy::{ImagePolicy, Promote};
 use crate::promotion::{self, Decision, Downstream, Evidence, Gathered, Verification};
 use crate::registry::Registry;
 use crate::select::{self, TagCandidate};
@@ -45,6 +42,8 @@ impl<R: Registry> Asked<'_, R> {
             status: PromotionStatus::Waits,
             tag: None,
             waits: Vec::new(),
+            since: None,
+            stage: 0,
         };
         let gathered = match self.promotions.by_policy.get(&policy.name) {
             Some(Ok(gathered)) => gathered,
@@ -61,6 +60,11 @@ impl<R: Registry> Asked<'_, R> {
             }
         };
         row.upstreams = gathered.upstreams.iter().map(upstream_run).collect();
+        row.since = gathered
+            .since
+            .get(&display_path(&file.rel))
+            .map(|t| rfc3339(*t));
+        row.stage = gathered.stage;
         let decision = self.decision(policy, current_tag, list, gathered, promote);
         match decision {
             Decision::UpToDate => {
@@ -100,7 +104,6 @@ impl<R: Registry> Asked<'_, R> {
         gathered: &Gathered,
         promote: &Promote,
     ) -> Decision {
-        let above = self.held_above(policy);
         // Order by the strategy alone: a tag the policy's filters refuse must still compare
         // above the current one, so that the wait says it is forbidden, not up to date.
         let unfiltered = unfiltered(policy);
@@ -131,14 +134,10 @@ impl<R: Registry> Asked<'_, R> {
                 Some(why) => Err(format!("policy {}: {why}", policy.name)),
             }
         };
-        let held = |tag: &str| {
-            gathered.held(tag).or_else(|| {
-                above
-                    .iter()
-                    .find(|h| h.blocks(tag, &order))
-                    .map(|h| format!("in policy {}: {}", h.key.policy, hold_reason(h, tag)))
-            })
-        };
+        // The tags held above, gathered per upstream (through a whole chain). Each passes down
+        // as that tag alone: a person's rollback upstream blocks there every tag up to the one
+        // rolled back from, but what the upstream runs after it is what it offers.
+        let held = |tag: &str| gathered.held(tag);
         let downstream = Downstream {
             current,
             order: &order,
@@ -152,31 +151,6 @@ impl<R: Registry> Asked<'_, R> {
             &downstream,
             self.promotions.now,
         )
-    }
-
-    /// The held tags of every policy this one follows, directly or through a chain (`policy:`
-    /// upstreams): a tag that failed or is held above is held here too.
-    fn held_above(&self, policy: &ImagePolicy) -> Vec<&HeldTag> {
-        let mut names: BTreeSet<&str> = BTreeSet::new();
-        let mut next = vec![policy];
-        while let Some(p) = next.pop() {
-            for upstream in p.promote.iter().flat_map(|pr| &pr.from) {
-                if let UpstreamRef::Policy { name, .. } = upstream
-                    && names.insert(name.as_str())
-                    && let Some(up) = self.policies.iter().find(|q| &q.name == name)
-                {
-                    next.push(up);
-                }
-            }
-        }
-        if names.is_empty() {
-            return Vec::new();
-        }
-        self.holds
-            .all()
-            .into_iter()
-            .filter(|h| names.contains(h.key.policy.as_str()))
-            .collect()
     }
 }
 
@@ -266,6 +240,7 @@ mod tests {
         let g = Gathered {
             upstreams: Vec::new(),
             held_above: vec![("1.2.0".into(), "failed in staging".into())],
+            ..Default::default()
         };
         assert_eq!(g.held("1.2.0").as_deref(), Some("failed in staging"));
         assert_eq!(g.held("1.3.0"), None);

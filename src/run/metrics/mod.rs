@@ -216,7 +216,14 @@ impl Metrics {
     /// Sets every result, finding kind and skip reason to zero, so that `rate()` and `absent()`
     /// in alerts work before the first failure.
     fn start_at_zero(&self) {
-        for result in ["verified", "unsigned", "untrusted", "error", "cached"] {
+        for result in [
+            "verified",
+            "unsigned",
+            "untrusted",
+            "unverifiable",
+            "error",
+            "cached",
+        ] {
             let _ = self.signatures.get_or_create(&ResultLabel { result });
         }
         for result in CycleResult::ALL {

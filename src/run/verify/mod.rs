@@ -339,6 +339,12 @@ impl Verifier {
         let now = Timestamp::now();
         for pending in &concluded {
             self.record(pending, &conclusion, now);
+            // A promotion from a git upstream soaks from here (issue 20).
+            if let (Some(state), Conclusion::Verified) = (&self.state, &conclusion)
+                && let Err(e) = state.record_verified(pending, now)
+            {
+                tracing::warn!(application = %pending.application, error = %chain(&e), "a verified change was not recorded; promotions from its fields soak from its commit");
+            }
             self.report_status(pending, &conclusion);
             if let Some(state) = &self.state
                 && let Err(e) = state.end_verification(pending)
