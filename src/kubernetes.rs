@@ -489,6 +489,23 @@ impl Cluster {
 /// Argo CD's annotation that asks the controller for a refresh (`normal` or `hard`).
 pub const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
 
+/// The value of `key` in a Secret: `data` (decoded), else `stringData`. Callers must keep it out
+/// of logs and errors.
+pub fn secret_value(secret: &Secret, key: &str) -> Option<String> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        .or_else(|| {
+            secret
+                .string_data
+                .as_ref()
+                .and_then(|d| d.get(key))
+                .cloned()
+        })
+}
+
 fn updater_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk(

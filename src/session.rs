@@ -128,6 +128,10 @@ impl Session {
             client_options.credentials = loaded.registry_credentials.clone();
         }
         let mut registry = RegistryClient::new(client_options).map_err(SessionError::Registry)?;
+        if let Some(connected) = &cluster {
+            // `signatures:` keys in Secrets are read over the same connection.
+            registry = registry.with_cluster(connected.clone());
+        }
         if let Some(state) = &options.state {
             registry = registry.with_store(state.clone());
         }

@@ -499,18 +499,7 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
 
 /// A Secret field's text, from `data` (base64, decoded by k8s-openapi) or `stringData`.
 fn field(secret: &Secret, key: &str) -> Option<String> {
-    secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(key))
-        .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-        .or_else(|| {
-            secret
-                .string_data
-                .as_ref()
-                .and_then(|d| d.get(key))
-                .cloned()
-        })
+    crate::kubernetes::secret_value(secret, key)
 }
 
 fn secret_id(secret: &Secret) -> String {

@@ -6,7 +6,10 @@
 //! Any one of the listed keys or keyless identities may match. Key material is read when the
 //! setting is read (a file, an environment variable), so a key that cannot be read is an error
 //! at the setting's `file:line` and its policy is not planned: an unreadable setting never
-//! widens to "unsigned is fine".
+//! widens to "unsigned is fine". A key in a Kubernetes Secret needs the cluster connection,
+//! which reading a file does not have: it stays named in [`SignatureRequirement::secret_keys`]
+//! and the registry edge reads it once per cycle, failing the verification (which holds the
+//! reference) when it cannot.
 //!
 //! Plain data: the registry edge verifies (`registry/signatures.rs`), the planner only asks it.
 
@@ -40,13 +43,24 @@ pub struct KeySource {
     pub secret: Option<SecretKeyRef>,
 }
 
-/// `secret: {namespace, name, key}`.
+/// `secret: {namespace, name, key}`: `key` of the Secret `name` in `namespace` (by default, the
+/// namespace tagpilot runs in: its service account's, or the kubeconfig context's).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SecretKeyRef {
     pub namespace: Option<String>,
     pub name: String,
     pub key: String,
+}
+
+impl std::fmt::Display for SecretKeyRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ns = self
+            .namespace
+            .as_deref()
+            .unwrap_or("<tagpilot's namespace>");
+        write!(f, "Secret {ns}/{}[{}]", self.name, self.key)
+    }
 }
 
 /// A keyless signer, as cosign's `--certificate-oidc-issuer(-regexp)` and
@@ -89,6 +103,9 @@ pub struct SignaturesDefault {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignatureRequirement {
     pub keys: Vec<PublicKey>,
+    /// Keys still in their Kubernetes Secrets: the registry edge reads them over the cluster
+    /// connection each cycle and adds them to `keys` before verifying.
+    pub secret_keys: Vec<SecretKeyRef>,
     pub identities: Vec<Identity>,
     /// Where the requirement was set (`policies/app.yaml:12`, `tagpilot.yaml signatures.defaults[0]`).
     pub origin: String,
@@ -195,11 +212,6 @@ pub enum SignaturesError {
     },
     #[error("a key names exactly one of `file`, `env` and `secret`")]
     KeySourceShape,
-    #[error(
-        "key {0}: Kubernetes Secrets are read only for Image Updater resources' \
-         `imagesVerification.cosignKey` so far; use `file` or `env`"
-    )]
-    SecretNotSupported(String),
     #[error("an identity names its issuer (`issuer` or `issuerRegExp`, not both)")]
     IssuerShape,
     #[error("an identity names its subject (`subject` or `subjectRegExp`, not both)")]
@@ -220,11 +232,14 @@ impl SignaturesConfig {
         if self.keys.is_empty() && self.identities.is_empty() {
             return Err(SignaturesError::Empty);
         }
-        let keys = self
-            .keys
-            .iter()
-            .map(|k| k.read(base))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut keys = Vec::new();
+        let mut secret_keys = Vec::new();
+        for k in &self.keys {
+            match k.read(base)? {
+                Key::Read(key) => keys.push(key),
+                Key::InSecret(secret) => secret_keys.push(secret),
+            }
+        }
         let identities = self
             .identities
             .iter()
@@ -232,14 +247,21 @@ impl SignaturesConfig {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Arc::new(SignatureRequirement {
             keys,
+            secret_keys,
             identities,
             origin,
         }))
     }
 }
 
+/// A key as its setting gives it: read, or left in its Secret for the registry edge.
+enum Key {
+    Read(PublicKey),
+    InSecret(SecretKeyRef),
+}
+
 impl KeySource {
-    fn read(&self, base: &Path) -> Result<PublicKey, SignaturesError> {
+    fn read(&self, base: &Path) -> Result<Key, SignaturesError> {
         let (pem, source) = match (&self.file, &self.env, &self.secret) {
             (Some(file), None, None) => {
                 let path = base.join(file);
@@ -254,17 +276,11 @@ impl KeySource {
                     .map_err(|_| SignaturesError::MissingEnv { name: name.clone() })?;
                 (pem.into_bytes(), format!("${name}"))
             }
-            (None, None, Some(s)) => {
-                let ns = s.namespace.as_deref().unwrap_or("default");
-                return Err(SignaturesError::SecretNotSupported(format!(
-                    "{ns}/{}[{}]",
-                    s.name, s.key
-                )));
-            }
+            (None, None, Some(s)) => return Ok(Key::InSecret(s.clone())),
             _ => return Err(SignaturesError::KeySourceShape),
         };
         check_key(&pem, &source)?;
-        Ok(PublicKey { pem, source })
+        Ok(Key::Read(PublicKey { pem, source }))
     }
 }
 
@@ -373,6 +389,17 @@ mod tests {
         assert!(matches!(err, SignaturesError::KeySourceShape));
         let err = read("{}\n").resolve(dir.path(), "here".into()).unwrap_err();
         assert!(matches!(err, SignaturesError::Empty));
+    }
+
+    #[test]
+    fn a_key_in_a_secret_is_left_for_the_cluster_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = read("keys: [{secret: {namespace: ci, name: cosign, key: cosign.pub}}]\n")
+            .resolve(dir.path(), "here".into())
+            .unwrap();
+        assert!(r.keys.is_empty());
+        assert_eq!(r.secret_keys.len(), 1);
+        assert_eq!(r.secret_keys[0].to_string(), "Secret ci/cosign[cosign.pub]");
     }
 
     #[test]

@@ -80,6 +80,7 @@ impl RegistryClient {
         // Verdicts other than "verified" (kept in the store) may change: CI signs after it
         // pushes.
         self.signatures.verdicts.clear();
+        self.signatures.secrets.clear();
         if self.store.is_some() {
             // The store keeps what was found by digest; kept in memory as well, it would grow
             // with every image a long-running process has ever seen.
@@ -284,8 +285,13 @@ impl Registry for RegistryClient {
         digest: &str,
         required: Option<&crate::config::signatures::Requirement>,
     ) -> Result<super::SignatureVerdict, RegistryError> {
+        // Keys in Kubernetes Secrets are read first: the verdict's cache key is the keys' PEM.
+        let resolved = match required.or_else(|| self.default_signatures(repo)) {
+            Some(r) => Some(self.with_secret_keys(repo, r).await?),
+            None => None,
+        };
         // Boxed for the same reason as the planner's call: a deep future, asked rarely.
-        Box::pin(self.verify_digest(repo, digest, required)).await
+        Box::pin(self.verify_digest(repo, digest, resolved.as_ref())).await
     }
 }
 

@@ -54,6 +54,8 @@ mod memo;
 mod memory;
 mod options;
 mod send;
+mod signature_keys;
+mod signature_lookup;
 mod signature_state;
 mod signatures;
 mod state;

@@ -79,6 +79,43 @@ pub enum SignatureError {
         #[source]
         source: sigstore::errors::SigstoreError,
     },
+    /// The crate's fetch of the `.sig` tag and the referrers, as a whole, took longer than one
+    /// request to the registry may (`registries[].timeout`).
+    #[error(
+        "fetching the signatures took longer than the registry's timeout of {}",
+        humantime::format_duration(*timeout)
+    )]
+    TimedOut { timeout: std::time::Duration },
+    /// Looking for signatures the crate did not find, the registry failed (anything but a 404):
+    /// whether the image is signed is unknown, not "unsigned".
+    #[error("looking for signatures at {what}")]
+    Lookup {
+        what: String,
+        #[source]
+        source: RegistryError,
+    },
+    /// `secret` is `Secret ns/name[key]`, `origin` where the requirement was written.
+    #[error(
+        "the cosign key in {secret} ({origin}) cannot be read: there is no cluster connection \
+         (Secrets are read over the one of `applications.fromCluster`)"
+    )]
+    KeyWithoutCluster { secret: String, origin: String },
+    #[error("reading the cosign key in {secret} ({origin})")]
+    KeySecret {
+        secret: String,
+        origin: String,
+        #[source]
+        source: Arc<crate::kubernetes::KubeError>,
+    },
+    #[error("the cosign key in {secret} ({origin}): the Secret has no such key")]
+    KeyNotInSecret { secret: String, origin: String },
+    #[error("the cosign key in {secret} ({origin})")]
+    KeyInSecretUnusable {
+        secret: String,
+        origin: String,
+        #[source]
+        source: crate::config::signatures::SignaturesError,
+    },
 }
 
 /// What the client keeps for signatures: the defaults, the trust root once loaded, the
@@ -94,7 +131,15 @@ pub(super) struct SignatureState {
     /// changed trust root verifies again.
     pub(super) trust_root_hash: std::sync::OnceLock<String>,
     pub(super) counts: VerdictCounts,
+    /// The cluster connection `secret:` keys are read over (`applications.fromCluster`'s).
+    pub(super) cluster: Option<crate::kubernetes::Cluster>,
+    /// Secrets holding keys, by namespace and name, read once per cycle.
+    pub(super) secrets: super::memo::Memo<(String, String), SecretRead>,
 }
+
+/// One Secret as read this cycle (it is kept whole only until the cycle ends).
+pub(super) type SecretRead =
+    Result<Arc<k8s_openapi::api::core::v1::Secret>, Arc<crate::kubernetes::KubeError>>;
 
 /// Repository, digest, fingerprint of the requirement (and trust root).
 pub(super) type VerdictKey = (Repository, String, String);

@@ -178,18 +178,44 @@ impl RegistryClient {
                 limiter.until_ready().await;
             }
             reg.check_up(repo)?;
-            client
-                .trusted_signature_layers(&auth, &image)
+            // The crate's requests carry no timeout of their own: a registry that hangs on
+            // them must not stall the cycle.
+            tokio::time::timeout(reg.timeout, client.trusted_signature_layers(&auth, &image))
                 .await
+                .map_err(|_| {
+                    failed(SignatureError::TimedOut {
+                        timeout: reg.timeout,
+                    })
+                })?
                 .map_err(|source| failed(SignatureError::Fetch { source }))?
         };
-        match judge(&layers, required) {
-            verdict if verdict.passes() => Ok(verdict),
-            _ => {
-                self.judge_with_bundles(repo, digest, required, trust_root.as_deref(), &layers)
-                    .await
-            }
+        let verdict = judge(&layers, required);
+        if verdict.passes() {
+            return Ok(verdict);
         }
+        // The crate logs what it could not fetch and returns no layer for it: only a true
+        // absence is "unsigned". The `.sig` tag is asked again here (`signature_lookup.rs`), the
+        // referrers by `judge_with_bundles`, both through `send.rs`, whose faults are errors.
+        let at_sig_tag = self
+            .count_sig_tag_layers(&reg, repo, digest)
+            .await
+            .map_err(failed)?;
+        let verdict = self
+            .judge_with_bundles(repo, digest, required, trust_root.as_deref(), &layers)
+            .await
+            .map_err(|source| {
+                failed(SignatureError::Lookup {
+                    what: format!("the referrers of {digest}"),
+                    source,
+                })
+            })?;
+        Ok(match verdict {
+            // Found, but none the crate trusted (a certificate or log entry that did not check).
+            SignatureVerdict::Unsigned if at_sig_tag > 0 => SignatureVerdict::Untrusted {
+                found: at_sig_tag,
+            },
+            verdict => verdict,
+        })
     }
 
     /// What a verdict depends on besides the digest: the requirement's keys and identities and,

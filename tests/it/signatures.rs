@@ -1175,3 +1175,434 @@ async fn a_changed_trust_root_verifies_again() {
     assert!(moved.is_empty(), "{moved:?}");
     assert_eq!(count(&counts, "cached"), 0, "{counts:?}");
 }
+
+// === registry faults while looking for signatures ===
+
+/// A working directory like [`work`]'s, for `image` (a registry behind a proxy, say).
+fn work_for(image: &str, key_pem: &str) -> Work {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cosign.pub"), key_pem).unwrap();
+    std::fs::create_dir_all(dir.path().join("apps")).unwrap();
+    std::fs::write(
+        dir.path().join("apps/deploy.yaml"),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api}}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+        ),
+    )
+    .unwrap();
+    let policy_path = dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    keys: [{{file: cosign.pub}}]\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    std::fs::write(&policy_path, &text).unwrap();
+    let policies = policy::parse_file(&policy_path, &text).expect("policy");
+    Work { dir, policies }
+}
+
+/// `shop/api` with 1.0.0 deployed and 1.1.0 and 1.2.0 both signed, behind a proxy that gives
+/// `fault` to every signature lookup of 1.2.0 (its `.sig` tag, its referrers and referrers tag);
+/// the client reaches the registry through the proxy, with `timeout` per request.
+async fn signed_behind_a_faulty_proxy(
+    fault: crate::support::fault_proxy::Fault,
+    timeout: std::time::Duration,
+) -> (
+    TestRegistry,
+    crate::support::fault_proxy::FaultProxy,
+    Work,
+    RegistryClient,
+    String,
+) {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let older = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    let newest = registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &older, false).await;
+    signer.sign(&registry, "shop/api", &newest, false).await;
+    let hex = newest.trim_start_matches("sha256:").to_string();
+    let proxy = crate::support::fault_proxy::FaultProxy::start(&registry.host(), move |target| {
+        let lookup = target.contains(&format!("/manifests/sha256-{hex}"))
+            || target.contains(&format!("/referrers/sha256:{hex}"));
+        lookup.then_some(fault)
+    })
+    .await;
+    let work = work_for(&format!("{}/shop/api", proxy.host()), &signer.public_pem());
+    let client =
+        RegistryClient::new(
+            registry.client_options(vec![tagpilot::config::RegistryConfig {
+                host: proxy.host(),
+                insecure: true,
+                timeout: Some(timeout),
+                ..Default::default()
+            }]),
+        )
+        .unwrap();
+    (registry, proxy, work, client, newest)
+}
+
+/// The `sigstore` crate only logs a failed `.sig` or referrers fetch; a registry that serves
+/// tags and manifests but answers 500 to the signature lookups of the newest tag must not make
+/// it look unsigned (which would move to the older signed tag): the reference is held with an
+/// error naming the registry, the repository and the digest.
+#[tokio::test]
+async fn a_registry_failing_the_signature_lookups_holds_with_an_error_not_an_older_tag() {
+    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
+        crate::support::fault_proxy::Fault::Status(500),
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
+    assert!(
+        planned.skipped_tags.is_empty(),
+        "{:?}",
+        planned.skipped_tags
+    );
+    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
+    let message = &planned.problems[0].message;
+    assert!(
+        message.contains(&format!(
+            "cannot verify the signatures of {newest} in repository shop/api on registry {}",
+            proxy.host()
+        )) && message.contains(&format!(
+            "looking for signatures at the tag {}.sig",
+            newest.replace(':', "-")
+        )) && message.contains("500"),
+        "{message}"
+    );
+    assert!(proxy.faulted() > 0);
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "error"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "unsigned"), 0, "{counts:?}");
+    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
+}
+
+/// A registry that never answers the signature lookups costs the registry's timeout, once,
+/// and holds the reference with that reason; the cycle is not stalled.
+#[tokio::test]
+async fn a_registry_hanging_on_the_signature_lookups_is_cut_by_its_timeout() {
+    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
+        crate::support::fault_proxy::Fault::Hang,
+        std::time::Duration::from_secs(1),
+    )
+    .await;
+
+    let started = std::time::Instant::now();
+    let planned = plan_with(&work, &client).await;
+    let took = started.elapsed();
+
+    assert!(took < std::time::Duration::from_secs(8), "took {took:?}");
+    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
+    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
+    let message = &planned.problems[0].message;
+    assert!(
+        message.contains(&format!("cannot verify the signatures of {newest}"))
+            && message.contains("took longer than the registry's timeout of 1s"),
+        "{message}"
+    );
+    assert!(proxy.faulted() > 0);
+    assert_eq!(count(&client.signature_verifications(), "error"), 1);
+}
+
+// === keys from Kubernetes Secrets and environment variables ===
+
+/// `work` with its policy's `signatures:` replaced by `signatures` (a flow mapping).
+fn with_signatures(work: Work, image: &str, signatures: &str) -> Work {
+    let policy_path = work.dir.path().join("policy.yaml");
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures: {signatures}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    std::fs::write(&policy_path, &text).unwrap();
+    Work {
+        policies: policy::parse_file(&policy_path, &text).expect("policy"),
+        ..work
+    }
+}
+
+/// The Kubernetes API double with the Secret `namespace/name` holding `data` (base64'd here),
+/// or answering 404 for it when `data` is `None`.
+async fn secret_api(
+    namespace: &str,
+    name: &str,
+    data: Option<&[(&str, &str)]>,
+) -> wiremock::MockServer {
+    use wiremock::matchers::{method, path};
+    use wiremock::{Mock, MockServer, ResponseTemplate};
+    let server = MockServer::start().await;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let answer = match data {
+        Some(data) => ResponseTemplate::new(200).set_body_json(serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": data.iter().map(|(k, v)| (k.to_string(), b64(v.as_bytes())))
+                .collect::<BTreeMap<_, _>>(),
+        })),
+        None => ResponseTemplate::new(404).set_body_json(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+            "code": 404, "message": format!("secrets \"{name}\" not found"),
+        })),
+    };
+    Mock::given(method("GET"))
+        .and(path(format!(
+            "/api/v1/namespaces/{namespace}/secrets/{name}"
+        )))
+        .respond_with(answer)
+        .mount(&server)
+        .await;
+    server
+}
+
+/// How many times the double was asked for a Secret.
+async fn secret_reads(server: &wiremock::MockServer) -> usize {
+    server
+        .received_requests()
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|r| r.url.path().contains("/secrets/"))
+        .count()
+}
+
+/// A policy's `secret:` key (no namespace: tagpilot's own, the kubeconfig context's here) is
+/// read over the cluster connection, once per cycle, and verifies the signed tag; a
+/// `tagpilot.yaml` default naming a Secret does the same for a policy without `signatures:`.
+#[tokio::test]
+async fn a_key_in_a_kubernetes_secret_verifies_in_a_policy_and_in_a_default() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let pem = signer.public_pem();
+    let server = secret_api(
+        crate::support::kube::NAMESPACE,
+        "cosign",
+        Some(&[("cosign.pub", &pem)]),
+    )
+    .await;
+    let cluster = crate::support::kube::cluster(&server, std::time::Duration::from_secs(10)).await;
+    let image = registry.image("shop/api");
+    let work = with_signatures(
+        work(&registry, &Signer::new().public_pem()),
+        &image,
+        "{keys: [{secret: {name: cosign, key: cosign.pub}}]}",
+    );
+    let client = registry.client().with_cluster(cluster.clone());
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    assert!(
+        skipped_tags(&planned)[0].starts_with("1.2.0: not signed"),
+        "{:?}",
+        planned.skipped_tags
+    );
+    assert_eq!(count(&client.signature_verifications(), "verified"), 1);
+    assert_eq!(secret_reads(&server).await, 1, "one read for two tags");
+    // The next cycle reads the Secret again: a rotated key is picked up without a restart.
+    client.start_cycle();
+    let planned = plan_with(&work, &client).await;
+    assert_eq!(planned.changes[0].to, "1.1.0");
+    assert_eq!(secret_reads(&server).await, 2);
+
+    // The same key as `tagpilot.yaml`'s default for the image's repository.
+    let text = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  targets: [{{paths: [\"apps/**\"]}}]\n"
+    );
+    let work = Work {
+        policies: policy::parse_file(&work.dir.path().join("policy.yaml"), &text).unwrap(),
+        ..work
+    };
+    let config_path = work.dir.path().join("tagpilot.yaml");
+    std::fs::write(
+        &config_path,
+        format!(
+            "signatures:\n  defaults:\n    - prefix: {}/shop\n      keys: [{{secret: {{namespace: {}, name: cosign, key: cosign.pub}}}}]\n",
+            registry.host(),
+            crate::support::kube::NAMESPACE
+        ),
+    )
+    .unwrap();
+    let config = tagpilot::config::load(&config_path).expect("config");
+    let mut options = registry.client_options(vec![registry.registry_config()]);
+    options.signature_defaults = config.signature_defaults;
+    let client = RegistryClient::new(options).unwrap().with_cluster(cluster);
+    let planned = plan_with(&work, &client).await;
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+}
+
+/// A key whose Secret cannot be read holds the policy's update with a problem naming the
+/// policy, where its `signatures:` is written and the Secret; never "any other key will do".
+#[tokio::test]
+async fn a_key_in_a_secret_that_cannot_be_read_holds_with_a_named_problem() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let image = registry.image("shop/api");
+    // A key from a file that does verify sits beside the unreadable one.
+    let work = with_signatures(
+        work(&registry, &signer.public_pem()),
+        &image,
+        "{keys: [{file: cosign.pub}, {secret: {namespace: ci, name: cosign, key: cosign.pub}}]}",
+    );
+    let held = |planned: &Plan, why: &str| {
+        assert!(planned.changes.is_empty(), "{:?}", planned.changes);
+        assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
+        let p = &planned.problems[0];
+        assert_eq!(p.policy.as_deref(), Some("api"));
+        assert!(
+            p.message.contains("Secret ci/cosign[cosign.pub]")
+                && p.message.contains("policy.yaml:")
+                && p.message.contains(why),
+            "{}",
+            p.message
+        );
+    };
+
+    let missing = secret_api("ci", "cosign", None).await;
+    let cluster = crate::support::kube::cluster(&missing, std::time::Duration::from_secs(10)).await;
+    let client = registry.client().with_cluster(cluster);
+    let planned = plan_with(&work, &client).await;
+    held(&planned, "cannot read Secret ci/cosign");
+    assert_eq!(count(&client.signature_verifications(), "error"), 1);
+
+    let other_key = secret_api("ci", "cosign", Some(&[("other.pub", "x")])).await;
+    let cluster =
+        crate::support::kube::cluster(&other_key, std::time::Duration::from_secs(10)).await;
+    let planned = plan_with(&work, &registry.client().with_cluster(cluster)).await;
+    held(&planned, "the Secret has no such key");
+
+    let not_pem = secret_api("ci", "cosign", Some(&[("cosign.pub", "not a key")])).await;
+    let cluster = crate::support::kube::cluster(&not_pem, std::time::Duration::from_secs(10)).await;
+    let planned = plan_with(&work, &registry.client().with_cluster(cluster)).await;
+    held(&planned, "not a PEM public key");
+
+    let planned = plan_with(&work, &registry.client()).await;
+    held(&planned, "there is no cluster connection");
+}
+
+/// `keys: [{env: NAME}]`: the PEM text in an environment variable, read when the policy is
+/// (here by the `tagpilot` binary, given the variable), verifies the signed tag.
+#[tokio::test]
+async fn a_key_from_an_environment_variable_verifies() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    let signed = registry
+        .push_image("shop/api", "1.1.0", ImageSpec::default())
+        .await;
+    registry
+        .push_image("shop/api", "1.2.0", ImageSpec::default())
+        .await;
+    signer.sign(&registry, "shop/api", &signed, false).await;
+    let image = registry.image("shop/api");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    write(
+        "tagpilot.yaml",
+        &format!(
+            "registries:\n{}policies: policies/\n",
+            registry.registries_yaml()
+        ),
+    );
+    write(
+        "policies/api.yaml",
+        &format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {{name: api}}\nspec:\n  image: {image}\n  strategy: {{semver: {{}}}}\n  signatures:\n    keys: [{{env: TAGPILOT_IT_COSIGN_PUBLIC_KEY}}]\n"
+        ),
+    );
+    write(
+        "apps/deploy.yaml",
+        &format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: api}}\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+        ),
+    );
+
+    let out = crate::support::bin::run_tagpilot(
+        dir.path(),
+        &["plan", "--format", "json"],
+        &[("TAGPILOT_IT_COSIGN_PUBLIC_KEY", &signer.public_pem())],
+    );
+
+    let text = crate::support::bin::output_text(&out);
+    let report: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}):\n{text}"));
+    assert_eq!(report["problems"], serde_json::json!([]), "{text}");
+    let to: Vec<&str> = report["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .filter_map(|c| c["to"].as_str())
+        .collect();
+    assert_eq!(to, ["1.1.0"], "{text}");
+}
+
+// === metrics ===
+
+/// `tagpilot run` counts its verifications in `/metrics` by result: after a cycle that
+/// verified a signature, `tagpilot_signature_verifications_total{result="verified"}` is 1.
+#[test]
+fn a_service_cycle_that_verified_a_signature_counts_it_in_metrics() {
+    use crate::support::service::{self, Service, eventually};
+    use std::time::Duration;
+    service::run(false, |logs| async move {
+        let s = crate::daemon::setup().await;
+        let signer = Signer::new();
+        let digest = s
+            .registry
+            .push_image("shop/api", "1.1.0", ImageSpec::default())
+            .await;
+        signer.sign(&s.registry, "shop/api", &digest, false).await;
+        let policies = s.dir.path().join("policies");
+        std::fs::write(policies.join("cosign.pub"), signer.public_pem()).unwrap();
+        let policy = policies.join("api.yaml");
+        let text = std::fs::read_to_string(&policy).unwrap().replace(
+            "  targets:\n",
+            "  signatures:\n    keys: [{file: cosign.pub}]\n  targets:\n",
+        );
+        std::fs::write(&policy, text).unwrap();
+
+        let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
+        crate::daemon::tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        let metric = "tagpilot_signature_verifications_total{result=\"verified\"} 1";
+        eventually(metric, &daemon.logs, || async {
+            daemon.text("/metrics").await.lines().any(|l| l == metric)
+        })
+        .await;
+        let metrics = daemon.text("/metrics").await;
+        assert!(
+            metrics.contains("tagpilot_signature_verifications_total{result=\"unsigned\"} 0"),
+            "{metrics}"
+        );
+    });
+}

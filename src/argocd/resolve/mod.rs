@@ -383,6 +383,7 @@ fn cosign_requirement(
                 pem: pem.clone(),
                 source,
             }],
+            secret_keys: Vec::new(),
             identities: Vec::new(),
             origin: key.field.clone(),
         })),

@@ -3,6 +3,7 @@
 pub mod bin;
 pub mod corpus;
 pub mod engine;
+pub mod fault_proxy;
 pub mod forge_double;
 pub mod git;
 pub mod github;

@@ -1,0 +1,101 @@
+//! Whether a digest that the `sigstore` crate found no trusted signature for really has no
+//! `.sig` signature, asked through tagpilot's own request path (`send.rs`: its credential, rate
+//! limiter, retries and typed errors).
+//!
+//! Why: `cosign::Client::trusted_signature_layers` only logs what it could not fetch (a 500 on
+//! the `.sig` tag, a blob that failed) and returns the layers it got, so a registry fault looks
+//! exactly like "unsigned". Taken for unsigned, the newest signed tag would be skipped for an
+//! older one. So when the crate's layers do not verify, the `sha256-<hex>.sig` image and its
+//! layers are looked at again here, as the crate reads them (the referrers are read the same
+//! way by `bundles.rs`). Only a 404 is an absence; every other failure is an error that holds
+//! the reference.
+//!
+//! Never: verify anything here (that is the crate's, in `signatures.rs`); this only counts.
+
+use oci_client::manifest::OciImageManifest;
+use reqwest::{Method, Url};
+
+use super::RegistryError;
+use super::error::{malformed, unreachable};
+use super::manifest::{manifest_url, verify_digest};
+use super::send::{RegistryRequest, Target};
+use super::signature_state::SignatureError;
+use super::state::{Kind, RegistryClient, RegistryState};
+use crate::image::Repository;
+
+impl RegistryClient {
+    /// How many signatures the `.sig` image of `digest` holds. `Ok(0)` only when the tag is
+    /// absent; a request the registry fails is an error naming what was looked at.
+    pub(super) async fn count_sig_tag_layers(
+        &self,
+        reg: &RegistryState,
+        repo: &Repository,
+        digest: &str,
+    ) -> Result<usize, SignatureError> {
+        let tagged = digest.replace(':', "-");
+        let sig_tag = format!("{tagged}.sig");
+        let at_sig_tag = |source| SignatureError::Lookup {
+            what: format!("the tag {sig_tag}"),
+            source,
+        };
+        let mut found = 0;
+        if let Some(manifest) = self
+            .absent_or(reg, repo, &sig_tag, &format!("tag {sig_tag}"))
+            .await
+            .map_err(at_sig_tag)?
+        {
+            let manifest: OciImageManifest = serde_json::from_slice(&manifest)
+                .map_err(|e| at_sig_tag(malformed(repo, "signature manifest", e)))?;
+            for layer in &manifest.layers {
+                self.blob(reg, repo, &layer.digest)
+                    .await
+                    .map_err(at_sig_tag)?;
+            }
+            found += manifest.layers.len();
+        }
+        Ok(found)
+    }
+
+    /// The manifest at `reference`, or `None` when the registry says there is none (404).
+    async fn absent_or(
+        &self,
+        reg: &RegistryState,
+        repo: &Repository,
+        reference: &str,
+        what: &str,
+    ) -> Result<Option<Vec<u8>>, RegistryError> {
+        let url = manifest_url(reg, repo, reference)?;
+        match self.manifest_bytes(reg, repo, url, what).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(RegistryError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Fetches one blob and checks it hashes to its digest; only whether it could be read counts.
+    async fn blob(
+        &self,
+        reg: &RegistryState,
+        repo: &Repository,
+        digest: &str,
+    ) -> Result<(), RegistryError> {
+        let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
+            .map_err(|e| malformed(repo, "blob URL", e))?;
+        let what = format!("signature blob {digest}");
+        let resp = self
+            .send(
+                reg,
+                repo,
+                RegistryRequest {
+                    kind: Kind::Blob,
+                    method: Method::GET,
+                    url,
+                    accept: None,
+                    target: Target::Blob(&what),
+                },
+            )
+            .await?;
+        let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
+        verify_digest(repo, "signature blob", digest, &body)
+    }
+}
