@@ -211,9 +211,9 @@ impl RegistryClient {
             })?;
         Ok(match verdict {
             // Found, but none the crate trusted (a certificate or log entry that did not check).
-            SignatureVerdict::Unsigned if at_sig_tag > 0 => SignatureVerdict::Untrusted {
-                found: at_sig_tag,
-            },
+            SignatureVerdict::Unsigned if at_sig_tag > 0 => {
+                SignatureVerdict::Untrusted { found: at_sig_tag }
+            }
             verdict => verdict,
         })
     }
