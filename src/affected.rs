@@ -250,16 +250,19 @@ fn files_under<'s, 'f>(sorted: &'s [&'f str], path: &str) -> &'s [&'f str] {
 }
 
 /// The 1-based positions of `app`'s sources in the repository `normalised_url` (already
-/// [`normalise_url`]d) whose path contains one of `files`.
+/// [`normalise_url`]d) on `branch` whose path contains one of `files`. A source on another
+/// revision never deploys a commit to `branch`, so following it would wait for nothing.
 pub fn sources_containing<'f>(
     app: &Application,
     normalised_url: &str,
+    branch: &str,
     files: impl IntoIterator<Item = &'f str> + Clone,
 ) -> Vec<usize> {
     app.sources()
         .into_iter()
         .enumerate()
         .filter(|(_, s)| s.chart.is_none() && normalise_url(&s.repo_url) == normalised_url)
+        .filter(|(_, s)| tracks_branch(s.target_revision.as_deref(), branch))
         .filter(|(_, s)| {
             let path = s.path.as_deref().unwrap_or("");
             files.clone().into_iter().any(|f| contains_file(path, f))
@@ -459,6 +462,13 @@ mod tests {
                 },
             ]
         );
+        // Verification follows the same sources: a commit to main is never waited for in an
+        // Application that deploys another revision of the file.
+        let url = normalise_url("https://git.example/acme/m");
+        let followed =
+            |app: &Application| sources_containing(app, &url, "main", ["apps/api/deploy.yaml"]);
+        let followed: Vec<Vec<usize>> = apps.iter().map(followed).collect();
+        assert_eq!(followed, [vec![1], vec![1], vec![], vec![2]]);
         // On the release branch, the release Application deploys the change (and `HEAD`, read
         // as the branch changed); `mixed` tracks neither there.
         let release = applications_containing(

@@ -638,7 +638,13 @@ fn pending_for(
             let followed: Vec<_> = changes
                 .iter()
                 .filter(|(c, _)| {
-                    !crate::affected::sources_containing(app, &url, [c.file.as_str()]).is_empty()
+                    !crate::affected::sources_containing(
+                        app,
+                        &url,
+                        &config.branch,
+                        [c.file.as_str()],
+                    )
+                    .is_empty()
                 })
                 .collect();
             let timeout = followed.iter().map(|(_, v)| v.timeout).max()?;
