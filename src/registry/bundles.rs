@@ -179,25 +179,8 @@ impl RegistryClient {
 
     async fn bundle_blob(&self, repo: &Repository, digest: &str) -> Result<Vec<u8>, RegistryError> {
         let reg = self.registry(&repo.registry);
-        let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
-            .map_err(|e| malformed(repo, "blob URL", e))?;
-        let what = format!("Sigstore bundle {digest}");
-        let resp = self
-            .send(
-                &reg,
-                repo,
-                RegistryRequest {
-                    kind: Kind::Blob,
-                    method: Method::GET,
-                    url,
-                    accept: None,
-                    target: Target::Blob(&what),
-                },
-            )
-            .await?;
-        let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
-        verify_digest(repo, "Sigstore bundle", digest, &body)?;
-        Ok(body.to_vec())
+        self.verified_blob(&reg, repo, digest, "Sigstore bundle")
+            .await
     }
 }
 

@@ -9,13 +9,11 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use oci_client::manifest::{ImageIndexEntry, OciImageManifest, OciManifest};
-use reqwest::{Method, Url};
 use tracing::warn;
 
-use super::error::{malformed, unreachable};
+use super::error::malformed;
 use super::manifest::{manifest_url, parse_manifest, verify_digest};
-use super::send::{RegistryRequest, Target};
-use super::state::{ConfigFacts, Kind, RegistryClient, SharedManifest};
+use super::state::{ConfigFacts, RegistryClient, SharedManifest};
 use super::{ImageInfo, RegistryError};
 use crate::image::{Platform, Repository};
 use crate::provenance::{ImageSource, REVISION_LABEL, SOURCE_LABEL};
@@ -87,24 +85,9 @@ impl RegistryClient {
                 }
                 fetched.store(true, Ordering::Relaxed);
                 let reg = self.registry(&repo.registry);
-                let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
-                    .map_err(|e| malformed(repo, "blob URL", e))?;
-                let what = format!("config blob {digest}");
-                let resp = self
-                    .send(
-                        &reg,
-                        repo,
-                        RegistryRequest {
-                            kind: Kind::Blob,
-                            method: Method::GET,
-                            url,
-                            accept: None,
-                            target: Target::Blob(&what),
-                        },
-                    )
+                let body = self
+                    .verified_blob(&reg, repo, digest, "config blob")
                     .await?;
-                let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
-                verify_digest(repo, "config blob", digest, &body)?;
                 let mut facts: ConfigFacts = serde_json::from_slice(&body)
                     .map_err(|e| malformed(repo, "image config", e))?;
                 facts.keep_provenance_labels();

@@ -63,6 +63,35 @@ impl RegistryClient {
         let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
         Ok(body.to_vec())
     }
+
+    /// The blob `digest` of `repo`, checked to hash to its digest; `label` names it in errors
+    /// (`config blob`, `Sigstore bundle`).
+    pub(super) async fn verified_blob(
+        &self,
+        reg: &RegistryState,
+        repo: &Repository,
+        digest: &str,
+        label: &'static str,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
+            .map_err(|e| malformed(repo, "blob URL", e))?;
+        let what = format!("{label} {digest}");
+        let asked = RegistryRequest {
+            kind: Kind::Blob,
+            method: Method::GET,
+            url,
+            accept: None,
+            target: Target::Blob(&what),
+        };
+        let body = self
+            .send(reg, repo, asked)
+            .await?
+            .bytes()
+            .await
+            .map_err(|e| unreachable(repo, e))?;
+        verify_digest(repo, label, digest, &body)?;
+        Ok(body.to_vec())
+    }
 }
 
 pub(super) fn manifest_url(

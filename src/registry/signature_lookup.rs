@@ -13,14 +13,12 @@
 //! Never: verify anything here (that is the crate's, in `signatures.rs`); this only counts.
 
 use oci_client::manifest::OciImageManifest;
-use reqwest::{Method, Url};
 
 use super::RegistryError;
-use super::error::{malformed, unreachable};
-use super::manifest::{manifest_url, verify_digest};
-use super::send::{RegistryRequest, Target};
+use super::error::malformed;
+use super::manifest::manifest_url;
 use super::signature_state::SignatureError;
-use super::state::{Kind, RegistryClient, RegistryState};
+use super::state::{RegistryClient, RegistryState};
 use crate::image::Repository;
 
 impl RegistryClient {
@@ -79,23 +77,8 @@ impl RegistryClient {
         repo: &Repository,
         digest: &str,
     ) -> Result<(), RegistryError> {
-        let url = Url::parse(&format!("{}/v2/{}/blobs/{digest}", reg.base, repo.path))
-            .map_err(|e| malformed(repo, "blob URL", e))?;
-        let what = format!("signature blob {digest}");
-        let resp = self
-            .send(
-                reg,
-                repo,
-                RegistryRequest {
-                    kind: Kind::Blob,
-                    method: Method::GET,
-                    url,
-                    accept: None,
-                    target: Target::Blob(&what),
-                },
-            )
-            .await?;
-        let body = resp.bytes().await.map_err(|e| unreachable(repo, e))?;
-        verify_digest(repo, "signature blob", digest, &body)
+        self.verified_blob(reg, repo, digest, "signature blob")
+            .await
+            .map(drop)
     }
 }
