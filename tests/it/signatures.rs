@@ -509,33 +509,7 @@ impl Sigstore {
                 "signatures": [{"sig": b64(&sig)}],
             },
         });
-        let artifact = Artifact {
-            config_media_type: "application/vnd.oci.empty.v1+json".into(),
-            layer: serde_json::to_vec(&bundle).unwrap(),
-            layer_media_type: BUNDLE.into(),
-            layer_annotations: BTreeMap::new(),
-            artifact_type: Some(BUNDLE.into()),
-            subject: Some(serde_json::json!({
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "digest": digest,
-                // Not read by the verifier; the image's manifest size is not at hand here.
-                "size": 0,
-            })),
-        };
-        let referrer = registry.push_artifact(path, None, artifact).await;
-        let index = serde_json::json!({
-            "schemaVersion": 2,
-            "mediaType": "application/vnd.oci.image.index.v1+json",
-            "manifests": [{
-                "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                "digest": referrer,
-                "size": 0,
-                "artifactType": BUNDLE,
-            }],
-        });
-        registry
-            .push_raw_index(path, &digest.replace(':', "-"), &index)
-            .await;
+        push_referrer(registry, path, digest, serde_json::to_vec(&bundle).unwrap()).await;
     }
 }
 
