@@ -759,7 +759,7 @@ async fn image_updater_resources_are_watched_rather_than_listed_every_cycle() {
     let (watch, drive) = c.watch_image_updaters(&["argocd".to_string()]);
     let driving = tokio::spawn(drive);
     let from = from_cluster(&["argocd"], None);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + crate::support::PATIENCE;
     while watch.snapshot().is_none() {
         assert!(
             std::time::Instant::now() < deadline,

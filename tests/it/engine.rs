@@ -573,7 +573,7 @@ impl tagpilot::registry::Registry for Gate {
         self.most.fetch_max(now, Ordering::SeqCst);
         // Never hangs: a planner that runs repositories one at a time waits out the deadline
         // and then shows as one in flight at most.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + crate::support::PATIENCE;
         while std::time::Instant::now() < deadline {
             let (in_flight, finished) = (
                 self.in_flight.load(Ordering::SeqCst),

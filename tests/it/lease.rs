@@ -431,7 +431,7 @@ async fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
 
     // The other replica goes away: this one takes the Lease, labels its Pod, and writes.
     other.cancel();
-    daemon::wait_for_tag(&s, &replica, "1.1.0", Duration::from_secs(15)).await;
+    daemon::wait_for_tag(&s, &replica, "1.1.0", crate::support::PATIENCE).await;
     assert_eq!(api.holder().as_deref(), Some(ME));
     assert_eq!(
         api.pod_labels(ME).get(LEADER_LABEL).map(String::as_str),

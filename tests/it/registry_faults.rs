@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use tagpilot::config::{RegistryConfig, TagListLimits};
@@ -158,15 +158,14 @@ async fn a_slow_endless_tag_list_stops_at_its_timeout() {
             ..TagListLimits::default()
         },
     );
-    let started = Instant::now();
+    // Cut by the timeout, not by the registry: it would serve pages for ever, and at 100 ms a
+    // page the count of pages served is the proof (no wall-clock timing is asserted).
     let err = client.list_tags(&repo).await.unwrap_err();
-    let took = started.elapsed();
     assert_eq!(bound(&err), TagListBound::Time(Duration::from_millis(700)));
     assert!(
         err.to_string().contains("past 700ms (tagList.timeout)"),
         "{err}"
     );
-    assert!(took < Duration::from_secs(3), "took {took:?}");
     assert!(served.load(Ordering::SeqCst) <= 8, "{served:?}");
 }
 

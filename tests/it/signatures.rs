@@ -1269,11 +1269,11 @@ async fn a_registry_hanging_on_the_signature_lookups_is_cut_by_its_timeout() {
     )
     .await;
 
-    let started = std::time::Instant::now();
-    let planned = plan_with(&work, &client).await;
-    let took = started.elapsed();
-
-    assert!(took < std::time::Duration::from_secs(8), "took {took:?}");
+    // A lookup that the timeout did not cut would hang for ever; the bound is only a failure
+    // bound for a loaded machine, not a timing.
+    let planned = tokio::time::timeout(crate::support::PATIENCE, plan_with(&work, &client))
+        .await
+        .expect("the hanging signature lookups were never cut by the registry's timeout");
     assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
     assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
     let message = &planned.problems[0].message;

@@ -224,7 +224,7 @@ fn loopback_listener() -> TcpListener {
 
 /// Waits until `log` says `ready`; fails the test, with the log, if `child` exits first.
 fn wait_for_log(child: &mut Child, what: &str, log: &Path, ready: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + super::PATIENCE;
     loop {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         if text.contains(ready) {
@@ -523,7 +523,7 @@ impl SshAgent {
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("start ssh-agent");
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + super::PATIENCE;
         while !socket.exists() {
             if let Ok(Some(status)) = child.try_wait() {
                 panic!(

@@ -646,7 +646,7 @@ impl Drop for TestRegistry {
 async fn wait_ready(child: &mut Child, port: u16, id: &str) -> bool {
     let http = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{port}/v2/");
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + super::PATIENCE;
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return false;

@@ -49,7 +49,7 @@ impl ManualClock {
     pub async fn parked(&self) {
         let mut sleeping = self.sleeping.subscribe();
         let parked = sleeping.wait_for(|n| *n > 0);
-        tokio::time::timeout(Duration::from_secs(15), parked)
+        tokio::time::timeout(super::PATIENCE, parked)
             .await
             .expect("the loop never waited for its next cycle")
             .unwrap();
@@ -254,7 +254,7 @@ impl Service {
 
     /// Waits until `GET path` answers `want`, and returns every status seen before.
     pub async fn wait_for(&self, path: &str, want: u16) -> Vec<Option<u16>> {
-        let deadline = Instant::now() + Duration::from_secs(15);
+        let deadline = Instant::now() + super::PATIENCE;
         let mut seen = Vec::new();
         loop {
             let status = self.status(path).await;
@@ -284,7 +284,7 @@ impl Service {
 
     /// Waits (bounded) for `serve` to return, and says how it stopped.
     pub async fn stopped(&mut self) -> Stopped {
-        match self.stopped_within(Duration::from_secs(15)).await {
+        match self.stopped_within(super::PATIENCE).await {
             Some(stopped) => stopped,
             None => panic!("serve did not return:\n{}", self.log()),
         }
@@ -322,13 +322,13 @@ pub async fn settle() {
     }
 }
 
-/// Polls `check` until it says true, for at most 15 s, then fails naming `what` with the log.
+/// Polls `check` until it says true, for at most [`super::PATIENCE`], then fails naming `what` with the log.
 pub async fn eventually<F, Fut>(what: &str, logs: &Logs, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    within(Duration::from_secs(15), what, logs, &mut check).await;
+    within(super::PATIENCE, what, logs, &mut check).await;
 }
 
 /// [`eventually`] within `bound`.
