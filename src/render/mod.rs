@@ -12,6 +12,7 @@
 mod resources;
 mod sources;
 pub mod tree;
+mod value_files;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -56,6 +57,12 @@ pub enum RenderError {
         path: PathBuf,
         message: String,
     },
+    #[error("value file `{file}` resolves to outside its repository")]
+    ValueFileOutside { file: String },
+    #[error("value file `{file}` is in {url}, which this change is not in")]
+    ValueFileElsewhere { file: String, url: String },
+    #[error("value file `{file}`: the URL scheme `{scheme}` is not allowed (http and https are)")]
+    ValueFileScheme { file: String, scheme: String },
     #[error("merging Argo CD's override files")]
     Override(#[from] crate::application::override_file::OverrideError),
     #[error("glob `{glob}` in `directory.{setting}`")]

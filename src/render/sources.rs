@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Kustomize, RenderError, Tools};
+use super::{Kustomize, RenderError, Tools, value_files};
 use crate::affected::normalise_url;
 use crate::application::override_file::{self, merged_source};
 use crate::application::{Application, Source};
@@ -22,8 +22,13 @@ pub(super) struct Job<'a> {
     pub source: Cow<'a, Source>,
     /// The source's directory in the tree (`None` for a chart from a chart repository).
     pub dir: Option<PathBuf>,
-    /// `$ref` → the directory of the source that names itself so, for value files.
+    /// The root of the changed repository's tree.
+    pub root: PathBuf,
+    /// `ref` name → the root of the changed repository, for its sources that name themselves
+    /// so: `$name/…` value files are read from there ([`value_files`]).
     pub refs: BTreeMap<String, PathBuf>,
+    /// `ref` name → repoURL, for the `ref` sources of other repositories.
+    pub elsewhere: BTreeMap<String, String>,
 }
 
 /// The job for `source`, or `None` when it cannot change with the repository at `url`: a
@@ -36,27 +41,31 @@ pub(super) fn job<'a>(
     url: &str,
     root: &Path,
 ) -> Option<Job<'a>> {
-    let refs: BTreeMap<String, PathBuf> = all
-        .iter()
-        .filter(|s| s.chart.is_none() && normalise_url(&s.repo_url) == url)
-        .filter_map(|s| {
-            let name = s.reference.as_ref()?;
-            Some((
-                format!("${name}"),
-                root.join(s.path.as_deref().unwrap_or("")),
-            ))
-        })
-        .collect();
+    let (mut refs, mut elsewhere) = (BTreeMap::new(), BTreeMap::new());
+    for s in all.iter().filter(|s| s.chart.is_none()) {
+        let Some(name) = s.reference.clone() else {
+            continue;
+        };
+        if normalise_url(&s.repo_url) == url {
+            // Argo CD reads `$name/…` from the repository's root, whatever the source's `path`.
+            refs.insert(name, root.to_path_buf());
+        } else {
+            elsewhere.insert(name, s.repo_url.clone());
+        }
+    }
     if is_remote_chart(source) {
         let from_here = source.helm.iter().flat_map(|h| &h.value_files).any(|f| {
-            f.split_once('/')
-                .is_some_and(|(name, _)| refs.contains_key(name))
+            f.strip_prefix('$')
+                .and_then(|r| r.split('/').next())
+                .is_some_and(|name| refs.contains_key(name))
         });
         return from_here.then_some(Job {
             app,
             source: Cow::Borrowed(source),
             dir: None,
+            root: root.to_path_buf(),
             refs,
+            elsewhere,
         });
     }
     if normalise_url(&source.repo_url) != url
@@ -69,7 +78,9 @@ pub(super) fn job<'a>(
         app,
         source: Cow::Borrowed(source),
         dir: Some(root.join(path)),
+        root: root.to_path_buf(),
         refs,
+        elsewhere,
     })
 }
 
@@ -344,33 +355,36 @@ fn helm(tools: &Tools, job: &Job<'_>, dir: Option<&Path>) -> Result<String, Rend
     })?;
     let mut command = Command::new(bin);
     command.arg("template").arg(&release);
-    match dir {
+    // A chart from a chart repository is its own repository: its value files are its own.
+    let (chart, repo_root) = match dir {
         Some(dir) => {
             dependencies(tools, bin, dir)?;
-            command.arg(dir);
+            (dir.to_path_buf(), job.root.clone())
         }
         None => match pull(tools, bin, s, scratch.path())? {
-            Some(chart) => {
-                command.arg(chart);
-            }
+            Some(chart) => (chart.clone(), chart),
             None => return Ok(String::new()),
         },
-    }
+    };
+    command.arg(&chart);
     if let Some(ns) = &namespace {
         command.arg("--namespace").arg(ns);
     }
     if !options.skip_crds {
         command.arg("--include-crds");
     }
+    let roots = value_files::Roots {
+        app_dir: &chart,
+        repo_root: &repo_root,
+        refs: &job.refs,
+        elsewhere: &job.elsewhere,
+    };
     for file in &options.value_files {
-        let path = match file.split_once('/') {
-            Some((name, rest)) if job.refs.contains_key(name) => job.refs[name].join(rest),
-            _ => dir.map_or_else(|| PathBuf::from(file), |d| d.join(file)),
+        match value_files::resolve(file, &roots, options.ignore_missing_value_files)? {
+            Some(value_files::Resolved::File(path)) => command.arg("--values").arg(path),
+            Some(value_files::Resolved::Url(url)) => command.arg("--values").arg(url),
+            None => continue,
         };
-        if !path.is_file() && options.ignore_missing_value_files {
-            continue;
-        }
-        command.arg("--values").arg(path);
     }
     let values = match (&options.values_object, &options.values) {
         (Some(object), _) => Some(serde_json::to_string(object).unwrap_or_default()),
@@ -405,8 +419,8 @@ pub(super) fn is_remote_chart(source: &Source) -> bool {
     source.chart.is_some() || source.repo_url.trim().starts_with("oci://")
 }
 
-/// Fetches the source's chart at its `targetRevision` into `into` (`helm pull`), and returns
-/// the packaged chart's path. Where the chart is: an HTTP chart repository by `--repo`; an OCI
+/// Fetches the source's chart at its `targetRevision` into `into` (`helm pull --untar`), and
+/// returns the unpacked chart's directory, where its own value files are. Where the chart is: an HTTP chart repository by `--repo`; an OCI
 /// registry by reference, `oci://host/path/chart` from an `oci://` `repoURL` (with or without
 /// `chart`) or from Argo CD's scheme-less OCI `repoURL` beside a `chart`; `--plain-http` for a
 /// registry configured `insecure`. A failure here is a fetch failure, said so.
@@ -448,7 +462,7 @@ fn pull(
         path: pulled.clone(),
         source,
     })?;
-    command.arg("--destination").arg(&pulled);
+    command.arg("--untar").arg("--destination").arg(&pulled);
     let shown = oci.unwrap_or_else(|| url.to_owned());
     match run(command, tools.timeout) {
         Err(RenderError::Failed { stderr, .. }) => {
@@ -456,15 +470,15 @@ fn pull(
         }
         other => other?,
     };
-    let packaged = std::fs::read_dir(&pulled)
+    let unpacked = std::fs::read_dir(&pulled)
         .map_err(|source| RenderError::Read {
             path: pulled.clone(),
             source,
         })?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "tgz"));
-    packaged
+        .find(|p| p.join("Chart.yaml").is_file());
+    unpacked
         .map(Some)
         .ok_or_else(|| RenderError::ChartUnreachable {
             url: shown,

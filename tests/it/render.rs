@@ -96,6 +96,7 @@ async fn run_case(case: &Path) -> Vec<String> {
 golden_suite! { "render", run_case, every_render_case_has_its_test, {
     render_directory => "directory",
     render_helm => "helm",
+    render_helm_multi_source => "helm-multi-source",
     render_helm_override_files => "helm-override",
     render_kustomize => "kustomize",
     render_kustomize_override_files => "kustomize-override",
@@ -302,6 +303,8 @@ fn push_chart(registry: &crate::support::registry::TestRegistry, name: &str, tem
     )
     .unwrap();
     std::fs::write(chart.join("values.yaml"), "tag: 1.0.0\n").unwrap();
+    // A value file the chart ships beside its defaults, as charts do for environments.
+    std::fs::write(chart.join("values-prod.yaml"), "replicas: 3\n").unwrap();
     std::fs::write(chart.join("templates/deployment.yaml"), template).unwrap();
     let packaged = helm_in(
         work.path(),
@@ -390,6 +393,46 @@ async fn a_chart_from_an_oci_registry_is_pulled_by_reference_and_rendered() {
                     "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
                 ),
             "{source}: {shown}"
+        );
+    }
+}
+
+/// A remote chart's value file without a `$ref` is the chart's own file (Argo CD resolves it in
+/// the unpacked chart), read in order with the values from git; one that climbs out of the chart
+/// is refused, as Argo CD refuses it, so rendering never reads the host's files.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remote_charts_own_value_file_is_read_from_the_chart_and_none_from_outside_it() {
+    use crate::support::registry::{Auth, TestRegistry};
+    let registry = TestRegistry::start(Auth::None).await;
+    push_chart(
+        &registry,
+        "api",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: {{ .Values.replicas | default 1 }}\n  template:\n    spec:\n      containers:\n        - name: api\n          image: \"registry.example/shop/api:{{ .Values.tag }}\"\n",
+    );
+    let host = registry.host();
+    let tools = || tools().with_plain_http([host.clone()]);
+    let source = format!(
+        "{{repoURL: 'oci://{host}/charts', chart: api, targetRevision: 0.1.0, helm: {{valueFiles: [values-prod.yaml, $values/envs/prod.yaml]}}}}"
+    );
+    let rendered = render_chart_with_values(tools(), &source).await;
+    assert_eq!(rendered.failure, None, "{}", shown(&rendered));
+    let after = rendered.resources[0].after.as_deref().unwrap();
+    assert!(
+        after.contains("replicas: 3") && after.contains("shop/api:1.1.0"),
+        "{after}"
+    );
+
+    for escaping in ["../../../../etc/hostname", "/../etc/hostname"] {
+        let source = format!(
+            "{{repoURL: 'oci://{host}/charts', chart: api, targetRevision: 0.1.0, helm: {{valueFiles: ['{escaping}', $values/envs/prod.yaml]}}}}"
+        );
+        let rendered = render_chart_with_values(tools(), &source).await;
+        let failure = rendered.failure.expect("a failure");
+        assert!(
+            failure.contains(&format!(
+                "value file `{escaping}` resolves to outside its repository"
+            )),
+            "{failure}"
         );
     }
 }
