@@ -199,3 +199,45 @@ fn the_scripts_find_rustups_cargo_and_the_quickstart_says_where_its_binary_is() 
     );
     assert!(read("README.md").contains("--keep-registry"));
 }
+
+/// `examples/promotion/run.sh`, the worked dev → staging → prod walkthrough, runs as its README
+/// shows: against a lab registry (the real `docker-registry`) and a bare repository whose
+/// back-dated history puts dev on 1.1.0 for three hours and staging for thirty minutes.
+#[test]
+fn the_promotion_walkthrough_runs_as_its_readme_shows() {
+    let work = tempfile::tempdir().unwrap();
+    let out = Command::new(checkout().join("examples/promotion/run.sh"))
+        .env("TAGPILOT", env!("CARGO_BIN_EXE_tagpilot"))
+        .env("TAGPILOT_PROMOTION_DIR", work.path().join("promotion"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let steps: Vec<&str> = stdout.split("\n==> ").collect();
+    let step = |title: &str| {
+        *steps
+            .iter()
+            .find(|s| s.starts_with(title))
+            .unwrap_or_else(|| panic!("no step {title:?}:\n{stdout}"))
+    };
+    let first = step("What would change");
+    assert!(
+        first.contains("  8     1.1.0  1.2.0")
+            && first.contains(
+                "shop-staging (environments:envs/staging/kustomization.yaml:8) runs 1.1.0 since"
+            )
+            && first.contains("waits: 1.1.0 soaks in policy shop-staging: 1h "),
+        "{first}"
+    );
+    assert!(step("Applying").contains("): pushed"), "{stdout}");
+    let again = step("Planning again");
+    assert!(
+        again.contains("No changes.")
+            && again.contains("waits: 1.2.0 soaks in policy shop-dev: ")
+            && again.contains("waits: 1.1.0 soaks in policy shop-staging: 1h "),
+        "{again}"
+    );
+    let readme = read("examples/promotion/README.md");
+    assert!(readme.contains("examples/promotion/run.sh"), "{readme}");
+}
