@@ -43,6 +43,9 @@ pub enum Verification {
     Pending,
     /// Verification failed: the tag is held upstream, so it is held here too.
     Failed { reason: String },
+    /// Its verification ended in an error (its Application could not be followed): not a
+    /// verdict, so never read as verified; the promotion waits until a later one ends verified.
+    Errored { reason: String },
     /// No cluster access: "runs" means "is on the base branch", and the soak time counts from
     /// the commit.
     FromGit,
@@ -128,6 +131,12 @@ pub enum Waiting {
     NotVerified { upstream: String, tag: String },
     /// The upstream's tag failed verification there.
     FailedUpstream {
+        upstream: String,
+        tag: String,
+        reason: String,
+    },
+    /// The upstream's verification of the tag ended in an error.
+    VerificationError {
         upstream: String,
         tag: String,
         reason: String,
@@ -249,6 +258,13 @@ fn offer(upstream: &Upstream, soak: Duration, now: Timestamp) -> Result<Evidence
                 reason: reason.clone(),
             });
         }
+        Verification::Errored { reason } => {
+            return Err(Waiting::VerificationError {
+                upstream: name,
+                tag,
+                reason: reason.clone(),
+            });
+        }
     };
     let healthy_for = Duration::try_from(now.duration_since(healthy_from)).unwrap_or_default();
     if healthy_for < soak {
@@ -281,6 +297,16 @@ impl fmt::Display for Waiting {
                 reason,
             } => {
                 write!(f, "{tag} failed in {upstream}: {reason}")
+            }
+            Waiting::VerificationError {
+                upstream,
+                tag,
+                reason,
+            } => {
+                write!(
+                    f,
+                    "{tag}'s verification in {upstream} ended in an error: {reason}"
+                )
             }
             Waiting::Soaking {
                 upstream,

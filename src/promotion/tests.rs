@@ -122,6 +122,32 @@ fn a_tag_not_verified_or_failed_upstream_never_reaches_the_next_environment() {
 }
 
 #[test]
+fn a_verification_that_ended_in_an_error_upstream_waits_named_even_with_fan_in_any() {
+    let mut staging = verified("policy shop-staging", "1.4.0");
+    staging.verification = Verification::Errored {
+        reason: "Application argocd/shop-staging could not be followed".into(),
+    };
+    let now = at("2026-11-26T10:00:00Z");
+    for fan_in in [FanIn::All, FanIn::Any] {
+        let decided = decide(
+            std::slice::from_ref(&staging),
+            fan_in,
+            HOUR,
+            &prod("1.3.0"),
+            now,
+        );
+        let Decision::Wait(why) = decided else {
+            panic!("{decided:?}")
+        };
+        assert_eq!(
+            why[0].to_string(),
+            "1.4.0's verification in policy shop-staging ended in an error: \
+             Application argocd/shop-staging could not be followed"
+        );
+    }
+}
+
+#[test]
 fn without_cluster_access_the_soak_counts_from_the_commit() {
     let staging = Upstream {
         verification: Verification::FromGit,

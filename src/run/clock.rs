@@ -19,6 +19,13 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now, on this clock.
     fn now(&self) -> Instant;
 
+    /// The time of day on this clock: what promotions (issue 20) are decided at, and what a
+    /// promotion's verification downstream is recorded and its lead time measured at. Real
+    /// time unless a test keeps it.
+    fn wall(&self) -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
+
     /// Completes once [`Clock::now`] reaches `deadline`.
     fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
 }

@@ -283,7 +283,7 @@ impl Daemon<'_> {
             dry_run: false,
             only_images,
             diff: false,
-            now: None,
+            now: Some(self.clock.wall()),
             rendered: false,
             tools: None,
         };

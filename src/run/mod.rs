@@ -299,6 +299,7 @@ async fn run_loop(
         &session.config.repositories,
         session.cache.clone(),
         shared.clone(),
+        clock.clone(),
     );
     let cluster = session.cluster.clone().zip(from_cluster);
 

@@ -155,17 +155,24 @@ impl State {
     }
 }
 
-/// The last tag whose verification ended verified, per field (issue 20: a promotion's `path:`
-/// or `policy:` upstream is verified once its change is): key the field as JSON, value the
-/// JSON of a [`VerifiedTag`]. One record per field, so it never grows past the fields.
+/// The last tag whose verification ended verified, or ended in an error, per field (issue 20:
+/// a promotion's `path:` or `policy:` upstream is verified once its change is, and never
+/// counts as verified when it could not be): key the field as JSON, value the JSON of a
+/// [`VerifiedTag`]. One record per field, so it never grows past the fields; a later
+/// verification of the field replaces it.
 const VERIFIED: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("verified/v1");
 
-/// A field's tag, verified at `at` in an Application.
+/// A field's tag, verified at `at` in an Application, or (`error`) whose verification ended
+/// at `at` without a verdict.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VerifiedTag {
     pub key: FieldKey,
     pub tag: String,
     pub at: Timestamp,
+    /// Why the verification could not conclude (its Application could not be followed);
+    /// `None` when it ended verified. Absent in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl State {
@@ -175,6 +182,26 @@ impl State {
         pending: &PendingVerification,
         at: Timestamp,
     ) -> Result<(), StateError> {
+        self.record_outcome(pending, at, None)
+    }
+
+    /// Records that the verification of every field of `pending` ended in an error at `at`,
+    /// replacing an earlier verified record of the field: durable on return.
+    pub fn record_verification_error(
+        &self,
+        pending: &PendingVerification,
+        at: Timestamp,
+        error: &str,
+    ) -> Result<(), StateError> {
+        self.record_outcome(pending, at, Some(error))
+    }
+
+    fn record_outcome(
+        &self,
+        pending: &PendingVerification,
+        at: Timestamp,
+        error: Option<&str>,
+    ) -> Result<(), StateError> {
         let records: Vec<(String, Vec<u8>)> = pending
             .fields
             .iter()
@@ -183,6 +210,7 @@ impl State {
                     key: f.key.clone(),
                     tag: f.to.clone(),
                     at,
+                    error: error.map(str::to_string),
                 };
                 let key = serde_json::to_string(&f.key).unwrap_or_default();
                 (key, serde_json::to_vec(&verified).unwrap_or_default())
@@ -204,7 +232,8 @@ impl State {
         })
     }
 
-    /// The last tag verified of each field. `Err` when the store cannot be read.
+    /// The last tag verified of each field, or whose verification ended in an error. `Err`
+    /// when the store cannot be read.
     pub fn verified_tags(&self) -> Result<Vec<VerifiedTag>, StateError> {
         self.records(VERIFIED, "a verified tag")
             .ok_or_else(|| StateError::VerificationsUnknown {
@@ -289,7 +318,45 @@ mod tests {
                 key: second.fields[0].key.clone(),
                 tag: "1.2.0".into(),
                 at: later,
+                error: None,
             }]
         );
+    }
+
+    #[test]
+    fn a_verification_that_ended_in_an_error_is_kept_until_a_later_one_ends_verified() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = State::open(dir.path()).unwrap();
+        let change = pending("argocd/api", "aaaa");
+        let at = Timestamp::from_second(1_800_000_600).unwrap();
+        state.record_verified(&change, at).unwrap();
+        let failed_at = Timestamp::from_second(1_800_000_900).unwrap();
+        let error = "Application argocd/api was deleted while its change was being verified";
+        state
+            .record_verification_error(&change, failed_at, error)
+            .unwrap();
+        drop(state);
+        let state = State::open(dir.path()).unwrap();
+        let errored = VerifiedTag {
+            key: change.fields[0].key.clone(),
+            tag: "1.1.0".into(),
+            at: failed_at,
+            error: Some(error.into()),
+        };
+        assert_eq!(state.verified_tags().unwrap(), vec![errored]);
+        let later = Timestamp::from_second(1_800_001_200).unwrap();
+        state.record_verified(&change, later).unwrap();
+        let verified = state.verified_tags().unwrap();
+        assert_eq!(
+            (verified[0].at, verified[0].error.as_deref()),
+            (later, None)
+        );
+    }
+
+    #[test]
+    fn a_verified_record_written_before_errors_were_kept_reads_as_verified() {
+        let old = r#"{"key":{"repository":"manifests","policy":"api","file":"apps/api.yaml","field":"Deployment/api container api"},"tag":"1.1.0","at":"2027-01-15T08:10:00Z"}"#;
+        let read: VerifiedTag = serde_json::from_str(old).unwrap();
+        assert_eq!(read.error, None);
     }
 }

@@ -579,6 +579,20 @@ fn an_application_that_cannot_be_followed_is_named_and_the_loop_goes_on() {
         let state = State::open(&s.dir.path().join("state")).unwrap();
         assert!(state.holds().unwrap().is_empty(), "an error holds nothing");
         assert!(state.verifications().unwrap().is_empty());
+        // Kept for promotions (issue 20): the field's tag is not verified, and says why.
+        let ended = state.verified_tags().unwrap();
+        assert_eq!(ended.len(), 1, "{ended:?}");
+        assert_eq!(
+            (ended[0].key.policy.as_str(), ended[0].tag.as_str()),
+            ("api", "1.1.0")
+        );
+        let error = ended[0].error.as_deref().unwrap_or_default();
+        assert!(
+            error.contains(
+                "Application argocd/shop-api was deleted while its change was being verified"
+            ),
+            "{error}"
+        );
     });
 }
 
@@ -619,5 +633,100 @@ fn revert_mode_writes_the_reverse_change_and_holds_the_failed_tag() {
         let holds = state.holds().unwrap();
         assert_eq!(holds.len(), 1, "{log}");
         assert_eq!(holds[0].tag, "1.1.0");
+    });
+}
+
+/// Commits the staging environment's Deployment on `tag` to the base branch, dated `at`.
+fn commit_staging(s: &Setup, tag: &str, at: jiff::Timestamp) {
+    use crate::support::git::{git, git_command};
+    let work = tempfile::tempdir().unwrap();
+    let bare = s.repo.path();
+    git(
+        work.path(),
+        &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
+    );
+    let w = work.path().join("w");
+    std::fs::create_dir_all(w.join("envs/staging")).unwrap();
+    std::fs::write(
+        w.join("envs/staging/deployment.yaml"),
+        crate::daemon::deployment(&s.registry, tag),
+    )
+    .unwrap();
+    git(&w, &["add", "."]);
+    let date = format!("{} +0000", at.as_second());
+    let out = git_command(&w, &["commit", "-q", "-m", "staging runs it"])
+        .env("GIT_AUTHOR_DATE", &date)
+        .env("GIT_COMMITTER_DATE", &date)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    git(&w, &["push", "-q", "origin", "main"]);
+}
+
+/// The value of the series `name` (no labels) on `/metrics`.
+fn series(metrics: &str, name: &str) -> Option<f64> {
+    let prefix = format!("{name} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
+}
+
+#[test]
+fn a_pushed_promotion_verified_downstream_measures_its_lead_time_from_the_upstream() {
+    use tagpilot::run::clock::Clock;
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "success").await;
+        configure(&s, "{onFailure: hold, timeout: 10m}", &forge.uri());
+        // Staging (policy `staging`, `envs/staging`) has run 1.1.0 for three hours; prod (policy
+        // `api`, `apps/api`, which the Application deploys) follows it after an hour's soak.
+        let staged = jiff::Timestamp::now() - jiff::SignedDuration::from_hours(3);
+        commit_staging(&s, "1.1.0", staged);
+        std::fs::write(
+            s.dir.path().join("policies/staging.yaml"),
+            format!(
+                "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: staging\nspec:\n  image: {}\n  strategy:\n    semver: {{range: \"*\"}}\n  targets:\n    - repository: manifests\n      paths: [\"envs/staging/**\"]\n",
+                s.registry.image("shop/api")
+            ),
+        )
+        .unwrap();
+        let prod = s.dir.path().join("policies/api.yaml");
+        let text = std::fs::read_to_string(&prod).unwrap().replace(
+            "  targets:\n",
+            "  promote:\n    from:\n      - policy: staging\n    after: 1h\n    write: push\n  targets:\n",
+        );
+        std::fs::write(&prod, text).unwrap();
+        let argocd = ArgoCd::start(&s, json!({"status": "Healthy"})).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        eventually("the promotion verified", &logs, || async {
+            verifications(&daemon, "verified").await == 1.0
+        })
+        .await;
+        let metrics = daemon.text("/metrics").await;
+        // From the commit that set 1.1.0 in staging (no verification followed it there) to
+        // its promotion verified in prod, at the service clock's time, which never moved.
+        let lead = daemon.clock.wall().as_second() - staged.as_second();
+        assert!(lead >= 3 * 3600, "{lead}");
+        assert_eq!(
+            series(&metrics, "tagpilot_promotion_lead_time_seconds_count"),
+            Some(1.0),
+            "{metrics}"
+        );
+        assert_eq!(
+            series(&metrics, "tagpilot_promotion_lead_time_seconds_sum"),
+            Some(lead as f64),
+            "{metrics}"
+        );
+        let (_, log) = daemon.terminate().await;
+        let message =
+            crate::support::git::git(&s.repo.path(), &["log", "-1", "--format=%B", "main"]);
+        assert!(message.contains("1.1.0"), "{message}\n{log}");
     });
 }

@@ -1199,6 +1199,83 @@ async fn a_git_upstream_s_change_under_verification_is_not_verified_until_it_end
     assert!(row(&cycle, "prod").waits[0].starts_with("1.2.0 is held: "));
 }
 
+#[tokio::test]
+async fn a_git_upstream_s_verification_that_ended_in_an_error_is_never_read_as_verified() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[
+            ("staging.yaml", env_policy("staging", "1.x", "")),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_policy("staging", "1h")),
+            ),
+        ],
+    );
+    push_at(
+        &s.repo,
+        &[("staging", "1.2.0")],
+        s.at(-120),
+        "staging: 1.2.0",
+    );
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let pending = PendingVerification {
+        application: "argocd/shop-staging".into(),
+        repository: "manifests".into(),
+        commit: "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291".into(),
+        status_commit: "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291".into(),
+        since: s.at(-120),
+        timeout: std::time::Duration::from_secs(7200),
+        fields: vec![VerifiedField {
+            key: held("staging", "1.2.0", failed_in("staging"), s.at(0)).key,
+            image: IMAGE.into(),
+            line: 10,
+            from: "1.0.0".into(),
+            to: "1.2.0".into(),
+            on_failure: tagpilot::config::verify::OnFailure::Hold,
+            promoted_at: None,
+        }],
+    };
+    // Its Application could not be followed: two hours after the commit, prod still waits,
+    // named, where without the record the soak would have counted from the commit.
+    let error = "Application argocd/shop-staging was deleted while its change was being verified";
+    state
+        .record_verification_error(&pending, s.at(-90), error)
+        .unwrap();
+    let cycle = s.cycle(0, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    let waits = &row(&cycle, "prod").waits;
+    assert_eq!(
+        waits,
+        &vec![format!(
+            "1.2.0's verification in policy shop-staging ended in an error: {error}"
+        )]
+    );
+    assert_eq!(
+        row(&cycle, "prod").upstreams[0].verification,
+        format!("ended in an error: {error}")
+    );
+    // The report says it too, as it says every wait.
+    let markdown = report::markdown(&cycle.plan);
+    assert!(
+        markdown.contains("1.2.0's verification in policy shop-staging ended in an error"),
+        "{markdown}"
+    );
+    // Hours later it still waits: an error never turns into "verified" with time.
+    let cycle = s.cycle(600, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    // A later verification of the field that ends verified ends the wait; the soak counts
+    // from it.
+    state.record_verified(&pending, s.at(620)).unwrap();
+    let cycle = s.cycle(630, true, Some(&state)).await;
+    assert_eq!(
+        row(&cycle, "prod").waits,
+        vec!["1.2.0 soaks in policy shop-staging: 50m left".to_string()]
+    );
+    let cycle = s.cycle(680, true, Some(&state)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+}
+
 // === environments as Applications, through the Kubernetes API double ===
 
 /// The Application `argocd/shop-<env>` as Argo CD reports it: synced to a revision of
@@ -1430,4 +1507,89 @@ async fn a_tag_held_by_hand_on_a_file_the_staging_application_deploys_is_held_fo
         "{:?}",
         row(&cycle, "prod").waits
     );
+}
+
+#[tokio::test]
+async fn a_tagpilot_hold_annotation_on_the_staging_application_holds_that_tag_for_prod() {
+    let s = Scenario::new(
+        &["staging", "prod"],
+        &[(
+            "prod.yaml",
+            env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all")),
+        )],
+    );
+    let path = s.dir.path().join("tagpilot.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
+    )
+    .unwrap();
+    let s = Scenario {
+        config: config::load(&path).unwrap(),
+        ..s
+    };
+    // The staging Application as the API server serves it: what Argo CD and kubectl set
+    // besides the spec and status, its Image Updater `image-list`, and a person's hold.
+    let application = |hold: Option<&str>| {
+        let mut app = env_app("staging", "1.3.0", s.at(-120), "Healthy");
+        app["spec"]["source"]["repoURL"] = json!(s.repo.file_url());
+        app["spec"]["source"]["targetRevision"] = json!("main");
+        app["spec"]["project"] = json!("default");
+        app["spec"]["destination"] =
+            json!({"server": "https://kubernetes.default.svc", "namespace": "shop-staging"});
+        let mut annotations = json!({
+            "argocd-image-updater.argoproj.io/image-list": format!("shop={IMAGE}:1.x"),
+            "kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"argoproj.io/v1alpha1\",\"kind\":\"Application\"}",
+        });
+        if let Some(hold) = hold {
+            annotations["tagpilot.dev/hold"] = json!(hold);
+        }
+        let metadata = &mut app["metadata"];
+        metadata["annotations"] = annotations;
+        metadata["uid"] = json!("0b9e4f1c-3c1e-4d8a-9a55-7f0b2f6a1c11");
+        metadata["generation"] = json!(12);
+        metadata["creationTimestamp"] = json!("2026-01-02T09:00:00Z");
+        metadata["finalizers"] = json!(["resources-finalizer.argocd.argoproj.io"]);
+        app["status"]["sourceType"] = json!("Directory");
+        app["status"]["resources"] = json!([{
+            "group": "apps", "version": "v1", "kind": "Deployment",
+            "namespace": "shop-staging", "name": "shop",
+            "status": "Synced", "health": {"status": "Healthy"}
+        }]);
+        app
+    };
+    let server = MockServer::start().await;
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let cycle_with = |app: Value| {
+        let server = &server;
+        let state = &state;
+        let s = &s;
+        async move {
+            let deployed: tagpilot::application::Application =
+                serde_json::from_value(app.clone()).unwrap();
+            let loaded = loaded(server, vec![deployed]).await;
+            serve_apps(server, &[app]).await;
+            s.cycle_in(0, true, Some(state), Some(&loaded)).await
+        }
+    };
+    // Without the annotation, prod takes what staging ran healthy for two hours.
+    let cycle = cycle_with(application(None)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.3.0"));
+    // A person holds 1.3.0 on the staging Application: prod waits, and says why.
+    let cycle = cycle_with(application(Some("shop=1.3.0"))).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    let waits = &row(&cycle, "prod").waits;
+    assert_eq!(waits.len(), 1, "{waits:?}");
+    assert!(
+        waits[0].starts_with(
+            "1.3.0 is held: in policy shop-staging/shop: held: held by tagpilot.dev/hold on \
+             Application argocd/shop-staging since "
+        ),
+        "{waits:?}"
+    );
+    // A hold on another tag holds only that one.
+    let cycle = cycle_with(application(Some("shop=1.4.0"))).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.3.0"));
 }

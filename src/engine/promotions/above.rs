@@ -231,9 +231,11 @@ impl Above<'_> {
 }
 
 /// Whether a `path:` or `policy:` upstream's tag, on its base branch since `since`, was
-/// verified where it runs (issue 19's records): under way, not yet; verified after `since`,
-/// from then; otherwise no verification followed it, and the soak counts from the commit.
-/// (A tag whose verification failed is held, and passes down as a hold.)
+/// verified where it runs (issue 19's records): under way, not yet; ended in an error after
+/// `since` (on any of its fields), errored: never read as verified, until a later
+/// verification of that field ends verified and replaces the record; verified after `since`,
+/// from then; otherwise no verification followed it, and the soak counts from the commit. (A
+/// tag whose verification failed is held, and passes down as a hold.)
 pub(super) fn verification_in_git(
     state: &State,
     behind: &Behind,
@@ -251,13 +253,21 @@ pub(super) fn verification_in_git(
         return Ok(Verification::Pending);
     }
     let verified = state.verified_tags().map_err(chain)?;
-    let at = verified
+    let ended: Vec<_> = verified
         .iter()
         .filter(|v| v.tag == tag && behind.has(&v.key))
-        .map(|v| v.at)
-        .filter(|at| since.is_none_or(|since| *at >= since))
-        .max();
-    Ok(match at {
+        .filter(|v| since.is_none_or(|since| v.at >= since))
+        .collect();
+    let errored = ended
+        .iter()
+        .filter_map(|v| Some((v.at, v.error.as_deref()?)))
+        .max_by_key(|(at, _)| *at);
+    if let Some((_, error)) = errored {
+        return Ok(Verification::Errored {
+            reason: error.to_string(),
+        });
+    }
+    Ok(match ended.iter().map(|v| v.at).max() {
         Some(at) => Verification::Verified { at },
         None => Verification::FromGit,
     })

@@ -201,7 +201,9 @@ fn evidence_of(evidence: &[Evidence]) -> PromotionEvidence {
                 healthy_since: match &e.verification {
                     Verification::Verified { at } => Some(*at),
                     Verification::FromGit => e.since,
-                    Verification::Pending | Verification::Failed { .. } => None,
+                    Verification::Pending
+                    | Verification::Failed { .. }
+                    | Verification::Errored { .. } => None,
                 },
             })
             .collect(),
@@ -214,6 +216,7 @@ pub(in crate::plan) fn verification_text(v: &Verification) -> String {
         Verification::Verified { at } => format!("verified at {}", rfc3339(*at)),
         Verification::Pending => "not verified yet".to_string(),
         Verification::Failed { reason } => format!("failed: {reason}"),
+        Verification::Errored { reason } => format!("ended in an error: {reason}"),
         Verification::FromGit => "on the base branch (no cluster access)".to_string(),
     }
 }

@@ -37,6 +37,7 @@ use crate::config::repository::RepositoryConfig;
 use crate::config::verify::OnFailure;
 use crate::engine::Cycle;
 use crate::engine::revert::{self, FailedUpdate};
+use crate::error_chain::chain;
 use crate::forge::status::{CommitState, set_verify_status};
 use crate::git::RepoCache;
 use crate::holds::{FieldKey, HeldTag, HoldReason};
@@ -45,8 +46,10 @@ use crate::policy;
 use crate::state::{PendingVerification, State, VerifiedField};
 use crate::verification::{Failure, Verdict};
 
+use super::clock::Clock;
 use super::http::Shared;
 
+mod promoted;
 mod reached;
 use self::reached::{Reached, ToVerify};
 
@@ -60,6 +63,8 @@ pub(super) struct Verifier {
     cache: RepoCache,
     state: Option<Arc<State>>,
     shared: Arc<Shared>,
+    /// The service's clock: promotions' verifications are recorded at its wall time.
+    clock: Arc<dyn Clock>,
     /// Pending verifications by Application, and the follower of each.
     followers: Mutex<BTreeMap<String, Following>>,
     /// Commits whose `tagpilot/verify` status says failure: another Application verifying the
@@ -89,6 +94,7 @@ impl Verifier {
         repositories: &[RepositoryConfig],
         cache: Option<RepoCache>,
         shared: Arc<Shared>,
+        clock: Arc<dyn Clock>,
     ) -> Option<Arc<Verifier>> {
         let verifier = Arc::new(Verifier {
             cluster: tokio::sync::OnceCell::new_with(cluster),
@@ -97,6 +103,7 @@ impl Verifier {
             cache: cache?,
             state: shared.state.clone(),
             shared,
+            clock,
             followers: Mutex::default(),
             failed_commits: Mutex::default(),
             stop: CancellationToken::new(),
@@ -337,14 +344,10 @@ impl Verifier {
             ended
         };
         let now = Timestamp::now();
+        let wall = self.clock.wall();
         for pending in &concluded {
             self.record(pending, &conclusion, now);
-            // A promotion from a git upstream soaks from here (issue 20).
-            if let (Some(state), Conclusion::Verified) = (&self.state, &conclusion)
-                && let Err(e) = state.record_verified(pending, now)
-            {
-                tracing::warn!(application = %pending.application, error = %chain(&e), "a verified change was not recorded; promotions from its fields soak from its commit");
-            }
+            promoted::record(self, pending, &conclusion, wall);
             self.report_status(pending, &conclusion);
             if let Some(state) = &self.state
                 && let Err(e) = state.end_verification(pending)
@@ -431,7 +434,6 @@ impl Verifier {
             Conclusion::Verified => {
                 let took = Duration::try_from(now.duration_since(pending.since)).ok();
                 metrics.record_verification("verified", took);
-                metrics.record_promotion_lead_times(&pending.fields, now);
                 tracing::info!(
                     application = %pending.application,
                     repository = %pending.repository,
@@ -685,18 +687,6 @@ fn fields_text(fields: &[VerifiedField]) -> String {
         .map(|f| format!("{}: {} {} → {}", f.key.policy, f.key.file, f.from, f.to))
         .collect();
     listed.into_iter().collect::<Vec<_>>().join("; ")
-}
-
-/// An error and its causes on one line.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut cause = err.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -21,6 +21,9 @@ use tagpilot::run::{RunError, Settings, Shutdown, Stopped};
 #[derive(Debug)]
 pub struct ManualClock {
     start: tokio::time::Instant,
+    /// The time of day at `start`, in whole seconds (as commits are dated): it moves only
+    /// with the clock, so a test knows what a promotion is decided and measured at.
+    start_wall: jiff::Timestamp,
     moved: tokio::sync::watch::Sender<Duration>,
     /// How many sleeps on this clock are pending: the loop, between cycles, waits on one.
     sleeping: Arc<tokio::sync::watch::Sender<usize>>,
@@ -39,6 +42,7 @@ impl ManualClock {
     pub fn new() -> Arc<ManualClock> {
         Arc::new(ManualClock {
             start: tokio::time::Instant::now(),
+            start_wall: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap(),
             moved: tokio::sync::watch::Sender::new(Duration::ZERO),
             sleeping: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
@@ -64,6 +68,11 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> tokio::time::Instant {
         self.start + *self.moved.borrow()
+    }
+
+    fn wall(&self) -> jiff::Timestamp {
+        let moved = jiff::SignedDuration::try_from(*self.moved.borrow()).unwrap();
+        self.start_wall + moved
     }
 
     fn sleep_until(
