@@ -77,7 +77,7 @@ pub struct UpstreamEvidence {
     pub since: Option<String>,
     /// How long it has stayed healthy (`2h 5m`).
     pub healthy_for: String,
-    /// `verified at …`, or `on the base branch (no cluster access)`.
+    /// `verified at …`, or `on the base branch, no cluster access`.
     pub verification: String,
     /// Since when it is healthy there: verified at, or (from git) the commit that set it. What
     /// the promotion lead time counts from.

@@ -86,7 +86,7 @@ fn since(at: Option<&str>) -> String {
     at.map(|s| format!(" since {s}")).unwrap_or_default()
 }
 
-/// `policy shop-dev runs 1.1.0 since 2026-…Z (on the base branch (no cluster access))`.
+/// `policy shop-dev runs 1.1.0 since 2026-…Z (on the base branch, no cluster access)`.
 fn upstream_line(u: &UpstreamRun) -> String {
     match &u.tag {
         None => format!("{} does not run the image", u.upstream),

@@ -279,7 +279,7 @@ async fn three_environments_promote_in_order_each_after_its_soak_time() {
     assert_eq!(evidence.healthy_for, "1h 30m");
     assert_eq!(
         evidence.verification,
-        "on the base branch (no cluster access)"
+        "on the base branch, no cluster access"
     );
     assert_eq!(row(&later, "prod").status, PromotionStatus::UpToDate);
 
@@ -959,7 +959,7 @@ async fn a_promotion_s_pull_request_carries_its_evidence() {
     let body = created[0]["body"].as_str().unwrap();
     assert!(
         body.contains(&format!(
-            "**Promotion evidence**\n\n- `{IMAGE}` `1.0.0` → `1.1.0` in `envs/staging/deployment.yaml:10`, promoted from:\n  - policy shop-dev runs `1.1.0` since 2026-01-05T10:30:00Z; healthy for 1h 30m; on the base branch (no cluster access)\n  - compare: [v1.0.0...v1.1.0](https://github.com/acme/shop/compare/v1.0.0...v1.1.0)\n"
+            "**Promotion evidence**\n\n- `{IMAGE}` `1.0.0` → `1.1.0` in `envs/staging/deployment.yaml:10`, promoted from:\n  - policy shop-dev runs `1.1.0` since 2026-01-05T10:30:00Z; healthy for 1h 30m; on the base branch, no cluster access\n  - compare: [v1.0.0...v1.1.0](https://github.com/acme/shop/compare/v1.0.0...v1.1.0)\n"
         )),
         "{body}"
     );

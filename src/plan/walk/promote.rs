@@ -217,7 +217,7 @@ pub(in crate::plan) fn verification_text(v: &Verification) -> String {
         Verification::Pending => "not verified yet".to_string(),
         Verification::Failed { reason } => format!("failed: {reason}"),
         Verification::Errored { reason } => format!("ended in an error: {reason}"),
-        Verification::FromGit => "on the base branch (no cluster access)".to_string(),
+        Verification::FromGit => "on the base branch, no cluster access".to_string(),
     }
 }
 
