@@ -427,6 +427,36 @@ spec:
         }
     }
 
+    /// Which Application directories a target may write under: what passes a policy's holds
+    /// (and its upstreams') down to a promotion from that Application.
+    #[test]
+    fn a_target_may_write_under_the_directories_its_globs_reach() {
+        let target = |paths: &str| {
+            let text = GOOD.replacen(r#"["apps/checkout/**"]"#, paths, 1);
+            parse_file(Path::new("p.yaml"), &text).unwrap()[0].targets[0].clone()
+        };
+        let checkout = target(r#"["apps/checkout/**"]"#);
+        for dir in [
+            "apps/checkout",
+            "apps/checkout/prod",
+            "apps",
+            "",
+            ".",
+            "/apps/",
+        ] {
+            assert!(checkout.may_write_under(dir), "{dir}");
+        }
+        for dir in ["apps/check", "apps/checkout-v2", "envs"] {
+            assert!(!checkout.may_write_under(dir), "{dir}");
+        }
+        let wide = target(r#"["**/values.yaml"]"#);
+        assert!(wide.may_write_under("envs/staging"));
+        let file = target(r#"["envs/prod/values.yaml"]"#);
+        assert!(file.may_write_under("envs/prod") && !file.may_write_under("envs/staging"));
+        let named = target(r#"["envs/*/values.yaml"]"#);
+        assert!(named.may_write_under("envs/staging") && !named.may_write_under("apps"));
+    }
+
     #[test]
     fn parses_several_documents() {
         let policies = parse_file(Path::new("p.yaml"), GOOD).unwrap();

@@ -326,6 +326,27 @@ impl Target {
             self.path_set.is_match(path)
         }
     }
+
+    /// Whether this target may cover a file under the directory `dir` (`""` or `.`: the
+    /// root). A glob is judged by its directory before the first wildcard, so the answer errs
+    /// towards yes: it decides which holds pass down to a promotion, where one too many holds
+    /// and one too few deploys.
+    pub fn may_write_under(&self, dir: &str) -> bool {
+        let dir = dir.trim_matches('/').trim_start_matches("./");
+        if self.paths.is_empty() || dir.is_empty() || dir == "." {
+            return true;
+        }
+        let within =
+            |a: &str, b: &str| a == b || a.strip_prefix(b).is_some_and(|r| r.starts_with('/'));
+        self.paths.iter().any(|p| {
+            let p = p.trim_start_matches("./");
+            let fixed = match p.find(['*', '?', '[', '{']) {
+                Some(at) => p[..at].rsplit_once('/').map_or("", |(d, _)| d),
+                None => p,
+            };
+            fixed.is_empty() || within(fixed, dir) || within(dir, fixed)
+        })
+    }
 }
 
 /// Explicit dotted value paths (`image.repository`, `images[1].tag`) into a Helm values file.

@@ -1509,6 +1509,66 @@ async fn a_tag_held_by_hand_on_a_file_the_staging_application_deploys_is_held_fo
     );
 }
 
+/// dev → staging → prod where prod follows the staging *Application*: the policy writing what
+/// that Application deploys promotes from dev, so a tag held in dev is held for prod through
+/// the Application link too (before, the chain stopped at an Application upstream).
+#[tokio::test]
+async fn a_tag_held_in_dev_is_held_for_prod_through_the_staging_application() {
+    let s = Scenario::new(
+        &["dev", "staging", "prod"],
+        &[
+            ("dev.yaml", env_policy("dev", "1.x", "")),
+            (
+                "staging.yaml",
+                env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
+            ),
+            (
+                "prod.yaml",
+                env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all")),
+            ),
+        ],
+    );
+    let path = s.dir.path().join("tagpilot.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
+    )
+    .unwrap();
+    let s = Scenario {
+        config: config::load(&path).unwrap(),
+        ..s
+    };
+    push_at(
+        &s.repo,
+        &[("dev", "1.2.0"), ("staging", "1.2.0")],
+        s.at(-600),
+        "1.2.0",
+    );
+    let server = MockServer::start().await;
+    let mut app = env_app("staging", "1.2.0", s.at(-120), "Healthy");
+    app["spec"]["source"]["repoURL"] = json!(s.repo.file_url());
+    let deployed: tagpilot::application::Application = serde_json::from_value(app.clone()).unwrap();
+    let loaded = loaded(&server, vec![deployed]).await;
+    serve_apps(&server, &[app]).await;
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
+
+    let by_hand = HoldReason::Manual { by: "Dana".into() };
+    state
+        .hold(&held("dev", "1.2.0", by_hand, s.at(-60)))
+        .unwrap();
+    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    let waits = &row(&cycle, "prod").waits;
+    assert!(
+        waits[0].starts_with("1.2.0 is held: in policy shop-dev: held: held by Dana since "),
+        "{waits:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_tagpilot_hold_annotation_on_the_staging_application_holds_that_tag_for_prod() {
     let s = Scenario::new(

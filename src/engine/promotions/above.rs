@@ -5,8 +5,8 @@
 //! An upstream is read as the fields it runs its tag in ([`Behind`]): a `policy:` upstream,
 //! every field of that policy; a `path:` upstream, every field of that file and the
 //! whole-policy holds of the policies whose targets write it; an Application, the failures
-//! verified in it, the policies of its own `image-list`, and the fields of the files its
-//! sources contain. The policies behind an upstream that promote in turn bring their own
+//! verified in it, the policies of its own `image-list`, the fields of the files its sources
+//! contain and the whole-policy holds of the policies whose targets may write there. The policies behind an upstream that promote in turn bring their own
 //! upstreams, so a tag held in dev is held for prod. Each hold passes down as its own tag
 //! only: a rollback upstream blocks there every tag up to the one rolled back from, but the
 //! tag the upstream runs after it is what it offers.
@@ -132,6 +132,9 @@ impl Above<'_> {
                                 .find(|r| normalise_url(&r.url) == url);
                             if let Some(repo) = repo {
                                 let dir = source.path.clone().unwrap_or_default();
+                                // The policies writing what it deploys: their own upstreams
+                                // are the chain above this Application.
+                                behind.writers.extend(self.writers_under(&repo.name, &dir));
                                 behind.dirs.insert((repo.name.clone(), dir));
                             }
                         }
@@ -141,6 +144,22 @@ impl Above<'_> {
             }
         }
         behind
+    }
+
+    /// The policies with a target that may write under `dir` of the repository `repo`.
+    fn writers_under<'p>(
+        &'p self,
+        repo: &'p str,
+        dir: &'p str,
+    ) -> impl Iterator<Item = String> + 'p {
+        self.policies
+            .iter()
+            .filter(move |p| {
+                p.targets
+                    .iter()
+                    .any(|t| t.repository.as_deref() == Some(repo) && t.may_write_under(dir))
+            })
+            .map(|p| p.name.clone())
     }
 
     /// The fields behind `upstream` and every environment above it, and how many promoting
