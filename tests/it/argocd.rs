@@ -1329,27 +1329,7 @@ async fn plan_diff_rendered_shows_each_application_s_rendered_resources() {
 /// it will deploy (the same rendering the pull-request comment carries).
 #[tokio::test]
 async fn the_rendered_diff_of_an_override_file_write_back_shows_the_image_change() {
-    let app = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  \
-               namespace: argocd\n  annotations:\n    \
-               argocd-image-updater.argoproj.io/image-list: api=registry.example/shop/api:1.x\n    \
-               argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  \
-               destination: {namespace: shop}\n  source:\n    repoURL: REPO_URL\n    \
-               targetRevision: main\n    path: apps/shop\n    helm: {}\n";
-    let repo = repo_with(&[
-        ("argocd/shop.yaml".into(), app.to_owned()),
-        (
-            "apps/shop/Chart.yaml".into(),
-            "apiVersion: v2\nname: shop\nversion: 0.1.0\n".into(),
-        ),
-        (
-            "apps/shop/values.yaml".into(),
-            "image:\n  name: registry.example/shop/api\n  tag: 1.0.0\n".into(),
-        ),
-        (
-            "apps/shop/templates/deployment.yaml".into(),
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: \"{{ .Values.image.name }}:{{ .Values.image.tag }}\"\n".into(),
-        ),
-    ]);
+    let repo = chart_app_with_git_write_back();
     let dir = tempfile::tempdir().unwrap();
     let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
     let registry =
@@ -1381,6 +1361,33 @@ async fn the_rendered_diff_of_an_override_file_write_back_shows_the_image_change
             ),
         "{diff}"
     );
+}
+
+/// A repository with the Helm Application `argocd/shop` over `apps/shop` (its chart's values on
+/// `registry.example/shop/api:1.0.0`), under Image Updater's annotations with a git write-back:
+/// an update is written to `apps/shop/.argocd-source-shop.yaml`, no manifest changes.
+pub(crate) fn chart_app_with_git_write_back() -> BareRepo {
+    let app = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  \
+               namespace: argocd\n  annotations:\n    \
+               argocd-image-updater.argoproj.io/image-list: api=registry.example/shop/api:1.x\n    \
+               argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  \
+               destination: {namespace: shop}\n  source:\n    repoURL: REPO_URL\n    \
+               targetRevision: main\n    path: apps/shop\n    helm: {}\n";
+    repo_with(&[
+        ("argocd/shop.yaml".into(), app.to_owned()),
+        (
+            "apps/shop/Chart.yaml".into(),
+            "apiVersion: v2\nname: shop\nversion: 0.1.0\n".into(),
+        ),
+        (
+            "apps/shop/values.yaml".into(),
+            "image:\n  name: registry.example/shop/api\n  tag: 1.0.0\n".into(),
+        ),
+        (
+            "apps/shop/templates/deployment.yaml".into(),
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: \"{{ .Values.image.name }}:{{ .Values.image.tag }}\"\n".into(),
+        ),
+    ])
 }
 
 /// A registry whose `shop/api` has `1.0.0` and `1.1.0` for linux/amd64 and linux/arm64, and a
