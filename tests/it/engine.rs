@@ -22,7 +22,7 @@ use crate::support::github::{
 
 /// `tagpilot.yaml` with the repository `manifests` (plus `write`), Applications from its
 /// `argocd/` folder, and `policies` as policy files under `policies/`.
-fn setup(
+pub(crate) fn setup(
     dir: &Path,
     repo: &BareRepo,
     repository_extra: &str,
@@ -1084,76 +1084,6 @@ async fn a_pull_request_gets_the_rendered_diff_of_the_applications_it_deploys() 
     );
     assert!(
         comment.contains("#### `Deployment/x`")
-            && comment.contains(
-                "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
-            ),
-        "{comment}"
-    );
-    server.verify().await;
-}
-
-/// An Image Updater-style write-back in pull-request mode changes only the Application's
-/// `.argocd-source-<app>.yaml`: the pull request's comment still shows the image its
-/// Application will deploy, rendered with the real `helm` after Argo CD's override merge.
-#[tokio::test]
-async fn a_pull_request_of_an_override_file_is_commented_with_the_image_it_deploys() {
-    set_test_secrets();
-    let server = wiremock::MockServer::start().await;
-    let repo = crate::argocd::chart_app_with_git_write_back();
-    let dir = tempfile::tempdir().unwrap();
-    let forge = format!(
-        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      branch: {BRANCH}\n      title: 'Update images'\n      renderedDiff: true\n",
-        server.uri()
-    );
-    let config = setup(dir.path(), &repo, &forge, &[]);
-    let registry =
-        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
-            .unwrap();
-    expect_no_pulls_yet(&server).await;
-    expect_create(
-        &server,
-        7,
-        json!({"head": BRANCH, "base": "main", "title": "Update images"}),
-    )
-    .await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .and(wiremock::matchers::path(
-            crate::support::github::comments_path(7),
-        ))
-        .respond_with(crate::support::github::created(json!({"id": 1})))
-        .expect(1)
-        .mount(&server)
-        .await;
-    let tools = crate::render::tools();
-    let cache = RepoCache::new(dir.path().join("cache"));
-    let options = engine::Options {
-        tools: Some(&tools),
-        ..Default::default()
-    };
-    let opened =
-        crate::support::engine::cycle_with(&config, None, &cache, &registry, &(), options).await;
-    assert!(
-        opened.plan.problems.is_empty(),
-        "{:?}",
-        opened.plan.problems
-    );
-    assert!(
-        opened.plan.changes[0]
-            .file
-            .ends_with(".argocd-source-shop.yaml"),
-        "{:?}",
-        opened.plan.changes
-    );
-    let requests = server.received_requests().await.unwrap();
-    let comment: serde_json::Value = requests
-        .iter()
-        .find(|r| r.method.as_str() == "POST" && r.url.path().ends_with("/comments"))
-        .map(|r| serde_json::from_slice(&r.body).unwrap())
-        .expect("a review comment");
-    let comment = comment["body"].as_str().unwrap();
-    assert!(
-        comment.contains("<code>argocd/shop</code>")
-            && comment.contains("#### `Deployment/shop`")
             && comment.contains(
                 "-      - image: registry.example/shop/api:1.0.0\n+      - image: registry.example/shop/api:1.1.0\n"
             ),

@@ -5,8 +5,10 @@
 //!
 //! A scenario both forges share is written once, generic over `ForgeDouble`
 //! (`support/forge_double.rs`), and `on_each_forge!` runs it as `github::<scenario>` and
-//! `gitlab::<scenario>`. What only one forge has (a GitHub App, GitHub Enterprise's GraphQL,
-//! GitLab's draft prefix and compare API) stays a test of its own further down.
+//! `gitlab::<scenario>`. Most scenarios plan with a scripted `ApiPlanner`; the override-file
+//! write-back runs the whole engine (Applications from git, real `helm`), so that what Argo CD
+//! will deploy reaches the comment. What only one forge has (a GitHub App, GitHub Enterprise's
+//! GraphQL, GitLab's draft prefix and compare API) stays a test of its own further down.
 
 use std::path::Path;
 
@@ -14,9 +16,11 @@ use serde_json::{Value, json};
 use tagpilot::affected::{AffectedApplication, Rendered, RenderedResource};
 use tagpilot::application::Destination;
 use tagpilot::change::{Change, ChangeGroup};
+use tagpilot::engine::Cycle;
 use tagpilot::forge::{self, Action, ForgeError, ForgeOutcome, Marker};
 use tagpilot::git::{CommitFiles, Planned, Replanner, RepoCache, RepositoryConfig};
 use tagpilot::provenance::{SourceChange, source_repository};
+use tagpilot::registry::MemoryRegistry;
 use wiremock::matchers::{body_partial_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
@@ -156,9 +160,14 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
+    setup_with(BareRepo::new()).await
+}
+
+/// [`setup`] over `repo` instead of the seeded one.
+async fn setup_with(repo: BareRepo) -> Setup {
     set_test_secrets();
     Setup {
-        repo: BareRepo::new(),
+        repo,
         server: MockServer::start().await,
         cache: tempfile::tempdir().unwrap(),
     }
@@ -215,6 +224,35 @@ impl Setup {
         let merged = self.repo.show(BRANCH, DEPLOYMENT_PATH);
         self.repo
             .push_change("main", DEPLOYMENT_PATH, &merged, message);
+    }
+
+    /// `tagpilot.yaml` in `dir` for the whole engine: this setup's repository proposing on
+    /// `F`'s double with `write.renderedDiff`, its Applications read from its `argocd/`.
+    fn engine_config<F: ForgeDouble>(&self, dir: &Path) -> tagpilot::config::Config {
+        let write = format!(
+            "    forge:\n      {}\n    write:\n      mode: pull-request\n      branch: {BRANCH}\n      \
+             title: 'Update shop to {{{{ changes[0].to }}}}'\n      renderedDiff: true\n",
+            F::forge_yaml(&self.server.uri())
+        );
+        crate::engine::setup(dir, &self.repo, &write, &[])
+    }
+
+    /// One engine cycle, writing, with the registry listing `registry.example/shop/api` at
+    /// `tags` and the real `helm` and `kubectl` rendering.
+    async fn engine_cycle(&self, config: &tagpilot::config::Config, tags: &str) -> Cycle {
+        let registry =
+            MemoryRegistry::from_yaml(&format!("registry.example/shop/api: {{tags: [{tags}]}}\n"))
+                .unwrap();
+        let tools = crate::render::tools();
+        let options = tagpilot::engine::Options {
+            tools: Some(&tools),
+            ..Default::default()
+        };
+        let cache = RepoCache::new(self.cache.path());
+        let cycle =
+            crate::support::engine::cycle_with(config, None, &cache, &registry, &(), options).await;
+        assert!(cycle.plan.problems.is_empty(), "{:?}", cycle.plan.problems);
+        cycle
     }
 
     /// Checks every mock's expectation, then forgets them for the next phase.
@@ -1052,6 +1090,72 @@ async fn the_rendered_diff_is_commented_and_updated_in_place<F: ForgeDouble>() {
     s.server.verify().await;
 }
 
+/// An Image Updater-style write-back changes no manifest, only the Helm parameters Argo CD
+/// merges from `.argocd-source-shop.yaml`. The whole engine proposes it on the forge: the
+/// comment shows the image the Application's Deployment will run, rendered by the real `helm`
+/// after the override merge, and a newer tag updates that comment in place.
+async fn an_override_file_change_is_commented_with_the_image_its_application_deploys<
+    F: ForgeDouble,
+>() {
+    let s = setup_with(crate::argocd::chart_app_with_git_write_back()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = s.engine_config::<F>(dir.path());
+    let override_file = "apps/shop/.argocd-source-shop.yaml";
+    let image_change = |from: &str, to: &str| {
+        format!(
+            "-      - image: registry.example/shop/api:{from}\n+      - image: registry.example/shop/api:{to}\n"
+        )
+    };
+    F::expect_no_proposals_yet(&s.server).await;
+    F::expect_create(&s.server, 7, "Update shop to 1.1.0", &[], &[]).await;
+    F::expect_comment(&s.server, 7).await;
+    let opened = s.engine_cycle(&config, "\"1.0.0\", \"1.1.0\"").await;
+    let files: Vec<&str> = opened
+        .plan
+        .changes
+        .iter()
+        .map(|c| c.file.as_str())
+        .collect();
+    assert_eq!(files, [override_file]);
+    assert!(
+        s.repo.show(BRANCH, override_file).contains("1.1.0"),
+        "{}",
+        s.repo.show(BRANCH, override_file)
+    );
+    let first = s.first_sent("POST", &F::comments_path(7), "body").await;
+    assert!(
+        first.contains("<code>argocd/shop</code>")
+            && first.contains("#### `Deployment/shop`")
+            && first.contains(&image_change("1.0.0", "1.1.0")),
+        "{first}"
+    );
+    let body = s.first_sent("POST", &F::proposals(), F::BODY).await;
+    s.next_phase().await;
+
+    // 1.2.0: the override file on the branch moves on, and the comment (#42, after someone's)
+    // is edited to show the Deployment's new image.
+    F::expect_list_open(
+        &s.server,
+        json!([F::proposal(7, "Update shop to 1.1.0", &body)]),
+    )
+    .await;
+    F::expect_edit_with(&s.server, 7, json!({"title": "Update shop to 1.2.0"})).await;
+    F::expect_comments(&s.server, 7, &[(41, "LGTM"), (42, &first)]).await;
+    F::expect_comment_edit(&s.server, 7, 42).await;
+    s.engine_cycle(&config, "\"1.0.0\", \"1.1.0\", \"1.2.0\"")
+        .await;
+    assert!(s.repo.show(BRANCH, override_file).contains("1.2.0"));
+    let edited = s
+        .first_sent(F::COMMENT_EDIT, &F::comment_path(7, 42), "body")
+        .await;
+    assert!(
+        edited.contains("#### `Deployment/shop`")
+            && edited.contains(&image_change("1.0.0", "1.2.0")),
+        "{edited}"
+    );
+    s.server.verify().await;
+}
+
 /// A rendered diff larger than a comment takes is cut, and says how much was left out.
 async fn a_rendered_diff_too_large_is_cut_to_size<F: ForgeDouble>() {
     let s = setup().await;
@@ -1197,6 +1301,7 @@ on_each_forge!(
     a_merged_proposal_names_its_merge_commit_and_head,
     the_applications_a_change_deploys_are_named_and_labelled,
     the_rendered_diff_is_commented_and_updated_in_place,
+    an_override_file_change_is_commented_with_the_image_its_application_deploys,
     a_rendered_diff_too_large_is_cut_to_size,
     a_failed_render_is_commented_and_does_not_block_the_proposal,
     a_review_comment_that_cannot_be_posted_is_a_warning,
