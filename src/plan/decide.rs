@@ -302,6 +302,7 @@ impl<'r, R: Registry> Inspector<'r, R> {
             SignatureVerdict::NotRequired | SignatureVerdict::Verified { .. } => None,
             SignatureVerdict::Unsigned => Some(SkipReason::Unsigned),
             SignatureVerdict::Untrusted { found } => Some(SkipReason::Untrusted { found }),
+            SignatureVerdict::LogRefused { key, why } => Some(SkipReason::LogRefused { key, why }),
             SignatureVerdict::Unverifiable { why, found } => {
                 Some(SkipReason::Unverifiable { why, found })
             }

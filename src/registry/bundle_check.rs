@@ -1,6 +1,6 @@
 //! What one Sigstore bundle found among an image's referrers says, and whether the Rekor entry
-//! of a keyless `.sig` layer is the record of that very signature: the checks that the
-//! `sigstore` crate's client leaves out (issue 22).
+//! of a `.sig` layer (keyless, or keyed with a trust root) is the record of that very signature:
+//! the checks that the `sigstore` crate's client leaves out (issue 22).
 //!
 //! # Why this exists
 //!
@@ -11,7 +11,10 @@
 //! user signs with a key "unsigned". And for a keyless `.sig` layer the crate checks that the
 //! Rekor entry's timestamp was signed by the log, not that the logged body names this
 //! signature, certificate and payload; the certificate's validity is judged at that entry's
-//! time, so a foreign entry would lend the certificate its time.
+//! time, so a foreign entry would lend the certificate its time. A keyed `.sig` layer's Rekor
+//! bundle is checked as `cosign verify --key` checks the log: its timestamp by the crate, its
+//! entry here; a bundle whose timestamp does not verify makes the crate drop the layer without
+//! a word, so [`keyed_layer_log_problem`] names why.
 //!
 //! Every signature, signed timestamp and hash-tree proof here is checked by the crate's public
 //! functions ([`CosignVerificationKey::verify_signature`], [`SignedArtifactBundle::new_verified`]
@@ -24,9 +27,10 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use serde::Deserialize as _;
 use serde_json::Value;
 use sigstore::cosign::SignatureLayer;
-use sigstore::cosign::bundle::SignedArtifactBundle;
+use sigstore::cosign::bundle::{Bundle as RekorBundle, SignedArtifactBundle};
 use sigstore::cosign::bundle_content::BundleContent;
 use sigstore::crypto::{CosignVerificationKey, Signature};
 use sigstore::rekor::models::InclusionProof;
@@ -44,6 +48,9 @@ use crate::config::signatures::PublicKey;
 /// The predicate of an image signature in a cosign v3 bundle; other predicates are attestations.
 const SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";
 const IN_TOTO: &str = "application/vnd.in-toto+json";
+/// The annotations of a `.sig` layer cosign writes (the crate keeps its names private).
+const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 
 /// The Rekor keys of the trust root, by hex log id.
 pub(super) type RekorKeys = BTreeMap<String, CosignVerificationKey>;
@@ -231,22 +238,16 @@ fn check_log_entry(
             .unwrap_or(&[]),
     );
     let promise = entry.inclusion_promise.as_ref().ok_or(LogProblem::Failed)?;
-    // The crate's own check of a Rekor SET: the signed payload is the canonical JSON of the
-    // entry; the artifact fields are not read by it.
     let set = serde_json::json!({
-        "base64Signature": "",
-        "cert": "",
-        "rekorBundle": {
-            "SignedEntryTimestamp": B64.encode(&promise.signed_entry_timestamp),
-            "Payload": {
-                "body": B64.encode(&entry.canonicalized_body),
-                "integratedTime": entry.integrated_time,
-                "logIndex": entry.log_index,
-                "logID": log_id,
-            },
+        "SignedEntryTimestamp": B64.encode(&promise.signed_entry_timestamp),
+        "Payload": {
+            "body": B64.encode(&entry.canonicalized_body),
+            "integratedTime": entry.integrated_time,
+            "logIndex": entry.log_index,
+            "logID": log_id,
         },
     });
-    SignedArtifactBundle::new_verified(&set.to_string(), rekor).map_err(|_| LogProblem::Failed)?;
+    set_verifies(set, rekor).map_err(|_| LogProblem::Failed)?;
     let rekor_key = rekor.get(&log_id).ok_or(LogProblem::Failed)?;
     let proof = entry.inclusion_proof.as_ref().ok_or(LogProblem::Failed)?;
     let hash = |h: &Vec<u8>| <[u8; 32]>::try_from(h.as_slice()).map_err(|_| LogProblem::Failed);
@@ -301,6 +302,42 @@ pub(super) fn logged_entry_matches(layer: &SignatureLayer) -> bool {
     ) else {
         return true;
     };
+    records_layer(rekor, &layer.raw_data, sig, |pem| {
+        x509_cert::Certificate::from_pem(pem)
+            .ok()
+            .and_then(|c| {
+                CosignVerificationKey::try_from(
+                    &c.tbs_certificate().subject_public_key_info().clone(),
+                )
+                .ok()
+            })
+            .is_some_and(|k| spki(&k) == spki(&cert.verification_key))
+    })
+}
+
+/// Whether a keyed `.sig` layer's Rekor bundle (its timestamp verified by the crate with the
+/// trust root's Rekor key; the crate reads it only when a trust root is given) is the record
+/// of this layer signed by `key`: a `hashedrekord` naming the sha256 of its payload, its
+/// signature and that public key. A layer without one is judged by its key alone.
+pub(super) fn keyed_entry_matches(layer: &SignatureLayer, key: &CosignVerificationKey) -> bool {
+    let (Some(BundleContent::RekorBundle(rekor)), Some(sig)) = (&layer.bundle, &layer.signature)
+    else {
+        return true;
+    };
+    records_layer(rekor, &layer.raw_data, sig, |pem| {
+        CosignVerificationKey::try_from_pem(pem).is_ok_and(|k| spki(&k) == spki(key))
+    })
+}
+
+/// Whether the legacy Rekor bundle `rekor` records the `.sig` layer with payload `raw_data` and
+/// signature `sig` (base64): a `hashedrekord` 0.0.1 naming the payload's sha256, that signature,
+/// and a logged key (PEM) that `logged_key` accepts.
+fn records_layer(
+    rekor: &RekorBundle,
+    raw_data: &[u8],
+    sig: &str,
+    logged_key: impl Fn(&[u8]) -> bool,
+) -> bool {
     let Some(body) = B64
         .decode(&rekor.payload.body)
         .ok()
@@ -309,17 +346,67 @@ pub(super) fn logged_entry_matches(layer: &SignatureLayer) -> bool {
         return false;
     };
     let spec = &body["spec"];
-    let logged_cert_key = decoded(&spec["signature"]["publicKey"]["content"])
-        .and_then(|pem| x509_cert::Certificate::from_pem(&pem).ok())
-        .and_then(|c| {
-            CosignVerificationKey::try_from(&c.tbs_certificate().subject_public_key_info().clone())
-                .ok()
-        });
     body["kind"] == "hashedrekord"
         && body["apiVersion"] == "0.0.1"
-        && hash_is(&spec["data"]["hash"], &sha256_hex(&layer.raw_data))
+        && hash_is(&spec["data"]["hash"], &sha256_hex(raw_data))
         && decoded(&spec["signature"]["content"]) == B64.decode(sig).ok()
-        && logged_cert_key.is_some_and(|k| spki(&k) == spki(&cert.verification_key))
+        && decoded(&spec["signature"]["publicKey"]["content"]).is_some_and(|pem| logged_key(&pem))
+}
+
+/// A keyed `.sig` layer (its `payload` and `annotations`) that one of `keys` signed and whose
+/// Rekor bundle does not verify with the trust root's `rekor` keys: that key's source and why
+/// (completes "its Rekor bundle …"). `None` for a layer no key signed, or without a bundle, or
+/// whose bundle verifies.
+pub(super) fn keyed_layer_log_problem(
+    payload: &[u8],
+    annotations: &BTreeMap<String, String>,
+    keys: &[PublicKey],
+    rekor: &RekorKeys,
+) -> Option<(String, String)> {
+    let sig = annotations.get(SIGNATURE_ANNOTATION)?;
+    let raw = annotations.get(REKOR_BUNDLE_ANNOTATION)?;
+    let key = keys.iter().find(|k| {
+        CosignVerificationKey::try_from_pem(&k.pem).is_ok_and(|v| {
+            v.verify_signature(Signature::Base64Encoded(sig.as_bytes()), payload)
+                .is_ok()
+        })
+    })?;
+    rekor_bundle_problem(raw, rekor).map(|why| (key.source.clone(), why))
+}
+
+/// Why a `.sig` layer's Rekor bundle (the `dev.sigstore.cosign/bundle` annotation, `raw`)
+/// does not verify with the trust root's Rekor keys, or `None` when its signed entry timestamp
+/// does. The crate's client drops such a layer without a word; this names why.
+fn rekor_bundle_problem(raw: &str, rekor: &RekorKeys) -> Option<String> {
+    let parsed = serde_json::from_str::<Value>(raw).and_then(|v| {
+        let bundle = RekorBundle::deserialize(&v)?;
+        Ok((v, bundle))
+    });
+    let (value, bundle) = match parsed {
+        Ok(p) => p,
+        Err(e) => return Some(format!("does not parse ({e})")),
+    };
+    if !rekor.contains_key(&bundle.payload.log_id) {
+        return Some(format!(
+            "names a transparency log the trust root does not hold (log id {})",
+            bundle.payload.log_id
+        ));
+    }
+    set_verifies(value, rekor).err().map(|_| {
+        "has a signed entry timestamp (SET) that the trust root's Rekor key did not sign".into()
+    })
+}
+
+/// The crate's own check of a Rekor SET (`rekor_bundle`: `SignedEntryTimestamp` and its
+/// `Payload`): the signed payload is the canonical JSON of the entry; the artifact fields of
+/// the wrapper are not read by it.
+fn set_verifies(
+    rekor_bundle: Value,
+    rekor: &RekorKeys,
+) -> Result<(), sigstore::errors::SigstoreError> {
+    let wrapped =
+        serde_json::json!({"base64Signature": "", "cert": "", "rekorBundle": rekor_bundle});
+    SignedArtifactBundle::new_verified(&wrapped.to_string(), rekor).map(drop)
 }
 
 /// Whether an in-toto statement names the image `digest` (`sha256:<hex>`) among its subjects.
@@ -397,6 +484,18 @@ mod tests {
         assert_eq!(
             check(r#"{"mediaType":"application/vnd.dev.sigstore.bundle.v0.3+json"}"#),
             BundleCheck::Unsupported("it carries no key hint or certificate".into())
+        );
+    }
+
+    #[test]
+    fn a_sig_layer_s_rekor_bundle_that_cannot_be_checked_says_why() {
+        let none = RekorKeys::new();
+        assert!(rekor_bundle_problem("{", &none).is_some_and(|w| w.starts_with("does not parse")));
+        let bundle = r#"{"SignedEntryTimestamp": "AA==", "Payload": {"body": "",
+            "integratedTime": 1, "logIndex": 1, "logID": "ab"}}"#;
+        assert_eq!(
+            rekor_bundle_problem(bundle, &none).as_deref(),
+            Some("names a transparency log the trust root does not hold (log id ab)")
         );
     }
 

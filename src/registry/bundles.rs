@@ -185,7 +185,7 @@ impl RegistryClient {
 }
 
 /// The trust root's Rekor keys the crate can read, by hex log id (as its client builds them).
-fn rekor_keys(root: &SigstoreTrustRoot) -> RekorKeys {
+pub(super) fn rekor_keys(root: &SigstoreTrustRoot) -> RekorKeys {
     root.rekor_keys()
         .unwrap_or_default()
         .into_iter()

@@ -10,7 +10,11 @@
 //! way by `bundles.rs`). Only a 404 is an absence; every other failure is an error that holds
 //! the reference.
 //!
-//! Never: verify anything here (that is the crate's, in `signatures.rs`); this only counts.
+//! The layers read here are also what names why the crate dropped a keyed layer whose Rekor
+//! bundle did not verify (`bundle_check.rs`). Never: verify anything here (that is the
+//! crate's, in `signatures.rs` and `bundle_check.rs`); this only reads.
+
+use std::collections::BTreeMap;
 
 use oci_client::manifest::OciImageManifest;
 
@@ -21,22 +25,29 @@ use super::signature_state::SignatureError;
 use super::state::{RegistryClient, RegistryState};
 use crate::image::Repository;
 
+/// One layer of a digest's `.sig` image as the registry holds it: the signed payload and the
+/// layer's annotations (signature, certificate, Rekor bundle).
+pub(super) struct SigTagLayer {
+    pub(super) payload: Vec<u8>,
+    pub(super) annotations: BTreeMap<String, String>,
+}
+
 impl RegistryClient {
-    /// How many signatures the `.sig` image of `digest` holds. `Ok(0)` only when the tag is
-    /// absent; a request the registry fails is an error naming what was looked at.
-    pub(super) async fn count_sig_tag_layers(
+    /// The layers of the `.sig` image of `digest`. Empty only when the tag is absent; a request
+    /// the registry fails is an error naming what was looked at.
+    pub(super) async fn sig_tag_layers(
         &self,
         reg: &RegistryState,
         repo: &Repository,
         digest: &str,
-    ) -> Result<usize, SignatureError> {
+    ) -> Result<Vec<SigTagLayer>, SignatureError> {
         let tagged = digest.replace(':', "-");
         let sig_tag = format!("{tagged}.sig");
         let at_sig_tag = |source| SignatureError::Lookup {
             what: format!("the tag {sig_tag}"),
             source,
         };
-        let mut found = 0;
+        let mut found = Vec::new();
         if let Some(manifest) = self
             .absent_or(reg, repo, &sig_tag, &format!("tag {sig_tag}"))
             .await
@@ -44,12 +55,16 @@ impl RegistryClient {
         {
             let manifest: OciImageManifest = serde_json::from_slice(&manifest)
                 .map_err(|e| at_sig_tag(malformed(repo, "signature manifest", e)))?;
-            for layer in &manifest.layers {
-                self.blob(reg, repo, &layer.digest)
+            for layer in manifest.layers {
+                let payload = self
+                    .verified_blob(reg, repo, &layer.digest, "signature blob")
                     .await
                     .map_err(at_sig_tag)?;
+                found.push(SigTagLayer {
+                    payload,
+                    annotations: layer.annotations.unwrap_or_default(),
+                });
             }
-            found += manifest.layers.len();
         }
         Ok(found)
     }
@@ -68,17 +83,5 @@ impl RegistryClient {
             Err(RegistryError::NotFound { .. }) => Ok(None),
             Err(e) => Err(e),
         }
-    }
-
-    /// Fetches one blob and checks it hashes to its digest; only whether it could be read counts.
-    async fn blob(
-        &self,
-        reg: &RegistryState,
-        repo: &Repository,
-        digest: &str,
-    ) -> Result<(), RegistryError> {
-        self.verified_blob(reg, repo, digest, "signature blob")
-            .await
-            .map(drop)
     }
 }

@@ -25,6 +25,9 @@ pub enum SignatureVerdict {
     Unsigned,
     /// Signatures were found, but none verified with the requirement's keys or identities.
     Untrusted { found: usize },
+    /// A `.sig` signature a required key made carries a Rekor bundle that does not verify
+    /// with the trust root (`why` completes "its Rekor bundle …"), and nothing else verified.
+    LogRefused { key: String, why: String },
     /// A Sigstore bundle was found that tagpilot cannot verify (`why`: a shape the `sigstore`
     /// crate cannot check, such as a Rekor v2 entry), and no other signature verified
     /// (`found` of them did not).
@@ -46,7 +49,8 @@ impl SignatureVerdict {
             SignatureVerdict::NotRequired => "not_required",
             SignatureVerdict::Verified { .. } => "verified",
             SignatureVerdict::Unsigned => "unsigned",
-            SignatureVerdict::Untrusted { .. } => "untrusted",
+            // A signature found that is not trusted: counted with the untrusted ones.
+            SignatureVerdict::Untrusted { .. } | SignatureVerdict::LogRefused { .. } => "untrusted",
             SignatureVerdict::Unverifiable { .. } => "unverifiable",
         }
     }

@@ -19,9 +19,12 @@
 //! moment after it pushes).
 //!
 //! What the crate's client leaves out — keyed cosign v3 bundles (it drops bundles without a
-//! certificate), naming bundles it cannot check, and tying a keyless `.sig` layer's Rekor entry
-//! to that layer — is `bundles.rs` and `bundle_check.rs`, asked only when its layers verify
-//! nothing.
+//! certificate), naming bundles it cannot check, tying a `.sig` layer's Rekor entry to that
+//! layer (keyless, and keyed when a trust root gives the crate the Rekor keys: then a keyed
+//! layer is checked as `cosign verify --key` checks the log), and naming a keyed layer it
+//! dropped because its Rekor SET did not verify — is `bundle_check.rs`: the entries in
+//! [`judge`], the rest only when its layers verify nothing, over the referrers `bundles.rs`
+//! reads and the `.sig` layers `signature_lookup.rs` reads again.
 //!
 //! Never: take an image as signed because verification could not run (that is an error, which
 //! holds the reference), or log a credential.
@@ -32,12 +35,13 @@ use std::sync::atomic::Ordering;
 use sigstore::cosign::signature_layers::CertificateSubject;
 use sigstore::cosign::verification_constraint::{PublicKeyVerifier, VerificationConstraint};
 use sigstore::cosign::{CosignCapabilities, SignatureLayer};
-use sigstore::crypto::Signature;
+use sigstore::crypto::{CosignVerificationKey, Signature};
 use sigstore::registry::{Auth, ClientConfig, ClientProtocol, OciReference};
 use sigstore::trust::sigstore::SigstoreTrustRoot;
 
 use super::RegistryError;
-use super::bundle_check::logged_entry_matches;
+use super::bundle_check::{keyed_entry_matches, keyed_layer_log_problem, logged_entry_matches};
+use super::bundles::rekor_keys;
 use super::signature_state::{SignatureError, SignatureVerdict, VerificationCounts};
 use super::state::RegistryClient;
 use crate::config::signatures::{Requirement, SignatureRequirement, default_for};
@@ -189,17 +193,35 @@ impl RegistryClient {
                 })?
                 .map_err(|source| failed(SignatureError::Fetch { source }))?
         };
-        let verdict = judge(&layers, required);
-        if verdict.passes() {
-            return Ok(verdict);
+        let by_crate = judge(&layers, required);
+        if by_crate.passes() {
+            return Ok(by_crate);
         }
         // The crate logs what it could not fetch and returns no layer for it: only a true
         // absence is "unsigned". The `.sig` tag is asked again here (`signature_lookup.rs`), the
         // referrers by `judge_with_bundles`, both through `send.rs`, whose faults are errors.
         let at_sig_tag = self
-            .count_sig_tag_layers(&reg, repo, digest)
+            .sig_tag_layers(&reg, repo, digest)
             .await
             .map_err(failed)?;
+        // The crate also drops, with a log line only, a layer whose Rekor bundle does not verify
+        // with the trust root: a required key's such layer is named, not "untrusted".
+        let refused = match (&by_crate, trust_root.as_deref()) {
+            (SignatureVerdict::LogRefused { .. }, _) => Some(by_crate),
+            (_, Some(root)) => {
+                let rekor = rekor_keys(root);
+                at_sig_tag.iter().find_map(|l| {
+                    let (key, why) = keyed_layer_log_problem(
+                        &l.payload,
+                        &l.annotations,
+                        &required.keys,
+                        &rekor,
+                    )?;
+                    Some(SignatureVerdict::LogRefused { key, why })
+                })
+            }
+            (_, None) => None,
+        };
         let verdict = self
             .judge_with_bundles(repo, digest, required, trust_root.as_deref(), &layers)
             .await
@@ -209,12 +231,16 @@ impl RegistryClient {
                     source,
                 })
             })?;
-        Ok(match verdict {
+        Ok(match (verdict, refused) {
+            (verdict @ SignatureVerdict::Verified { .. }, _) => verdict,
+            (_, Some(refused)) => refused,
             // Found, but none the crate trusted (a certificate or log entry that did not check).
-            SignatureVerdict::Unsigned if at_sig_tag > 0 => {
-                SignatureVerdict::Untrusted { found: at_sig_tag }
+            (SignatureVerdict::Unsigned, None) if !at_sig_tag.is_empty() => {
+                SignatureVerdict::Untrusted {
+                    found: at_sig_tag.len(),
+                }
             }
-            verdict => verdict,
+            (verdict, None) => verdict,
         })
     }
 
@@ -268,21 +294,40 @@ impl RegistryClient {
     }
 }
 
-/// Whether any of the trusted `layers` is signed by one of the keys, or carries a certificate
-/// (verified by the crate against the trust root) of one of the identities.
+/// Whether any of the trusted `layers` is signed by one of the keys (its Rekor entry, if the
+/// crate read one, this signature's record), or carries a certificate (verified by the crate
+/// against the trust root) of one of the identities.
 fn judge(layers: &[SignatureLayer], required: &SignatureRequirement) -> SignatureVerdict {
     if layers.is_empty() {
         return SignatureVerdict::Unsigned;
     }
+    let mut refused = None;
     for key in &required.keys {
         // The PEM was checked when the setting was read; a key that fails now verifies nothing.
         let Ok(verifier) = PublicKeyVerifier::try_from(&key.pem) else {
             continue;
         };
-        if layers.iter().any(|l| verifier.verify(l).unwrap_or(false)) {
-            return SignatureVerdict::Verified {
-                by: format!("key {}", key.source),
-            };
+        let Ok(logged_key) = CosignVerificationKey::try_from_pem(&key.pem) else {
+            continue;
+        };
+        for layer in layers
+            .iter()
+            .filter(|l| verifier.verify(l).unwrap_or(false))
+        {
+            // With a trust root the crate verified the layer's Rekor bundle timestamp (without
+            // one it ignores the bundle, and the key alone decides); that the entry is this
+            // signature's record is asked here, as `cosign verify --key` does.
+            if keyed_entry_matches(layer, &logged_key) {
+                return SignatureVerdict::Verified {
+                    by: format!("key {}", key.source),
+                };
+            }
+            refused.get_or_insert_with(|| SignatureVerdict::LogRefused {
+                key: key.source.clone(),
+                why: "records another signature (its entry is not the hashedrekord of this \
+                      payload, signature and key)"
+                    .into(),
+            });
         }
     }
     for identity in &required.identities {
@@ -316,7 +361,7 @@ fn judge(layers: &[SignatureLayer], required: &SignatureRequirement) -> Signatur
             };
         }
     }
-    SignatureVerdict::Untrusted {
+    refused.unwrap_or(SignatureVerdict::Untrusted {
         found: layers.len(),
-    }
+    })
 }

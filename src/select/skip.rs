@@ -31,6 +31,9 @@ pub enum SkipReason {
     Unsigned,
     /// Signatures were found, but none verified with the required keys or identities.
     Untrusted { found: usize },
+    /// A signature by a required `key` carries a Rekor bundle that does not verify with the
+    /// trust root (`why` completes "its Rekor bundle …"), and no other signature verified.
+    LogRefused { key: String, why: String },
     /// A Sigstore bundle was found that cannot be verified (`why`), and none of the `found`
     /// other signatures verified.
     Unverifiable { why: String, found: usize },
@@ -44,6 +47,7 @@ impl SkipReason {
             SkipReason::PlatformsUnknown => "platforms_unknown",
             SkipReason::Unsigned => "unsigned",
             SkipReason::Untrusted { .. } => "untrusted",
+            SkipReason::LogRefused { .. } => "log_refused",
             SkipReason::Unverifiable { .. } => "unverifiable",
         }
     }
@@ -67,6 +71,9 @@ impl fmt::Display for SkipReason {
                 "not signed by a required key or identity ({found} signature(s) found, none \
                  verified)"
             ),
+            SkipReason::LogRefused { key, why } => {
+                write!(f, "signed by key {key}, but its Rekor bundle {why}")
+            }
             SkipReason::Unverifiable { why, found } => {
                 write!(f, "a Sigstore bundle was found but {why}")?;
                 match found {

@@ -16,6 +16,7 @@ use crate::support::registry::{Artifact, Auth, ImageSpec, TestRegistry};
 
 const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
 const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+const REKOR_BUNDLE_ANNOTATION: &str = "dev.sigstore.cosign/bundle";
 
 /// A cosign key pair made by the test.
 struct Signer {
@@ -36,34 +37,115 @@ impl Signer {
     /// `cosign sign --key`: a simple-signing payload for `digest`, signed, pushed as the
     /// `sha256-<hex>.sig` image beside it. `tamper` changes the payload after signing.
     async fn sign(&self, registry: &TestRegistry, path: &str, digest: &str, tamper: bool) {
-        let payload = serde_json::json!({
-            "critical": {
-                "identity": {"docker-reference": format!("{}/{path}", registry.host())},
-                "image": {"docker-manifest-digest": digest},
-                "type": "cosign container image signature",
-            },
-            "optional": null,
-        });
-        let mut payload = serde_json::to_vec(&payload).unwrap();
-        let signature = self.key.sign(&payload).unwrap();
+        let mut payload = simple_signing(registry, path, digest);
+        let signature = b64(&self.key.sign(&payload).unwrap());
         if tamper {
             // Still names the digest, but is no longer what the key signed.
             payload.push(b' ');
         }
-        let artifact = Artifact {
-            config_media_type: "application/vnd.oci.image.config.v1+json".into(),
-            layer: payload,
-            layer_media_type: SIMPLE_SIGNING.into(),
-            layer_annotations: BTreeMap::from([(
-                SIGNATURE_ANNOTATION.to_string(),
-                base64::engine::general_purpose::STANDARD.encode(signature),
-            )]),
-            artifact_type: None,
-            subject: None,
-        };
-        let tag = format!("{}.sig", digest.replace(':', "-"));
-        registry.push_artifact(path, Some(&tag), artifact).await;
+        push_sig(
+            registry,
+            path,
+            digest,
+            payload,
+            [(SIGNATURE_ANNOTATION, signature)],
+        )
+        .await;
     }
+
+    /// `cosign sign --key` with the transparency log (cosign's default): the `.sig` layer also
+    /// carries the Rekor bundle of a `hashedrekord` entry logged by the test Rekor, as `log`
+    /// says.
+    async fn sign_logged(
+        &self,
+        registry: &TestRegistry,
+        path: &str,
+        digest: &str,
+        sigstore: &Sigstore,
+        log: KeyedSigLog,
+    ) {
+        let payload = simple_signing(registry, path, digest);
+        let signature = b64(&self.key.sign(&payload).unwrap());
+        let bundle = match log {
+            KeyedSigLog::Logged => sigstore.rekor_bundle(&payload, &signature, &self.public_pem()),
+            KeyedSigLog::TamperedSet => {
+                let mut bundle = sigstore.rekor_bundle(&payload, &signature, &self.public_pem());
+                // Backdated after the log signed it: the SET no longer covers the entry.
+                let logged = bundle["Payload"]["integratedTime"].as_i64().unwrap();
+                bundle["Payload"]["integratedTime"] = (logged - 86_400).into();
+                bundle
+            }
+            KeyedSigLog::Lent => {
+                // A genuine entry of the same key, for another image's signature.
+                let other = simple_signing(registry, path, &format!("sha256:{}", "0".repeat(64)));
+                let other_signature = b64(&self.key.sign(&other).unwrap());
+                sigstore.rekor_bundle(&other, &other_signature, &self.public_pem())
+            }
+        };
+        push_sig(
+            registry,
+            path,
+            digest,
+            payload,
+            [
+                (SIGNATURE_ANNOTATION, signature),
+                (REKOR_BUNDLE_ANNOTATION, bundle.to_string()),
+            ],
+        )
+        .await;
+    }
+}
+
+/// How [`Signer::sign_logged`] logs a keyed `.sig` signature.
+#[derive(Clone, Copy)]
+enum KeyedSigLog {
+    /// The entry of this payload, signature and key, its SET signed by the test Rekor.
+    Logged,
+    /// That entry, changed after the test Rekor signed its SET.
+    TamperedSet,
+    /// A genuine entry (SET signed by the test Rekor) of another signature by the same key.
+    Lent,
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The simple-signing payload cosign signs for `digest` of `path`.
+fn simple_signing(registry: &TestRegistry, path: &str, digest: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "critical": {
+            "identity": {"docker-reference": format!("{}/{path}", registry.host())},
+            "image": {"docker-manifest-digest": digest},
+            "type": "cosign container image signature",
+        },
+        "optional": null,
+    }))
+    .unwrap()
+}
+
+/// Pushes `payload` as the layer of the `sha256-<hex>.sig` image of `digest`, with these
+/// layer annotations.
+async fn push_sig<const N: usize>(
+    registry: &TestRegistry,
+    path: &str,
+    digest: &str,
+    payload: Vec<u8>,
+    annotations: [(&str, String); N],
+) {
+    let artifact = Artifact {
+        config_media_type: "application/vnd.oci.image.config.v1+json".into(),
+        layer: payload,
+        layer_media_type: SIMPLE_SIGNING.into(),
+        layer_annotations: annotations
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        artifact_type: None,
+        subject: None,
+    };
+    let tag = format!("{}.sig", digest.replace(':', "-"));
+    registry.push_artifact(path, Some(&tag), artifact).await;
 }
 
 /// A working directory with one manifest on `HOST/shop/api:1.0.0` and a policy requiring a
@@ -328,33 +410,33 @@ impl Sigstore {
         subject: &str,
         logged_right: bool,
     ) {
-        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.subject_alt_names = vec![rcgen::SanType::URI(subject.try_into().unwrap())];
-        params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::CodeSigning];
-        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
-        params.not_after = rcgen::date_time_ymd(2100, 1, 1);
-        params.custom_extensions = vec![rcgen::CustomExtension::from_oid_content(
-            &[1, 3, 6, 1, 4, 1, 57264, 1, 1],
-            ISSUER.as_bytes().to_vec(),
-        )];
-        let cert = params.signed_by(&key, &self.ca).unwrap();
-        let payload = serde_json::to_vec(&serde_json::json!({
-            "critical": {
-                "identity": {"docker-reference": format!("{}/{path}", registry.host())},
-                "image": {"docker-manifest-digest": digest},
-                "type": "cosign container image signature",
-            },
-            "optional": null,
-        }))
-        .unwrap();
-        let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+        let (key, cert) = self.certificate(subject);
+        let payload = simple_signing(registry, path, digest);
         let signature = b64(&key.sign(&payload).unwrap());
         let logged_payload = match logged_right {
             true => payload.clone(),
             false => b"another payload".to_vec(),
         };
+        let bundle = self.rekor_bundle(&logged_payload, &signature, &cert.pem());
+        push_sig(
+            registry,
+            path,
+            digest,
+            payload,
+            [
+                (SIGNATURE_ANNOTATION, signature),
+                ("dev.sigstore.cosign/certificate", cert.pem()),
+                ("dev.sigstore.cosign/chain", self.ca.pem()),
+                (REKOR_BUNDLE_ANNOTATION, bundle.to_string()),
+            ],
+        )
+        .await;
+    }
+
+    /// The Rekor bundle of a `.sig` layer (`SignedEntryTimestamp` and `Payload`): the
+    /// `hashedrekord` entry of `payload`'s sha256, `signature` and `public_pem` (a certificate
+    /// or a public key), its timestamp signed by the test Rekor key.
+    fn rekor_bundle(&self, payload: &[u8], signature: &str, public_pem: &str) -> serde_json::Value {
         use sha2::Digest;
         let body = serde_json::json!({
             "apiVersion": "0.0.1",
@@ -362,11 +444,11 @@ impl Sigstore {
             "spec": {
                 "data": {"hash": {
                     "algorithm": "sha256",
-                    "value": hex::encode(sha2::Sha256::digest(&logged_payload)),
+                    "value": hex::encode(sha2::Sha256::digest(payload)),
                 }},
                 "signature": {
                     "content": signature,
-                    "publicKey": {"content": b64(cert.pem().as_bytes())},
+                    "publicKey": {"content": b64(public_pem.as_bytes())},
                 },
             },
         });
@@ -381,22 +463,7 @@ impl Sigstore {
             .rekor
             .sign(&serde_json::to_vec(&entry).unwrap())
             .unwrap());
-        let bundle = serde_json::json!({"SignedEntryTimestamp": set, "Payload": entry});
-        let artifact = Artifact {
-            config_media_type: "application/vnd.oci.image.config.v1+json".into(),
-            layer: payload,
-            layer_media_type: SIMPLE_SIGNING.into(),
-            layer_annotations: BTreeMap::from([
-                (SIGNATURE_ANNOTATION.to_string(), signature),
-                ("dev.sigstore.cosign/certificate".to_string(), cert.pem()),
-                ("dev.sigstore.cosign/chain".to_string(), self.ca.pem()),
-                ("dev.sigstore.cosign/bundle".to_string(), bundle.to_string()),
-            ]),
-            artifact_type: None,
-            subject: None,
-        };
-        let tag = format!("{}.sig", digest.replace(':', "-"));
-        registry.push_artifact(path, Some(&tag), artifact).await;
+        serde_json::json!({"SignedEntryTimestamp": set, "Payload": entry})
     }
 }
 
@@ -1041,6 +1108,83 @@ async fn a_keyless_signature_lent_another_rekor_entry_is_refused() {
         skipped.len() == 1 && skipped[0].starts_with("1.2.0: not signed by a required key"),
         "{skipped:?}"
     );
+}
+
+/// A keyed `.sig` signature that carries a Rekor bundle (as `cosign sign --key` writes it, the
+/// log being on by default) is checked like `cosign verify --key` checks it when a trust root
+/// is configured: the crate verifies the entry's timestamp (SET) with the trust root's Rekor
+/// key, tagpilot that the entry is this signature's `hashedrekord`. A tampered SET or an entry
+/// lent from another signature is refused and named; without a trust root the key alone decides.
+#[tokio::test]
+async fn a_keyed_signature_s_rekor_bundle_is_verified_with_the_trust_root() {
+    let registry = TestRegistry::start(Auth::None).await;
+    let sigstore = Sigstore::new();
+    let signer = Signer::new();
+    registry
+        .push_image("shop/api", "1.0.0", ImageSpec::default())
+        .await;
+    for (tag, log) in [
+        ("1.1.0", KeyedSigLog::Logged),
+        ("1.2.0", KeyedSigLog::TamperedSet),
+        ("1.3.0", KeyedSigLog::Lent),
+    ] {
+        let digest = registry
+            .push_image("shop/api", tag, ImageSpec::default())
+            .await;
+        signer
+            .sign_logged(&registry, "shop/api", &digest, &sigstore, log)
+            .await;
+    }
+    let work = work(&registry, &signer.public_pem());
+    let root = work.dir.path().join("trusted_root.json");
+    std::fs::write(&root, sigstore.trusted_root()).unwrap();
+    let mut options = registry.client_options(vec![registry.registry_config()]);
+    options.signature_trust_root = Some(root);
+    let client = RegistryClient::new(options).unwrap();
+
+    let planned = plan_with(&work, &client).await;
+
+    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
+    let skipped = skipped_tags(&planned);
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    for (line, tag, why) in [
+        (
+            &skipped[0],
+            "1.3.0",
+            "records another signature (its entry is not the hashedrekord of this payload, \
+             signature and key)",
+        ),
+        (
+            &skipped[1],
+            "1.2.0",
+            "has a signed entry timestamp (SET) that the trust root's Rekor key did not sign",
+        ),
+    ] {
+        assert!(
+            line.starts_with(&format!("{tag}: signed by key "))
+                && line.ends_with(&format!(", but its Rekor bundle {why}")),
+            "{skipped:?}"
+        );
+    }
+    let reasons: Vec<&str> = planned
+        .skipped_tags
+        .iter()
+        .flat_map(|s| &s.tags)
+        .map(|t| t.0.reason.label())
+        .collect();
+    assert_eq!(reasons, ["log_refused", "log_refused"]);
+    let counts = client.signature_verifications();
+    assert_eq!(count(&counts, "verified"), 1, "{counts:?}");
+    assert_eq!(count(&counts, "untrusted"), 2, "{counts:?}");
+
+    // Without a trust root the bundle is not read: the key alone verifies the newest.
+    let client =
+        RegistryClient::new(registry.client_options(vec![registry.registry_config()])).unwrap();
+    let planned = plan_with(&work, &client).await;
+    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+    assert_eq!(moved, ["1.3.0"], "{planned:#?}");
 }
 
 /// The keyless policy of [`keyless_work`] with another identity (a YAML flow mapping).
