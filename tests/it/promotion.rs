@@ -173,6 +173,35 @@ impl Scenario {
     async fn plan(&self, minutes: i64) -> Cycle {
         self.cycle(minutes, true, None).await
     }
+
+    /// This scenario with `applications.fromCluster` in its `tagpilot.yaml`: a cycle reads
+    /// which files each cluster Application deploys.
+    fn reading_applications_from_the_cluster(self) -> Scenario {
+        let path = self.dir.path().join("tagpilot.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(
+            &path,
+            format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
+        )
+        .unwrap();
+        Scenario {
+            config: config::load(&path).unwrap(),
+            ..self
+        }
+    }
+
+    /// The Application `argocd/shop-staging`, deploying `envs/staging` of this scenario's
+    /// repository and running `tag` healthy for two hours, served by `server` and loaded as the
+    /// cluster's.
+    async fn staging_deployed_from_the_cluster(&self, server: &MockServer, tag: &str) -> Loaded {
+        let mut app = env_app("staging", tag, self.at(-120), "Healthy");
+        app["spec"]["source"]["repoURL"] = json!(self.repo.file_url());
+        let deployed: tagpilot::application::Application =
+            serde_json::from_value(app.clone()).unwrap();
+        let loaded = loaded(server, vec![deployed]).await;
+        serve_apps(server, &[app]).await;
+        loaded
+    }
 }
 
 /// The cycle's report in every format, against `tests/golden/promotion/<case>/plan.*`: its
@@ -1472,25 +1501,10 @@ async fn a_tag_held_by_hand_on_a_file_the_staging_application_deploys_is_held_fo
             ),
         ],
     );
-    // The cycle reads the cluster's Applications (`applications.fromCluster`): which files the
-    // staging Application deploys.
-    let path = s.dir.path().join("tagpilot.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
-    )
-    .unwrap();
-    let s = Scenario {
-        config: config::load(&path).unwrap(),
-        ..s
-    };
+    // The cycle reads the cluster's Applications: which files the staging Application deploys.
+    let s = s.reading_applications_from_the_cluster();
     let server = MockServer::start().await;
-    let mut app = env_app("staging", "1.2.0", s.at(-120), "Healthy");
-    app["spec"]["source"]["repoURL"] = json!(s.repo.file_url());
-    let deployed: tagpilot::application::Application = serde_json::from_value(app.clone()).unwrap();
-    let loaded = loaded(&server, vec![deployed]).await;
-    serve_apps(&server, &[app]).await;
+    let loaded = s.staging_deployed_from_the_cluster(&server, "1.2.0").await;
     let state_dir = tempfile::tempdir().unwrap();
     let state = State::open(state_dir.path()).unwrap();
     let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
@@ -1528,17 +1542,8 @@ async fn a_tag_held_in_dev_is_held_for_prod_through_the_staging_application() {
             ),
         ],
     );
-    let path = s.dir.path().join("tagpilot.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
-    )
-    .unwrap();
-    let s = Scenario {
-        config: config::load(&path).unwrap(),
-        ..s
-    };
+    // The cycle reads the cluster's Applications: which files the staging Application deploys.
+    let s = s.reading_applications_from_the_cluster();
     push_at(
         &s.repo,
         &[("dev", "1.2.0"), ("staging", "1.2.0")],
@@ -1546,11 +1551,7 @@ async fn a_tag_held_in_dev_is_held_for_prod_through_the_staging_application() {
         "1.2.0",
     );
     let server = MockServer::start().await;
-    let mut app = env_app("staging", "1.2.0", s.at(-120), "Healthy");
-    app["spec"]["source"]["repoURL"] = json!(s.repo.file_url());
-    let deployed: tagpilot::application::Application = serde_json::from_value(app.clone()).unwrap();
-    let loaded = loaded(&server, vec![deployed]).await;
-    serve_apps(&server, &[app]).await;
+    let loaded = s.staging_deployed_from_the_cluster(&server, "1.2.0").await;
     let state_dir = tempfile::tempdir().unwrap();
     let state = State::open(state_dir.path()).unwrap();
     let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
@@ -1578,17 +1579,8 @@ async fn a_tagpilot_hold_annotation_on_the_staging_application_holds_that_tag_fo
             env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all")),
         )],
     );
-    let path = s.dir.path().join("tagpilot.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(
-        &path,
-        format!("{text}applications:\n  fromCluster:\n    namespaces: [argocd]\n"),
-    )
-    .unwrap();
-    let s = Scenario {
-        config: config::load(&path).unwrap(),
-        ..s
-    };
+    // The cycle reads the cluster's Applications: which files the staging Application deploys.
+    let s = s.reading_applications_from_the_cluster();
     // The staging Application as the API server serves it: what Argo CD and kubectl set
     // besides the spec and status, its Image Updater `image-list`, and a person's hold.
     let application = |hold: Option<&str>| {
