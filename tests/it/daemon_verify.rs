@@ -638,33 +638,12 @@ fn revert_mode_writes_the_reverse_change_and_holds_the_failed_tag() {
 
 /// Commits the staging environment's Deployment on `tag` to the base branch, dated `at`.
 fn commit_staging(s: &Setup, tag: &str, at: jiff::Timestamp) {
-    use crate::support::git::{git, git_command};
-    let work = tempfile::tempdir().unwrap();
-    let bare = s.repo.path();
-    git(
-        work.path(),
-        &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
+    let deployment = crate::daemon::deployment(&s.registry, tag);
+    s.repo.commit_dated(
+        &[("envs/staging/deployment.yaml".to_string(), deployment)],
+        at,
+        "staging runs it",
     );
-    let w = work.path().join("w");
-    std::fs::create_dir_all(w.join("envs/staging")).unwrap();
-    std::fs::write(
-        w.join("envs/staging/deployment.yaml"),
-        crate::daemon::deployment(&s.registry, tag),
-    )
-    .unwrap();
-    git(&w, &["add", "."]);
-    let date = format!("{} +0000", at.as_second());
-    let out = git_command(&w, &["commit", "-q", "-m", "staging runs it"])
-        .env("GIT_AUTHOR_DATE", &date)
-        .env("GIT_COMMITTER_DATE", &date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    git(&w, &["push", "-q", "origin", "main"]);
 }
 
 /// The value of the series `name` (no labels) on `/metrics`.

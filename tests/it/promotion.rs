@@ -20,7 +20,7 @@ use tagpilot::state::{PendingVerification, State, VerifiedField};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
-use crate::support::git::{BareRepo, git, git_command};
+use crate::support::git::BareRepo;
 
 const IMAGE: &str = "registry.example/shop";
 
@@ -34,33 +34,13 @@ fn file(env: &str) -> String {
     format!("envs/{env}/deployment.yaml")
 }
 
-/// Another writer commits `files` (path, tag) to `main`, dated `at`.
+/// Another writer commits `files` (environment, tag) to `main`, dated `at`.
 fn push_at(repo: &BareRepo, files: &[(&str, &str)], at: Timestamp, message: &str) {
-    let work = tempfile::tempdir().unwrap();
-    let bare = repo.path();
-    git(
-        work.path(),
-        &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
-    );
-    let w = work.path().join("w");
-    for (env, tag) in files {
-        let path = w.join(file(env));
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, deployment(tag)).unwrap();
-    }
-    git(&w, &["add", "."]);
-    let date = format!("{} +0000", at.as_second());
-    let out = git_command(&w, &["commit", "-q", "-m", message])
-        .env("GIT_AUTHOR_DATE", &date)
-        .env("GIT_COMMITTER_DATE", &date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    git(&w, &["push", "-q", "origin", "main"]);
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(env, tag)| (file(env), deployment(tag)))
+        .collect();
+    repo.commit_dated(&files, at, message);
 }
 
 /// A policy on the repository `manifests` for the environment `env`, with `extra` spec lines.
@@ -821,40 +801,7 @@ fn set_example_env(repo: &BareRepo, env: &str, tag: &str, at: Timestamp) {
     let original =
         std::fs::read_to_string(example.join(format!("envs/{env}/kustomization.yaml"))).unwrap();
     let text = original.replace("newTag: 1.0.0", &format!("newTag: {tag}"));
-    commit_files(
-        repo,
-        &[(format!("envs/{env}/kustomization.yaml"), text)],
-        at,
-        env,
-    );
-}
-
-fn commit_files(repo: &BareRepo, files: &[(String, String)], at: Timestamp, message: &str) {
-    let work = tempfile::tempdir().unwrap();
-    let bare = repo.path();
-    git(
-        work.path(),
-        &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
-    );
-    let w = work.path().join("w");
-    for (path, text) in files {
-        let path = w.join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
-    }
-    git(&w, &["add", "."]);
-    let date = format!("{} +0000", at.as_second());
-    let out = git_command(&w, &["commit", "-q", "-m", message])
-        .env("GIT_AUTHOR_DATE", &date)
-        .env("GIT_COMMITTER_DATE", &date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    git(&w, &["push", "-q", "origin", "main"]);
+    repo.commit_dated(&[(format!("envs/{env}/kustomization.yaml"), text)], at, env);
 }
 
 /// `examples/promotion` planned as shipped: its repository's content pushed to a real remote,
@@ -876,12 +823,7 @@ async fn the_promotion_example_plans_dev_staging_and_prod() {
             )
         })
         .collect();
-    commit_files(
-        &repo,
-        &files,
-        t0 - SignedDuration::from_hours(10),
-        "environments",
-    );
+    repo.commit_dated(&files, t0 - SignedDuration::from_hours(10), "environments");
     set_example_env(&repo, "dev", "1.1.0", t0 - SignedDuration::from_mins(90));
 
     let dir = tempfile::tempdir().unwrap();

@@ -637,11 +637,7 @@ async fn bundles_found_as_referrers_verify_with_their_inclusion_proof() {
 /// repository, the test `trusted_root.json` as `signatures.trustRoot`.
 fn keyless_work(registry: &TestRegistry, sigstore: &Sigstore) -> (Work, RegistryClient) {
     let work = work(registry, &Signer::new().public_pem());
-    std::fs::write(
-        work.dir.path().join("trusted_root.json"),
-        sigstore.trusted_root(),
-    )
-    .unwrap();
+    let client = trusting(registry, &work, sigstore);
     let image = registry.image("shop/api");
     let policy_path = work.dir.path().join("policy.yaml");
     let text = format!(
@@ -651,9 +647,17 @@ fn keyless_work(registry: &TestRegistry, sigstore: &Sigstore) -> (Work, Registry
         policies: policy::parse_file(&policy_path, &text).expect("policy"),
         ..work
     };
+    (work, client)
+}
+
+/// A client whose `signatures.trustRoot` is `sigstore`'s test `trusted_root.json`, written in
+/// `work`'s directory.
+fn trusting(registry: &TestRegistry, work: &Work, sigstore: &Sigstore) -> RegistryClient {
+    let root = work.dir.path().join("trusted_root.json");
+    std::fs::write(&root, sigstore.trusted_root()).unwrap();
     let mut options = registry.client_options(vec![registry.registry_config()]);
-    options.signature_trust_root = Some(work.dir.path().join("trusted_root.json"));
-    (work, RegistryClient::new(options).unwrap())
+    options.signature_trust_root = Some(root);
+    RegistryClient::new(options).unwrap()
 }
 
 #[tokio::test]
@@ -1045,11 +1049,7 @@ async fn keyed_cosign_v3_bundles_verify_with_the_key_and_their_log_entry() {
             .await;
     }
     let work = work(&registry, &signer.public_pem());
-    let root = work.dir.path().join("trusted_root.json");
-    std::fs::write(&root, sigstore.trusted_root()).unwrap();
-    let mut options = registry.client_options(vec![registry.registry_config()]);
-    options.signature_trust_root = Some(root);
-    let client = RegistryClient::new(options).unwrap();
+    let client = trusting(&registry, &work, &sigstore);
 
     let planned = plan_with(&work, &client).await;
 
@@ -1136,11 +1136,7 @@ async fn a_keyed_signature_s_rekor_bundle_is_verified_with_the_trust_root() {
             .await;
     }
     let work = work(&registry, &signer.public_pem());
-    let root = work.dir.path().join("trusted_root.json");
-    std::fs::write(&root, sigstore.trusted_root()).unwrap();
-    let mut options = registry.client_options(vec![registry.registry_config()]);
-    options.signature_trust_root = Some(root);
-    let client = RegistryClient::new(options).unwrap();
+    let client = trusting(&registry, &work, &sigstore);
 
     let planned = plan_with(&work, &client).await;
 

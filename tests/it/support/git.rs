@@ -158,6 +158,36 @@ impl BareRepo {
         push_change_at(&self.path(), branch, file, content, message);
     }
 
+    /// Another writer: clones `main`, writes `files` (path, text), and pushes one commit whose
+    /// author and committer dates are `at` (soak times and "since" read them).
+    pub fn commit_dated(&self, files: &[(String, String)], at: jiff::Timestamp, message: &str) {
+        let work = tempfile::tempdir().unwrap();
+        let bare = self.path();
+        git(
+            work.path(),
+            &["clone", "-q", "-b", "main", bare.to_str().unwrap(), "w"],
+        );
+        let w = work.path().join("w");
+        for (path, text) in files {
+            let path = w.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        git(&w, &["add", "."]);
+        let date = format!("{} +0000", at.as_second());
+        let out = git_command(&w, &["commit", "-q", "-m", message])
+            .env("GIT_AUTHOR_DATE", &date)
+            .env("GIT_COMMITTER_DATE", &date)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        git(&w, &["push", "-q", "origin", "main"]);
+    }
+
     pub fn show(&self, rev: &str, file: &str) -> String {
         git(&self.path(), &["show", &format!("{rev}:{file}")]) + "\n"
     }
