@@ -40,7 +40,7 @@ pub enum KubeError {
     ListApplications {
         place: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     #[error("Kubernetes API: Application {id} cannot be read")]
     ReadApplication {
@@ -53,54 +53,56 @@ pub enum KubeError {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     /// `place` is `namespace team-a` or `all namespaces`.
     #[error("Kubernetes API: listing ImageUpdater resources in {place}")]
     ListImageUpdaters {
         place: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     #[error("Kubernetes API: writing the status of ImageUpdater {namespace}/{name}")]
     PatchImageUpdaterStatus {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     #[error("cannot read Secret {namespace}/{name}")]
     ReadSecret {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
+    #[error("there is no Secret {namespace}/{name}")]
+    NoSecret { namespace: String, name: String },
     #[error("cannot read ConfigMap {namespace}/{name}")]
     ReadConfigMap {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     #[error("Kubernetes API: labelling Pod {namespace}/{name}")]
     LabelPod {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     #[error("cannot list Argo CD repository Secrets in {namespace}")]
     ListRepositorySecrets {
         namespace: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     #[error("Kubernetes API: reading Application {id}")]
     GetApplication {
         id: String,
         #[source]
-        source: kube::Error,
+        source: ApiAnswer,
     },
     #[error("Kubernetes API: watching Application {id}")]
     WatchApplication {
@@ -108,6 +110,40 @@ pub enum KubeError {
         #[source]
         source: kube::runtime::watcher::Error,
     },
+}
+
+/// A Kubernetes API error said as a sentence. kube's own message for an answer of the API
+/// server ends in its debug dump (`ApiError: … (Status { status: Some(Failure), code: 404, …
+/// })`); this one says the answer: `the API server answered 403 Forbidden: secrets "cosign" is
+/// forbidden: …`. Any other error is kube's.
+#[derive(Debug)]
+pub struct ApiAnswer(pub kube::Error);
+
+impl std::fmt::Display for ApiAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            kube::Error::Api(status) => {
+                write!(f, "the API server answered {}", status.code)?;
+                if !status.reason.is_empty() {
+                    write!(f, " {}", status.reason)?;
+                }
+                if !status.message.is_empty() {
+                    write!(f, ": {}", status.message)?;
+                }
+                Ok(())
+            }
+            other => std::fmt::Display::fmt(other, f),
+        }
+    }
+}
+
+impl std::error::Error for ApiAnswer {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0 {
+            kube::Error::Api(_) => None,
+            other => other.source(),
+        }
+    }
 }
 
 /// A connection to the Kubernetes API.
@@ -179,7 +215,7 @@ impl Cluster {
             .map_err(|source| KubeError::LabelPod {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                source,
+                source: ApiAnswer(source),
             })
     }
 
@@ -222,7 +258,7 @@ impl Cluster {
                         Some(ns) => format!("namespace {ns}"),
                         None => "all namespaces".to_string(),
                     },
-                    source,
+                    source: ApiAnswer(source),
                 })?;
             for object in list.items {
                 let id = format!(
@@ -280,7 +316,7 @@ impl Cluster {
                             Some(ns) => format!("namespace {ns}"),
                             None => "all namespaces".to_string(),
                         },
-                        source,
+                        source: ApiAnswer(source),
                     });
                 }
             }
@@ -351,7 +387,7 @@ impl Cluster {
             .map_err(|source| KubeError::PatchImageUpdaterStatus {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                source,
+                source: ApiAnswer(source),
             })
     }
 
@@ -359,10 +395,16 @@ impl Cluster {
         Api::<Secret>::namespaced(self.client.clone(), namespace)
             .get(name)
             .await
-            .map_err(|source| KubeError::ReadSecret {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                source,
+            .map_err(|source| match source {
+                kube::Error::Api(status) if status.code == 404 => KubeError::NoSecret {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                },
+                source => KubeError::ReadSecret {
+                    namespace: namespace.to_string(),
+                    name: name.to_string(),
+                    source: ApiAnswer(source),
+                },
             })
     }
 
@@ -380,7 +422,7 @@ impl Cluster {
             Err(source) => Err(KubeError::ReadConfigMap {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                source,
+                source: ApiAnswer(source),
             }),
         }
     }
@@ -395,7 +437,7 @@ impl Cluster {
             .map(|l| l.items)
             .map_err(|source| KubeError::ListRepositorySecrets {
                 namespace: namespace.to_string(),
-                source,
+                source: ApiAnswer(source),
             })
     }
 
@@ -417,7 +459,7 @@ impl Cluster {
             .map_err(|source| KubeError::PatchApplication {
                 namespace: namespace.to_string(),
                 name: name.to_string(),
-                source,
+                source: ApiAnswer(source),
             })
     }
 }
@@ -467,7 +509,7 @@ impl Cluster {
             .await
             .map_err(|source| KubeError::GetApplication {
                 id: id.clone(),
-                source,
+                source: ApiAnswer(source),
             })?;
         object
             .map(serde_json::to_value)
@@ -555,5 +597,30 @@ impl UpdaterWatch {
             )
         });
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_server_answer_reads_as_a_sentence_not_a_debug_dump() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 403, "reason": "Forbidden",
+            "message": "secrets \"cosign\" is forbidden: User \"tagpilot\" cannot get resource \"secrets\"",
+            "details": {"name": "cosign", "kind": "secrets"}
+        }))
+        .unwrap();
+        let error = KubeError::ReadSecret {
+            namespace: "ci".into(),
+            name: "cosign".into(),
+            source: ApiAnswer(kube::Error::Api(Box::new(status))),
+        };
+        assert_eq!(
+            crate::error_chain::chain(&error),
+            "cannot read Secret ci/cosign: the API server answered 403 Forbidden: secrets \
+             \"cosign\" is forbidden: User \"tagpilot\" cannot get resource \"secrets\""
+        );
     }
 }

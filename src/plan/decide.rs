@@ -301,7 +301,9 @@ impl<'r, R: Registry> Inspector<'r, R> {
         Ok(match verdict {
             SignatureVerdict::NotRequired | SignatureVerdict::Verified { .. } => None,
             SignatureVerdict::Unsigned => Some(SkipReason::Unsigned),
-            SignatureVerdict::Untrusted { found } => Some(SkipReason::Untrusted { found }),
+            SignatureVerdict::Untrusted { found, signer } => {
+                Some(SkipReason::Untrusted { found, signer })
+            }
             SignatureVerdict::LogRefused { key, why } => Some(SkipReason::LogRefused { key, why }),
             SignatureVerdict::Unverifiable { why, found } => {
                 Some(SkipReason::Unverifiable { why, found })

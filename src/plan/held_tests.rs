@@ -126,3 +126,30 @@ async fn unknown_holds_hold_every_change_and_name_the_store() {
         plan.problems[0].message
     );
 }
+
+#[tokio::test]
+async fn a_field_that_still_runs_its_failed_tag_is_held_and_named() {
+    // `onFailure: hold` leaves the failed 1.2.0 in place, and nothing newer replaces it.
+    let failed = HoldReason::Failed {
+        application: "argocd/api".into(),
+        failure: "health Degraded".into(),
+    };
+    let holds = Holds::known([held("1.2.0", failed)]);
+    let plan = plan_with(&["1.1.0", "1.2.0"], &holds).await;
+    assert!(plan.changes.is_empty(), "{:?}", plan.changes);
+    let held: Vec<(&str, usize, &str)> = plan
+        .holds
+        .iter()
+        .map(|h| (h.file.as_str(), h.line, h.reason.as_str()))
+        .collect();
+    assert_eq!(
+        held,
+        [(
+            "deploy.yaml",
+            10,
+            "still runs 1.2.0: failed in Application argocd/api: health Degraded (held since \
+             2026-11-25T10:00:00Z); no newer tag to replace it"
+        )]
+    );
+    assert_eq!(plan.up_to_date, 1, "the worker container");
+}

@@ -63,6 +63,10 @@ pub struct Gathered {
     /// How many promoting links lie above the environment (0: it follows no environment that
     /// itself follows one), so the report lists a chain upstream first.
     pub stage: usize,
+    /// The repository the environment is written to, when it writes by pushing and the
+    /// policy's promotions are pull requests (no `promote.write: push`): a tag offered waits,
+    /// naming it.
+    pub pushes: Option<String>,
 }
 
 impl Gathered {
@@ -153,6 +157,9 @@ pub enum Waiting {
     Forbidden { tag: String, why: String },
     /// The tag is held for this environment.
     Held { tag: String, why: String },
+    /// The tag is offered, but a promotion is a pull request and the environment's repository
+    /// writes by pushing.
+    PullRequestOnly { tag: String, repository: String },
 }
 
 /// Decides what `downstream` may take from `upstreams` now.
@@ -321,6 +328,12 @@ impl fmt::Display for Waiting {
             }
             Waiting::Forbidden { tag, why } => write!(f, "{tag} is not allowed here: {why}"),
             Waiting::Held { tag, why } => write!(f, "{tag} is held: {why}"),
+            Waiting::PullRequestOnly { tag, repository } => write!(
+                f,
+                "{tag} is ready to promote, but a promotion is a pull request, and repository \
+                 {repository} writes by pushing (set its write.mode: pull-request, or \
+                 promote.write: push)"
+            ),
         }
     }
 }

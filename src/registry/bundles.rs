@@ -105,6 +105,7 @@ impl RegistryClient {
             None if not_verified == 0 => SignatureVerdict::Unsigned,
             None => SignatureVerdict::Untrusted {
                 found: not_verified,
+                signer: None,
             },
         })
     }

@@ -24,7 +24,13 @@ pub enum SignatureVerdict {
     /// No signature at all (no `.sig` tag, no bundle among the referrers).
     Unsigned,
     /// Signatures were found, but none verified with the requirement's keys or identities.
-    Untrusted { found: usize },
+    /// `signer`: the first keyless signature's signer and why it did not count ("signed by
+    /// identity … issued by …, but the policy wants …"), when one was found.
+    Untrusted {
+        found: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signer: Option<String>,
+    },
     /// A `.sig` signature a required key made carries a Rekor bundle that does not verify
     /// with the trust root (`why` completes "its Rekor bundle …"), and nothing else verified.
     LogRefused { key: String, why: String },

@@ -206,6 +206,11 @@ impl RegistryClient {
             .map_err(failed)?;
         // The crate also drops, with a log line only, a layer whose Rekor bundle does not verify
         // with the trust root: a required key's such layer is named, not "untrusted".
+        // A keyless signer the crate's layers named, and why it did not count, is said.
+        let signer = match &by_crate {
+            SignatureVerdict::Untrusted { signer, .. } => signer.clone(),
+            _ => None,
+        };
         let refused = match (&by_crate, trust_root.as_deref()) {
             (SignatureVerdict::LogRefused { .. }, _) => Some(by_crate),
             (_, Some(root)) => {
@@ -238,8 +243,16 @@ impl RegistryClient {
             (SignatureVerdict::Unsigned, None) if !at_sig_tag.is_empty() => {
                 SignatureVerdict::Untrusted {
                     found: at_sig_tag.len(),
+                    signer,
                 }
             }
+            (
+                SignatureVerdict::Untrusted {
+                    found,
+                    signer: None,
+                },
+                None,
+            ) => SignatureVerdict::Untrusted { found, signer },
             (verdict, None) => verdict,
         })
     }
@@ -331,29 +344,14 @@ fn judge(layers: &[SignatureLayer], required: &SignatureRequirement) -> Signatur
         }
     }
     for identity in &required.identities {
-        let signed = layers.iter().any(|l| {
-            let Some(cert) = &l.certificate_signature else {
-                return false;
-            };
-            let subject = match &cert.subject {
-                CertificateSubject::Email(e) => e.as_str(),
-                CertificateSubject::Uri(u) => u.as_str(),
-            };
-            let issuer = cert.issuer.as_deref().unwrap_or_default();
-            // The crate checked the certificate's chain and the log entry; the identity
-            // constraints it offers do not check that the certificate's key made this layer's
-            // signature, so that is asked of the crate here.
-            let signed_by_cert = l.signature.as_ref().is_some_and(|sig| {
-                cert.verification_key
-                    .verify_signature(Signature::Base64Encoded(sig.as_bytes()), &l.raw_data)
-                    .is_ok()
-            });
-            // The crate checked the Rekor entry's timestamp, not that the entry is this
-            // signature's record; the certificate's validity was judged at its time.
-            signed_by_cert
-                && logged_entry_matches(l)
-                && identity.issuer.matches(issuer)
-                && identity.subject.matches(subject)
+        // The crate checked the certificate's chain and the log entry's timestamp; that the
+        // certificate's key made this layer's signature, and that the entry is its record, are
+        // asked in `keyless` (the certificate's validity was judged at its time).
+        let signed = layers.iter().filter_map(keyless).any(|k| {
+            k.signed
+                && k.logged
+                && identity.issuer.matches(k.issuer.unwrap_or_default())
+                && identity.subject.matches(k.subject)
         });
         if signed {
             return SignatureVerdict::Verified {
@@ -363,5 +361,59 @@ fn judge(layers: &[SignatureLayer], required: &SignatureRequirement) -> Signatur
     }
     refused.unwrap_or(SignatureVerdict::Untrusted {
         found: layers.len(),
+        signer: layers.iter().find_map(|l| keyless_refusal(l, required)),
     })
+}
+
+/// A keyless layer's signer, as its certificate (verified by the crate) names it, and whether
+/// the certificate's key made the layer's signature and its Rekor entry is this signature's
+/// record.
+struct Keyless<'l> {
+    subject: &'l str,
+    issuer: Option<&'l str>,
+    signed: bool,
+    logged: bool,
+}
+
+/// `layer`'s keyless signer; `None` for a layer without a certificate.
+fn keyless(layer: &SignatureLayer) -> Option<Keyless<'_>> {
+    let cert = layer.certificate_signature.as_ref()?;
+    let subject = match &cert.subject {
+        CertificateSubject::Email(e) => e.as_str(),
+        CertificateSubject::Uri(u) => u.as_str(),
+    };
+    // The identity constraints the crate offers do not check that the certificate's key made
+    // this layer's signature, so that is asked of the crate here.
+    let signed = layer.signature.as_ref().is_some_and(|sig| {
+        cert.verification_key
+            .verify_signature(Signature::Base64Encoded(sig.as_bytes()), &layer.raw_data)
+            .is_ok()
+    });
+    Some(Keyless {
+        subject,
+        issuer: cert.issuer.as_deref(),
+        signed,
+        logged: signed && logged_entry_matches(layer),
+    })
+}
+
+/// Who signed a keyless `layer` and why the signature does not count under `required`
+/// ("signed by identity … issued by …, but the policy wants …"); `None` for a keyed layer.
+fn keyless_refusal(layer: &SignatureLayer, required: &SignatureRequirement) -> Option<String> {
+    let k = keyless(layer)?;
+    let why = if !k.signed {
+        "its certificate's key did not make this signature".to_string()
+    } else if !k.logged {
+        "its Rekor entry records another signature".to_string()
+    } else {
+        let keys = required.keys.iter().map(|k| format!("key {}", k.source));
+        let identities = required.identities.iter().map(ToString::to_string);
+        let wanted: Vec<String> = keys.chain(identities).collect();
+        format!("the policy wants {}", wanted.join(" or "))
+    };
+    Some(format!(
+        "signed by identity {} issued by {}, but {why}",
+        k.subject,
+        k.issuer.unwrap_or("no issuer")
+    ))
 }

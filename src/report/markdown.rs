@@ -90,7 +90,9 @@ impl Report<'_> {
             }
         }
         out.push_str(&format!("\n{}\n", self.summary_line()));
-        out += &self.applications_section();
+        if let Some(apps) = self.applications {
+            out += &super::applications_markdown(apps);
+        }
         out
     }
 }

@@ -15,6 +15,7 @@ use crate::plan::{
     SkippedFile, SkippedTags, TargetDiff,
 };
 
+mod applications;
 mod diff;
 pub mod holds;
 mod markdown;
@@ -22,6 +23,7 @@ mod promotions;
 mod skipped_tags;
 mod table;
 
+pub use applications::applications_markdown;
 pub use table::{finding_text, findings_table, problem_text, tags};
 
 /// How `tagpilot plan` prints its report.

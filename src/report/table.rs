@@ -122,7 +122,7 @@ impl Report<'_> {
         out
     }
 
-    /// The Applications section as the table and Markdown end with it; empty without one.
+    /// The Applications section as the table ends with it; empty without one.
     pub(super) fn applications_section(&self) -> String {
         self.applications
             .map(crate::argocd::report::text)

@@ -141,6 +141,9 @@ fn the_applications_section_is_in_every_format_from_the_one_model() {
     let section =
         "\nApplications:\n  argocd/shop (cluster)\n    problem: no image-list annotation\n";
     assert!(report.table().ends_with(section), "{}", report.table());
+    // Markdown as the rest of the Markdown report: a heading, lists (and tables of images).
+    let section = "\n### Applications\n\n#### `argocd/shop` (cluster)\n\n- Problem: no \
+                   image-list annotation\n";
     assert!(
         report.markdown().ends_with(section),
         "{}",

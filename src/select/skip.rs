@@ -29,8 +29,12 @@ pub enum SkipReason {
     /// No cosign signature was found for the image's digest (no `.sig` tag, no bundle among
     /// its referrers) though the policy's `signatures:` requires one.
     Unsigned,
-    /// Signatures were found, but none verified with the required keys or identities.
-    Untrusted { found: usize },
+    /// Signatures were found, but none verified with the required keys or identities;
+    /// `signer` names a keyless signature's identity and issuer and why it did not count.
+    Untrusted {
+        found: usize,
+        signer: Option<String>,
+    },
     /// A signature by a required `key` carries a Rekor bundle that does not verify with the
     /// trust root (`why` completes "its Rekor bundle …"), and no other signature verified.
     LogRefused { key: String, why: String },
@@ -66,11 +70,13 @@ impl fmt::Display for SkipReason {
                 f.write_str("its image does not say which platforms it is for")
             }
             SkipReason::Unsigned => f.write_str("not signed (no cosign signature found)"),
-            SkipReason::Untrusted { found } => write!(
-                f,
-                "not signed by a required key or identity ({found} signature(s) found, none \
-                 verified)"
-            ),
+            SkipReason::Untrusted { found, signer } => {
+                f.write_str("not signed by a required key or identity")?;
+                if let Some(signer) = signer {
+                    write!(f, ": {signer}")?;
+                }
+                write!(f, " ({found} signature(s) found, none verified)")
+            }
             SkipReason::LogRefused { key, why } => {
                 write!(f, "signed by key {key}, but its Rekor bundle {why}")
             }

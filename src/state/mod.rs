@@ -14,7 +14,9 @@
 //!   branch, from which a person's rollbacks are read;
 //! - **verifications under way** (`verifications.rs`): changes being followed into Argo CD
 //!   Applications, so a restart resumes them; and the last tag verified per field, from which a
-//!   promotion's git upstream soaks (issue 20);
+//!   promotion's git upstream soaks (issue 20); and when a cycle first saw an Application
+//!   upstream `Healthy` after its sync (`healthy.rs`), from which it soaks when Argo CD does
+//!   not say;
 //! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
 //!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
 //!
@@ -35,6 +37,7 @@
 //! This module stores bytes and answers questions about them. It decides nothing about tags,
 //! images or YAML.
 
+mod healthy;
 mod holds;
 mod verifications;
 
@@ -110,6 +113,12 @@ pub enum StateError {
     VerificationsUnknown { path: PathBuf },
     #[error("state database {}: the verification {verification} was not recorded", path.display())]
     VerificationNotRecorded { path: PathBuf, verification: String },
+    #[error(
+        "state database {}: when Application {application} was first seen Healthy was not \
+         recorded",
+        path.display()
+    )]
+    HealthyNotRecorded { path: PathBuf, application: String },
 }
 
 impl StateError {
@@ -124,6 +133,7 @@ impl StateError {
             StateError::HoldNotRecorded { .. } => "state_hold_not_recorded",
             StateError::VerificationsUnknown { .. } => "state_verifications_unknown",
             StateError::VerificationNotRecorded { .. } => "state_verification_not_recorded",
+            StateError::HealthyNotRecorded { .. } => "state_healthy_not_recorded",
         }
     }
 }

@@ -39,6 +39,9 @@ pub struct Observed {
     pub health: Option<String>,
     /// `status.health.message`, quoted when a change fails.
     pub health_message: Option<String>,
+    /// `status.health.lastTransitionTime` (Argo CD 2.14 and later): since when the health is
+    /// what it is; what a promotion's soak counts from once it is `Healthy`.
+    pub health_since: Option<Timestamp>,
     /// An operation is running: `operation` is set, or `status.operationState` has no
     /// `finishedAt` (or its phase is `Running`/`Terminating`).
     pub operation_running: bool,
@@ -84,9 +87,9 @@ impl Observed {
         let sync = status.sync.unwrap_or_default();
         let mut revisions = sync.revisions;
         revisions.extend(sync.revision.filter(|r| !r.is_empty()));
-        let (health, health_message) = match status.health {
-            Some(h) => (h.status, h.message),
-            None => (None, None),
+        let (health, health_message, health_since) = match status.health {
+            Some(h) => (h.status, h.message, h.last_transition_time),
+            None => (None, None, None),
         };
         let requested = raw.operation.as_ref().and_then(|op| op.sync.as_ref());
         let last_operation = match status.operation_state {
@@ -116,6 +119,7 @@ impl Observed {
             revisions,
             health,
             health_message,
+            health_since: parse_time("health.lastTransitionTime", health_since)?,
             operation_running,
             last_operation,
             reconciled_at: parse_time("reconciledAt", status.reconciled_at)?,
@@ -357,11 +361,14 @@ impl RawSync {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
 struct RawHealth {
     #[serde(default)]
     status: Option<String>,
     #[serde(default)]
     message: Option<String>,
+    #[serde(default)]
+    last_transition_time: Option<String>,
 }
 
 #[derive(Deserialize, Default)]

@@ -1,7 +1,7 @@
 //! Argo CD Applications end to end through the library: Application manifests in a test git
 //! repository (file:// bare repository), the in-memory registry, the real git writer.
 //! The golden case lives in `tests/golden/argocd/applications/` (set `TAGPILOT_BLESS=1` to
-//! rewrite `plan.txt`, `plan.diff` and `out/` after a deliberate change).
+//! rewrite `plan.txt`, `plan.md`, `plan.diff` and `out/` after a deliberate change).
 
 use std::path::{Path, PathBuf};
 
@@ -109,6 +109,10 @@ async fn golden_applications_plan_then_apply_in_one_commit() {
     let text = argocd::report::text(planned.applications.as_deref().unwrap())
         .replace(&repo.file_url(), "REPO_URL");
     golden::assert_text(&golden().join("plan.txt"), &text);
+    let markdown =
+        tagpilot::report::applications_markdown(planned.applications.as_deref().unwrap())
+            .replace(&repo.file_url(), "REPO_URL");
+    golden::assert_text(&golden().join("plan.md"), &markdown);
 
     let applied = run(&config, dir.path(), &registry, false).await;
     for r in &applied.plan.repositories {

@@ -538,10 +538,13 @@ async fn a_promotion_is_a_pull_request_unless_its_policy_says_push() {
     );
     let cycle = s.plan(0).await;
     assert_eq!(moves_to(&cycle, "prod"), None);
+    // Its upstreams were read: the wait names the push, not an unreadable upstream.
+    let prod = row(&cycle, "prod");
+    assert_eq!(prod.upstreams[0].tag.as_deref(), Some("1.2.0"));
     assert_eq!(
-        row(&cycle, "prod").waits,
+        prod.waits,
         vec![
-            "its upstreams could not be read: a promotion is a pull request, and repository \
+            "1.2.0 is ready to promote, but a promotion is a pull request, and repository \
              manifests writes by pushing (set its write.mode: pull-request, or promote.write: push)"
                 .to_string()
         ]
@@ -553,7 +556,7 @@ async fn a_promotion_is_a_pull_request_unless_its_policy_says_push() {
 const STAGING_APP: &str = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications/shop-staging";
 
 /// The Application `argocd/shop-staging` as Argo CD reports it: running `tag`, its last sync
-/// finished at `finished`, with `health`.
+/// finished at `finished`, with `health` since then.
 fn staging_app(tag: &str, finished: Timestamp, health: &str) -> Value {
     let revision = "8f2c1d0a9b7e6f5c4d3b2a1908f7e6d5c4b3a291";
     json!({
@@ -563,7 +566,11 @@ fn staging_app(tag: &str, finished: Timestamp, health: &str) -> Value {
         "spec": {"source": {"repoURL": "https://git.example/shop.git", "path": "envs/staging"}},
         "status": {
             "sync": {"status": "Synced", "revision": revision},
-            "health": {"status": health, "message": "Deployment \"shop\" exceeded its progress deadline"},
+            "health": {
+                "status": health,
+                "message": "Deployment \"shop\" exceeded its progress deadline",
+                "lastTransitionTime": finished.to_string()
+            },
             "operationState": {
                 "phase": "Succeeded",
                 "startedAt": (finished - SignedDuration::from_mins(1)).to_string(),
@@ -682,6 +689,64 @@ async fn prod_takes_what_the_staging_application_has_verified_and_kept_healthy()
         "{:?}",
         row(&cycle, "prod").waits
     );
+}
+
+#[tokio::test]
+async fn an_application_upstream_soaks_from_when_it_was_first_healthy_not_from_its_sync() {
+    let s = Scenario::new(
+        &["prod"],
+        &[(
+            "prod.yaml",
+            env_policy(
+                "prod",
+                "1.x",
+                "  promote:\n    from:\n      - application: shop-staging\n    after: 1h\n    write: push\n",
+            ),
+        )],
+    );
+    let server = MockServer::start().await;
+    let loaded = loaded(&server, Vec::new()).await;
+    let state_dir = tempfile::tempdir().unwrap();
+    let state = State::open(state_dir.path()).unwrap();
+    let plan = |minutes| s.cycle_in(minutes, true, Some(&state), Some(&loaded));
+    let waits = |cycle: &Cycle| row(cycle, "prod").waits.clone();
+
+    // Synced two hours ago, Progressing for 90 minutes of them: Argo CD says since when it is
+    // Healthy, and the soak counts from then.
+    let mut app = staging_app("1.2.0", s.at(-120), "Healthy");
+    app["status"]["health"]["lastTransitionTime"] = json!(s.at(-30).to_string());
+    serve(&server, app).await;
+    let cycle = plan(0).await;
+    assert_eq!(moves_to(&cycle, "prod"), None);
+    assert_eq!(
+        waits(&cycle),
+        ["1.2.0 soaks in application shop-staging: 30m left"]
+    );
+
+    // An Argo CD that does not say: from the first cycle that saw it Healthy after its sync.
+    let mut app = staging_app("1.3.0", s.at(-120), "Healthy");
+    app["status"]["health"] = json!({"status": "Healthy"});
+    serve(&server, app.clone()).await;
+    assert_eq!(
+        waits(&plan(0).await),
+        ["1.3.0 soaks in application shop-staging: 1h left"]
+    );
+    assert_eq!(
+        waits(&plan(45).await),
+        ["1.3.0 soaks in application shop-staging: 15m left"]
+    );
+    // Progressing again: not soaking, and the soak starts again once it is Healthy.
+    serve(&server, staging_app("1.3.0", s.at(-120), "Progressing")).await;
+    assert_eq!(
+        waits(&plan(50).await),
+        ["1.3.0 is not verified in application shop-staging yet"]
+    );
+    serve(&server, app).await;
+    assert_eq!(
+        waits(&plan(60).await),
+        ["1.3.0 soaks in application shop-staging: 1h left"]
+    );
+    assert_eq!(moves_to(&plan(120).await, "prod").as_deref(), Some("1.3.0"));
 }
 
 #[tokio::test]

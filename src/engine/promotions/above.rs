@@ -42,7 +42,7 @@ pub(super) struct Behind {
 
 impl Behind {
     /// Whether `key` is one of the upstream's fields.
-    fn has(&self, key: &FieldKey) -> bool {
+    pub(super) fn has(&self, key: &FieldKey) -> bool {
         let in_files = key.repository.as_ref().is_some_and(|repo| {
             !key.file.is_empty()
                 && (self.files.contains(&(repo.clone(), key.file.clone()))

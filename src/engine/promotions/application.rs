@@ -1,9 +1,12 @@
 //! An Argo CD Application as a promotion's upstream: the tag it runs is the one its live status
 //! reports (`status.summary.images`); it is verified when issue 19's verification has nothing
-//! under way for it and its last sync succeeded and stayed `Healthy` (verified at the sync's
-//! end), pending while a verification of that tag is under way, and failed when that tag's
-//! verification failed there (held in the state store) or the Application is `Degraded` or
-//! `Missing`. The tags that failed there, and every other hold on its fields, are held below
+//! under way for it and its last sync succeeded and it is `Healthy`, pending while a
+//! verification of that tag is under way, and failed when that tag's verification failed there
+//! (held in the state store) or the Application is `Degraded` or `Missing`. Its soak counts
+//! from when it was first `Healthy` after that sync, never from the sync's end (a rollout still
+//! `Progressing` is not soaking): Argo CD's `status.health.lastTransitionTime`, else the end of
+//! a verification of the tag there, else the first cycle that saw it so (kept in the state
+//! store). The tags that failed there, and every other hold on its fields, are held below
 //! ([`super::above`]). Its failures are kept in the state store: without one the promotion
 //! waits, named, rather than read "none failed".
 
@@ -12,10 +15,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::Sources;
-use super::above::Above;
+use super::above::{Above, Behind};
 use crate::image::ImageRef;
 use crate::policy::ImagePolicy;
 use crate::promotion::{Upstream, Verification};
+use crate::state::State;
 use crate::verification::{self, Observed, Verdict};
 
 /// Reads the Application `namespace/name` (namespace `None`: Argo CD's) for `policy`'s image.
@@ -24,7 +28,7 @@ pub(super) async fn read(
     (name, namespace): (&str, Option<&str>),
     policy: &ImagePolicy,
     sources: &Sources<'_>,
-    above: &Above<'_>,
+    (above, behind): (&Above<'_>, &Behind),
 ) -> Result<Upstream, String> {
     let Some(cluster) = sources.cluster else {
         return Err(format!(
@@ -32,12 +36,12 @@ pub(super) async fn read(
              access to one (applications.fromCluster)"
         ));
     };
-    if sources.state.is_none() {
+    let Some(state) = sources.state else {
         return Err(format!(
             "{shown}: the tags that failed there are kept in the state store, and this cycle \
              has none (--state-dir): held tags unknown"
         ));
-    }
+    };
     let namespace = namespace.unwrap_or(sources.namespace);
     let id = format!("{namespace}/{name}");
     let object = cluster
@@ -62,7 +66,16 @@ pub(super) async fn read(
             reason: why.clone(),
         },
         None if verifying(&id, &tag, sources)? => Verification::Pending,
-        None => judged(&observed, sources.now),
+        None => {
+            let seen = Seen {
+                id: &id,
+                tag: &tag,
+                behind,
+                state,
+                now: sources.now,
+            };
+            judged(&observed, &seen).map_err(|why| format!("{shown}: {why}"))?
+        }
     };
     Ok(Upstream {
         name: shown,
@@ -90,25 +103,56 @@ fn running_tag(object: &serde_json::Value, policy: &ImagePolicy) -> Option<Strin
     }
 }
 
+/// The Application running `tag`, as a cycle sees it at `now`.
+struct Seen<'a> {
+    id: &'a str,
+    tag: &'a str,
+    behind: &'a Behind,
+    state: &'a State,
+    now: Timestamp,
+}
+
 /// The live status judged as issue 19's verification judges it, with no change to wait for:
-/// verified at the end of its last sync, failed, or not yet.
-fn judged(observed: &Observed, now: Timestamp) -> Verification {
-    match verification::judge(observed, &|_| true, now, now, Duration::MAX) {
-        Verdict::Verified => {
-            let at = observed
-                .last_operation
-                .as_ref()
-                .and_then(|o| o.finished_at)
-                .or(observed.reconciled_at);
-            match at {
-                Some(at) => Verification::Verified { at },
-                None => Verification::Pending,
-            }
-        }
+/// verified since it was first `Healthy` after its last sync, failed, or not yet. Unhealthy,
+/// the time it was first seen healthy is forgotten: a soak is time spent healthy.
+fn judged(observed: &Observed, seen: &Seen<'_>) -> Result<Verification, String> {
+    let verdict = verification::judge(observed, &|_| true, seen.now, seen.now, Duration::MAX);
+    if !matches!(verdict, Verdict::Verified) {
+        seen.state.seen_unhealthy(seen.id);
+    }
+    Ok(match verdict {
+        Verdict::Verified => Verification::Verified {
+            at: healthy_since(observed, seen)?,
+        },
         Verdict::Failed(failure) => Verification::Failed {
             reason: failure.to_string(),
         },
         Verdict::Waiting(_) => Verification::Pending,
+    })
+}
+
+/// Since when an Application judged verified has been `Healthy` after its last sync: Argo
+/// CD's `health.lastTransitionTime` (not before the sync ended); else when a verification of
+/// the tag there ended verified after the sync; else when a cycle first saw it `Healthy`.
+fn healthy_since(observed: &Observed, seen: &Seen<'_>) -> Result<Timestamp, String> {
+    let synced = observed.last_operation.as_ref().and_then(|o| o.finished_at);
+    if let Some(since) = observed.health_since {
+        return Ok(synced.map_or(since, |synced| since.max(synced)));
+    }
+    let chain = |e: crate::state::StateError| crate::error_chain::chain(&e);
+    let verified = seen.state.verified_tags().map_err(chain)?;
+    let ended = verified
+        .iter()
+        .filter(|v| v.tag == seen.tag && v.error.is_none() && seen.behind.has(&v.key))
+        .filter(|v| synced.is_none_or(|synced| v.at >= synced))
+        .map(|v| v.at)
+        .max();
+    match ended {
+        Some(at) => Ok(at),
+        None => seen
+            .state
+            .first_seen_healthy(seen.id, seen.tag, synced, seen.now)
+            .map_err(chain),
     }
 }
 

@@ -6,7 +6,8 @@
 //! its field holds at the base tip, since the first-parent commit that set it (the earliest of
 //! the newest unbroken run of versions holding that tag, so a tag that came back after a revert
 //! counts from the revert). The soak time counts from there. A promotion is a pull request
-//! unless its policy says `write: push`: on a repository that pushes, it waits, named. Anything that cannot be read (an
+//! unless its policy says `write: push`: on a repository that pushes, the upstreams are still
+//! read and shown, and a tag they offer waits, named. Anything that cannot be read (an
 //! unknown repository, a file without the image, fields that disagree) makes the policy wait
 //! with the reason; it never falls back to the registry.
 
@@ -100,17 +101,10 @@ pub async fn gather(
         if !into_target {
             continue;
         }
-        if target.write.mode == WriteMode::Push && !promote.push {
-            let why = format!(
-                "a promotion is a pull request, and repository {} writes by pushing \
-                 (set its write.mode: pull-request, or promote.write: push)",
-                target.name
-            );
-            by_policy.insert(policy.name.clone(), Err(why));
-            continue;
-        }
+        let pushes = target.write.mode == WriteMode::Push && !promote.push;
         let mut gathered = Gathered {
             since: own_since(policy, target, files),
+            pushes: pushes.then(|| target.name.clone()),
             ..Gathered::default()
         };
         let mut failed = Vec::new();
@@ -125,7 +119,8 @@ pub async fn gather(
                 UpstreamRef::Application { name, namespace } => {
                     let shown = upstream.to_string();
                     let at = (name.as_str(), namespace.as_deref());
-                    application::read(shown, at, policy, sources, &above).await
+                    let behind = above.behind(upstream, &target.name);
+                    application::read(shown, at, policy, sources, (&above, &behind)).await
                 }
                 UpstreamRef::Path { repository, .. } | UpstreamRef::Policy { repository, .. } => {
                     let name = repository.as_deref().unwrap_or(&target.name);

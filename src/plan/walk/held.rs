@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::{Asked, Found, ScannedFile, display_path};
 use crate::files::Files;
-use crate::holds::{HeldTag, Holds, Verdict, hold_reason, judge};
+use crate::holds::{HeldTag, HoldReason, Holds, Verdict, hold_reason, judge};
 use crate::manifest;
 use crate::plan::decide::{DecideError, Outcome, decide};
 use crate::plan::index::PolicyIndex;
@@ -48,7 +48,9 @@ pub fn policy_order(policy: &ImagePolicy, a: &str, b: &str) -> Ordering {
 }
 
 impl<R: Registry> Asked<'_, R> {
-    /// Decides a field as [`decide`] does, then lets its holds veto the tag chosen.
+    /// Decides a field as [`decide`] does, then lets its holds veto the tag chosen. A field
+    /// that stays on a tag which failed its verification there (`onFailure: hold` leaves it
+    /// in place) is held, named, rather than counted up to date.
     pub(super) async fn decide_held(
         &self,
         f: &Found<'_>,
@@ -60,10 +62,13 @@ impl<R: Registry> Asked<'_, R> {
         let policy = &self.policies[f.field.policy];
         let facts = &f.field.facts;
         let first = decide(policy, facts, list, &self.inspector).await?;
-        let (Some(held), Outcome::Move { tag, .. }) = (self.held.as_ref(), &first) else {
+        let Some(held) = self.held.as_ref() else {
             return Ok(first);
         };
         if let Some(why) = held.holds.unknown_because() {
+            let Outcome::Move { tag, .. } = &first else {
+                return Ok(first);
+            };
             let (message, reason) = unknown_holds(why, tag);
             if !plan.problems.iter().any(|p| p.message == message) {
                 plan.problems.push(Problem {
@@ -89,17 +94,45 @@ impl<R: Registry> Asked<'_, R> {
             .into_iter()
             .filter(|h| h.key.is_whole_policy() || name.is_none_or(|n| h.key.field == *n))
             .collect();
-        let mut ended = Vec::new();
-        let veto = veto(policy, &first, list, &on_field, &mut ended);
-        for h in &ended {
-            tracing::info!(field = %h.key, held = %h.tag, "a rollback hold ends: a newer tag appeared");
-        }
-        plan.ended_holds.extend(ended);
-        let Some(veto) = veto else {
-            return Ok(first);
+        let outcome = match &first {
+            Outcome::Move { .. } => {
+                let mut ended = Vec::new();
+                let veto = veto(policy, &first, list, &on_field, &mut ended);
+                for h in &ended {
+                    tracing::info!(field = %h.key, held = %h.tag, "a rollback hold ends: a newer tag appeared");
+                }
+                plan.ended_holds.extend(ended);
+                match veto {
+                    Some(veto) => {
+                        veto.settle(decide(policy, facts, &veto.allowed, &self.inspector).await?)
+                    }
+                    None => first,
+                }
+            }
+            _ => first,
         };
-        let next = decide(policy, facts, &veto.allowed, &self.inspector).await?;
-        Ok(veto.settle(next))
+        Ok(still_failed(&on_field, facts.current().0, outcome))
+    }
+}
+
+/// A field that stays on a tag that failed there: held, saying it still runs it (and why else
+/// it stays, if it is held for something else too). A field that moves, or whose tag did not
+/// fail, is left as decided.
+fn still_failed(on_field: &[&HeldTag], current: Option<&str>, outcome: Outcome) -> Outcome {
+    let failed = on_field
+        .iter()
+        .find(|h| Some(h.tag.as_str()) == current && matches!(h.reason, HoldReason::Failed { .. }));
+    let Some(failed) = failed else {
+        return outcome;
+    };
+    let runs = format!(
+        "still runs {}: {} (held since {}); no newer tag to replace it",
+        failed.tag, failed.reason, failed.since
+    );
+    match outcome {
+        Outcome::Stay => Outcome::Hold(runs),
+        Outcome::Hold(other) => Outcome::Hold(format!("{runs}; {other}")),
+        moves => moves,
     }
 }
 

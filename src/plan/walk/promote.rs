@@ -74,6 +74,15 @@ impl<R: Registry> Asked<'_, R> {
             }
             Decision::Wait(waits) => wait(plan, row, waits.iter().map(|w| w.to_string()).collect()),
             Decision::Promote { tag, evidence } => {
+                // On a repository that pushes, a promotion (a pull request unless its policy
+                // says `write: push`) is what blocks the tag offered.
+                if let Some(repository) = &gathered.pushes {
+                    let blocked = promotion::Waiting::PullRequestOnly {
+                        tag,
+                        repository: repository.clone(),
+                    };
+                    return wait(plan, row, vec![blocked.to_string()]);
+                }
                 // The one tag the upstreams offer, through the policy's own decision (never
                 // backwards, its own holds, digest pinning).
                 let only: Vec<TagCandidate> =
