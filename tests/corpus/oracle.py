@@ -5,15 +5,19 @@ with its list.
 
 Usage: oracle.py DIR  prints one JSON object:
 
-  {"references": [{"file", "line", "column", "shape", "image", "registry", "path",
-                   "tag", "digest"}, ...],
+  {"references": [{"file", "line", "column", "start_line", "shape", "image", "registry",
+                   "path", "tag", "digest", "digest_line"}, ...],
    "unreadable": [{"file", "error"}, ...]}
 
 `file` is relative to DIR; `line` and `column` (1-based) are where the version is written (the
-tag, else the digest, else the name), so that is the line an update edits. `image` is the
+tag, else the digest, else the name), so that is the line an update edits; `start_line` is
+where the reference begins (the `image` key of a values map, the entry of a kustomization), so
+a message about the reference may name any line from there. `image` is the
 reference as the file composes it, without tag or digest; `registry` and `path` are its
 normalised parts (Docker's rules: `docker.io` when no host is written, `library/` before a
-one-part Docker Hub name). `tag` and `digest` are the current ones, or null.
+one-part Docker Hub name). `tag` and `digest` are the current ones, or null; `digest_line` is
+the line of a digest written under a key of its own (a values map's or kustomize's `digest`),
+which must move with the tag.
 
 What the README claims tagpilot reads, and so what this lists (each claim in the README's words):
 
@@ -25,12 +29,15 @@ What the README claims tagpilot reads, and so what this lists (each claim in the
   (`kustomization.yaml`, `kustomization.yml`, and `Kustomization`)": every entry of the
   top-level `images:` list; its image is `newName`, else `name` (shape `kustomize`);
 - "Helm values (`image: {registry, repository, tag}`, `image: repo:tag` ...)": in every YAML
-  document that is not a Kubernetes resource (no `apiVersion` and `kind`) and not a
-  kustomization, at any depth, a key `image` holding a mapping with a `repository` string
+  document that is a mapping (as Helm requires of values), not a Kubernetes resource (no
+  `apiVersion` and `kind`) and not a kustomization, at any depth, a key `image` holding a mapping with a `repository` string
   (`registry`, `tag` and `digest` optional; a null or empty `registry` is no registry) (shape
   `helm-map`), or a string that is an image reference (shape `helm-string`). An empty or
   absent `tag` in a map is listed with `tag` "" or null: the chart's appVersion, which the
-  README says is held;
+  README says is held. The README claims no more, but a string `image` with a `tag` key beside
+  it (`{registry, image, tag}`, ingress-nginx's shape) is not a whole reference: it is listed
+  as the image the chart composes, at its `tag` (shape `helm-split`), for tagpilot to update or
+  name, never to read as a reference without a tag;
 - "any value carrying a marker comment -- tagpilot's `# tagpilot: my-policy:tag` or Flux's
   `# {"$imagepolicy": "ns:my-policy:tag"}`": the scalar on the marker's line (shape `marker`;
   a marker wins over every other reading of its line).
@@ -65,15 +72,27 @@ REFERENCE_RE = re.compile(
     r"(?::(" + _TAG + r"))?(?:@(" + _DIGEST + r"))?$"
 )
 TAG_RE = re.compile(r"^" + _TAG + r"$")
+DOMAIN_RE = re.compile(r"^" + _DOMAIN + r"$")
 MARKER_RE = re.compile(r"#\s*(?:tagpilot:|\{\s*\"\$imagepolicy\")")
 
 NULL_TAG = "tag:yaml.org,2002:null"
+
+
+def marker_part(line):
+    """The part a marker names (`tag`, `name`, `digest`), None for the whole reference."""
+    m = re.search(r"#\s*tagpilot:\s*(\S+)", line) or re.search(
+        r"\"\$imagepolicy\"\s*:\s*\"([^\"]*)\"", line
+    )
+    last = m.group(1).rsplit(":", 1)[-1] if m and ":" in m.group(1) else None
+    return last if last in ("tag", "name", "digest") else None
 
 
 def split_name(name):
     """(registry, path) of a name without tag or digest, by Docker's rules; None if not a name."""
     first, slash, rest = name.partition("/")
     if slash and ("." in first or ":" in first or first == "localhost" or first != first.lower()):
+        if not DOMAIN_RE.match(first):
+            return None
         registry, path = first, rest
     else:
         registry, path = "docker.io", name
@@ -116,7 +135,7 @@ class Reader:
         self.rel = rel
         self.refs = {}
 
-    def add(self, node, shape, name, tag, digest):
+    def add(self, node, shape, name, tag, digest, digest_node=None, start=None):
         parts = split_name(name)
         if parts is None:
             return
@@ -127,12 +146,14 @@ class Reader:
             "file": self.rel,
             "line": node.start_mark.line + 1,
             "column": node.start_mark.column + 1,
+            "start_line": (start or node).start_mark.line + 1,
             "shape": shape,
             "image": name,
             "registry": parts[0],
             "path": parts[1],
             "tag": tag,
             "digest": digest,
+            "digest_line": digest_node.start_mark.line + 1 if digest and digest_node else None,
         }
 
     def image_string(self, node, shape):
@@ -175,7 +196,9 @@ class Reader:
             at = tag_node or digest_node or keys.get("name", (None, None))[1]
             if at is None:
                 continue
-            self.add(at, "kustomize", name, scalar(tag_node), scalar(digest_node))
+            self.add(
+                at, "kustomize", name, scalar(tag_node), scalar(digest_node), digest_node, entry
+            )
 
     def values(self, node, seen):
         if id(node) in seen:
@@ -185,12 +208,16 @@ class Reader:
             for item in node.value:
                 self.values(item, seen)
         elif isinstance(node, yaml.MappingNode):
+            siblings = mapping(node)
             for k, v in node.value:
                 if isinstance(k, yaml.ScalarNode) and k.value == "image":
-                    self.helm_image(v)
+                    if isinstance(v, yaml.ScalarNode) and "tag" in siblings:
+                        self.helm_split(siblings)
+                    else:
+                        self.helm_image(k, v)
                 self.values(v, seen)
 
-    def helm_image(self, node):
+    def helm_image(self, key, node):
         if isinstance(node, yaml.ScalarNode):
             self.image_string(node, "helm-string")
             return
@@ -210,7 +237,25 @@ class Reader:
         if tag and not TAG_RE.match(tag):
             return  # a template or placeholder the README says is not a tag at all
         at = tag_node if tag_node is not None else repo_node
-        self.add(at, "helm-map", name, tag, digest)
+        self.add(at, "helm-map", name, tag, digest, digest_node, key)
+
+    def helm_split(self, keys):
+        """`{registry, image, tag}`: the name beside its tag, as ingress-nginx writes it. The
+        README claims `image: repo:tag` for a whole reference; a name with a `tag` beside it is
+        not one, and the chart composes `registry/image:tag`."""
+        image_node = keys["image"][1]
+        name = scalar(image_node)
+        if not name or parse_reference(name) is None:
+            return
+        registry = scalar(keys.get("registry", (None, None))[1])
+        full = f"{registry}/{name}" if registry else name
+        tag_node = keys["tag"][1]
+        tag = scalar(tag_node)
+        if tag and not TAG_RE.match(tag):
+            return
+        digest_node = keys.get("digest", (None, None))[1]
+        digest = scalar(digest_node) or None
+        self.add(tag_node, "helm-split", full, tag, digest, digest_node, keys["image"][0])
 
     def markers(self, text, docs):
         lines = {i for i, line in enumerate(text.splitlines()) if MARKER_RE.search(line)}
@@ -234,23 +279,29 @@ class Reader:
 
         for doc in docs:
             walk(doc, set())
+        text_lines = text.splitlines()
         for line, node in found.items():
             for key in [k for k in self.refs if k[0] == line]:
                 del self.refs[key]
-            parsed = parse_reference(node.value)
+            part = marker_part(text_lines[line])
             entry = {
                 "file": self.rel,
                 "line": line + 1,
                 "column": node.start_mark.column + 1,
+                "start_line": line + 1,
                 "shape": "marker",
-                "image": parsed[0] if parsed else None,
+                "image": None,
                 "registry": None,
                 "path": None,
-                "tag": parsed[1] if parsed else node.value,
-                "digest": parsed[2] if parsed else None,
+                "tag": node.value if part == "tag" else None,
+                "digest": node.value if part == "digest" else None,
+                "digest_line": None,
             }
+            parsed = parse_reference(node.value) if part in (None, "name") else None
             if parsed:
+                entry["image"] = parsed[0]
                 entry["registry"], entry["path"] = split_name(parsed[0])
+                entry["tag"], entry["digest"] = parsed[1], parsed[2]
             self.refs[(line, node.start_mark.column)] = entry
 
     def read(self, text):
@@ -265,7 +316,7 @@ class Reader:
             elif kind and api:
                 if kind in WORKLOAD_KINDS and (kind != "Rollout" or api.startswith("argoproj.io/")):
                     self.workload(doc, kind)
-            else:
+            elif isinstance(doc, yaml.MappingNode):
                 self.values(doc, set())
         self.markers(text, docs)
         return sorted(self.refs.values(), key=lambda r: (r["line"], r["column"]))
