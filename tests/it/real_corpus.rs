@@ -901,14 +901,16 @@ fn the_oracle_reads_what_the_readme_claims() {
         "chart/templates/deploy.yaml",
         "image: {{ .Values.a.image.repository }}:{{ .Values.a.image.tag }}\n",
     );
-    let listed: Vec<(
+    // (file, line, shape, registry/path, tag, digest)
+    type Row = (
         String,
         usize,
         String,
         String,
         Option<String>,
         Option<String>,
-    )> = run_oracle(dir.path())
+    );
+    let listed: Vec<Row> = run_oracle(dir.path())
         .references
         .into_iter()
         .map(|r| {
