@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use futures_util::{StreamExt as _, stream};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -482,10 +483,13 @@ async fn push_tags(registry: &TestRegistry, references: &[Reference]) -> usize {
         // A version for references without one, so they have a candidate too.
         entry.insert("1.0.0".to_string());
     }
-    for (path, tags) in &tags {
-        let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
-        registry.push_tags(path, &tags, ImageSpec::default()).await;
-    }
+    // A few at once: some 170 repositories, each an upload and a manifest per tag.
+    stream::iter(&tags)
+        .for_each_concurrent(8, |(path, tags)| async move {
+            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+            registry.push_tags(path, &tags, ImageSpec::default()).await;
+        })
+        .await;
     tags.len()
 }
 
