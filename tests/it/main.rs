@@ -24,6 +24,7 @@ mod manifest;
 mod platforms;
 mod policy;
 mod promotion;
+mod real_corpus;
 mod registry;
 mod registry_faults;
 mod render;
