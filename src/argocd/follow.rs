@@ -24,6 +24,11 @@ pub struct FollowedChange<'a> {
     /// When the change reached the base branch: the timeout counts from there.
     pub since: Timestamp,
     pub timeout: Duration,
+    /// Notified after each fetch of the change's repository: the state last seen is judged
+    /// again, since a revision the clone did not have (a commit pushed on top of the change
+    /// before the fetch) may now be known to contain the change, and Argo CD need not write
+    /// its status again for that. `None`: judged on watch events only.
+    pub fetched: Option<&'a tokio::sync::Notify>,
 }
 
 /// How a follow ended.
@@ -93,39 +98,41 @@ where
     // The sync a refresh was asked for: one request per finished operation, not per event.
     let mut refreshed_for = None;
     loop {
-        let next = tokio::time::timeout_at(deadline, states.next()).await;
-        let state = match next {
-            // The timeout ran out while nothing changed: judge what was seen last, at the end.
-            Err(_) => {
-                let waiting = match &followed.verdict {
-                    Verdict::Waiting(waiting) => waiting.clone(),
-                    _ => Waiting::NotDeployed,
-                };
-                followed.verdict = Verdict::Failed(Failure::TimedOut {
-                    after: change.timeout,
-                    waiting,
-                });
-                return Ok(followed);
-            }
-            Ok(None) | Ok(Some(Ok(None))) => {
-                return Err(FollowError::Gone(change.application.to_string()));
-            }
-            Ok(Some(Err(err))) => {
-                // The watch resumes with backoff; the timeout bounds how long that may take.
-                tracing::warn!(
-                    application = change.application,
-                    "{}",
-                    crate::error_chain::Chain(&err)
-                );
-                continue;
-            }
-            Ok(Some(Ok(Some(state)))) => state,
+        let next = tokio::select! {
+            next = tokio::time::timeout_at(deadline, states.next()) => Next::Watched(next),
+            () = fetched_again(change.fetched), if followed.last.is_some() => Next::Fetched,
         };
-        let observed =
-            Observed::from_application(&state).map_err(|source| FollowError::Unreadable {
-                application: change.application.to_string(),
-                source,
-            })?;
+        let observed = match next {
+            // The state seen last, judged again now that the clone knows more revisions.
+            Next::Fetched => {
+                let Some(last) = followed.last.clone() else {
+                    continue;
+                };
+                tracing::debug!(
+                    application = change.application,
+                    "the repository was fetched: judging the last state seen again"
+                );
+                last
+            }
+            Next::Watched(next) => match watched(next, change)? {
+                Event::State(observed) => *observed,
+                // The watch resumes with backoff; the timeout bounds how long that may take.
+                Event::Resumed => continue,
+                // The timeout ran out while nothing changed: judge what was seen last, at the
+                // end.
+                Event::TimedOut => {
+                    let waiting = match &followed.verdict {
+                        Verdict::Waiting(waiting) => waiting.clone(),
+                        _ => Waiting::NotDeployed,
+                    };
+                    followed.verdict = Verdict::Failed(Failure::TimedOut {
+                        after: change.timeout,
+                        waiting,
+                    });
+                    return Ok(followed);
+                }
+            },
+        };
         let verdict = judge(
             &observed,
             change.contains_change,
@@ -157,5 +164,56 @@ where
                 return Ok(followed);
             }
         }
+    }
+}
+
+/// What woke the follower: the watch (or its timeout), or a fetch of the repository.
+enum Next<T> {
+    Watched(T),
+    Fetched,
+}
+
+/// What one wake of the watch says.
+enum Event {
+    /// A state of the Application, to judge (boxed: the other variants are empty).
+    State(Box<Observed>),
+    /// An error the watch resumes from.
+    Resumed,
+    TimedOut,
+}
+
+/// Reads what the watch (under the timeout) delivered.
+fn watched<E>(
+    next: Result<Option<Result<Option<serde_json::Value>, KubeError>>, E>,
+    change: &FollowedChange<'_>,
+) -> Result<Event, FollowError> {
+    let state = match next {
+        Err(_) => return Ok(Event::TimedOut),
+        Ok(None) | Ok(Some(Ok(None))) => {
+            return Err(FollowError::Gone(change.application.to_string()));
+        }
+        Ok(Some(Err(err))) => {
+            tracing::warn!(
+                application = change.application,
+                "{}",
+                crate::error_chain::Chain(&err)
+            );
+            return Ok(Event::Resumed);
+        }
+        Ok(Some(Ok(Some(state)))) => state,
+    };
+    Observed::from_application(&state)
+        .map(|observed| Event::State(Box::new(observed)))
+        .map_err(|source| FollowError::Unreadable {
+            application: change.application.to_string(),
+            source,
+        })
+}
+
+/// Returns once `fetched` is notified; never without one.
+async fn fetched_again(fetched: Option<&tokio::sync::Notify>) {
+    match fetched {
+        Some(fetched) => fetched.notified().await,
+        None => std::future::pending().await,
     }
 }

@@ -1,15 +1,16 @@
 //! `tagpilot holds`: the held tags (policy, field, tag, why, since, who), and `tagpilot holds
 //! release` to release one. Holds live in `tagpilot run`'s state store, which one process owns
 //! (its directory's lock): with the service stopped the command opens the store itself; while
-//! it runs, `--url` reads its `GET /holds` (read-only), and a hold is released through the
-//! Application's `tagpilot.dev/release-hold` annotation, which the next cycle applies.
+//! it runs, `--url` reads its `GET /holds`, and releases through its `POST /holds/release` with
+//! the token the service was configured with (`holds.releaseToken`), or the Application's
+//! `tagpilot.dev/release-hold` annotation, which the next cycle applies.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-use crate::holds::{FieldKey, HeldTag, HoldView};
+use crate::holds::{FieldKey, HeldTag, HoldSelector, HoldView};
 use crate::report::holds::{holds_json, holds_table, views};
 use crate::run::lock::{LockError, StateLock};
 use crate::state::{State, StateError};
@@ -58,7 +59,14 @@ pub struct ReleaseArgs {
     /// `repositories[].name`; absent for the local directory.
     #[arg(long)]
     pub repository: Option<String>,
+    /// With `--url`: a file holding the service's `holds.releaseToken` (default: the
+    /// environment variable `TAGPILOT_HOLDS_TOKEN`).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
+
+/// Where `holds release --url` reads the token when `--token-file` is not given.
+pub const TOKEN_ENV: &str = "TAGPILOT_HOLDS_TOKEN";
 
 #[derive(Debug, thiserror::Error)]
 pub enum HoldsError {
@@ -69,8 +77,8 @@ pub enum HoldsError {
     NoStore,
     #[error(
         "the state directory {} is in use by a running `tagpilot run`: list its holds with --url \
-         and its HTTP address; release one with the Application's `tagpilot.dev/release-hold` \
-         annotation, or stop the service first",
+         and its HTTP address, and release one there (with its holds.releaseToken) or with the \
+         Application's `tagpilot.dev/release-hold` annotation",
         dir.display()
     )]
     Busy { dir: PathBuf },
@@ -78,7 +86,7 @@ pub enum HoldsError {
     Lock(LockError),
     #[error(transparent)]
     State(#[from] StateError),
-    #[error("asking {url} for its holds")]
+    #[error("asking {url}")]
     Http {
         url: String,
         #[source]
@@ -91,10 +99,17 @@ pub enum HoldsError {
         body: String,
     },
     #[error(
-        "a running service's holds are read-only over --url; release with the Application's \
-         `tagpilot.dev/release-hold` annotation, or stop the service and use --state-dir"
+        "releasing over --url needs the service's holds.releaseToken: give --token-file, or set \
+         {}",
+        TOKEN_ENV
     )]
-    ReleaseOverUrl,
+    NoToken,
+    #[error("reading the token file {}", path.display())]
+    TokenFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("name the hold to release: --id, or --policy, --file and --field")]
     NoField,
     #[error("no hold {what}; `tagpilot holds` lists them")]
@@ -122,8 +137,9 @@ pub async fn holds(args: HoldsArgs) -> Result<ExitCode, HoldsError> {
             Ok(ExitCode::SUCCESS)
         }
         Some(HoldsAction::Release(release)) => {
-            if args.url.is_some() {
-                return Err(HoldsError::ReleaseOverUrl);
+            if let Some(url) = &args.url {
+                println!("{}", release_over(url, release).await?);
+                return Ok(ExitCode::SUCCESS);
             }
             let dir = args.state_dir.as_deref().ok_or(HoldsError::NoStore)?;
             let released = with_store(dir, |s| release_one(s, release))?;
@@ -157,27 +173,74 @@ fn with_store<T>(
     Ok(out)
 }
 
-fn release_one(state: &State, args: &ReleaseArgs) -> Result<HeldTag, HoldsError> {
-    let key = match (&args.id, &args.policy, &args.file, &args.field) {
-        (Some(id), ..) => state
-            .holds()?
-            .into_iter()
-            .map(|h| h.key)
-            .find(|k| k.id() == *id)
-            .ok_or_else(|| HoldsError::NotHeld {
-                what: format!("with id {id}"),
-            })?,
-        (None, Some(policy), Some(file), Some(field)) => FieldKey {
+/// The hold `args` names: by `--id`, or by `--policy`, `--file` and `--field`.
+fn selector(args: &ReleaseArgs) -> Result<HoldSelector, HoldsError> {
+    match (&args.id, &args.policy, &args.file, &args.field) {
+        (Some(id), ..) => Ok(HoldSelector::Id(id.clone())),
+        (None, Some(policy), Some(file), Some(field)) => Ok(HoldSelector::Field(FieldKey {
             repository: args.repository.clone(),
             policy: policy.clone(),
             file: file.clone(),
             field: field.clone(),
-        },
-        _ => return Err(HoldsError::NoField),
+        })),
+        _ => Err(HoldsError::NoField),
+    }
+}
+
+fn release_one(state: &State, args: &ReleaseArgs) -> Result<HeldTag, HoldsError> {
+    let which = selector(args)?;
+    state
+        .release_selected(&which)?
+        .ok_or_else(|| HoldsError::NotHeld {
+            what: which.to_string(),
+        })
+}
+
+/// Releases the hold `args` names through a running service's `POST /holds/release`; returns
+/// its answer (`released …`).
+async fn release_over(url: &str, args: &ReleaseArgs) -> Result<String, HoldsError> {
+    let token = match &args.token_file {
+        Some(path) => std::fs::read_to_string(path).map_err(|source| HoldsError::TokenFile {
+            path: path.clone(),
+            source,
+        })?,
+        None => std::env::var(TOKEN_ENV).unwrap_or_default(),
     };
-    state.release(&key)?.ok_or_else(|| HoldsError::NotHeld {
-        what: format!("on {key}"),
-    })
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(HoldsError::NoToken);
+    }
+    let body = match selector(args)? {
+        HoldSelector::Id(id) => serde_json::json!({ "id": id }),
+        HoldSelector::Field(key) => serde_json::json!({
+            "repository": key.repository,
+            "policy": key.policy,
+            "file": key.file,
+            "field": key.field,
+        }),
+    };
+    let url = format!("{}/holds/release", url.trim_end_matches('/'));
+    let http = |source| HoldsError::Http {
+        url: url.clone(),
+        source,
+    };
+    let response = reqwest::Client::new()
+        .post(&url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .map_err(http)?;
+    let status = response.status();
+    let text = response.text().await.map_err(http)?;
+    if !status.is_success() {
+        return Err(HoldsError::Refused {
+            url,
+            status: status.as_u16(),
+            body: text,
+        });
+    }
+    Ok(text)
 }
 
 async fn fetch(url: &str) -> Result<Vec<HoldView>, HoldsError> {

@@ -11,6 +11,7 @@ use serde_saphyr::Spanned;
 // Argo CD Application files render their YAML errors the same way; they still import it from here.
 pub mod applications;
 pub mod forge;
+pub mod holds;
 pub mod repository;
 pub mod signatures;
 pub mod verify;
@@ -54,6 +55,9 @@ pub struct Config {
     /// Registry notifications `tagpilot run` accepts on `/webhooks/<kind>`.
     #[serde(default)]
     pub webhooks: Option<WebhooksConfig>,
+    /// What `tagpilot run`'s HTTP port may do with held tags (`POST /holds/release`).
+    #[serde(default)]
+    pub holds: Option<holds::HoldsConfig>,
     /// How much of a cycle runs at once.
     #[serde(default)]
     pub concurrency: Concurrency,

@@ -182,6 +182,23 @@ impl FieldKey {
     }
 }
 
+/// Which hold to release, as `tagpilot holds release` and the service's `POST /holds/release`
+/// name it: by the id `tagpilot holds` lists, or by the field itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HoldSelector {
+    Id(String),
+    Field(FieldKey),
+}
+
+impl fmt::Display for HoldSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HoldSelector::Id(id) => write!(f, "with id {id}"),
+            HoldSelector::Field(key) => write!(f, "on {key}"),
+        }
+    }
+}
+
 impl HeldTag {
     /// Who holds it: the person who rolled back or held it, or tagpilot after a failure.
     pub fn who(&self) -> String {

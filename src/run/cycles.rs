@@ -38,6 +38,8 @@ pub(super) struct Daemon<'a> {
     pub(super) clock: Arc<dyn Clock>,
     /// With `verify:` on some repository, what follows the changes pushed to Applications.
     pub(super) verifier: Option<Arc<super::verify::Verifier>>,
+    /// The policies named as not served (their targets are the local directory).
+    pub(super) not_served: super::unserved::NotServed,
 }
 
 /// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
@@ -112,6 +114,8 @@ impl Daemon<'_> {
     ) -> Result<bool, Aborted> {
         let started = self.clock.now();
         let policies = policy::load_all(&self.session.config);
+        self.not_served
+            .check(&policies.policies, &self.shared.metrics);
         // A store that went down (a full disk) is opened again as soon as it can be. The
         // metric waits for the flush at the end: a full disk may let the file open and
         // still refuse the writes.
@@ -132,20 +136,10 @@ impl Daemon<'_> {
             () = abort.cancelled() => return Err(Aborted),
         };
         let took = self.clock.now().saturating_duration_since(started);
-        let answered = self
-            .shared
-            .metrics
-            .record_registry(&self.session.registry.responses());
-        let kind = CycleResult::of(&result).given(answered);
-        self.shared
-            .metrics
-            .record_cycle_as(kind, &result, &policies.errors, took);
+        let kind = self.report(Ran::Cycle, &result, &policies, took);
         self.shared
             .metrics
             .record_metadata_hits(self.session.registry.metadata_cache_hits());
-        self.shared
-            .metrics
-            .record_signatures(&self.session.registry.signature_verifications());
         if let Some(state) = &self.shared.state {
             // Up means this cycle's writes worked. Read before the flush: the flush opens a
             // store that went down again, and on a full disk the file may open (and an empty,
@@ -160,8 +154,6 @@ impl Daemon<'_> {
                 self.shared.metrics.set_holds(&holds);
             }
         }
-        log_cycle(&result, kind, took);
-        self.verify(&result, &policies);
         // Ready after the first cycle that ran and heard from a registry: a replica that
         // reaches none (a wrong proxy, a network policy) keeps a rollout from replacing one
         // that does. Once ready, it stays so: registries going away is not this replica's
@@ -229,31 +221,34 @@ impl Daemon<'_> {
         }
         self.session.registry.forget_tags(images);
         let result = self.cycle(&policies, Some(images), drain).await;
-        self.shared.metrics.record_recheck(&result);
-        self.verify(&result, &policies);
-        self.shared
-            .metrics
-            .record_registry(&self.session.registry.responses());
-        self.shared
-            .metrics
-            .record_signatures(&self.session.registry.signature_verifications());
         let took = self.clock.now().saturating_duration_since(started);
-        let took = humantime::format_duration(round(took)).to_string();
-        match &result {
-            Err(e) => {
-                tracing::error!(repositories = ?names, error = %crate::error_chain::Chain(e), %took, "re-check failed")
-            }
-            Ok(cycle) => tracing::info!(
-                repositories = ?names,
-                result = ?CycleResult::of(&result),
-                changes = cycle.plan.changes.len(),
-                problems = cycle.plan.problems.len(),
-                %took,
-                "re-check done"
-            ),
-        }
+        self.report(Ran::Recheck(&names), &result, &policies, took);
         drop((result, policies));
         memory::release_freed();
+    }
+
+    /// Reports what a cycle or a re-check did, the one way for both: the registries' answers
+    /// decide its result (no registry answering is an outage, whichever ran), the metrics
+    /// count it, each problem, finding and skipped file is logged, and what it pushed and
+    /// fetched goes to verification. Returns the result.
+    fn report(
+        &self,
+        ran: Ran<'_>,
+        result: &Result<Cycle, EngineError>,
+        policies: &policy::Loaded,
+        took: Duration,
+    ) -> CycleResult {
+        let metrics = &self.shared.metrics;
+        let answered = metrics.record_registry(&self.session.registry.responses());
+        let kind = CycleResult::of(result).given(answered);
+        match ran {
+            Ran::Cycle => metrics.record_cycle_as(kind, result, &policies.errors, took),
+            Ran::Recheck(_) => metrics.record_recheck_as(kind, result),
+        }
+        metrics.record_signatures(&self.session.registry.signature_verifications());
+        log_outcome(ran, result, kind, took);
+        self.verify(result, policies);
+        kind
     }
 
     /// Follows what a cycle or re-check pushed, when verification is configured.
@@ -291,11 +286,34 @@ impl Daemon<'_> {
     }
 }
 
-/// One line per cycle, and one per problem it met.
-fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Duration) {
+/// What [`Daemon::report`] reports on.
+#[derive(Debug, Clone, Copy)]
+enum Ran<'a> {
+    /// A full cycle, every interval.
+    Cycle,
+    /// A re-check of what uses the image repositories notifications named (these).
+    Recheck(&'a [String]),
+}
+
+/// One line per cycle or re-check, and one per problem it met.
+fn log_outcome(
+    ran: Ran<'_>,
+    result: &Result<Cycle, EngineError>,
+    kind: CycleResult,
+    took: Duration,
+) {
     let took = humantime::format_duration(round(took)).to_string();
+    let (what, repositories) = match ran {
+        Ran::Cycle => ("cycle", None),
+        Ran::Recheck(names) => ("re-check", Some(names)),
+    };
     match result {
-        Err(e) => tracing::error!(error = %crate::error_chain::Chain(e), %took, "cycle failed"),
+        Err(e) => tracing::error!(
+            repositories = repositories.map(tracing::field::debug),
+            error = %crate::error_chain::Chain(e),
+            %took,
+            "{what} failed"
+        ),
         Ok(cycle) => {
             let plan = &cycle.plan;
             for p in &plan.problems {
@@ -339,10 +357,12 @@ fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Durat
             }
             if kind == CycleResult::RegistriesUnreachable {
                 tracing::error!(
-                    "no registry answered this cycle; nothing was decided on a tag list"
+                    repositories = repositories.map(tracing::field::debug),
+                    "no registry answered this {what}; nothing was decided on a tag list"
                 );
             }
             tracing::info!(
+                repositories = repositories.map(tracing::field::debug),
                 result = ?kind,
                 changes = plan.changes.len(),
                 holds = plan.holds.len(),
@@ -351,7 +371,7 @@ fn log_cycle(result: &Result<Cycle, EngineError>, kind: CycleResult, took: Durat
                 skipped = plan.skipped.len(),
                 up_to_date = plan.up_to_date,
                 %took,
-                "cycle done"
+                "{what} done"
             );
         }
     }

@@ -27,6 +27,8 @@ pub struct Shared {
     pub rechecks: Rechecks,
     /// The `--state-dir` database, where deliveries already handled are remembered.
     pub state: Option<Arc<crate::state::State>>,
+    /// `holds.releaseToken`: the bearer token `POST /holds/release` takes; `None`: it refuses.
+    pub release_token: Option<webhook::Secret>,
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -35,6 +37,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/holds", get(super::holds::list))
+        .route(
+            "/holds/release",
+            post(super::holds::release).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
+        )
         .route(
             "/webhooks/{kind}",
             post(registry_webhook).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
@@ -58,8 +64,10 @@ async fn followers_refuse_webhooks(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    // `/webhooks/<kind>` and Image Updater's `/webhook`.
-    if shared.health.is_following() && request.uri().path().starts_with("/webhook") {
+    // `/webhooks/<kind>` and Image Updater's `/webhook`; a release too, since the leader's
+    // store is the one its cycles read.
+    let path = request.uri().path();
+    if shared.health.is_following() && (path.starts_with("/webhook") || path == "/holds/release") {
         shared.metrics.webhook_not_leader();
         return (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -36,6 +36,7 @@ pub mod metrics;
 pub mod pace;
 pub mod recheck;
 pub mod signal;
+mod unserved;
 mod verify;
 pub mod webhook;
 
@@ -113,6 +114,9 @@ pub enum RunError {
     NoCacheDir,
     #[error(transparent)]
     Webhooks(#[from] WebhookError),
+    /// `holds.releaseToken` could not be read (its message names the key).
+    #[error(transparent)]
+    ReleaseToken(WebhookError),
     #[error(transparent)]
     LeaderElection(#[from] LeaseError),
 }
@@ -218,8 +222,16 @@ fn shared(
         .as_ref()
         .map(|w| w.recheck)
         .unwrap_or_default();
+    let release_token = config
+        .holds
+        .as_ref()
+        .and_then(|h| h.release_token.as_ref())
+        .map(|source| webhook::Secret::load(source, "holds.releaseToken", config.base_dir()))
+        .transpose()
+        .map_err(RunError::ReleaseToken)?;
     Ok(Shared {
         secrets,
+        release_token,
         rechecks: Rechecks::with_clock(pace, clock),
         state,
         metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics),
@@ -331,6 +343,7 @@ async fn run_loop(
         roles: elector.as_ref().map(Elector::roles),
         clock,
         verifier: verifier.clone(),
+        not_served: unserved::NotServed::default(),
     };
     let stopped = daemon
         .cycles(settings.interval, shutdown.draining(), shutdown.aborting())

@@ -6,7 +6,7 @@
 use redb::{Durability, TableDefinition};
 
 use super::{State, StateError};
-use crate::holds::{FieldKey, HeldTag};
+use crate::holds::{FieldKey, HeldTag, HoldSelector};
 
 /// One held tag per field: key is the field as JSON (`FieldKey`), value the `HeldTag` as JSON.
 const HOLDS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("holds/v1");
@@ -39,6 +39,26 @@ impl State {
             path: self.path.clone(),
             field: held.key.to_string(),
         })
+    }
+
+    /// Releases the hold `which` names (by id, or by field); returns what it held, `None` when
+    /// nothing was held there. Durable on return, like [`State::release`].
+    pub fn release_selected(&self, which: &HoldSelector) -> Result<Option<HeldTag>, StateError> {
+        let key = match which {
+            HoldSelector::Id(id) => {
+                let held = self
+                    .holds()?
+                    .into_iter()
+                    .map(|h| h.key)
+                    .find(|k| k.id() == *id);
+                match held {
+                    Some(key) => key,
+                    None => return Ok(None),
+                }
+            }
+            HoldSelector::Field(key) => key.clone(),
+        };
+        self.release(&key)
     }
 
     /// Releases the hold on `field`; returns what it held, `None` when nothing was held.

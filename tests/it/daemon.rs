@@ -364,7 +364,7 @@ pub(crate) fn push_event(host: &str, repository: &str) -> String {
 }
 
 /// The value of the metric line starting with `name` (`0` when absent).
-fn metric(metrics: &str, name: &str) -> u64 {
+pub(crate) fn metric(metrics: &str, name: &str) -> u64 {
     metrics
         .lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
@@ -386,7 +386,7 @@ async fn metric_reaches(service: &Service, name: &str, want: u64) -> String {
 
 /// Adds `webhooks:` with the secret `s3cret` in the file `webhook-secret` (and `extra` lines
 /// under it): a file rather than the environment, which is the whole test binary's.
-fn with_webhooks(dir: &Path, extra: &str) {
+pub(crate) fn with_webhooks(dir: &Path, extra: &str) {
     std::fs::write(dir.join("webhook-secret"), "s3cret").unwrap();
     let config = dir.join("tagpilot.yaml");
     let mut text = std::fs::read_to_string(&config).unwrap();

@@ -14,7 +14,9 @@ use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
 use crate::daemon::{Setup, setup, tag_reached};
 use crate::support::forge_double::{ForgeDouble, GitHubApi};
-use crate::support::git::set_test_secrets;
+use crate::support::git::{
+    HTTP_PASSWORD_ENV, HTTP_USER, HttpGitServer, set_test_secrets, write_executable,
+};
 use crate::support::service::{self, Service, eventually};
 
 const ALL_APPS: &str = "/apis/argoproj.io/v1alpha1/applications";
@@ -26,14 +28,22 @@ const APPS: &str = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
 struct ArgoCd {
     server: MockServer,
     health: Arc<Mutex<Value>>,
+    /// How long a request to the double may take; a watch open longer is ended and
+    /// started again from a new listing.
+    timeout: Duration,
 }
 
 impl ArgoCd {
     async fn start(s: &Setup, health: Value) -> ArgoCd {
+        ArgoCd::start_at(s, &s.repo.file_url(), health).await
+    }
+
+    /// The Application's source at `url` (the address tagpilot.yaml gives the repository).
+    async fn start_at(s: &Setup, url: &str, health: Value) -> ArgoCd {
         let server = MockServer::start().await;
         let health = Arc::new(Mutex::new(health));
         let list = {
-            let (repo, url, health) = (s.repo.path(), s.repo.file_url(), health.clone());
+            let (repo, url, health) = (s.repo.path(), url.to_string(), health.clone());
             move |_: &Request| {
                 let tip = tip(&repo);
                 let app = application(&url, &tip, health.lock().unwrap().clone());
@@ -61,11 +71,24 @@ impl ArgoCd {
             .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(120)))
             .mount(&server)
             .await;
-        ArgoCd { server, health }
+        ArgoCd {
+            server,
+            health,
+            timeout: Duration::from_secs(5),
+        }
     }
 
     async fn cluster(&self) -> tagpilot::kubernetes::Cluster {
-        crate::support::kube::cluster(&self.server, Duration::from_secs(5)).await
+        crate::support::kube::cluster(&self.server, self.timeout).await
+    }
+
+    /// Whether a watch of the Application was asked for: the follower has judged the state
+    /// it listed first.
+    async fn watched(&self) -> bool {
+        let requests = self.server.received_requests().await.unwrap_or_default();
+        requests
+            .iter()
+            .any(|r| r.url.query().unwrap_or_default().contains("watch=true"))
     }
 }
 
@@ -557,6 +580,7 @@ fn an_application_that_cannot_be_followed_is_named_and_the_loop_goes_on() {
         let argocd = ArgoCd {
             server,
             health: Arc::new(Mutex::new(Value::Null)),
+            timeout: Duration::from_secs(5),
         };
         let daemon = start(&s, &argocd, &logs).await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
@@ -707,5 +731,60 @@ fn a_pushed_promotion_verified_downstream_measures_its_lead_time_from_the_upstre
         let message =
             crate::support::git::git(&s.repo.path(), &["log", "-1", "--format=%B", "main"]);
         assert!(message.contains("1.1.0"), "{message}\n{log}");
+    });
+}
+
+/// Argo CD syncs a commit someone pushed on top of tagpilot's before tagpilot's clone has it,
+/// and the Application turns Degraded. The follower cannot tell then that the revision contains
+/// the change; the next fetch can, and the state seen last is judged again after it, without
+/// Argo CD writing its status again (the watch stays silent here, for longer than the test).
+#[test]
+fn a_revision_on_top_of_the_change_is_judged_again_after_the_next_fetch() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let server = HttpGitServer::start(s.repo.dir.path());
+        let url = server.url("origin.git");
+        // Someone else's commit lands on top of tagpilot's push as it is received (once).
+        let marker = s.dir.path().join("pushed-on-top");
+        write_executable(
+            &s.repo.path().join("hooks/post-receive"),
+            &format!(
+                "#!/bin/sh\n[ -e '{m}' ] && exit 0\ntouch '{m}'\nexport GIT_AUTHOR_NAME=Dana GIT_AUTHOR_EMAIL=dana@example.com GIT_COMMITTER_NAME=Dana GIT_COMMITTER_EMAIL=dana@example.com\nc=$(git commit-tree 'main^{{tree}}' -p main -m 'another change')\ngit update-ref refs/heads/main \"$c\"\n",
+                m = marker.display()
+            ),
+        );
+        let file = s.dir.path().join("tagpilot.yaml");
+        let config = std::fs::read_to_string(&file).unwrap().replace(
+            &format!("    url: {}\n", s.repo.file_url()),
+            &format!(
+                "    url: {url}\n    auth: {{username: {HTTP_USER}, passwordEnv: {HTTP_PASSWORD_ENV}}}\n"
+            ),
+        );
+        std::fs::write(&file, config).unwrap();
+        let forge = MockServer::start().await;
+        accept_status(&forge, "pending").await;
+        accept_status(&forge, "failure").await;
+        configure(&s, "{onFailure: hold, timeout: 1h}", &forge.uri());
+        let mut argocd = ArgoCd::start_at(&s, &url, degraded()).await;
+        argocd.timeout = Duration::from_secs(300);
+        let daemon = start(&s, &argocd, &logs).await;
+
+        eventually("the follower judged the first state", &logs, || async {
+            marker.exists() && argocd.watched().await
+        })
+        .await;
+        assert_eq!(verifications(&daemon, "failed").await, 0.0);
+        // The next cycle fetches the commit on top; the change is judged again.
+        daemon.next_cycle().await;
+        eventually("the change failed", &logs, || async {
+            verifications(&daemon, "failed").await == 1.0
+        })
+        .await;
+        let (_, log) = daemon.terminate().await;
+        assert!(
+            log.contains("verification failed for api: apps/api/deployment.yaml 1.0.0 → 1.1.0")
+                && log.contains(DEGRADED_MESSAGE),
+            "{log}"
+        );
     });
 }

@@ -266,6 +266,7 @@ async fn a_running_service_lists_its_holds_over_http() {
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let kept = shared.clone();
     tokio::spawn(async move { axum::serve(listener, tagpilot::run::http::router(shared)).await });
     let dir_path = dir.path().to_path_buf();
     let url_arg = url.clone();
@@ -277,13 +278,38 @@ async fn a_running_service_lists_its_holds_over_http() {
     assert!(out.status.success(), "{}", text(&out));
     let views: Vec<tagpilot::holds::HoldView> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(views, [held.view()]);
+    // A release needs a token; a service configured with none refuses it, never releases
+    // unauthenticated.
     let dir_path = dir.path().to_path_buf();
-    let refused = tokio::task::spawn_blocking(move || {
-        tagpilot(&dir_path, &["holds", "release", "--url", &url, "--id", "x"])
+    let id = held.key.id();
+    let (without, refused) = tokio::task::spawn_blocking(move || {
+        let release = ["holds", "release", "--url", &url, "--id", &id];
+        let without = tagpilot(&dir_path, &release);
+        let refused = std::process::Command::new(env!("CARGO_BIN_EXE_tagpilot"))
+            .current_dir(&dir_path)
+            .args(release)
+            .env("TAGPILOT_HOLDS_TOKEN", "a-token")
+            .output()
+            .unwrap();
+        (without, refused)
     })
     .await
     .unwrap();
-    assert!(text(&refused).contains("read-only"), "{}", text(&refused));
+    assert!(!without.status.success());
+    assert!(
+        text(&without).contains("needs the service's holds.releaseToken"),
+        "{}",
+        text(&without)
+    );
+    assert!(!refused.status.success());
+    assert!(
+        text(&refused).contains("answered 403")
+            && text(&refused).contains("configure holds.releaseToken"),
+        "{}",
+        text(&refused)
+    );
+    let holds = kept.state.as_ref().unwrap().holds().unwrap();
+    assert_eq!(holds.len(), 1, "released without a configured token");
 }
 
 /// An Application's `tagpilot.dev/hold` holds a tag of its image (the next-best is proposed),

@@ -7,6 +7,7 @@ mod cli;
 mod corpus;
 mod daemon;
 mod daemon_faults;
+mod daemon_ops;
 mod daemon_state;
 mod daemon_verify;
 mod deploy;

@@ -28,6 +28,7 @@ fn change(timeout: Duration) -> FollowedChange<'static> {
         contains_change: &contains_change,
         since: jiff::Timestamp::now(),
         timeout,
+        fetched: None,
     }
 }
 

@@ -57,6 +57,8 @@ pub struct Metrics {
     findings: Family<FindingLabels, Gauge>,
     /// The files the last full cycle skipped, by reason.
     skipped_files: Family<SkipLabel, Gauge>,
+    /// Policies `tagpilot run` does not serve, by reason (the last full cycle's).
+    policies_not_served: Family<SkipLabel, Gauge>,
     metadata_hits: Counter,
     /// Cosign signature verifications by result (issue 22).
     signatures: Family<ResultLabel, Counter>,
@@ -189,6 +191,12 @@ impl Metrics {
                 "Files the last full cycle left alone, by reason (invalid_yaml, not_text, helm_template)",
                 Family::default(),
             ),
+            policies_not_served: registered(
+                &mut registry,
+                "tagpilot_policies_not_served",
+                "Policies the last full cycle read but tagpilot run does not serve, by reason (local_directory: a target without repository: is the local directory, which only plan and apply write)",
+                Family::default(),
+            ),
             metadata_hits: registered(
                 &mut registry,
                 "tagpilot_metadata_cache_hits",
@@ -238,6 +246,7 @@ impl Metrics {
             self.findings.get_or_create(&finding_labels(kind)).set(0);
         }
         self.set_holds(&[]);
+        self.set_policies_not_served(0);
         for kind in SKIP_KINDS {
             self.skipped_files
                 .get_or_create(&SkipLabel {
@@ -245,6 +254,16 @@ impl Metrics {
                 })
                 .set(0);
         }
+    }
+
+    /// How many policies `tagpilot run` does not serve because a target of theirs is the
+    /// local directory.
+    pub fn set_policies_not_served(&self, local_directory: usize) {
+        self.policies_not_served
+            .get_or_create(&SkipLabel {
+                reason: "local_directory",
+            })
+            .set(i64::try_from(local_directory).unwrap_or(i64::MAX));
     }
 
     /// shows it, labelled with its `--state-dir`.

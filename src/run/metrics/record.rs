@@ -91,9 +91,16 @@ impl Metrics {
     /// Counts one re-check after notifications: its result, its updates and its errors. It is
     /// not a cycle: `tagpilot_cycles_total` and the last successful cycle stay the interval's.
     pub fn record_recheck(&self, result: &Result<Cycle, EngineError>) {
+        self.record_recheck_as(CycleResult::of(result), result);
+    }
+
+    /// [`Metrics::record_recheck`] with the result as `kind`, decided as a cycle's is
+    /// ([`Metrics::record_cycle_as`]): a re-check no registry answered is
+    /// `registries_unreachable`, not `ok`.
+    pub fn record_recheck_as(&self, kind: CycleResult, result: &Result<Cycle, EngineError>) {
         self.rechecks
             .get_or_create(&ResultLabel {
-                result: CycleResult::of(result).label(),
+                result: kind.label(),
             })
             .inc();
         if let (Some(series), Ok(cycle)) = (&self.image_updater, result) {

@@ -49,6 +49,7 @@ use crate::verification::{Failure, Verdict};
 use super::clock::Clock;
 use super::http::Shared;
 
+mod fetched;
 mod promoted;
 mod reached;
 use self::reached::{Reached, ToVerify};
@@ -78,10 +79,12 @@ pub(super) struct Verifier {
     awaiting: Mutex<BTreeMap<(String, u64), ToVerify>>,
 }
 
-/// One Application's follower: what it has to verify, and how to tell it of newer changes.
+/// One Application's follower: what it has to verify, how to tell it of newer changes, and
+/// of fetches of their repositories (after which it judges the state it saw last again).
 struct Following {
     pending: Vec<PendingVerification>,
     newer: Arc<Notify>,
+    fetched: Arc<Notify>,
 }
 
 impl Verifier {
@@ -155,6 +158,13 @@ impl Verifier {
     /// The work that asks the cluster and the forge runs in a task of its own: a slow API
     /// delays no cycle.
     pub(super) fn after_cycle(self: &Arc<Self>, cycle: &Cycle, policies: &policy::Loaded) {
+        self.fetched(
+            cycle
+                .plan
+                .repositories
+                .iter()
+                .map(|r| r.repository.as_str()),
+        );
         let pushed = self.pushed(cycle, policies);
         let seen = self.remember_open(cycle, policies);
         let this = self.clone();
@@ -236,16 +246,19 @@ impl Verifier {
             return;
         }
         let newer = Arc::new(Notify::new());
+        let fetched = Arc::new(Notify::new());
         followers.insert(
             application.clone(),
             Following {
                 pending: vec![pending],
                 newer: newer.clone(),
+                fetched: fetched.clone(),
             },
         );
         self.count_pending(&followers);
         drop(followers);
-        self.keep(tokio::spawn(self.clone().follow(application, newer)));
+        let follower = self.clone().follow(application, newer, fetched);
+        self.keep(tokio::spawn(follower));
     }
 
     fn count_pending(&self, followers: &BTreeMap<String, Following>) {
@@ -265,7 +278,12 @@ impl Verifier {
     }
 
     /// The follower of one Application: follows its newest pending change until none is left.
-    async fn follow(self: Arc<Self>, application: String, newer: Arc<Notify>) {
+    async fn follow(
+        self: Arc<Self>,
+        application: String,
+        newer: Arc<Notify>,
+        fetched: Arc<Notify>,
+    ) {
         loop {
             let Some(target) = self.newest(&application) else {
                 return;
@@ -304,6 +322,7 @@ impl Verifier {
                 contains_change: &contains,
                 since: target.since,
                 timeout: target.timeout,
+                fetched: Some(&fetched),
             };
             tokio::select! {
                 followed = follow_application(cluster, namespace, name, &change) => {

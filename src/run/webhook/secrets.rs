@@ -82,7 +82,11 @@ impl Secret {
 
     /// Reads the secret `source` names, from the environment or a file under `base_dir`; `key`
     /// (`webhooks`, `webhooks.ghcr`) names it in errors.
-    fn load(source: &SecretSource, key: &str, base_dir: &Path) -> Result<Secret, WebhookError> {
+    pub(in crate::run) fn load(
+        source: &SecretSource,
+        key: &str,
+        base_dir: &Path,
+    ) -> Result<Secret, WebhookError> {
         let key = key.to_string();
         let text = match (&source.secret_env, &source.secret_file) {
             (Some(var), None) => std::env::var(var).map_err(|_| WebhookError::SecretEnvUnset {

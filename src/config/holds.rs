@@ -1,0 +1,24 @@
+//! `holds:` in `tagpilot.yaml`: what `tagpilot run`'s HTTP port lets an operator do with the
+//! held tags in its store.
+//!
+//! ```yaml
+//! holds:
+//!   releaseToken:
+//!     secretFile: /var/run/secrets/tagpilot/holds-token   # or secretEnv: TAGPILOT_HOLDS_TOKEN
+//! ```
+//!
+//! Without `releaseToken`, `POST /holds/release` refuses every request: a release is never
+//! taken unauthenticated. Structure only: the token is read when `tagpilot run` starts.
+
+use serde::Deserialize;
+
+use super::SecretSource;
+
+/// `holds:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct HoldsConfig {
+    /// The bearer token `POST /holds/release` must carry.
+    #[serde(default)]
+    pub release_token: Option<SecretSource>,
+}
