@@ -204,9 +204,7 @@ fn qualified_name(p: &ImagePolicy) -> String {
 /// Application's image is the policy `<app>/<alias>` in the Application's namespace, so
 /// `argocd/payments/pay` and `payments/pay` both name the image `pay` of `argocd/payments`.
 pub fn named<'a>(policies: &'a [ImagePolicy], name: &str) -> Vec<&'a ImagePolicy> {
-    let qualified = name
-        .split_once([':', '/'])
-        .map(|(ns, n)| (Some(ns), n));
+    let qualified = name.split_once([':', '/']).map(|(ns, n)| (Some(ns), n));
     policies
         .iter()
         .filter(|p| {

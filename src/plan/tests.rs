@@ -740,7 +740,9 @@ async fn a_file_the_targets_name_that_cannot_be_read_is_named_against_the_policy
     assert_eq!(unreadable[0].policy.as_deref(), Some("api"));
     assert_eq!(unreadable[0].severity, Severity::Warning);
     assert!(
-        unreadable[0].searched.starts_with("apps/values.yaml:2:8: not valid YAML"),
+        unreadable[0]
+            .searched
+            .starts_with("apps/values.yaml:2:8: not valid YAML"),
         "{}",
         unreadable[0].searched
     );

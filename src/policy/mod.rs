@@ -250,12 +250,18 @@ impl Strategy {
         // The pattern as the user typed it: `{:?}` would double every backslash.
         let compiled = regex::Regex::new(pattern).map_err(|e| {
             PolicyError::adhoc(
-                format!("invalid regex \"{pattern}\": {}", regex_position(pattern, &e)),
+                format!(
+                    "invalid regex \"{pattern}\": {}",
+                    regex_position(pattern, &e)
+                ),
                 e,
             )
         })?;
         let key = regex_key::resolve(pattern, &compiled, sort_by, order).map_err(|e| {
-            PolicyError::adhoc(crate::error_chain::chain(&e).replace("sortBy", "--sort-by"), e)
+            PolicyError::adhoc(
+                crate::error_chain::chain(&e).replace("sortBy", "--sort-by"),
+                e,
+            )
         })?;
         Ok(Strategy::Regex {
             pattern: compiled,
@@ -287,8 +293,12 @@ impl Strategy {
             ),
             Strategy::NewestBuild => "newest build time".to_string(),
             Strategy::Digest { tag } => format!("the digest of {tag}"),
-            Strategy::Alphabetical { descending: true } => "alphabetical, highest first".to_string(),
-            Strategy::Alphabetical { descending: false } => "alphabetical, lowest first".to_string(),
+            Strategy::Alphabetical { descending: true } => {
+                "alphabetical, highest first".to_string()
+            }
+            Strategy::Alphabetical { descending: false } => {
+                "alphabetical, lowest first".to_string()
+            }
         }
     }
 }

@@ -84,10 +84,7 @@ pub fn describe(compiled: &regex::Regex, group: usize) -> String {
 
 /// The group `written` names: a group's name, or a number from 1 to the number of groups.
 fn named_or_numbered(compiled: &regex::Regex, written: &str) -> Result<usize, ValueError> {
-    if let Some(i) = compiled
-        .capture_names()
-        .position(|n| n == Some(written))
-    {
+    if let Some(i) = compiled.capture_names().position(|n| n == Some(written)) {
         return Ok(i);
     }
     let groups = compiled.captures_len() - 1;
@@ -220,7 +217,11 @@ fn digits(hir: &Hir) -> Digits {
 mod tests {
     use super::*;
 
-    fn key(pattern: &str, sort_by: Option<&str>, order: Option<RegexOrder>) -> Result<RegexKey, String> {
+    fn key(
+        pattern: &str,
+        sort_by: Option<&str>,
+        order: Option<RegexOrder>,
+    ) -> Result<RegexKey, String> {
         let compiled = regex::Regex::new(pattern).unwrap();
         resolve(pattern, &compiled, sort_by, order).map_err(|e| e.to_string())
     }
@@ -230,7 +231,10 @@ mod tests {
     #[test]
     fn the_only_group_is_the_key_and_digits_are_numerical() {
         let k = key(r"main-(\d+)-[0-9a-f]+", None, None).unwrap();
-        assert_eq!((k.group, k.order, k.implied), (1, RegexOrder::Numerical, true));
+        assert_eq!(
+            (k.group, k.order, k.implied),
+            (1, RegexOrder::Numerical, true)
+        );
         let k = key(r"^b-(?P<n>[0-9]{3,})$", None, None).unwrap();
         assert_eq!((k.group, k.order), (1, RegexOrder::Numerical));
         let k = key(r"^\d+$", None, None).unwrap();
@@ -249,10 +253,16 @@ mod tests {
             (r"^(.+)$", "group 1"),
         ] {
             let err = key(pattern, None, None).unwrap_err();
-            assert!(err.contains(what) && err.contains("set order:"), "{pattern}: {err}");
+            assert!(
+                err.contains(what) && err.contains("set order:"),
+                "{pattern}: {err}"
+            );
         }
         let k = key(r"^release-(?P<v>\d+\.\d+)$", None, Some(RegexOrder::Semver)).unwrap();
-        assert_eq!((k.group, k.order, k.implied), (1, RegexOrder::Semver, false));
+        assert_eq!(
+            (k.group, k.order, k.implied),
+            (1, RegexOrder::Semver, false)
+        );
         let k = key(r"^main-\d+$", None, Some(RegexOrder::Alphabetical)).unwrap();
         assert_eq!(k.group, 0);
     }

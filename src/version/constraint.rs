@@ -393,13 +393,27 @@ mod tests {
     /// Issue 28: a range no version can meet is found offline, whatever its spelling.
     #[test]
     fn a_range_that_admits_no_version_is_known_without_tags() {
-        for none in [">=2, <1", ">2.0.0 <2.0.1", "<0.0.0", "~1.2 >=1.3", "1.x !=1.x", "^2 <2"] {
+        for none in [
+            ">=2, <1",
+            ">2.0.0 <2.0.1",
+            "<0.0.0",
+            "~1.2 >=1.3",
+            "1.x !=1.x",
+            "^2 <2",
+        ] {
             let c = Constraint::parse(none).unwrap();
             assert!(!c.admits_some_version(false), "{none}");
         }
         for some in [
-            ">=1.2, <2", "~1.27", "^0.0.3", "!=1.0.0", ">1.2.0 <1.3", "<1.0.0-rc.1", "*",
-            ">=2, <1 || 3.x", ">1.0.0 !=1.0.1 <1.0.3",
+            ">=1.2, <2",
+            "~1.27",
+            "^0.0.3",
+            "!=1.0.0",
+            ">1.2.0 <1.3",
+            "<1.0.0-rc.1",
+            "*",
+            ">=2, <1 || 3.x",
+            ">1.0.0 !=1.0.1 <1.0.3",
         ] {
             let c = Constraint::parse(some).unwrap();
             assert!(c.admits_some_version(false), "{some}");
@@ -414,7 +428,10 @@ mod tests {
     fn a_joiner_that_is_no_operator_is_named() {
         let err = Constraint::parse(">= 1.25 && < 2").unwrap_err();
         let text = crate::error_chain::chain(&err);
-        assert!(text.contains("\"&&\" is neither a version nor an operator"), "{text}");
+        assert!(
+            text.contains("\"&&\" is neither a version nor an operator"),
+            "{text}"
+        );
         assert!(text.contains("commas or spaces"), "{text}");
     }
 

@@ -329,7 +329,7 @@ async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_n
     let run = tree.run(&["plan", "--exit-code"]).await;
     run.expect_code(2);
     run.expect_stdout(&format!(
-            "Warnings:\n  policy web, image {}: no file its targets match holds the image; searched paths apps/** in the local directory\n",
+            "Warnings:\n  policy web, image {}: no file its targets match holds the image; searched paths apps/** in the local directory (the target at policies/web.yaml:9:13)\n",
             reg.image("shop/web")
         ));
     run.expect_stdout("0 problems, 1 warning");
@@ -353,7 +353,10 @@ async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_n
         .unwrap_or_else(|| panic!("{report:#}"));
     assert_eq!(no_files["severity"], "problem");
     assert_eq!(no_files["policy"], "worker");
-    assert_eq!(no_files["searched"], "paths aps/** in the local directory");
+    assert_eq!(
+        no_files["searched"],
+        "paths aps/** in the local directory (the target at policies/worker.yaml:9:13)"
+    );
     assert_eq!(report["summary"]["problems"], 1, "{report:#}");
     assert_eq!(report["summary"]["warnings"], 1, "{report:#}");
 }
@@ -1178,7 +1181,7 @@ async fn check_names_targets_that_match_no_file_and_markers_that_resolve_to_noth
     );
     let run = tree.run(&["check"]).await;
     run.expect_code(0);
-    run.expect_stdout("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory\n");
+    run.expect_stdout("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory (the target at policies/api.yaml:9:13)\n");
 }
 
 #[tokio::test]
@@ -1267,7 +1270,7 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
     tree.run(&["plan", "--cache-dir", cache]).await;
     let run = tree.run(&["check", "--cache-dir", cache]).await;
     run.expect_code(1);
-    run.expect_stdout(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps\n"));
+    run.expect_stdout(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps (the target at policies/typo.yaml:9:13)\n"));
     run.expect_stdout(&format!("1 Application, 0 ImageUpdater resources\n  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n"));
     // Its source holds no field for its image: a warning, with what was searched.
     run.expect_stdout(&format!("  Warnings:\n    repository apps, application argocd/billing, image {image}: its sources hold no field for the image; searched source 1 (directory) at apps:apps/billing as last fetched\n"));
@@ -1627,7 +1630,10 @@ async fn check_reads_paths_as_flux_users_write_them_and_names_what_a_target_miss
     run.expect_code(1);
     let out = &run.stdout;
     assert!(!out.contains("policy api, image"), "{out}");
-    assert!(!out.contains("policy jobs, image 127.0.0.1:5000/shop/jobs: its targets"), "{out}");
+    assert!(
+        !out.contains("policy jobs, image 127.0.0.1:5000/shop/jobs: its targets"),
+        "{out}"
+    );
     run.expect_stdout("policy jobs, image 127.0.0.1:5000/shop/jobs: a file its targets name cannot be read, so no image in it is updated; searched jobs/values.yaml:");
     run.expect_stdout("policy web, image 127.0.0.1:5000/shop/web: its targets match no file; searched paths clusters/prod, clusters/prod/** in the local directory (the target at policies/web.yaml:10:7); repository prod has 1 matching file as last fetched: add `repository: prod` to the target to update them there");
 }
@@ -1637,8 +1643,12 @@ async fn check_reads_paths_as_flux_users_write_them_and_names_what_a_target_miss
 #[tokio::test]
 async fn tags_takes_an_applications_image_and_an_unconfigured_plain_http_registry() {
     let reg = TestRegistry::start(Auth::None).await;
-    reg.push_tags("shop/pay", &["2.4.6", "2.4.7", "2.5.0"], ImageSpec::default())
-        .await;
+    reg.push_tags(
+        "shop/pay",
+        &["2.4.6", "2.4.7", "2.5.0"],
+        ImageSpec::default(),
+    )
+    .await;
     let image = reg.image("shop/pay");
     let tree = Tree::new(&reg.registries_yaml());
     tree.write(
@@ -1653,7 +1663,9 @@ async fn tags_takes_an_applications_image_and_an_unconfigured_plain_http_registr
         &format!("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: payments\n  namespace: argocd\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: pay={image}:~2.4\n    argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  source: {{repoURL: 'file:///srv/git/manifests.git', path: apps/pay, targetRevision: main}}\n"),
     );
     for name in ["argocd/payments/pay", "payments/pay"] {
-        let run = tree.run(&["tags", &format!("{image}:2.4.6"), "--policy", name]).await;
+        let run = tree
+            .run(&["tags", &format!("{image}:2.4.6"), "--policy", name])
+            .await;
         run.expect_code(0);
         assert!(
             run.stdout.starts_with(
@@ -1671,7 +1683,9 @@ async fn tags_takes_an_applications_image_and_an_unconfigured_plain_http_registr
     let run = bare.run(&["tags", &image, "--semver", "*"]).await;
     run.expect_code(1);
     assert!(run.stderr.contains("plain HTTP"), "{}", run.all());
-    let run = bare.run(&["tags", &image, "--semver", "*", "--insecure"]).await;
+    let run = bare
+        .run(&["tags", &image, "--semver", "*", "--insecure"])
+        .await;
     run.expect_code(0);
     run.expect_stdout("order: semver, highest in *\n");
     run.expect_stdout(&format!("chosen: {image}:2.5.0"));

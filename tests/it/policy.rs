@@ -644,7 +644,10 @@ fn a_flux_resource_or_another_kind_is_named_for_what_it_is() {
     );
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\n";
     assert_one(
-        &[("deploy.yaml", &format!("{}---\n{deployment}", doc("ok", "    semver: {}\n")))],
+        &[(
+            "deploy.yaml",
+            &format!("{}---\n{deployment}", doc("ok", "    semver: {}\n")),
+        )],
         "deploy.yaml",
         "11:7",
         "not an ImagePolicy (apiVersion apps/v1, kind Deployment)",
@@ -663,13 +666,26 @@ fn sort_by_takes_a_group_number_and_names_the_groups_there_are() {
     let config = config::load(&config_path).unwrap();
     let p = &policy::load(&config).unwrap()[0];
     assert!(
-        matches!(p.strategy, Strategy::Regex { group: 2, order: policy::RegexOrder::Numerical, .. }),
+        matches!(
+            p.strategy,
+            Strategy::Regex {
+                group: 2,
+                order: policy::RegexOrder::Numerical,
+                ..
+            }
+        ),
         "{:?}",
         p.strategy
     );
-    let none = doc("app", "    regex:\n      pattern: '^main-\\d+$'\n      sortBy: 1\n");
+    let none = doc(
+        "app",
+        "    regex:\n      pattern: '^main-\\d+$'\n      sortBy: 1\n",
+    );
     let errs = errors(&[("none.yaml", &none)]);
-    assert!(errs[0].contains("sortBy names group \"1\", but the pattern has no capture group"), "{errs:?}");
+    assert!(
+        errs[0].contains("sortBy names group \"1\", but the pattern has no capture group"),
+        "{errs:?}"
+    );
     assert!(!errs[0].contains("(?P<1>"), "{errs:?}");
     let several = doc(
         "app",

@@ -72,7 +72,12 @@ pub(super) fn scan_tree(
         match scan {
             Scan::NotTargeted => {}
             Scan::Skipped(skipped) => {
-                unreadable.extend(index.targeting(rel).into_iter().map(|i| (i, skipped.reason.clone(), display_path(rel))));
+                unreadable.extend(
+                    index
+                        .targeting(rel)
+                        .into_iter()
+                        .map(|i| (i, skipped.reason.clone(), display_path(rel))),
+                );
                 plan.skipped.push(*skipped)
             }
             Scan::Unreadable(problem) => plan.problems.push(*problem),
@@ -113,7 +118,11 @@ pub(super) fn scan_tree(
             };
             Finding {
                 policy: Some(policy.name.clone()),
-                ..Finding::new(FindingKind::UnreadableFile, policy.image.to_string(), searched)
+                ..Finding::new(
+                    FindingKind::UnreadableFile,
+                    policy.image.to_string(),
+                    searched,
+                )
             }
         }));
     TreeScan { plan, files }
@@ -152,30 +161,28 @@ fn findings(
     for (i, policy) in index.policies().iter().enumerate() {
         // ((paths, where written), whether they matched a file) of each of the policy's
         // targets in this scope.
-        let targets: Vec<((&[String], Option<&SourceLocation>), bool)> = if policy
-            .targets
-            .is_empty()
-        {
-            if repository.is_some() {
-                continue;
-            }
-            vec![((&[][..], Some(&policy.source)), any_file)]
-        } else {
-            policy
-                .targets
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.repository.as_deref() == repository && !t.literal)
-                .map(|(j, t)| {
-                    let hit = if t.paths.is_empty() {
-                        any_file
-                    } else {
-                        matches.is_marked(i, j)
-                    };
-                    ((t.paths.as_slice(), t.source.as_ref()), hit)
-                })
-                .collect()
-        };
+        let targets: Vec<((&[String], Option<&SourceLocation>), bool)> =
+            if policy.targets.is_empty() {
+                if repository.is_some() {
+                    continue;
+                }
+                vec![((&[][..], Some(&policy.source)), any_file)]
+            } else {
+                policy
+                    .targets
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| t.repository.as_deref() == repository && !t.literal)
+                    .map(|(j, t)| {
+                        let hit = if t.paths.is_empty() {
+                            any_file
+                        } else {
+                            matches.is_marked(i, j)
+                        };
+                        ((t.paths.as_slice(), t.source.as_ref()), hit)
+                    })
+                    .collect()
+            };
         let finding = |kind, searched: Vec<String>| Finding {
             policy: Some(policy.name.clone()),
             ..Finding::new(kind, policy.image.to_string(), searched.join("; "))

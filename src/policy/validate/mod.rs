@@ -18,8 +18,8 @@ mod promote;
 mod raw;
 
 use self::raw::{
-    Header, NameOnly, RawDigest, RawDocument, RawMetadata, RawRegex, RawSemver, RawStrategy, RawTarget,
-    SortOrder,
+    Header, NameOnly, RawDigest, RawDocument, RawMetadata, RawRegex, RawSemver, RawStrategy,
+    RawTarget, SortOrder,
 };
 
 /// Parses and checks one document of a policy file (`offset`: lines before it in the file).
@@ -89,7 +89,10 @@ fn foreign(path: &Path, offset: usize, header: &Header) -> Option<PolicyError> {
              (see policies/ in tagpilot's repository); Flux's markers in manifests work as they are"
         )
     } else if kind == Some(KIND) {
-        format!("apiVersion must be {API_VERSION:?}, not {:?}", api_version.unwrap_or(""))
+        format!(
+            "apiVersion must be {API_VERSION:?}, not {:?}",
+            api_version.unwrap_or("")
+        )
     } else {
         format!(
             "not an ImagePolicy ({written}): the policy files hold only apiVersion \
