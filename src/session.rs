@@ -38,7 +38,7 @@ pub enum SessionError {
     #[error("setting up registry access")]
     Registry(#[source] RegistryError),
     #[error("reading the Applications of applications.fromGit")]
-    Applications(#[source] ArgoError),
+    Applications(#[source] Box<ArgoError>),
     #[error("reading the Applications of applications.fromGit: no cache directory to clone into")]
     NoCacheDir,
 }
@@ -197,7 +197,7 @@ impl Session {
             let cache = self.cache.as_ref().ok_or(SessionError::NoCacheDir)?;
             let (found, _) = load::from_git(&self.config, &apps_config.from_git, cache)
                 .await
-                .map_err(SessionError::Applications)?;
+                .map_err(|e| SessionError::Applications(Box::new(e)))?;
             apps.extend(found.apps.into_iter().map(|a| (a, Origin::Git)));
             updaters.extend(found.updaters);
         }

@@ -252,7 +252,7 @@ impl Strategy {
             PolicyError::adhoc(
                 format!(
                     "invalid regex \"{pattern}\": {}",
-                    regex_position(pattern, &e)
+                    regex_key::position(pattern, &e)
                 ),
                 e,
             )
@@ -300,35 +300,6 @@ impl Strategy {
                 "alphabetical, lowest first".to_string()
             }
         }
-    }
-}
-
-/// A regex error in one line with where it is in the pattern: `at 7 ("(?P<ts>\d+$"): unclosed
-/// group`. The regex crate's own text spans several lines with a caret diagram.
-pub(crate) fn regex_position(pattern: &str, error: &regex::Error) -> String {
-    let why = error
-        .to_string()
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or_default()
-        .trim()
-        .trim_start_matches("error: ")
-        .to_string();
-    let span = match regex_syntax::Parser::new().parse(pattern) {
-        Err(regex_syntax::Error::Parse(e)) => Some(*e.span()),
-        Err(regex_syntax::Error::Translate(e)) => Some(*e.span()),
-        _ => None,
-    };
-    match span {
-        Some(span) => {
-            let column = pattern[..span.start.offset].chars().count() + 1;
-            format!(
-                "{why}, at character {column}:\n    {pattern}\n    {}^",
-                " ".repeat(column - 1)
-            )
-        }
-        None => why,
     }
 }
 

@@ -128,6 +128,9 @@ pub(super) fn scan_tree(
     TreeScan { plan, files }
 }
 
+/// One target as its findings name it: its paths, and where it is written.
+type Searched<'a> = (&'a [String], Option<&'a SourceLocation>);
+
 /// The scope's findings: each policy whose targets here match no file (per target), and each
 /// whose matched files hold no reference to its image. Targets naming literal files are an
 /// Argo CD Application's: the Applications section reports those images itself.
@@ -142,7 +145,7 @@ fn findings(
         Some(name) => format!("repository {name}"),
         None => "the local directory".to_string(),
     };
-    let describe = |(paths, at): &(&[String], Option<&SourceLocation>)| -> String {
+    let describe = |(paths, at): &Searched<'_>| -> String {
         let searched = if paths.is_empty() {
             format!("every YAML file of {place}")
         } else {
@@ -161,28 +164,27 @@ fn findings(
     for (i, policy) in index.policies().iter().enumerate() {
         // ((paths, where written), whether they matched a file) of each of the policy's
         // targets in this scope.
-        let targets: Vec<((&[String], Option<&SourceLocation>), bool)> =
-            if policy.targets.is_empty() {
-                if repository.is_some() {
-                    continue;
-                }
-                vec![((&[][..], Some(&policy.source)), any_file)]
-            } else {
-                policy
-                    .targets
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| t.repository.as_deref() == repository && !t.literal)
-                    .map(|(j, t)| {
-                        let hit = if t.paths.is_empty() {
-                            any_file
-                        } else {
-                            matches.is_marked(i, j)
-                        };
-                        ((t.paths.as_slice(), t.source.as_ref()), hit)
-                    })
-                    .collect()
-            };
+        let targets: Vec<(Searched<'_>, bool)> = if policy.targets.is_empty() {
+            if repository.is_some() {
+                continue;
+            }
+            vec![((&[][..], Some(&policy.source)), any_file)]
+        } else {
+            policy
+                .targets
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.repository.as_deref() == repository && !t.literal)
+                .map(|(j, t)| {
+                    let hit = if t.paths.is_empty() {
+                        any_file
+                    } else {
+                        matches.is_marked(i, j)
+                    };
+                    ((t.paths.as_slice(), t.source.as_ref()), hit)
+                })
+                .collect()
+        };
         let finding = |kind, searched: Vec<String>| Finding {
             policy: Some(policy.name.clone()),
             ..Finding::new(kind, policy.image.to_string(), searched.join("; "))

@@ -283,7 +283,7 @@ impl Validator<'_> {
                     format!(
                         "allowTags: invalid regex {}: {}",
                         as_written(&a.value),
-                        super::regex_position(&a.value, &e)
+                        regex_key::position(&a.value, &e)
                     ),
                     e,
                 );
@@ -405,54 +405,7 @@ impl Validator<'_> {
             return Some(Strategy::Semver { range, prerelease });
         }
         if let Some(r) = regex {
-            let Some(RawRegex {
-                pattern,
-                sort_by,
-                order,
-            }) = r.value
-            else {
-                self.error(&r, "strategy regex needs a `pattern`");
-                return None;
-            };
-            let compiled = match regex::Regex::new(&pattern.value) {
-                Ok(c) => c,
-                Err(e) => {
-                    self.error_from(
-                        &pattern,
-                        format!(
-                            "regex.pattern: invalid regex {}: {}",
-                            as_written(&pattern.value),
-                            super::regex_position(&pattern.value, &e)
-                        ),
-                        e,
-                    );
-                    return None;
-                }
-            };
-            let written = sort_by.as_ref().map(|s| s.value.as_str());
-            return match regex_key::resolve(&pattern.value, &compiled, written, order) {
-                Ok(key) => Some(Strategy::Regex {
-                    pattern: compiled,
-                    group: key.group,
-                    order: key.order,
-                    implied: key.implied,
-                }),
-                Err(e) => {
-                    // At `sortBy` when it is what is wrong, else at the pattern.
-                    let (field, at) = match (&e, &sort_by) {
-                        (ValueError::UnknownGroup { .. }, Some(s)) => ("regex.sortBy", s),
-                        _ => ("regex", &pattern),
-                    };
-                    let location = self.at(at);
-                    self.errors.push(PolicyError::Invalid {
-                        location,
-                        policy: self.policy.clone(),
-                        message: format!("{field}: {e}"),
-                        error: Some(Box::new(e)),
-                    });
-                    None
-                }
-            };
+            return self.regex(r);
         }
         if newest_build.is_some() {
             return Some(Strategy::NewestBuild);
@@ -478,6 +431,59 @@ impl Validator<'_> {
             });
         }
         None
+    }
+
+    /// `strategy.regex`: the pattern, and the sort key and order it implies or is given
+    /// ([`regex_key::resolve`], as `tagpilot tags`' flags are checked too).
+    fn regex(&mut self, r: Spanned<Option<RawRegex>>) -> Option<Strategy> {
+        let Some(RawRegex {
+            pattern,
+            sort_by,
+            order,
+        }) = r.value
+        else {
+            self.error(&r, "strategy regex needs a `pattern`");
+            return None;
+        };
+        let compiled = match regex::Regex::new(&pattern.value) {
+            Ok(c) => c,
+            Err(e) => {
+                self.error_from(
+                    &pattern,
+                    format!(
+                        "regex.pattern: invalid regex {}: {}",
+                        as_written(&pattern.value),
+                        regex_key::position(&pattern.value, &e)
+                    ),
+                    e,
+                );
+                return None;
+            }
+        };
+        let written = sort_by.as_ref().map(|s| s.value.as_str());
+        match regex_key::resolve(&pattern.value, &compiled, written, order) {
+            Ok(key) => Some(Strategy::Regex {
+                pattern: compiled,
+                group: key.group,
+                order: key.order,
+                implied: key.implied,
+            }),
+            Err(e) => {
+                // At `sortBy` when it is what is wrong, else at the pattern.
+                let (field, at) = match (&e, &sort_by) {
+                    (ValueError::UnknownGroup { .. }, Some(s)) => ("regex.sortBy", s),
+                    _ => ("regex", &pattern),
+                };
+                let location = self.at(at);
+                self.errors.push(PolicyError::Invalid {
+                    location,
+                    policy: self.policy.clone(),
+                    message: format!("{field}: {e}"),
+                    error: Some(Box::new(e)),
+                });
+                None
+            }
+        }
     }
 
     /// Whether `raw` sets exactly one strategy; an error on it otherwise.
