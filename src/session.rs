@@ -37,6 +37,10 @@ pub enum SessionError {
     Cluster(#[source] ArgoError),
     #[error("setting up registry access")]
     Registry(#[source] RegistryError),
+    #[error("reading the Applications of applications.fromGit")]
+    Applications(#[source] Box<ArgoError>),
+    #[error("reading the Applications of applications.fromGit: no cache directory to clone into")]
+    NoCacheDir,
 }
 
 /// `path` (`--config`), else `./tagpilot.yaml`, which must then exist.
@@ -175,6 +179,44 @@ impl Session {
             cancel,
             state: self.state.as_deref(),
         }
+    }
+
+    /// The policies tagpilot makes of the Applications `applications:` configures, named
+    /// `<app>/<alias>` in the Application's namespace, as a cycle resolves them: those
+    /// `fromGit` names (their repositories fetched) and, when this session read the cluster,
+    /// the cluster's. For `tagpilot tags --policy <namespace>/<app>/<alias>`.
+    pub async fn application_policies(&self) -> Result<Vec<policy::ImagePolicy>, SessionError> {
+        use crate::application::Origin;
+        use crate::argocd::{image_updater, load, resolve};
+        let Some(apps_config) = &self.config.applications else {
+            return Ok(Vec::new());
+        };
+        let mut apps = Vec::new();
+        let mut updaters = Vec::new();
+        if !apps_config.from_git.is_empty() {
+            let cache = self.cache.as_ref().ok_or(SessionError::NoCacheDir)?;
+            let (found, _) = load::from_git(&self.config, &apps_config.from_git, cache)
+                .await
+                .map_err(|e| SessionError::Applications(Box::new(e)))?;
+            apps.extend(found.apps.into_iter().map(|a| (a, Origin::Git)));
+            updaters.extend(found.updaters);
+        }
+        if let Some(loaded) = &self.applications {
+            apps.extend(loaded.apps.iter().cloned().map(|a| (a, Origin::Cluster)));
+            updaters.extend(loaded.updaters.iter().cloned());
+        }
+        let mut selection = image_updater::select(apps, &updaters);
+        cluster::add_cosign_keys(self.applications.as_ref(), &mut selection.apps);
+        let resolved = resolve::resolve_selected(
+            selection.apps,
+            &self.config.repositories,
+            &load::remote_default_branch,
+        );
+        Ok(resolved
+            .apps
+            .into_iter()
+            .flat_map(|a| a.policies.into_iter().flatten())
+            .collect())
     }
 
     /// `tagpilot tags`: the image's tags in `policy`'s order, asked of this session's registry

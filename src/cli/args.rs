@@ -182,18 +182,23 @@ pub struct TagsArgs {
     pub image: String,
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// Order and choose as this configured policy does (`name` or `namespace:name`): its
-    /// strategy, range, filters and platforms. Without it and without strategy flags, the one
-    /// configured policy following IMAGE is used, if exactly one does.
+    /// Order and choose as this configured policy does (`name` or `namespace:name`; an Argo CD
+    /// Application's image as `namespace/app/alias`): its strategy, range or constraint,
+    /// filters and platforms. Without it and without strategy flags, the one configured policy
+    /// following IMAGE is used, if exactly one does.
     #[arg(
         long,
         value_name = "NAME",
         conflicts_with_all = [
-            "semver", "prerelease", "regex", "sort_by", "newest_build", "alphabetical",
-            "allow_tags", "ignore_tags", "platform",
+            "semver", "prerelease", "regex", "sort_by", "order", "newest_build",
+            "alphabetical", "allow_tags", "ignore_tags", "platform",
         ]
     )]
     pub policy: Option<String>,
+    /// Reach the image's registry over plain HTTP (a lab or loopback registry), whether or
+    /// not tagpilot.yaml configures it.
+    #[arg(long)]
+    pub insecure: bool,
     #[command(flatten)]
     pub strategy: StrategyArgs,
 }
@@ -210,17 +215,13 @@ pub struct StrategyArgs {
     /// A regex the tags must match, e.g. `^main-(?P<sha>[0-9a-f]{7})-(?P<ts>\d+)$`.
     #[arg(long, value_name = "PATTERN", group = "strategy")]
     pub regex: Option<String>,
-    /// The named group of `--regex` to sort by.
+    /// The group of `--regex` to sort by: its name or number (needed when it has several).
     #[arg(long, value_name = "GROUP", requires = "regex")]
     pub sort_by: Option<String>,
-    /// How `--regex` sort keys compare: numerical, alphabetical or semver.
-    #[arg(
-        long,
-        value_name = "ORDER",
-        requires = "regex",
-        default_value = "alphabetical"
-    )]
-    pub order: String,
+    /// How `--regex` sort keys compare: numerical, alphabetical or semver. Needed unless the
+    /// key can hold only digits (then numerical).
+    #[arg(long, value_name = "ORDER", requires = "regex")]
+    pub order: Option<String>,
     /// Order by image build time (asks the registry for every tag's config).
     #[arg(long, group = "strategy")]
     pub newest_build: bool,
@@ -245,7 +246,7 @@ impl StrategyArgs {
             prerelease: self.prerelease,
             regex: self.regex.as_deref(),
             sort_by: self.sort_by.as_deref(),
-            order: &self.order,
+            order: self.order.as_deref(),
             newest_build: self.newest_build,
             alphabetical: self.alphabetical.as_deref(),
             allow_tags: self.allow_tags.as_deref(),

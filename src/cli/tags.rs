@@ -1,12 +1,15 @@
 //! `tagpilot tags`: an image's tags in a policy's order, the one it would choose marked. Which
-//! policy is decided here from the flags and the configuration; the tags are ranked through
-//! the [`Session`], like every command that asks a registry.
+//! policy is decided here from the flags and the configuration (policy files, and the
+//! Applications `applications:` configures when `--policy` names one of their images); the
+//! tags are ranked through the [`Session`], like every command that asks a registry.
 
 use std::process::ExitCode;
 
+use crate::config::{Config, RegistryConfig};
 use crate::image::ImageRef;
-use crate::plan::tags::{self, Announcement, PolicyChoice};
-use crate::session::{self, Session};
+use crate::plan::tags::{self, Announcement};
+use crate::policy::ImagePolicy;
+use crate::session::{self, Options, Session};
 use crate::{policy, report};
 
 use super::CliError;
@@ -17,30 +20,53 @@ pub async fn tags(args: TagsArgs) -> Result<ExitCode, CliError> {
     let config = session::optional_config(args.config.config.as_deref(), args.policy.is_some())?;
     let reference = ImageRef::parse(&args.image)?;
     // Strategy flags describe a policy of their own; otherwise a configured one may apply.
-    let loaded = match &config {
+    let (mut policies, broken) = match &config {
         Some(c) if args.policy.is_some() || !args.strategy.adhoc().given() => {
-            Some(policy::load_all(c))
+            let l = policy::load_all(c);
+            (l.policies, l.errors)
         }
-        _ => None,
+        _ => (Vec::new(), Vec::new()),
     };
-    let configured = match &loaded {
-        Some(l) => {
-            tags::configured_policy(&l.policies, &reference.repository, args.policy.as_deref())
-                .inspect_err(|_| {
-                    // The policy asked for may be in a file that did not load: say which did not.
-                    for broken in &l.errors {
-                        eprintln!("warning: {broken}");
-                    }
-                })?
+    // An Application's image (`namespace/app/alias`) is looked for only when no policy file
+    // defines the name asked for: reading Applications may fetch repositories and the cluster.
+    let applications = match (&args.policy, &config) {
+        (Some(name), Some(c)) => {
+            c.applications.is_some() && tags::named(&policies, name).is_empty()
         }
-        None => PolicyChoice::None,
+        _ => false,
     };
+    let mut config = config.unwrap_or_default();
+    if args.insecure {
+        plain_http(&mut config, &reference.repository.registry);
+    }
+    let read_cluster = applications
+        && config
+            .applications
+            .as_ref()
+            .is_some_and(|a| a.from_cluster.is_some());
+    // The registries of tagpilot.yaml, not the cluster's unless an Application is asked for.
+    let options = Options {
+        read_cluster,
+        ..Options::default()
+    };
+    let session = Session::open(config, options).await?;
+    if applications {
+        policies.extend(session.application_policies().await?);
+    }
+    let configured =
+        tags::configured_policy(&policies, &reference.repository, args.policy.as_deref())
+            .inspect_err(|_| {
+                // The policy asked for may be in a file that did not load: say which did not.
+                for b in &broken {
+                    eprintln!("warning: {b}");
+                }
+            })?;
     match configured.announcement(&reference.repository) {
         Announcement::Policy(line) => println!("{line}"),
         Announcement::Note(note) => eprintln!("{note}"),
         Announcement::Nothing => {}
     }
-    let adhoc;
+    let adhoc: ImagePolicy;
     let policy = match configured.policy() {
         Some(p) => p,
         None => {
@@ -48,8 +74,7 @@ pub async fn tags(args: TagsArgs) -> Result<ExitCode, CliError> {
             &adhoc
         }
     };
-    // The registries of tagpilot.yaml, not the cluster's: one image's tags need no Application.
-    let session = Session::open(config.unwrap_or_default(), Default::default()).await?;
+    println!("order: {}", policy.strategy.order_text());
     let progress = Spinner::new();
     let ranked = session
         .rank_tags(policy, reference.tag.as_deref(), &progress)
@@ -57,4 +82,20 @@ pub async fn tags(args: TagsArgs) -> Result<ExitCode, CliError> {
     drop(progress);
     print!("{}", report::tags(&policy.image_name, &ranked));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--insecure`: the image's registry over plain HTTP, configured or not.
+fn plain_http(config: &mut Config, host: &str) {
+    match config
+        .registries
+        .iter_mut()
+        .find(|r| r.host.eq_ignore_ascii_case(host))
+    {
+        Some(r) => r.insecure = true,
+        None => config.registries.push(RegistryConfig {
+            host: host.to_string(),
+            insecure: true,
+            ..RegistryConfig::default()
+        }),
+    }
 }

@@ -76,6 +76,7 @@ pub fn check_manifests(
             .collect(),
     };
     let mut plan = plan::survey(&scope, policies)?;
+    point_at_repositories(config, policies, cache, &mut plan);
     let mut unread = Vec::new();
     for repository in &config.repositories {
         let named = policies.iter().any(|p| {
@@ -92,6 +93,61 @@ pub fn check_manifests(
         }
     }
     Ok((plan, unread))
+}
+
+/// A local target that matches no file may have been meant for a configured repository
+/// (`repository:` left out): each local "match no file" finding names the repositories whose
+/// files, as the clone cache last fetched them, the policy's local targets do match.
+fn point_at_repositories(
+    config: &Config,
+    policies: &[ImagePolicy],
+    cache: Option<&RepoCache>,
+    plan: &mut Plan,
+) {
+    let missed: Vec<usize> = plan
+        .findings
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.kind == FindingKind::NoFiles && f.repository.is_none())
+        .map(|(i, _)| i)
+        .collect();
+    if missed.is_empty() {
+        return;
+    }
+    let snapshots: Vec<(&str, CommitFiles)> = config
+        .repositories
+        .iter()
+        .filter_map(|r| Some((r.name.as_str(), cached(cache, r).ok()?)))
+        .collect();
+    for i in missed {
+        let finding = &mut plan.findings[i];
+        let Some(policy) = policies
+            .iter()
+            .find(|p| Some(&p.name) == finding.policy.as_ref())
+        else {
+            continue;
+        };
+        let local: Vec<&crate::policy::Target> = policy
+            .targets
+            .iter()
+            .filter(|t| t.repository.is_none() && !t.paths.is_empty())
+            .collect();
+        for (name, files) in &snapshots {
+            use crate::files::Files;
+            let matching = files
+                .manifests()
+                .iter()
+                .filter(|f| local.iter().any(|t| t.matches(f)))
+                .count();
+            if matching > 0 {
+                finding.searched.push_str(&format!(
+                    "; repository {name} has {matching} matching file{} as last fetched: \
+                     add `repository: {name}` to the target to update them there",
+                    if matching == 1 { "" } else { "s" }
+                ));
+            }
+        }
+    }
 }
 
 /// What `tagpilot check` reads of `applications.fromGit` without connecting anywhere, and what

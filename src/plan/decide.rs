@@ -383,6 +383,11 @@ impl<'r, R: Registry> Inspector<'r, R> {
         progress: &dyn Progress,
     ) -> Result<Vec<TagCandidate>, RegistryError> {
         let kept = select::filter_tags(policy, tags);
+        if kept.is_empty() {
+            // Nothing passes the filters: the tags go to the selection bare, so that its hold
+            // says why each was left out, not that the registry has none.
+            return Ok(tags.iter().map(TagCandidate::new).collect());
+        }
         let mut candidates = if select::needs_build_time(policy) {
             progress.phase("reading build times", kept.len() as u64);
             self.inspect_many(policy, &kept, progress).await?

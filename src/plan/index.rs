@@ -269,6 +269,20 @@ impl<'p> PolicyIndex<'p> {
         out
     }
 
+    /// The policies whose own targets name `rel` (those without targets, which cover every
+    /// file, left out), in policy order: who is told when `rel` cannot be read.
+    pub(super) fn targeting(&self, rel: &Path) -> Vec<usize> {
+        let mut out: Vec<usize> = self
+            .paths
+            .candidates(rel)
+            .filter(|&(i, j)| self.policies[i].targets[j].matches(rel))
+            .map(|(i, _)| i)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Whether policy `i` applies to `rel` ([`applies_to`] for this scope).
     pub(super) fn applies(&self, i: usize, rel: &Path) -> bool {
         applies_to(&self.policies[i], self.repository.as_deref(), rel)
@@ -394,6 +408,7 @@ mod tests {
                 ..HelmPaths::default()
             }),
             kustomize_image_name: None,
+            source: None,
         }
     }
 

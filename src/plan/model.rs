@@ -254,6 +254,10 @@ pub enum FindingKind {
     /// disagrees with the old tag, several images could mean it, or the selector names it. The
     /// image still moves, so a warning.
     VersionLabelLeft,
+    /// A file a policy's targets name cannot be read as YAML (a Go template, a syntax error,
+    /// not text, too large): whatever image it holds is not updated. Such files are common
+    /// beside manifests (templated values), so a warning; the skipped files list them too.
+    UnreadableFile,
     /// An Application's source contains changed files but tracks another revision
     /// (`targetRevision` a tag, a commit or another branch) than the branch changed: the change
     /// does not deploy it, so it is not named nor rendered. Nothing is wrong, so a warning.
@@ -268,6 +272,7 @@ impl FindingKind {
             FindingKind::ApplicationImageNotFound => "application_image_not_found",
             FindingKind::VersionLabelLeft => "version_label_left",
             FindingKind::ApplicationOnOtherRevision => "application_on_other_revision",
+            FindingKind::UnreadableFile => "unreadable_file",
         }
     }
 
@@ -277,6 +282,7 @@ impl FindingKind {
             FindingKind::ImageNotFound
             | FindingKind::ApplicationImageNotFound
             | FindingKind::VersionLabelLeft
+            | FindingKind::UnreadableFile
             | FindingKind::ApplicationOnOtherRevision => Severity::Warning,
         }
     }
@@ -290,6 +296,9 @@ impl FindingKind {
             FindingKind::ApplicationOnOtherRevision => {
                 "its source contains changed files but tracks another revision than the branch \
                  changed, so the change does not deploy it"
+            }
+            FindingKind::UnreadableFile => {
+                "a file its targets name cannot be read, so no image in it is updated"
             }
         }
     }

@@ -46,8 +46,9 @@ pub struct AdhocPolicy<'a> {
     pub prerelease: bool,
     pub regex: Option<&'a str>,
     pub sort_by: Option<&'a str>,
-    /// How `regex` sort keys compare: `numerical`, `alphabetical` or `semver`.
-    pub order: &'a str,
+    /// How `regex` sort keys compare: `numerical`, `alphabetical` or `semver`; `None`: only
+    /// a key of digits has an order (numerical).
+    pub order: Option<&'a str>,
     pub newest_build: bool,
     /// `desc` or `asc`.
     pub alphabetical: Option<&'a str>,
@@ -57,7 +58,7 @@ pub struct AdhocPolicy<'a> {
 }
 
 impl AdhocPolicy<'_> {
-    /// Whether any flag describes a policy (`order` has a default and needs `regex`).
+    /// Whether any flag describes a policy (`--sort-by` and `--order` need `--regex`).
     pub fn given(&self) -> bool {
         self.semver.is_some()
             || self.prerelease
@@ -72,7 +73,11 @@ impl AdhocPolicy<'_> {
     /// The policy for `repository`.
     pub fn policy(&self, repository: &str) -> Result<ImagePolicy, TagsError> {
         let strategy = if let Some(pattern) = self.regex {
-            let order: RegexOrder = self.order.parse().map_err(TagsError::Order)?;
+            let order: Option<RegexOrder> = self
+                .order
+                .map(str::parse)
+                .transpose()
+                .map_err(TagsError::Order)?;
             Strategy::regex(pattern, self.sort_by, order)?
         } else if self.newest_build {
             Strategy::NewestBuild
@@ -167,6 +172,16 @@ pub enum Announcement {
 /// A policy as a user finds it: `name` (or `namespace:name`, as Flux markers name it) and
 /// where its name is written, `file:line`.
 pub fn policy_label(p: &ImagePolicy) -> String {
+    // A policy tagpilot made of an Application's image (`<app>/<alias>`) is written nowhere.
+    if p.source.line == 0
+        && let Some((app, _)) = p.name.split_once('/')
+    {
+        let app = match &p.namespace {
+            Some(ns) => format!("{ns}/{app}"),
+            None => app.to_string(),
+        };
+        return format!("{} (an image of Application {app})", p.name);
+    }
     let file = &p.source.file;
     // `./policies/api.yaml` when tagpilot.yaml was found in the working directory.
     let file = file.strip_prefix(".").unwrap_or(file);
@@ -185,6 +200,20 @@ fn qualified_name(p: &ImagePolicy) -> String {
     }
 }
 
+/// The policies `name` names: `name`, or `namespace:name` / `namespace/name`. An Argo CD
+/// Application's image is the policy `<app>/<alias>` in the Application's namespace, so
+/// `argocd/payments/pay` and `payments/pay` both name the image `pay` of `argocd/payments`.
+pub fn named<'a>(policies: &'a [ImagePolicy], name: &str) -> Vec<&'a ImagePolicy> {
+    let qualified = name.split_once([':', '/']).map(|(ns, n)| (Some(ns), n));
+    policies
+        .iter()
+        .filter(|p| {
+            p.name == name
+                || qualified.is_some_and(|(ns, n)| p.name == n && p.namespace.as_deref() == ns)
+        })
+        .collect()
+}
+
 /// The configured policy for `image`: the one called `name` (`name`, `namespace:name` or
 /// `namespace/name`), which must follow `image`; without a name, the only policy following it.
 pub fn configured_policy<'a>(
@@ -200,14 +229,7 @@ pub fn configured_policy<'a>(
             _ => PolicyChoice::Several(following),
         });
     };
-    let (namespace, bare) = match name.split_once([':', '/']) {
-        Some((ns, n)) => (Some(ns), n),
-        None => (None, name),
-    };
-    let matches: Vec<&ImagePolicy> = policies
-        .iter()
-        .filter(|p| p.name == bare && (namespace.is_none() || p.namespace.as_deref() == namespace))
-        .collect();
+    let matches = named(policies, name);
     let policy = match matches.as_slice() {
         [one] => *one,
         [] => {
@@ -332,7 +354,7 @@ mod tests {
     #[test]
     fn strategy_flags_make_a_policy_of_their_own() {
         let none = AdhocPolicy {
-            order: "alphabetical",
+            order: Some("alphabetical"),
             ..AdhocPolicy::default()
         };
         assert!(!none.given());

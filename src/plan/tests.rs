@@ -422,7 +422,11 @@ async fn a_policy_whose_targets_match_no_file_is_a_problem_naming_the_paths() {
     assert_eq!(f.severity, Severity::Problem);
     assert_eq!(f.policy.as_deref(), Some("api"));
     assert_eq!(f.image, API);
-    assert_eq!(f.searched, "paths aps/** in the local directory");
+    // Issue 28: with the target's place in its policy file.
+    assert_eq!(
+        f.searched,
+        "paths aps/** in the local directory (the target at policies.yaml:8:13)"
+    );
     assert!(p.has_problems());
 }
 
@@ -436,7 +440,10 @@ async fn only_the_target_that_matches_nothing_is_named() {
     let p = run(dir.path(), &ps, &registry()).await;
     assert_eq!(p.changes.len(), 1);
     assert_eq!(p.findings.len(), 1, "{:?}", p.findings);
-    assert_eq!(p.findings[0].searched, "paths x/** in the local directory");
+    assert_eq!(
+        p.findings[0].searched,
+        "paths x/** in the local directory (the target at policies.yaml:8:35)"
+    );
 }
 
 #[tokio::test]
@@ -451,7 +458,10 @@ async fn a_policy_whose_image_is_in_none_of_its_files_is_a_warning() {
     assert_eq!(f.kind, FindingKind::ImageNotFound);
     assert_eq!(f.severity, Severity::Warning);
     assert_eq!(f.policy.as_deref(), Some("api"));
-    assert_eq!(f.searched, "paths apps/** in the local directory");
+    assert_eq!(
+        f.searched,
+        "paths apps/** in the local directory (the target at policies.yaml:8:13)"
+    );
     assert!(!p.has_problems(), "a warning is not a problem");
 }
 
@@ -480,7 +490,7 @@ async fn a_repository_target_is_named_with_its_repository() {
     assert_eq!(p.findings[0].repository.as_deref(), Some("manifests"));
     assert_eq!(
         p.findings[0].searched,
-        "paths aps/** in repository manifests"
+        "paths aps/** in repository manifests (the target at policies.yaml:8:13)"
     );
     // The local directory is not this policy's: nothing to say there.
     assert!(run(dir.path(), &ps, &registry()).await.findings.is_empty());
@@ -704,4 +714,36 @@ async fn take_groups_split_per_policy_and_leave_the_plan_no_texts() {
         [("api".into(), api_only), ("web".into(), web_only)]
     );
     assert!(alone.files.is_empty());
+}
+
+/// Issue 28: a file a policy's targets name that cannot be read was only listed among the
+/// skipped files. It is named against each policy whose targets name it, with where reading
+/// stopped; a policy without targets (every file) is not told of every broken file.
+#[tokio::test]
+async fn a_file_the_targets_name_that_cannot_be_read_is_named_against_the_policy() {
+    let dir = tree(&[
+        ("apps/api.yaml", deployment(&format!("{API}:1.2.3"))),
+        (
+            "apps/values.yaml",
+            "image:\n  tag: {{ .Values.tag }\n".to_string(),
+        ),
+    ]);
+    let ps = policies(&(targeted("api", API, "\"apps/**\"") + &semver("web", WEB)));
+    let p = run(dir.path(), &ps, &registry()).await;
+    assert_eq!(p.skipped.len(), 1, "{:?}", p.skipped);
+    let unreadable: Vec<&Finding> = p
+        .findings
+        .iter()
+        .filter(|f| f.kind == FindingKind::UnreadableFile)
+        .collect();
+    assert_eq!(unreadable.len(), 1, "{:?}", p.findings);
+    assert_eq!(unreadable[0].policy.as_deref(), Some("api"));
+    assert_eq!(unreadable[0].severity, Severity::Warning);
+    assert!(
+        unreadable[0]
+            .searched
+            .starts_with("apps/values.yaml:2:8: not valid YAML"),
+        "{}",
+        unreadable[0].searched
+    );
 }

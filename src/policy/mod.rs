@@ -14,6 +14,7 @@
 //! - `validate`: one document as written, checked value by value into an [`ImagePolicy`].
 
 mod load;
+mod regex_key;
 mod validate;
 
 use std::fmt;
@@ -25,6 +26,7 @@ use crate::image::{ImageError, Platform, Repository};
 use crate::version::{Constraint, VersionError};
 
 pub use load::{CheckSummary, FileSummary, Loaded, check, load, load_all, parse_file};
+pub use regex_key::RegexKey;
 
 /// The `apiVersion` every policy document carries.
 pub const API_VERSION: &str = "tagpilot.dev/v1alpha1";
@@ -197,12 +199,14 @@ pub enum Strategy {
         range: Option<Constraint>,
         prerelease: bool,
     },
-    /// Tags matching `pattern`, ordered by the `sort_by` capture group (the whole match when
-    /// `None`).
+    /// Tags matching `pattern`, ordered by the capture group `group` (0: the whole match) in
+    /// `order`; both decided from `sortBy`, `order` and the pattern ([`RegexKey`]).
     Regex {
         pattern: regex::Regex,
-        sort_by: Option<String>,
+        group: usize,
         order: RegexOrder,
+        /// `order` was not written: the key holds only digits, so it is numerical.
+        implied: bool,
     },
     /// The tag whose image was built last.
     NewestBuild,
@@ -236,24 +240,66 @@ impl Strategy {
         Ok(Strategy::Semver { range, prerelease })
     }
 
-    /// `regex` from `--regex PATTERN [--sort-by GROUP] [--order ORDER]` flags.
+    /// `regex` from `--regex PATTERN [--sort-by GROUP] [--order ORDER]` flags, decided as a
+    /// policy file's (`order` left out: only a key of digits has one).
     pub fn regex(
         pattern: &str,
         sort_by: Option<&str>,
-        order: RegexOrder,
+        order: Option<RegexOrder>,
     ) -> Result<Strategy, PolicyError> {
         // The pattern as the user typed it: `{:?}` would double every backslash.
-        let compiled = regex::Regex::new(pattern)
-            .map_err(|e| PolicyError::adhoc(format!("invalid regex \"{pattern}\": {e}"), e))?;
-        if let Some(group) = sort_by {
-            validate::check_group(&compiled, group)
-                .map_err(|e| PolicyError::adhoc(e.to_string(), e))?;
-        }
+        let compiled = regex::Regex::new(pattern).map_err(|e| {
+            PolicyError::adhoc(
+                format!(
+                    "invalid regex \"{pattern}\": {}",
+                    regex_key::position(pattern, &e)
+                ),
+                e,
+            )
+        })?;
+        let key = regex_key::resolve(pattern, &compiled, sort_by, order).map_err(|e| {
+            PolicyError::adhoc(
+                crate::error_chain::chain(&e).replace("sortBy", "--sort-by"),
+                e,
+            )
+        })?;
         Ok(Strategy::Regex {
             pattern: compiled,
-            sort_by: sort_by.map(str::to_string),
-            order,
+            group: key.group,
+            order: key.order,
+            implied: key.implied,
         })
+    }
+
+    /// How the strategy orders tags, in words: `tagpilot tags` says it above the listing.
+    pub fn order_text(&self) -> String {
+        match self {
+            Strategy::Semver { range: Some(r), .. } => format!("semver, highest in {r}"),
+            Strategy::Semver { range: None, .. } => "semver, highest version".to_string(),
+            Strategy::Regex {
+                pattern,
+                group,
+                order,
+                implied,
+            } => format!(
+                "regex, {} by {}{}",
+                order.as_str(),
+                regex_key::describe(pattern, *group),
+                if *implied {
+                    " (no order set; it holds only digits)"
+                } else {
+                    ""
+                }
+            ),
+            Strategy::NewestBuild => "newest build time".to_string(),
+            Strategy::Digest { tag } => format!("the digest of {tag}"),
+            Strategy::Alphabetical { descending: true } => {
+                "alphabetical, highest first".to_string()
+            }
+            Strategy::Alphabetical { descending: false } => {
+                "alphabetical, lowest first".to_string()
+            }
+        }
     }
 }
 
@@ -266,6 +312,16 @@ pub enum RegexOrder {
     Alphabetical,
     /// The capture read as a version (`v` prefix and two-part versions allowed).
     Semver,
+}
+
+impl RegexOrder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegexOrder::Numerical => "numerical",
+            RegexOrder::Alphabetical => "alphabetical",
+            RegexOrder::Semver => "semver",
+        }
+    }
 }
 
 impl std::str::FromStr for RegexOrder {
@@ -285,7 +341,9 @@ impl std::str::FromStr for RegexOrder {
 /// Which files a policy may rewrite, and how to find the image in Helm values there.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// Globs relative to the root, as written. Empty means every file.
+    /// Globs relative to the root, as matched: as written, but for a leading `./` and a path
+    /// without a wildcard, which also matches the files under it (see `validate::target_globs`).
+    /// Empty means every file.
     pub paths: Vec<String>,
     /// `paths` compiled; `*` stays within one directory, `**` crosses directories. Empty when
     /// `literal`.
@@ -301,6 +359,9 @@ pub struct Target {
     /// `kustomize.imageName`: the name the kustomization's `images:` entry uses when it differs
     /// from the policy's image (Image Updater's `kustomize.image-name`).
     pub kustomize_image_name: Option<String>,
+    /// Where the target is written in its policy file; `None` for one tagpilot made (an Argo
+    /// CD Application's files).
+    pub source: Option<SourceLocation>,
 }
 
 impl Target {
@@ -313,6 +374,7 @@ impl Target {
             repository,
             helm: None,
             kustomize_image_name: None,
+            source: None,
         }
     }
 
@@ -522,14 +584,47 @@ pub enum ValueError {
     Constraint(#[from] VersionError),
     #[error(transparent)]
     Image(#[from] ImageError),
+    /// `sortBy` names no group of the pattern: neither a group's name nor its number.
+    #[error("sortBy names group {group:?}, but {}", known_groups(groups))]
+    UnknownGroup { group: String, groups: Vec<String> },
+    /// Several capture groups and no `sortBy`: any of them could be the key.
     #[error(
-        "sortBy names group {group:?} but the pattern has no named groups (write (?P<{group}>…))"
+        "the pattern has {} capture groups ({}) and no sortBy; set sortBy to the one to order by (its name or number)",
+        groups.len(),
+        groups.join(", ")
     )]
-    NoNamedGroups { group: String },
-    #[error("sortBy names group {group:?} but the pattern's named groups are {}", names.join(", "))]
-    UnknownGroup { group: String, names: Vec<String> },
+    SeveralGroups { groups: Vec<String> },
+    /// No `order`, and the key can hold more than digits: text order and version order differ.
+    #[error(
+        "no order is set and the sort key, {key}, can hold more than digits; set order: numerical, \
+         alphabetical or semver"
+    )]
+    AmbiguousOrder { key: String },
+    /// `order: numerical` on a key the pattern never lets be a number: every tag would fail.
+    #[error(
+        "order: numerical reads the sort key as a number, but the key, {key}, is never only digits; \
+         capture the number in a group, or set another order"
+    )]
+    NeverANumber { key: String },
+    /// The pattern compiled, but the regex parser could not read it again.
+    #[error("the pattern could not be analysed")]
+    Syntax(#[source] Box<regex_syntax::Error>),
     #[error("{path:?} is not a value path like image.tag or images[0].tag")]
     NotAValuePath { path: String },
+}
+
+/// What `sortBy` may name, for a message about what it named.
+fn known_groups(groups: &[String]) -> String {
+    if groups.is_empty() {
+        "the pattern has no capture group; put parentheses around the part to order by, \
+         named like (?P<build>\\d+) if you like"
+            .to_string()
+    } else {
+        format!(
+            "the pattern's groups are {} (a group's name, or its number)",
+            groups.join(", ")
+        )
+    }
 }
 
 fn policy_prefix(policy: &Option<String>) -> String {

@@ -260,9 +260,10 @@ pub fn unreadable_current(
             Strategy::Semver { .. } => "is not a version semver can read".to_string(),
             Strategy::Regex {
                 pattern,
-                sort_by,
+                group,
                 order,
-            } => match regex_key(pattern, sort_by.as_deref(), *order, current) {
+                ..
+            } => match regex_key(pattern, *group, *order, current) {
                 Ok(_) => return None,
                 Err(Exclusion::NoMatch) => {
                     // As written: Debug would double every backslash.
@@ -404,9 +405,10 @@ impl Context<'_> {
             }
             Strategy::Regex {
                 pattern,
-                sort_by,
+                group,
                 order,
-            } => regex_key(pattern, sort_by.as_deref(), *order, tag),
+                ..
+            } => regex_key(pattern, *group, *order, tag),
             Strategy::NewestBuild => match created {
                 Some(t) => Ok(Key::Time(t)),
                 None if self.need_time => Err(Exclusion::NoBuildTime),
@@ -421,17 +423,15 @@ impl Context<'_> {
 
 fn regex_key(
     pattern: &regex::Regex,
-    sort_by: Option<&str>,
+    group: usize,
     order: RegexOrder,
     tag: &str,
 ) -> Result<Key, Exclusion> {
     let caps = pattern.captures(tag).ok_or(Exclusion::NoMatch)?;
-    let value = match sort_by {
-        Some(group) => caps.name(group),
-        None => caps.get(0),
-    }
-    .ok_or(Exclusion::NoSortKey { value: None })?
-    .as_str();
+    let value = caps
+        .get(group)
+        .ok_or(Exclusion::NoSortKey { value: None })?
+        .as_str();
     let unreadable = || Exclusion::NoSortKey {
         value: Some(value.to_string()),
     };
@@ -497,9 +497,10 @@ impl<'a> Selection<'a> {
             }),
             Strategy::Regex {
                 pattern,
-                sort_by,
+                group,
                 order,
-            } => regex_key(pattern, sort_by.as_deref(), *order, c).ok(),
+                ..
+            } => regex_key(pattern, *group, *order, c).ok(),
             Strategy::NewestBuild => candidates
                 .iter()
                 .find(|k| k.tag == c)

@@ -337,9 +337,10 @@ fn regex_numerical_versus_alphabetical() {
         "feature-x-99",
         "main-0000000-x",
     ];
-    let numerical = policy(Strategy::regex(pattern, Some("ts"), RegexOrder::Numerical).unwrap());
+    let numerical =
+        policy(Strategy::regex(pattern, Some("ts"), Some(RegexOrder::Numerical)).unwrap());
     let alphabetical =
-        policy(Strategy::regex(pattern, Some("ts"), RegexOrder::Alphabetical).unwrap());
+        policy(Strategy::regex(pattern, Some("ts"), Some(RegexOrder::Alphabetical)).unwrap());
     assert_eq!(
         pick(&numerical, Some("main-abc1234-9"), &registry),
         "main-def5678-10"
@@ -361,7 +362,9 @@ fn regex_numerical_versus_alphabetical() {
 
 #[test]
 fn regex_semver_order_and_no_downgrade() {
-    let p = policy(Strategy::regex(r"^release-(?P<v>.+)$", Some("v"), RegexOrder::Semver).unwrap());
+    let p = policy(
+        Strategy::regex(r"^release-(?P<v>.+)$", Some("v"), Some(RegexOrder::Semver)).unwrap(),
+    );
     assert_eq!(
         pick(
             &p,
@@ -370,7 +373,8 @@ fn regex_semver_order_and_no_downgrade() {
         ),
         "release-1.10.0"
     );
-    let n = policy(Strategy::regex(r"^b-(?P<n>\d+)$", Some("n"), RegexOrder::Numerical).unwrap());
+    let n =
+        policy(Strategy::regex(r"^b-(?P<n>\d+)$", Some("n"), Some(RegexOrder::Numerical)).unwrap());
     assert!(
         pick(&n, Some("b-20"), &["b-10", "b-3"])
             .starts_with("hold: current tag \"b-20\" ranks above")
@@ -388,8 +392,12 @@ fn regex_semver_order_and_no_downgrade() {
 
 #[test]
 fn regex_sort_by_must_name_a_group() {
-    let err =
-        Strategy::regex(r"^main-(?P<sha>\w+)$", Some("ts"), RegexOrder::Numerical).unwrap_err();
+    let err = Strategy::regex(
+        r"^main-(?P<sha>\w+)$",
+        Some("ts"),
+        Some(RegexOrder::Numerical),
+    )
+    .unwrap_err();
     assert!(
         err.to_string().contains("\"ts\"") && err.to_string().contains("sha"),
         "{err}"
@@ -587,7 +595,7 @@ proptest! {
         let strategy = match which {
             0 => Strategy::Alphabetical { descending: true },
             1 => Strategy::Alphabetical { descending: false },
-            _ => Strategy::regex(r"-(?P<n>\d+)$", Some("n"), RegexOrder::Numerical).unwrap(),
+            _ => Strategy::regex(r"-(?P<n>\d+)$", Some("n"), Some(RegexOrder::Numerical)).unwrap(),
         };
         let p = policy(strategy);
         let candidates = tags(&registry.iter().map(String::as_str).collect::<Vec<_>>());

@@ -112,6 +112,42 @@ impl Constraint {
     }
 }
 
+impl Constraint {
+    /// Whether any version at all meets the constraint (`>=2, <1` meets none), pre-releases
+    /// counted when `include_prerelease`. Every comparison's answer changes only at its own
+    /// version or the next patch, minor or major after it, so the least version an AND group
+    /// admits is 0.0.0 or one of those: trying them decides it, without a registry.
+    pub fn admits_some_version(&self, include_prerelease: bool) -> bool {
+        let mut candidates = vec![Version::new(0, 0, 0)];
+        for c in self.alternatives.iter().flatten() {
+            let b = &c.base;
+            let mut base = b.clone();
+            base.build = BuildMetadata::EMPTY;
+            candidates.push(base);
+            candidates.extend([
+                Version::new(b.major, b.minor, b.patch),
+                Version::new(b.major, b.minor, b.patch.saturating_add(1)),
+                Version::new(b.major, b.minor.saturating_add(1), 0),
+                Version::new(b.major.saturating_add(1), 0, 0),
+            ]);
+        }
+        if include_prerelease && let Ok(zero) = Prerelease::new("0") {
+            let pre: Vec<Version> = candidates
+                .iter()
+                .filter(|v| v.pre.is_empty())
+                .map(|v| Version {
+                    pre: zero.clone(),
+                    ..v.clone()
+                })
+                .collect();
+            candidates.extend(pre);
+        }
+        candidates
+            .iter()
+            .any(|v| self.matches_with(v, include_prerelease))
+    }
+}
+
 impl std::str::FromStr for Constraint {
     type Err = VersionError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -226,6 +262,13 @@ fn parse_and(s: &str) -> Result<Vec<Comparator>, ConstraintReason> {
             .unwrap_or(("", Op::Eq));
         rest = rest[op_text.len()..].trim_start();
         let (token, after) = take_version(rest);
+        if token.is_empty() && op_text.is_empty() {
+            // `&&`, `and`, `;`: a way of joining comparisons that Masterminds does not have.
+            let found = rest.split_whitespace().next().unwrap_or_default();
+            return Err(ConstraintReason::NotAnOperator {
+                found: found.to_string(),
+            });
+        }
         if token.is_empty() {
             let found = rest.split_whitespace().next().unwrap_or("end of input");
             return Err(ConstraintReason::MissingVersion {
@@ -345,6 +388,51 @@ mod tests {
         let c = Constraint::parse(constraint).unwrap_or_else(|e| panic!("{constraint}: {e}"));
         let v = Version::parse(version).unwrap();
         c.matches(&v)
+    }
+
+    /// Issue 28: a range no version can meet is found offline, whatever its spelling.
+    #[test]
+    fn a_range_that_admits_no_version_is_known_without_tags() {
+        for none in [
+            ">=2, <1",
+            ">2.0.0 <2.0.1",
+            "<0.0.0",
+            "~1.2 >=1.3",
+            "1.x !=1.x",
+            "^2 <2",
+        ] {
+            let c = Constraint::parse(none).unwrap();
+            assert!(!c.admits_some_version(false), "{none}");
+        }
+        for some in [
+            ">=1.2, <2",
+            "~1.27",
+            "^0.0.3",
+            "!=1.0.0",
+            ">1.2.0 <1.3",
+            "<1.0.0-rc.1",
+            "*",
+            ">=2, <1 || 3.x",
+            ">1.0.0 !=1.0.1 <1.0.3",
+        ] {
+            let c = Constraint::parse(some).unwrap();
+            assert!(c.admits_some_version(false), "{some}");
+        }
+        // Only a pre-release lies between: met when the policy takes pre-releases.
+        let c = Constraint::parse(">2.0.0 <2.0.1").unwrap();
+        assert!(c.admits_some_version(true));
+    }
+
+    /// Issue 28: `&&` said `expected a version after ""`.
+    #[test]
+    fn a_joiner_that_is_no_operator_is_named() {
+        let err = Constraint::parse(">= 1.25 && < 2").unwrap_err();
+        let text = crate::error_chain::chain(&err);
+        assert!(
+            text.contains("\"&&\" is neither a version nor an operator"),
+            "{text}"
+        );
+        assert!(text.contains("commas or spaces"), "{text}");
     }
 
     /// Examples from the Masterminds README and its constraint tests.

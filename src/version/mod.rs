@@ -56,6 +56,11 @@ pub enum ConstraintReason {
     EmptyAlternative,
     #[error("expected a version after {operator:?}, found {found:?}")]
     MissingVersion { operator: String, found: String },
+    #[error(
+        "{found:?} is neither a version nor an operator; ranges join comparisons with commas or \
+         spaces (>=1.25, <2) and alternatives with ||"
+    )]
+    NotAnOperator { found: String },
     #[error("hyphen range {lower:?} - … has no upper version")]
     NoUpperVersion { lower: String },
     #[error("unexpected {found:?} after version {token:?}")]

@@ -329,7 +329,7 @@ async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_n
     let run = tree.run(&["plan", "--exit-code"]).await;
     run.expect_code(2);
     run.expect_stdout(&format!(
-            "Warnings:\n  policy web, image {}: no file its targets match holds the image; searched paths apps/** in the local directory\n",
+            "Warnings:\n  policy web, image {}: no file its targets match holds the image; searched paths apps/** in the local directory (the target at policies/web.yaml:9:13)\n",
             reg.image("shop/web")
         ));
     run.expect_stdout("0 problems, 1 warning");
@@ -353,7 +353,10 @@ async fn a_warning_keeps_exit_code_2_for_pending_changes_and_a_target_matching_n
         .unwrap_or_else(|| panic!("{report:#}"));
     assert_eq!(no_files["severity"], "problem");
     assert_eq!(no_files["policy"], "worker");
-    assert_eq!(no_files["searched"], "paths aps/** in the local directory");
+    assert_eq!(
+        no_files["searched"],
+        "paths aps/** in the local directory (the target at policies/worker.yaml:9:13)"
+    );
     assert_eq!(report["summary"]["problems"], 1, "{report:#}");
     assert_eq!(report["summary"]["warnings"], 1, "{report:#}");
 }
@@ -1178,7 +1181,7 @@ async fn check_names_targets_that_match_no_file_and_markers_that_resolve_to_noth
     );
     let run = tree.run(&["check"]).await;
     run.expect_code(0);
-    run.expect_stdout("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory\n");
+    run.expect_stdout("Warnings:\n  policy api, image 127.0.0.1:5000/shop/api: no file its targets match holds the image; searched paths apps/web/** in the local directory (the target at policies/api.yaml:9:13)\n");
 }
 
 #[tokio::test]
@@ -1267,7 +1270,7 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
     tree.run(&["plan", "--cache-dir", cache]).await;
     let run = tree.run(&["check", "--cache-dir", cache]).await;
     run.expect_code(1);
-    run.expect_stdout(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps\n"));
+    run.expect_stdout(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps (the target at policies/typo.yaml:9:13)\n"));
     run.expect_stdout(&format!("1 Application, 0 ImageUpdater resources\n  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n"));
     // Its source holds no field for its image: a warning, with what was searched.
     run.expect_stdout(&format!("  Warnings:\n    repository apps, application argocd/billing, image {image}: its sources hold no field for the image; searched source 1 (directory) at apps:apps/billing as last fetched\n"));
@@ -1486,4 +1489,204 @@ async fn check_catches_an_unset_passphrase_variable_and_a_bad_commit_template_of
         "{}",
         run.all()
     );
+}
+
+// === issue 28: no order guessed, true reasons, paths as Flux users write them ===
+
+/// Issue 28: `main-(\d+)-[0-9a-f]+` without `sortBy` sorted the whole tag as text, so `plan`
+/// moved `main-118-…` to `main-99-…`. The only group is the key, read as a number since it holds
+/// only digits; a key that could hold more (`[0-9a-f]+`) without an `order` is refused by
+/// `check` and `plan` alike, at the pattern's line, and that policy is not planned.
+#[tokio::test]
+async fn a_regex_orders_by_its_only_group_and_an_ambiguous_order_is_refused_by_check_and_plan() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags(
+        "shop/api",
+        &["main-99-1234567", "main-118-3fa9c1d", "main-100-0000000"],
+        ImageSpec::default(),
+    )
+    .await;
+    let tree = Tree::new(&reg.registries_yaml());
+    let image = reg.image("shop/api");
+    let regex = |pattern: &str| format!("  strategy:\n    regex:\n      pattern: '{pattern}'\n");
+    tree.write(
+        "policies/api.yaml",
+        &format!(
+            "{}  targets: [{{paths: [apps/api]}}]\n",
+            policy("api", &image, &regex(r"^main-(\d+)-[0-9a-f]+$"))
+        ),
+    )
+    .write(
+        "apps/api/deployment.yaml",
+        &deployment("api", &[&format!("{image}:main-99-1234567")]),
+    )
+    .write(
+        "apps/api/worker.yaml",
+        &deployment("worker", &[&format!("{image}:main-118-3fa9c1d")]),
+    );
+    let run = tree.run(&["plan", "--format", "json"]).await;
+    run.expect_code(0);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let changes = report["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{report:#}");
+    assert_eq!(changes[0]["from"], "main-99-1234567", "{report:#}");
+    assert_eq!(changes[0]["to"], "main-118-3fa9c1d", "{report:#}");
+    let run = tree.run(&["tags", &image, "--policy", "api"]).await;
+    run.expect_code(0);
+    run.expect_stdout("order: regex, numerical by group 1 (no order set; it holds only digits)\n");
+
+    // The sha as the key: text or number is the user's to say.
+    tree.write(
+        "policies/api.yaml",
+        &policy("api", &image, &regex(r"^main-\d+-([0-9a-f]+)$")),
+    );
+    let check = tree.run(&["check"]).await;
+    check.expect_code(1);
+    let want = "policies/api.yaml:9:16: policy \"api\": regex: no order is set and the sort key, group 1, can hold more than digits; set order: numerical, alphabetical or semver";
+    assert!(check.stderr.contains(want), "{}", check.all());
+    let plan = tree.run(&["plan"]).await;
+    plan.expect_code(1);
+    assert!(plan.all().contains(want), "{}", plan.all());
+    assert!(!plan.stdout.contains("main-118"), "{}", plan.stdout);
+}
+
+/// Issue 28: a plan whose policy no listed tag passes said "the registry has no tags".
+#[tokio::test]
+async fn a_hold_for_want_of_a_fitting_tag_says_why_not_that_the_registry_is_empty() {
+    let (reg, tree) = api_setup().await;
+    let image = reg.image("shop/api");
+    tree.write(
+        "policies/api.yaml",
+        &format!(
+            "{}  allowTags: '^v'\n",
+            policy("api", &image, &semver(">=1.0.0, <2.0.0"))
+        ),
+    );
+    let run = tree.run(&["plan", "--format", "json"]).await;
+    run.expect_code(0);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let reason = report["holds"][0]["reason"].as_str().unwrap_or_default();
+    assert_eq!(
+        reason, "no tag fits the policy (3 tags: 3 filtered by allowTags)",
+        "{report:#}"
+    );
+}
+
+/// Issue 28: `./apps/**` and a bare directory matched no file; a file the targets name that
+/// cannot be read was only listed among skipped files; a local target that matches nothing
+/// while a configured repository has such files said only "match no file".
+#[tokio::test]
+async fn check_reads_paths_as_flux_users_write_them_and_names_what_a_target_misses() {
+    let repo = crate::support::git::BareRepo::new();
+    repo.push_change(
+        "main",
+        "clusters/prod/web.yaml",
+        &deployment("web", &["127.0.0.1:5000/shop/web:1.0.0"]),
+        "web",
+    );
+    let tree = Tree::new("  []\n");
+    tree.write(
+        "tagpilot.yaml",
+        &format!(
+            "policies: policies/\nrepositories:\n  - name: prod\n    url: {}\n    branch: main\n",
+            repo.file_url()
+        ),
+    )
+    .write(
+        "policies/api.yaml",
+        &format!(
+            "{}  targets: [{{paths: [./apps/**]}}]\n",
+            policy("api", "127.0.0.1:5000/shop/api", &semver("1.x"))
+        ),
+    )
+    .write(
+        "policies/jobs.yaml",
+        &format!(
+            "{}  targets: [{{paths: [jobs]}}]\n",
+            policy("jobs", "127.0.0.1:5000/shop/jobs", &semver("1.x"))
+        ),
+    )
+    // Meant for repository prod, which has it; named there so that `plan` fetches prod.
+    .write(
+        "policies/web.yaml",
+        &format!(
+            "{}  targets:\n    - paths: [clusters/prod]\n    - {{repository: prod, paths: [other/**]}}\n",
+            policy("web", "127.0.0.1:5000/shop/web", &semver("1.x"))
+        ),
+    )
+    .write(
+        "apps/api/deployment.yaml",
+        &deployment("api", &["127.0.0.1:5000/shop/api:1.2.3"]),
+    )
+    .write(
+        "jobs/nightly/cronjob.yaml",
+        &deployment("nightly", &["127.0.0.1:5000/shop/jobs:1.2.3"]),
+    )
+    .write("jobs/values.yaml", "image:\n  tag: {{ .Values.tag }\n");
+    let cache = tree.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    tree.run(&["plan", "--cache-dir", cache]).await;
+    let run = tree.run(&["check", "--cache-dir", cache]).await;
+    run.expect_code(1);
+    let out = &run.stdout;
+    assert!(!out.contains("policy api, image"), "{out}");
+    assert!(
+        !out.contains("policy jobs, image 127.0.0.1:5000/shop/jobs: its targets"),
+        "{out}"
+    );
+    run.expect_stdout("policy jobs, image 127.0.0.1:5000/shop/jobs: a file its targets name cannot be read, so no image in it is updated; searched jobs/values.yaml:");
+    run.expect_stdout("policy web, image 127.0.0.1:5000/shop/web: its targets match no file; searched paths clusters/prod, clusters/prod/** in the local directory (the target at policies/web.yaml:10:7); repository prod has 1 matching file as last fetched: add `repository: prod` to the target to update them there");
+}
+
+/// Issue 28: `tags` honours an Application's constraint when asked for its image, says which
+/// order it used, and reaches a registry no configuration names with `--insecure`.
+#[tokio::test]
+async fn tags_takes_an_applications_image_and_an_unconfigured_plain_http_registry() {
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags(
+        "shop/pay",
+        &["2.4.6", "2.4.7", "2.5.0"],
+        ImageSpec::default(),
+    )
+    .await;
+    let image = reg.image("shop/pay");
+    let tree = Tree::new(&reg.registries_yaml());
+    tree.write(
+        "tagpilot.yaml",
+        &format!(
+            "registries:\n{}policies: policies/\nrepositories:\n  - name: manifests\n    url: file:///srv/git/manifests.git\n    branch: main\napplications:\n  fromGit:\n    - paths: [\"argocd/*.yaml\"]\n",
+            reg.registries_yaml()
+        ),
+    )
+    .write(
+        "argocd/payments.yaml",
+        &format!("apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: payments\n  namespace: argocd\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: pay={image}:~2.4\n    argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  source: {{repoURL: 'file:///srv/git/manifests.git', path: apps/pay, targetRevision: main}}\n"),
+    );
+    for name in ["argocd/payments/pay", "payments/pay"] {
+        let run = tree
+            .run(&["tags", &format!("{image}:2.4.6"), "--policy", name])
+            .await;
+        run.expect_code(0);
+        assert!(
+            run.stdout.starts_with(
+                "policy payments/pay (an image of Application argocd/payments)\norder: semver, highest in ~2.4\n"
+            ),
+            "{}",
+            run.all()
+        );
+        run.expect_stdout(&format!("chosen: {image}:2.4.7"));
+    }
+
+    // No tagpilot.yaml at all: `--insecure` is the only way to say the registry is plain HTTP.
+    let bare = Tree::new("  []\n");
+    std::fs::remove_file(bare.path().join("tagpilot.yaml")).unwrap();
+    let run = bare.run(&["tags", &image, "--semver", "*"]).await;
+    run.expect_code(1);
+    assert!(run.stderr.contains("plain HTTP"), "{}", run.all());
+    let run = bare
+        .run(&["tags", &image, "--semver", "*", "--insecure"])
+        .await;
+    run.expect_code(0);
+    run.expect_stdout("order: semver, highest in *\n");
+    run.expect_stdout(&format!("chosen: {image}:2.5.0"));
 }

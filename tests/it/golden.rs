@@ -158,7 +158,13 @@ async fn run_case(case: &Path) -> Vec<String> {
     if tree(work.path()) != tree(&case.join("in")) {
         failures.push("plan changed files".to_string());
     }
-    failures.extend(check_text(&case.join("plan.txt"), &report::table(&planned)));
+    // Policy files are named as loaded, under the temporary root: as the case names them.
+    let root = format!("{}/", work.path().display());
+    let relative = |text: String| text.replace(&root, "");
+    failures.extend(check_text(
+        &case.join("plan.txt"),
+        &relative(report::table(&planned)),
+    ));
     for (file, format) in [
         ("plan.md", report::Format::Markdown),
         ("plan.json", report::Format::Json),
@@ -166,7 +172,7 @@ async fn run_case(case: &Path) -> Vec<String> {
         if case.join(file).exists() {
             failures.extend(check_text(
                 &case.join(file),
-                &report::render(&planned, format).expect("the report renders"),
+                &relative(report::render(&planned, format).expect("the report renders")),
             ));
         }
     }

@@ -119,7 +119,7 @@ fn an_invalid_regex_is_shown_as_written() {
         "{}",
         errs[0]
     );
-    let adhoc = Strategy::regex(r"^(\d+", None, policy::RegexOrder::Numerical).unwrap_err();
+    let adhoc = Strategy::regex(r"^(\d+", None, Some(policy::RegexOrder::Numerical)).unwrap_err();
     assert!(
         adhoc.to_string().starts_with(r#"invalid regex "^(\d+": "#),
         "{adhoc}"
@@ -627,5 +627,122 @@ fn promote_names_what_exists_and_no_cycle() {
     assert!(
         errs.iter().all(|e| e.contains("leads back to this policy")),
         "{errs:?}"
+    );
+}
+
+/// Issue 28: a Flux `ImagePolicy` pasted into `policies/` was reported as "unknown field
+/// imageRepositoryRef", and a Deployment as "missing field spec". What the document is comes
+/// first, at its `kind`.
+#[test]
+fn a_flux_resource_or_another_kind_is_named_for_what_it_is() {
+    let flux = "apiVersion: image.toolkit.fluxcd.io/v1beta2\nkind: ImagePolicy\nmetadata:\n  name: app\n  namespace: flux-system\nspec:\n  imageRepositoryRef:\n    name: app\n  policy:\n    semver:\n      range: 1.x\n";
+    assert_one(
+        &[("flux.yaml", flux)],
+        "flux.yaml",
+        "2:7",
+        "this is a Flux resource (apiVersion image.toolkit.fluxcd.io/v1beta2, kind ImagePolicy), not a tagpilot ImagePolicy",
+    );
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app\n";
+    assert_one(
+        &[(
+            "deploy.yaml",
+            &format!("{}---\n{deployment}", doc("ok", "    semver: {}\n")),
+        )],
+        "deploy.yaml",
+        "11:7",
+        "not an ImagePolicy (apiVersion apps/v1, kind Deployment)",
+    );
+}
+
+/// Issue 28: `sortBy: 1` suggested `(?P<1>…)`, no valid group name. A group may be named by
+/// its number, as Flux's `$1`; one that does not exist is said with the groups there are.
+#[test]
+fn sort_by_takes_a_group_number_and_names_the_groups_there_are() {
+    let ok = doc(
+        "app",
+        "    regex:\n      pattern: '^main-([0-9a-f]{7})-(\\d+)$'\n      sortBy: 2\n",
+    );
+    let (_dir, config_path) = repo(&[("ok.yaml", &ok)]);
+    let config = config::load(&config_path).unwrap();
+    let p = &policy::load(&config).unwrap()[0];
+    assert!(
+        matches!(
+            p.strategy,
+            Strategy::Regex {
+                group: 2,
+                order: policy::RegexOrder::Numerical,
+                ..
+            }
+        ),
+        "{:?}",
+        p.strategy
+    );
+    let none = doc(
+        "app",
+        "    regex:\n      pattern: '^main-\\d+$'\n      sortBy: 1\n",
+    );
+    let errs = errors(&[("none.yaml", &none)]);
+    assert!(
+        errs[0].contains("sortBy names group \"1\", but the pattern has no capture group"),
+        "{errs:?}"
+    );
+    assert!(!errs[0].contains("(?P<1>"), "{errs:?}");
+    let several = doc(
+        "app",
+        "    regex:\n      pattern: '^main-(?P<sha>[0-9a-f]{7})-(\\d+)$'\n",
+    );
+    assert_one(
+        &[("several.yaml", &several)],
+        "several.yaml",
+        "9:16",
+        "the pattern has 2 capture groups (sha, 2) and no sortBy",
+    );
+}
+
+/// Issue 28: `order: numerical` on a key that is never a number passed `check`, and `plan`
+/// then said the registry had no tags.
+#[test]
+fn numerical_order_on_a_key_that_is_never_a_number_is_refused() {
+    let text = doc(
+        "app",
+        "    regex:\n      pattern: '^main-[0-9a-f]+$'\n      order: numerical\n",
+    );
+    assert_one(
+        &[("never.yaml", &text)],
+        "never.yaml",
+        "9:16",
+        "the key, the whole tag (the pattern has no capture group), is never only digits",
+    );
+}
+
+/// Issue 28: `>= 1.25 && < 2` said `expected a version after ""`; a range no version meets
+/// (`>=2, <1`) passed `check` and held every reference for ever.
+#[test]
+fn a_range_is_named_when_it_joins_with_ampersands_or_admits_no_version() {
+    let text = doc("app", "    semver:\n      range: '>= 1.25 && < 2'\n");
+    assert_one(
+        &[("amp.yaml", &text)],
+        "amp.yaml",
+        "9:14",
+        "ranges join comparisons with commas or spaces",
+    );
+    let text = doc("app", "    semver:\n      range: '>=2, <1'\n");
+    assert_one(
+        &[("empty.yaml", &text)],
+        "empty.yaml",
+        "9:14",
+        "semver.range \">=2, <1\" admits no version (pre-releases left out), so no tag could ever be chosen",
+    );
+}
+
+/// Issue 28: a regex error showed no position inside the pattern.
+#[test]
+fn an_invalid_regex_shows_where_in_the_pattern() {
+    let text = doc("app", "    regex:\n      pattern: '^main-(?P<ts>\\d+$'\n");
+    let errs = errors(&[("regex.yaml", &text)]);
+    assert!(
+        errs[0].contains("unclosed group, at character 7:\n    ^main-(?P<ts>\\d+$\n          ^"),
+        "{}",
+        errs[0]
     );
 }

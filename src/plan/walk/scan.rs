@@ -14,6 +14,7 @@ use crate::plan::Progress;
 use crate::plan::decide::FieldFacts;
 use crate::plan::index::{PolicyIndex, TargetMatches};
 use crate::plan::model::{Finding, FindingKind, Plan, Problem, SkipKind, SkippedFile};
+use crate::policy::SourceLocation;
 
 /// What scanning a tree found before any registry is asked: the files with owned fields, and a
 /// plan holding what the scan alone can tell (skipped files, problems of fields and markers,
@@ -47,6 +48,8 @@ pub(super) fn scan_tree(
         })
     });
     let mut files = Vec::new();
+    // (policy, why, file) for each file a policy's targets name that cannot be read.
+    let mut unreadable: Vec<(usize, String, String)> = Vec::new();
     // Policies that found their image, owned or not: two policies contesting a field both did.
     let mut seen = BTreeSet::new();
     for (rel, scan) in paths.iter().zip(scans) {
@@ -68,7 +71,15 @@ pub(super) fn scan_tree(
         }
         match scan {
             Scan::NotTargeted => {}
-            Scan::Skipped(skipped) => plan.skipped.push(*skipped),
+            Scan::Skipped(skipped) => {
+                unreadable.extend(
+                    index
+                        .targeting(rel)
+                        .into_iter()
+                        .map(|i| (i, skipped.reason.clone(), display_path(rel))),
+                );
+                plan.skipped.push(*skipped)
+            }
             Scan::Unreadable(problem) => plan.problems.push(*problem),
             Scan::Scanned {
                 fingerprint,
@@ -96,8 +107,29 @@ pub(super) fn scan_tree(
         .collect();
     plan.policies_used = used.len();
     plan.findings = findings(index, &matches, !paths.is_empty(), &seen);
+    plan.findings
+        .extend(unreadable.into_iter().map(|(i, why, file)| {
+            let policy = &index.policies()[i];
+            // The reason names `file:line:column` when the reader knows where it stopped.
+            let searched = if why.starts_with(&file) {
+                why
+            } else {
+                format!("{file}: {why}")
+            };
+            Finding {
+                policy: Some(policy.name.clone()),
+                ..Finding::new(
+                    FindingKind::UnreadableFile,
+                    policy.image.to_string(),
+                    searched,
+                )
+            }
+        }));
     TreeScan { plan, files }
 }
+
+/// One target as its findings name it: its paths, and where it is written.
+type Searched<'a> = (&'a [String], Option<&'a SourceLocation>);
 
 /// The scope's findings: each policy whose targets here match no file (per target), and each
 /// whose matched files hold no reference to its image. Targets naming literal files are an
@@ -113,21 +145,30 @@ fn findings(
         Some(name) => format!("repository {name}"),
         None => "the local directory".to_string(),
     };
-    let describe = |paths: &[String]| -> String {
-        if paths.is_empty() {
+    let describe = |(paths, at): &Searched<'_>| -> String {
+        let searched = if paths.is_empty() {
             format!("every YAML file of {place}")
         } else {
             format!("paths {} in {place}", paths.join(", "))
+        };
+        match at {
+            // `policies/api.yaml`, however tagpilot.yaml was found (`./tagpilot.yaml`).
+            Some(at) => format!(
+                "{searched} (the target at {})",
+                at.to_string().trim_start_matches("./")
+            ),
+            None => searched,
         }
     };
     let mut out = Vec::new();
     for (i, policy) in index.policies().iter().enumerate() {
-        // (paths, whether they matched a file) of each of the policy's targets in this scope.
-        let targets: Vec<(&[String], bool)> = if policy.targets.is_empty() {
+        // ((paths, where written), whether they matched a file) of each of the policy's
+        // targets in this scope.
+        let targets: Vec<(Searched<'_>, bool)> = if policy.targets.is_empty() {
             if repository.is_some() {
                 continue;
             }
-            vec![(&[][..], any_file)]
+            vec![((&[][..], Some(&policy.source)), any_file)]
         } else {
             policy
                 .targets
@@ -140,7 +181,7 @@ fn findings(
                     } else {
                         matches.is_marked(i, j)
                     };
-                    (t.paths.as_slice(), hit)
+                    ((t.paths.as_slice(), t.source.as_ref()), hit)
                 })
                 .collect()
         };
@@ -151,7 +192,7 @@ fn findings(
         let missed: Vec<String> = targets
             .iter()
             .filter(|(_, hit)| !hit)
-            .map(|(paths, _)| describe(paths))
+            .map(|(target, _)| describe(target))
             .collect();
         if !missed.is_empty() {
             out.push(finding(FindingKind::NoFiles, missed));
@@ -159,7 +200,7 @@ fn findings(
         let hit: Vec<String> = targets
             .iter()
             .filter(|(_, hit)| *hit)
-            .map(|(paths, _)| describe(paths))
+            .map(|(target, _)| describe(target))
             .collect();
         if !hit.is_empty() && !seen.contains(&i) {
             out.push(finding(FindingKind::ImageNotFound, hit));

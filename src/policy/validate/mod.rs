@@ -10,16 +10,16 @@ use crate::image::{ImageRef, Platform, Repository, is_valid_tag};
 use crate::version::Constraint;
 
 use super::{
-    API_VERSION, ImagePolicy, KIND, PolicyError, RegexOrder, SourceLocation, Strategy, Target,
-    ValueError,
+    API_VERSION, ImagePolicy, KIND, PolicyError, SourceLocation, Strategy, Target, ValueError,
+    regex_key,
 };
 
 mod promote;
 mod raw;
 
 use self::raw::{
-    NameOnly, RawDigest, RawDocument, RawMetadata, RawRegex, RawSemver, RawStrategy, RawTarget,
-    SortOrder,
+    Header, NameOnly, RawDigest, RawDocument, RawMetadata, RawRegex, RawSemver, RawStrategy,
+    RawTarget, SortOrder,
 };
 
 /// Parses and checks one document of a policy file (`offset`: lines before it in the file).
@@ -30,6 +30,14 @@ pub(super) fn document(
     doc: &str,
     errors: &mut Vec<PolicyError>,
 ) -> Option<ImagePolicy> {
+    // What the document is comes first: a Flux ImagePolicy or a Deployment pasted here is
+    // named as such, not by the first field tagpilot's ImagePolicy lacks.
+    if let Ok(Some(header)) = serde_saphyr::from_str::<Option<Header>>(doc)
+        && let Some(problem) = foreign(path, offset, &header)
+    {
+        errors.push(problem);
+        return None;
+    }
     let parsed: Result<Option<RawDocument>, serde_saphyr::Error> = serde_saphyr::from_str(doc);
     match parsed {
         Ok(Some(raw)) => Validator {
@@ -53,6 +61,50 @@ pub(super) fn document(
             None
         }
     }
+}
+
+/// A document that is not a tagpilot `ImagePolicy` at all, as a problem at its `kind` (or
+/// `apiVersion`); `None` for one that is (or says nothing about what it is).
+fn foreign(path: &Path, offset: usize, header: &Header) -> Option<PolicyError> {
+    let api_version = header.api_version.as_ref().map(|a| a.value.as_str());
+    let kind = header.kind.as_ref().map(|k| k.value.as_str());
+    if api_version == Some(API_VERSION) && kind == Some(KIND) {
+        return None;
+    }
+    let at = header.kind.as_ref().or(header.api_version.as_ref())?;
+    let location = SourceLocation::new(
+        path,
+        at.referenced.line() as usize + offset,
+        at.referenced.column() as usize,
+    );
+    let written = format!(
+        "apiVersion {}, kind {}",
+        api_version.unwrap_or("(none)"),
+        kind.unwrap_or("(none)")
+    );
+    let message = if api_version.is_some_and(|a| a.starts_with("image.toolkit.fluxcd.io/")) {
+        format!(
+            "this is a Flux resource ({written}), not a tagpilot ImagePolicy: tagpilot reads \
+             apiVersion {API_VERSION}, kind {KIND}, with spec.image and spec.strategy \
+             (see policies/ in tagpilot's repository); Flux's markers in manifests work as they are"
+        )
+    } else if kind == Some(KIND) {
+        format!(
+            "apiVersion must be {API_VERSION:?}, not {:?}",
+            api_version.unwrap_or("")
+        )
+    } else {
+        format!(
+            "not an ImagePolicy ({written}): the policy files hold only apiVersion \
+             {API_VERSION}, kind {KIND} documents; keep other resources elsewhere"
+        )
+    };
+    Some(PolicyError::Invalid {
+        location,
+        policy: None,
+        message,
+        error: None,
+    })
 }
 
 // === validation ===
@@ -231,7 +283,7 @@ impl Validator<'_> {
                     format!(
                         "allowTags: invalid regex {}: {}",
                         as_written(&a.value),
-                        one_line(&e.to_string())
+                        regex_key::position(&a.value, &e)
                     ),
                     e,
                 );
@@ -328,6 +380,17 @@ impl Validator<'_> {
             let range = match range {
                 None => None,
                 Some(r) => match Constraint::parse(&r.value) {
+                    Ok(c) if !c.admits_some_version(prerelease) => {
+                        self.error(
+                            &r,
+                            format!(
+                                "semver.range {:?} admits no version{}, so no tag could ever be chosen",
+                                r.value,
+                                if prerelease { "" } else { " (pre-releases left out)" }
+                            ),
+                        );
+                        return None;
+                    }
                     Ok(c) => Some(c),
                     Err(e) => {
                         self.error_from(
@@ -342,43 +405,7 @@ impl Validator<'_> {
             return Some(Strategy::Semver { range, prerelease });
         }
         if let Some(r) = regex {
-            let Some(RawRegex {
-                pattern,
-                sort_by,
-                order,
-            }) = r.value
-            else {
-                self.error(&r, "strategy regex needs a `pattern`");
-                return None;
-            };
-            let compiled = match regex::Regex::new(&pattern.value) {
-                Ok(c) => c,
-                Err(e) => {
-                    self.error_from(
-                        &pattern,
-                        format!(
-                            "regex.pattern: invalid regex {}: {}",
-                            as_written(&pattern.value),
-                            one_line(&e.to_string())
-                        ),
-                        e,
-                    );
-                    return None;
-                }
-            };
-            if let Some(group) = &sort_by
-                && let Err(e) = check_group(&compiled, &group.value)
-            {
-                self.error_from(group, format!("regex.sortBy: {e}"), e);
-                return None;
-            }
-            return Some(Strategy::Regex {
-                pattern: compiled,
-                sort_by: sort_by.map(|s| s.value),
-                // Alphabetical works for any capture and equals numerical order for the
-                // fixed-width timestamps most build tags carry.
-                order: order.unwrap_or(RegexOrder::Alphabetical),
-            });
+            return self.regex(r);
         }
         if newest_build.is_some() {
             return Some(Strategy::NewestBuild);
@@ -404,6 +431,59 @@ impl Validator<'_> {
             });
         }
         None
+    }
+
+    /// `strategy.regex`: the pattern, and the sort key and order it implies or is given
+    /// ([`regex_key::resolve`], as `tagpilot tags`' flags are checked too).
+    fn regex(&mut self, r: Spanned<Option<RawRegex>>) -> Option<Strategy> {
+        let Some(RawRegex {
+            pattern,
+            sort_by,
+            order,
+        }) = r.value
+        else {
+            self.error(&r, "strategy regex needs a `pattern`");
+            return None;
+        };
+        let compiled = match regex::Regex::new(&pattern.value) {
+            Ok(c) => c,
+            Err(e) => {
+                self.error_from(
+                    &pattern,
+                    format!(
+                        "regex.pattern: invalid regex {}: {}",
+                        as_written(&pattern.value),
+                        regex_key::position(&pattern.value, &e)
+                    ),
+                    e,
+                );
+                return None;
+            }
+        };
+        let written = sort_by.as_ref().map(|s| s.value.as_str());
+        match regex_key::resolve(&pattern.value, &compiled, written, order) {
+            Ok(key) => Some(Strategy::Regex {
+                pattern: compiled,
+                group: key.group,
+                order: key.order,
+                implied: key.implied,
+            }),
+            Err(e) => {
+                // At `sortBy` when it is what is wrong, else at the pattern.
+                let (field, at) = match (&e, &sort_by) {
+                    (ValueError::UnknownGroup { .. }, Some(s)) => ("regex.sortBy", s),
+                    _ => ("regex", &pattern),
+                };
+                let location = self.at(at);
+                self.errors.push(PolicyError::Invalid {
+                    location,
+                    policy: self.policy.clone(),
+                    message: format!("{field}: {e}"),
+                    error: Some(Box::new(e)),
+                });
+                None
+            }
+        }
     }
 
     /// Whether `raw` sets exactly one strategy; an error on it otherwise.
@@ -443,24 +523,27 @@ impl Validator<'_> {
 
     fn target(&mut self, raw: Spanned<RawTarget>) -> Option<Target> {
         let before = self.errors.len();
+        let source = Some(self.at(&raw));
         let t = raw.value;
         let mut builder = globset::GlobSetBuilder::new();
         let mut paths = Vec::new();
         for p in t.paths {
-            match globset::GlobBuilder::new(&p.value)
-                .literal_separator(true)
-                .build()
-            {
-                Ok(g) => {
-                    builder.add(g);
+            for glob in target_globs(&p.value) {
+                match globset::GlobBuilder::new(&glob)
+                    .literal_separator(true)
+                    .build()
+                {
+                    Ok(g) => {
+                        builder.add(g);
+                    }
+                    Err(e) => self.error_from(
+                        &p,
+                        format!("targets[].paths: invalid glob {:?}: {}", p.value, e.kind()),
+                        e,
+                    ),
                 }
-                Err(e) => self.error_from(
-                    &p,
-                    format!("targets[].paths: invalid glob {:?}: {}", p.value, e.kind()),
-                    e,
-                ),
+                paths.push(glob);
             }
-            paths.push(p.value);
         }
         let path_set = builder
             .build()
@@ -514,25 +597,28 @@ impl Validator<'_> {
             repository,
             helm,
             kustomize_image_name,
+            source,
         })
     }
 }
 
-pub(super) fn check_group(pattern: &regex::Regex, group: &str) -> Result<(), ValueError> {
-    if pattern.capture_names().flatten().any(|n| n == group) {
-        return Ok(());
+/// The globs a `targets[].paths` entry matches with, as Flux users write paths too: a leading
+/// `./` is the root (`./apps/**` is `apps/**`, `.` every file), and a path without a wildcard
+/// names a file or a directory, whose files are matched at any depth (`apps` and `apps/` are
+/// also `apps/**`), as a Flux Kustomization's `path` means.
+pub(crate) fn target_globs(written: &str) -> Vec<String> {
+    let mut path = written;
+    while let Some(rest) = path.strip_prefix("./") {
+        path = rest;
     }
-    let names: Vec<String> = pattern
-        .capture_names()
-        .flatten()
-        .map(str::to_string)
-        .collect();
-    let group = group.to_string();
-    Err(if names.is_empty() {
-        ValueError::NoNamedGroups { group }
-    } else {
-        ValueError::UnknownGroup { group, names }
-    })
+    let path = if path == "." { "" } else { path };
+    let wildcard = path.contains(['*', '?', '[', '{']);
+    match path.strip_suffix('/') {
+        _ if path.is_empty() => vec!["**".to_string()],
+        Some(dir) if !wildcard => vec![format!("{dir}/**")],
+        _ if !wildcard => vec![path.to_string(), format!("{path}/**")],
+        _ => vec![path.to_string()],
+    }
 }
 
 /// Dotted Helm value paths: `image.tag`, `images[1].tag`, `a.b[0][2].c`.
@@ -578,18 +664,6 @@ fn is_valid_name(name: &str) -> bool {
         && edge(b[b.len() - 1])
         && b.iter()
             .all(|&c| edge(c) || c == b'-' || c == b'.' || c == b'_')
-}
-
-/// regex's errors span several lines with a caret diagram; keep the last line, which says what
-/// is wrong, so that each problem stays one line in a list.
-fn one_line(message: &str) -> String {
-    message
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(message)
-        .trim()
-        .to_string()
 }
 
 /// A value in quotes exactly as the user wrote it; `{:?}` would double every backslash of a

@@ -16,6 +16,16 @@ pub(super) struct NameOnlyMetadata {
     pub(super) name: Option<String>,
 }
 
+/// What a document says it is, read before anything else.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Header {
+    #[serde(default)]
+    pub(super) api_version: Option<Spanned<String>>,
+    #[serde(default)]
+    pub(super) kind: Option<Spanned<String>>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawDocument {

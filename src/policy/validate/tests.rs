@@ -52,3 +52,18 @@ fn a_signature_key_that_cannot_be_read_is_an_error_at_its_line() {
     let ok = crate::policy::parse_file(&path, &yaml.replace("gone.pub", "cosign.pub")).unwrap();
     assert_eq!(ok[0].signatures.as_ref().unwrap().keys.len(), 1);
 }
+
+/// Issue 28: `./apps/**` and a bare `apps` matched no file; Flux users write both.
+#[test]
+fn target_paths_read_as_flux_users_write_them() {
+    assert_eq!(target_globs("./apps/**"), ["apps/**"]);
+    assert_eq!(target_globs("apps"), ["apps", "apps/**"]);
+    assert_eq!(target_globs("./apps/"), ["apps/**"]);
+    assert_eq!(target_globs("."), ["**"]);
+    assert_eq!(target_globs("apps/*/values.yaml"), ["apps/*/values.yaml"]);
+    let yaml = "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\nspec:\n  image: r.example/api\n  strategy: {semver: {}}\n  targets:\n    - paths: [./apps/**]\n    - paths: [clusters/prod]\n";
+    let policy = &crate::policy::parse_file(Path::new("p.yaml"), yaml).unwrap()[0];
+    assert!(policy.targets[0].matches(Path::new("apps/api/deploy.yaml")));
+    assert!(policy.targets[1].matches(Path::new("clusters/prod/apps/api.yaml")));
+    assert!(!policy.targets[1].matches(Path::new("clusters/production/api.yaml")));
+}
