@@ -69,6 +69,7 @@ pub(super) async fn collect_applications<R: Registry>(
     let mut resolved = argocd::resolve::resolve_selected(
         selection.apps,
         &config.repositories,
+        &apps_config.allowed_repositories(),
         &argocd::load::remote_default_branch,
     );
     if let Some(images) = only_images {
@@ -119,6 +120,7 @@ impl Applications {
             });
         }
         plan.findings.extend(not_found(resolved, images));
+        plan.findings.extend(unknown_annotations(resolved));
         let mut applications = argocd::report::collect(resolved, images, app_problems);
         for (i, patch) in patch_reports {
             let id = resolved.apps[i].app.id();
@@ -158,6 +160,34 @@ fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
         .filter(|(a, _)| seen.insert(key(a)))
         .map(|(a, _)| a.deployed_view())
         .collect()
+}
+
+/// Each annotation of an Application that nothing reads, as a warning naming where the
+/// Application was read (`manifests:argocd/pay.yaml:1`, `cluster`) and the known key nearest
+/// to it: never only a note in the Applications section.
+pub(super) fn unknown_annotations(resolved: &Resolved) -> Vec<plan::Finding> {
+    let mut out = Vec::new();
+    for app in &resolved.apps {
+        for unknown in &app.annotations.unknown {
+            let message = match &unknown.nearest {
+                Some(near) => format!(
+                    "nothing reads annotation {}; did you mean {near}?",
+                    unknown.key
+                ),
+                None => format!("nothing reads annotation {}", unknown.key),
+            };
+            out.push(plan::Finding {
+                application: Some(app.app.id()),
+                message,
+                ..plan::Finding::new(
+                    plan::FindingKind::UnknownAnnotation,
+                    String::new(),
+                    app.app.origin.clone(),
+                )
+            });
+        }
+    }
+    out
 }
 
 /// Each image an Application's source holds no field for, as a finding that names the

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use crate::manifest::{self, Edit};
-use crate::plan::{FileUpdate, Finding, FindingKind, Hold, Plan, Problem};
+use crate::plan::{Change, Claim, FileUpdate, Finding, FindingKind, Hold, Plan, Problem};
 
 /// One field two sources disagree on.
 struct Conflict {
@@ -31,6 +31,7 @@ pub fn merge(
     let mut out = Plan::default();
     let mut files: BTreeMap<PathBuf, FileUpdate> = BTreeMap::new();
     let mut skipped = BTreeSet::new();
+    let mut claims = Vec::new();
     for p in parts {
         out.changes.extend(p.changes);
         out.holds.extend(p.holds);
@@ -48,6 +49,7 @@ pub fn merge(
         out.ended_holds.extend(p.ended_holds);
         out.holds_found.extend(p.holds_found);
         out.promotions.extend(p.promotions);
+        claims.extend(p.claims);
         for f in p.files {
             match files.get_mut(&f.path) {
                 None => {
@@ -65,6 +67,7 @@ pub fn merge(
         }
     }
 
+    hold_claimed(&mut out, &mut files, claims, repository, source_of);
     for (path, mut f) in files {
         let file = path.to_string_lossy().replace('\\', "/");
         let conflicts = conflicts(&f);
@@ -114,6 +117,144 @@ pub fn merge(
         .sort_by(|a, b| (&a.file, a.line, &a.policy).cmp(&(&b.file, b.line, &b.policy)));
     out.files.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// A claimed field another source moves: who moves it and what each side says.
+struct Claimed {
+    claim: Claim,
+    movers: BTreeSet<String>,
+    /// `policy (source) wants tag`, one per mover.
+    wants: Vec<String>,
+    /// `policy (source) is up to date at tag`.
+    stays: String,
+}
+
+/// A source that is up to date still claims its field: another source moving that field is a
+/// conflict like two sources moving it apart. The mover's changes in the file are held with
+/// every edit of its in that file (which of its edits belong to which field is not kept, and
+/// holding the image's other fields of one file is the safe side), and the field is held for
+/// the claimant too, so that its report does not say "up to date" while the field is held.
+fn hold_claimed(
+    out: &mut Plan,
+    files: &mut BTreeMap<PathBuf, FileUpdate>,
+    claims: Vec<Claim>,
+    repository: Option<&str>,
+    source_of: &dyn Fn(&str) -> String,
+) {
+    if claims.is_empty() || out.changes.is_empty() {
+        return;
+    }
+    let mut movers: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut held_claims = Vec::new();
+    for claim in claims {
+        let moving: Vec<&Change> = out
+            .changes
+            .iter()
+            .filter(|c| {
+                c.file == claim.file
+                    && c.line == claim.line
+                    && c.image == claim.image
+                    && c.policy != claim.policy
+            })
+            .collect();
+        if moving.is_empty() {
+            continue;
+        }
+        let by: BTreeSet<String> = moving.iter().map(|c| c.policy.clone()).collect();
+        let wants: Vec<String> = moving
+            .iter()
+            .map(|c| format!("{} ({}) wants {}", c.policy, source_of(&c.policy), c.to))
+            .collect();
+        let stays = format!(
+            "{} ({}) is up to date at {}",
+            claim.policy,
+            source_of(&claim.policy),
+            claim.current
+        );
+        for c in &moving {
+            movers.insert((c.policy.clone(), c.file.clone()));
+        }
+        held_claims.push(Claimed {
+            claim,
+            movers: by,
+            wants,
+            stays,
+        });
+    }
+    if held_claims.is_empty() {
+        return;
+    }
+    let (held, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut out.changes)
+        .into_iter()
+        .partition(|c| movers.contains(&(c.policy.clone(), c.file.clone())));
+    out.changes = kept;
+    for f in files.values_mut() {
+        let file = f.path.to_string_lossy().replace('\\', "/");
+        for (policy, edits) in &mut f.edits {
+            if movers.contains(&(policy.clone(), file.clone())) {
+                edits.clear();
+            }
+        }
+    }
+    let hold = |policy: &str, file: &str, line: usize, current: &str, reason: String| Hold {
+        repository: repository.map(str::to_owned),
+        policy: policy.to_owned(),
+        file: file.to_owned(),
+        line,
+        current: current.to_owned(),
+        reason,
+    };
+    for Claimed {
+        claim,
+        wants,
+        stays,
+        ..
+    } in &held_claims
+    {
+        let reason = format!(
+            "sources disagree: {stays}, {}; held until they agree",
+            wants.join(", ")
+        );
+        out.holds.push(hold(
+            &claim.policy,
+            &claim.file,
+            claim.line,
+            &claim.current,
+            reason,
+        ));
+        out.up_to_date = out.up_to_date.saturating_sub(1);
+    }
+    for c in &held {
+        // The claimants of this field; else those of the mover's other fields in the file, for
+        // which this change is held.
+        let of_field: Vec<&str> = held_claims
+            .iter()
+            .filter(|k| k.claim.file == c.file && k.claim.line == c.line && k.movers.contains(&c.policy))
+            .map(|k| k.stays.as_str())
+            .collect();
+        let others: Vec<&str> = if of_field.is_empty() {
+            held_claims
+                .iter()
+                .filter(|k| k.claim.file == c.file && k.movers.contains(&c.policy))
+                .map(|k| k.stays.as_str())
+                .collect()
+        } else {
+            of_field
+        };
+        out.holds.push(hold(
+            &c.policy,
+            &c.file,
+            c.line,
+            &c.from,
+            format!(
+                "sources disagree: {} ({}) wants {}, {}; held until they agree",
+                c.policy,
+                source_of(&c.policy),
+                c.to,
+                others.join(", ")
+            ),
+        ));
+    }
 }
 
 /// Overlapping edits of different policies that do not write the same text.
@@ -496,6 +637,75 @@ mod tests {
             plan.files[0].updated,
             TEXT.replace("web:2.0.0", "web:2.1.0"),
             "the other field still moves"
+        );
+    }
+
+    /// One source's plan of `FILE` that finds `image` already where it wants it.
+    fn up_to_date(policy: &str, image: &str) -> Plan {
+        let moved = part(policy, image, "9.9.9");
+        let c = &moved.changes[0];
+        Plan {
+            up_to_date: 1,
+            claims: vec![Claim {
+                policy: policy.into(),
+                image: image.into(),
+                file: FILE.into(),
+                line: c.line,
+                current: c.from.clone(),
+            }],
+            ..Plan::default()
+        }
+    }
+
+    #[test]
+    fn a_source_up_to_date_on_a_field_another_moves_holds_it_and_both_are_named() {
+        let plan = merge(
+            Some("manifests"),
+            vec![
+                up_to_date("shop/api", "registry.example/api"),
+                part("api", "registry.example/api", "1.1.0"),
+                part("shop/web", "registry.example/web", "2.1.0"),
+            ],
+            &names,
+        );
+        let held: Vec<(&str, &str, usize)> = plan
+            .holds
+            .iter()
+            .map(|h| (h.policy.as_str(), h.current.as_str(), h.line))
+            .collect();
+        assert_eq!(held, [("api", "1.0.0", 10), ("shop/api", "1.0.0", 10)]);
+        for h in &plan.holds {
+            assert!(
+                h.reason.contains("api (source of api) wants 1.1.0")
+                    && h.reason
+                        .contains("shop/api (source of shop/api) is up to date at 1.0.0"),
+                "{}",
+                h.reason
+            );
+        }
+        assert_eq!(plan.up_to_date, 0, "a held field is not up to date");
+        assert_eq!(plan.changes.len(), 1);
+        assert_eq!(plan.changes[0].policy, "shop/web");
+        assert_eq!(
+            plan.files[0].updated,
+            TEXT.replace("web:2.0.0", "web:2.1.0"),
+            "the other field still moves"
+        );
+
+        // Up to date on another image of the file claims nothing of this one.
+        let apart = merge(
+            Some("manifests"),
+            vec![
+                up_to_date("shop/web", "registry.example/web"),
+                part("api", "registry.example/api", "1.1.0"),
+            ],
+            &names,
+        );
+        assert!(apart.holds.is_empty(), "{:?}", apart.holds);
+        assert_eq!(apart.up_to_date, 1);
+        assert_eq!(
+            apart.files[0].updated,
+            TEXT.replace("api:1.0.0", "api:1.1.0")
         );
     }
 }

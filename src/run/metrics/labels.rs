@@ -55,12 +55,13 @@ pub(super) struct SkipLabel {
 }
 
 /// Every finding kind, so each series shows from the start at zero.
-pub(super) const FINDING_KINDS: [FindingKind; 5] = [
+pub(super) const FINDING_KINDS: [FindingKind; 6] = [
     FindingKind::NoFiles,
     FindingKind::ImageNotFound,
     FindingKind::ApplicationImageNotFound,
     FindingKind::VersionLabelLeft,
     FindingKind::ApplicationOnOtherRevision,
+    FindingKind::UnknownAnnotation,
 ];
 
 /// Every reason a file is skipped for.
