@@ -1554,7 +1554,7 @@ async fn image_updater_platforms_take_a_tag_offering_any_one_of_them() {
          name: shop\n  namespace: argocd\nspec:\n  writeBackConfig:\n    method: git\n  \
          applicationRefs:\n    - namePattern: plain\n      images:\n        - alias: api\n          \
          imageName: {image}:1.x\n          commonUpdateSettings:\n            platforms: \
-         [linux/arm64, linux/amd64]\n"
+         [linux/arm64, linux/amd64]\n    - namePattern: annotated\n      useAnnotations: true\n"
     );
     let deployment = format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    \
@@ -1637,7 +1637,7 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
         .collect();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].contains("application argocd/typo")
+        problems[0].contains("application typo: ")
             && problems[0].contains(
                 "argocd-image-updater.argoproj.io/write-back-target `helmvalue:values.yaml` \
                  cannot be read"
@@ -1654,7 +1654,7 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
     assert_eq!(
         warnings,
         [
-            "application argocd/pay: nothing reads annotation \
+            "application pay: nothing reads annotation \
              argocd-image-updater.argoproj.io/pay.helm.image-tga; did you mean \
              argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:1"
         ]
@@ -1709,5 +1709,69 @@ async fn a_change_in_a_ref_source_names_only_the_applications_whose_value_files_
         message.lines().any(|l| l == "Tagpilot-Application: argocd/prod")
             && !message.contains("staging"),
         "{message}"
+    );
+}
+
+/// Issue 28: an Application read from git whose source is in a repository outside
+/// `repositories:` cannot direct tagpilot's writes there: a problem names the Application, its
+/// file and line and the repository, and the repository is not even cloned. Named in
+/// `applications.allowRepositories` (a glob over the normalised URL), it is written.
+#[tokio::test]
+async fn an_application_writes_only_to_configured_or_allowed_repositories() {
+    let elsewhere = repo_with(&[(
+        "apps/api/deployment.yaml".into(),
+        deployment("registry.example/shop/api:1.0.0"),
+    )]);
+    let before = elsewhere.rev("main").unwrap();
+    let repo = repo_with(&[(
+        "argocd/api.yaml".into(),
+        directory_app("api", "registry.example/shop/api", "")
+            .replace("REPO_URL", &elsewhere.file_url()),
+    )]);
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let refused = run(&config, dir.path(), &registry, false).await;
+
+    assert!(refused.plan.changes.is_empty(), "{:?}", refused.plan.changes);
+    assert_eq!(elsewhere.rev("main").unwrap(), before, "nothing pushed");
+    let problems: Vec<&str> = refused
+        .plan
+        .problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(
+        problems,
+        [format!(
+            "application api: {} is not in tagpilot.yaml `repositories:` nor allowed by \
+             `applications.allowRepositories` (read from manifests:argocd/api.yaml:1); nothing \
+             is cloned or written for it",
+            elsewhere.file_url()
+        )]
+    );
+    let cloned: Vec<String> = std::fs::read_dir(dir.path().join("cache/repos"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        cloned.iter().all(|c| c.starts_with("manifests-")),
+        "only the configured repository is cloned: {cloned:?}"
+    );
+
+    // Allowed by a glob over its normalised URL (a file:// URL is its path).
+    let path = tagpilot::affected::normalise_url(&elsewhere.file_url());
+    let parent = path.rsplit_once('/').unwrap().0;
+    let text = std::fs::read_to_string(dir.path().join("tagpilot.yaml")).unwrap()
+        + &format!("  allowRepositories: [\"{parent}/*\"]\n");
+    std::fs::write(dir.path().join("tagpilot.yaml"), text).unwrap();
+    let config = config::load(&dir.path().join("tagpilot.yaml")).unwrap();
+    let allowed = run(&config, dir.path(), &registry, false).await;
+    assert!(allowed.plan.problems.is_empty(), "{:?}", allowed.plan.problems);
+    assert_eq!(
+        elsewhere.show("main", "apps/api/deployment.yaml"),
+        deployment("registry.example/shop/api:1.1.0")
     );
 }
