@@ -263,13 +263,21 @@ pub fn source_deploys(app: &Application, i: usize) -> SourceDeploys {
     let ref_only = multi && s.reference.is_some() && path.is_empty();
     let dir = (s.chart.is_none() && !ref_only).then(|| path.to_owned());
     let mut value_files = Vec::new();
-    if let Some(name) = s.reference.as_deref().filter(|_| multi && s.chart.is_none()) {
+    if let Some(name) = s
+        .reference
+        .as_deref()
+        .filter(|_| multi && s.chart.is_none())
+    {
         let prefix = format!("${name}/");
         value_files = sources
             .iter()
             .flat_map(|sibling| sibling.helm.iter().flat_map(|h| &h.value_files))
             .filter_map(|f| f.trim().strip_prefix(prefix.as_str()))
-            .map(|f| f.trim_start_matches("./").trim_start_matches('/').to_owned())
+            .map(|f| {
+                f.trim_start_matches("./")
+                    .trim_start_matches('/')
+                    .to_owned()
+            })
             .collect();
         value_files.sort_unstable();
         value_files.dedup();
@@ -578,11 +586,16 @@ mod tests {
             with_path,
         ];
         let named = |files: &[&str]| -> Vec<(String, Vec<usize>, Vec<String>)> {
-            applications_containing(&apps, "https://git.example/acme/values", "main", files.iter().copied())
-                .applications
-                .into_iter()
-                .map(|a| (a.name, a.sources, a.files))
-                .collect()
+            applications_containing(
+                &apps,
+                "https://git.example/acme/values",
+                "main",
+                files.iter().copied(),
+            )
+            .applications
+            .into_iter()
+            .map(|a| (a.name, a.sources, a.files))
+            .collect()
         };
         assert_eq!(
             named(&["envs/prod/values.yaml"]),
@@ -598,7 +611,10 @@ mod tests {
             .into_iter()
             .flat_map(|(name, _, files)| files.into_iter().map(move |f| format!("{name}: {f}")))
             .collect();
-        assert_eq!(both, ["both: base/kustomization.yaml", "both: shared/both.yaml"]);
+        assert_eq!(
+            both,
+            ["both: base/kustomization.yaml", "both: shared/both.yaml"]
+        );
         // Verification follows the same rule.
         let url = normalise_url("https://git.example/acme/values");
         let followed: Vec<Vec<usize>> = apps

@@ -169,8 +169,7 @@ pub fn check_applications(
         .as_ref()
         .map(|a| a.allowed_repositories())
         .unwrap_or_default();
-    out.resolved =
-        resolve::resolve_selected(selection.apps, &config.repositories, &allowed, &head);
+    out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &allowed, &head);
     let not_found = images_not_found(&mut out, cache);
     out.findings = super::applications::unknown_annotations(&out.resolved);
     out.findings.extend(not_found);

@@ -334,11 +334,8 @@ impl<R: Registry> TargetPlanner<'_, R> {
             .collect();
         // An image up to date on a field another source moves is held with it: by policy,
         // since an up-to-date outcome names no file.
-        let held_policies: HashMap<&str, &plan::Hold> = plan
-            .holds
-            .iter()
-            .map(|h| (h.policy.as_str(), h))
-            .collect();
+        let held_policies: HashMap<&str, &plan::Hold> =
+            plan.holds.iter().map(|h| (h.policy.as_str(), h)).collect();
         for o in images
             .iter_mut()
             .filter(|o| o.status == ImageStatus::UpToDate)

@@ -388,10 +388,7 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
             .map_err(|e| FetchError::Local(CacheError::Io(e)))?;
     }
     // Only what an offline reader shows; the fetch itself succeeded.
-    if let Err(e) = std::fs::write(
-        dir.join(FETCHED_MARKER),
-        jiff::Timestamp::now().to_string(),
-    ) {
+    if let Err(e) = std::fs::write(dir.join(FETCHED_MARKER), jiff::Timestamp::now().to_string()) {
         tracing::warn!(repository = %repo.name, error = %e, "cannot record when the clone cache was fetched");
     }
     Ok(Fetched {

@@ -229,7 +229,9 @@ fn hold_claimed(
         // which this change is held.
         let of_field: Vec<&str> = held_claims
             .iter()
-            .filter(|k| k.claim.file == c.file && k.claim.line == c.line && k.movers.contains(&c.policy))
+            .filter(|k| {
+                k.claim.file == c.file && k.claim.line == c.line && k.movers.contains(&c.policy)
+            })
             .map(|k| k.stays.as_str())
             .collect();
         let others: Vec<&str> = if of_field.is_empty() {

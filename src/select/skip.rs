@@ -183,7 +183,10 @@ mod tests {
     #[test]
     fn image_updater_s_platforms_want_any_one_of_them() {
         let wanted = platforms(&["linux/arm64", "linux/amd64"]);
-        assert_eq!(no_wanted_platform(&wanted, &platforms(&["linux/amd64"])), None);
+        assert_eq!(
+            no_wanted_platform(&wanted, &platforms(&["linux/amd64"])),
+            None
+        );
         assert_eq!(
             no_wanted_platform(&wanted, &platforms(&["linux/arm64/v8"])),
             None

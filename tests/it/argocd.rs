@@ -1620,8 +1620,17 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
             .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
 
-    let files: Vec<&str> = applied.plan.changes.iter().map(|c| c.file.as_str()).collect();
-    assert_eq!(files, ["apps/pay/values.yaml"], "only the readable app moves");
+    let files: Vec<&str> = applied
+        .plan
+        .changes
+        .iter()
+        .map(|c| c.file.as_str())
+        .collect();
+    assert_eq!(
+        files,
+        ["apps/pay/values.yaml"],
+        "only the readable app moves"
+    );
     assert_ne!(repo.rev("main").unwrap(), before);
     let tree = git(&repo.path(), &["ls-tree", "-r", "--name-only", "main"]);
     assert!(
@@ -1653,11 +1662,9 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
         .collect();
     assert_eq!(
         warnings,
-        [
-            "application pay: nothing reads annotation \
+        ["application pay: nothing reads annotation \
              argocd-image-updater.argoproj.io/pay.helm.image-tga; did you mean \
-             argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:1"
-        ]
+             argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:1"]
     );
 }
 
@@ -1698,15 +1705,23 @@ async fn a_change_in_a_ref_source_names_only_the_applications_whose_value_files_
         MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
             .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
-    let files: Vec<&str> = applied.plan.changes.iter().map(|c| c.file.as_str()).collect();
+    let files: Vec<&str> = applied
+        .plan
+        .changes
+        .iter()
+        .map(|c| c.file.as_str())
+        .collect();
     assert_eq!(files, ["envs/prod/values.yaml"]);
     let message = repo.message("main");
     assert!(
-        message.contains("Argo CD Applications:\n- argocd/prod -> in-cluster, namespace shop-prod\n"),
+        message
+            .contains("Argo CD Applications:\n- argocd/prod -> in-cluster, namespace shop-prod\n"),
         "{message}"
     );
     assert!(
-        message.lines().any(|l| l == "Tagpilot-Application: argocd/prod")
+        message
+            .lines()
+            .any(|l| l == "Tagpilot-Application: argocd/prod")
             && !message.contains("staging"),
         "{message}"
     );
@@ -1735,7 +1750,11 @@ async fn an_application_writes_only_to_configured_or_allowed_repositories() {
     let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
     let refused = run(&config, dir.path(), &registry, false).await;
 
-    assert!(refused.plan.changes.is_empty(), "{:?}", refused.plan.changes);
+    assert!(
+        refused.plan.changes.is_empty(),
+        "{:?}",
+        refused.plan.changes
+    );
     assert_eq!(elsewhere.rev("main").unwrap(), before, "nothing pushed");
     let problems: Vec<&str> = refused
         .plan
@@ -1769,7 +1788,11 @@ async fn an_application_writes_only_to_configured_or_allowed_repositories() {
     std::fs::write(dir.path().join("tagpilot.yaml"), text).unwrap();
     let config = config::load(&dir.path().join("tagpilot.yaml")).unwrap();
     let allowed = run(&config, dir.path(), &registry, false).await;
-    assert!(allowed.plan.problems.is_empty(), "{:?}", allowed.plan.problems);
+    assert!(
+        allowed.plan.problems.is_empty(),
+        "{:?}",
+        allowed.plan.problems
+    );
     assert_eq!(
         elsewhere.show("main", "apps/api/deployment.yaml"),
         deployment("registry.example/shop/api:1.1.0")

@@ -301,7 +301,10 @@ async fn a_source_already_at_its_best_tag_still_holds_a_field_another_source_mov
     let holds = &applied.plan.holds;
     assert_eq!(holds.len(), 2, "{holds:?}");
     for h in holds {
-        assert_eq!((h.file.as_str(), h.current.as_str()), ("apps/web/deployment.yaml", "2.4.6"));
+        assert_eq!(
+            (h.file.as_str(), h.current.as_str()),
+            ("apps/web/deployment.yaml", "2.4.6")
+        );
         assert!(
             h.reason.contains("api (policy file")
                 && h.reason.contains("wants 2.5.0")

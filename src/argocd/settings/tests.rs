@@ -290,7 +290,11 @@ fn a_write_back_method_or_target_that_cannot_be_read_is_unreadable_not_skipped()
     });
     assert!(settings.skipped.is_empty(), "{:?}", settings.skipped);
     assert_eq!(settings.write_back_target, None);
-    let shown: Vec<String> = settings.unreadable.iter().map(ToString::to_string).collect();
+    let shown: Vec<String> = settings
+        .unreadable
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     assert_eq!(
         shown,
         [
