@@ -22,6 +22,8 @@ pub(super) struct Applications {
     pub(super) updaters: Vec<argocd::image_updater::ImageUpdater>,
     /// Problems met reading them (a file that is not YAML, a pull secret that is missing).
     load_problems: Vec<String>,
+    /// Annotations of Applications without an `image-list`, which nothing reads.
+    unread: Vec<argocd::image_updater::UnreadAnnotations>,
     /// SSH keys from Argo CD's Secrets live in private files for as long as the cycle runs.
     _keys: tempfile::TempDir,
 }
@@ -63,6 +65,7 @@ pub(super) async fn collect_applications<R: Registry>(
     let mut selection = argocd::image_updater::select(apps, &updaters);
     cluster::add_cosign_keys(input.cluster, &mut selection.apps);
     load_problems.extend(selection.problems);
+    let unread = std::mem::take(&mut selection.unread);
     for warning in &selection.warnings {
         tracing::warn!("{warning}");
     }
@@ -85,6 +88,7 @@ pub(super) async fn collect_applications<R: Registry>(
         resolved,
         updaters,
         load_problems,
+        unread,
         _keys: keys,
     })
 }
@@ -120,7 +124,8 @@ impl Applications {
             });
         }
         plan.findings.extend(not_found(resolved, images));
-        plan.findings.extend(unknown_annotations(resolved));
+        plan.findings
+            .extend(unknown_annotations(resolved, &self.unread));
         let mut applications = argocd::report::collect(resolved, images, app_problems);
         for (i, patch) in patch_reports {
             let id = resolved.apps[i].app.id();
@@ -164,25 +169,42 @@ fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
 
 /// Each annotation of an Application that nothing reads, as a warning naming where the
 /// Application was read (`manifests:argocd/pay.yaml:1`, `cluster`) and the known key nearest
-/// to it: never only a note in the Applications section.
-pub(super) fn unknown_annotations(resolved: &Resolved) -> Vec<plan::Finding> {
+/// to it: never only a note in the Applications section. `unread` are those of Applications
+/// without an `image-list`.
+pub(super) fn unknown_annotations(
+    resolved: &Resolved,
+    unread: &[argocd::image_updater::UnreadAnnotations],
+) -> Vec<plan::Finding> {
+    let managed = resolved.apps.iter().map(|app| {
+        (
+            app.app.id(),
+            app.app.origin.as_str(),
+            &app.annotations.unknown,
+            "",
+        )
+    });
+    let unmanaged = unread.iter().map(|u| {
+        (
+            u.application.clone(),
+            u.origin.as_str(),
+            &u.annotations,
+            ": the Application has no image-list",
+        )
+    });
     let mut out = Vec::new();
-    for app in &resolved.apps {
-        for unknown in &app.annotations.unknown {
-            let message = match &unknown.nearest {
-                Some(near) => format!(
-                    "nothing reads annotation {}; did you mean {near}?",
-                    unknown.key
-                ),
-                None => format!("nothing reads annotation {}", unknown.key),
-            };
+    for (application, origin, unknown, why) in managed.chain(unmanaged) {
+        for u in unknown {
+            let mut message = format!("nothing reads annotation {}{why}", u.key);
+            if let Some(near) = &u.nearest {
+                message.push_str(&format!("; did you mean {near}?"));
+            }
             out.push(plan::Finding {
-                application: Some(app.app.id()),
+                application: Some(application.clone()),
                 message,
                 ..plan::Finding::new(
                     plan::FindingKind::UnknownAnnotation,
                     String::new(),
-                    app.app.origin.clone(),
+                    origin.to_string(),
                 )
             });
         }

@@ -162,6 +162,7 @@ pub fn check_applications(
     let selection = image_updater::select(apps, &found.updaters);
     out.problems.extend(selection.problems);
     out.warnings.extend(selection.warnings);
+    let unread = selection.unread;
     // Offline, a remote's default branch is not asked: `targetRevision: HEAD` stays `HEAD`.
     let head = |_: &str| Ok::<_, std::convert::Infallible>("HEAD".to_string());
     let allowed = config
@@ -171,7 +172,7 @@ pub fn check_applications(
         .unwrap_or_default();
     out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &allowed, &head);
     let not_found = images_not_found(&mut out, cache);
-    out.findings = super::applications::unknown_annotations(&out.resolved);
+    out.findings = super::applications::unknown_annotations(&out.resolved, &unread);
     out.findings.extend(not_found);
     Ok(Some(out))
 }

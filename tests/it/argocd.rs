@@ -1611,6 +1611,17 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
             "apps/pay/values.yaml".into(),
             "image:\n  name: registry.example/shop/api\n  tag: 1.0.0\n".into(),
         ),
+        // A misspelt image-list: not managed, and said so.
+        (
+            "argocd/lst.yaml".into(),
+            helm_app("lst", "api=registry.example/shop/api", "")
+                .replace("/image-list:", "/image-lst:")
+                .replace("    argocd-image-updater.argoproj.io/write-back-method: git\n", "")
+                .replace(
+                    "    argocd-image-updater.argoproj.io/write-back-target: helmvalues:values.yaml\n",
+                    "",
+                ),
+        ),
     ]);
     let before = repo.rev("main").unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -1662,9 +1673,14 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
         .collect();
     assert_eq!(
         warnings,
-        ["application pay: nothing reads annotation \
+        [
+            "application pay: nothing reads annotation \
              argocd-image-updater.argoproj.io/pay.helm.image-tga; did you mean \
-             argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:1"]
+             argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:1",
+            "application lst: nothing reads annotation \
+             argocd-image-updater.argoproj.io/image-lst: the Application has no image-list; did \
+             you mean argocd-image-updater.argoproj.io/image-list?; at manifests:argocd/lst.yaml:1",
+        ]
     );
 }
 

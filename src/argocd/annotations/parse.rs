@@ -58,6 +58,35 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppSettings> {
     Some(out)
 }
 
+/// The keys under either prefix of an Application that has no `image-list`: nothing reads them,
+/// since without it the Application is not managed (a typo such as `image-lst` leaves it alone
+/// silently otherwise). Empty when it has an `image-list`.
+pub fn unread(annotations: &BTreeMap<String, String>) -> Vec<UnknownAnnotation> {
+    if Lookup::new(annotations).get("image-list").is_some() {
+        return Vec::new();
+    }
+    let none = BTreeSet::new();
+    annotations
+        .keys()
+        .filter_map(|key| {
+            let (prefix, rest) = match key.strip_prefix(TAGPILOT_PREFIX) {
+                Some(rest) => (TAGPILOT_PREFIX, rest),
+                None => (
+                    IMAGE_UPDATER_PREFIX,
+                    key.strip_prefix(IMAGE_UPDATER_PREFIX)?,
+                ),
+            };
+            let nearest = nearest_key(rest, &none, prefix == TAGPILOT_PREFIX)
+                .filter(|k| k != rest)
+                .map(|k| format!("{prefix}{k}"));
+            Some(UnknownAnnotation {
+                key: key.clone(),
+                nearest,
+            })
+        })
+        .collect()
+}
+
 /// What reading one Application's annotations carries from phase to phase.
 struct Reader<'a> {
     annotations: &'a BTreeMap<String, String>,

@@ -410,3 +410,24 @@ fn an_unknown_key_names_the_nearest_known_key() {
         )
     );
 }
+
+/// Without an `image-list` the Application is not managed: its other keys are what nothing
+/// reads, a misspelt `image-list` named as the key it means.
+#[test]
+fn without_image_list_the_other_keys_are_unread() {
+    let unread = super::unread(&annotations(&[
+        (&iu("image-lst"), "api=r.example/api"),
+        (&iu("write-back-method"), "git"),
+        ("team", "payments"),
+    ]));
+    let unread: Vec<(String, Option<String>)> =
+        unread.into_iter().map(|u| (u.key, u.nearest)).collect();
+    assert_eq!(
+        unread,
+        [
+            (iu("image-lst"), Some(iu("image-list"))),
+            (iu("write-back-method"), None),
+        ]
+    );
+    assert!(super::unread(&annotations(&[(&iu("image-list"), "r.example/api")])).is_empty());
+}
