@@ -265,7 +265,13 @@ impl ApplicationsCheck {
             .and_then(|c| crate::git::cached_fetch_time(c, repository))
             .map_or_else(
                 || "fetched at an unrecorded time".to_string(),
-                |t| format!("fetched {}", t.round(jiff::Unit::Second).unwrap_or(t)),
+                |t| {
+                    // Whole seconds, never rounded up past when it was.
+                    let whole = jiff::TimestampRound::new()
+                        .smallest(jiff::Unit::Second)
+                        .mode(jiff::RoundMode::Trunc);
+                    format!("fetched {}", t.round(whole).unwrap_or(t))
+                },
             );
         let line = format!(
             "repository {} as the clone cache holds it: commit {}, {fetched}",
