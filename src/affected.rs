@@ -6,9 +6,9 @@
 //! `HEAD`, or that branch: [`tracks_branch`]) and its `path` contains the file; a source of a
 //! chart from a Helm repository (`chart:`) deploys no file of a git repository. A multi-source
 //! Application counts each source; its `ref:` source deploys the `$<ref>/…` value files its
-//! siblings name, and, without a `path`, nothing else. A source that would contain the files but tracks another
-//! revision is [`OtherRevision`], for the caller to say. Pure: Applications and paths in,
-//! names out; no cluster, no git.
+//! siblings name, and, without a `path`, nothing else ([`source_deploys`]). A source that would
+//! contain the files but tracks another revision is [`OtherRevision`], for the caller to say.
+//! Pure: Applications and paths in, names out; no cluster, no git.
 
 use serde::Serialize;
 
