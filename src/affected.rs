@@ -5,9 +5,10 @@
 //! [`normalise_url`] reads them), tracks the branch being changed (`targetRevision` empty,
 //! `HEAD`, or that branch: [`tracks_branch`]) and its `path` contains the file; a source of a
 //! chart from a Helm repository (`chart:`) deploys no file of a git repository. A multi-source
-//! Application counts each source. A source that would contain the files but tracks another
-//! revision is [`OtherRevision`], for the caller to say. Pure: Applications and paths in,
-//! names out; no cluster, no git.
+//! Application counts each source; its `ref:` source deploys the `$<ref>/…` value files its
+//! siblings name, and, without a `path`, nothing else ([`source_deploys`]). A source that would
+//! contain the files but tracks another revision is [`OtherRevision`], for the caller to say.
+//! Pure: Applications and paths in, names out; no cluster, no git.
 
 use serde::Serialize;
 
@@ -194,11 +195,12 @@ pub fn applications_containing<'f>(
         .filter_map(|app| {
             let mut sources = Vec::new();
             let mut contained: Vec<&str> = Vec::new();
-            for (i, s) in app.sources().into_iter().enumerate() {
+            let all = app.sources();
+            for (i, s) in all.iter().enumerate() {
                 if s.chart.is_some() || normalise_url(&s.repo_url) != url {
                     continue;
                 }
-                let under = files_under(&sorted, s.path.as_deref().unwrap_or(""));
+                let under = source_files(app, i, &sorted);
                 if under.is_empty() {
                     continue;
                 }
@@ -237,6 +239,72 @@ pub fn applications_containing<'f>(
     }
 }
 
+/// What one source of an Application deploys of its repository: the files under `dir` (`""`
+/// for the whole repository), and `value_files` wherever they are.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceDeploys {
+    /// Its `path`; `None` for a chart from a Helm repository, and for a multi-source
+    /// Application's `ref:` source without a path, which Argo CD's repo server renders nothing
+    /// for (its empty path is not the whole repository).
+    pub dir: Option<String>,
+    /// For a source with `ref:`, the `$<ref>/…` value files its siblings name, relative to its
+    /// repository's root.
+    pub value_files: Vec<String>,
+}
+
+/// What source `i` (0-based) of `app` deploys of its own repository ([`SourceDeploys`]).
+pub fn source_deploys(app: &Application, i: usize) -> SourceDeploys {
+    let sources = app.sources();
+    let Some(s) = sources.get(i) else {
+        return SourceDeploys::default();
+    };
+    let multi = app.is_multi_source();
+    let path = s.path.as_deref().unwrap_or("").trim();
+    let ref_only = multi && s.reference.is_some() && path.is_empty();
+    let dir = (s.chart.is_none() && !ref_only).then(|| path.to_owned());
+    let mut value_files = Vec::new();
+    if let Some(name) = s
+        .reference
+        .as_deref()
+        .filter(|_| multi && s.chart.is_none())
+    {
+        let prefix = format!("${name}/");
+        value_files = sources
+            .iter()
+            .flat_map(|sibling| sibling.helm.iter().flat_map(|h| &h.value_files))
+            .filter_map(|f| f.trim().strip_prefix(prefix.as_str()))
+            .map(|f| {
+                f.trim_start_matches("./")
+                    .trim_start_matches('/')
+                    .to_owned()
+            })
+            .collect();
+        value_files.sort_unstable();
+        value_files.dedup();
+    }
+    SourceDeploys { dir, value_files }
+}
+
+/// The files of `sorted` (sorted, deduplicated) that source `i` of `app` deploys
+/// ([`source_deploys`]); the caller checks the repository and the revision.
+fn source_files<'f>(app: &Application, i: usize, sorted: &[&'f str]) -> Vec<&'f str> {
+    let deploys = source_deploys(app, i);
+    let mut out: Vec<&'f str> = match &deploys.dir {
+        Some(dir) => files_under(sorted, dir).to_vec(),
+        None => Vec::new(),
+    };
+    if !deploys.value_files.is_empty() {
+        for file in &deploys.value_files {
+            if let Ok(at) = sorted.binary_search(&file.as_str()) {
+                out.push(sorted[at]);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+    }
+    out
+}
+
 /// The files of `sorted` that a source at `path` contains ([`contains_file`]), as a slice.
 fn files_under<'s, 'f>(sorted: &'s [&'f str], path: &str) -> &'s [&'f str] {
     let path = path.trim_matches('/').trim_start_matches("./");
@@ -258,15 +326,18 @@ pub fn sources_containing<'f>(
     branch: &str,
     files: impl IntoIterator<Item = &'f str> + Clone,
 ) -> Vec<usize> {
-    app.sources()
+    let mut sorted: Vec<&str> = files
         .into_iter()
+        .map(|f| f.trim_start_matches("./"))
+        .collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let all = app.sources();
+    all.iter()
         .enumerate()
         .filter(|(_, s)| s.chart.is_none() && normalise_url(&s.repo_url) == normalised_url)
         .filter(|(_, s)| tracks_branch(s.target_revision.as_deref(), branch))
-        .filter(|(_, s)| {
-            let path = s.path.as_deref().unwrap_or("");
-            files.clone().into_iter().any(|f| contains_file(path, f))
-        })
+        .filter(|(i, _)| !source_files(app, *i, &sorted).is_empty())
         .map(|(i, _)| i + 1)
         .collect()
 }
@@ -484,5 +555,72 @@ mod tests {
             .collect();
         assert_eq!(names, ["head", "release"]);
         assert_eq!(release.other_revisions.len(), 3, "{release:?}");
+    }
+
+    /// Issue 28: two multi-source Applications reading `$values/…` files from one repository
+    /// through a `ref:` source. Each deploys exactly the value files it names there: a change
+    /// to one names that one only, a change to another file of the repository names neither.
+    #[test]
+    fn a_ref_source_deploys_only_the_value_files_its_siblings_name() {
+        let multi = |name: &str, values: &str| {
+            app(
+                name,
+                &format!(
+                    "  sources:\n\
+                     \x20 - {{repoURL: https://charts.example, chart: shop, targetRevision: 1.0.0, \
+                     helm: {{valueFiles: ['$values/{values}', 'values-local.yaml']}}}}\n\
+                     \x20 - {{repoURL: https://git.example/acme/values, targetRevision: main, ref: values}}\n"
+                ),
+            )
+        };
+        let with_path = app(
+            "both",
+            "  sources:\n\
+             \x20 - {repoURL: https://charts.example, chart: shop, targetRevision: 1.0.0, \
+             helm: {valueFiles: [$cfg/./shared/both.yaml]}}\n\
+             \x20 - {repoURL: https://git.example/acme/values, path: base, ref: cfg}\n",
+        );
+        let apps = [
+            multi("prod", "envs/prod/values.yaml"),
+            multi("staging", "envs/staging/values.yaml"),
+            with_path,
+        ];
+        let named = |files: &[&str]| -> Vec<(String, Vec<usize>, Vec<String>)> {
+            applications_containing(
+                &apps,
+                "https://git.example/acme/values",
+                "main",
+                files.iter().copied(),
+            )
+            .applications
+            .into_iter()
+            .map(|a| (a.name, a.sources, a.files))
+            .collect()
+        };
+        assert_eq!(
+            named(&["envs/prod/values.yaml"]),
+            [(
+                "prod".to_owned(),
+                vec![2],
+                vec!["envs/prod/values.yaml".to_owned()]
+            )]
+        );
+        assert!(named(&["envs/dev/values.yaml", "README.md"]).is_empty());
+        // A `ref:` source with a path deploys that path as well as the value files named.
+        let both: Vec<String> = named(&["base/kustomization.yaml", "shared/both.yaml", "x.yaml"])
+            .into_iter()
+            .flat_map(|(name, _, files)| files.into_iter().map(move |f| format!("{name}: {f}")))
+            .collect();
+        assert_eq!(
+            both,
+            ["both: base/kustomization.yaml", "both: shared/both.yaml"]
+        );
+        // Verification follows the same rule.
+        let url = normalise_url("https://git.example/acme/values");
+        let followed: Vec<Vec<usize>> = apps
+            .iter()
+            .map(|a| sources_containing(a, &url, "main", ["envs/staging/values.yaml"]))
+            .collect();
+        assert_eq!(followed, [vec![], vec![2], vec![]]);
     }
 }

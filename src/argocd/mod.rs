@@ -51,7 +51,7 @@ pub use crate::application::Application;
 pub use crate::application::Origin;
 pub use crate::config::applications::{ApplicationsConfig, FromCluster, FromGit};
 pub use planner::{AppPlanner, ImageOutcome, RepositoryPlan};
-pub use resolve::{ManagedApp, Resolved, resolve};
+pub use resolve::{ManagedApp, Resolved};
 
 use crate::plan::PlanError;
 

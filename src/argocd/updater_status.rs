@@ -271,7 +271,10 @@ mod tests {
             (a, Origin::Cluster)
         });
         let selection = select(apps.to_vec(), std::slice::from_ref(u));
-        resolve_selected(selection.apps, &[], &|_| Ok::<_, String>("main".into()))
+        let any = crate::config::applications::AllowedRepositories::any();
+        resolve_selected(selection.apps, &[], &any, &|_| {
+            Ok::<_, String>("main".into())
+        })
     }
 
     fn update(app: usize) -> ImageOutcome {

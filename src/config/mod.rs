@@ -425,7 +425,8 @@ fn check_registries(config: &Config, spans: &ConfigSpans, problems: &mut Problem
     }
 }
 
-/// The webhooks' own problems, at their kind's entry; `concurrency.repositories` at least 1.
+/// The webhooks' own problems, at their kind's entry; `concurrency.repositories` at least 1;
+/// each `applications.allowRepositories` glob compiles.
 fn check_webhooks_and_concurrency(config: &Config, spans: &ConfigSpans, problems: &mut Problems) {
     let name = &problems.name;
     let problems = &mut problems.list;
@@ -446,6 +447,22 @@ fn check_webhooks_and_concurrency(config: &Config, spans: &ConfigSpans, problems
             span.referenced.column()
         ));
     }
+    // A glob that does not compile would otherwise allow nothing without saying why.
+    for g in spans
+        .applications
+        .iter()
+        .flat_map(|a| &a.allow_repositories)
+    {
+        if let Err(e) = applications::AllowedRepositories::glob(&g.value) {
+            problems.push(format!(
+                "{name}:{}:{}: applications.allowRepositories: {:?} is not a glob: {}",
+                g.referenced.line(),
+                g.referenced.column(),
+                g.value,
+                e.kind()
+            ));
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -462,6 +479,15 @@ struct ConfigSpans {
     concurrency: Option<Spanned<serde::de::IgnoredAny>>,
     #[serde(default)]
     signatures: Option<SignaturesSpans>,
+    #[serde(default)]
+    applications: Option<ApplicationsSpans>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplicationsSpans {
+    #[serde(default)]
+    allow_repositories: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]

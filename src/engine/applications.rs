@@ -22,6 +22,8 @@ pub(super) struct Applications {
     pub(super) updaters: Vec<argocd::image_updater::ImageUpdater>,
     /// Problems met reading them (a file that is not YAML, a pull secret that is missing).
     load_problems: Vec<String>,
+    /// Annotations of Applications without an `image-list`, which nothing reads.
+    unread: Vec<argocd::image_updater::UnreadAnnotations>,
     /// SSH keys from Argo CD's Secrets live in private files for as long as the cycle runs.
     _keys: tempfile::TempDir,
 }
@@ -63,12 +65,14 @@ pub(super) async fn collect_applications<R: Registry>(
     let mut selection = argocd::image_updater::select(apps, &updaters);
     cluster::add_cosign_keys(input.cluster, &mut selection.apps);
     load_problems.extend(selection.problems);
+    let unread = std::mem::take(&mut selection.unread);
     for warning in &selection.warnings {
         tracing::warn!("{warning}");
     }
     let mut resolved = argocd::resolve::resolve_selected(
         selection.apps,
         &config.repositories,
+        &apps_config.allowed_repositories(),
         &argocd::load::remote_default_branch,
     );
     if let Some(images) = only_images {
@@ -84,6 +88,7 @@ pub(super) async fn collect_applications<R: Registry>(
         resolved,
         updaters,
         load_problems,
+        unread,
         _keys: keys,
     })
 }
@@ -119,6 +124,8 @@ impl Applications {
             });
         }
         plan.findings.extend(not_found(resolved, images));
+        plan.findings
+            .extend(unknown_annotations(resolved, &self.unread));
         let mut applications = argocd::report::collect(resolved, images, app_problems);
         for (i, patch) in patch_reports {
             let id = resolved.apps[i].app.id();
@@ -158,6 +165,51 @@ fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
         .filter(|(a, _)| seen.insert(key(a)))
         .map(|(a, _)| a.deployed_view())
         .collect()
+}
+
+/// Each annotation of an Application that nothing reads, as a warning naming where the
+/// Application was read (`manifests:argocd/pay.yaml:1`, `cluster`) and the known key nearest
+/// to it: never only a note in the Applications section. `unread` are those of Applications
+/// without an `image-list`.
+pub(super) fn unknown_annotations(
+    resolved: &Resolved,
+    unread: &[argocd::image_updater::UnreadAnnotations],
+) -> Vec<plan::Finding> {
+    let managed = resolved.apps.iter().map(|app| {
+        (
+            app.app.id(),
+            app.app.origin.as_str(),
+            &app.annotations.unknown,
+            "",
+        )
+    });
+    let unmanaged = unread.iter().map(|u| {
+        (
+            u.application.clone(),
+            u.origin.as_str(),
+            &u.annotations,
+            ": the Application has no image-list",
+        )
+    });
+    let mut out = Vec::new();
+    for (application, origin, unknown, why) in managed.chain(unmanaged) {
+        for u in unknown {
+            let mut message = format!("nothing reads annotation {}{why}", u.key);
+            if let Some(near) = &u.nearest {
+                message.push_str(&format!("; did you mean {near}?"));
+            }
+            out.push(plan::Finding {
+                application: Some(application.clone()),
+                message,
+                ..plan::Finding::new(
+                    plan::FindingKind::UnknownAnnotation,
+                    String::new(),
+                    origin.to_string(),
+                )
+            });
+        }
+    }
+    out
 }
 
 /// Each image an Application's source holds no field for, as a finding that names the

@@ -165,8 +165,11 @@ pub struct ApplicationsCheck {
     pub warnings: Vec<String>,
     /// Repositories whose files were not read: the clone cache holds none of them yet.
     pub unread: Vec<String>,
-    /// Images an Application's source holds no field for, where its repository is in the
-    /// clone cache.
+    /// Repositories read from the clone cache, each once: the commit read and when it was
+    /// fetched, since offline the files may be older than the remote's.
+    pub cached: Vec<String>,
+    /// Annotations nothing reads, and images an Application's source holds no field for,
+    /// where its repository is in the clone cache.
     pub findings: Vec<Finding>,
 }
 
@@ -196,13 +199,16 @@ pub fn check_applications(
             .find(|r| &r.name == name)
             .ok_or_else(|| ArgoError::UnknownRepository(name.clone()))?;
         match cached(cache, repository) {
-            Ok(files) => read_tree(
-                &files,
-                &format!("{name}:"),
-                &entry.paths,
-                &mut found,
-                &mut out.problems,
-            )?,
+            Ok(files) => {
+                out.note_cached(cache, repository, &files);
+                read_tree(
+                    &files,
+                    &format!("{name}:"),
+                    &entry.paths,
+                    &mut found,
+                    &mut out.problems,
+                )?;
+            }
             Err(why) => out.unread.push(why),
         }
     }
@@ -212,25 +218,37 @@ pub fn check_applications(
     let selection = image_updater::select(apps, &found.updaters);
     out.problems.extend(selection.problems);
     out.warnings.extend(selection.warnings);
+    let unread = selection.unread;
     // Offline, a remote's default branch is not asked: `targetRevision: HEAD` stays `HEAD`.
     let head = |_: &str| Ok::<_, std::convert::Infallible>("HEAD".to_string());
-    out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &head);
-    out.findings = images_not_found(&out.resolved, cache);
+    let allowed = config
+        .applications
+        .as_ref()
+        .map(|a| a.allowed_repositories())
+        .unwrap_or_default();
+    out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &allowed, &head);
+    let not_found = images_not_found(&mut out, cache);
+    out.findings = super::applications::unknown_annotations(&out.resolved, &unread);
+    out.findings.extend(not_found);
     Ok(Some(out))
 }
 
 /// Each Application image its source's files (as last fetched) hold no field for; sources in
 /// a repository the cache does not hold are not searched.
-fn images_not_found(resolved: &Resolved, cache: Option<&RepoCache>) -> Vec<Finding> {
+fn images_not_found(check: &mut ApplicationsCheck, cache: Option<&RepoCache>) -> Vec<Finding> {
     let Some(cache) = cache else {
         return Vec::new();
     };
     // A repository not in the cache is not searched; what it holds is unknown offline.
-    let snapshots: Vec<Option<CommitFiles>> = resolved
-        .repositories
-        .iter()
-        .map(|r| cached(Some(cache), r).ok())
-        .collect();
+    let mut snapshots: Vec<Option<CommitFiles>> = Vec::new();
+    for r in check.resolved.repositories.clone() {
+        let files = cached(Some(cache), &r).ok();
+        if let Some(files) = &files {
+            check.note_cached(Some(cache), &r, files);
+        }
+        snapshots.push(files);
+    }
+    let resolved = &check.resolved;
     let mut out = Vec::new();
     for app in &resolved.apps {
         for unit in &app.units {
@@ -291,6 +309,36 @@ fn cached(cache: Option<&RepoCache>, repository: &RepositoryConfig) -> Result<Co
 }
 
 impl ApplicationsCheck {
+    /// Keeps which commit of `repository` the clone cache gave, and when it was fetched.
+    fn note_cached(
+        &mut self,
+        cache: Option<&RepoCache>,
+        repository: &RepositoryConfig,
+        files: &CommitFiles,
+    ) {
+        let commit = files.commit();
+        let fetched = cache
+            .and_then(|c| crate::git::cached_fetch_time(c, repository))
+            .map_or_else(
+                || "fetched at an unrecorded time".to_string(),
+                |t| {
+                    // Whole seconds, never rounded up past when it was.
+                    let whole = jiff::TimestampRound::new()
+                        .smallest(jiff::Unit::Second)
+                        .mode(jiff::RoundMode::Trunc);
+                    format!("fetched {}", t.round(whole).unwrap_or(t))
+                },
+            );
+        let line = format!(
+            "repository {} as the clone cache holds it: commit {}, {fetched}",
+            repository.name,
+            &commit[..commit.len().min(12)]
+        );
+        if !self.cached.contains(&line) {
+            self.cached.push(line);
+        }
+    }
+
     /// Whether anything here makes `tagpilot check` exit 1.
     pub fn has_problems(&self) -> bool {
         !self.problems.is_empty() || self.resolved.apps.iter().any(|a| !a.problems.is_empty())
@@ -310,6 +358,9 @@ impl ApplicationsCheck {
                 "ImageUpdater resources"
             ),
         );
+        for c in &self.cached {
+            out.push_str(&format!("  read: {c}\n"));
+        }
         out.push_str(&crate::argocd::report::resolved_text(&self.resolved));
         let found = Plan {
             findings: self.findings.clone(),

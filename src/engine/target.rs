@@ -332,6 +332,22 @@ impl<R: Registry> TargetPlanner<'_, R> {
             .iter()
             .map(|h| ((h.policy.as_str(), h.file.as_str()), h.reason.as_str()))
             .collect();
+        // An image up to date on a field another source moves is held with it: by policy,
+        // since an up-to-date outcome names no file.
+        let held_policies: HashMap<&str, &plan::Hold> =
+            plan.holds.iter().map(|h| (h.policy.as_str(), h)).collect();
+        for o in images
+            .iter_mut()
+            .filter(|o| o.status == ImageStatus::UpToDate)
+        {
+            let policy = resolve::policy_name(&resolved.apps[o.app].app, &o.alias);
+            if let Some(h) = held_policies.get(policy.as_str()) {
+                o.status = ImageStatus::Held;
+                o.file = Some(h.file.clone());
+                o.from = Some(h.current.clone());
+                o.reason = Some(h.reason.clone());
+            }
+        }
         for o in images
             .iter_mut()
             .filter(|o| o.status == ImageStatus::Update)

@@ -27,6 +27,10 @@ use crate::config::repository::RepositoryConfig;
 /// Written into a cached repository once its first fetch completed.
 const READY_MARKER: &str = "tagpilot-ready";
 
+/// Holds when the cached repository was last fetched (RFC 3339), so that what is read offline
+/// (`tagpilot check`) can say how old it is.
+const FETCHED_MARKER: &str = "tagpilot-fetched";
+
 /// Where remote-tracking refs of the cache live.
 const TRACKING_PREFIX: &str = "refs/remotes/origin/";
 
@@ -124,6 +128,13 @@ pub fn cached_snapshot(
         Some(tip) => commit_files(git, &dir, repo, tip).map(Some),
         None => Ok(None),
     }
+}
+
+/// When the cached `repo` was last fetched, if it is cached and says so (a cache fetched by a
+/// tagpilot before this was recorded does not).
+pub fn cached_fetch_time(cache: &RepoCache, repo: &RepositoryConfig) -> Option<jiff::Timestamp> {
+    let text = std::fs::read_to_string(cache.repo_dir(repo).join(FETCHED_MARKER)).ok()?;
+    text.trim().parse().ok()
 }
 
 /// What a fetch found on the remote.
@@ -375,6 +386,10 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
     if !dir.join(READY_MARKER).is_file() {
         std::fs::write(dir.join(READY_MARKER), b"")
             .map_err(|e| FetchError::Local(CacheError::Io(e)))?;
+    }
+    // Only what an offline reader shows; the fetch itself succeeded.
+    if let Err(e) = std::fs::write(dir.join(FETCHED_MARKER), jiff::Timestamp::now().to_string()) {
+        tracing::warn!(repository = %repo.name, error = %e, "cannot record when the clone cache was fetched");
     }
     Ok(Fetched {
         base_tip,

@@ -37,7 +37,7 @@ pub mod sign;
 pub mod tree;
 pub mod write;
 
-pub use cache::{RepoCache, cached_snapshot, snapshot};
+pub use cache::{RepoCache, cached_fetch_time, cached_snapshot, snapshot};
 pub use config::{
     AuthConfig, Author, Grouping, ProvidedToken, RepositoryConfig, SigningConfig, WriteConfig,
     WriteMode,

@@ -263,8 +263,9 @@ impl<'r, R: Registry> Inspector<'r, R> {
     }
 
     /// Why `tag` may not be taken under `policy` though it ranks: the platforms the policy
-    /// requires that its image lacks. Asks the registry only when the policy requires
-    /// platforms, once per (repository, tag, platforms) as every inspection.
+    /// requires that its image lacks (every one, or for Image Updater's any one). Asks the
+    /// registry only when the policy requires platforms, once per (repository, tag, platforms)
+    /// as every inspection.
     async fn refusal(
         &self,
         policy: &ImagePolicy,
@@ -272,7 +273,12 @@ impl<'r, R: Registry> Inspector<'r, R> {
     ) -> Result<Option<SkipReason>, RegistryError> {
         if !policy.platforms.is_empty() {
             let info = self.info(policy, tag).await?;
-            if let Some(missing) = select::missing_platforms(&policy.platforms, &info.platforms) {
+            let missing = if policy.any_platform {
+                select::no_wanted_platform(&policy.platforms, &info.platforms)
+            } else {
+                select::missing_platforms(&policy.platforms, &info.platforms)
+            };
+            if let Some(missing) = missing {
                 return Ok(Some(missing));
             }
         }

@@ -7,11 +7,11 @@
 //! field is held and the hold names both, so a misconfiguration shows instead of flapping.
 //! Pure: plans in, plan out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use crate::manifest::{self, Edit};
-use crate::plan::{FileUpdate, Finding, FindingKind, Hold, Plan, Problem};
+use crate::plan::{Change, Claim, FileUpdate, Finding, FindingKind, Hold, Plan, Problem};
 
 /// One field two sources disagree on.
 struct Conflict {
@@ -31,6 +31,7 @@ pub fn merge(
     let mut out = Plan::default();
     let mut files: BTreeMap<PathBuf, FileUpdate> = BTreeMap::new();
     let mut skipped = BTreeSet::new();
+    let mut claims = Vec::new();
     for p in parts {
         out.changes.extend(p.changes);
         out.holds.extend(p.holds);
@@ -48,6 +49,7 @@ pub fn merge(
         out.ended_holds.extend(p.ended_holds);
         out.holds_found.extend(p.holds_found);
         out.promotions.extend(p.promotions);
+        claims.extend(p.claims);
         for f in p.files {
             match files.get_mut(&f.path) {
                 None => {
@@ -65,6 +67,7 @@ pub fn merge(
         }
     }
 
+    hold_claimed(&mut out, &mut files, claims, repository, source_of);
     for (path, mut f) in files {
         let file = path.to_string_lossy().replace('\\', "/");
         let conflicts = conflicts(&f);
@@ -114,6 +117,161 @@ pub fn merge(
         .sort_by(|a, b| (&a.file, a.line, &a.policy).cmp(&(&b.file, b.line, &b.policy)));
     out.files.sort_by(|a, b| a.path.cmp(&b.path));
     out
+}
+
+/// A claimed field another source moves: who moves it and what each side says.
+struct Claimed {
+    claim: Claim,
+    movers: BTreeSet<String>,
+    /// `policy (source) wants tag`, one per mover.
+    wants: Vec<String>,
+    /// `policy (source) is up to date at tag`.
+    stays: String,
+}
+
+/// The claims another source's change moves away from, each with who moves it, and every
+/// (mover, file) pair found. Changes are looked up by field, so thousands of up-to-date fields
+/// cost lookups, not a search of the changes each.
+fn claimed(
+    changes: &[Change],
+    claims: Vec<Claim>,
+    source_of: &dyn Fn(&str) -> String,
+) -> (Vec<Claimed>, BTreeSet<(String, String)>) {
+    let mut by_field: HashMap<(&str, usize), Vec<&Change>> = HashMap::new();
+    for c in changes {
+        by_field
+            .entry((c.file.as_str(), c.line))
+            .or_default()
+            .push(c);
+    }
+    let mut movers: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut out = Vec::new();
+    for claim in claims {
+        let Some(here) = by_field.get(&(claim.file.as_str(), claim.line)) else {
+            continue;
+        };
+        let moving: Vec<&Change> = here
+            .iter()
+            .copied()
+            .filter(|c| c.image == claim.image && c.policy != claim.policy)
+            .collect();
+        if moving.is_empty() {
+            continue;
+        }
+        for c in &moving {
+            movers.insert((c.policy.clone(), c.file.clone()));
+        }
+        let stays = format!(
+            "{} ({}) is up to date at {}",
+            claim.policy,
+            source_of(&claim.policy),
+            claim.current
+        );
+        out.push(Claimed {
+            movers: moving.iter().map(|c| c.policy.clone()).collect(),
+            wants: moving
+                .iter()
+                .map(|c| format!("{} ({}) wants {}", c.policy, source_of(&c.policy), c.to))
+                .collect(),
+            stays,
+            claim,
+        });
+    }
+    (out, movers)
+}
+
+/// A source that is up to date still claims its field: another source moving that field is a
+/// conflict like two sources moving it apart. The mover's changes in the file are held with
+/// every edit of its in that file (which of its edits belong to which field is not kept, and
+/// holding the image's other fields of one file is the safe side), and the field is held for
+/// the claimant too, so that its report does not say "up to date" while the field is held.
+fn hold_claimed(
+    out: &mut Plan,
+    files: &mut BTreeMap<PathBuf, FileUpdate>,
+    claims: Vec<Claim>,
+    repository: Option<&str>,
+    source_of: &dyn Fn(&str) -> String,
+) {
+    if claims.is_empty() || out.changes.is_empty() {
+        return;
+    }
+    let (held_claims, movers) = claimed(&out.changes, claims, source_of);
+    if held_claims.is_empty() {
+        return;
+    }
+    let (held, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut out.changes)
+        .into_iter()
+        .partition(|c| movers.contains(&(c.policy.clone(), c.file.clone())));
+    out.changes = kept;
+    for f in files.values_mut() {
+        let file = f.path.to_string_lossy().replace('\\', "/");
+        for (policy, edits) in &mut f.edits {
+            if movers.contains(&(policy.clone(), file.clone())) {
+                edits.clear();
+            }
+        }
+    }
+    let hold = |policy: &str, file: &str, line: usize, current: &str, reason: String| Hold {
+        repository: repository.map(str::to_owned),
+        policy: policy.to_owned(),
+        file: file.to_owned(),
+        line,
+        current: current.to_owned(),
+        reason,
+    };
+    for Claimed {
+        claim,
+        wants,
+        stays,
+        ..
+    } in &held_claims
+    {
+        let reason = format!(
+            "sources disagree: {stays}, {}; held until they agree",
+            wants.join(", ")
+        );
+        out.holds.push(hold(
+            &claim.policy,
+            &claim.file,
+            claim.line,
+            &claim.current,
+            reason,
+        ));
+        out.up_to_date = out.up_to_date.saturating_sub(1);
+    }
+    for c in &held {
+        // The claimants of this field; else those of the mover's other fields in the file, for
+        // which this change is held.
+        let of_field: Vec<&str> = held_claims
+            .iter()
+            .filter(|k| {
+                k.claim.file == c.file && k.claim.line == c.line && k.movers.contains(&c.policy)
+            })
+            .map(|k| k.stays.as_str())
+            .collect();
+        let others: Vec<&str> = if of_field.is_empty() {
+            held_claims
+                .iter()
+                .filter(|k| k.claim.file == c.file && k.movers.contains(&c.policy))
+                .map(|k| k.stays.as_str())
+                .collect()
+        } else {
+            of_field
+        };
+        out.holds.push(hold(
+            &c.policy,
+            &c.file,
+            c.line,
+            &c.from,
+            format!(
+                "sources disagree: {} ({}) wants {}, {}; held until they agree",
+                c.policy,
+                source_of(&c.policy),
+                c.to,
+                others.join(", ")
+            ),
+        ));
+    }
 }
 
 /// Overlapping edits of different policies that do not write the same text.
@@ -280,222 +438,5 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-    use crate::manifest::Update;
-    use crate::plan::Change;
-
-    const FILE: &str = "apps/web.yaml";
-    const TEXT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: registry.example/api:1.0.0\n        - name: web\n          image: registry.example/web:2.0.0\n";
-
-    /// One source's plan of `FILE`: `policy` moves `image` to `tag`.
-    fn part(policy: &str, image: &str, tag: &str) -> Plan {
-        let fields = manifest::scan(Path::new(FILE), TEXT, &[]).unwrap();
-        let field = fields
-            .iter()
-            .find(|f| f.repository().is_some_and(|r| r.to_string() == image))
-            .unwrap();
-        let edits = field
-            .edits(&Update {
-                name: image,
-                tag: Some(tag),
-                digest: None,
-            })
-            .unwrap();
-        Plan {
-            changes: vec![Change {
-                repository: Some("manifests".into()),
-                policy: policy.into(),
-                image: image.into(),
-                file: FILE.into(),
-                line: field.line,
-                field: "Deployment/web container".into(),
-                strategy: "semver",
-                from: field.current().0.unwrap().into(),
-                to: tag.into(),
-                source: None,
-                labels: Vec::new(),
-                promotion: None,
-            }],
-            files: vec![FileUpdate {
-                path: FILE.into(),
-                original: TEXT.into(),
-                updated: String::new(),
-                edits: vec![(policy.into(), edits)],
-            }],
-            ..Plan::default()
-        }
-    }
-
-    const LABELLED: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\n  labels:\n    app.kubernetes.io/version: 1.0.0\nspec:\n  template:\n    spec:\n      containers:\n        - name: api\n          image: registry.example/api:1.0.0\n        - name: web\n          image: registry.example/web:1.0.0\n";
-
-    /// One source's plan of `LABELLED`: `policy` moves `image` to `tag`, and the version
-    /// label follows, as the planner makes it.
-    fn labelled_part(policy: &str, image: &str, tag: &str) -> Plan {
-        let path = Path::new(FILE);
-        let fields = manifest::scan(path, LABELLED, &[]).unwrap();
-        let field = fields
-            .iter()
-            .find(|f| f.repository().is_some_and(|r| r.to_string() == image))
-            .unwrap();
-        let mut edits = field
-            .edits(&Update {
-                name: image,
-                tag: Some(tag),
-                digest: None,
-            })
-            .unwrap();
-        let defaults = crate::config::version_labels::VersionLabels::defaults();
-        let moves = [manifest::ImageMove {
-            field,
-            tag,
-            labels: &defaults,
-        }];
-        let found = manifest::version_labels(path, LABELLED, &fields, &moves).unwrap();
-        let mut labels = Vec::new();
-        for moved in found.moved {
-            edits.push(moved.edit);
-            labels.push(crate::change::LabelChange {
-                label: moved.label.to_string(),
-                line: moved.label.line,
-                from: moved.from,
-                to: moved.to,
-            });
-        }
-        let mut plan = part(policy, image, tag);
-        plan.changes[0].line = field.line;
-        plan.changes[0].labels = labels;
-        plan.files[0].original = LABELLED.into();
-        plan.files[0].edits = vec![(policy.into(), edits)];
-        plan
-    }
-
-    #[test]
-    fn a_version_label_two_sources_move_apart_is_left_with_a_warning_and_the_images_move() {
-        let plan = merge(
-            Some("manifests"),
-            vec![
-                labelled_part("api", "registry.example/api", "1.1.0"),
-                labelled_part("shop/web", "registry.example/web", "1.2.0"),
-            ],
-            &names,
-        );
-        assert!(plan.holds.is_empty(), "{:?}", plan.holds);
-        assert_eq!(
-            plan.files[0].updated,
-            LABELLED
-                .replace("api:1.0.0", "api:1.1.0")
-                .replace("web:1.0.0", "web:1.2.0"),
-            "both images move, the label stays"
-        );
-        assert_eq!(plan.changes.len(), 2);
-        assert!(plan.changes.iter().all(|c| c.labels.is_empty()));
-        assert_eq!(plan.findings.len(), 1);
-        let finding = &plan.findings[0];
-        assert_eq!(finding.searched, format!("{FILE}:6"));
-        assert!(
-            finding
-                .message
-                .contains("app.kubernetes.io/version left alone: sources disagree")
-                && finding.message.contains("api (source of api) wants 1.1.0")
-                && finding
-                    .message
-                    .contains("shop/web (source of shop/web) wants 1.2.0"),
-            "{}",
-            finding.message
-        );
-
-        // One source alone moves the label with its image.
-        let alone = merge(
-            Some("manifests"),
-            vec![labelled_part("api", "registry.example/api", "1.1.0")],
-            &names,
-        );
-        assert!(
-            alone.files[0]
-                .updated
-                .contains("app.kubernetes.io/version: 1.1.0")
-        );
-        assert_eq!(alone.changes[0].labels.len(), 1);
-    }
-
-    fn names(policy: &str) -> String {
-        format!("source of {policy}")
-    }
-
-    #[test]
-    fn edits_of_different_fields_from_two_sources_are_joined_in_one_file() {
-        let plan = merge(
-            Some("manifests"),
-            vec![
-                part("api", "registry.example/api", "1.1.0"),
-                part("shop/web", "registry.example/web", "2.1.0"),
-            ],
-            &names,
-        );
-        assert!(plan.holds.is_empty() && plan.problems.is_empty());
-        assert_eq!(plan.files.len(), 1);
-        let text = &plan.files[0].updated;
-        assert!(
-            text.contains("api:1.1.0") && text.contains("web:2.1.0"),
-            "{text}"
-        );
-        assert_eq!(plan.changes.len(), 2);
-    }
-
-    #[test]
-    fn two_sources_on_one_field_with_one_value_make_one_edit() {
-        let plan = merge(
-            Some("manifests"),
-            vec![
-                part("api", "registry.example/api", "1.1.0"),
-                part("shop/api", "registry.example/api", "1.1.0"),
-            ],
-            &names,
-        );
-        assert!(plan.holds.is_empty(), "{:?}", plan.holds);
-        assert_eq!(
-            plan.files[0].updated,
-            TEXT.replace("api:1.0.0", "api:1.1.0")
-        );
-        assert_eq!(plan.changes.len(), 2, "each source's change is reported");
-    }
-
-    #[test]
-    fn two_sources_on_one_field_with_two_values_hold_it_and_keep_the_rest() {
-        let plan = merge(
-            Some("manifests"),
-            vec![
-                part("api", "registry.example/api", "1.1.0"),
-                part("shop/api", "registry.example/api", "1.2.0"),
-                part("shop/web", "registry.example/web", "2.1.0"),
-            ],
-            &names,
-        );
-        let held: Vec<(&str, &str)> = plan
-            .holds
-            .iter()
-            .map(|h| (h.policy.as_str(), h.current.as_str()))
-            .collect();
-        assert_eq!(held, [("api", "1.0.0"), ("shop/api", "1.0.0")]);
-        for h in &plan.holds {
-            assert!(
-                h.reason.contains("api (source of api) wants 1.1.0")
-                    && h.reason
-                        .contains("shop/api (source of shop/api) wants 1.2.0"),
-                "{}",
-                h.reason
-            );
-            assert_eq!(h.line, 10);
-        }
-        assert_eq!(plan.changes.len(), 1);
-        assert_eq!(plan.changes[0].policy, "shop/web");
-        assert_eq!(
-            plan.files[0].updated,
-            TEXT.replace("web:2.0.0", "web:2.1.0"),
-            "the other field still moves"
-        );
-    }
-}
+#[path = "merge_tests.rs"]
+mod tests;

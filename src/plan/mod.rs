@@ -44,8 +44,8 @@ pub use decide::{
     DecideError, Inspector, Outcome, decide_reference, version_reference, version_text,
 };
 pub use model::{
-    Change, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan, Problem,
-    Promotion, PromotionStatus, PullRequestSummary, RepositoryOutcome, RepositoryStatus,
+    Change, Claim, CommitSummary, DiffTarget, FileUpdate, Finding, FindingKind, Hold, Plan,
+    Problem, Promotion, PromotionStatus, PullRequestSummary, RepositoryOutcome, RepositoryStatus,
     SKIPPED_TAGS_SHOWN, Severity, SkipKind, SkippedFile, SkippedTag, SkippedTags, TargetDiff,
     UpstreamRun,
 };

@@ -262,6 +262,11 @@ pub enum FindingKind {
     /// (`targetRevision` a tag, a commit or another branch) than the branch changed: the change
     /// does not deploy it, so it is not named nor rendered. Nothing is wrong, so a warning.
     ApplicationOnOtherRevision,
+    /// An Application's annotation under Image Updater's or tagpilot's prefix that nothing reads
+    /// (a typo such as `pay.helm.image-tga`, an alias not in `image-list`): it does nothing,
+    /// and the finding names the known key nearest to it. The rest of the Application still
+    /// works, so a warning.
+    UnknownAnnotation,
 }
 
 impl FindingKind {
@@ -273,6 +278,7 @@ impl FindingKind {
             FindingKind::VersionLabelLeft => "version_label_left",
             FindingKind::ApplicationOnOtherRevision => "application_on_other_revision",
             FindingKind::UnreadableFile => "unreadable_file",
+            FindingKind::UnknownAnnotation => "unknown_annotation",
         }
     }
 
@@ -283,7 +289,8 @@ impl FindingKind {
             | FindingKind::ApplicationImageNotFound
             | FindingKind::VersionLabelLeft
             | FindingKind::UnreadableFile
-            | FindingKind::ApplicationOnOtherRevision => Severity::Warning,
+            | FindingKind::ApplicationOnOtherRevision
+            | FindingKind::UnknownAnnotation => Severity::Warning,
         }
     }
 
@@ -300,6 +307,7 @@ impl FindingKind {
             FindingKind::UnreadableFile => {
                 "a file its targets name cannot be read, so no image in it is updated"
             }
+            FindingKind::UnknownAnnotation => "nothing reads this annotation",
         }
     }
 }
@@ -483,6 +491,24 @@ pub struct Plan {
     pub holds_found: Vec<crate::holds::HeldTag>,
     /// The fields of environments that follow others (`promote:`), and what each does.
     pub promotions: Vec<Promotion>,
+    /// The fields found where their policy wants them (counted in `up_to_date`): a source that
+    /// is up to date still claims its field, so another source moving it is a conflict
+    /// ([`crate::plan::merge`]). Not reported; [`crate::plan::merge::merge`] consumes them.
+    pub claims: Vec<Claim>,
+}
+
+/// A field a policy found already where it wants it: what it claims, for [`Plan::claims`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub policy: String,
+    /// The repository the policy follows, as [`Change::image`] spells it.
+    pub image: String,
+    /// Path relative to the root, with `/` separators, as [`Change::file`].
+    pub file: String,
+    /// 1-based, as [`Change::line`].
+    pub line: usize,
+    /// The version text the field holds, as the report shows it.
+    pub current: String,
 }
 
 impl Plan {
@@ -543,5 +569,6 @@ impl Plan {
         self.ended_holds.extend(other.ended_holds);
         self.holds_found.extend(other.holds_found);
         self.promotions.extend(other.promotions);
+        self.claims.extend(other.claims);
     }
 }

@@ -79,6 +79,10 @@ pub struct ImagePolicy {
     pub ignore_tags: Vec<String>,
     pub ignore_set: globset::GlobSet,
     pub platforms: Vec<Platform>,
+    /// Whether a tag's image needs only one of `platforms` rather than every one: Argo CD
+    /// Image Updater's `platforms`, whose `WantsPlatform` accepts an image or an index entry
+    /// for any of them. A policy file's `platforms:` requires every one.
+    pub any_platform: bool,
     pub pin_digest: bool,
     /// Lets an ordered strategy move a reference to a tag it ranks lower than the current one
     /// (e.g. back into a range the file was pinned above).
@@ -445,6 +449,7 @@ impl ImagePolicy {
             ignore_tags: Vec::new(),
             ignore_set: globset::GlobSet::empty(),
             platforms: Vec::new(),
+            any_platform: false,
             pin_digest: false,
             allow_downgrade: false,
             replace_unreadable_tags: false,

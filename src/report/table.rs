@@ -166,10 +166,13 @@ pub fn finding_text(f: &Finding) -> String {
     } else if let Some(policy) = &f.policy {
         subject.push(format!("policy {policy}"));
     }
-    subject.push(format!("image {}", f.image));
-    // A label left alone was not searched for: it is at one place.
+    // An annotation nothing reads concerns the Application, not one image.
+    if !f.image.is_empty() {
+        subject.push(format!("image {}", f.image));
+    }
+    // A label left alone was not searched for: it is at one place, as is an annotation.
     let searched = match f.kind {
-        FindingKind::VersionLabelLeft => "at",
+        FindingKind::VersionLabelLeft | FindingKind::UnknownAnnotation => "at",
         _ => "searched",
     };
     format!(

@@ -34,7 +34,7 @@ use crate::image::is_valid_tag;
 use crate::policy::{ImagePolicy, RegexOrder, Strategy};
 
 mod skip;
-pub use skip::{SkipReason, Skipped, held_by_skips, missing_platforms};
+pub use skip::{SkipReason, Skipped, held_by_skips, missing_platforms, no_wanted_platform};
 
 /// A tag as seen in the registry, with metadata where the strategy needed it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,8 +15,9 @@ use crate::image::Platform;
 /// Why a ranked candidate was passed over for the next one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SkipReason {
-    /// The image does not offer every platform the policy requires: an index without an entry
-    /// for each, or a single-platform image built for another.
+    /// The image does not offer every platform the policy requires (or, under Image Updater's
+    /// `platforms`, any of them: then `missing` lists them all): an index without an entry for
+    /// each, or a single-platform image built for another.
     MissingPlatforms {
         missing: Vec<Platform>,
         /// What the image does offer: its index's entries, or the single image's own platform.
@@ -130,6 +131,24 @@ pub fn missing_platforms(required: &[Platform], offered: &[Platform]) -> Option<
     })
 }
 
+/// Why an image offering `offered` serves none of `wanted`, or `None` when it serves one (or
+/// nothing is wanted): Argo CD Image Updater's `platforms`, whose `WantsPlatform` accepts an
+/// image or index entry for any of them. An image that does not say its platforms serves none,
+/// as Image Updater reads an entry without a platform.
+pub fn no_wanted_platform(wanted: &[Platform], offered: &[Platform]) -> Option<SkipReason> {
+    if wanted.is_empty() {
+        return None;
+    }
+    if offered.is_empty() {
+        return Some(SkipReason::PlatformsUnknown);
+    }
+    let serves = wanted.iter().any(|w| offered.iter().any(|o| w.matches(o)));
+    (!serves).then(|| SkipReason::MissingPlatforms {
+        missing: wanted.to_vec(),
+        offered: offered.to_vec(),
+    })
+}
+
 /// The hold of a reference that skipped candidates left where it is: the newest skipped tag
 /// and why, and how many more were skipped.
 pub fn held_by_skips(skipped: &[Skipped]) -> Option<String> {
@@ -165,6 +184,29 @@ mod tests {
             why.to_string(),
             "no linux/amd64 or linux/arm64 image (offers linux/s390x)"
         );
+    }
+
+    #[test]
+    fn image_updater_s_platforms_want_any_one_of_them() {
+        let wanted = platforms(&["linux/arm64", "linux/amd64"]);
+        assert_eq!(
+            no_wanted_platform(&wanted, &platforms(&["linux/amd64"])),
+            None
+        );
+        assert_eq!(
+            no_wanted_platform(&wanted, &platforms(&["linux/arm64/v8"])),
+            None
+        );
+        let why = no_wanted_platform(&wanted, &platforms(&["linux/s390x"])).unwrap();
+        assert_eq!(
+            why.to_string(),
+            "no linux/arm64 or linux/amd64 image (offers linux/s390x)"
+        );
+        assert_eq!(
+            no_wanted_platform(&wanted, &[]),
+            Some(SkipReason::PlatformsUnknown)
+        );
+        assert_eq!(no_wanted_platform(&[], &[]), None, "nothing wanted");
     }
 
     #[test]

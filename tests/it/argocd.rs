@@ -1453,9 +1453,8 @@ fn changes_and_skips(planned: &Cycle) -> (Vec<(&str, &str, &str)>, Vec<String>) 
     (changes, skipped)
 }
 
-/// An `ImageUpdater` resource's `platforms` are required of every tag, as a policy's are: a
-/// newer tag pushed for amd64 only is passed over for an older one offering both, and the
-/// report names it.
+/// An `ImageUpdater` resource's `platforms`: a newer tag pushed for amd64 only offers none of
+/// `linux/arm64`, so it is passed over for an older one offering it, and the report names it.
 #[tokio::test]
 async fn image_updater_platforms_pass_over_a_tag_without_one() {
     let reg = amd64_only_newest().await;
@@ -1532,5 +1531,290 @@ async fn the_platforms_annotation_holds_for_override_files_too() {
     assert_eq!(
         skipped,
         ["1.2.0: no linux/arm64 image (offers linux/amd64)"]
+    );
+}
+
+/// Image Updater's `platforms` want any one of them (its `WantsPlatform` accepts an image or an
+/// index entry for any listed platform): with `linux/arm64, linux/amd64`, the amd64-only
+/// `1.2.0` is taken, from the annotation and from an `ImageUpdater` resource alike. A policy
+/// file's `platforms:` still requires every one (`tests/it/platforms.rs`).
+#[tokio::test]
+async fn image_updater_platforms_take_a_tag_offering_any_one_of_them() {
+    let reg = amd64_only_newest().await;
+    let image = reg.image("shop/api");
+    let annotated = format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: annotated\n  \
+         namespace: argocd\n  annotations:\n    \
+         argocd-image-updater.argoproj.io/image-list: api={image}:1.x\n    \
+         argocd-image-updater.argoproj.io/api.platforms: linux/arm64, linux/amd64\n    \
+         argocd-image-updater.argoproj.io/write-back-method: git\nspec:\n  source:\n    \
+         repoURL: REPO_URL\n    targetRevision: HEAD\n    path: apps/annotated\n"
+    );
+    let plain = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: plain\n  \
+                 namespace: argocd\nspec:\n  source:\n    repoURL: REPO_URL\n    \
+                 targetRevision: HEAD\n    path: apps/plain\n";
+    let updater = format!(
+        "apiVersion: argocd-image-updater.argoproj.io/v1alpha1\nkind: ImageUpdater\nmetadata:\n  \
+         name: shop\n  namespace: argocd\nspec:\n  writeBackConfig:\n    method: git\n  \
+         applicationRefs:\n    - namePattern: plain\n      images:\n        - alias: api\n          \
+         imageName: {image}:1.x\n          commonUpdateSettings:\n            platforms: \
+         [linux/arm64, linux/amd64]\n    - namePattern: annotated\n      useAnnotations: true\n"
+    );
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\nspec:\n  template:\n    \
+         spec:\n      containers:\n        - name: api\n          image: {image}:1.0.0\n"
+    );
+    let planned = plan_applications(
+        &reg,
+        &[
+            ("argocd/annotated.yaml", annotated),
+            ("argocd/plain.yaml", plain.to_string()),
+            ("argocd/image-updater.yaml", updater),
+            ("apps/annotated/deployment.yaml", deployment.clone()),
+            ("apps/plain/deployment.yaml", deployment),
+        ],
+    )
+    .await;
+    let (changes, skipped) = changes_and_skips(&planned);
+    assert_eq!(
+        changes,
+        [
+            ("apps/annotated/deployment.yaml", "1.0.0", "1.2.0"),
+            ("apps/plain/deployment.yaml", "1.0.0", "1.2.0"),
+        ]
+    );
+    assert!(skipped.is_empty(), "{skipped:?}");
+}
+
+/// Issue 28: a `write-back-target` that cannot be read (`helmvalue:`, a typo) holds the
+/// Application with a problem naming the annotation and its value; nothing is written, and no
+/// `.argocd-source-<app>.yaml` appears (where Image Updater would fall back). An unknown key
+/// beside it is a warning naming the nearest known key, not only a note.
+#[tokio::test]
+async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_warning() {
+    let iu = "    argocd-image-updater.argoproj.io/";
+    let repo = repo_with(&[
+        (
+            "argocd/typo.yaml".into(),
+            helm_app("typo", "api=registry.example/shop/api", "")
+                .replace("helmvalues:values.yaml", "helmvalue:values.yaml"),
+        ),
+        (
+            "apps/typo/values.yaml".into(),
+            "image:\n  name: registry.example/shop/api\n  tag: 1.0.0\n".into(),
+        ),
+        (
+            "argocd/pay.yaml".into(),
+            helm_app(
+                "pay",
+                "pay=registry.example/shop/api",
+                &format!("{iu}pay.helm.image-tga: image.tag\n"),
+            ),
+        ),
+        (
+            "apps/pay/values.yaml".into(),
+            "image:\n  name: registry.example/shop/api\n  tag: 1.0.0\n".into(),
+        ),
+        // A misspelt image-list: not managed, and said so.
+        (
+            "argocd/lst.yaml".into(),
+            helm_app("lst", "api=registry.example/shop/api", "")
+                .replace("/image-list:", "/image-lst:")
+                .replace("    argocd-image-updater.argoproj.io/write-back-method: git\n", "")
+                .replace(
+                    "    argocd-image-updater.argoproj.io/write-back-target: helmvalues:values.yaml\n",
+                    "",
+                ),
+        ),
+    ]);
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+
+    let files: Vec<&str> = applied
+        .plan
+        .changes
+        .iter()
+        .map(|c| c.file.as_str())
+        .collect();
+    assert_eq!(
+        files,
+        ["apps/pay/values.yaml"],
+        "only the readable app moves"
+    );
+    assert_ne!(repo.rev("main").unwrap(), before);
+    let tree = git(&repo.path(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(
+        !repo.show("main", "apps/typo/values.yaml").contains("1.1.0")
+            && !tree.contains(".argocd-source"),
+        "nothing written for the held app: {tree}"
+    );
+    let problems: Vec<&str> = applied
+        .plan
+        .problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("application typo: ")
+            && problems[0].contains(
+                "argocd-image-updater.argoproj.io/write-back-target `helmvalue:values.yaml` \
+                 cannot be read"
+            ),
+        "{problems:?}"
+    );
+    let warnings: Vec<String> = applied
+        .plan
+        .findings
+        .iter()
+        .filter(|f| f.kind == tagpilot::plan::FindingKind::UnknownAnnotation)
+        .map(tagpilot::report::finding_text)
+        .collect();
+    assert_eq!(
+        warnings,
+        [
+            "application pay: nothing reads annotation \
+             argocd-image-updater.argoproj.io/pay.helm.image-tga; did you mean \
+             argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:1",
+            "application lst: nothing reads annotation \
+             argocd-image-updater.argoproj.io/image-lst: the Application has no image-list; did \
+             you mean argocd-image-updater.argoproj.io/image-list?; at manifests:argocd/lst.yaml:1",
+        ]
+    );
+}
+
+/// Issue 28: two multi-source Applications read `$values/…` files from one repository through a
+/// `ref:` source. A change to one's values file names that one only: a `ref:` source deploys
+/// exactly the value files its siblings name, not the whole repository.
+#[tokio::test]
+async fn a_change_in_a_ref_source_names_only_the_applications_whose_value_files_it_changes() {
+    let app = |name: &str, annotations: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  \
+             namespace: argocd\n{annotations}spec:\n  destination: {{namespace: shop-{name}}}\n  \
+             sources:\n    - {{repoURL: 'https://charts.example', chart: shop, targetRevision: 1.0.0, \
+             helm: {{valueFiles: [$values/envs/{name}/values.yaml]}}}}\n    - {{repoURL: REPO_URL, \
+             targetRevision: main, ref: values}}\n"
+        )
+    };
+    let values = "image:\n  name: registry.example/shop/api\n  tag: 1.0.0\n".to_string();
+    let repo = repo_with(&[
+        (
+            "argocd/prod.yaml".into(),
+            app(
+                "prod",
+                "  annotations:\n    argocd-image-updater.argoproj.io/image-list: \
+                 api=registry.example/shop/api\n    \
+                 argocd-image-updater.argoproj.io/write-back-method: git\n    \
+                 argocd-image-updater.argoproj.io/write-back-target: \
+                 helmvalues:$values/envs/prod/values.yaml\n",
+            ),
+        ),
+        ("argocd/staging.yaml".into(), app("staging", "")),
+        ("envs/prod/values.yaml".into(), values.clone()),
+        ("envs/staging/values.yaml".into(), values),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    let files: Vec<&str> = applied
+        .plan
+        .changes
+        .iter()
+        .map(|c| c.file.as_str())
+        .collect();
+    assert_eq!(files, ["envs/prod/values.yaml"]);
+    let message = repo.message("main");
+    assert!(
+        message
+            .contains("Argo CD Applications:\n- argocd/prod -> in-cluster, namespace shop-prod\n"),
+        "{message}"
+    );
+    assert!(
+        message
+            .lines()
+            .any(|l| l == "Tagpilot-Application: argocd/prod")
+            && !message.contains("staging"),
+        "{message}"
+    );
+}
+
+/// Issue 28: an Application read from git whose source is in a repository outside
+/// `repositories:` cannot direct tagpilot's writes there: a problem names the Application, its
+/// file and line and the repository, and the repository is not even cloned. Named in
+/// `applications.allowRepositories` (a glob over the normalised URL), it is written.
+#[tokio::test]
+async fn an_application_writes_only_to_configured_or_allowed_repositories() {
+    let elsewhere = repo_with(&[(
+        "apps/api/deployment.yaml".into(),
+        deployment("registry.example/shop/api:1.0.0"),
+    )]);
+    let before = elsewhere.rev("main").unwrap();
+    let repo = repo_with(&[(
+        "argocd/api.yaml".into(),
+        directory_app("api", "registry.example/shop/api", "")
+            .replace("REPO_URL", &elsewhere.file_url()),
+    )]);
+    let registry =
+        MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let refused = run(&config, dir.path(), &registry, false).await;
+
+    assert!(
+        refused.plan.changes.is_empty(),
+        "{:?}",
+        refused.plan.changes
+    );
+    assert_eq!(elsewhere.rev("main").unwrap(), before, "nothing pushed");
+    let problems: Vec<&str> = refused
+        .plan
+        .problems
+        .iter()
+        .map(|p| p.message.as_str())
+        .collect();
+    assert_eq!(
+        problems,
+        [format!(
+            "application api: {} is not in tagpilot.yaml `repositories:` nor allowed by \
+             `applications.allowRepositories` (read from manifests:argocd/api.yaml:1); nothing \
+             is cloned or written for it",
+            elsewhere.file_url()
+        )]
+    );
+    let cloned: Vec<String> = std::fs::read_dir(dir.path().join("cache/repos"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        cloned.iter().all(|c| c.starts_with("manifests-")),
+        "only the configured repository is cloned: {cloned:?}"
+    );
+
+    // Allowed by a glob over its normalised URL (a file:// URL is its path).
+    let path = tagpilot::affected::normalise_url(&elsewhere.file_url());
+    let parent = path.rsplit_once('/').unwrap().0;
+    let text = std::fs::read_to_string(dir.path().join("tagpilot.yaml")).unwrap()
+        + &format!("  allowRepositories: [\"{parent}/*\"]\n");
+    std::fs::write(dir.path().join("tagpilot.yaml"), text).unwrap();
+    let config = config::load(&dir.path().join("tagpilot.yaml")).unwrap();
+    let allowed = run(&config, dir.path(), &registry, false).await;
+    assert!(
+        allowed.plan.problems.is_empty(),
+        "{:?}",
+        allowed.plan.problems
+    );
+    assert_eq!(
+        elsewhere.show("main", "apps/api/deployment.yaml"),
+        deployment("registry.example/shop/api:1.1.0")
     );
 }

@@ -1116,14 +1116,16 @@ async fn list_web_app(server: &MockServer, image: &str, write_back: &str, url: &
 }
 
 /// Writes a kubeconfig for `server` and a tagpilot.yaml reading Applications from its `argocd`
-/// namespace; returns the kubeconfig's path.
+/// namespace, allowed to write to their `origin` repository (not in `repositories:`: its
+/// credentials come from Argo CD's Secrets); returns the kubeconfig's path.
 fn write_cluster_config(dir: &Path, server: &MockServer, reg: &TestRegistry) -> String {
     let kubeconfig_path = dir.join("kubeconfig");
     std::fs::write(&kubeconfig_path, kubeconfig(server)).unwrap();
     std::fs::write(
         dir.join("tagpilot.yaml"),
         format!(
-            "registries:\n{}applications:\n  fromCluster:\n    namespaces: [argocd]\n",
+            "registries:\n{}applications:\n  fromCluster:\n    namespaces: [argocd]\n  \
+             allowRepositories: [\"**/origin\"]\n",
             reg.registries_yaml()
         ),
     )

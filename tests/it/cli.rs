@@ -1267,11 +1267,29 @@ async fn check_reads_applications_in_a_repository_as_last_fetched_without_fetchi
     );
 
     // `plan` fetches it (its registry is unreachable; that is its own problem).
+    // The check shows whole seconds.
+    let before = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(1);
     tree.run(&["plan", "--cache-dir", cache]).await;
     let run = tree.run(&["check", "--cache-dir", cache]).await;
     run.expect_code(1);
     run.expect_stdout(&format!("Problems:\n  repository apps, policy typo, image {image}: its targets match no file; searched paths aps/** in repository apps (the target at policies/typo.yaml:9:13)\n"));
-    run.expect_stdout(&format!("1 Application, 0 ImageUpdater resources\n  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n"));
+    // Offline, the files may be older than the remote's: which commit, fetched when (issue 28).
+    let commit = repo.rev("main").unwrap();
+    let read = format!(
+        "1 Application, 0 ImageUpdater resources\n  read: repository apps as the clone cache holds it: commit {}, fetched ",
+        &commit[..12]
+    );
+    let (_, fetched) = run
+        .stdout
+        .split_once(&read)
+        .unwrap_or_else(|| panic!("{read}\nnot in:\n{}", run.all()));
+    let (fetched, after) = fetched.split_once('\n').unwrap();
+    let fetched: jiff::Timestamp = fetched.parse().unwrap();
+    assert!(
+        fetched >= before && fetched <= jiff::Timestamp::now(),
+        "{fetched}"
+    );
+    assert!(after.starts_with(&format!("  argocd/billing (apps:billing.yaml:1): write-back git\n    image billing: {image} (semver)\n    source 1: repository apps (main), writes apps/billing/.argocd-source-billing.yaml\n")), "{after}");
     // Its source holds no field for its image: a warning, with what was searched.
     run.expect_stdout(&format!("  Warnings:\n    repository apps, application argocd/billing, image {image}: its sources hold no field for the image; searched source 1 (directory) at apps:apps/billing as last fetched\n"));
 }

@@ -260,6 +260,64 @@ async fn two_sources_that_want_different_tags_for_one_field_hold_it_and_name_bot
     assert_eq!(image.status, "held", "{image:?}");
 }
 
+/// An Application up to date on its field still claims it: a broader policy file moving the
+/// field past the Application's range is a conflict, held and named, not a silent push the
+/// Application then reports as "not moving backwards" (issue 28).
+#[tokio::test]
+async fn a_source_already_at_its_best_tag_still_holds_a_field_another_source_moves() {
+    let repo = repo_with(&[
+        (
+            "argocd/web.yaml".into(),
+            directory_app("web", "api=registry.example/shop/api:~2.4", ""),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment("registry.example/shop/api:2.4.6"),
+        ),
+    ]);
+    let before = repo.rev("main").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = setup(
+        dir.path(),
+        &repo,
+        "",
+        &[(
+            "api.yaml",
+            &policy_file("api", "registry.example/shop/api", "^2", "apps/**"),
+        )],
+    );
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"2.4.0\", \"2.4.6\", \"2.5.0\"]}\n",
+    )
+    .unwrap();
+    let applied = cycle(&config, dir.path(), &registry, &(), false).await;
+
+    assert!(
+        applied.plan.changes.is_empty(),
+        "{:?}",
+        applied.plan.changes
+    );
+    assert_eq!(repo.rev("main").unwrap(), before, "nothing written");
+    let holds = &applied.plan.holds;
+    assert_eq!(holds.len(), 2, "{holds:?}");
+    for h in holds {
+        assert_eq!(
+            (h.file.as_str(), h.current.as_str()),
+            ("apps/web/deployment.yaml", "2.4.6")
+        );
+        assert!(
+            h.reason.contains("api (policy file")
+                && h.reason.contains("wants 2.5.0")
+                && h.reason
+                    .contains("web/api (Application web (git)) is up to date at 2.4.6"),
+            "{}",
+            h.reason
+        );
+    }
+    let image = &applied.applications.as_ref().unwrap()[0].images[0];
+    assert_eq!(image.status, "held", "{image:?}");
+}
+
 #[tokio::test]
 async fn two_sources_that_agree_on_a_field_make_one_edit() {
     let repo = web_app_on_api_1_0_0("api=registry.example/shop/api", "");

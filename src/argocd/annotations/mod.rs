@@ -19,4 +19,4 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use parse::parse;
+pub use parse::{parse, unread};

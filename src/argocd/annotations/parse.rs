@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::settings::{
     self, AppSettings, Given, HelmNames, ImageInput, Listed, SettingError, SettingsInput,
-    SkippedAnnotation, image_and_constraint,
+    SkippedAnnotation, UnknownAnnotation, image_and_constraint,
 };
 use super::{IMAGE_UPDATER_PREFIX, TAGPILOT_PREFIX};
 
@@ -56,6 +56,35 @@ pub fn parse(annotations: &BTreeMap<String, String>) -> Option<AppSettings> {
     reader.report_unused(&mut out);
     out.skipped.sort_by(|a, b| a.key.cmp(&b.key));
     Some(out)
+}
+
+/// The keys under either prefix of an Application that has no `image-list`: nothing reads them,
+/// since without it the Application is not managed (a typo such as `image-lst` leaves it alone
+/// silently otherwise). Empty when it has an `image-list`.
+pub fn unread(annotations: &BTreeMap<String, String>) -> Vec<UnknownAnnotation> {
+    if Lookup::new(annotations).get("image-list").is_some() {
+        return Vec::new();
+    }
+    let none = BTreeSet::new();
+    annotations
+        .keys()
+        .filter_map(|key| {
+            let (prefix, rest) = match key.strip_prefix(TAGPILOT_PREFIX) {
+                Some(rest) => (TAGPILOT_PREFIX, rest),
+                None => (
+                    IMAGE_UPDATER_PREFIX,
+                    key.strip_prefix(IMAGE_UPDATER_PREFIX)?,
+                ),
+            };
+            let nearest = nearest_key(rest, &none, prefix == TAGPILOT_PREFIX)
+                .filter(|k| k != rest)
+                .map(|k| format!("{prefix}{k}"));
+            Some(UnknownAnnotation {
+                key: key.clone(),
+                nearest,
+            })
+        })
+        .collect()
 }
 
 /// What reading one Application's annotations carries from phase to phase.
@@ -199,15 +228,30 @@ impl Reader<'_> {
             .map(|i| i.alias.as_str())
             .collect();
         for key in annotations.keys() {
-            let Some(rest) = key
-                .strip_prefix(TAGPILOT_PREFIX)
-                .or_else(|| key.strip_prefix(IMAGE_UPDATER_PREFIX))
-            else {
-                continue;
+            let (prefix, rest) = match key.strip_prefix(TAGPILOT_PREFIX) {
+                Some(rest) => (TAGPILOT_PREFIX, rest),
+                None => match key.strip_prefix(IMAGE_UPDATER_PREFIX) {
+                    Some(rest) => (IMAGE_UPDATER_PREFIX, rest),
+                    None => continue,
+                },
             };
             if used.contains(key) {
                 continue;
             }
+            // A key nothing reads does nothing: a warning naming the key it may mean.
+            let mut unknown = |why: String| {
+                let nearest = nearest_key(rest, &aliases, prefix == TAGPILOT_PREFIX)
+                    .map(|k| format!("{prefix}{k}"));
+                let reason = match &nearest {
+                    Some(k) => format!("{why}; did you mean {k}?"),
+                    None => why,
+                };
+                out.unknown.push(UnknownAnnotation {
+                    key: key.clone(),
+                    nearest,
+                });
+                reason
+            };
             let reason = if key.starts_with(IMAGE_UPDATER_PREFIX) && HOLD_KEYS.contains(&rest) {
                 format!("holds are tagpilot's own: read as {TAGPILOT_PREFIX}{rest} only")
             } else if lookup.shadowed(key) {
@@ -221,10 +265,10 @@ impl Reader<'_> {
                 if aliases.contains(alias) {
                     "not used".to_string()
                 } else {
-                    format!("alias {alias:?} is not in image-list")
+                    unknown(format!("alias {alias:?} is not in image-list"))
                 }
             } else {
-                "unknown annotation; tagpilot does not support it".to_string()
+                unknown("unknown annotation; tagpilot does not support it".to_string())
             };
             out.skipped.push(SkippedAnnotation {
                 key: key.clone(),
@@ -232,6 +276,34 @@ impl Reader<'_> {
             });
         }
     }
+}
+
+/// The known key (without its prefix) nearest to `rest` by edit distance (adjacent letters
+/// swapped count once: `image-tga` is one from `image-tag`), if one is near enough to be what
+/// was meant: app-wide keys, and each image key under every alias of `image-list`. tagpilot's
+/// own keys count under its prefix only.
+fn nearest_key(rest: &str, aliases: &BTreeSet<&str>, tagpilot: bool) -> Option<String> {
+    let own: &[&str] = if tagpilot {
+        &["hold", "release-hold", "min-age"]
+    } else {
+        &[]
+    };
+    let image_keys = || IMAGE_KEYS.iter().chain(tagpilot.then_some(&"min-age"));
+    let mut known: Vec<String> = APP_KEYS
+        .iter()
+        .chain(IMAGE_KEYS)
+        .chain(own)
+        .map(|k| (*k).to_string())
+        .collect();
+    for alias in aliases {
+        known.extend(image_keys().map(|k| format!("{alias}.{k}")));
+    }
+    let (distance, key) = known
+        .into_iter()
+        .map(|k| (strsim::damerau_levenshtein(rest, &k), k))
+        .min()?;
+    // Three edits at most, and fewer than half the key: `foo` is near nothing.
+    (distance <= 3 && distance * 2 < key.len()).then_some(key)
 }
 
 /// Finds keys under both prefixes, tagpilot's first.

@@ -364,3 +364,70 @@ fn values_are_case_insensitive_where_image_updater_reads_them_so() {
     assert!(parse_write_back("Git", None).is_err());
     assert!(parse_target("Kustomization").is_err());
 }
+
+/// Issue 28: a key nothing reads is listed with the known key nearest to it (by edit distance,
+/// a swap of two letters counting once), under the prefix it was written with; a key near
+/// nothing is listed without a guess. Each is kept for its warning.
+#[test]
+fn an_unknown_key_names_the_nearest_known_key() {
+    let a = parse(&annotations(&[
+        (&iu("image-list"), "pay=r.example/pay"),
+        (&iu("pay.helm.image-tga"), "image.tag"),
+        (&iu("pya.helm.image-name"), "image.repository"),
+        (&iu("write-back-targte"), "kustomization"),
+        ("tagpilot.dev/min-aeg", "1d"),
+        (&iu("frobnicate"), "yes"),
+    ]))
+    .unwrap();
+    let unknown: Vec<(String, Option<String>)> = a
+        .unknown
+        .iter()
+        .map(|u| (u.key.clone(), u.nearest.clone()))
+        .collect();
+    assert_eq!(
+        unknown,
+        [
+            (iu("frobnicate"), None),
+            (iu("pay.helm.image-tga"), Some(iu("pay.helm.image-tag"))),
+            (iu("pya.helm.image-name"), Some(iu("pay.helm.image-name"))),
+            (iu("write-back-targte"), Some(iu("write-back-target"))),
+            (
+                "tagpilot.dev/min-aeg".to_string(),
+                Some("tagpilot.dev/min-age".to_string())
+            ),
+        ]
+    );
+    let typo = a
+        .skipped
+        .iter()
+        .find(|s| s.key == iu("pay.helm.image-tga"))
+        .unwrap();
+    assert_eq!(
+        typo.reason,
+        format!(
+            "unknown annotation; tagpilot does not support it; did you mean {}?",
+            iu("pay.helm.image-tag")
+        )
+    );
+}
+
+/// Without an `image-list` the Application is not managed: its other keys are what nothing
+/// reads, a misspelt `image-list` named as the key it means.
+#[test]
+fn without_image_list_the_other_keys_are_unread() {
+    let unread = super::unread(&annotations(&[
+        (&iu("image-lst"), "api=r.example/api"),
+        (&iu("write-back-method"), "git"),
+        ("team", "payments"),
+    ]));
+    let unread: Vec<(String, Option<String>)> =
+        unread.into_iter().map(|u| (u.key, u.nearest)).collect();
+    assert_eq!(
+        unread,
+        [
+            (iu("image-lst"), Some(iu("image-list"))),
+            (iu("write-back-method"), None),
+        ]
+    );
+    assert!(super::unread(&annotations(&[(&iu("image-list"), "r.example/api")])).is_empty());
+}

@@ -244,4 +244,4 @@ mod settings;
 mod tests;
 
 pub use migrate::migrate;
-pub use select::{ConfiguredBy, Selected, Selection, labels_match, select};
+pub use select::{ConfiguredBy, Selected, Selection, UnreadAnnotations, labels_match, select};

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::super::annotations::{self, IMAGE_UPDATER_PREFIX};
-use super::super::settings::{AppSettings, SkippedAnnotation};
+use super::super::settings::{AppSettings, SkippedAnnotation, UnknownAnnotation};
 use super::settings::settings_for;
 use super::{ApplicationRef, DEFAULT_NAMESPACE, ImageUpdater, KIND, LabelSelector};
 use crate::application::Application;
@@ -60,16 +60,40 @@ pub struct Selection {
     pub apps: Vec<Selected>,
     pub problems: Vec<String>,
     pub warnings: Vec<String>,
+    /// Applications configured by annotations alone that have annotations under either
+    /// prefix but no `image-list` (a typo of it, say): what nothing reads, for warnings.
+    pub unread: Vec<UnreadAnnotations>,
+}
+
+/// An Application's annotations that nothing reads because it has no `image-list`.
+#[derive(Debug, Clone)]
+pub struct UnreadAnnotations {
+    /// `namespace/name`.
+    pub application: String,
+    /// Where it was read (`manifests:argocd/pay.yaml:1`, `cluster`).
+    pub origin: String,
+    pub annotations: Vec<UnknownAnnotation>,
 }
 
 /// Picks each Application's configuration (see the module docs for the rules).
 pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Selection {
     let mut out = Selection::default();
     if updaters.is_empty() {
+        let mut unread = Vec::new();
         out.apps = apps
             .into_iter()
             .map(|(mut app, origin)| {
                 let settings = annotations::parse(&app.metadata.annotations);
+                if settings.is_none() {
+                    let annotations = annotations::unread(&app.metadata.annotations);
+                    if !annotations.is_empty() {
+                        unread.push(UnreadAnnotations {
+                            application: app.id(),
+                            origin: app.origin.clone(),
+                            annotations,
+                        });
+                    }
+                }
                 forget_read_metadata(&mut app);
                 Selected {
                     app,
@@ -80,6 +104,7 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
                 }
             })
             .collect();
+        out.unread = unread;
         return out;
     }
 

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
+use crate::config::applications::AllowedRepositories;
 use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::policy::{ImagePolicy, PolicyError, Strategy};
@@ -158,9 +159,11 @@ impl Resolved {
     }
 }
 
-/// Resolves every annotated Application (the others are left out). `default_branch` answers
-/// `targetRevision: HEAD` for repositories not configured in `tagpilot.yaml` (its error, of
-/// whatever type the asker has, is shown in the app's problems).
+/// Resolves every annotated Application (the others are left out), with every repository
+/// allowed: for tests of where the writes go. `default_branch` answers `targetRevision: HEAD`
+/// for repositories not configured in `tagpilot.yaml` (its error, of whatever type the asker
+/// has, is shown in the app's problems).
+#[cfg(test)]
 pub fn resolve<E: fmt::Display>(
     apps: Vec<(Application, Origin)>,
     configured: &[RepositoryConfig],
@@ -169,20 +172,25 @@ pub fn resolve<E: fmt::Display>(
     resolve_selected(
         super::image_updater::select(apps, &[]).apps,
         configured,
+        &AllowedRepositories::any(),
         default_branch,
     )
 }
 
 /// Resolves Applications whose configuration is already chosen
 /// ([`super::image_updater::select`]: from their annotations or an `ImageUpdater` resource);
-/// those with none are left out.
+/// those with none are left out. An Application writes only to `configured` repositories and
+/// those `allowed` (`applications.allowRepositories`); any other is a problem of its own, and
+/// no repository target is made for it, so nothing is cloned or written there.
 pub fn resolve_selected<E: fmt::Display>(
     apps: Vec<Selected>,
     configured: &[RepositoryConfig],
+    allowed: &AllowedRepositories,
     default_branch: &dyn Fn(&str) -> Result<String, E>,
 ) -> Resolved {
     let mut resolver = Resolver {
         configured,
+        allowed,
         default_branch,
         repos: BTreeMap::new(),
         out: Resolved::default(),
@@ -241,9 +249,16 @@ pub fn resolve_selected<E: fmt::Display>(
             problems,
             configured_by,
         };
+        // A write-back method or target that cannot be read holds the whole app: writing
+        // anywhere else than asked is never safe, so nothing is planned or cloned for it.
+        for u in &managed.annotations.unreadable {
+            managed.problems.push(format!(
+                "{u}; the Application is held (tagpilot never writes elsewhere than asked)"
+            ));
+        }
         // Nothing to write for an app whose configuration names no image (a conflict between
         // resources, say): it is only reported.
-        if !managed.annotations.images.is_empty() {
+        if !managed.annotations.images.is_empty() && managed.annotations.unreadable.is_empty() {
             resolver.plan_units(&mut managed);
         }
         managed.units.shrink_to_fit();
@@ -276,6 +291,8 @@ fn policy(app: &Application, image: &ImageSettings) -> Result<ImagePolicy, Polic
     }
     p.set_ignore_tags(&image.ignore_tags)?;
     p.platforms = image.platforms.clone();
+    // Image Updater takes a tag whose image offers any of them (its `WantsPlatform`).
+    p.any_platform = true;
     p.min_age = image.min_age;
     if let Some(key) = &image.cosign_key {
         p.signatures = Some(cosign_requirement(key)?);

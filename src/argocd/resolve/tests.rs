@@ -288,3 +288,26 @@ fn a_cosign_key_is_the_policys_requirement_and_an_unread_one_holds() {
     assert_eq!(r.keys[0].pem, b"PEM");
     assert_eq!(r.keys[0].source, "Secret argocd/cosign[cosign.pub]");
 }
+
+/// Issue 28: a write-back target that cannot be read holds the Application with a problem
+/// naming the annotation and its value; no unit is planned and no repository named, so
+/// nothing is cloned or written for it (Image Updater would write `.argocd-source-<app>.yaml`).
+#[test]
+fn an_unreadable_write_back_target_holds_the_application() {
+    let text = format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: shop\n  annotations:\n    {IU}image-list: api=r.example/api\n    {IU}write-back-method: git\n    {IU}write-back-target: helmvalue:values.yaml\nspec:\n  source: {{repoURL: 'https://git.example/m.git', targetRevision: main, path: apps/shop, helm: {{}}}}\n"
+    );
+    let r = resolve(vec![(app(&text), Origin::Git)], &[], &|_| {
+        Ok::<_, &str>("main".into())
+    });
+    let a = &r.apps[0];
+    assert!(a.units.is_empty(), "{:?}", a.units);
+    assert!(r.repositories.is_empty(), "{:?}", r.repositories);
+    assert_eq!(a.problems.len(), 1, "{:?}", a.problems);
+    assert!(
+        a.problems[0].contains(&format!("{IU}write-back-target `helmvalue:values.yaml`"))
+            && a.problems[0].contains("the Application is held"),
+        "{:?}",
+        a.problems
+    );
+}

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::config::applications::AllowedRepositories;
 use crate::config::repository::WriteMode;
 use crate::git::RepositoryConfig;
 
@@ -22,6 +23,8 @@ use crate::application::{Application, Source};
 /// for its default branch, the repository targets chosen so far and the result being built.
 pub(super) struct Resolver<'a, E> {
     pub configured: &'a [RepositoryConfig],
+    /// The repositories outside `configured` that Applications may write to.
+    pub allowed: &'a AllowedRepositories,
     pub default_branch: &'a dyn Fn(&str) -> Result<String, E>,
     pub repos: BTreeMap<RepositoryKey, String>,
     pub out: Resolved,
@@ -155,6 +158,18 @@ impl<E: fmt::Display> Resolver<'_, E> {
         let key_url = normalise_url(url);
         let configured = self.configured;
         let matched = configured.iter().find(|r| normalise_url(&r.url) == key_url);
+        // Whoever can merge an Application must not point tagpilot's credentials at another
+        // repository: checked before the remote is even asked for its default branch.
+        if matched.is_none() && !self.allowed.allows(url) {
+            managed.problems.push(format!(
+                "{} is not in tagpilot.yaml `repositories:` nor allowed by \
+                 `applications.allowRepositories` (read from {}); nothing is cloned or written \
+                 for it",
+                crate::git::auth::redact_url(url),
+                managed.app.origin
+            ));
+            return Err(Blocked);
+        }
         let branch = self.branch_for(managed, url, revision, matched)?;
         let target = branch_template(managed, url)?;
         check_credentials(managed, url, matched)?;

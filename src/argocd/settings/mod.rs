@@ -31,11 +31,11 @@ pub enum SettingError {
         "{0:?}: expected pullsecret:<ns>/<name>, secret:<ns>/<name>#<field>, env:<VAR> or ext:<script>"
     )]
     PullSecret(String),
-    #[error("{0:?}: expected argocd, git, git:repocreds or git:secret:<ns>/<name>; using argocd")]
+    /// The value is named by the [`UnreadableSetting`] it becomes.
+    #[error("expected argocd, git, git:repocreds or git:secret:<ns>/<name>")]
     WriteBackMethod(String),
-    #[error(
-        "{0:?}: expected kustomization[:<dir>] or helmvalues[:<file>]; writing .argocd-source-<app>.yaml instead"
-    )]
+    /// The value is named by the [`UnreadableSetting`] it becomes.
+    #[error("expected kustomization[:<dir>] or helmvalues[:<file>]")]
     WriteBackTarget(String),
 }
 
@@ -51,6 +51,13 @@ pub struct AppSettings {
     pub git_repository: Option<String>,
     /// Annotations tagpilot read but cannot honour (fully or at all), with the reason.
     pub skipped: Vec<SkippedAnnotation>,
+    /// A `write-back-method` or `write-back-target` that cannot be read. Any one holds the whole
+    /// Application: writing somewhere else than asked (an `.argocd-source` file, a patch
+    /// through the Kubernetes API) because of a typo is never safe.
+    pub unreadable: Vec<UnreadableSetting>,
+    /// Keys under either prefix that no reader knows (a typo of a known key, an alias not in
+    /// `image-list`): each is a warning, beside its entry in `skipped`.
+    pub unknown: Vec<UnknownAnnotation>,
     /// Open pull requests instead of pushing (`gitConfig.pullRequest` of an `ImageUpdater`
     /// resource; no annotation sets it).
     pub pull_request: Option<PullRequestSettings>,
@@ -254,6 +261,15 @@ pub struct GitBranch {
     pub base: Option<String>,
     /// A template (see [`super::branch`]), rendered when the write happens.
     pub target: Option<String>,
+}
+
+/// An annotation key no reader knows, and the known key nearest to it, if one is near.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownAnnotation {
+    /// As written, with its prefix.
+    pub key: String,
+    /// With the same prefix.
+    pub nearest: Option<String>,
 }
 
 /// An annotation tagpilot did not (fully) honour.

@@ -313,25 +313,26 @@ fn app_settings(
     branch: Option<Given<String>>,
     out: &mut AppSettings,
 ) {
+    // Where the changes go is never guessed: a method or target that cannot be read holds the
+    // Application (Image Updater falls back to `argocd` and to `.argocd-source-<app>.yaml`).
+    let unreadable = |key: String, value: String, e: SettingError| UnreadableSetting {
+        reason: e.to_string(),
+        key,
+        value,
+    };
     if let Some(Given { key, value }) = write_back {
         match parse_write_back(&value, secret_namespace) {
             Ok(m) => {
                 out.write_back = m;
                 out.write_back_explicit = true;
             }
-            Err(e) => out.skipped.push(SkippedAnnotation {
-                key,
-                reason: e.to_string(),
-            }),
+            Err(e) => out.unreadable.push(unreadable(key, value, e)),
         }
     }
     if let Some(Given { key, value }) = target {
         match parse_target(&value) {
             Ok(t) => out.write_back_target = Some(t),
-            Err(e) => out.skipped.push(SkippedAnnotation {
-                key,
-                reason: e.to_string(),
-            }),
+            Err(e) => out.unreadable.push(unreadable(key, value, e)),
         }
     }
     if let Some(Given { key, value }) = branch {

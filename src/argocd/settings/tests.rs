@@ -211,12 +211,16 @@ fn an_unreadable_value_is_the_same_problem_either_way() {
         |s: &AppSettings| -> Vec<String> { s.skipped.iter().map(|s| s.reason.clone()).collect() };
     assert_eq!(reasons(&a), reasons(&r));
     let keys: Vec<&str> = r.skipped.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, [field("images[0].commonUpdateSettings.pullSecret")]);
+    // A write-back method that cannot be read holds the Application, under each key alike.
+    let (a, r) = (&a.unreadable[0], &r.unreadable[0]);
+    assert_eq!((&a.value, &a.reason), (&r.value, &r.reason));
     assert_eq!(
-        keys,
-        [
-            field("images[0].commonUpdateSettings.pullSecret"),
-            field("writeBackConfig.method"),
-        ]
+        (a.key.as_str(), r.key.as_str()),
+        (
+            format!("{IMAGE_UPDATER_PREFIX}write-back-method").as_str(),
+            field("writeBackConfig.method").as_str()
+        )
     );
 }
 
@@ -271,7 +275,35 @@ fn the_reader_names_each_problem_by_the_key_it_was_given_under() {
         ..SettingsInput::default()
     });
     assert_eq!(settings.write_back, WriteBackMethod::Argocd);
-    assert_eq!(settings.skipped[0].key, "method");
+    assert_eq!(settings.unreadable[0].key, "method");
+}
+
+/// A write-back method or target that cannot be read never changes where the changes go: it
+/// is unreadable, which holds the Application, never skipped to write elsewhere (Image
+/// Updater's fallback to `argocd` and `.argocd-source-<app>.yaml`).
+#[test]
+fn a_write_back_method_or_target_that_cannot_be_read_is_unreadable_not_skipped() {
+    let settings = read(SettingsInput {
+        write_back: Some(Given::new("method", "gti".to_string())),
+        write_back_target: Some(Given::new("target", "helmvalue:values.yaml".to_string())),
+        ..SettingsInput::default()
+    });
+    assert!(settings.skipped.is_empty(), "{:?}", settings.skipped);
+    assert_eq!(settings.write_back_target, None);
+    let shown: Vec<String> = settings
+        .unreadable
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "method `gti` cannot be read: expected argocd, git, git:repocreds or \
+             git:secret:<ns>/<name>",
+            "target `helmvalue:values.yaml` cannot be read: expected kustomization[:<dir>] or \
+             helmvalues[:<file>]",
+        ]
+    );
 }
 
 /// Issue 18: a resource's settings are read from its typed fields; none is written out as an
@@ -289,4 +321,34 @@ fn resource_settings_are_never_written_as_annotations() {
     }
     // `useAnnotations: true` reads the Application's own annotations, and only there.
     assert_eq!(source.matches("annotations::parse(").count(), 1);
+}
+
+/// Issue 28: a typo in the write-back target, in an annotation or in a resource's
+/// `writeBackTarget`, is named with its value and never falls back to another place.
+#[test]
+fn a_write_back_target_typo_is_unreadable_in_annotations_and_resources_alike() {
+    let a = from_annotations(
+        "r.example/api",
+        &[
+            ("write-back-method", "git"),
+            ("write-back-target", "helmvalue:values.yaml"),
+        ],
+    );
+    let r = from_resource(
+        "r.example/api",
+        "{}",
+        "{method: git, gitConfig: {writeBackTarget: 'helmvalue:values.yaml'}}",
+    );
+    for (settings, key) in [
+        (&a, format!("{IMAGE_UPDATER_PREFIX}write-back-target")),
+        (&r, field("writeBackConfig.gitConfig.writeBackTarget")),
+    ] {
+        assert_eq!(settings.write_back_target, None);
+        let named: Vec<(&str, &str)> = settings
+            .unreadable
+            .iter()
+            .map(|u| (u.key.as_str(), u.value.as_str()))
+            .collect();
+        assert_eq!(named, [(key.as_str(), "helmvalue:values.yaml")]);
+    }
 }

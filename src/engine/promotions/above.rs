@@ -16,7 +16,7 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
-use crate::affected::{contains_file, normalise_url};
+use crate::affected::{contains_file, normalise_url, source_deploys};
 use crate::argocd::resolve::Resolved;
 use crate::git::RepositoryConfig;
 use crate::holds::{FieldKey, HeldTag, HoldReason, Holds, hold_reason};
@@ -124,14 +124,20 @@ impl Above<'_> {
                         behind.whole.extend(own.map(|p| p.name.clone()));
                     }
                     for app in resolved.deployers.iter().filter(|a| is_it(a)) {
-                        for source in app.sources().into_iter().filter(|s| s.chart.is_none()) {
+                        for (i, source) in app.sources().into_iter().enumerate() {
                             let url = normalise_url(&source.repo_url);
                             let repo = self
                                 .repositories
                                 .iter()
                                 .find(|r| normalise_url(&r.url) == url);
-                            if let Some(repo) = repo {
-                                let dir = source.path.clone().unwrap_or_default();
+                            let Some(repo) = repo else { continue };
+                            // A `ref:` source deploys only the value files its siblings name.
+                            let deploys = source_deploys(app, i);
+                            for file in deploys.value_files {
+                                behind.writers.extend(self.writers_under(&repo.name, &file));
+                                behind.files.insert((repo.name.clone(), file));
+                            }
+                            if let Some(dir) = deploys.dir {
                                 // The policies writing what it deploys: their own upstreams
                                 // are the chain above this Application.
                                 behind.writers.extend(self.writers_under(&repo.name, &dir));

@@ -491,7 +491,16 @@ impl<R: Registry> Asked<'_, R> {
                         promotion,
                     });
                 }
-                Ok(Outcome::Stay) => plan.up_to_date += 1,
+                Ok(Outcome::Stay) => {
+                    plan.up_to_date += 1;
+                    plan.claims.push(crate::plan::Claim {
+                        policy: policy.name.clone(),
+                        image: policy.image.to_string(),
+                        file: display_path(&files[f.file].rel),
+                        line: owned.line,
+                        current: version_text(from_tag, from_digest),
+                    });
+                }
                 Ok(Outcome::Hold(reason)) => plan.holds.push(Hold {
                     repository: None,
                     policy: policy.name.clone(),

@@ -194,6 +194,7 @@ impl Validator<'_> {
             ignore_tags,
             ignore_set,
             platforms,
+            any_platform: false,
             pin_digest: spec.pin_digest,
             allow_downgrade: spec.allow_downgrade,
             replace_unreadable_tags: spec.replace_unreadable_tags,

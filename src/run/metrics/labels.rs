@@ -55,13 +55,14 @@ pub(super) struct SkipLabel {
 }
 
 /// Every finding kind, so each series shows from the start at zero.
-pub(super) const FINDING_KINDS: [FindingKind; 6] = [
+pub(super) const FINDING_KINDS: [FindingKind; 7] = [
     FindingKind::NoFiles,
     FindingKind::ImageNotFound,
     FindingKind::ApplicationImageNotFound,
     FindingKind::VersionLabelLeft,
     FindingKind::ApplicationOnOtherRevision,
     FindingKind::UnreadableFile,
+    FindingKind::UnknownAnnotation,
 ];
 
 /// Every reason a file is skipped for.

@@ -182,7 +182,7 @@ impl Metrics {
             findings: registered(
                 &mut registry,
                 "tagpilot_findings",
-                "What the last full cycle found configured but nothing to act on, by kind (no_files, image_not_found, application_image_not_found, version_label_left, application_on_other_revision) and severity (problem, warning)",
+                "What the last full cycle found configured but nothing to act on, by kind (no_files, image_not_found, application_image_not_found, version_label_left, application_on_other_revision, unreadable_file, unknown_annotation) and severity (problem, warning)",
                 Family::default(),
             ),
             skipped_files: registered(
