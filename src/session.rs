@@ -210,6 +210,7 @@ impl Session {
         let resolved = resolve::resolve_selected(
             selection.apps,
             &self.config.repositories,
+            &apps_config.allowed_repositories(),
             &load::remote_default_branch,
         );
         Ok(resolved
