@@ -10,6 +10,7 @@ mod daemon_faults;
 mod daemon_state;
 mod daemon_verify;
 mod deploy;
+mod docs;
 mod editor_fuzz;
 mod engine;
 mod errors;
