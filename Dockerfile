@@ -17,7 +17,10 @@ RUN cargo build --release --locked --bin tagpilot \
     && if ldd target/release/tagpilot 2>&1 | grep -q '=>'; then \
            echo "tagpilot is dynamically linked" >&2; exit 1; \
        fi \
-    && mkdir -p /rootfs/tmp /rootfs/var/lib/tagpilot /rootfs/var/cache/tagpilot
+    && mkdir -p /rootfs/tmp /rootfs/var/lib/tagpilot /rootfs/var/cache/tagpilot \
+        /rootfs/usr/share/man/man1 \
+    # The man page, generated from the flags (`tagpilot man`), for `man -l` from the image.
+    && target/release/tagpilot man > /rootfs/usr/share/man/man1/tagpilot.1
 
 # helm and kustomize for the rendered diff of pull requests (`write.renderedDiff`, `plan --diff
 # --rendered`), pinned to the versions Argo CD ships (argoproj/argo-cd hack/tool-versions.sh:

@@ -17,7 +17,8 @@
 # Then, cheapest first so a mistake fails fast:
 #   1. `cargo fmt --check` (and rustfmt on the fuzz target, which is its own workspace);
 #   2. `cargo clippy --all-targets --locked -- -D warnings` (the lints in Cargo.toml's [lints]);
-#   3. `cargo test --locked`, a debug build.
+#   3. `mdbook build docs`, the documentation book (mdbook built once into $TAGPILOT_TOOLS);
+#   4. `cargo test --locked`, a debug build.
 # CI has 90 minutes on 2 cores: clippy and the tests share the target directory, so clippy's
 # check of the dependencies is the only extra build, and nothing is built in release mode.
 # The tests read the real-world manifests in ../shared/corpus (beside the checkout); each test
@@ -77,6 +78,13 @@ if [[ -z "${TAGPILOT_NO_LINT:-}" ]]; then
     # libfuzzer-sys; rustfmt checks its source file directly instead.
     rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
     cargo clippy --all-targets --locked -- -D warnings
+
+    # The book: a page named in docs/src/SUMMARY.md but missing, or a broken include, fails
+    # here; its links and examples are checked by the tests (tests/it/docs.rs).
+    # shellcheck source=scripts/lib/book.sh
+    source scripts/lib/book.sh
+    mdbook=$(ensure_mdbook "$TAGPILOT_TOOLS")
+    "$mdbook" build docs
 fi
 
 exec cargo test --locked "$@"

@@ -84,6 +84,14 @@ async fn run(flags: Cli) -> Result<ExitCode> {
         Command::Run(args) => run_service(args).await,
         Command::Holds(args) => Ok(cli::holds::holds(args).await?),
         Command::MigrateAnnotations(args) => Ok(cli::migrate::migrate_annotations(&args)?),
+        Command::Completions { shell } => {
+            cli::docs::completions(shell, &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            cli::docs::man_page(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

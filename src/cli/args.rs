@@ -51,6 +51,13 @@ pub enum Command {
     /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
     /// Application in these files or directories as its annotations do.
     MigrateAnnotations(MigrateArgs),
+    /// Print a completion script for a shell (`source <(tagpilot completions bash)`).
+    Completions {
+        #[arg(value_enum)]
+        shell: crate::cli::docs::Shell,
+    },
+    /// Print the man page, tagpilot(1), in roff (`tagpilot man | man -l -`).
+    Man,
 }
 
 #[derive(Args, Debug)]

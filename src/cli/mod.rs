@@ -18,6 +18,7 @@ use crate::session::SessionError;
 
 pub mod args;
 pub mod check;
+pub mod docs;
 pub mod holds;
 pub mod migrate;
 pub mod plan;

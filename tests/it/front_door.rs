@@ -159,7 +159,7 @@ fn packages_install_with_service_starts_forbidden_and_the_policy_is_restored() {
             "{script} installs packages another way"
         );
     }
-    assert!(read("README.md").contains("policy-rc.d"));
+    assert!(read("CONTRIBUTING.md").contains("policy-rc.d"));
 }
 
 /// rustup's cargo is in `~/.cargo/bin`, which a non-login shell may lack: both scripts that

@@ -11,6 +11,7 @@ mod daemon_ops;
 mod daemon_state;
 mod daemon_verify;
 mod deploy;
+mod docs;
 mod editor_fuzz;
 mod engine;
 mod errors;

@@ -6,10 +6,10 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+
 
 use super::labels::ResultLabel;
-use super::{Metrics, holds, registered};
+use super::{Metrics, Registrar, holds, registered};
 
 /// How a verification ends, as `tagpilot_verifications_total` counts it.
 pub const VERIFICATION_RESULTS: [&str; 4] = ["verified", "failed", "timed_out", "error"];
@@ -30,7 +30,7 @@ pub(super) struct AfterWrite {
 }
 
 impl AfterWrite {
-    pub(super) fn register(registry: &mut Registry) -> AfterWrite {
+    pub(super) fn register(registry: &mut Registrar) -> AfterWrite {
         AfterWrite {
             verifications: registered(
                 registry,

@@ -8,7 +8,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
+use super::{Registrar, registered};
 
 use crate::argocd::cluster::PatchStatus;
 use crate::argocd::outcome::ImageStatus;
@@ -40,7 +40,7 @@ pub(super) struct ImageUpdaterSeries {
 }
 
 impl ImageUpdaterSeries {
-    pub(super) fn register(registry: &mut Registry) -> Self {
+    pub(super) fn register(registry: &mut Registrar) -> Self {
         let series = ImageUpdaterSeries {
             applications: Family::default(),
             images: Family::default(),
@@ -49,23 +49,27 @@ impl ImageUpdaterSeries {
             watched: Mutex::default(),
         };
         // Gauges keep their names as given, `_total` and all, as Image Updater's do.
-        registry.register(
+        let _ = registered(
+            registry,
             "argocd_image_updater_applications_watched_total",
             "The total number of applications watched by Argo CD Image Updater CR",
             series.applications.clone(),
         );
-        registry.register(
+        let _ = registered(
+            registry,
             "argocd_image_updater_images_watched_total",
             "Number of images watched by Argo CD Image Updater CR",
             series.images.clone(),
         );
         // Counters get their `_total` suffix when rendered.
-        registry.register(
+        let _ = registered(
+            registry,
             "argocd_image_updater_images_updated",
             "Number of images updated by Argo CD Image Updater CR",
             series.updated.clone(),
         );
-        registry.register(
+        let _ = registered(
+            registry,
             "argocd_image_updater_images_errors",
             "Number of errors reported by Argo CD Image Updater CR",
             series.errors.clone(),

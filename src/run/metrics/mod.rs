@@ -14,6 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Metric, Registry};
 
 use super::webhook::Verdict;
@@ -40,6 +41,8 @@ pub use self::after_write::VERIFICATION_RESULTS;
 pub struct Metrics {
     // A `Mutex` only because `Registry` is not `Sync`; it is locked for rendering, which is rare.
     registry: Mutex<Registry>,
+    /// Every family registered, in order ([`Metrics::described`]).
+    described: Vec<Described>,
     cycles: Family<ResultLabel, Counter>,
     cycle_duration: Histogram,
     last_success: Gauge<f64, std::sync::atomic::AtomicU64>,
@@ -96,7 +99,10 @@ impl Metrics {
     pub fn with_image_updater(image_updater: bool) -> Self {
         // 1. Register every family, in the order they are rendered. Counters get their `_total`
         //    suffix when rendered.
-        let mut registry = Registry::default();
+        let mut registry = Registrar {
+            registry: Registry::default(),
+            described: Vec::new(),
+        };
         let metrics = Metrics {
             cycles: registered(
                 &mut registry,
@@ -214,7 +220,8 @@ impl Metrics {
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
             metadata_hits_seen: Default::default(),
             registry_seen: Mutex::default(),
-            registry: Mutex::new(registry),
+            registry: Mutex::new(registry.registry),
+            described: registry.described,
         };
         // 2. Bounded series show from the start at zero.
         metrics.start_at_zero();
@@ -334,6 +341,12 @@ impl Metrics {
             .inc();
     }
 
+    /// Every family registered, with its type and help, series or not: what the book's metrics
+    /// reference lists.
+    pub fn described(&self) -> &[Described] {
+        &self.described
+    }
+
     /// The Prometheus text of every metric.
     pub fn render(&self) -> String {
         let mut text = String::new();
@@ -344,10 +357,43 @@ impl Metrics {
     }
 }
 
+/// The registry while the families are registered, and what each family is: the text format
+/// leaves a family out until it has a series, so the book's metrics page (and anything else that
+/// lists every family) reads the registrations themselves.
+pub(super) struct Registrar {
+    registry: Registry,
+    described: Vec<Described>,
+}
+
+/// One registered family: its name as registered (a counter's series get `_total`), its
+/// Prometheus type and its help text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    pub name: String,
+    pub kind: &'static str,
+    pub help: String,
+}
+
 /// Registers `metric` under `name` and hands it back: the registry keeps a handle to the same
 /// series.
-fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
-    registry.register(name, help, metric.clone());
+fn registered<M: Metric + Clone>(
+    registrar: &mut Registrar,
+    name: &str,
+    help: &str,
+    metric: M,
+) -> M {
+    registrar.described.push(Described {
+        name: name.to_owned(),
+        kind: match metric.metric_type() {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+            MetricType::Info => "info",
+            MetricType::Unknown => "unknown",
+        },
+        help: help.to_owned(),
+    });
+    registrar.registry.register(name, help, metric.clone());
     metric
 }
 
