@@ -30,7 +30,7 @@ pub(super) fn document(
     doc: &str,
     errors: &mut Vec<PolicyError>,
 ) -> Option<ImagePolicy> {
-    let parsed: Result<Option<RawDocument>, serde_saphyr::Error> = serde_saphyr::from_str(doc);
+    let parsed: Result<Option<RawDocument>, serde_saphyr::Error> = crate::yaml_error::from_str(doc);
     match parsed {
         Ok(Some(raw)) => Validator {
             path,
@@ -42,7 +42,7 @@ pub(super) fn document(
         Ok(None) => None,
         Err(e) => {
             // The document did not deserialise; its name may still be readable, and helps.
-            let name = serde_saphyr::from_str::<NameOnly>(doc)
+            let name = crate::yaml_error::from_str::<NameOnly>(doc)
                 .ok()
                 .and_then(|n| n.metadata?.name);
             let context = name.map(|n| format!("policy {n:?}"));
