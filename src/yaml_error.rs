@@ -87,7 +87,9 @@ mod tests {
     /// comments".
     #[test]
     fn every_reader_reads_hundreds_of_comment_lines_in_a_row() {
-        let block: String = (0..400).map(|i| format!("#   {i}: commented out\n")).collect();
+        let block: String = (0..400)
+            .map(|i| format!("#   {i}: commented out\n"))
+            .collect();
         let config = format!(
             "registries:\n{block}  - host: 127.0.0.1:5000\n    insecure: true\n{block}policies: policies/\n{block}"
         );

@@ -103,15 +103,14 @@ pub fn helm_image_name(text: &str, path: &str) -> Option<String> {
     let parsed = tree::parse(text).ok()?;
     let doc = parsed.docs.first()?;
     let node = super::detect::lookup(doc, path)?;
-    let name = node.scalar().filter(|_| !node.is_null())?;
+    let name = node.read().filter(|n| !n.is_empty())?;
     let registry = parse_path(path)
         .filter(|segs| super::detect::resolve(doc, segs).is_some())
         .and_then(|mut segs| {
             segs.pop();
             super::detect::resolve(doc, &segs)?.get("registry")
         })
-        .filter(|r| !r.is_null())
-        .and_then(Node::scalar)
+        .and_then(|r| parsed.value_of(r))
         .filter(|r| !r.is_empty());
     Some(match registry {
         Some(r) => format!("{r}/{name}"),

@@ -40,6 +40,8 @@ pub(crate) struct Node {
     pub shared: bool,
     /// The parser's id of its anchor, 0 for none.
     anchor: usize,
+    /// For an alias, the id of the anchor it reads; 0 otherwise.
+    alias_of: usize,
 }
 
 #[derive(Debug)]
@@ -67,6 +69,8 @@ pub(crate) struct Parsed {
     pub comments: HashMap<usize, String>,
     /// The anchor ids some alias of the document reads.
     aliased: HashSet<usize>,
+    /// The values of the document's anchored scalars, by anchor id (a null as empty).
+    anchored_scalars: HashMap<usize, String>,
 }
 
 /// The reader's options. Its nesting limits (255 levels of block or flow collections by
@@ -127,6 +131,7 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
     parse_each(src, |doc| {
         all.docs.append(&mut doc.docs);
         all.comments.extend(doc.comments.drain());
+        all.anchored_scalars.extend(doc.anchored_scalars.drain());
     })?;
     Ok(all)
 }
@@ -167,23 +172,34 @@ pub(crate) fn parse_each(src: &str, mut each: impl FnMut(&mut Parsed)) -> Result
             anchored: anchor != 0,
             shared: false,
             anchor,
+            alias_of: 0,
         };
         let finished = match event {
             Event::Comment(text, _) => {
                 parsed.comments.insert(range.start, text.into_owned());
                 None
             }
-            Event::Scalar(value, style, anchor, tag) => Some(mk(
-                NodeKind::Scalar {
-                    value: value.into_owned(),
-                    style,
-                },
-                tag.is_some(),
-                anchor,
-            )),
+            Event::Scalar(value, style, anchor, tag) => {
+                let node = mk(
+                    NodeKind::Scalar {
+                        value: value.into_owned(),
+                        style,
+                    },
+                    tag.is_some(),
+                    anchor,
+                );
+                if anchor != 0 {
+                    let value = node.read().unwrap_or_default().to_string();
+                    parsed.anchored_scalars.insert(anchor, value);
+                }
+                Some(node)
+            }
             Event::Alias(id) => {
                 parsed.aliased.insert(id);
-                Some(mk(NodeKind::Alias, false, 0))
+                Some(Node {
+                    alias_of: id,
+                    ..mk(NodeKind::Alias, false, 0)
+                })
             }
             Event::UnresolvedAlias(_) => Some(mk(NodeKind::Alias, false, 0)),
             Event::MappingStart(style, anchor, tag) => {
@@ -254,6 +270,18 @@ pub(crate) fn parse_each(src: &str, mut each: impl FnMut(&mut Parsed)) -> Result
 }
 
 impl Parsed {
+    /// The value `node` holds for a reader, never for a writer: a scalar's (a null as empty),
+    /// or the scalar an alias reads. `None` for collections and aliases of them.
+    pub fn value_of<'a>(&'a self, node: &'a Node) -> Option<&'a str> {
+        match node.kind {
+            NodeKind::Alias => self
+                .anchored_scalars
+                .get(&node.alias_of)
+                .map(String::as_str),
+            _ => node.read(),
+        }
+    }
+
     /// Marks every node an alias reads, itself or through a collection it is in. Aliases name
     /// anchors before them, so this is known only once the document has ended.
     fn mark_shared(&mut self) {
@@ -296,6 +324,14 @@ impl Node {
                     && matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL")
             }
             _ => false,
+        }
+    }
+
+    /// A scalar's value as a reader takes it: a YAML null is empty.
+    pub fn read(&self) -> Option<&str> {
+        match self.is_null() {
+            true => Some(""),
+            false => self.scalar(),
         }
     }
 

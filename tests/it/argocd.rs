@@ -1063,8 +1063,11 @@ async fn helm_paths_follow_image_updater_or_say_why_not() {
 #[tokio::test]
 async fn helm_values_of_real_charts_are_read_as_their_charts_compose_them() {
     let iu = "    argocd-image-updater.argoproj.io/";
-    let named = format!("{iu}api.helm.image-name: image.repository\n{iu}api.helm.image-tag: image.tag\n");
-    let block: String = (0..300).map(|i| format!("#   commented out {i}\n")).collect();
+    let named =
+        format!("{iu}api.helm.image-name: image.repository\n{iu}api.helm.image-tag: image.tag\n");
+    let block: String = (0..300)
+        .map(|i| format!("#   commented out {i}\n"))
+        .collect();
     let split = format!(
         "image:\n  registry: registry.example\n  repository: shop/api\n  tag: 1.0.0\n{block}pullPolicy: IfNotPresent\n"
     );

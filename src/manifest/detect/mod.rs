@@ -34,11 +34,7 @@ struct Scan<'a> {
 /// The image fields of `src`, read one document at a time (see [`tree::parse_each`]): every
 /// reading of a document looks inside that document only, so the result is the same as over
 /// the whole file, in file order.
-pub(super) fn fields(
-    path: &Path,
-    src: &str,
-    helm: &[HelmPaths],
-) -> Result<Scanned, ParseFailure> {
+pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scanned, ParseFailure> {
     let is_kustomization = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -366,7 +362,13 @@ impl Scan<'_> {
     }
 
     /// [`Self::part`], its reasons naming the value `name` (a whole path, where one was given).
-    fn part_named(&self, map: &Node, key: &str, after: &[&str], name: &str) -> Result<Part, String> {
+    fn part_named(
+        &self,
+        map: &Node,
+        key: &str,
+        after: &[&str],
+        name: &str,
+    ) -> Result<Part, String> {
         let Some(n) = map.get(key) else {
             return Ok(Part::Missing {
                 key: key.to_string(),
@@ -543,22 +545,24 @@ impl Scan<'_> {
         let Some(repo) = self.slot(repo_node) else {
             return;
         };
+        // The registry is only read: an alias of a scalar (`registry: *registry`) reads as the
+        // scalar, and a value an alias reads is fine to read.
         let registry = match registry_node {
             None => None,
-            Some(n) if n.range.is_empty() => None,
-            Some(n) => match (unwritable(n, "`registry`"), self.slot(n)) {
-                (None, Some(s)) => Some(s),
-                (why, _) => {
-                    let why = why.unwrap_or_else(|| "`registry` is not a value".into());
+            Some(n) => match self.parsed.value_of(n) {
+                Some(value) => Some(value),
+                None => {
+                    let why = unwritable(n, "`registry`").unwrap_or_default();
                     let why = format!("{why}, so the image's name cannot be read");
                     self.drop_reference(kind, repo_node, &repo, None, why);
                     return;
                 }
             },
         };
-        let Some(repository) = composed(registry.as_ref(), &repo) else {
+        let Some(repository) = composed(registry, &repo.value) else {
             return;
         };
+        let registry = registry_node.and_then(|n| self.slot(n));
         match parts(self) {
             Ok((tag, digest)) => self.helm_split(kind, registry, repo, repository, tag, digest),
             Err(why) => self.drop_reference(kind, at, &repo, Some(repository), why),
@@ -680,12 +684,11 @@ fn sibling<'n>(doc: &'n Node, path: &str, key: &str) -> Option<&'n Node> {
 
 /// The repository a chart composes from a `registry` value (none, empty or null: none) and a
 /// name (`repository`).
-fn composed(registry: Option<&Slot>, repo: &Slot) -> Option<Repository> {
-    let text = match registry.filter(|r| !r.value.is_empty()) {
-        Some(r) => format!("{}/{}", r.value, repo.value),
-        None => repo.value.clone(),
-    };
-    Repository::parse(&text).ok()
+fn composed(registry: Option<&str>, repo: &str) -> Option<Repository> {
+    match registry.filter(|r| !r.is_empty()) {
+        Some(r) => Repository::parse(&format!("{r}/{repo}")).ok(),
+        None => Repository::parse(repo).ok(),
+    }
 }
 
 /// Why the value at `node` (`what`, as the user reads it) cannot be written, if it cannot: an
@@ -710,10 +713,9 @@ pub(super) fn unwritable(node: &Node, what: &str) -> Option<String> {
 /// Both parts hold a tag and a digest (or nothing), else why not.
 fn valid_parts(tag: &Part, digest: &Part, tag_key: &str, digest_key: &str) -> Result<(), String> {
     let check = |p: &Part, valid: fn(&str) -> bool, key: &str, what: &str| match p {
-        Part::Present(s) if !s.value.is_empty() && !valid(&s.value) => Err(format!(
-            "`{key}` holds {:?}, which is not {what}",
-            s.value
-        )),
+        Part::Present(s) if !s.value.is_empty() && !valid(&s.value) => {
+            Err(format!("`{key}` holds {:?}, which is not {what}", s.value))
+        }
         _ => Ok(()),
     };
     check(tag, is_valid_tag, tag_key, "a tag")?;

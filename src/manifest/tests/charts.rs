@@ -55,8 +55,16 @@ tempo:
         images(&fields),
         [
             (docker_hub("memcached"), Some("1.6.33-alpine"), false),
-            (docker_hub("prom/memcached-exporter"), Some("v0.15.0"), false),
-            (docker_hub("nginxinc/nginx-unprivileged"), Some("1.27-alpine"), false),
+            (
+                docker_hub("prom/memcached-exporter"),
+                Some("v0.15.0"),
+                false
+            ),
+            (
+                docker_hub("nginxinc/nginx-unprivileged"),
+                Some("1.27-alpine"),
+                false
+            ),
             (docker_hub("grafana/tempo"), None, true),
         ]
     );
@@ -108,7 +116,10 @@ init:
         ]
     );
     // A kustomize entry's empty `newTag` is not Helm's appVersion.
-    let k = scan_ok("kustomization.yaml", "images:\n- name: a/b\n  newTag: \"\"\n");
+    let k = scan_ok(
+        "kustomization.yaml",
+        "images:\n- name: a/b\n  newTag: \"\"\n",
+    );
     assert!(!k[0].empty_tag());
 }
 
@@ -141,7 +152,11 @@ other:
     assert_eq!(
         images(&s.fields),
         [
-            ("registry.example/team/app".to_string(), Some("1.0.0"), false),
+            (
+                "registry.example/team/app".to_string(),
+                Some("1.0.0"),
+                false
+            ),
             (docker_hub("team/other"), Some("2.0.0"), false),
         ]
     );
@@ -152,6 +167,16 @@ other:
     assert_eq!(
         helm_image_name(src, "other.repository").as_deref(),
         Some("team/other")
+    );
+    // A registry is only read: an alias of a scalar reads as that scalar.
+    let aliased = "global:\n  registry: &registry registry.example\nimage:\n  registry: *registry\n  repository: team/app\n  tag: 1.0.0\n";
+    assert_eq!(
+        repo(&scan_ok("values.yaml", aliased)[0]),
+        "registry.example/team/app"
+    );
+    assert_eq!(
+        helm_image_name(aliased, "image.repository").as_deref(),
+        Some("registry.example/team/app")
     );
     // An explicit registry path still wins.
     let s = scanned(
@@ -168,7 +193,9 @@ other:
 /// hundred lines in a row) is valid YAML, read and edited like any other.
 #[test]
 fn hundreds_of_comment_lines_in_a_row_are_read() {
-    let block: String = (0..400).map(|i| format!("#   line {i} of a block\n")).collect();
+    let block: String = (0..400)
+        .map(|i| format!("#   line {i} of a block\n"))
+        .collect();
     let src = format!(
         "{block}components:\n  api:\n    image:\n      repository: ghcr.io/a/api\n      tag: 1.0.0\n{block}    env: []\n{block}  web:\n{block}    image: ghcr.io/a/web:1.0.0\n{block}list:\n{block}- image: ghcr.io/a/job:1.0.0\n{block}- x\n{block}"
     );
@@ -214,10 +241,22 @@ copy: *base
         .collect();
     assert_eq!(dropped.len(), 3, "{dropped:?}");
     assert_eq!((dropped[0].0.as_str(), dropped[0].1), ("ghcr.io/a/app", 3));
-    assert!(dropped[0].2.contains("`tag` carries a YAML anchor"), "{dropped:?}");
-    assert_eq!((dropped[1].0.as_str(), dropped[1].1), ("ghcr.io/a/worker", 7));
-    assert!(dropped[1].2.contains("`tag` is a YAML alias"), "{dropped:?}");
-    assert_eq!((dropped[2].0.as_str(), dropped[2].1), ("ghcr.io/a/base", 13));
+    assert!(
+        dropped[0].2.contains("`tag` carries a YAML anchor"),
+        "{dropped:?}"
+    );
+    assert_eq!(
+        (dropped[1].0.as_str(), dropped[1].1),
+        ("ghcr.io/a/worker", 7)
+    );
+    assert!(
+        dropped[1].2.contains("`tag` is a YAML alias"),
+        "{dropped:?}"
+    );
+    assert_eq!(
+        (dropped[2].0.as_str(), dropped[2].1),
+        ("ghcr.io/a/base", 13)
+    );
     assert!(dropped[2].2.contains("an alias reads it"), "{dropped:?}");
     let out = retag("values.yaml", src, 0, "1.1.0");
     assert_eq!(out, src.replace("&unused 1.0.0", "&unused 1.1.0"));
@@ -238,5 +277,8 @@ copy: *base
 }
 
 fn repo_of(d: &DroppedReference) -> String {
-    d.repository.as_ref().map(|r| r.to_string()).unwrap_or_default()
+    d.repository
+        .as_ref()
+        .map(|r| r.to_string())
+        .unwrap_or_default()
 }
