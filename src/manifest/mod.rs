@@ -367,7 +367,6 @@ impl HelmCharts {
 }
 
 /// Finds every image field in a YAML file. `helm` lists explicit value paths that apply to it.
-
 pub fn scan(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Vec<ImageField>, ManifestError> {
     scan_with_markers(path, src, helm).map(|s| s.fields)
 }

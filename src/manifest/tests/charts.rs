@@ -282,3 +282,20 @@ fn repo_of(d: &DroppedReference) -> String {
         .map(|r| r.to_string())
         .unwrap_or_default()
 }
+
+/// A limit of the reader that remains (a directive over 1024 bytes) is named as a limit, never
+/// as invalid YAML.
+#[test]
+fn a_file_past_a_limit_of_the_reader_is_named_as_a_limit() {
+    let src = format!(
+        "%TAG !e! tag:example.com,2000:{}\n---\nimage: ghcr.io/a/app:1.0.0\n",
+        "a".repeat(2000)
+    );
+    let err = scan(Path::new("values.yaml"), &src, &[]).unwrap_err();
+    assert_eq!(err.label(), "over_limit", "{err}");
+    assert!(
+        err.to_string()
+            .contains("exceeds tagpilot's limit of 1024 bytes in a directive"),
+        "{err}"
+    );
+}
