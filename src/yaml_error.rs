@@ -4,6 +4,28 @@
 
 use std::path::Path;
 
+/// The options of every serde-saphyr read of a user's file (`tagpilot.yaml`, policies,
+/// Applications, override files, rendered resources): serde-saphyr's budget, except that
+/// comments are buffered without a count. The reader holds back the comments between a value
+/// and what follows it until it knows where the next entry belongs; its default of 32 refused
+/// valid files with a longer commented-out block as "too many buffered comments", which is no
+/// YAML error. What it buffers is bounded by the file. The budget's other limits stay, and a
+/// breach reads as one ("budget breached: …").
+pub(crate) fn options() -> serde_saphyr::Options {
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_buffered_comment_events: usize::MAX,
+        },
+    }
+}
+
+/// `serde_saphyr::from_str` with [`options`].
+pub(crate) fn from_str<'de, T: serde::Deserialize<'de>>(
+    text: &'de str,
+) -> Result<T, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options(text, options())
+}
+
 /// serde-saphyr's message for `e`, reshaped so that the first line reads
 /// `file:line:column: what is wrong` (greppable, one line per problem in a list), followed by
 /// serde-saphyr's snippet. `line_offset` is the number of lines before the parsed text in its file.
@@ -58,6 +80,35 @@ fn strip_location(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A commented-out block of a few hundred lines (as real values files and configurations
+    /// have) between a key and its nested value, where the reader looks ahead past them: every
+    /// file serde-saphyr reads for tagpilot is read, not refused as "too many buffered
+    /// comments".
+    #[test]
+    fn every_reader_reads_hundreds_of_comment_lines_in_a_row() {
+        let block: String = (0..400)
+            .map(|i| format!("#   {i}: commented out\n"))
+            .collect();
+        let config = format!(
+            "registries:\n{block}  - host: 127.0.0.1:5000\n    insecure: true\n{block}policies: policies/\n{block}"
+        );
+        crate::config::parse(Path::new("tagpilot.yaml"), &config).unwrap();
+        let policy = format!(
+            "{block}apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: api\n{block}spec:\n{block}  image: ghcr.io/a/api\n  strategy:\n    semver: {{range: \">=1.0.0\"}}\n{block}  targets:\n    - paths: [\"apps/**\"]\n{block}"
+        );
+        let policies = crate::policy::parse_file(Path::new("api.yaml"), &policy).unwrap();
+        assert_eq!(policies.len(), 1);
+        let app = format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  annotations:\n    argocd-image-updater.argoproj.io/image-list: api=ghcr.io/a/api\nspec:\n{block}  source: {{repoURL: https://git.example/m.git, path: apps/web}}\n{block}"
+        );
+        let apps = crate::application::read_documents(Path::new("web.yaml"), &app).unwrap();
+        assert_eq!(apps.len(), 1);
+        let overrides = format!(
+            "helm:\n{block}  parameters:\n  - name: image.tag\n    value: 1.0.0\n{block}    forcestring: true\n{block}"
+        );
+        crate::application::override_file::OverrideFile::parse(&overrides).unwrap();
+    }
 
     #[test]
     fn location_prefix_is_stripped_only_when_it_is_one() {

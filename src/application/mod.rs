@@ -324,7 +324,7 @@ pub fn read_objects<T: serde::de::DeserializeOwned>(
         {
             continue;
         }
-        let head: Head = serde_saphyr::from_str(doc)
+        let head: Head = crate::yaml_error::from_str(doc)
             .map_err(|e| DocumentError::new(e, path, start - 1, None))?;
         if !wanted(
             head.kind.as_deref().unwrap_or_default(),
@@ -332,7 +332,7 @@ pub fn read_objects<T: serde::de::DeserializeOwned>(
         ) {
             continue;
         }
-        let object: T = serde_saphyr::from_str(doc)
+        let object: T = crate::yaml_error::from_str(doc)
             .map_err(|e| DocumentError::new(e, path, start - 1, Some(what)))?;
         out.push((start, object));
     }

@@ -55,7 +55,7 @@ impl OverrideFile {
         if text.trim().is_empty() {
             return Ok(OverrideFile::default());
         }
-        serde_saphyr::from_str(text)
+        crate::yaml_error::from_str(text)
     }
 }
 
@@ -98,7 +98,7 @@ pub fn merged_source(source: &Source, files: &[(String, String)]) -> Result<Sour
             continue;
         }
         let mut patch: Value =
-            serde_saphyr::from_str(text).map_err(|source| OverrideError::NotYaml {
+            crate::yaml_error::from_str(text).map_err(|source| OverrideError::NotYaml {
                 file: file.clone(),
                 source: Box::new(source),
             })?;

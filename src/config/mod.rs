@@ -270,7 +270,7 @@ fn signature_defaults(
     settings
         .resolve_defaults(config.base_dir())
         .map_err(|(i, e)| {
-            let line = serde_saphyr::from_str::<ConfigSpans>(text)
+            let line = crate::yaml_error::from_str::<ConfigSpans>(text)
                 .ok()
                 .and_then(|s| s.signatures?.defaults.into_iter().nth(i))
                 .map_or(0, |d| d.prefix.referenced.line());
@@ -301,9 +301,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         return Ok(Config::default());
     }
     // 1. The config as written.
-    let mut config: Config = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    let mut config: Config = crate::yaml_error::from_str(text).map_err(|e| invalid(render(e)))?;
     // A second pass for the values' positions: the public types stay plain for their users.
-    let spans: ConfigSpans = serde_saphyr::from_str(text).map_err(|e| invalid(render(e)))?;
+    let spans: ConfigSpans = crate::yaml_error::from_str(text).map_err(|e| invalid(render(e)))?;
     config.policies_written = spans.policies.is_some();
     // 2. Each value checked where it is written, every problem reported at once.
     let mut problems = Problems {

@@ -7,7 +7,8 @@ use crate::image::{ImageRef, Repository};
 
 use super::render::{self, Context, Quote};
 use super::{
-    Edit, Expect, ImageField, ManifestError, OnePart, Part, Pins, Shape, Slot, Update, verify,
+    Edit, Expect, FieldKind, ImageField, ManifestError, OnePart, Part, Pins, Shape, Slot, Update,
+    verify,
 };
 
 // === impl ImageField ===
@@ -37,6 +38,20 @@ impl ImageField {
     /// container runtime pulls as `latest`.
     pub fn implicit_latest(&self) -> bool {
         matches!(self.shape, Shape::Whole { .. }) && self.tag.is_none() && self.digest.is_none()
+    }
+
+    /// Whether the field is Helm values whose tag key is there and empty (`tag: ""`, `tag:`,
+    /// `tag: null`): a chart reads that as "my appVersion", so it names no tag to move from.
+    pub fn empty_tag(&self) -> bool {
+        matches!(self.kind, FieldKind::HelmValues { .. })
+            && match &self.shape {
+                Shape::Split { tag, .. } => match tag {
+                    Part::Empty { .. } => true,
+                    Part::Present(slot) => slot.value.is_empty(),
+                    _ => false,
+                },
+                _ => false,
+            }
     }
 
     /// The tag and digest the field holds now.

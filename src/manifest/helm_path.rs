@@ -87,13 +87,35 @@ pub fn explain_helm_path(text: &str, path: &str) -> Option<String> {
     explain_value(node, path)
 }
 
-/// The plain value at `path` (nested, or a top-level key with dots), if it names one.
+/// The plain value at `path` (nested, or a top-level key with dots), if it names one; a YAML
+/// null names none.
 pub fn helm_value(text: &str, path: &str) -> Option<String> {
     let parsed = tree::parse(text).ok()?;
     let doc = parsed.docs.first()?;
-    super::detect::lookup(doc, path)?
-        .scalar()
-        .map(str::to_string)
+    let node = super::detect::lookup(doc, path)?;
+    (!node.is_null()).then(|| node.scalar().map(str::to_string))?
+}
+
+/// The image name a chart composes from the name at `path` and a `registry` beside it
+/// (`image: {registry: ghcr.io, repository: team/app}` is `ghcr.io/team/app`), as detection
+/// reads it; the name alone without a registry (or with an empty or null one).
+pub fn helm_image_name(text: &str, path: &str) -> Option<String> {
+    let parsed = tree::parse(text).ok()?;
+    let doc = parsed.docs.first()?;
+    let node = super::detect::lookup(doc, path)?;
+    let name = node.read().filter(|n| !n.is_empty())?;
+    let registry = parse_path(path)
+        .filter(|segs| super::detect::resolve(doc, segs).is_some())
+        .and_then(|mut segs| {
+            segs.pop();
+            super::detect::resolve(doc, &segs)?.get("registry")
+        })
+        .and_then(|r| parsed.value_of(r))
+        .filter(|r| !r.is_empty());
+    Some(match registry {
+        Some(r) => format!("{r}/{name}"),
+        None => name.to_string(),
+    })
 }
 
 /// Why the path's last node is not a value to write.
@@ -122,8 +144,9 @@ fn through(node: &Node, walked: &str) -> Option<String> {
             "{at} is a YAML alias (`*name`): writing through it would change its anchor and \
              every other alias of it"
         )),
-        _ if node.anchored => Some(format!(
-            "{at} carries a YAML anchor (`&name`): writing it would change every alias of it too"
+        _ if node.shared => Some(format!(
+            "{at} carries a YAML anchor (`&name`), or sits in a collection that does, and an \
+             alias reads it: writing it would change what the alias reads too"
         )),
         _ => None,
     }

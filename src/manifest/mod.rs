@@ -7,8 +7,11 @@
 //! edited text is parsed again and compared, event by event, with the original; anything but the
 //! intended values (and an intended inserted key) is an error and no text comes out.
 //!
-//! Pure: no I/O. It must never guess: a block scalar holding an image, an alias, or an empty
-//! value is refused with an error naming `file:line:column` rather than rewritten.
+//! Pure: no I/O. It must never guess: a block scalar holding an image, an alias, a value an
+//! alias reads (writing it would move the alias too), or an empty value is refused with an
+//! error naming `file:line:column` rather than rewritten; a reference it reads and cannot write
+//! is handed back as a [`DroppedReference`] for the planner to name. A YAML null (`null`, `~`)
+//! is an empty value, never the text `null`.
 //!
 //! What counts as a field:
 //! - containers (`containers`, `initContainers`, `ephemeralContainers`) of Pod templates in
@@ -21,7 +24,8 @@
 //!   entry added for an image `images:` does not name, is [`add_kustomize_image`], for
 //!   Applications only.);
 //! - in documents without `apiVersion` and `kind` (Helm values), `image:` holding either a
-//!   `{registry, repository, tag, digest}` map (registry, tag and digest optional) or a whole
+//!   `{registry, repository, tag, digest}` map (registry, tag and digest optional; the image
+//!   is `<registry>/<repository>`, as the chart composes it) or a whole
 //!   reference string, at any depth; plus the explicit [`HelmPaths`] passed to [`scan`], in any
 //!   document;
 //! - any scalar with a marker comment after it on its line: `# tagpilot: [ns:]policy[:part]` or
@@ -54,7 +58,7 @@ use render::Quote;
 
 pub use add::{KustomizeImage, add_kustomize_image};
 pub use edit::apply_edits;
-pub use helm_path::{explain_helm_path, helm_value};
+pub use helm_path::{explain_helm_path, helm_image_name, helm_value};
 pub use labels::{
     ImageMove, Label, LeftLabel, LeftReason, MovedLabel, VersionLabelEdits, version_labels,
 };
@@ -80,6 +84,18 @@ pub enum ManifestError {
         line: usize,
         column: usize,
         limit: usize,
+    },
+    /// Valid YAML, perhaps, but past one of the reader's limits (see [`tree::failure`]): left
+    /// alone, and said to be a limit, never invalid YAML.
+    #[error(
+        "{}:{line}:{column}: exceeds tagpilot's limit of {limit}, left alone",
+        file.display()
+    )]
+    OverLimit {
+        file: PathBuf,
+        line: usize,
+        column: usize,
+        limit: String,
     },
     #[error(
         "{}:{line}:{column}: the image is written as a block scalar (`|` or `>`); tagpilot does not rewrite those",
@@ -128,6 +144,13 @@ impl ManifestError {
                 column: f.column,
                 limit: options.block_nesting_limit.max(options.flow_nesting_limit),
             }
+        } else if let Some(limit) = f.over_limit {
+            ManifestError::OverLimit {
+                file,
+                line: f.line,
+                column: f.column,
+                limit,
+            }
         } else {
             ManifestError::Parse {
                 file,
@@ -143,6 +166,7 @@ impl ManifestError {
         match self {
             ManifestError::Parse { .. } => "parse",
             ManifestError::TooDeep { .. } => "too_deep",
+            ManifestError::OverLimit { .. } => "over_limit",
             ManifestError::BlockScalar { .. } => "block_scalar",
             ManifestError::EmptyValue { .. } => "empty_value",
             ManifestError::CannotInsert { .. } => "cannot_insert",
@@ -344,16 +368,44 @@ impl HelmCharts {
 
 /// Finds every image field in a YAML file. `helm` lists explicit value paths that apply to it.
 pub fn scan(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Vec<ImageField>, ManifestError> {
-    scan_with_markers(path, src, helm).map(|(fields, _)| fields)
+    scan_with_markers(path, src, helm).map(|s| s.fields)
 }
 
-/// [`scan`], and the marker comments that resolve to no field, each with the reason.
+/// What a scan of one file found: its fields, and what it read and cannot act on.
+#[derive(Debug, Default)]
+pub struct Scanned {
+    pub fields: Vec<ImageField>,
+    /// Marker comments that resolve to no field, each with the reason.
+    pub unresolved: Vec<UnresolvedMarker>,
+    /// Image references read in the shapes above that cannot be written, each with the reason.
+    pub dropped: Vec<DroppedReference>,
+}
+
+/// [`scan`], and what it read and cannot act on: marker comments that resolve to no field, and
+/// references it cannot write.
 pub fn scan_with_markers(
     path: &Path,
     src: &str,
     helm: &[HelmPaths],
-) -> Result<(Vec<ImageField>, Vec<UnresolvedMarker>), ManifestError> {
+) -> Result<Scanned, ManifestError> {
     detect::fields(path, src, helm).map_err(|f| ManifestError::unreadable(path, f))
+}
+
+/// An image reference in one of the shapes tagpilot reads whose tag or digest it cannot write:
+/// an alias, a value an alias elsewhere reads (writing it would move that place too), a
+/// collection, or a value that is not a tag. The planner names it against the policy that
+/// follows its image, so it is never a silent "no reference".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DroppedReference {
+    pub kind: FieldKind,
+    /// 1-based, of the value that cannot be written (or of the name, when that is the reason).
+    pub line: usize,
+    pub column: usize,
+    /// The image, where its name could be read.
+    pub repository: Option<Repository>,
+    pub reason: String,
+    /// Byte offset of the name scalar: a reference another reading took is not dropped.
+    name_at: usize,
 }
 
 /// A marker comment (tagpilot's or Flux's) that resolves to no field: nothing would be written

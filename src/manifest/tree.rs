@@ -1,7 +1,7 @@
 //! A small node tree over granit-parser's events, keeping byte spans, so detection can walk
 //! documents by key while edits still point at exact source bytes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use granit_parser::{Event, Options, Parser, ScalarStyle, StructureStyle};
@@ -15,6 +15,9 @@ pub(crate) struct ParseFailure {
     /// Nested deeper than [`options`] allows: the reader stopped on purpose, so the file is
     /// too deep rather than broken.
     pub too_deep: bool,
+    /// Another of the reader's limits, in words (`1024 bytes in a directive`): the file may be
+    /// valid YAML that tagpilot does not read, which is not the same as broken.
+    pub over_limit: Option<String>,
 }
 
 #[derive(Debug)]
@@ -32,6 +35,13 @@ pub(crate) struct Node {
     pub tagged: bool,
     /// Carries an anchor (`&name`): aliases elsewhere read the same node.
     pub anchored: bool,
+    /// The node, or a collection it is in, carries an anchor that an alias of its document
+    /// reads: writing it would change what the alias reads too (another image, perhaps).
+    pub shared: bool,
+    /// The parser's id of its anchor, 0 for none.
+    anchor: usize,
+    /// For an alias, the id of the anchor it reads; 0 otherwise.
+    alias_of: usize,
 }
 
 #[derive(Debug)]
@@ -57,21 +67,50 @@ pub(crate) enum NodeKind {
 pub(crate) struct Parsed {
     pub docs: Vec<Node>,
     pub comments: HashMap<usize, String>,
+    /// The anchor ids some alias of the document reads.
+    aliased: HashSet<usize>,
+    /// The values of the document's anchored scalars, by anchor id (a null as empty).
+    anchored_scalars: HashMap<usize, String>,
 }
 
 /// The reader's options. Its nesting limits (255 levels of block or flow collections by
 /// default) bound the recursion of everything that walks a parsed document; a file nested
 /// deeper is skipped as too deep, never read halfway.
+///
+/// Comments are buffered without a count: the reader holds back the comments between a value
+/// and what follows it until it knows where the next entry belongs, and its default of 96
+/// refused valid values files (a chart's long commented-out block). What it buffers is bounded
+/// by the file, and the planner reads no file over [`crate::plan::MAX_MANIFEST_BYTES`].
 pub(crate) fn options() -> Options {
-    granit_parser::options! { emit_anchor_events: true }
+    granit_parser::options! {
+        emit_anchor_events: true,
+        max_buffered_comment_events: usize::MAX,
+    }
 }
 
 pub(crate) fn failure(e: &granit_parser::ScanError) -> ParseFailure {
+    use granit_parser::ErrorKind;
+    let over_limit = match e.kind() {
+        ErrorKind::TooManyComments => Some(format!(
+            "{} comments in a row",
+            options().max_buffered_comment_events
+        )),
+        ErrorKind::DirectiveByteLimitExceeded { limit } => {
+            Some(format!("{limit} bytes in a directive"))
+        }
+        ErrorKind::TooManyReservedDirectiveParams { limit } => {
+            Some(format!("{limit} parameters of a directive"))
+        }
+        ErrorKind::InputByteLimitExceeded { limit } => Some(format!("{limit} bytes")),
+        ErrorKind::AnchorCountOverflow => Some("anchors in a document".to_string()),
+        _ => None,
+    };
     ParseFailure {
         line: e.marker().line(),
         column: e.marker().col() + 1,
         message: e.info(),
-        too_deep: matches!(e.kind(), granit_parser::ErrorKind::RecursionLimitExceeded),
+        too_deep: matches!(e.kind(), ErrorKind::RecursionLimitExceeded),
+        over_limit,
     }
 }
 
@@ -92,6 +131,7 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, ParseFailure> {
     parse_each(src, |doc| {
         all.docs.append(&mut doc.docs);
         all.comments.extend(doc.comments.drain());
+        all.anchored_scalars.extend(doc.anchored_scalars.drain());
     })?;
     Ok(all)
 }
@@ -111,6 +151,7 @@ pub(crate) fn parse_each(src: &str, mut each: impl FnMut(&mut Parsed)) -> Result
             // A document of comments only still goes out: a marker there resolves to nothing,
             // and says so.
             if !parsed.docs.is_empty() || !parsed.comments.is_empty() {
+                parsed.mark_shared();
                 each(&mut parsed);
             }
             parsed = Parsed::default();
@@ -129,21 +170,38 @@ pub(crate) fn parse_each(src: &str, mut each: impl FnMut(&mut Parsed)) -> Result
             in_flow,
             tagged,
             anchored: anchor != 0,
+            shared: false,
+            anchor,
+            alias_of: 0,
         };
         let finished = match event {
             Event::Comment(text, _) => {
                 parsed.comments.insert(range.start, text.into_owned());
                 None
             }
-            Event::Scalar(value, style, anchor, tag) => Some(mk(
-                NodeKind::Scalar {
-                    value: value.into_owned(),
-                    style,
-                },
-                tag.is_some(),
-                anchor,
-            )),
-            Event::Alias(_) | Event::UnresolvedAlias(_) => Some(mk(NodeKind::Alias, false, 0)),
+            Event::Scalar(value, style, anchor, tag) => {
+                let node = mk(
+                    NodeKind::Scalar {
+                        value: value.into_owned(),
+                        style,
+                    },
+                    tag.is_some(),
+                    anchor,
+                );
+                if anchor != 0 {
+                    let value = node.read().unwrap_or_default().to_string();
+                    parsed.anchored_scalars.insert(anchor, value);
+                }
+                Some(node)
+            }
+            Event::Alias(id) => {
+                parsed.aliased.insert(id);
+                Some(Node {
+                    alias_of: id,
+                    ..mk(NodeKind::Alias, false, 0)
+                })
+            }
+            Event::UnresolvedAlias(_) => Some(mk(NodeKind::Alias, false, 0)),
             Event::MappingStart(style, anchor, tag) => {
                 let flow = style == StructureStyle::Flow;
                 let node = mk(
@@ -205,12 +263,78 @@ pub(crate) fn parse_each(src: &str, mut each: impl FnMut(&mut Parsed)) -> Result
         }
     }
     if !parsed.docs.is_empty() || !parsed.comments.is_empty() {
+        parsed.mark_shared();
         each(&mut parsed);
     }
     Ok(())
 }
 
+impl Parsed {
+    /// The value `node` holds for a reader, never for a writer: a scalar's (a null as empty),
+    /// or the scalar an alias reads. `None` for collections and aliases of them.
+    pub fn value_of<'a>(&'a self, node: &'a Node) -> Option<&'a str> {
+        match node.kind {
+            NodeKind::Alias => self
+                .anchored_scalars
+                .get(&node.alias_of)
+                .map(String::as_str),
+            _ => node.read(),
+        }
+    }
+
+    /// Marks every node an alias reads, itself or through a collection it is in. Aliases name
+    /// anchors before them, so this is known only once the document has ended.
+    fn mark_shared(&mut self) {
+        fn mark(node: &mut Node, aliased: &HashSet<usize>, inherited: bool) {
+            node.shared = inherited || (node.anchor != 0 && aliased.contains(&node.anchor));
+            let shared = node.shared;
+            match &mut node.kind {
+                NodeKind::Mapping { entries, .. } => {
+                    for (k, v) in entries {
+                        mark(k, aliased, shared);
+                        mark(v, aliased, shared);
+                    }
+                }
+                NodeKind::Sequence { items, .. } => {
+                    for item in items {
+                        mark(item, aliased, shared);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if self.aliased.is_empty() {
+            return;
+        }
+        for doc in &mut self.docs {
+            mark(doc, &self.aliased, false);
+        }
+    }
+}
+
 impl Node {
+    /// A YAML null: a plain, untagged `null`, `Null`, `NULL`, `~`, or nothing at all (YAML 1.2's
+    /// core schema, which Helm's reader follows). `registry: null` is no registry, not one
+    /// named `null`.
+    pub fn is_null(&self) -> bool {
+        match &self.kind {
+            NodeKind::Scalar { value, style } => {
+                !self.tagged
+                    && *style == ScalarStyle::Plain
+                    && matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL")
+            }
+            _ => false,
+        }
+    }
+
+    /// A scalar's value as a reader takes it: a YAML null is empty.
+    pub fn read(&self) -> Option<&str> {
+        match self.is_null() {
+            true => Some(""),
+            false => self.scalar(),
+        }
+    }
+
     pub fn scalar(&self) -> Option<&str> {
         match &self.kind {
             NodeKind::Scalar { value, .. } => Some(value),

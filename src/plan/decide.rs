@@ -41,6 +41,8 @@ pub(super) struct FieldFacts {
     pins: Pins,
     /// A whole reference without tag or digest: decided as the `latest` it is pulled as.
     implicit_latest: bool,
+    /// Helm values with an empty tag: the chart's own appVersion (see [`EMPTY_TAG`]).
+    empty_tag: bool,
 }
 
 impl FieldFacts {
@@ -55,6 +57,7 @@ impl FieldFacts {
             },
             pins: field.pins(),
             implicit_latest: field.implicit_latest(),
+            empty_tag: field.empty_tag(),
         }
     }
 
@@ -106,6 +109,9 @@ pub(super) async fn decide<R: Registry>(
             policy.strategy.name()
         )));
     }
+    if field.empty_tag && !policy.replace_unreadable_tags {
+        return Ok(Outcome::Hold(EMPTY_TAG.to_string()));
+    }
     let outcome = decide_reference(
         policy,
         current_tag,
@@ -125,6 +131,14 @@ pub(super) async fn decide<R: Registry>(
 
 /// The tag a reference without one is pulled as.
 const IMPLICIT_TAG: &str = "latest";
+
+/// Why an empty tag in Helm values (`tag: ""`, `tag:`, `tag: null`) is held. Charts read it as
+/// their own appVersion (`{{ .Values.image.tag | default .Chart.AppVersion }}`), so it names
+/// no version to move from, and writing one would pin the image away from the chart's. Held
+/// like any tag the strategy cannot read; Image Updater writes it, and so do its Applications
+/// (`replaceUnreadableTags`).
+const EMPTY_TAG: &str = "the tag is empty, which a chart reads as its own appVersion; left as \
+                         written (replaceUnreadableTags: true would replace it)";
 
 /// Decides a reference currently on `current_tag`/`current_digest`, wherever it is written (a
 /// manifest field, an Argo CD override). Digest pinning applies when `pin` is set, when the

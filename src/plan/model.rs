@@ -183,6 +183,9 @@ pub enum SkipKind {
     HelmTemplate,
     /// Collections nested deeper than the YAML reader's limit.
     TooDeep,
+    /// Past another of the YAML reader's limits (a directive's length): perhaps valid YAML,
+    /// never called invalid.
+    OverLimit,
     /// Larger than a manifest may be ([`crate::plan::MAX_MANIFEST_BYTES`]); never read.
     TooLarge,
 }
@@ -194,6 +197,7 @@ impl SkipKind {
             SkipKind::NotText => "not_text",
             SkipKind::HelmTemplate => "helm_template",
             SkipKind::TooDeep => "too_deep",
+            SkipKind::OverLimit => "over_limit",
             SkipKind::TooLarge => "too_large",
         }
     }

@@ -19,8 +19,9 @@ pub struct Resource {
 /// The resources of a rendered (multi-document) YAML text; `List`s are unpacked, empty
 /// documents skipped.
 pub fn parse_resources(text: &str) -> Result<Vec<Resource>, String> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text)
-        .map_err(|e| format!("the rendered manifests are not YAML: {e}"))?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, crate::yaml_error::options())
+            .map_err(|e| format!("the rendered manifests are not YAML: {e}"))?;
     let mut out = Vec::new();
     for doc in docs {
         push(&mut out, doc);

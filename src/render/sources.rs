@@ -216,7 +216,7 @@ fn kustomize(
             path: file.clone(),
             source,
         })?;
-        let mut k: Value = serde_saphyr::from_str(&text).map_err(|e| RenderError::Yaml {
+        let mut k: Value = crate::yaml_error::from_str(&text).map_err(|e| RenderError::Yaml {
             what: "kustomization",
             path: file.clone(),
             message: e.to_string(),
@@ -490,7 +490,7 @@ fn pull(
 /// Argo CD does; a dependency repository that cannot be reached is said so.
 fn dependencies(tools: &Tools, bin: &Path, dir: &Path) -> Result<(), RenderError> {
     let chart = std::fs::read_to_string(dir.join("Chart.yaml")).unwrap_or_default();
-    let Ok(Value::Object(chart)) = serde_saphyr::from_str::<Value>(&chart) else {
+    let Ok(Value::Object(chart)) = crate::yaml_error::from_str::<Value>(&chart) else {
         return Ok(());
     };
     let Some(Value::Array(deps)) = chart.get("dependencies") else {

@@ -1056,6 +1056,87 @@ async fn helm_paths_follow_image_updater_or_say_why_not() {
     assert!(p.contains("`ui` is a YAML alias"), "{p}");
 }
 
+/// Real charts' values shapes under Image Updater's Helm write-back:
+/// - an empty tag (grafana's `tag: ""`, the chart's appVersion) is replaced, as Image Updater
+///   replaces it (tagpilot's own policies hold it; see the `helm-chart-values` golden case);
+/// - `helm.image-name` on a name key with a `registry` beside it names the image the chart
+///   composes, `<registry>/<name>`, read through a long commented-out block: the tag moves
+///   (before, "another image's name key" for the only image);
+/// - a tag that carries an anchor another image's tag aliases is held with a problem naming
+///   the file, the path and why (writing it would move the other image too).
+#[tokio::test]
+async fn helm_values_of_real_charts_are_read_as_their_charts_compose_them() {
+    let iu = "    argocd-image-updater.argoproj.io/";
+    let named =
+        format!("{iu}api.helm.image-name: image.repository\n{iu}api.helm.image-tag: image.tag\n");
+    let block: String = (0..300)
+        .map(|i| format!("#   commented out {i}\n"))
+        .collect();
+    let split = format!(
+        "image:\n  registry: registry.example\n  repository: shop/api\n  tag: 1.0.0\n{block}pullPolicy: IfNotPresent\n"
+    );
+    let anchored = "image:\n  repository: registry.example/shop/api\n  tag: &app-image 1.0.0\nworker:\n  repository: registry.example/shop/worker\n  tag: *app-image\n";
+    let repo = repo_with(&[
+        (
+            "argocd/empty.yaml".into(),
+            helm_app("empty", "api=registry.example/shop/api", ""),
+        ),
+        (
+            "apps/empty/values.yaml".into(),
+            "image:\n  registry: registry.example\n  repository: shop/api\n  # the chart's appVersion\n  tag: \"\"\n".into(),
+        ),
+        (
+            "argocd/split.yaml".into(),
+            helm_app("split", "api=registry.example/shop/api", &named),
+        ),
+        ("apps/split/values.yaml".into(), split.clone()),
+        (
+            "argocd/anchored.yaml".into(),
+            helm_app("anchored", "api=registry.example/shop/api", &named),
+        ),
+        ("apps/anchored/values.yaml".into(), anchored.into()),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/*.yaml\"");
+    let registry = MemoryRegistry::from_yaml(
+        "registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\nregistry.example/shop/worker: {tags: [\"1.0.0\", \"1.1.0\"]}\n",
+    )
+    .unwrap();
+    let applied = run(&config, dir.path(), &registry, false).await;
+    assert_eq!(
+        repo.show("main", "apps/empty/values.yaml"),
+        "image:\n  registry: registry.example\n  repository: shop/api\n  # the chart's appVersion\n  tag: \"1.1.0\"\n"
+    );
+    assert_eq!(
+        repo.show("main", "apps/split/values.yaml"),
+        split.replace("tag: 1.0.0", "tag: 1.1.0")
+    );
+    assert_eq!(repo.show("main", "apps/anchored/values.yaml"), anchored);
+    let problems: Vec<String> = applied
+        .plan
+        .problems
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}:{}: {}",
+                p.policy.as_deref().unwrap_or_default(),
+                p.file.as_deref().unwrap_or_default(),
+                p.line.unwrap_or_default(),
+                p.message
+            )
+        })
+        .collect();
+    let [anchor] = problems.as_slice() else {
+        panic!("one problem, the anchored tag's: {problems:?}")
+    };
+    assert!(
+        anchor.starts_with("anchored/api apps/anchored/values.yaml:3: ")
+            && anchor.contains("`image.tag` carries a YAML anchor")
+            && anchor.contains("an alias reads it"),
+        "{anchor}"
+    );
+}
+
 /// Image Updater adds a kustomization `images:` entry for an image it does not name (its
 /// `imagesFilter`, `pkg/argocd/git.go`), `name` being the `kustomize.image-name` with the image
 /// as `newName` when one is set (`parseImageOverride`). When the same cycle also edits that

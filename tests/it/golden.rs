@@ -260,6 +260,7 @@ golden_suite! { "rewrite", run_case, every_rewrite_case_has_its_test, {
     rewrite_findings => "findings",
     rewrite_flux_marker => "flux-marker",
     rewrite_helm_chart_templates => "helm-chart-templates",
+    rewrite_helm_chart_values => "helm-chart-values",
     rewrite_helm_explicit_paths => "helm-explicit-paths",
     rewrite_helm_map => "helm-map",
     rewrite_helm_string => "helm-string",

@@ -531,9 +531,10 @@ fn golden_cases_agree_with_the_editor() {
     // Cases whose point is a decision the planner makes (a hold, a skipped Helm template, a
     // digest strategy): the editor alone would write what the planner refuses to.
     // The version labels' settings and second image are the planner's too.
-    const PLANNER_DECISIONS: [&str; 6] = [
+    const PLANNER_DECISIONS: [&str; 7] = [
         "ci-placeholders",
         "helm-chart-templates",
+        "helm-chart-values",
         "kustomize-component-placeholders",
         "kustomize-digest-entries",
         "version-labels-config",

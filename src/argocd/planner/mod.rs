@@ -496,7 +496,11 @@ fn helm_reason(
         }
     }
     let name_path = paths.image.as_ref().or(paths.repository.as_ref())?;
-    let held = crate::manifest::helm_value(&text, name_path)?;
+    // The image the chart composes: a `registry` beside the name key is part of it.
+    let held = match &paths.image {
+        Some(_) => crate::manifest::helm_value(&text, name_path)?,
+        None => crate::manifest::helm_image_name(&text, name_path)?,
+    };
     let other = crate::image::ImageRef::parse(&held).ok()?.repository;
     (other != policy.image).then(|| {
         (

@@ -52,6 +52,16 @@ impl Scan<'_> {
                 reason: format!("the marked value {value:?} is not {what}; tagpilot writes only over a value it can read"),
             });
         };
+        if let Some(why) = super::unwritable(node, "the marked value") {
+            self.claimed.insert(slot.range.start);
+            self.unresolved.push(UnresolvedMarker {
+                line: slot.line,
+                column: slot.column,
+                marker: comment.trim().to_string(),
+                reason: why,
+            });
+            return;
+        }
         let fields = match part {
             MarkerPart::Whole => {
                 let Ok(r) = ImageRef::parse(value) else {

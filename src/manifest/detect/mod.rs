@@ -9,8 +9,12 @@ use crate::policy::HelmPaths;
 
 use super::render::Quote;
 use super::tree::{self, Node, NodeKind, ParseFailure, Parsed};
-use super::{FieldKind, ImageField, InsertAt, OnePart, Part, Shape, Slot, UnresolvedMarker};
+use super::{
+    DroppedReference, FieldKind, ImageField, InsertAt, OnePart, Part, Scanned, Shape, Slot,
+    UnresolvedMarker,
+};
 
+mod helm;
 mod marker;
 
 const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
@@ -25,16 +29,13 @@ struct Scan<'a> {
     /// Offsets of the marker comments a scalar took, as a field or as a value it cannot read.
     markers_seen: HashSet<usize>,
     unresolved: Vec<UnresolvedMarker>,
+    dropped: Vec<DroppedReference>,
 }
 
 /// The image fields of `src`, read one document at a time (see [`tree::parse_each`]): every
 /// reading of a document looks inside that document only, so the result is the same as over
 /// the whole file, in file order.
-pub(super) fn fields(
-    path: &Path,
-    src: &str,
-    helm: &[HelmPaths],
-) -> Result<(Vec<ImageField>, Vec<UnresolvedMarker>), ParseFailure> {
+pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scanned, ParseFailure> {
     let is_kustomization = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -42,6 +43,7 @@ pub(super) fn fields(
     let mut claimed = HashSet::new();
     let mut out = Vec::new();
     let mut unresolved = Vec::new();
+    let mut dropped = Vec::new();
     tree::parse_each(src, |parsed| {
         let mut scan = Scan {
             path,
@@ -51,6 +53,7 @@ pub(super) fn fields(
             out: std::mem::take(&mut out),
             markers_seen: HashSet::new(),
             unresolved: std::mem::take(&mut unresolved),
+            dropped: std::mem::take(&mut dropped),
         };
         for doc in &parsed.docs {
             scan.markers(doc, false);
@@ -77,10 +80,20 @@ pub(super) fn fields(
         claimed = scan.claimed;
         out = scan.out;
         unresolved = scan.unresolved;
+        dropped = scan.dropped;
     })?;
     out.sort_by_key(|f| (f.line, f.column));
     unresolved.sort_by_key(|m| (m.line, m.column));
-    Ok((out, unresolved))
+    // An explicit path and the conventional reading may both drop one image.
+    dropped.sort_by_key(|d| (d.line, d.column));
+    dropped.dedup_by_key(|d| (d.line, d.column));
+    // A reference another reading took is not dropped.
+    dropped.retain(|d| !claimed.contains(&d.name_at));
+    Ok(Scanned {
+        fields: out,
+        unresolved,
+        dropped,
+    })
 }
 
 /// A path segment in Helm value paths.
@@ -148,11 +161,17 @@ pub(super) fn lookup<'n>(root: &'n Node, path: &str) -> Option<&'n Node> {
 }
 
 impl Scan<'_> {
+    /// The scalar `node` as a slot; a YAML null (`null`, `~`) reads as the empty value it is,
+    /// never as the text `null`.
     fn slot(&self, node: &Node) -> Option<Slot> {
         match &node.kind {
             NodeKind::Scalar { value, style } if !node.range.is_empty() => Some(Slot {
                 range: node.range.clone(),
-                value: value.clone(),
+                value: if node.is_null() {
+                    String::new()
+                } else {
+                    value.clone()
+                },
                 quote: Quote::of(*style),
                 in_flow: node.in_flow,
                 tagged: node.tagged,
@@ -235,6 +254,11 @@ impl Scan<'_> {
                     resource: resource.clone(),
                     container: name,
                 };
+                let image = container.get("image").expect("read above");
+                if let Some(why) = unwritable(image, "the image") {
+                    self.drop_reference(kind, image, &slot, Some(r.repository), why);
+                    continue;
+                }
                 let fields = Fields {
                     repository: Some(r.repository),
                     tag: r.tag,
@@ -259,8 +283,10 @@ impl Scan<'_> {
             let Some(name) = entry.get("name").and_then(|n| self.slot(n)) else {
                 continue;
             };
+            // `newName: null` renames nothing.
             let new_name = match entry.get("newName") {
                 Some(n) => match self.slot(n) {
+                    Some(s) if s.value.is_empty() => None,
                     Some(s) => Some(s),
                     None => continue,
                 },
@@ -270,8 +296,15 @@ impl Scan<'_> {
             let Ok(repository) = Repository::parse(repo_text) else {
                 continue;
             };
-            let Some((mut tag, mut digest)) = self.tag_and_digest(entry, "newTag", "digest") else {
-                continue;
+            let (mut tag, mut digest) = match self.tag_and_digest(entry, "newTag", "digest") {
+                Ok(parts) => parts,
+                Err(why) => {
+                    let kind = FieldKind::Kustomize {
+                        name: name.value.clone(),
+                    };
+                    self.drop_reference(kind, entry, &name, Some(repository), why);
+                    continue;
+                }
             };
             // Only an entry that sets nothing but its name (`newTag` or `digest` may be there,
             // empty) asks for the keys to be added; any other entry is written only in the keys
@@ -280,7 +313,7 @@ impl Scan<'_> {
                 let key = k.scalar().unwrap_or_default();
                 key == "name"
                     || (matches!(key, "newTag" | "digest")
-                        && (v.range.is_empty() || v.scalar() == Some("")))
+                        && (v.is_null() || v.scalar() == Some("")))
             });
             if !sets_only_its_name {
                 let missing = |p: &Part| matches!(p, Part::Missing { .. });
@@ -303,9 +336,15 @@ impl Scan<'_> {
         }
     }
 
-    /// The tag and digest parts of a split field; `None` when either holds something that is not
-    /// a tag or digest (an alias, a collection, an invalid value).
-    fn tag_and_digest(&self, map: &Node, tag_key: &str, digest_key: &str) -> Option<(Part, Part)> {
+    /// The tag and digest parts of a split field, or why they cannot be written: either holds
+    /// something that is not a tag or digest (an alias, a collection, an invalid value) or a
+    /// value an alias reads.
+    fn tag_and_digest(
+        &self,
+        map: &Node,
+        tag_key: &str,
+        digest_key: &str,
+    ) -> Result<(Part, Part), String> {
         let name_keys = ["newName", "name", "repository"];
         let tag = self.part(map, tag_key, &name_keys)?;
         let digest = self.part(
@@ -313,26 +352,61 @@ impl Scan<'_> {
             digest_key,
             &[tag_key, name_keys[0], name_keys[1], name_keys[2]],
         )?;
-        valid_parts(&tag, &digest).then_some((tag, digest))
+        valid_parts(&tag, &digest, tag_key, digest_key)?;
+        Ok((tag, digest))
     }
 
     /// The part under `key`; when absent, where it can be added: after the first of `after`
-    /// that the mapping has, else after its last entry.
-    fn part(&self, map: &Node, key: &str, after: &[&str]) -> Option<Part> {
-        match map.get(key) {
-            None => Some(Part::Missing {
+    /// that the mapping has, else after its last entry. An error says why it cannot be written.
+    fn part(&self, map: &Node, key: &str, after: &[&str]) -> Result<Part, String> {
+        self.part_named(map, key, after, key)
+    }
+
+    /// [`Self::part`], its reasons naming the value `name` (a whole path, where one was given).
+    fn part_named(
+        &self,
+        map: &Node,
+        key: &str,
+        after: &[&str],
+        name: &str,
+    ) -> Result<Part, String> {
+        let Some(n) = map.get(key) else {
+            return Ok(Part::Missing {
                 key: key.to_string(),
                 at: Some(self.insert_at(map, after)),
-            }),
-            Some(n) => match &n.kind {
-                NodeKind::Scalar { .. } if n.range.is_empty() => Some(Part::Empty {
-                    line: n.line,
-                    column: n.column,
-                }),
-                NodeKind::Scalar { .. } => self.slot(n).map(Part::Present),
-                _ => None,
-            },
+            });
+        };
+        if let Some(why) = unwritable(n, &format!("`{name}`")) {
+            return Err(why);
         }
+        if n.range.is_empty() {
+            return Ok(Part::Empty {
+                line: n.line,
+                column: n.column,
+            });
+        }
+        self.slot(n)
+            .map(Part::Present)
+            .ok_or_else(|| format!("`{key}` is not a value"))
+    }
+
+    /// Records a reference tagpilot read and cannot write, for the planner to name.
+    fn drop_reference(
+        &mut self,
+        kind: FieldKind,
+        at: &Node,
+        name: &Slot,
+        repository: Option<Repository>,
+        reason: String,
+    ) {
+        self.dropped.push(DroppedReference {
+            kind,
+            line: at.line,
+            column: at.column,
+            repository,
+            reason,
+            name_at: name.range.start,
+        });
     }
 
     fn insert_at(&self, map: &Node, after: &[&str]) -> InsertAt {
@@ -414,172 +488,37 @@ impl Scan<'_> {
         };
         self.push(kind, main, &claims.iter().collect::<Vec<_>>(), fields);
     }
+}
 
-    // === Helm values ===
-
-    fn helm_conventional(&mut self, node: &Node, path: &mut Vec<Seg>) {
-        match &node.kind {
-            NodeKind::Mapping { entries, .. } => {
-                for (k, v) in entries {
-                    let Some(key) = k.scalar() else { continue };
-                    path.push(Seg::Key(key.to_string()));
-                    if key == "image" {
-                        self.helm_image(v, &render_path(path));
-                    }
-                    self.helm_conventional(v, path);
-                    path.pop();
-                }
-            }
-            NodeKind::Sequence { items, .. } => {
-                for (i, item) in items.iter().enumerate() {
-                    path.push(Seg::Index(i));
-                    self.helm_conventional(item, path);
-                    path.pop();
-                }
-            }
-            _ => {}
-        }
-    }
-
-    fn helm_image(&mut self, value: &Node, path: &str) {
-        let kind = FieldKind::HelmValues {
-            path: path.to_string(),
-        };
-        if value.is_mapping() {
-            let Some(repo) = value.get("repository").and_then(|n| self.slot(n)) else {
-                return;
-            };
-            let registry = match value.get("registry") {
-                Some(n) if n.range.is_empty() => None,
-                Some(n) => match self.slot(n) {
-                    Some(s) => Some(s),
-                    None => return,
-                },
-                None => None,
-            };
-            let Some((tag, digest)) = self.tag_and_digest(value, "tag", "digest") else {
-                return;
-            };
-            self.helm_split(kind, registry, repo, tag, digest);
-        } else {
-            self.helm_whole(kind, value);
-        }
-    }
-
-    fn helm_whole(&mut self, kind: FieldKind, value: &Node) {
-        let Some(slot) = self.slot(value) else { return };
-        if !self.is_free(&slot) {
-            return;
-        }
-        let Ok(r) = ImageRef::parse(&slot.value) else {
-            return;
-        };
-        let fields = Fields {
-            repository: Some(r.repository),
-            tag: r.tag,
-            digest: r.digest,
-            shape: Shape::Whole {
-                slot: slot.clone(),
-                name: r.name,
-            },
-        };
-        self.push(kind, &slot, &[&slot], fields);
-    }
-
-    fn helm_split(
-        &mut self,
-        kind: FieldKind,
-        registry: Option<Slot>,
-        repo: Slot,
-        tag: Part,
-        digest: Part,
-    ) {
-        let text = match registry.as_ref().filter(|r| !r.value.is_empty()) {
-            Some(r) => format!("{}/{}", r.value, repo.value),
-            None => repo.value.clone(),
-        };
-        let Ok(repository) = Repository::parse(&text) else {
-            return;
-        };
-        let mut claims = vec![&repo];
-        claims.extend(registry.as_ref());
-        let main = part_slot(&tag).unwrap_or(&repo).clone();
-        self.push_split(kind, &main, claims, repository, tag, digest);
-    }
-
-    fn helm_explicit(&mut self, doc: &Node, paths: &HelmPaths) {
-        if let Some(p) = &paths.image {
-            if let Some(node) = lookup(doc, p) {
-                self.helm_whole(FieldKind::HelmValues { path: p.clone() }, node);
-            }
-            return;
-        }
-        let Some(p) = &paths.repository else { return };
-        let Some(repo) = lookup(doc, p).and_then(|n| self.slot(n)) else {
-            return;
-        };
-        let registry = match &paths.registry {
-            Some(r) => match lookup(doc, r) {
-                Some(n) if n.range.is_empty() => None,
-                Some(n) => match self.slot(n) {
-                    Some(s) => Some(s),
-                    None => return,
-                },
-                None => None,
-            },
-            None => None,
-        };
-        let kind = FieldKind::HelmValues { path: p.clone() };
-        // A tag or digest path names a key in a parent mapping; without a path, or without that
-        // parent, the part cannot be written.
-        let last_key = |path: &Option<String>| match parse_path(path.as_deref()?)?.pop()? {
-            Seg::Key(k) => Some(k),
-            Seg::Index(_) => None,
-        };
-        let repo_key = last_key(&paths.repository).unwrap_or_default();
-        let tag_key = last_key(&paths.tag).unwrap_or_default();
-        let part = |path: &Option<String>, default_key: &str, after: &[&str]| -> Option<Part> {
-            let missing = |key: &str| {
-                Some(Part::Missing {
-                    key: key.to_string(),
-                    at: None,
-                })
-            };
-            let Some(path) = path else {
-                return missing(default_key);
-            };
-            let nested = parse_path(path).and_then(|segs| resolve(doc, &segs));
-            if nested.is_none() && doc.get(path).is_some() {
-                // A literal dotted key at the top level, as Image Updater reads it.
-                return self.part(doc, path, after);
-            }
-            let mut segs = parse_path(path)?;
-            let Some(Seg::Key(key)) = segs.pop() else {
-                return None;
-            };
-            match resolve(doc, &segs).filter(|n| n.is_mapping()) {
-                Some(parent) => self.part(parent, &key, after),
-                None => missing(&key),
-            }
-        };
-        let (Some(tag), Some(digest)) = (
-            part(&paths.tag, "tag", &[&repo_key]),
-            part(&paths.digest, "digest", &[&tag_key, &repo_key]),
-        ) else {
-            return;
-        };
-        if valid_parts(&tag, &digest) {
-            self.helm_split(kind, registry, repo, tag, digest);
-        }
+/// Why the value at `node` (`what`, as the user reads it) cannot be written, if it cannot: an
+/// alias, a collection, or a value an alias elsewhere reads. Writing that value would change
+/// what the alias reads too, which may be another image.
+pub(super) fn unwritable(node: &Node, what: &str) -> Option<String> {
+    match &node.kind {
+        NodeKind::Alias => Some(format!(
+            "{what} is a YAML alias (`*name`): writing through it would change its anchor and \
+             every other alias of it"
+        )),
+        NodeKind::Mapping { .. } => Some(format!("{what} is a mapping, not a value")),
+        NodeKind::Sequence { .. } => Some(format!("{what} is a list, not a value")),
+        NodeKind::Scalar { .. } if node.shared => Some(format!(
+            "{what} carries a YAML anchor (`&name`), or sits in a collection that does, and an \
+             alias reads it: writing it would change what the alias reads too"
+        )),
+        NodeKind::Scalar { .. } => None,
     }
 }
 
-fn valid_parts(tag: &Part, digest: &Part) -> bool {
-    let ok = |p: &Part, valid: fn(&str) -> bool| match p {
-        Part::Present(s) => s.value.is_empty() || valid(&s.value),
-        _ => true,
+/// Both parts hold a tag and a digest (or nothing), else why not.
+fn valid_parts(tag: &Part, digest: &Part, tag_key: &str, digest_key: &str) -> Result<(), String> {
+    let check = |p: &Part, valid: fn(&str) -> bool, key: &str, what: &str| match p {
+        Part::Present(s) if !s.value.is_empty() && !valid(&s.value) => {
+            Err(format!("`{key}` holds {:?}, which is not {what}", s.value))
+        }
+        _ => Ok(()),
     };
-    ok(tag, is_valid_tag) && ok(digest, is_valid_digest)
+    check(tag, is_valid_tag, tag_key, "a tag")?;
+    check(digest, is_valid_digest, digest_key, "a digest")
 }
 
 fn part_slot(p: &Part) -> Option<&Slot> {

@@ -1,6 +1,7 @@
 //! Scanning and editing whole files: workloads, markers, and edits that must be refused.
 //! Kustomize and Helm values are in `values.rs`.
 
+mod charts;
 mod labels;
 mod values;
 
@@ -252,12 +253,29 @@ fn crlf_bom_and_non_ascii_survive() {
 }
 
 #[test]
-fn anchors_are_kept_and_aliases_are_not_fields() {
-    let src = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: &img ghcr.io/a/app:1.0.0\n  - name: b\n    image: *img\n";
-    let fields = scan_ok("pod.yaml", src);
-    assert_eq!(fields.len(), 1);
+fn anchors_are_kept_and_values_aliases_read_are_not_fields() {
+    // An anchor no alias reads is written like any value, and keeps its anchor.
+    let src = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: &img ghcr.io/a/app:1.0.0\n";
     let out = retag("pod.yaml", src, 0, "1.1.0");
     assert_eq!(out, src.replace("app:1.0.0", "app:1.1.0"));
+    // One an alias reads is not: the alias would move with it. It is handed back, named.
+    let src = format!("{src}  - name: b\n    image: *img\n");
+    let scanned = scan_with_markers(Path::new("pod.yaml"), &src, &[]).unwrap();
+    assert!(scanned.fields.is_empty(), "{:?}", scanned.fields);
+    let [dropped] = scanned.dropped.as_slice() else {
+        panic!("{:?}", scanned.dropped)
+    };
+    assert_eq!(
+        (dropped.line, &dropped.kind),
+        (
+            5,
+            &FieldKind::Container {
+                resource: "Pod".into(),
+                container: "a".into()
+            }
+        )
+    );
+    assert!(dropped.reason.contains("an alias reads it"), "{dropped:?}");
 }
 
 #[test]

@@ -261,7 +261,11 @@ fn scan_file(
         }
     };
     let helm = index.helm_paths(rel);
-    let (fields, unresolved) = match manifest::scan_with_markers(rel, &src, &helm) {
+    let manifest::Scanned {
+        fields,
+        unresolved,
+        dropped,
+    } = match manifest::scan_with_markers(rel, &src, &helm) {
         Ok(scanned) => scanned,
         Err(e) => {
             debug!(file = %rel.display(), error = %e, "not a YAML document tagpilot can edit");
@@ -270,6 +274,7 @@ fn scan_file(
                 file: display,
                 kind: match e {
                     manifest::ManifestError::TooDeep { .. } => SkipKind::TooDeep,
+                    manifest::ManifestError::OverLimit { .. } => SkipKind::OverLimit,
                     _ => SkipKind::InvalidYaml,
                 },
                 reason: e.to_string(),
@@ -286,6 +291,42 @@ fn scan_file(
             message: format!("marker `{}` resolves to nothing: {}", m.marker, m.reason),
             ..Problem::default()
         }));
+    }
+    // A reference of a policy's image that cannot be written is named against that policy,
+    // which did find its image: never a silent "no reference".
+    for d in dropped {
+        let Some(repository) = &d.repository else {
+            continue;
+        };
+        let following: Vec<usize> = index
+            .following(repository)
+            .iter()
+            .copied()
+            .filter(|&i| index.applies(i, rel))
+            .collect();
+        if following.is_empty() {
+            continue;
+        }
+        named.extend(following.iter().copied());
+        let policies = index.policies();
+        problems.push(Problem {
+            policy: Some(
+                following
+                    .iter()
+                    .map(|&i| policies[i].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            image: Some(repository.to_string()),
+            file: Some(display.clone()),
+            line: Some(d.line),
+            message: format!(
+                "{}: {}; left as written",
+                super::edit::describe(&d.kind),
+                d.reason
+            ),
+            ..Problem::default()
+        });
     }
     let mut applicable = None;
     for (ordinal, field) in (0u32..).zip(fields) {

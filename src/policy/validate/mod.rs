@@ -32,13 +32,13 @@ pub(super) fn document(
 ) -> Option<ImagePolicy> {
     // What the document is comes first: a Flux ImagePolicy or a Deployment pasted here is
     // named as such, not by the first field tagpilot's ImagePolicy lacks.
-    if let Ok(Some(header)) = serde_saphyr::from_str::<Option<Header>>(doc)
+    if let Ok(Some(header)) = crate::yaml_error::from_str::<Option<Header>>(doc)
         && let Some(problem) = foreign(path, offset, &header)
     {
         errors.push(problem);
         return None;
     }
-    let parsed: Result<Option<RawDocument>, serde_saphyr::Error> = serde_saphyr::from_str(doc);
+    let parsed: Result<Option<RawDocument>, serde_saphyr::Error> = crate::yaml_error::from_str(doc);
     match parsed {
         Ok(Some(raw)) => Validator {
             path,
@@ -50,7 +50,7 @@ pub(super) fn document(
         Ok(None) => None,
         Err(e) => {
             // The document did not deserialise; its name may still be readable, and helps.
-            let name = serde_saphyr::from_str::<NameOnly>(doc)
+            let name = crate::yaml_error::from_str::<NameOnly>(doc)
                 .ok()
                 .and_then(|n| n.metadata?.name);
             let context = name.map(|n| format!("policy {n:?}"));

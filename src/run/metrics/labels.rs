@@ -66,11 +66,12 @@ pub(super) const FINDING_KINDS: [FindingKind; 7] = [
 ];
 
 /// Every reason a file is skipped for.
-pub(super) const SKIP_KINDS: [SkipKind; 5] = [
+pub(super) const SKIP_KINDS: [SkipKind; 6] = [
     SkipKind::InvalidYaml,
     SkipKind::NotText,
     SkipKind::HelmTemplate,
     SkipKind::TooDeep,
+    SkipKind::OverLimit,
     SkipKind::TooLarge,
 ];
 

@@ -1,0 +1,216 @@
+//! Helm values: the conventional `image:` shapes at any depth and the explicit paths a policy
+//! (or an Application's Image Updater annotations) names. The image is the one the chart
+//! composes, `<registry>/<repository>`; a reference whose tag or digest cannot be written is
+//! handed back as a [`DroppedReference`](crate::manifest::DroppedReference), never dropped in
+//! silence.
+
+use crate::image::{ImageRef, Repository};
+use crate::manifest::tree::{Node, NodeKind};
+use crate::manifest::{FieldKind, Part, Shape, Slot};
+use crate::policy::HelmPaths;
+
+use super::{
+    Fields, Scan, Seg, lookup, parse_path, part_slot, render_path, resolve, unwritable, valid_parts,
+};
+
+impl Scan<'_> {
+    pub(super) fn helm_conventional(&mut self, node: &Node, path: &mut Vec<Seg>) {
+        match &node.kind {
+            NodeKind::Mapping { entries, .. } => {
+                for (k, v) in entries {
+                    let Some(key) = k.scalar() else { continue };
+                    path.push(Seg::Key(key.to_string()));
+                    if key == "image" {
+                        self.helm_image(v, &render_path(path));
+                    }
+                    self.helm_conventional(v, path);
+                    path.pop();
+                }
+            }
+            NodeKind::Sequence { items, .. } => {
+                for (i, item) in items.iter().enumerate() {
+                    path.push(Seg::Index(i));
+                    self.helm_conventional(item, path);
+                    path.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn helm_image(&mut self, value: &Node, path: &str) {
+        let kind = FieldKind::HelmValues {
+            path: path.to_string(),
+        };
+        if !value.is_mapping() {
+            self.helm_whole(kind, value);
+            return;
+        }
+        let Some(repo_node) = value.get("repository") else {
+            return;
+        };
+        let at = value.get("tag").unwrap_or(value);
+        self.helm_mapping(kind, at, repo_node, value.get("registry"), |scan| {
+            scan.tag_and_digest(value, "tag", "digest")
+        });
+    }
+
+    /// A name key (`repository`) beside an optional `registry`, and the tag and digest that
+    /// `parts` reads: the image the chart composes, `<registry>/<repository>`, or the reason it
+    /// cannot be written, recorded for the planner.
+    fn helm_mapping(
+        &mut self,
+        kind: FieldKind,
+        at: &Node,
+        repo_node: &Node,
+        registry_node: Option<&Node>,
+        parts: impl FnOnce(&Self) -> Result<(Part, Part), String>,
+    ) {
+        let Some(repo) = self.slot(repo_node) else {
+            return;
+        };
+        // The registry is only read: an alias of a scalar (`registry: *registry`) reads as the
+        // scalar, and a value an alias reads is fine to read.
+        let registry = match registry_node {
+            None => None,
+            Some(n) => match self.parsed.value_of(n) {
+                Some(value) => Some(value),
+                None => {
+                    let why = unwritable(n, "`registry`").unwrap_or_default();
+                    let why = format!("{why}, so the image's name cannot be read");
+                    self.drop_reference(kind, repo_node, &repo, None, why);
+                    return;
+                }
+            },
+        };
+        let Some(repository) = composed(registry, &repo.value) else {
+            return;
+        };
+        let registry = registry_node.and_then(|n| self.slot(n));
+        match parts(self) {
+            Ok((tag, digest)) => self.helm_split(kind, registry, repo, repository, tag, digest),
+            Err(why) => self.drop_reference(kind, at, &repo, Some(repository), why),
+        }
+    }
+
+    fn helm_whole(&mut self, kind: FieldKind, value: &Node) {
+        let Some(slot) = self.slot(value) else { return };
+        if !self.is_free(&slot) {
+            return;
+        }
+        let Ok(r) = ImageRef::parse(&slot.value) else {
+            return;
+        };
+        if let Some(why) = unwritable(value, "the image") {
+            self.drop_reference(kind, value, &slot, Some(r.repository), why);
+            return;
+        }
+        let fields = Fields {
+            repository: Some(r.repository),
+            tag: r.tag,
+            digest: r.digest,
+            shape: Shape::Whole {
+                slot: slot.clone(),
+                name: r.name,
+            },
+        };
+        self.push(kind, &slot, &[&slot], fields);
+    }
+
+    fn helm_split(
+        &mut self,
+        kind: FieldKind,
+        registry: Option<Slot>,
+        repo: Slot,
+        repository: Repository,
+        tag: Part,
+        digest: Part,
+    ) {
+        let mut claims = vec![&repo];
+        claims.extend(registry.as_ref());
+        let main = part_slot(&tag).unwrap_or(&repo).clone();
+        self.push_split(kind, &main, claims, repository, tag, digest);
+    }
+
+    pub(super) fn helm_explicit(&mut self, doc: &Node, paths: &HelmPaths) {
+        if let Some(p) = &paths.image {
+            if let Some(node) = lookup(doc, p) {
+                self.helm_whole(FieldKind::HelmValues { path: p.clone() }, node);
+            }
+            return;
+        }
+        let Some(p) = &paths.repository else { return };
+        let Some(repo_node) = lookup(doc, p) else {
+            return;
+        };
+        // Without a registry path, a `registry` key beside the name key is the chart's
+        // (`image: {registry, repository, tag}`, as Bitnami's and Grafana's charts write it):
+        // the image is the one the chart composes from both.
+        let registry_node = match &paths.registry {
+            Some(r) => lookup(doc, r),
+            None => sibling(doc, p, "registry"),
+        };
+        let kind = FieldKind::HelmValues { path: p.clone() };
+        // A tag or digest path names a key in a parent mapping; without a path, or without that
+        // parent, the part cannot be written.
+        let last_key = |path: &Option<String>| match parse_path(path.as_deref()?)?.pop()? {
+            Seg::Key(k) => Some(k),
+            Seg::Index(_) => None,
+        };
+        let repo_key = last_key(&paths.repository).unwrap_or_default();
+        let tag_key = last_key(&paths.tag).unwrap_or_default();
+        let part = |scan: &Self, path: &Option<String>, default_key: &str, after: &[&str]| {
+            let missing = |key: &str| {
+                Ok(Part::Missing {
+                    key: key.to_string(),
+                    at: None,
+                })
+            };
+            let Some(path) = path else {
+                return missing(default_key);
+            };
+            let nested = parse_path(path).and_then(|segs| resolve(doc, &segs));
+            if nested.is_none() && doc.get(path).is_some() {
+                // A literal dotted key at the top level, as Image Updater reads it.
+                return scan.part(doc, path, after);
+            }
+            let Some(mut segs) = parse_path(path) else {
+                return Err(format!("`{path}` is not a value path"));
+            };
+            let Some(Seg::Key(key)) = segs.pop() else {
+                return Err(format!("`{path}` ends in an index, not a key"));
+            };
+            match resolve(doc, &segs).filter(|n| n.is_mapping()) {
+                Some(parent) => scan.part_named(parent, &key, after, path),
+                None => missing(&key),
+            }
+        };
+        let at = lookup(doc, paths.tag.as_deref().unwrap_or(p)).unwrap_or(repo_node);
+        self.helm_mapping(kind, at, repo_node, registry_node, |scan| {
+            let tag = part(scan, &paths.tag, "tag", &[&repo_key])?;
+            let digest = part(scan, &paths.digest, "digest", &[&tag_key, &repo_key])?;
+            let tag_key = paths.tag.as_deref().unwrap_or("tag");
+            let digest_key = paths.digest.as_deref().unwrap_or("digest");
+            valid_parts(&tag, &digest, tag_key, digest_key)?;
+            Ok((tag, digest))
+        });
+    }
+}
+
+/// The value under `key` beside the nested value `path` names, in the same mapping.
+fn sibling<'n>(doc: &'n Node, path: &str, key: &str) -> Option<&'n Node> {
+    let mut segs = parse_path(path)?;
+    if !matches!(segs.pop()?, Seg::Key(_)) {
+        return None;
+    }
+    resolve(doc, &segs)?.get(key)
+}
+
+/// The repository a chart composes from a `registry` value (none, empty or null: none) and a
+/// name (`repository`).
+fn composed(registry: Option<&str>, repo: &str) -> Option<Repository> {
+    match registry.filter(|r| !r.is_empty()) {
+        Some(r) => Repository::parse(&format!("{r}/{repo}")).ok(),
+        None => Repository::parse(repo).ok(),
+    }
+}

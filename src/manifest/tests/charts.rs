@@ -1,0 +1,301 @@
+//! Shapes from real charts' values files that tagpilot misread (issue 28): YAML nulls, empty
+//! tags, a registry apart from the name, long comment blocks, anchors that aliases read.
+
+use super::*;
+
+fn scanned(src: &str, helm: &[HelmPaths]) -> Scanned {
+    scan_with_markers(Path::new("values.yaml"), src, helm).unwrap()
+}
+
+fn images(fields: &[ImageField]) -> Vec<(String, Option<&str>, bool)> {
+    fields
+        .iter()
+        .map(|f| (repo(f), f.current().0, f.empty_tag()))
+        .collect()
+}
+
+fn docker_hub(name: &str) -> String {
+    Repository::parse(name).unwrap().to_string()
+}
+
+/// tempo-distributed's memcached, exporter and gateway images: `registry: null` (and `~`, and
+/// nothing) is no registry, never a registry called `null`; a null tag or digest is empty.
+#[test]
+fn yaml_nulls_are_absent_values() {
+    let src = "\
+memcached:
+  image:
+    # -- The Docker registry for the Memcached image. Overrides `global.image.registry`
+    registry: null
+    # -- Optional list of imagePullSecrets. Overrides `global.image.pullSecrets`
+    pullSecrets: []
+    # -- Memcached Docker image repository
+    repository: memcached
+    # -- Memcached Docker image tag
+    tag: 1.6.33-alpine
+memcachedExporter:
+  image:
+    registry: ~
+    repository: prom/memcached-exporter
+    tag: v0.15.0
+gateway:
+  image:
+    registry:
+    repository: nginxinc/nginx-unprivileged
+    tag: 1.27-alpine
+    digest: NULL
+tempo:
+  image:
+    registry: null
+    repository: grafana/tempo
+    tag: null
+";
+    let fields = scan_ok("values.yaml", src);
+    assert_eq!(
+        images(&fields),
+        [
+            (docker_hub("memcached"), Some("1.6.33-alpine"), false),
+            (
+                docker_hub("prom/memcached-exporter"),
+                Some("v0.15.0"),
+                false
+            ),
+            (
+                docker_hub("nginxinc/nginx-unprivileged"),
+                Some("1.27-alpine"),
+                false
+            ),
+            (docker_hub("grafana/tempo"), None, true),
+        ]
+    );
+    assert_eq!(fields[2].current(), (Some("1.27-alpine"), None));
+    // A null is written over like any value; a quoted "null" is a string.
+    let out = retag("values.yaml", src, 3, "2.6.0");
+    assert_eq!(out, src.replace("tag: null", "tag: 2.6.0"));
+    let quoted = "image:\n  registry: \"null\"\n  repository: grafana/tempo\n  tag: 2.6.0\n";
+    assert_eq!(
+        repo(&scan_ok("values.yaml", quoted)[0]),
+        docker_hub("null/grafana/tempo")
+    );
+    // A kustomize entry's `newName: null` renames nothing, and a null `newTag` is empty.
+    let k = "images:\n- name: ghcr.io/a/api\n  newName: null\n  newTag: ~\n";
+    let fields = scan_ok("kustomization.yaml", k);
+    assert_eq!(repo(&fields[0]), "ghcr.io/a/api");
+    assert_eq!(fields[0].current(), (None, None));
+}
+
+/// grafana's, alertmanager's and kube-prometheus-stack's `tag: ""`: the chart's appVersion.
+#[test]
+fn an_empty_helm_tag_is_known_as_empty() {
+    let src = "\
+image:
+  # -- The Docker registry
+  registry: docker.io
+  # -- Docker image repository
+  repository: grafana/grafana
+  # Overrides the Grafana image tag whose default is the chart appVersion
+  tag: \"\"
+  sha: \"\"
+  pullPolicy: IfNotPresent
+sidecar:
+  image:
+    repository: kiwigrid/k8s-sidecar
+    tag:
+init:
+  image:
+    repository: library/busybox
+";
+    let fields = scan_ok("values.yaml", src);
+    assert_eq!(
+        images(&fields),
+        [
+            (docker_hub("grafana/grafana"), None, true),
+            (docker_hub("kiwigrid/k8s-sidecar"), None, true),
+            // No tag key is not an empty tag: the key is added where a tag is written.
+            (docker_hub("library/busybox"), None, false),
+        ]
+    );
+    // A kustomize entry's empty `newTag` is not Helm's appVersion.
+    let k = scan_ok(
+        "kustomization.yaml",
+        "images:\n- name: a/b\n  newTag: \"\"\n",
+    );
+    assert!(!k[0].empty_tag());
+}
+
+/// `image: {registry, repository, tag}` named by explicit paths (Image Updater's
+/// `helm.image-name: image.repository`): the image is the one the chart composes.
+#[test]
+fn an_explicit_name_path_beside_a_registry_is_the_composed_image() {
+    let src = "\
+image:
+  registry: registry.example
+  repository: team/app
+  tag: 1.0.0
+other:
+  registry: null
+  repository: team/other
+  tag: 2.0.0
+";
+    let paths = |name: &str, tag: &str| HelmPaths {
+        repository: Some(name.into()),
+        tag: Some(tag.into()),
+        ..Default::default()
+    };
+    let s = scanned(
+        src,
+        &[
+            paths("image.repository", "image.tag"),
+            paths("other.repository", "other.tag"),
+        ],
+    );
+    assert_eq!(
+        images(&s.fields),
+        [
+            (
+                "registry.example/team/app".to_string(),
+                Some("1.0.0"),
+                false
+            ),
+            (docker_hub("team/other"), Some("2.0.0"), false),
+        ]
+    );
+    assert_eq!(
+        helm_image_name(src, "image.repository").as_deref(),
+        Some("registry.example/team/app")
+    );
+    assert_eq!(
+        helm_image_name(src, "other.repository").as_deref(),
+        Some("team/other")
+    );
+    // A registry is only read: an alias of a scalar reads as that scalar.
+    let aliased = "global:\n  registry: &registry registry.example\nimage:\n  registry: *registry\n  repository: team/app\n  tag: 1.0.0\n";
+    assert_eq!(
+        repo(&scan_ok("values.yaml", aliased)[0]),
+        "registry.example/team/app"
+    );
+    assert_eq!(
+        helm_image_name(aliased, "image.repository").as_deref(),
+        Some("registry.example/team/app")
+    );
+    // An explicit registry path still wins.
+    let s = scanned(
+        src,
+        &[HelmPaths {
+            registry: Some("other.registry".into()),
+            ..paths("image.repository", "image.tag")
+        }],
+    );
+    assert_eq!(repo(&s.fields[0]), docker_hub("team/app"));
+}
+
+/// A values file with a long commented-out block (the opentelemetry-demo chart's has about a
+/// hundred lines in a row) is valid YAML, read and edited like any other.
+#[test]
+fn hundreds_of_comment_lines_in_a_row_are_read() {
+    let block: String = (0..400)
+        .map(|i| format!("#   line {i} of a block\n"))
+        .collect();
+    let src = format!(
+        "{block}components:\n  api:\n    image:\n      repository: ghcr.io/a/api\n      tag: 1.0.0\n{block}    env: []\n{block}  web:\n{block}    image: ghcr.io/a/web:1.0.0\n{block}list:\n{block}- image: ghcr.io/a/job:1.0.0\n{block}- x\n{block}"
+    );
+    let fields = scan_ok("values.yaml", &src);
+    assert_eq!(fields.len(), 3, "{fields:?}");
+    let out = retag("values.yaml", &src, 0, "1.1.0");
+    assert_eq!(out, src.replace("tag: 1.0.0", "tag: 1.1.0"));
+    let out = retag("values.yaml", &src, 1, "1.1.0");
+    assert_eq!(out, src.replace("web:1.0.0", "web:1.1.0"));
+    assert_eq!(explain_helm_path(&src, "components.api.image.tag"), None);
+}
+
+/// A value an alias reads is never written: the alias would move with it, and it may be another
+/// image's. Each such reference is named with its place and why; an anchor no alias reads is
+/// written as any value.
+#[test]
+fn values_an_alias_reads_are_dropped_with_the_reason() {
+    let src = "\
+image:
+  repository: ghcr.io/a/app
+  tag: &app-image 1.0.0
+worker:
+  image:
+    repository: ghcr.io/a/worker
+    tag: *app-image
+lone:
+  image:
+    repository: ghcr.io/a/lone
+    tag: &unused 1.0.0
+base: &base
+  image: ghcr.io/a/base:1.0.0
+copy: *base
+";
+    let s = scanned(src, &[]);
+    assert_eq!(
+        images(&s.fields),
+        [("ghcr.io/a/lone".to_string(), Some("1.0.0"), false)]
+    );
+    let dropped: Vec<_> = s
+        .dropped
+        .iter()
+        .map(|d| (repo_of(d), d.line, d.reason.as_str()))
+        .collect();
+    assert_eq!(dropped.len(), 3, "{dropped:?}");
+    assert_eq!((dropped[0].0.as_str(), dropped[0].1), ("ghcr.io/a/app", 3));
+    assert!(
+        dropped[0].2.contains("`tag` carries a YAML anchor"),
+        "{dropped:?}"
+    );
+    assert_eq!(
+        (dropped[1].0.as_str(), dropped[1].1),
+        ("ghcr.io/a/worker", 7)
+    );
+    assert!(
+        dropped[1].2.contains("`tag` is a YAML alias"),
+        "{dropped:?}"
+    );
+    assert_eq!(
+        (dropped[2].0.as_str(), dropped[2].1),
+        ("ghcr.io/a/base", 13)
+    );
+    assert!(dropped[2].2.contains("an alias reads it"), "{dropped:?}");
+    let out = retag("values.yaml", src, 0, "1.1.0");
+    assert_eq!(out, src.replace("&unused 1.0.0", "&unused 1.1.0"));
+    // The same rule through an explicit path (Image Updater's `helm.image-tag`).
+    let paths = [HelmPaths {
+        repository: Some("image.repository".into()),
+        tag: Some("image.tag".into()),
+        ..Default::default()
+    }];
+    let s = scanned(src, &paths);
+    assert!(!s.fields.iter().any(|f| repo(f) == "ghcr.io/a/app"));
+    assert!(s.dropped.iter().any(|d| repo_of(d) == "ghcr.io/a/app"));
+    assert!(
+        explain_helm_path(src, "image.tag")
+            .is_some_and(|why| why.contains("`image.tag` carries a YAML anchor")),
+    );
+    assert_eq!(explain_helm_path(src, "lone.image.tag"), None);
+}
+
+fn repo_of(d: &DroppedReference) -> String {
+    d.repository
+        .as_ref()
+        .map(|r| r.to_string())
+        .unwrap_or_default()
+}
+
+/// A limit of the reader that remains (a directive over 1024 bytes) is named as a limit, never
+/// as invalid YAML.
+#[test]
+fn a_file_past_a_limit_of_the_reader_is_named_as_a_limit() {
+    let src = format!(
+        "%TAG !e! tag:example.com,2000:{}\n---\nimage: ghcr.io/a/app:1.0.0\n",
+        "a".repeat(2000)
+    );
+    let err = scan(Path::new("values.yaml"), &src, &[]).unwrap_err();
+    assert_eq!(err.label(), "over_limit", "{err}");
+    assert!(
+        err.to_string()
+            .contains("exceeds tagpilot's limit of 1024 bytes in a directive"),
+        "{err}"
+    );
+}
