@@ -54,6 +54,20 @@ impl ImageField {
             }
     }
 
+    /// Whether the field is Helm values with no tag key at all (and no digest): the chart's own
+    /// default runs (usually its appVersion), which adding a tag key would override.
+    pub fn missing_tag(&self) -> bool {
+        matches!(self.kind, FieldKind::HelmValues { .. })
+            && self.digest.is_none()
+            && matches!(
+                &self.shape,
+                Shape::Split {
+                    tag: Part::Missing { .. },
+                    ..
+                }
+            )
+    }
+
     /// The tag and digest the field holds now.
     pub fn current(&self) -> (Option<&str>, Option<&str>) {
         (self.tag.as_deref(), self.digest.as_deref())

@@ -43,6 +43,8 @@ pub(super) struct FieldFacts {
     implicit_latest: bool,
     /// Helm values with an empty tag: the chart's own appVersion (see [`EMPTY_TAG`]).
     empty_tag: bool,
+    /// Helm values with no tag key: the chart's default tag (see [`MISSING_TAG`]).
+    missing_tag: bool,
 }
 
 impl FieldFacts {
@@ -58,6 +60,7 @@ impl FieldFacts {
             pins: field.pins(),
             implicit_latest: field.implicit_latest(),
             empty_tag: field.empty_tag(),
+            missing_tag: field.missing_tag(),
         }
     }
 
@@ -112,6 +115,9 @@ pub(super) async fn decide<R: Registry>(
     if field.empty_tag && !policy.replace_unreadable_tags {
         return Ok(Outcome::Hold(EMPTY_TAG.to_string()));
     }
+    if field.missing_tag && !digest_strategy && !policy.replace_unreadable_tags {
+        return Ok(Outcome::Hold(MISSING_TAG.to_string()));
+    }
     let outcome = decide_reference(
         policy,
         current_tag,
@@ -139,6 +145,13 @@ const IMPLICIT_TAG: &str = "latest";
 /// (`replaceUnreadableTags`).
 const EMPTY_TAG: &str = "the tag is empty, which a chart reads as its own appVersion; left as \
                          written (replaceUnreadableTags: true would replace it)";
+
+/// Why Helm values that name an image but no tag key are held: the chart's templates fall back to
+/// their own default (usually `.Chart.AppVersion`, or a subchart's), so adding a tag key would
+/// pin the image away from the chart's version without anyone asking (seen in argo-cd's redis-ha
+/// and the opentelemetry-demo's collector).
+const MISSING_TAG: &str = "the values name no tag, so the chart's own default runs (usually its \
+                           appVersion); left as written (replaceUnreadableTags: true would add one)";
 
 /// Decides a reference currently on `current_tag`/`current_digest`, wherever it is written (a
 /// manifest field, an Argo CD override). Digest pinning applies when `pin` is set, when the

@@ -34,198 +34,6 @@ use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 /// values that issue 28 ("Wrong edits and silent misses in real Helm values") names, in
 /// `src/manifest/` (helper B's items); the last two are not among its items.
 const KNOWN: &[(&str, usize, Defect)] = &[
-    // `tag: ""` is the chart's appVersion; tagpilot fills it with the newest tag.
-    (
-        "argoproj/argo-helm/charts/argo-cd/values.yaml",
-        63,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "argoproj/argo-helm/charts/argo-events/values.yaml",
-        35,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "argoproj/argo-helm/charts/argo-rollouts/values.yaml",
-        112,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "argoproj/argo-helm/charts/argo-rollouts/values.yaml",
-        389,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "argoproj/argo-helm/charts/argo-workflows/values.yaml",
-        137,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "argoproj/argo-helm/charts/argo-workflows/values.yaml",
-        554,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "argoproj/argo-helm/charts/argo-workflows/values.yaml",
-        580,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "argoproj/argo-helm/charts/argocd-image-updater/values.yaml",
-        20,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "grafana/helm-charts/charts/grafana/values.yaml",
-        104,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "grafana/helm-charts/charts/promtail/values.yaml",
-        103,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "grafana/helm-charts/charts/rollout-operator/values.yaml",
-        18,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "open-telemetry/opentelemetry-helm-charts/charts/opentelemetry-kube-stack/values.yaml",
-        132,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "open-telemetry/opentelemetry-helm-charts/charts/opentelemetry-kube-stack/values.yaml",
-        999,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "open-telemetry/opentelemetry-helm-charts/charts/opentelemetry-operator/values.yaml",
-        54,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/alertmanager/values.yaml",
-        16,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/kube-prometheus-stack/values.yaml",
-        3014,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/kube-prometheus-stack/values.yaml",
-        3527,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/kube-prometheus-stack/values.yaml",
-        3554,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/kube-state-metrics/values.yaml",
-        7,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-adapter/values.yaml",
-        14,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-mysql-exporter/values.yaml",
-        17,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-node-exporter/values.yaml",
-        8,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-operator-admission-webhook/values.yaml",
-        240,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-postgres-exporter/values.yaml",
-        7,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-pushgateway/values.yaml",
-        22,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-redis-exporter/values.yaml",
-        16,
-        Defect::EmptyTagFilled,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus/values.yaml",
-        197,
-        Defect::EmptyTagFilled,
-    ),
-    // No `tag` key is the chart's (here the redis-ha subchart's) default too; tagpilot adds
-    // `tag: 1.0.0` at the end of the `image` map.
-    (
-        "argoproj/argo-helm/charts/argo-cd/values.yaml",
-        1881,
-        Defect::EmptyTagFilled,
-    ),
-    // `registry: null` and `tag: null` are absent values; tagpilot reads the string "null": the
-    // image becomes `null/<repository>` and nothing names it, or the tag "null" is held as not
-    // a version.
-    (
-        "grafana/helm-charts/charts/loki-canary/values.yaml",
-        25,
-        Defect::WrongReason,
-    ),
-    (
-        "grafana/helm-charts/charts/loki-distributed/values.yaml",
-        53,
-        Defect::WrongReason,
-    ),
-    (
-        "grafana/helm-charts/charts/tempo-distributed/values.yaml",
-        74,
-        Defect::WrongReason,
-    ),
-    (
-        "grafana/helm-charts/charts/tempo-distributed/values.yaml",
-        967,
-        Defect::Silent,
-    ),
-    (
-        "grafana/helm-charts/charts/tempo-distributed/values.yaml",
-        1802,
-        Defect::Silent,
-    ),
-    (
-        "grafana/helm-charts/charts/tempo-distributed/values.yaml",
-        1897,
-        Defect::Silent,
-    ),
-    (
-        "grafana/helm-charts/charts/tempo-distributed/values.yaml",
-        2093,
-        Defect::Silent,
-    ),
-    (
-        "grafana/helm-charts/charts/tempo-distributed/values.yaml",
-        2508,
-        Defect::Silent,
-    ),
-    // ~100 comment lines in a row: skipped as "not valid YAML: too many buffered comments".
-    (
-        "open-telemetry/opentelemetry-helm-charts/charts/opentelemetry-demo/values.yaml",
-        0,
-        Defect::ReadableFileSkipped,
-    ),
     // `{registry, image, tag}` (a name with its tag beside it): held as a reference without a
     // tag ("implicit latest") at the `image` line, though the chart runs the `tag`.
     (
@@ -328,11 +136,6 @@ const KNOWN: &[(&str, usize, Defect)] = &[
     (
         "kubernetes-sigs/kueue/cmd/importer/run-in-cluster/kustomization.yaml",
         17,
-        Defect::Silent,
-    ),
-    (
-        "kubernetes-sigs/kustomize/examples/transformerconfigs/images/kustomization.yaml",
-        19,
         Defect::Silent,
     ),
 ];
@@ -768,8 +571,9 @@ async fn every_reference_the_oracle_lists_is_updated_in_its_tag_only_or_named() 
 /// writes another tag beside the name, or the string "null" where it writes YAML's null.
 fn wrong_reason(r: &Reference, current: Option<&str>) -> bool {
     match (r.tag.as_deref(), current) {
-        // `(none)`: a reference without a tag, which tagpilot reads as `latest`.
-        (Some(tag), Some("latest" | "(none)")) => tag != "latest",
+        // `(none)`: a reference without a tag, which tagpilot reads as `latest`, or an empty
+        // one (`tag: ""`, the chart's appVersion), which it holds as such.
+        (Some(tag), Some("latest" | "(none)")) => tag != "latest" && !tag.is_empty(),
         (None, Some("null")) => true,
         _ => false,
     }

@@ -111,10 +111,11 @@ init:
         [
             (docker_hub("grafana/grafana"), None, true),
             (docker_hub("kiwigrid/k8s-sidecar"), None, true),
-            // No tag key is not an empty tag: the key is added where a tag is written.
+            // No tag key is not an empty tag, but the chart's default all the same.
             (docker_hub("library/busybox"), None, false),
         ]
     );
+    assert!(fields[2].missing_tag() && !fields[0].missing_tag());
     // A kustomize entry's empty `newTag` is not Helm's appVersion.
     let k = scan_ok(
         "kustomization.yaml",
