@@ -62,7 +62,10 @@ fn the_metrics_reference_is_every_registered_series() {
         let help = family.help.trim_end_matches('.').replace('|', "\\|");
         page.push_str(&format!("| `{name}` | {} | {help} |\n", family.kind));
     }
-    assert!(page.contains("tagpilot_cycles_total"), "no metric described");
+    assert!(
+        page.contains("tagpilot_cycles_total"),
+        "no metric described"
+    );
     matches_the_code("docs/src/reference/metrics.md", &page);
 }
 
@@ -175,10 +178,15 @@ fn every_page_of_the_book_is_in_its_summary_and_every_summary_entry_exists() {
     let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
     let listed: BTreeSet<String> = links(&summary).into_iter().map(|(_, t)| t).collect();
     for entry in &listed {
-        assert!(src.join(entry).exists(), "SUMMARY.md lists {entry}, which does not exist");
+        assert!(
+            src.join(entry).exists(),
+            "SUMMARY.md lists {entry}, which does not exist"
+        );
     }
     for page in pages() {
-        let Ok(rel) = page.strip_prefix(&src) else { continue };
+        let Ok(rel) = page.strip_prefix(&src) else {
+            continue;
+        };
         let rel = rel.to_string_lossy().into_owned();
         if rel == "SUMMARY.md" {
             continue;
@@ -266,6 +274,9 @@ fn every_marked_configuration_example_passes_check() {
             }
         }
     }
-    assert!(checked >= 5, "only {checked} examples are marked for checking");
+    assert!(
+        checked >= 5,
+        "only {checked} examples are marked for checking"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -7,7 +7,6 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 
-
 use super::labels::ResultLabel;
 use super::{Metrics, Registrar, holds, registered};
 

@@ -4,11 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+use super::{Registrar, registered};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use super::{Registrar, registered};
 
 use crate::argocd::cluster::PatchStatus;
 use crate::argocd::outcome::ImageStatus;
