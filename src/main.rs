@@ -88,6 +88,10 @@ async fn run(flags: Cli) -> Result<ExitCode> {
             cli::docs::completions(shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Schema { of } => {
+            print!("{}", cli::docs::schema(of));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Man => {
             cli::docs::man_page(&mut std::io::stdout())?;
             Ok(ExitCode::SUCCESS)

@@ -58,6 +58,12 @@ pub enum Command {
     },
     /// Print the man page, tagpilot(1), in roff (`tagpilot man | man -l -`).
     Man,
+    /// Print the JSON Schema of tagpilot.yaml or of an ImagePolicy, for an editor's
+    /// `# yaml-language-server: $schema=…` line.
+    Schema {
+        #[arg(value_enum)]
+        of: crate::cli::docs::SchemaOf,
+    },
 }
 
 #[derive(Args, Debug)]

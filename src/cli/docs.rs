@@ -17,6 +17,28 @@ pub enum Shell {
     Fish,
 }
 
+/// The documents `tagpilot schema` prints a JSON Schema of.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchemaOf {
+    /// `tagpilot.yaml`.
+    Config,
+    /// An `ImagePolicy` document.
+    Policy,
+}
+
+/// The JSON Schema of `of`, pretty-printed with a final newline, as the book publishes it
+/// (`docs/schemas/`).
+pub fn schema(of: SchemaOf) -> String {
+    let schema = match of {
+        SchemaOf::Config => crate::config::schema(),
+        SchemaOf::Policy => crate::policy::schema(),
+    };
+    // A schema is JSON values only: serialising it cannot fail.
+    let mut text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
 /// The completion script for `shell`, as clap_complete writes it for tagpilot's flags.
 pub fn completions(shell: Shell, out: &mut dyn Write) {
     let mut command = Cli::command();

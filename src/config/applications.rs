@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ApplicationsConfig {
     /// Application manifests kept in git (app-of-apps).
@@ -68,7 +68,7 @@ impl AllowedRepositories {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FromGit {
     /// A configured repository (`repositories[].name`); omitted means the directory holding
@@ -79,7 +79,7 @@ pub struct FromGit {
     pub paths: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FromCluster {
     /// Namespaces to list Applications in; empty means all the service account can list.

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 /// Where pull requests are opened. Exactly one of `github` and `gitlab`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ForgeConfig {
     #[serde(default)]
@@ -16,7 +16,7 @@ pub struct ForgeConfig {
     pub gitlab: Option<GitLabConfig>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GitHubConfig {
     /// `https://api.github.com`, or `https://ghe.example/api/v3` for GitHub Enterprise Server.
@@ -38,7 +38,7 @@ fn default_github_api() -> String {
     "https://api.github.com".to_owned()
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GitHubApp {
     pub app_id: u64,
@@ -47,7 +47,7 @@ pub struct GitHubApp {
     pub installation_id: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct GitLabConfig {
     /// `https://gitlab.com/api/v4`, or your instance's.

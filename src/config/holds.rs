@@ -15,7 +15,7 @@ use serde::Deserialize;
 use super::SecretSource;
 
 /// `holds:`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HoldsConfig {
     /// The bearer token `POST /holds/release` must carry.

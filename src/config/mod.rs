@@ -37,8 +37,14 @@ pub enum ConfigError {
     Invalid { path: PathBuf, message: String },
 }
 
+/// The JSON Schema of `tagpilot.yaml`, made from [`Config`] and the types it holds (their doc
+/// comments are its descriptions), for editors (`# yaml-language-server: $schema=…`).
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(Config)
+}
+
 /// The whole of `tagpilot.yaml`, after parsing.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     #[serde(default)]
@@ -80,7 +86,7 @@ pub struct Config {
     pub policies_written: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum PolicySource {
     Directory(PathBuf),
@@ -93,7 +99,7 @@ impl Default for PolicySource {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RegistryConfig {
     /// `host[:port]` as written in image references.
@@ -110,6 +116,7 @@ pub struct RegistryConfig {
     /// that does not answer in time is not asked again until the next cycle, so it delays only
     /// the policies that need it.
     #[serde(default, deserialize_with = "duration")]
+    #[schemars(with = "Option<String>")]
     pub timeout: Option<std::time::Duration>,
     /// How far one tag listing of a repository on this registry may go.
     #[serde(default)]
@@ -120,7 +127,7 @@ pub struct RegistryConfig {
 /// end (a bug, but seen) would otherwise hold every policy of the cycle and grow memory
 /// without bound; past a bound the listing fails with an error naming it, for that
 /// repository's images only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TagListLimits {
     /// Pages (requests) per listing.
@@ -134,6 +141,7 @@ pub struct TagListLimits {
         default = "TagListLimits::default_timeout",
         deserialize_with = "required_duration"
     )]
+    #[schemars(with = "String")]
     pub timeout: std::time::Duration,
 }
 
@@ -188,7 +196,7 @@ fn duration<'de, D: serde::Deserializer<'de>>(
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Credentials {
     pub username: String,
@@ -202,7 +210,7 @@ pub struct Credentials {
 /// (and fetched to read Applications from, with `applications.fromGit`).
 /// Each repository's own plan still comes before its write, and the report lists repositories
 /// in the same order whatever finishes first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Concurrency {
     /// Repositories in flight at once (at least 1).

@@ -56,7 +56,7 @@ pub enum ConfigError {
 }
 
 /// One remote manifest repository.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RepositoryConfig {
     /// The name policy targets use (`repository: manifests`) and reports show.
@@ -84,7 +84,7 @@ fn default_branch() -> String {
 
 /// How to authenticate. Which fields are set selects the method; [`AuthConfig::method`] checks
 /// that exactly one method is described.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AuthConfig {
     /// SSH private key file (OpenSSH or PEM format).
@@ -163,7 +163,7 @@ pub enum AuthMethod {
 }
 
 /// How tagpilot writes its commits.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WriteConfig {
     #[serde(default)]
@@ -234,7 +234,7 @@ impl Default for WriteConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WriteMode {
     #[default]
@@ -243,7 +243,7 @@ pub enum WriteMode {
     PullRequest,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Author {
     pub name: String,
@@ -260,7 +260,7 @@ impl Default for Author {
 }
 
 /// What one commit holds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Grouping {
     /// All changes to the repository in one commit.
@@ -273,7 +273,7 @@ pub enum Grouping {
 }
 
 /// The key commits are signed with. Exactly one of `sshKeyFile` and `pgpKeyFile`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SigningConfig {
     /// OpenSSH private key; the commit gets an SSHSIG signature (`gpg.format=ssh`).

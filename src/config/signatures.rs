@@ -20,7 +20,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 /// `signatures: {keys: [...], identities: [...]}` as written.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SignaturesConfig {
     /// Cosign public keys (PEM).
@@ -32,7 +32,7 @@ pub struct SignaturesConfig {
 }
 
 /// Where one public key is read from: exactly one of `file`, `env` or `secret`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct KeySource {
     /// A PEM file; relative paths are read from the directory of the file that names it.
@@ -45,7 +45,7 @@ pub struct KeySource {
 
 /// `secret: {namespace, name, key}`: `key` of the Secret `name` in `namespace` (by default, the
 /// namespace tagpilot runs in: its service account's, or the kubeconfig context's).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SecretKeyRef {
     pub namespace: Option<String>,
@@ -65,7 +65,7 @@ impl std::fmt::Display for SecretKeyRef {
 
 /// A keyless signer, as cosign's `--certificate-oidc-issuer(-regexp)` and
 /// `--certificate-identity(-regexp)`: each of issuer and subject exactly or as a regex.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct IdentityConfig {
     pub issuer: Option<String>,
@@ -75,7 +75,7 @@ pub struct IdentityConfig {
 }
 
 /// `tagpilot.yaml`'s `signatures:`: the trust root for keyless signatures and the defaults.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SignaturesSettings {
     /// A Sigstore `trusted_root.json` (Fulcio CAs, Rekor keys), for air-gapped clusters; else
@@ -88,7 +88,7 @@ pub struct SignaturesSettings {
 }
 
 /// One `signatures.defaults[]` entry.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SignaturesDefault {
     /// `ghcr.io/acme/` or `registry.example.com`: matched against `registry/path` of an image.

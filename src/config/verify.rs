@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// `verify: {onFailure: hold, timeout: 15m}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct VerifyConfig {
     /// What a failed verification does; default `hold`.
@@ -19,6 +19,7 @@ pub struct VerifyConfig {
         default = "VerifyConfig::default_timeout",
         deserialize_with = "super::required_duration"
     )]
+    #[schemars(with = "String")]
     pub timeout: Duration,
 }
 
@@ -38,7 +39,9 @@ impl Default for VerifyConfig {
 }
 
 /// What happens to a change whose Application failed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub enum OnFailure {
     /// Write the reverse change and hold the failed tag.

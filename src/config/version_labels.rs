@@ -58,7 +58,7 @@ impl Default for VersionLabels {
 }
 
 /// The map form as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct Written {
     #[serde(default)]
@@ -128,6 +128,23 @@ impl<'de> Deserialize<'de> for VersionLabels {
             }
         }
         d.deserialize_any(Read)
+    }
+}
+
+// === impl JsonSchema for VersionLabels ===
+
+/// `false`, `true` (the defaults), or the map form: what the hand-written reader above takes.
+impl schemars::JsonSchema for VersionLabels {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "VersionLabels".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let written = generator.subschema_for::<Written>();
+        schemars::json_schema!({
+            "description": "Which labels and annotations follow an image's version: false, true (the defaults), or {keys, podLabels}",
+            "anyOf": [{"type": "boolean"}, written]
+        })
     }
 }
 

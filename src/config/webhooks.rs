@@ -36,7 +36,7 @@ pub const SECRET_KINDS: [&str; 9] = [
 ];
 
 /// `webhooks:`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WebhooksConfig {
     /// The environment variable holding the secret of every kind without its own.
@@ -70,7 +70,7 @@ pub struct WebhooksConfig {
 }
 
 /// Where one secret comes from: exactly one of the two.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct SecretSource {
     #[serde(default)]
@@ -87,16 +87,18 @@ impl SecretSource {
 }
 
 /// How notifications become re-checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RecheckConfig {
     /// How long notifications are gathered after the first before one re-check of them all:
     /// a push of many blobs and manifests sends many.
     #[serde(default = "default_debounce", deserialize_with = "duration")]
+    #[schemars(with = "String")]
     pub debounce: Duration,
     /// At most `burst` re-checks of an image repository per this long; later notifications
     /// for it wait for the next allowed one, and are then handled together.
     #[serde(default = "default_min_interval", deserialize_with = "duration")]
+    #[schemars(with = "String")]
     pub min_interval: Duration,
     /// How many re-checks of one image repository may start within `min_interval` before the
     /// next waits: a push seconds after the last one is still answered at once, a flood is not.

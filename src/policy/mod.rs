@@ -27,6 +27,7 @@ use crate::version::{Constraint, VersionError};
 
 pub use load::{CheckSummary, FileSummary, Loaded, check, load, load_all, parse_file};
 pub use regex_key::RegexKey;
+pub use validate::schema;
 
 /// The `apiVersion` every policy document carries.
 pub const API_VERSION: &str = "tagpilot.dev/v1alpha1";
@@ -307,7 +308,7 @@ impl Strategy {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RegexOrder {
     /// The capture read as a non-negative integer (timestamps, build numbers).
@@ -416,7 +417,7 @@ impl Target {
 }
 
 /// Explicit dotted value paths (`image.repository`, `images[1].tag`) into a Helm values file.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct HelmPaths {
     #[serde(default)]

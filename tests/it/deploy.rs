@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use serde_json::{Value, json};
 
 /// Where `scripts/test.sh` put helm, kubectl and kubernetes-validate.
-fn tools() -> PathBuf {
+pub(crate) fn tools() -> PathBuf {
     let dir = std::env::var_os("TAGPILOT_TOOLS")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

@@ -280,3 +280,94 @@ fn every_marked_configuration_example_passes_check() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The published JSON Schemas (`docs/schemas/`) are what `tagpilot schema` prints, made from
+/// the types the readers fill.
+#[test]
+fn the_published_schemas_are_the_readers_types() {
+    use tagpilot::cli::docs::{SchemaOf, schema};
+    matches_the_code(
+        "docs/schemas/tagpilot.schema.json",
+        &schema(SchemaOf::Config),
+    );
+    matches_the_code(
+        "docs/schemas/image-policy.schema.json",
+        &schema(SchemaOf::Policy),
+    );
+}
+
+/// Every policy and `tagpilot.yaml` this repository ships validates against its schema, as an
+/// editor's YAML language server would check it (Python's `jsonschema`, from the tools'
+/// virtualenv), and a document with a misspelt field does not: the schemas are neither too
+/// strict for real files nor too loose to catch a typo.
+#[test]
+fn the_schemas_accept_every_shipped_file_and_refuse_a_typo() {
+    let python = crate::deploy::tools().join("venv/bin/python");
+    let mut configs = vec![];
+    let mut policies = vec![];
+    for root in ["policies", "examples"] {
+        for entry in walkdir::WalkDir::new(checkout().join(root)).sort_by_file_name() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            if path.file_name().is_some_and(|n| n == "tagpilot.yaml") {
+                configs.push(path.to_path_buf());
+            } else if std::fs::read_to_string(path)
+                .unwrap()
+                .contains("kind: ImagePolicy")
+            {
+                policies.push(path.to_path_buf());
+            }
+        }
+    }
+    assert!(
+        configs.len() >= 2 && policies.len() >= 8,
+        "{configs:?} {policies:?}"
+    );
+    let typo = tempfile::tempdir().unwrap();
+    let typo_policy = typo.path().join("typo.yaml");
+    std::fs::write(
+        &typo_policy,
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata: {name: a}\nspec:\n  \
+         image: a/b\n  strategy: {semver: {}}\n  targets: [{pats: [\"**\"]}]\n",
+    )
+    .unwrap();
+    let script = r#"
+import json, sys, yaml, jsonschema
+schema = json.load(open(sys.argv[1]))
+bad = []
+for path in sys.argv[2:]:
+    for doc in yaml.safe_load_all(open(path)):
+        if doc is None or (doc.get("kind") not in (None, "ImagePolicy")):
+            continue
+        for error in jsonschema.Draft202012Validator(schema).iter_errors(doc):
+            bad.append(f"{path}: {error.json_path}: {error.message}")
+print("\n".join(bad))
+"#;
+    let check = |schema: &str, files: &[PathBuf]| -> String {
+        let out = std::process::Command::new(&python)
+            .arg("-c")
+            .arg(script)
+            .arg(checkout().join(schema))
+            .args(files)
+            .output()
+            .expect("run python");
+        assert!(out.status.success(), "{}", output_text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(
+        check("docs/schemas/tagpilot.schema.json", &configs).trim(),
+        ""
+    );
+    assert_eq!(
+        check("docs/schemas/image-policy.schema.json", &policies).trim(),
+        ""
+    );
+    let refused = check("docs/schemas/image-policy.schema.json", &[typo_policy]);
+    assert!(
+        refused.contains("pats"),
+        "a misspelt field passed: {refused:?}"
+    );
+}

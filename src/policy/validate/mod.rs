@@ -17,6 +17,12 @@ use super::{
 mod promote;
 mod raw;
 
+/// The JSON Schema of an `ImagePolicy` document, made from the types its reader fills (their doc
+/// comments are its descriptions), for editors (`# yaml-language-server: $schema=…`).
+pub fn schema() -> schemars::Schema {
+    schemars::schema_for!(raw::RawDocument)
+}
+
 use self::raw::{
     Header, NameOnly, RawDigest, RawDocument, RawMetadata, RawRegex, RawSemver, RawStrategy,
     RawTarget, SortOrder,

@@ -26,20 +26,27 @@ pub(super) struct Header {
     pub(super) kind: Option<Spanned<String>>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawDocument {
+    /// `tagpilot.dev/v1alpha1`.
+    #[schemars(with = "String", extend("const" = "tagpilot.dev/v1alpha1"))]
     pub(super) api_version: Spanned<String>,
+    /// `ImagePolicy`.
+    #[schemars(with = "String", extend("const" = "ImagePolicy"))]
     pub(super) kind: Spanned<String>,
     pub(super) metadata: RawMetadata,
+    #[schemars(with = "RawSpec")]
     pub(super) spec: Spanned<RawSpec>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawMetadata {
+    #[schemars(with = "String")]
     pub(super) name: Spanned<String>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) namespace: Option<Spanned<String>>,
     // Accepted so policies can be kept next to Kubernetes resources and labelled like them.
     #[serde(default)]
@@ -50,16 +57,21 @@ pub(super) struct RawMetadata {
     pub(super) annotations: std::collections::BTreeMap<String, String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawSpec {
+    #[schemars(with = "String")]
     pub(super) image: Spanned<String>,
+    #[schemars(with = "RawStrategy")]
     pub(super) strategy: Spanned<RawStrategy>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) allow_tags: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub(super) ignore_tags: Vec<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub(super) platforms: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) pin_digest: bool,
@@ -68,33 +80,42 @@ pub(super) struct RawSpec {
     #[serde(default)]
     pub(super) replace_unreadable_tags: bool,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) min_age: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) verify: Option<crate::config::verify::VerifyConfig>,
     /// Issue 22: the cosign signatures a tag's image must carry.
     #[serde(default)]
+    #[schemars(with = "Option<crate::config::signatures::SignaturesConfig>")]
     pub(super) signatures: Option<Spanned<crate::config::signatures::SignaturesConfig>>,
     #[serde(default)]
     pub(super) version_labels: Option<crate::config::version_labels::VersionLabels>,
+    #[schemars(with = "Option<RawPromote>")]
     pub(super) promote: Option<Spanned<RawPromote>>,
     #[serde(default)]
+    #[schemars(with = "Vec<RawTarget>")]
     pub(super) targets: Vec<Spanned<RawTarget>>,
 }
 
 /// Every strategy is an optional key so that "none" and "two" can be reported as such rather than
 /// as serde's enum errors. A key written with no value (`newestBuild:`) counts as present.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawStrategy {
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<Option<RawSemver>>")]
     pub(super) semver: Option<Spanned<Option<RawSemver>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<Option<RawRegex>>")]
     pub(super) regex: Option<Spanned<Option<RawRegex>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<Option<RawEmpty>>")]
     pub(super) newest_build: Option<Spanned<Option<RawEmpty>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<Option<RawDigest>>")]
     pub(super) digest: Option<Spanned<Option<RawDigest>>>,
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Option<Option<RawAlphabetical>>")]
     pub(super) alphabetical: Option<Spanned<Option<RawAlphabetical>>>,
 }
 
@@ -106,95 +127,112 @@ where
     T::deserialize(d).map(Some)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawEmpty {}
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSemver {
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) range: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) prerelease: bool,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawRegex {
+    #[schemars(with = "String")]
     pub(super) pattern: Spanned<String>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) sort_by: Option<Spanned<String>>,
     #[serde(default)]
     pub(super) order: Option<RegexOrder>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDigest {
+    #[schemars(with = "String")]
     pub(super) tag: Spanned<String>,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+#[derive(Deserialize, Clone, Copy, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum SortOrder {
     Asc,
     Desc,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawAlphabetical {
     #[serde(default)]
     pub(super) order: Option<SortOrder>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawTarget {
     #[serde(default)]
+    #[schemars(with = "Vec<String>")]
     pub(super) paths: Vec<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) repository: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<HelmPaths>")]
     pub(super) helm: Option<Spanned<HelmPaths>>,
     #[serde(default)]
     pub(super) kustomize: Option<RawKustomize>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawKustomize {
+    #[schemars(with = "String")]
     pub(super) image_name: Spanned<String>,
 }
 
 /// `promote:` as written; `fanIn` and `after` are strings so that a wrong value is said in the
 /// policy's own words at its line.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawPromote {
     #[serde(default)]
+    #[schemars(with = "Vec<RawUpstream>")]
     pub(super) from: Vec<Spanned<RawUpstream>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) after: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) fan_in: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) write: Option<Spanned<String>>,
 }
 
 /// One `promote.from[]` entry: exactly one of `application`, `path`, `policy`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawUpstream {
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) application: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) namespace: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) path: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) policy: Option<Spanned<String>>,
     #[serde(default)]
+    #[schemars(with = "Option<String>")]
     pub(super) repository: Option<Spanned<String>>,
 }
