@@ -24,9 +24,10 @@
 //!   it, naming what it has instead. (Image Updater's rule, a whole
 //!   entry added for an image `images:` does not name, is [`add_kustomize_image`], for
 //!   Applications only.);
-//! - in documents without `apiVersion` and `kind` (Helm values), `image:` holding either a
-//!   `{registry, repository, tag, digest}` map (registry, tag and digest optional; the image
-//!   is `<registry>/<repository>`, as the chart composes it) or a whole
+//! - in documents that are not Kubernetes resources (Helm values: not both `apiVersion` and
+//!   `kind` as values, so a chart's own `kind: Deployment` setting is values), `image:`
+//!   holding either a `{registry, repository, tag, digest}` map (registry, tag and digest
+//!   optional; the image is `<registry>/<repository>`, as the chart composes it) or a whole
 //!   reference string, at any depth; plus the explicit [`HelmPaths`] passed to [`scan`], in any
 //!   document;
 //! - any scalar with a marker comment after it on its line: `# tagpilot: [ns:]policy[:part]` or

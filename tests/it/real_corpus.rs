@@ -56,19 +56,6 @@ const KNOWN: &[(&str, usize, Defect)] = &[
         1035,
         Defect::WrongReason,
     ),
-    // Not in issue 28's list: a values file with a top-level `kind:` key (the chart's choice of
-    // Deployment or DaemonSet) is taken for a Kubernetes resource; its images are silently not
-    // read, and the policy's finding says no file holds the image.
-    (
-        "prometheus-community/helm-charts/charts/prometheus-blackbox-exporter/values.yaml",
-        113,
-        Defect::Silent,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-blackbox-exporter/values.yaml",
-        511,
-        Defect::Silent,
-    ),
 ];
 
 /// What can be wrong with one reference (or one line) of the corpus.

@@ -68,10 +68,7 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
         for doc in &parsed.docs {
             if is_kustomization {
                 scan.kustomize(doc);
-            } else if doc.is_mapping()
-                && doc.get("apiVersion").is_none()
-                && doc.get("kind").is_none()
-            {
+            } else if doc.is_mapping() && !is_resource(doc) {
                 scan.helm_conventional(doc, &mut Vec::new());
             } else {
                 scan.workload(doc);
@@ -495,6 +492,17 @@ impl Scan<'_> {
         };
         self.push(kind, main, &claims.iter().collect::<Vec<_>>(), fields);
     }
+}
+
+/// Whether a document is a Kubernetes resource: one with both `apiVersion` and `kind` as
+/// values. Helm values may have either key for their own ends (prometheus-blackbox-exporter's
+/// `kind: Deployment` chooses the chart's workload), and are read as values.
+fn is_resource(doc: &Node) -> bool {
+    let value = |key| {
+        doc.get(key)
+            .is_some_and(|n| !n.is_null() && n.scalar().is_some_and(|v| !v.is_empty()))
+    };
+    value("apiVersion") && value("kind")
 }
 
 /// What a kustomize `images:` entry that pins no version has instead of `newTag` or `digest`;

@@ -300,3 +300,17 @@ fn a_file_past_a_limit_of_the_reader_is_named_as_a_limit() {
         "{err}"
     );
 }
+
+/// prometheus-blackbox-exporter's values choose the chart's workload with a top-level
+/// `kind: Deployment`: without `apiVersion` they are values, and their images are read. A
+/// Deployment (both keys) is read as a resource, its `image:` maps not as values.
+#[test]
+fn a_top_level_kind_without_api_version_is_helm_values() {
+    let values = "kind: Deployment\nimage:\n  registry: quay.io\n  repository: prometheus/blackbox-exporter\n  tag: v0.25.0\n";
+    let fields = scan_ok("values.yaml", values);
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert_eq!(repo(&fields[0]), "quay.io/prometheus/blackbox-exporter");
+    assert_eq!(fields[0].current(), (Some("v0.25.0"), None));
+    let resource = format!("apiVersion: apps/v1\n{values}");
+    assert!(scan_ok("values.yaml", &resource).is_empty());
+}
