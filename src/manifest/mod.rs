@@ -28,8 +28,9 @@
 //!   `kind` as values, so a chart's own `kind: Deployment` setting is values), `image:`
 //!   holding either a `{registry, repository, tag, digest}` map (registry, tag and digest
 //!   optional; the image is `<registry>/<repository>`, as the chart composes it) or a whole
-//!   reference string, at any depth; plus the explicit [`HelmPaths`] passed to [`scan`], in any
-//!   document;
+//!   reference string, at any depth (a name without tag or digest with a `tag` key beside it,
+//!   ingress-nginx's `{registry, image, tag, digest}`, is read as the map is); plus the
+//!   explicit [`HelmPaths`] passed to [`scan`], in any document;
 //! - any scalar with a marker comment after it on its line: `# tagpilot: [ns:]policy[:part]` or
 //!   Flux's `# {"$imagepolicy": "ns:policy[:part]"}`, part being `tag`, `name` or `digest`.
 //!

@@ -30,33 +30,8 @@ use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
 /// Defects tagpilot has on this corpus today: `(file, line, defect)`, `file` relative to
 /// `tests/corpus`, line 0 for a whole file. Asserted exactly: take an entry off when its fix
-/// lands, and a new defect fails the test. All but the last two groups are misreads of Helm
-/// values that issue 28 ("Wrong edits and silent misses in real Helm values") names, in
-/// `src/manifest/` (helper B's items); the last two are not among its items.
-const KNOWN: &[(&str, usize, Defect)] = &[
-    // `{registry, image, tag}` (a name with its tag beside it): held as a reference without a
-    // tag ("implicit latest") at the `image` line, though the chart runs the `tag`.
-    (
-        "argoproj/argo-helm/charts/argo-cd/values.yaml",
-        1858,
-        Defect::WrongReason,
-    ),
-    (
-        "kubernetes/ingress-nginx/charts/ingress-nginx/values.yaml",
-        33,
-        Defect::WrongReason,
-    ),
-    (
-        "kubernetes/ingress-nginx/charts/ingress-nginx/values.yaml",
-        856,
-        Defect::WrongReason,
-    ),
-    (
-        "kubernetes/ingress-nginx/charts/ingress-nginx/values.yaml",
-        1035,
-        Defect::WrongReason,
-    ),
-];
+/// lands, and a new defect fails the test. None is known today.
+const KNOWN: &[(&str, usize, Defect)] = &[];
 
 /// What can be wrong with one reference (or one line) of the corpus.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -568,7 +543,12 @@ fn only_the_version(old: &str, new: &str, from: &str, to: &str, r: &Reference) -
     } else {
         (old.to_string(), new.to_string())
     };
-    let (from, to) = (without_digests(from), without_digests(to));
+    // A digest under a key of its own moves on its own line: the tag's line holds the tag only.
+    let tag_only = |v: &str| match r.digest_line {
+        Some(_) => v.split('@').next().unwrap_or(v).to_string(),
+        None => without_digests(v),
+    };
+    let (from, to) = (tag_only(from), tag_only(to));
     old.replacen(&from, &to, 1) == new
 }
 
