@@ -24,8 +24,8 @@ impl ImageField {
     pub fn pins(&self) -> Pins {
         match &self.shape {
             Shape::Split { tag, digest } => Pins {
-                tag: !matches!(tag, Part::Unpinned),
-                digest: !matches!(digest, Part::Unpinned),
+                tag: !matches!(tag, Part::Unpinned { .. }),
+                digest: !matches!(digest, Part::Unpinned { .. }),
             },
             _ => Pins {
                 tag: true,
@@ -38,6 +38,18 @@ impl ImageField {
     /// container runtime pulls as `latest`.
     pub fn implicit_latest(&self) -> bool {
         matches!(self.shape, Shape::Whole { .. }) && self.tag.is_none() && self.digest.is_none()
+    }
+
+    /// What a kustomize entry that pins neither a tag nor a digest has instead (`` only
+    /// `newName` ``): kustomize keeps the base's version, and tagpilot never adds one.
+    pub fn pins_nothing(&self) -> Option<&'static str> {
+        match &self.shape {
+            Shape::Split {
+                tag: Part::Unpinned { only },
+                digest: Part::Unpinned { .. },
+            } => *only,
+            _ => None,
+        }
     }
 
     /// Whether the field is Helm values whose tag key is there and empty (`tag: ""`, `tag:`,
@@ -140,7 +152,7 @@ impl ImageField {
             Part::Present(slot) => self.replace(slot, value, out),
             // The planner holds a reference whose strategy needs an unpinned part; the other
             // part (a digest beside a tag that kustomize takes from the base) stays as it is.
-            Part::Unpinned => Ok(()),
+            Part::Unpinned { .. } => Ok(()),
             Part::Empty { line, column } => Err(ManifestError::EmptyValue {
                 file: self.file.clone(),
                 line: *line,

@@ -20,14 +20,17 @@
 //! - `images:` entries of `kustomization.yaml`, `kustomization.yml` and `Kustomization` files,
 //!   whatever their `kind` (`Kustomization`, or `Component` for kustomize components). An entry is written only in the keys it already has (`newTag`,
 //!   `digest`); only an entry with nothing but a `name` gets them added. An entry that pins
-//!   neither (only `newName` or `tagSuffix`) is not a field. (Image Updater's rule, a whole
+//!   neither (only `newName` or `tagSuffix`) is a field that is never written: the planner holds
+//!   it, naming what it has instead. (Image Updater's rule, a whole
 //!   entry added for an image `images:` does not name, is [`add_kustomize_image`], for
 //!   Applications only.);
-//! - in documents without `apiVersion` and `kind` (Helm values), `image:` holding either a
-//!   `{registry, repository, tag, digest}` map (registry, tag and digest optional; the image
-//!   is `<registry>/<repository>`, as the chart composes it) or a whole
-//!   reference string, at any depth; plus the explicit [`HelmPaths`] passed to [`scan`], in any
-//!   document;
+//! - in documents that are not Kubernetes resources (Helm values: not both `apiVersion` and
+//!   `kind` as values, so a chart's own `kind: Deployment` setting is values), `image:`
+//!   holding either a `{registry, repository, tag, digest}` map (registry, tag and digest
+//!   optional; the image is `<registry>/<repository>`, as the chart composes it) or a whole
+//!   reference string, at any depth (a name without tag or digest with a `tag` key beside it,
+//!   ingress-nginx's `{registry, image, tag, digest}`, is read as the map is); plus the
+//!   explicit [`HelmPaths`] passed to [`scan`], in any document;
 //! - any scalar with a marker comment after it on its line: `# tagpilot: [ns:]policy[:part]` or
 //!   Flux's `# {"$imagepolicy": "ns:policy[:part]"}`, part being `tag`, `name` or `digest`.
 //!
@@ -300,8 +303,11 @@ enum Part {
         at: Option<InsertAt>,
     },
     /// The key is absent and its authors pin the image by other means (a kustomize entry with
-    /// only `newName`, `tagSuffix` or `digest`): never added.
-    Unpinned,
+    /// only `newName`, `tagSuffix` or `digest`): never added. `only` names what an entry that
+    /// pins neither tag nor digest has instead (`` only `newName` ``), so its hold can say it.
+    Unpinned {
+        only: Option<&'static str>,
+    },
 }
 
 /// Which parts of a reference a field lets tagpilot write.

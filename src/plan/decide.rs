@@ -39,6 +39,8 @@ pub(super) struct FieldFacts {
     digest: Option<Box<str>>,
     marker: Option<MarkerPart>,
     pins: Pins,
+    /// A kustomize entry that pins no version: what it has instead (`` only `newName` ``).
+    pins_nothing: Option<&'static str>,
     /// A whole reference without tag or digest: decided as the `latest` it is pulled as.
     implicit_latest: bool,
     /// Helm values with an empty tag: the chart's own appVersion (see [`EMPTY_TAG`]).
@@ -58,6 +60,7 @@ impl FieldFacts {
                 _ => None,
             },
             pins: field.pins(),
+            pins_nothing: field.pins_nothing(),
             implicit_latest: field.implicit_latest(),
             empty_tag: field.empty_tag(),
             missing_tag: field.missing_tag(),
@@ -98,6 +101,15 @@ pub(super) async fn decide<R: Registry>(
     // digest strategy needs `digest`.
     let pins = field.pins;
     let digest_strategy = matches!(policy.strategy, Strategy::Digest { .. });
+    if let Some(only) = field.pins_nothing {
+        let add = match digest_strategy {
+            true => "`digest:` to have it pinned",
+            false => "`newTag:` to have it updated",
+        };
+        return Ok(Outcome::Hold(format!(
+            "the entry pins no version ({only}): kustomize keeps the base's version; add {add}"
+        )));
+    }
     if digest_strategy && !pins.digest {
         return Ok(Outcome::Hold(
             "the entry pins no digest, and the digest strategy writes only a digest; add `digest:` \

@@ -357,6 +357,38 @@ async fn a_digest_marker_on_a_bare_digest_gets_the_new_digest() {
     }
 }
 
+/// A kustomize entry that pins no version (only `newName` or `tagSuffix`) is never written
+/// (kustomize keeps the base's tag), but it is held at its line, saying why, and the policy has
+/// found its image in it.
+#[tokio::test]
+async fn a_kustomize_entry_that_pins_no_version_is_held_at_its_line() {
+    let text = format!(
+        "images:\n  - name: api\n    newName: {API}\n  - name: {API}\n    tagSuffix: -ci\n"
+    );
+    let dir = tree(&[("kustomization.yaml", text)]);
+    let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
+    assert!(p.changes.is_empty(), "{:?}", p.changes);
+    assert!(p.findings.is_empty(), "{:?}", p.findings);
+    let holds: Vec<(usize, &str)> = p
+        .holds
+        .iter()
+        .map(|h| (h.line, h.reason.as_str()))
+        .collect();
+    let why = |only: &str| {
+        format!(
+            "the entry pins no version ({only}): kustomize keeps the base's version; add \
+             `newTag:` to have it updated"
+        )
+    };
+    assert_eq!(
+        holds,
+        [
+            (2, why("only `newName`").as_str()),
+            (4, why("only `tagSuffix`").as_str())
+        ]
+    );
+}
+
 /// An untagged reference is the `latest` a runtime pulls: held under semver, as an explicit
 /// `latest` is, unless the policy replaces unreadable tags (issue 17).
 #[tokio::test]

@@ -30,115 +30,8 @@ use crate::support::registry::{Auth, ImageSpec, TestRegistry};
 
 /// Defects tagpilot has on this corpus today: `(file, line, defect)`, `file` relative to
 /// `tests/corpus`, line 0 for a whole file. Asserted exactly: take an entry off when its fix
-/// lands, and a new defect fails the test. All but the last two groups are misreads of Helm
-/// values that issue 28 ("Wrong edits and silent misses in real Helm values") names, in
-/// `src/manifest/` (helper B's items); the last two are not among its items.
-const KNOWN: &[(&str, usize, Defect)] = &[
-    // `{registry, image, tag}` (a name with its tag beside it): held as a reference without a
-    // tag ("implicit latest") at the `image` line, though the chart runs the `tag`.
-    (
-        "argoproj/argo-helm/charts/argo-cd/values.yaml",
-        1858,
-        Defect::WrongReason,
-    ),
-    (
-        "kubernetes/ingress-nginx/charts/ingress-nginx/values.yaml",
-        33,
-        Defect::WrongReason,
-    ),
-    (
-        "kubernetes/ingress-nginx/charts/ingress-nginx/values.yaml",
-        856,
-        Defect::WrongReason,
-    ),
-    (
-        "kubernetes/ingress-nginx/charts/ingress-nginx/values.yaml",
-        1035,
-        Defect::WrongReason,
-    ),
-    // Not in issue 28's list: a values file with a top-level `kind:` key (the chart's choice of
-    // Deployment or DaemonSet) is taken for a Kubernetes resource; its images are silently not
-    // read, and the policy's finding says no file holds the image.
-    (
-        "prometheus-community/helm-charts/charts/prometheus-blackbox-exporter/values.yaml",
-        113,
-        Defect::Silent,
-    ),
-    (
-        "prometheus-community/helm-charts/charts/prometheus-blackbox-exporter/values.yaml",
-        511,
-        Defect::Silent,
-    ),
-    // Not in issue 28's list: a kustomize `images:` entry that pins no version (only `newName`,
-    // only `tagSuffix`, or a `digest` under a tag policy) is never written, as the README says,
-    // but nothing names it at its line, and where no other file holds the image the policy's
-    // finding says no file does.
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        18,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        20,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        22,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        24,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        26,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        28,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        30,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        32,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        34,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        36,
-        Defect::Silent,
-    ),
-    (
-        "GoogleCloudPlatform/microservices-demo/kustomize/components/container-images-tag-suffix/kustomization.yaml",
-        38,
-        Defect::Silent,
-    ),
-    (
-        "kubeflow/manifests/common/istio/istio-install/base/kustomization.yaml",
-        22,
-        Defect::Silent,
-    ),
-    (
-        "kubernetes-sigs/kueue/cmd/importer/run-in-cluster/kustomization.yaml",
-        17,
-        Defect::Silent,
-    ),
-];
+/// lands, and a new defect fails the test. None is known today.
+const KNOWN: &[(&str, usize, Defect)] = &[];
 
 /// What can be wrong with one reference (or one line) of the corpus.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -650,7 +543,12 @@ fn only_the_version(old: &str, new: &str, from: &str, to: &str, r: &Reference) -
     } else {
         (old.to_string(), new.to_string())
     };
-    let (from, to) = (without_digests(from), without_digests(to));
+    // A digest under a key of its own moves on its own line: the tag's line holds the tag only.
+    let tag_only = |v: &str| match r.digest_line {
+        Some(_) => v.split('@').next().unwrap_or(v).to_string(),
+        None => without_digests(v),
+    };
+    let (from, to) = (tag_only(from), tag_only(to));
     old.replacen(&from, &to, 1) == new
 }
 

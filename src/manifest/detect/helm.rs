@@ -21,7 +21,10 @@ impl Scan<'_> {
                     let Some(key) = k.scalar() else { continue };
                     path.push(Seg::Key(key.to_string()));
                     if key == "image" {
-                        self.helm_image(v, &render_path(path));
+                        match has_tag_beside(node, v) {
+                            true => self.helm_beside(node, v, &render_path(path)),
+                            false => self.helm_image(v, &render_path(path)),
+                        }
                     }
                     self.helm_conventional(v, path);
                     path.pop();
@@ -52,6 +55,20 @@ impl Scan<'_> {
         let at = value.get("tag").unwrap_or(value);
         self.helm_mapping(kind, at, repo_node, value.get("registry"), |scan| {
             scan.tag_and_digest(value, "tag", "digest")
+        });
+    }
+
+    /// `{registry, image, tag, digest}` (ingress-nginx's shape, and argo-cd's redis exporter's
+    /// `{image, tag}`): a name in `image` with its `tag` (and `digest`) beside it in `values`.
+    /// The chart runs `<registry>/<image>:<tag>`, so the tag is read and written there, and the
+    /// digest moves with it; the name alone is no implicit `latest`.
+    fn helm_beside(&mut self, values: &Node, image: &Node, path: &str) {
+        let kind = FieldKind::HelmValues {
+            path: path.to_string(),
+        };
+        let at = values.get("tag").unwrap_or(values);
+        self.helm_mapping(kind, at, image, values.get("registry"), |scan| {
+            scan.tag_and_digest(values, "tag", "digest")
         });
     }
 
@@ -204,6 +221,18 @@ fn sibling<'n>(doc: &'n Node, path: &str, key: &str) -> Option<&'n Node> {
         return None;
     }
     resolve(doc, &segs)?.get(key)
+}
+
+/// Whether `image` (a value of `values`) is a name without tag or digest with a `tag` key
+/// beside it: only then is it read as [`Scan::helm_beside`] does. A name that carries its own
+/// tag or digest stays a whole reference, as written.
+fn has_tag_beside(values: &Node, image: &Node) -> bool {
+    values.get("tag").is_some()
+        && matches!(image.kind, NodeKind::Scalar { .. })
+        && !image.is_null()
+        && image
+            .scalar()
+            .is_some_and(|name| Repository::parse(name).is_ok())
 }
 
 /// The repository a chart composes from a `registry` value (none, empty or null: none) and a

@@ -68,10 +68,7 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
         for doc in &parsed.docs {
             if is_kustomization {
                 scan.kustomize(doc);
-            } else if doc.is_mapping()
-                && doc.get("apiVersion").is_none()
-                && doc.get("kind").is_none()
-            {
+            } else if doc.is_mapping() && !is_resource(doc) {
                 scan.helm_conventional(doc, &mut Vec::new());
             } else {
                 scan.workload(doc);
@@ -315,14 +312,21 @@ impl Scan<'_> {
                     || (matches!(key, "newTag" | "digest")
                         && (v.is_null() || v.scalar() == Some("")))
             });
+            // An entry that pins neither (only `newName` or `tagSuffix`) is still a field, never
+            // written, so that the planner names it at its line instead of passing it silently.
             if !sets_only_its_name {
                 let missing = |p: &Part| matches!(p, Part::Missing { .. });
-                if missing(&tag) && missing(&digest) {
-                    continue;
-                }
+                let only = match missing(&tag) && missing(&digest) {
+                    true => match pins_instead(entry) {
+                        Some(only) => Some(only),
+                        // Keys kustomize does not know (another tool's, read by a marker).
+                        None => continue,
+                    },
+                    false => None,
+                };
                 for part in [&mut tag, &mut digest] {
                     if missing(part) {
-                        *part = Part::Unpinned;
+                        *part = Part::Unpinned { only };
                     }
                 }
             }
@@ -488,6 +492,40 @@ impl Scan<'_> {
         };
         self.push(kind, main, &claims.iter().collect::<Vec<_>>(), fields);
     }
+}
+
+/// Whether a document is a Kubernetes resource: one with both `apiVersion` and `kind` as
+/// values. Helm values may have either key for their own ends (prometheus-blackbox-exporter's
+/// `kind: Deployment` chooses the chart's workload), and are read as values.
+fn is_resource(doc: &Node) -> bool {
+    let value = |key| {
+        doc.get(key)
+            .is_some_and(|n| !n.is_null() && n.scalar().is_some_and(|v| !v.is_empty()))
+    };
+    value("apiVersion") && value("kind")
+}
+
+/// What a kustomize `images:` entry that pins no version has instead of `newTag` or `digest`;
+/// `None` when it has keys kustomize does not know.
+fn pins_instead(entry: &Node) -> Option<&'static str> {
+    let keys: Vec<&str> = entry
+        .entries()
+        .iter()
+        .filter_map(|(k, _)| k.scalar())
+        .collect();
+    if keys
+        .iter()
+        .any(|k| !matches!(*k, "name" | "newName" | "tagSuffix"))
+    {
+        return None;
+    }
+    Some(
+        match (keys.contains(&"newName"), keys.contains(&"tagSuffix")) {
+            (true, true) => "only `newName` and `tagSuffix`",
+            (true, false) => "only `newName`",
+            _ => "only `tagSuffix`",
+        },
+    )
 }
 
 /// Why the value at `node` (`what`, as the user reads it) cannot be written, if it cannot: an

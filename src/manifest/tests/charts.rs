@@ -300,3 +300,60 @@ fn a_file_past_a_limit_of_the_reader_is_named_as_a_limit() {
         "{err}"
     );
 }
+
+/// prometheus-blackbox-exporter's values choose the chart's workload with a top-level
+/// `kind: Deployment`: without `apiVersion` they are values, and their images are read. A
+/// Deployment (both keys) is read as a resource, its `image:` maps not as values.
+#[test]
+fn a_top_level_kind_without_api_version_is_helm_values() {
+    let values = "kind: Deployment\nimage:\n  registry: quay.io\n  repository: prometheus/blackbox-exporter\n  tag: v0.25.0\n";
+    let fields = scan_ok("values.yaml", values);
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert_eq!(repo(&fields[0]), "quay.io/prometheus/blackbox-exporter");
+    assert_eq!(fields[0].current(), (Some("v0.25.0"), None));
+    let resource = format!("apiVersion: apps/v1\n{values}");
+    assert!(scan_ok("values.yaml", &resource).is_empty());
+}
+
+/// ingress-nginx's `{registry, image, tag, digest}` and argo-cd's redis exporter's
+/// `{image, tag}`: the name with its tag beside it is the image the chart runs at that tag,
+/// not an implicit `latest`; the digest moves with the tag. A name carrying its own tag stays
+/// a whole reference.
+#[test]
+fn a_helm_image_name_with_its_tag_beside_it_is_read_at_the_tag() {
+    let src = format!(
+        "controller:\n  image:\n    registry: registry.k8s.io\n    image: ingress-nginx/controller\n    tag: \"v1.15.1\"\n    digest: {D1}\nexporter:\n  image: ghcr.io/oliver006/redis_exporter\n  tag: v1.75.0\nwhole:\n  image: ghcr.io/a/b:1.0\n  tag: ignored\n"
+    );
+    let fields = scan_ok("values.yaml", &src);
+    let got: Vec<_> = fields
+        .iter()
+        .map(|f| (repo(f), f.current(), f.line, f.implicit_latest()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "registry.k8s.io/ingress-nginx/controller".to_string(),
+                (Some("v1.15.1"), Some(D1)),
+                5,
+                false
+            ),
+            (
+                "ghcr.io/oliver006/redis_exporter".to_string(),
+                (Some("v1.75.0"), None),
+                9,
+                false
+            ),
+            ("ghcr.io/a/b".to_string(), (Some("1.0"), None), 11, false),
+        ]
+    );
+    let update = Update {
+        name: "registry.k8s.io/ingress-nginx/controller",
+        tag: Some("v1.15.2"),
+        digest: Some(D2),
+    };
+    let out = edit("values.yaml", &src, 0, &update);
+    assert_eq!(out, src.replace("v1.15.1", "v1.15.2").replace(D1, D2));
+    let out = retag("values.yaml", &src, 1, "v1.76.0");
+    assert_eq!(out, src.replace("v1.75.0", "v1.76.0"));
+}

@@ -146,7 +146,7 @@ fn edit_changes_only_the_scalar_and_keeps_quotes_and_comments() {
 
 #[test]
 fn name_is_kept_as_written_and_digest_pinned() {
-    let src = "kind: Pod\nspec:\n  containers:\n    - image: docker.io/nginx:1.25@sha256:1111111111111111111111111111111111111111111111111111111111111111\n";
+    let src = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n    - image: docker.io/nginx:1.25@sha256:1111111111111111111111111111111111111111111111111111111111111111\n";
     let fields = scan_ok("pod.yaml", src);
     assert_eq!(fields[0].current(), (Some("1.25"), Some(D1)));
     assert_eq!(
@@ -238,9 +238,9 @@ data:
 
 #[test]
 fn crlf_bom_and_non_ascii_survive() {
-    let src = "\u{feff}# Größe: ünïcödé\r\nkind: Pod\r\nmetadata: {name: café}\r\nspec:\r\n  containers:\r\n  - name: app\r\n    image: ghcr.io/a/app:1.0.0 # 日本語\r\n";
+    let src = "\u{feff}# Größe: ünïcödé\r\napiVersion: v1\r\nkind: Pod\r\nmetadata: {name: café}\r\nspec:\r\n  containers:\r\n  - name: app\r\n    image: ghcr.io/a/app:1.0.0 # 日本語\r\n";
     let fields = scan_ok("pod.yaml", src);
-    assert_eq!((fields[0].line, fields[0].column), (7, 12));
+    assert_eq!((fields[0].line, fields[0].column), (8, 12));
     assert_eq!(
         fields[0].kind,
         FieldKind::Container {
@@ -255,7 +255,7 @@ fn crlf_bom_and_non_ascii_survive() {
 #[test]
 fn anchors_are_kept_and_values_aliases_read_are_not_fields() {
     // An anchor no alias reads is written like any value, and keeps its anchor.
-    let src = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: &img ghcr.io/a/app:1.0.0\n";
+    let src = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: a\n    image: &img ghcr.io/a/app:1.0.0\n";
     let out = retag("pod.yaml", src, 0, "1.1.0");
     assert_eq!(out, src.replace("app:1.0.0", "app:1.1.0"));
     // One an alias reads is not: the alias would move with it. It is handed back, named.
@@ -268,7 +268,7 @@ fn anchors_are_kept_and_values_aliases_read_are_not_fields() {
     assert_eq!(
         (dropped.line, &dropped.kind),
         (
-            5,
+            6,
             &FieldKind::Container {
                 resource: "Pod".into(),
                 container: "a".into()
@@ -280,7 +280,7 @@ fn anchors_are_kept_and_values_aliases_read_are_not_fields() {
 
 #[test]
 fn values_that_are_not_image_references_are_not_fields() {
-    let src = "kind: Pod\nspec:\n  containers:\n  - image: \"{{ .Values.image }}\"\n  - image: $(IMG)\n  - image: ''\n  - image:\n";
+    let src = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - image: \"{{ .Values.image }}\"\n  - image: $(IMG)\n  - image: ''\n  - image:\n";
     assert!(scan_ok("pod.yaml", src).is_empty());
 }
 
@@ -300,11 +300,11 @@ fn templates_are_parse_errors_naming_the_place() {
 
 #[test]
 fn block_scalars_are_refused() {
-    let src = "kind: Pod\nspec:\n  containers:\n  - image: |\n      ghcr.io/a/app:1.0.0\n";
+    let src = "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - image: |\n      ghcr.io/a/app:1.0.0\n";
     let fields = scan_ok("pod.yaml", src);
     let err = fields[0].edits(&tag("1.1.0")).unwrap_err();
     assert_eq!(err.label(), "block_scalar");
-    assert!(err.to_string().starts_with("pod.yaml:5:7:"), "{err}");
+    assert!(err.to_string().starts_with("pod.yaml:6:7:"), "{err}");
 }
 
 #[test]

@@ -37,12 +37,26 @@ fn kustomize_entries() {
                 (Some("1.0.0"), None),
                 5
             ),
-            // Entries with only `newName` or `tagSuffix` pin no version: not fields.
+            // Entries with only `newName` or `tagSuffix` pin no version: fields never written
+            // (the planner holds them at their line), the image being the one that runs.
+            (k("app"), "127.0.0.1:5000/shop/app".into(), (None, None), 6),
+            (
+                k("ghcr.io/a/flow"),
+                "ghcr.io/a/flow2".into(),
+                (None, None),
+                8
+            ),
             (
                 k("ghcr.io/a/pinned"),
                 "ghcr.io/a/pinned".into(),
                 (Some("2.0.0"), Some(D1)),
                 10
+            ),
+            (
+                k("ghcr.io/a/suffixed"),
+                "ghcr.io/a/suffixed".into(),
+                (None, None),
+                12
             ),
             (
                 k("ghcr.io/a/bare"),
@@ -71,10 +85,20 @@ fn kustomize_entries() {
         tag: false,
         digest: true,
     };
-    assert_eq!(pins, [tag_only, both, both, digest_only]);
+    let neither = Pins {
+        tag: false,
+        digest: false,
+    };
+    assert_eq!(
+        pins,
+        [tag_only, neither, neither, both, neither, both, digest_only]
+    );
+    let instead: Vec<_> = fields.iter().map(ImageField::pins_nothing).collect();
+    let (name, suffix) = (Some("only `newName`"), Some("only `tagSuffix`"));
+    assert_eq!(instead, [None, name, name, None, suffix, None, None]);
     // The same content under another file name is not a kustomization.
     assert!(scan_ok("images.yaml", KUSTOMIZATION).is_empty());
-    assert_eq!(scan_ok("Kustomization", KUSTOMIZATION).len(), 4);
+    assert_eq!(scan_ok("Kustomization", KUSTOMIZATION).len(), 7);
 }
 
 #[test]
@@ -91,7 +115,7 @@ fn kustomize_edits_and_insertions() {
         tag: Some("3.0.0"),
         digest: Some(D2),
     };
-    let out = edit(name, KUSTOMIZATION, 2, &update);
+    let out = edit(name, KUSTOMIZATION, 5, &update);
     assert_eq!(
         out,
         KUSTOMIZATION.replace(
@@ -101,7 +125,7 @@ fn kustomize_edits_and_insertions() {
     );
     // A digest-only entry gets its digest, never a `newTag`; a tag-only one its tag, never a
     // digest.
-    let out = edit(name, KUSTOMIZATION, 3, &update);
+    let out = edit(name, KUSTOMIZATION, 6, &update);
     assert_eq!(
         out,
         KUSTOMIZATION.replace(
@@ -115,7 +139,7 @@ fn kustomize_edits_and_insertions() {
         KUSTOMIZATION.replace("newTag: 1.0.0 # pinned", "newTag: 3.0.0 # pinned")
     );
     // Dropping a digest empties it rather than leave a stale pin.
-    let out = retag(name, KUSTOMIZATION, 1, "2.1.0");
+    let out = retag(name, KUSTOMIZATION, 3, "2.1.0");
     assert_eq!(
         out,
         KUSTOMIZATION.replace("\"2.0.0\"", "\"2.1.0\"").replacen(
