@@ -55,6 +55,7 @@ impl Scan<'_> {
         let at = value.get("tag").unwrap_or(value);
         self.helm_mapping(kind, at, repo_node, value.get("registry"), |scan| {
             scan.tag_and_digest(value, "tag", "digest")
+                .and_then(|parts| no_other_digest(value).map(|()| parts))
         });
     }
 
@@ -69,6 +70,7 @@ impl Scan<'_> {
         let at = values.get("tag").unwrap_or(values);
         self.helm_mapping(kind, at, image, values.get("registry"), |scan| {
             scan.tag_and_digest(values, "tag", "digest")
+                .and_then(|parts| no_other_digest(values).map(|()| parts))
         });
     }
 
@@ -241,5 +243,23 @@ fn composed(registry: Option<&str>, repo: &str) -> Option<Repository> {
     match registry.filter(|r| !r.is_empty()) {
         Some(r) => Repository::parse(&format!("{r}/{repo}")).ok(),
         None => Repository::parse(repo).ok(),
+    }
+}
+
+/// Why `values` cannot move with its tag: another key pins a second digest of the image
+/// (ingress-nginx's `digestChroot`, the digest of the controller's chroot variant), which
+/// tagpilot cannot look up, so the chart would run the new tag beside the old image's digest.
+fn no_other_digest(values: &Node) -> Result<(), String> {
+    let other = values.entries().iter().find_map(|(key, value)| {
+        let key = key.scalar()?;
+        let pinned = !value.is_null() && value.scalar().is_some_and(|v| !v.is_empty());
+        (key != "digest" && key.starts_with("digest") && pinned).then_some(key)
+    });
+    match other {
+        Some(key) => Err(format!(
+            "`{key}` pins another digest of this image, which tagpilot cannot look up: moving \
+             the tag would leave `{key}` on the old image; left as written"
+        )),
+        None => Ok(()),
     }
 }

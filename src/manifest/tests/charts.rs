@@ -357,3 +357,31 @@ fn a_helm_image_name_with_its_tag_beside_it_is_read_at_the_tag() {
     let out = retag("values.yaml", &src, 1, "v1.76.0");
     assert_eq!(out, src.replace("v1.75.0", "v1.76.0"));
 }
+
+/// ingress-nginx's controller: `digestChroot` pins the chroot variant's digest beside `digest`.
+/// tagpilot cannot look that one up, so the reference is handed back with the reason, never
+/// moved with the chroot digest left on the old image.
+#[test]
+fn a_second_digest_beside_the_tag_holds_the_reference_with_the_reason() {
+    let src = format!(
+        "controller:\n  image:\n    registry: registry.k8s.io\n    image: ingress-nginx/controller\n    tag: \"v1.15.1\"\n    digest: {D1}\n    digestChroot: {D2}\n"
+    );
+    let scanned = scanned(&src, &[]);
+    assert!(scanned.fields.is_empty(), "{:?}", scanned.fields);
+    assert_eq!(scanned.dropped.len(), 1);
+    assert_eq!(scanned.dropped[0].line, 5);
+    assert!(
+        scanned.dropped[0]
+            .reason
+            .starts_with("`digestChroot` pins another digest"),
+        "{}",
+        scanned.dropped[0].reason
+    );
+    // An empty one pins nothing: the reference moves as before.
+    let src = src.replace(&format!("digestChroot: {D2}"), "digestChroot: \"\"");
+    assert_eq!(scanned_fields(&src), 1);
+}
+
+fn scanned_fields(src: &str) -> usize {
+    scanned(src, &[]).fields.len()
+}
