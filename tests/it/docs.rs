@@ -371,3 +371,98 @@ print("\n".join(bad))
         "a misspelt field passed: {refused:?}"
     );
 }
+
+/// A shell example of the book marked `<!-- run: IMAGE TAG…; IMAGE TAG… -->` on the line above
+/// its fence: the images it names, with those tags.
+struct Runnable {
+    at: String,
+    images: Vec<(String, Vec<String>)>,
+    commands: Vec<String>,
+}
+
+fn runnables() -> Vec<Runnable> {
+    let mut out = Vec::new();
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(spec) = line
+                .trim()
+                .strip_prefix("<!-- run: ")
+                .and_then(|s| s.strip_suffix(" -->"))
+            else {
+                continue;
+            };
+            assert!(
+                lines.get(i + 1).is_some_and(|l| l.starts_with("```sh")),
+                "{}:{}: a run marker must stand right above a ```sh fence",
+                page.display(),
+                i + 1
+            );
+            let images = spec
+                .split(';')
+                .map(|image| {
+                    let mut words = image.split_whitespace().map(str::to_owned);
+                    (words.next().unwrap(), words.collect())
+                })
+                .collect();
+            let commands = lines[i + 2..]
+                .iter()
+                .take_while(|l| !l.starts_with("```"))
+                .map(|l| l.to_string())
+                .collect();
+            out.push(Runnable {
+                at: format!(
+                    "{}:{}",
+                    page.strip_prefix(checkout()).unwrap().display(),
+                    i + 1
+                ),
+                images,
+                commands,
+            });
+        }
+    }
+    out
+}
+
+/// Every shell example marked runnable runs, each command exiting 0, against the real registry
+/// holding the images its marker names (its `127.0.0.1:5000` is that registry's address).
+#[tokio::test]
+async fn every_runnable_shell_example_runs_against_the_real_registry() {
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+    let examples = runnables();
+    assert!(!examples.is_empty(), "no shell example is marked runnable");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_tagpilot")).parent().unwrap();
+    for example in examples {
+        let registry = TestRegistry::start(Auth::None).await;
+        for (image, tags) in &example.images {
+            let path = image.strip_prefix("127.0.0.1:5000/").unwrap_or_else(|| {
+                panic!(
+                    "{}: {image} is not on the lab registry 127.0.0.1:5000",
+                    example.at
+                )
+            });
+            let tags: Vec<&str> = tags.iter().map(String::as_str).collect();
+            registry.push_tags(path, &tags, ImageSpec::default()).await;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for command in &example.commands {
+            let command = command.replace("127.0.0.1:5000", &registry.host());
+            let out = std::process::Command::new("bash")
+                .arg("-c")
+                .arg(&command)
+                .current_dir(dir.path())
+                .env("PATH", format!("{}:/usr/bin:/bin", bin_dir.display()))
+                .env("HOME", dir.path())
+                .output()
+                .unwrap();
+            eprintln!("{}: $ {command}\n{}", example.at, output_text(&out));
+            assert!(
+                out.status.success(),
+                "{}: `{command}` failed:\n{}",
+                example.at,
+                output_text(&out)
+            );
+        }
+    }
+}
