@@ -6,11 +6,11 @@
 
 use crate::image::{ImageRef, Repository};
 use crate::manifest::tree::{Node, NodeKind};
-use crate::manifest::{FieldKind, Part, Shape, Slot};
+use crate::manifest::{FieldKind, Part, Slot};
 use crate::policy::HelmPaths;
 
 use super::{
-    Fields, Scan, Seg, lookup, parse_path, part_slot, render_path, resolve, unwritable, valid_parts,
+    Scan, Seg, lookup, parse_path, part_slot, render_path, resolve, unwritable, valid_parts,
 };
 
 impl Scan<'_> {
@@ -120,20 +120,7 @@ impl Scan<'_> {
         let Ok(r) = ImageRef::parse(&slot.value) else {
             return;
         };
-        if let Some(why) = unwritable(value, "the image") {
-            self.drop_reference(kind, value, &slot, Some(r.repository), why);
-            return;
-        }
-        let fields = Fields {
-            repository: Some(r.repository),
-            tag: r.tag,
-            digest: r.digest,
-            shape: Shape::Whole {
-                slot: slot.clone(),
-                name: r.name,
-            },
-        };
-        self.push(kind, &slot, &[&slot], fields);
+        self.push_whole(kind, value, &slot, r);
     }
 
     fn helm_split(

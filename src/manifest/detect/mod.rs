@@ -252,20 +252,7 @@ impl Scan<'_> {
                     container: name,
                 };
                 let image = container.get("image").expect("read above");
-                if let Some(why) = unwritable(image, "the image") {
-                    self.drop_reference(kind, image, &slot, Some(r.repository), why);
-                    continue;
-                }
-                let fields = Fields {
-                    repository: Some(r.repository),
-                    tag: r.tag,
-                    digest: r.digest,
-                    shape: Shape::Whole {
-                        slot: slot.clone(),
-                        name: r.name,
-                    },
-                };
-                self.push(kind, &slot, &[&slot], fields);
+                self.push_whole(kind, image, &slot, r);
             }
         }
     }
@@ -343,6 +330,25 @@ impl Scan<'_> {
     /// The tag and digest parts of a split field, or why they cannot be written: either holds
     /// something that is not a tag or digest (an alias, a collection, an invalid value) or a
     /// value an alias reads.
+    /// A whole reference (`name[:tag][@digest]` in one scalar) as a field, or handed back with
+    /// why it cannot be written (an alias, a value an alias reads).
+    fn push_whole(&mut self, kind: FieldKind, node: &Node, slot: &Slot, r: ImageRef) {
+        if let Some(why) = unwritable(node, "the image") {
+            self.drop_reference(kind, node, slot, Some(r.repository), why);
+            return;
+        }
+        let fields = Fields {
+            repository: Some(r.repository),
+            tag: r.tag,
+            digest: r.digest,
+            shape: Shape::Whole {
+                slot: slot.clone(),
+                name: r.name,
+            },
+        };
+        self.push(kind, slot, &[slot], fields);
+    }
+
     fn tag_and_digest(
         &self,
         map: &Node,
