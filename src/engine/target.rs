@@ -11,7 +11,7 @@ use crate::argocd::branch::{
 };
 use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan};
 use crate::argocd::resolve::{self, Resolved};
-use crate::change::{ChangeGroup, Stacking};
+use crate::change::{self, ChangeGroup, Stacking};
 use crate::files::{Files, FilesError};
 use crate::git::{CommitFiles, Planned, Replanner, RepositoryConfig};
 use crate::holds::Holds;
@@ -260,11 +260,9 @@ impl<R: Registry> TargetPlanner<'_, R> {
         };
         let deployers = self.resolved.map_or(&[][..], |r| r.deployers.as_slice());
         name_applications(&mut groups, deployers, repository, &mut plan);
-        if self.diff {
-            plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
-        }
         let for_review = repository.write.rendered_diff
             && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
+        let mut rendered = Vec::new();
         if self.rendered || for_review {
             let tools = self.tools.get_or_init(|| {
                 crate::render::Tools::from_path()
@@ -272,10 +270,16 @@ impl<R: Registry> TargetPlanner<'_, R> {
             });
             super::review::render_groups(tools, deployers, &repository.url, files, &mut groups);
             if self.rendered {
-                plan.diffs
-                    .extend(super::review::rendered_diffs(name, &groups));
+                rendered = super::review::rendered_diffs(name, &groups);
             }
         }
+        // The groups as they are committed, one commit or pull request each: decided here,
+        // once, per `write.group`; git and the forges write them as given.
+        let groups = change::group(name, repository.write.group, groups);
+        if self.diff {
+            plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
+        }
+        plan.diffs.extend(rendered);
         // With nothing to write no branch is named: a range over no changes may render empty,
         // which is no branch at all.
         let branch = if groups.is_empty() {
