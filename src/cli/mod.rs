@@ -8,7 +8,7 @@
 
 use crate::argocd::ArgoError;
 use crate::engine::EngineError;
-use crate::engine::check::CheckError;
+use check::offline::CheckError;
 use crate::image::ImageError;
 use crate::plan::tags::TagsError;
 use crate::policy::PolicyErrors;

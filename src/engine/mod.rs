@@ -17,7 +17,6 @@
 //! Application patches in [`crate::argocd::cluster`]).
 
 mod applications;
-pub mod check;
 mod holds;
 mod image_sources;
 pub mod outcome;
@@ -52,6 +51,7 @@ use crate::registry::Registry;
 use crate::state::State;
 
 use applications::{Applications, collect_applications};
+pub use applications::unknown_annotations;
 pub use shared::Shared;
 
 pub use target::{SourceNames, TargetPlan, TargetPlanner};
@@ -142,8 +142,11 @@ pub struct Options<'a> {
 /// Everything one cycle found and did.
 #[derive(Debug, Default)]
 pub struct Cycle {
-    /// Every target's changes, holds and problems, and each repository's outcome.
+    /// Every target's changes, holds and problems: the plan.
     pub plan: Plan,
+    /// What became of each repository target: its commits, its pull requests, or why it
+    /// failed (the write-back's outcome, kept beside the plan rather than in it).
+    pub repositories: Vec<RepositoryOutcome>,
     /// The local directory's new file texts (written unless dry-running).
     pub local_files: Vec<plan::FileUpdate>,
     /// Files written in the local directory.
@@ -360,7 +363,7 @@ impl<R: Registry> Step<'_, '_, R> {
             }
             let mut outcome = outcome;
             outcome.sources = planner.sources_of(&repository.name);
-            cycle.plan.repositories.push(outcome);
+            cycle.repositories.push(outcome);
         }
         // A chain reads upstream first, whichever repository each environment is in.
         cycle.plan.promotions.sort_by_key(|p| p.stage);

@@ -350,7 +350,7 @@ fn log_outcome(
                     s.reason
                 );
             }
-            for r in &plan.repositories {
+            for r in &cycle.repositories {
                 if let Some(error) = &r.error {
                     tracing::warn!(repository = %r.repository, "{error}");
                 }

@@ -123,7 +123,6 @@ impl Metrics {
                         .inc();
                 }
                 let failed_repositories = cycle
-                    .plan
                     .repositories
                     .iter()
                     .filter(|r| r.status == RepositoryStatus::Failed)
@@ -189,7 +188,8 @@ pub(super) fn updates(cycle: &Cycle) -> Vec<(&str, &'static str)> {
     let plan = &cycle.plan;
     let status_of = |repository: &Option<String>| {
         repository.as_deref().and_then(|name| {
-            plan.repositories
+            cycle
+                .repositories
                 .iter()
                 .find(|r| r.repository == name)
                 .map(|r| r.status)

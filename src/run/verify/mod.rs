@@ -160,7 +160,6 @@ impl Verifier {
     pub(super) fn after_cycle(self: &Arc<Self>, cycle: &Cycle, policies: &policy::Loaded) {
         self.fetched(
             cycle
-                .plan
                 .repositories
                 .iter()
                 .map(|r| r.repository.as_str()),
