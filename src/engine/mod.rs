@@ -19,13 +19,10 @@
 mod applications;
 mod holds;
 mod image_sources;
-pub mod outcome;
 pub mod promotions;
-pub mod revert;
 mod review;
 mod rollbacks;
 pub mod shared;
-pub mod steady;
 pub mod target;
 
 use std::borrow::Cow;
@@ -41,7 +38,7 @@ use crate::argocd::report::ApplicationReport;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, ArgoError};
 use crate::config::Config;
-use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
+use crate::git::{RepoCache, RepositoryConfig};
 use crate::holds::Holds;
 use crate::image::Repository;
 use crate::manifest::ManifestError;
@@ -49,9 +46,10 @@ use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, S
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
 use crate::state::State;
+use crate::writeback;
 
-use applications::{Applications, collect_applications};
 pub use applications::unknown_annotations;
+use applications::{Applications, collect_applications};
 pub use shared::Shared;
 
 pub use target::{SourceNames, TargetPlan, TargetPlanner};
@@ -342,21 +340,27 @@ impl<R: Registry> Step<'_, '_, R> {
                 if ctx.cancel.is_cancelled() {
                     return None;
                 }
-                Some(write_target(cache, repository, planner, options).await)
+                let target = writeback::Target {
+                    dry_run: options.dry_run,
+                    branch_from_plan: planner.branch_templates.contains_key(&repository.name),
+                    state: ctx.state,
+                };
+                Some(writeback::write_repository(cache, repository, planner, target).await)
             })
             .buffered(bound)
             .collect()
             .await;
         for (repository, written) in targets.iter().zip(written) {
-            let Some((outcome, planned)) = written else {
+            let Some(writeback::Written {
+                outcome,
+                plan: planned,
+            }) = written
+            else {
                 cycle.cancelled = true;
                 continue;
             };
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
-                if let (Some(state), false) = (ctx.state, options.dry_run) {
-                    rollbacks::record(state, repository, &p);
-                }
                 cycle.plan.merge(p.plan);
                 found.images.extend(p.images);
                 found.app_problems.extend(p.app_problems);
@@ -380,133 +384,44 @@ impl<R: Registry> Step<'_, '_, R> {
             return;
         }
         let options = self.options;
+        // Planned by the sources, sent by the write-back.
         let patches = cluster::plan_patches(&apps.resolved, self.registry, self.holds).await;
-        let (reports, problems) =
-            cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
-        outcome::log_patches(&apps.resolved, &patches.patches, &reports);
-        cycle.failed |= !problems.is_empty();
+        let sent = writeback::applications::send_patches(
+            c,
+            &apps.resolved,
+            &patches.patches,
+            options.dry_run,
+        )
+        .await;
+        cycle.failed |= !sent.problems.is_empty();
         for p in patches.patches {
             if options.diff {
-                cycle.plan.diffs.push(patch_diff(&p));
+                cycle
+                    .plan
+                    .diffs
+                    .push(writeback::applications::patch_diff(&p));
             }
             cycle.plan.changes.extend(p.changes);
         }
         cycle.plan.holds.extend(patches.holds);
         cycle.plan.skipped_tags.extend(patches.skipped_tags);
         cycle.plan.problems.extend(patches.problems);
-        cycle.plan.problems.extend(problems);
+        cycle.plan.problems.extend(sent.problems);
         cycle.plan.up_to_date += patches.up_to_date;
         found.images.extend(patches.images);
         found.app_problems.extend(patches.app_problems);
-        found.patch_reports = reports;
+        found.patch_reports = sent.reports;
         if !options.dry_run {
-            write_updater_status(c, apps, found, cycle).await;
-        }
-    }
-}
-
-/// Image Updater's status on each resource from the cluster.
-async fn write_updater_status(
-    c: &Loaded,
-    apps: &Applications,
-    found: &AppFindings,
-    cycle: &mut Cycle,
-) {
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let writes = argocd::updater_status::status_writes(
-        &apps.updaters,
-        &apps.resolved,
-        &found.images,
-        &found.app_problems,
-        &now,
-    );
-    for w in writes {
-        if let Err(e) = c
-            .cluster
-            .patch_image_updater_status(&w.namespace, &w.name, &w.status)
-            .await
-        {
-            cycle.failed = true;
-            cycle.plan.problems.push(Problem {
-                message: crate::error_chain::chain(&e),
-                ..Default::default()
-            });
-        }
-    }
-}
-
-/// An Application's patch as a diff: the merge patch document with the overrides the
-/// Application has now, and as the patch sets them.
-fn patch_diff(p: &cluster::AppPatch) -> plan::TargetDiff {
-    let pretty = |v: &serde_json::Value| {
-        let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
-        text.push('\n');
-        text
-    };
-    plan::TargetDiff {
-        target: plan::DiffTarget::Application {
-            id: format!("{}/{}", p.namespace, p.name),
-        },
-        original: Some(pretty(&p.live)),
-        updated: pretty(&p.body),
-    }
-}
-
-/// Writes one repository target by its `write.mode`: a push, or pull requests.
-async fn write_target<R: Registry>(
-    cache: &RepoCache,
-    repository: &RepositoryConfig,
-    planner: &TargetPlanner<'_, R>,
-    options: Options<'_>,
-) -> (RepositoryOutcome, Option<TargetPlan>) {
-    let mut repository = repository.clone();
-    if planner.branch_templates.contains_key(&repository.name) {
-        // The branch is named by the plan (`Planned::branch`); until then only the base is read.
-        repository.write.branch = None;
-    }
-    let repository = &repository;
-    match repository.write.mode {
-        WriteMode::Push => {
-            let mut report = git::write_planned(
-                cache,
-                repository,
-                planner,
-                WriteOptions {
-                    dry_run: options.dry_run,
-                },
+            let problems = writeback::applications::write_updater_status(
+                c,
+                &apps.updaters,
+                &apps.resolved,
+                &found.images,
+                &found.app_problems,
             )
             .await;
-            outcome::log_pushed(&report);
-            let plan = report.plan.take();
-            // One push carries every group: all were written, or none.
-            let pushed = matches!(
-                &report.result,
-                Ok(o) if matches!(o.status, git::WriteStatus::Pushed { .. } | git::WriteStatus::UpToDate)
-            );
-            if let (Some(state), Some(plan)) = (planner.state, &plan)
-                && pushed
-                && !options.dry_run
-            {
-                steady::record_written(state, &repository.name, &plan.proposals, |_| true);
-            }
-            (outcome::pushed(report), plan)
-        }
-        WriteMode::PullRequest => {
-            let mut report =
-                crate::forge::sync_repository(cache, repository, planner, options.dry_run).await;
-            outcome::log_pull_requests(&report);
-            let plan = report.plan.take();
-            if let (Some(state), Some(plan), Ok(synced)) = (planner.state, &plan, &report.result)
-                && !options.dry_run
-            {
-                steady::record_written(
-                    state,
-                    &repository.name,
-                    &plan.proposals,
-                    steady::in_pull_requests(synced),
-                );
-            }
-            (outcome::pull_requests(report), plan)
+            cycle.failed |= !problems.is_empty();
+            cycle.plan.problems.extend(problems);
         }
     }
 }

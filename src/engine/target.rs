@@ -33,11 +33,25 @@ pub struct TargetPlan {
     /// Application problems found on the checkout, by index into [`Resolved::apps`].
     pub app_problems: Vec<(usize, String)>,
     /// With a state store, what each group proposes, recorded once its write succeeded
-    /// ([`super::steady::record_written`]).
+    /// ([`crate::writeback::records::record_written`]).
     pub proposals: Vec<(String, Proposal)>,
     /// The base tip the target was planned on, recorded once written so the next cycle reads
     /// only the commits after it for a person's rollbacks.
     pub tip: Option<String>,
+}
+
+impl crate::writeback::Recorded for TargetPlan {
+    fn proposals(&self) -> &[(String, Proposal)] {
+        &self.proposals
+    }
+
+    fn holds_found(&self) -> &[crate::holds::HeldTag] {
+        &self.plan.holds_found
+    }
+
+    fn tip(&self) -> Option<&str> {
+        self.tip.as_deref()
+    }
 }
 
 /// Where each policy comes from, in the words a report uses.

@@ -5,22 +5,22 @@ use crate::plan::{DiffTarget, PullRequestSummary};
 
 fn with_pull_request(warnings: Vec<String>) -> Vec<RepositoryOutcome> {
     vec![RepositoryOutcome {
-            repository: "manifests".into(),
-            url: "https://git.example/acme/manifests.git".into(),
-            branch: "main".into(),
-            status: crate::plan::RepositoryStatus::PullRequests,
-            sources: vec![],
-            commits: vec![],
-            pull_requests: vec![PullRequestSummary {
-                group: "api".into(),
-                branch: "tagpilot/api".into(),
-                status: "opened".into(),
-                number: Some(7),
-                reference: Some("#7".into()),
-                url: None,
-                warnings,
-            }],
-            error: None,
+        repository: "manifests".into(),
+        url: "https://git.example/acme/manifests.git".into(),
+        branch: "main".into(),
+        status: crate::plan::RepositoryStatus::PullRequests,
+        sources: vec![],
+        commits: vec![],
+        pull_requests: vec![PullRequestSummary {
+            group: "api".into(),
+            branch: "tagpilot/api".into(),
+            status: "opened".into(),
+            number: Some(7),
+            reference: Some("#7".into()),
+            url: None,
+            warnings,
+        }],
+        error: None,
     }]
 }
 

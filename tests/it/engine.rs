@@ -237,10 +237,7 @@ async fn two_sources_that_want_different_tags_for_one_field_hold_it_and_name_bot
         applied.plan.changes
     );
     assert_eq!(repo.rev("main").unwrap(), before, "nothing written");
-    assert_eq!(
-        applied.repositories[0].status,
-        RepositoryStatus::UpToDate
-    );
+    assert_eq!(applied.repositories[0].status, RepositoryStatus::UpToDate);
     let holds = &applied.plan.holds;
     assert_eq!(holds.len(), 2, "{holds:?}");
     for h in holds {
@@ -891,8 +888,7 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
         MemoryRegistry::from_yaml("registry.example/shop/cache: {tags: [\"1.0.0\"]}\n").unwrap();
     let all = cycle(&config, dir.path(), &registry, &(), true).await;
     assert!(
-        all
-            .repositories
+        all.repositories
             .iter()
             .any(|r| r.repository == "elsewhere" && r.status == RepositoryStatus::Failed),
         "{:#?}",
@@ -1012,7 +1008,7 @@ async fn an_allow_tags_regexp_that_does_not_compile_holds_the_image_with_a_probl
 
 /// A proposal counts once it was written. A push the remote refused (a hook) proposed nothing:
 /// the next cycle proposes what the registry offers then, even a lower tag, instead of holding
-/// against the refused one as if it had been proposed (`engine::steady`).
+/// against the refused one as if it had been proposed (`writeback::records`).
 #[tokio::test]
 async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_again() {
     set_test_secrets();
