@@ -1,20 +1,32 @@
-//! One cycle of tagpilot: collect sources → group them into targets → plan each target once →
-//! write each target once → one report.
+//! One cycle of tagpilot: sources → targets → plan → write-back, each target planned once and
+//! written once, and one report.
 //!
 //! ```text
-//! sources                 targets                         plan (pure, once)     write (once)
+//! sources                 targets                         plan (once)           write-back (once)
 //! policy files      ─┐    local directory               ─┐                     ─ files in place
-//! Applications (git) ├─▶  repository + branch            ├─▶ edits, holds,   ──▶ ─ push / pull request
-//! Applications (k8s) ┘    Application (argocd method)   ─┘   problems            ─ Application patch
+//! Applications (git) ├─▶  repository + branch            ├─▶ edits, groups,  ──▶ ─ push / pull request
+//! Applications (k8s) ┘    Application (argocd method)   ─┘   holds, problems     ─ Application patch
 //! ```
+//!
+//! 1. **Sources**: the policies (loaded by the caller) and the Applications, read and resolved
+//!    here ([`applications`]), with the held tags of the state store ([`holds`]).
+//! 2. **Targets**: the local directory, each repository and branch whatever names it, each
+//!    `write-back-method: argocd` Application.
+//! 3. **Plan**: [`TargetPlanner`] plans every source of a repository on one tree, gathering
+//!    what the planner needs besides the registry (a person's rollbacks, promotions' upstreams,
+//!    images' provenance, last proposals), and decides the groups per `write.group`, once; the
+//!    planner proper ([`crate::plan`]) decides tags and edits.
+//! 4. **Write-back**: [`crate::writeback`] writes what was planned, as planned, and says what
+//!    became of it ([`Cycle::repositories`], beside [`Cycle::plan`]).
 //!
 //! `tagpilot plan` and `tagpilot apply` are [`run`] with and without [`Options::dry_run`], and
 //! a long-running process calls the same function every cycle: what it keeps between cycles
 //! (the registry client and its caches, the clone cache, the cancellation token) comes in as
 //! [`Context`], never as globals. Every step returns what it found; nothing is handed back
-//! through shared state. The engine decides nothing about tags or YAML itself: it calls the
-//! planner ([`crate::plan`]) and the writers ([`crate::git`], [`crate::forge`], the
-//! Application patches in [`crate::argocd::cluster`]).
+//! through shared state. The engine selects no tag and edits no YAML itself. It decides what
+//! belongs to one target and, there, what goes into one commit or pull request; and, while
+//! gathering promotions' upstreams ([`promotions`]), that an upstream it cannot read makes the
+//! promoting policy wait.
 
 mod applications;
 mod holds;
@@ -233,7 +245,8 @@ async fn run_cycle<R: Registry>(
             found.patch_reports,
         ));
     }
-    holds::release_ended(ctx.state, &mut cycle.plan, options.dry_run);
+    holds::ended(&mut cycle.plan);
+    writeback::records::release_ended(ctx.state, &cycle.plan.ended_holds, options.dry_run);
     plan::Progress::done(ctx.progress);
     Ok(cycle)
 }
@@ -271,13 +284,9 @@ impl<R: Registry> Step<'_, '_, R> {
         let mut local = plan::plan(&scope, self.policies, self.registry, self.ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);
         if !self.options.dry_run && !cycle.local_files.is_empty() {
-            // Like a failing repository, a failed local write is reported and the rest goes on.
-            match crate::apply::write_files(root, &cycle.local_files) {
-                Ok(files) => cycle.written = files.len(),
-                Err(e) => local.problems.push(Problem {
-                    message: crate::error_chain::chain(&e),
-                    ..Default::default()
-                }),
+            match writeback::local::write_local(root, &cycle.local_files) {
+                Ok(written) => cycle.written = written,
+                Err(problem) => local.problems.push(problem),
             }
         }
         cycle.plan.merge(local);

@@ -5,10 +5,12 @@
 //!   refused proposed nothing, and the next cycle proposes again from scratch rather than
 //!   holding against a tag nobody saw;
 //! - the holds of a person's rollbacks the plan noticed, and the base tip it was planned on, so
-//!   the next cycle reads only the commits after it ([`record_rollbacks`]).
+//!   the next cycle reads only the commits after it ([`record_rollbacks`]);
+//! - the rollback holds a newer tag outlived, released ([`release_ended`]).
 
 use crate::config::repository::RepositoryConfig;
 use crate::forge::{Action, ForgeOutcome};
+use crate::holds::HeldTag;
 use crate::state::{Proposal, ProposedChange, State};
 
 use super::Recorded;
@@ -56,6 +58,24 @@ pub fn record_rollbacks(state: &State, repository: &RepositoryConfig, plan: &imp
     }
     if let Some(tip) = plan.tip() {
         state.record_seen_tip(&repository.name, &repository.branch, tip);
+    }
+}
+
+/// Releases the rollback holds a plan found outlived, unless dry-running (a plan only says
+/// they end). Each is logged; the report lists them.
+pub fn release_ended(state: Option<&State>, ended: &[HeldTag], dry_run: bool) {
+    let Some(state) = state.filter(|_| !dry_run) else {
+        return;
+    };
+    for held in ended {
+        match state.release(&held.key) {
+            Ok(_) => {
+                tracing::info!(field = %held.key, tag = %held.tag, reason = %held.reason, "hold released: a newer tag appeared")
+            }
+            Err(e) => {
+                tracing::warn!(field = %held.key, error = %e, "a hold that ended could not be released")
+            }
+        }
     }
 }
 
