@@ -284,10 +284,9 @@ impl<R: Registry> Step<'_, '_, R> {
         let mut local = plan::plan(&scope, self.policies, self.registry, self.ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);
         if !self.options.dry_run && !cycle.local_files.is_empty() {
-            match writeback::local::write_local(root, &cycle.local_files) {
-                Ok(written) => cycle.written = written,
-                Err(problem) => local.problems.push(problem),
-            }
+            let (written, problem) = writeback::local::write_local(root, &cycle.local_files);
+            cycle.written = written;
+            local.problems.extend(problem);
         }
         cycle.plan.merge(local);
         Ok(())

@@ -5,13 +5,17 @@ use std::path::Path;
 
 use crate::plan::{FileUpdate, Problem};
 
-/// Writes `files` under `root`; the number of files written, or the problem that stopped it
-/// (reported like a failing repository: the rest of the cycle goes on).
-pub fn write_local(root: &Path, files: &[FileUpdate]) -> Result<usize, Problem> {
-    crate::apply::write_files(root, files)
-        .map(|written| written.len())
-        .map_err(|e| Problem {
-            message: crate::error_chain::chain(&e),
-            ..Default::default()
-        })
+/// Writes `files` under `root`: the number of files written, and the problem that stopped it
+/// if one did (reported like a failing repository: the rest of the cycle goes on).
+pub fn write_local(root: &Path, files: &[FileUpdate]) -> (usize, Option<Problem>) {
+    match crate::apply::write_files(root, files) {
+        Ok(written) => (written.len(), None),
+        Err(e) => (
+            0,
+            Some(Problem {
+                message: crate::error_chain::chain(&e),
+                ..Default::default()
+            }),
+        ),
+    }
 }
