@@ -25,32 +25,20 @@
 //! reported with the reason. Only [`crate::kubernetes`] talks to the Kubernetes API, and nothing is
 //! patched in plan mode.
 
-pub mod annotations;
 pub mod branch;
-pub mod settings;
+pub mod plan;
+pub mod read;
+pub mod resolve;
+pub mod resolved;
+pub mod write;
 
-pub mod cluster;
 /// The `applications:` types, which live with the rest of the configuration.
 pub use crate::config::applications as config;
-pub mod credentials;
-pub mod follow;
-pub mod load;
-pub mod report;
-
-pub mod image_updater;
-pub mod in_place;
-pub mod outcome;
-pub mod override_file;
-pub mod patch;
-pub mod planner;
-
-pub mod resolve;
-pub mod updater_status;
 
 pub use crate::application::Application;
 pub use crate::application::Origin;
 pub use crate::config::applications::{ApplicationsConfig, FromCluster, FromGit};
-pub use planner::{AppPlanner, ImageOutcome, RepositoryPlan};
+pub use plan::{AppPlanner, ImageOutcome, RepositoryPlan};
 pub use resolve::{ManagedApp, Resolved};
 
 use crate::plan::PlanError;
@@ -59,6 +47,10 @@ use crate::plan::PlanError;
 pub enum ArgoError {
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The local manifest directory that `applications.fromGit` reads without a repository;
+    /// said as the planner says it ([`PlanError::Files`]), which reading does not import.
+    #[error("manifest directory")]
+    Files(#[source] crate::files::FilesError),
     /// A glob in `applications.fromGit.paths` that does not compile (`what` names it).
     #[error("{what}")]
     Paths {
@@ -86,7 +78,7 @@ pub enum ArgoError {
 impl ArgoError {
     pub fn metric_label(&self) -> &'static str {
         match self {
-            ArgoError::Plan(_) => "plan",
+            ArgoError::Plan(_) | ArgoError::Files(_) => "plan",
             ArgoError::Paths { .. } => "paths",
             ArgoError::UnknownRepository(_) => "unknown_repository",
             ArgoError::Git(_) => "git",

@@ -3,7 +3,8 @@
 //! So does the log: one line per write (a commit pushed, a pull request written, an
 //! Application patched), its fields for a log collector and its message for a person.
 
-use crate::argocd::cluster;
+use crate::argocd::plan::patch::AppPatch;
+use crate::argocd::write::{PatchReport, PatchStatus};
 use crate::argocd::resolve::Resolved;
 use crate::change::Change;
 use crate::forge::{Action, ForgeReport};
@@ -204,11 +205,11 @@ pub fn log_pull_requests<T>(r: &ForgeReport<T>) {
 /// `reports` are [`cluster::send_patches`]'s, one per patch, in the same order.
 pub fn log_patches(
     resolved: &Resolved,
-    patches: &[cluster::AppPatch],
-    reports: &[(usize, cluster::PatchReport)],
+    patches: &[AppPatch],
+    reports: &[(usize, PatchReport)],
 ) {
     for (p, (_, report)) in patches.iter().zip(reports) {
-        if report.status != cluster::PatchStatus::Patched {
+        if report.status != PatchStatus::Patched {
             continue;
         }
         let application = resolved.apps[p.app].app.id();

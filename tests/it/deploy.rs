@@ -800,7 +800,7 @@ fn fields_tagpilot_reads(doc: &Value, pointer: &str) -> Vec<String> {
         .insert("zzProbe".into(), json!(1));
     // JSON is YAML.
     let text = serde_json::to_string_pretty(&probed).unwrap();
-    let err = tagpilot::argocd::image_updater::read_documents(Path::new("probe.yaml"), &text)
+    let err = tagpilot::argocd::read::image_updater::read_documents(Path::new("probe.yaml"), &text)
         .expect_err(&format!("an unknown field at {pointer} was accepted"))
         .to_string();
     assert!(err.contains("zzProbe"), "{pointer}: {err}");
@@ -1040,7 +1040,7 @@ fn the_image_updater_crd_and_tagpilot_read_the_same_fields() {
         "the sample misses CRD fields"
     );
 
-    let read = tagpilot::argocd::image_updater::read_documents(Path::new("s.yaml"), EVERY_FIELD)
+    let read = tagpilot::argocd::read::image_updater::read_documents(Path::new("s.yaml"), EVERY_FIELD)
         .unwrap_or_else(|e| panic!("tagpilot does not read the sample: {e}"));
     assert_eq!(read.len(), 1);
 

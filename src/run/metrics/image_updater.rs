@@ -10,9 +10,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
-use crate::argocd::cluster::PatchStatus;
-use crate::argocd::outcome::ImageStatus;
-use crate::argocd::report::{ApplicationReport, UpdaterName};
+use crate::argocd::write::PatchStatus;
+use crate::argocd::plan::ImageStatus;
+use crate::report::applications::{ApplicationReport, UpdaterName};
 use crate::engine::Cycle;
 use crate::plan::RepositoryStatus;
 

@@ -12,7 +12,7 @@ use crate::config::repository::RepositoryConfig;
 use crate::files::{self, Directory, Files};
 use crate::git::{self, GitError, RepoCache};
 
-use super::ArgoError;
+use crate::argocd::ArgoError;
 use super::image_updater::{self, ImageUpdater};
 use crate::application::{Application, read_documents};
 use crate::config::applications::FromGit;
@@ -82,7 +82,7 @@ where
                 )?;
             }
             None => read_tree(
-                &Directory::open(config.base_dir()).map_err(crate::plan::PlanError::from)?,
+                &Directory::open(config.base_dir()).map_err(ArgoError::Files)?,
                 "",
                 &entry.paths,
                 &mut found,

@@ -3,10 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::annotations;
-use super::super::settings::{self, UpdateStrategy};
-use super::settings::valid_alias;
-use super::{API_VERSION, DEFAULT_NAMESPACE, KIND};
+use crate::argocd::read::annotations;
+use crate::argocd::read::image_updater::{API_VERSION, DEFAULT_NAMESPACE, KIND, valid_alias};
+use crate::argocd::read::settings::{self, UpdateStrategy};
 use crate::application::Application;
 
 /// The `ImageUpdater` resource that configures `app` as its annotations do, for teams moving to

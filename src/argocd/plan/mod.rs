@@ -5,8 +5,8 @@
 //! In-place writes (Directory manifests, a kustomization or values file named by
 //! `write-back-target`) go through the ordinary planner ([`crate::plan::plan`]), every app's
 //! images in as few walks of the checkout as possible: one, unless two policies could claim the
-//! same field (see [`super::in_place`]); each image's outcome is still reported on its own.
-//! `.argocd-source-<app>.yaml` files ([`super::override_file`]) are Image
+//! same field (see [`in_place`]); each image's outcome is still reported on its own.
+//! `.argocd-source-<app>.yaml` files ([`override_file`]) are Image
 //! Updater's format, written whole as Image Updater does, with the same tag selection.
 //!
 //! Where Applications bring Image Updater's configuration, its rules apply: an image a
@@ -28,18 +28,22 @@ use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 
 use super::ArgoError;
-use super::in_place::{
+use in_place::{
     AddEntry, InPlace, batches, current_in_source, describe_files, detect, manifest_files, targets,
 };
 use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
 
-pub use super::outcome::{Decided, ImageOutcome, ImageStatus, decide};
-use super::outcome::{OverridePlace, OverrideTarget, Overrides, decide_app_overrides};
-pub use super::override_file::{
+pub use outcome::{Decided, ImageOutcome, ImageStatus, decide};
+use outcome::{OverridePlace, OverrideTarget, Overrides, decide_app_overrides};
+pub use override_file::{
     HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,
 };
 
 mod added;
+pub mod in_place;
+pub mod outcome;
+pub mod override_file;
+pub mod patch;
 
 /// The result of planning one repository's apps on one checkout.
 #[derive(Debug, Clone, Default)]
