@@ -5,12 +5,12 @@ use std::collections::BTreeSet;
 
 use crate::application::Origin;
 use crate::argocd::read::cluster;
-use crate::report::applications::ApplicationReport;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, Application};
 use crate::image::Repository;
 use crate::plan::{self, Plan, Problem};
 use crate::registry::Registry;
+use crate::report::applications::ApplicationReport;
 
 use super::{Context, EngineError, Input};
 

@@ -6,11 +6,11 @@
 //! `applications.fromGit` names, resolved. Nothing here fetches.
 
 use crate::application::Origin;
-use crate::argocd::read::load::{Found, read_tree};
-use crate::argocd::resolve::{self, Resolved};
+use crate::argocd::ArgoError;
 use crate::argocd::plan::in_place;
 use crate::argocd::read::image_updater;
-use crate::argocd::ArgoError;
+use crate::argocd::read::load::{Found, read_tree};
+use crate::argocd::resolve::{self, Resolved};
 use crate::config::Config;
 use crate::config::repository::WriteMode;
 use crate::files::Directory;

@@ -36,9 +36,8 @@ use std::path::{Path, PathBuf};
 use futures_util::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::argocd::read::cluster::Loaded;
 use crate::argocd::plan::AppPlanner;
-use crate::report::applications::ApplicationReport;
+use crate::argocd::read::cluster::Loaded;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, ArgoError};
 use crate::config::Config;
@@ -49,6 +48,7 @@ use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
+use crate::report::applications::ApplicationReport;
 use crate::state::State;
 
 use applications::{Applications, collect_applications};
@@ -377,7 +377,8 @@ impl<R: Registry> Step<'_, '_, R> {
             return;
         }
         let options = self.options;
-        let patches = argocd::plan::patch::plan_patches(&apps.resolved, self.registry, self.holds).await;
+        let patches =
+            argocd::plan::patch::plan_patches(&apps.resolved, self.registry, self.holds).await;
         let (reports, problems) =
             argocd::write::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
         outcome::log_patches(&apps.resolved, &patches.patches, &reports);

@@ -4,8 +4,8 @@
 //! Application patched), its fields for a log collector and its message for a person.
 
 use crate::argocd::plan::patch::AppPatch;
-use crate::argocd::write::{PatchReport, PatchStatus};
 use crate::argocd::resolve::Resolved;
+use crate::argocd::write::{PatchReport, PatchStatus};
 use crate::change::Change;
 use crate::forge::{Action, ForgeReport};
 use crate::git::{self, RepositoryReport};
@@ -203,11 +203,7 @@ pub fn log_pull_requests<T>(r: &ForgeReport<T>) {
 
 /// One log line per Application patched: the Application and the changes the patch made.
 /// `reports` are [`cluster::send_patches`]'s, one per patch, in the same order.
-pub fn log_patches(
-    resolved: &Resolved,
-    patches: &[AppPatch],
-    reports: &[(usize, PatchReport)],
-) {
+pub fn log_patches(resolved: &Resolved, patches: &[AppPatch], reports: &[(usize, PatchReport)]) {
     for (p, (_, report)) in patches.iter().zip(reports) {
         if report.status != PatchStatus::Patched {
             continue;

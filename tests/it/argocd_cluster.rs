@@ -384,9 +384,10 @@ async fn a_pull_secret_without_the_registry_is_reported_by_name_without_its_cont
         .expect(1)
         .mount(&server)
         .await;
-    let loaded = argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
-        .await
-        .unwrap();
+    let loaded =
+        argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+            .await
+            .unwrap();
     assert!(loaded.registry_credentials.is_empty());
     assert_eq!(
         loaded.problems,
@@ -635,10 +636,12 @@ async fn image_updater_resources_are_listed_and_their_status_written_only_when_c
     let run = |dry_run: bool| {
         let (config, registry, cache) = (&config, &registry, &cache);
         async move {
-            let loaded =
-                argocd::read::cluster::load(cluster(server).await, &from_cluster(&["argocd"], None))
-                    .await
-                    .unwrap();
+            let loaded = argocd::read::cluster::load(
+                cluster(server).await,
+                &from_cluster(&["argocd"], None),
+            )
+            .await
+            .unwrap();
             cycle(config, Some(&loaded), cache, registry, &(), dry_run).await
         }
     };
@@ -810,9 +813,10 @@ async fn a_rejected_patch_is_a_problem_naming_the_application() {
     let config = cluster_config("");
     let registry = MemoryRegistry::from_yaml(MEMORY_REGISTRY).unwrap();
     let (_dir, cache) = fresh_cache();
-    let loaded = argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
-        .await
-        .unwrap();
+    let loaded =
+        argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+            .await
+            .unwrap();
     let run = cycle(&config, Some(&loaded), &cache, &registry, &(), false).await;
     assert_eq!(run.plan.problems.len(), 1, "{:?}", run.plan.problems);
     let p = &run.plan.problems[0];
@@ -854,9 +858,10 @@ async fn an_application_owned_by_an_applicationset_is_not_patched_and_git_write_
     let config = cluster_config("");
     let registry = MemoryRegistry::from_yaml(MEMORY_REGISTRY).unwrap();
     let (_dir, cache) = fresh_cache();
-    let loaded = argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
-        .await
-        .unwrap();
+    let loaded =
+        argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+            .await
+            .unwrap();
     let run = cycle(&config, Some(&loaded), &cache, &registry, &(), false).await;
     assert!(run.plan.changes.is_empty(), "{:?}", run.plan.changes);
     let apps = run.applications.as_deref().unwrap();

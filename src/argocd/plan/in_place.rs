@@ -14,8 +14,8 @@ use crate::image::Repository;
 use crate::manifest::{self, FieldKind};
 use crate::policy::{HelmPaths, ImagePolicy, Target};
 
-use super::super::resolve::{self, SourceKind};
 use super::super::read::settings::ImageSettings;
+use super::super::resolve::{self, SourceKind};
 
 /// One image of one app unit, written in place: planned by the ordinary planner.
 pub(crate) struct InPlace {

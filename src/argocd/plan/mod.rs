@@ -15,6 +15,11 @@
 //! the path and why ([`crate::manifest::explain_helm_path`]), never a silent "not found".
 //! Writes nothing: the repository's tree is read (a commit, through [`crate::files::Files`]),
 //! the result is returned.
+//!
+//! Beside it, the same job for the live Applications of `write-back-method: argocd`: their
+//! patches decided against the overrides they have now ([`patch`]), with the one per-image
+//! decision both kinds of override make ([`outcome`]). Reads the registry, never the cluster
+//! (`tests/it/layers.rs`); the patches are sent by [`crate::argocd::write`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -28,16 +33,14 @@ use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 
 use super::ArgoError;
+use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
 use in_place::{
     AddEntry, InPlace, batches, current_in_source, describe_files, detect, manifest_files, targets,
 };
-use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
 
 pub use outcome::{Decided, ImageOutcome, ImageStatus, decide};
 use outcome::{OverridePlace, OverrideTarget, Overrides, decide_app_overrides};
-pub use override_file::{
-    HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,
-};
+pub use override_file::{HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter};
 
 mod added;
 pub mod in_place;

@@ -13,9 +13,9 @@ use crate::plan::{self, Change, Hold, Inspector, Problem, SkippedTags};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 
-use super::override_file::OverrideFile;
-use super::super::resolve::{ManagedApp, SourceKind};
 use super::super::read::settings::ImageSettings;
+use super::super::resolve::{ManagedApp, SourceKind};
+use super::override_file::OverrideFile;
 
 /// What happened to one image of one app in one source.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

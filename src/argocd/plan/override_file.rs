@@ -6,8 +6,8 @@ use crate::image::{ImageRef, Repository};
 use crate::plan;
 use crate::policy::ImagePolicy;
 
-use super::super::resolve::SourceKind;
 use super::super::read::settings::ImageSettings;
+use super::super::resolve::SourceKind;
 
 pub use crate::application::override_file::{
     HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,

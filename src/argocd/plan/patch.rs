@@ -14,11 +14,11 @@ use crate::image::Repository;
 use crate::plan::{Change, Problem};
 use crate::registry::Registry;
 
+use super::super::resolve::{ManagedApp, Resolved, SourceKind};
 use super::outcome::{
     ImageOutcome, OverridePlace, OverrideTarget, Overrides, decide_app_overrides,
 };
 use super::override_file::{HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter};
-use super::super::resolve::{ManagedApp, Resolved, SourceKind};
 use crate::application::{Application, HelmParameter, Source};
 
 /// One Application's parameter overrides as tagpilot would set them.

@@ -12,12 +12,12 @@ use std::path::Path;
 
 use crate::registry::Credential;
 
-use crate::argocd::ArgoError;
 use super::image_updater::{ImageUpdater, select};
-use crate::argocd::resolved::Resolved;
 use super::settings::AppSettings;
 use crate::application::Application;
 use crate::application::Origin;
+use crate::argocd::ArgoError;
+use crate::argocd::resolved::Resolved;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};

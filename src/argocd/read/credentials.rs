@@ -22,9 +22,9 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
-use crate::argocd::resolved::Resolved;
 use super::settings::{AppSettings, GitCredentials, PullSecret, WriteBackMethod};
 use crate::application::Origin;
+use crate::argocd::resolved::Resolved;
 use crate::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 
 /// Why a Secret (or an environment variable) gave no usable credential. Never holds the value.

@@ -12,9 +12,9 @@ use crate::config::repository::RepositoryConfig;
 use crate::files::{self, Directory, Files};
 use crate::git::{self, GitError, RepoCache};
 
-use crate::argocd::ArgoError;
 use super::image_updater::{self, ImageUpdater};
 use crate::application::{Application, read_documents};
+use crate::argocd::ArgoError;
 use crate::config::applications::FromGit;
 
 /// What the `fromGit` files hold: Applications and `ImageUpdater` resources.

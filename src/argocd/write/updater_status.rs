@@ -12,8 +12,8 @@
 
 use serde_json::{Value, json};
 
-use super::super::read::image_updater::ImageUpdater;
 use super::super::plan::outcome::{ImageOutcome, ImageStatus};
+use super::super::read::image_updater::ImageUpdater;
 use super::super::resolved::Resolved;
 
 /// One resource's new status.

@@ -14,10 +14,7 @@ mod tests;
 
 pub fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode, CliError> {
     let apps = argocd::read::load::applications_in(&args.paths)?;
-    let resources: Vec<String> = apps
-        .iter()
-        .filter_map(resource::migrate)
-        .collect();
+    let resources: Vec<String> = apps.iter().filter_map(resource::migrate).collect();
     if resources.is_empty() {
         return Err(CliError::NoAnnotatedApplication {
             paths: args

@@ -3,10 +3,10 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::application::Application;
 use crate::argocd::read::annotations;
 use crate::argocd::read::image_updater::{API_VERSION, DEFAULT_NAMESPACE, KIND, valid_alias};
 use crate::argocd::read::settings::{self, UpdateStrategy};
-use crate::application::Application;
 
 /// The `ImageUpdater` resource that configures `app` as its annotations do, for teams moving to
 /// Image Updater 1.x-style configuration: one `applicationRefs` entry naming the Application

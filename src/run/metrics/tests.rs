@@ -2,13 +2,13 @@ use std::time::Duration;
 
 use super::record::updates;
 use super::*;
-use crate::argocd::write::PatchStatus;
 use crate::argocd::plan::ImageStatus;
-use crate::report::applications::{ApplicationReport, UpdaterName};
+use crate::argocd::write::PatchStatus;
 use crate::engine::{Cycle, EngineError};
 use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome};
 use crate::plan::{FindingKind, RepositoryStatus, SkipKind};
 use crate::registry::ResponseCount;
+use crate::report::applications::{ApplicationReport, UpdaterName};
 
 fn outcome(name: &str, status: RepositoryStatus) -> RepositoryOutcome {
     RepositoryOutcome {

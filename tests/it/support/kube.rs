@@ -361,7 +361,10 @@ pub fn kubeconfig(server: &MockServer) -> String {
 }
 
 /// A client for `server` whose requests give up after `timeout`, as the lease client's do.
-pub async fn cluster(server: &MockServer, timeout: Duration) -> tagpilot::argocd::read::cluster::Cluster {
+pub async fn cluster(
+    server: &MockServer,
+    timeout: Duration,
+) -> tagpilot::argocd::read::cluster::Cluster {
     let kc = kube::config::Kubeconfig::from_yaml(&kubeconfig(server)).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await

@@ -242,5 +242,5 @@ mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use settings::valid_alias;
 pub use select::{ConfiguredBy, Selected, Selection, UnreadAnnotations, labels_match, select};
+pub use settings::valid_alias;
