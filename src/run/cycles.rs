@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::FromCluster;
-use crate::argocd::cluster::{self, Cluster, Loaded};
+use crate::argocd::read::cluster::{self, Cluster, Loaded};
 use crate::engine::{self, Cycle, EngineError};
 use crate::image::Repository;
 use crate::policy;

@@ -37,7 +37,7 @@ pub mod pace;
 pub mod recheck;
 pub mod signal;
 mod unserved;
-mod verify;
+pub mod verify;
 pub mod webhook;
 
 use std::net::SocketAddr;

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use tagpilot::argocd::cluster::Loaded;
+use tagpilot::argocd::read::cluster::Loaded;
 use tagpilot::config;
 use tagpilot::engine::{self, Cycle};
 use tagpilot::git::RepoCache;

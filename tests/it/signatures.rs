@@ -791,7 +791,7 @@ async fn image_updater_images_verification_reads_its_key_from_the_secret() {
     .unwrap();
     let from = config.applications.as_ref().unwrap().from_cluster.clone();
     let cluster = crate::support::kube::cluster(&server, std::time::Duration::from_secs(10)).await;
-    let loaded = tagpilot::argocd::cluster::load(cluster, from.as_ref().unwrap())
+    let loaded = tagpilot::argocd::read::cluster::load(cluster, from.as_ref().unwrap())
         .await
         .unwrap();
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);

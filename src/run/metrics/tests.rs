@@ -2,13 +2,13 @@ use std::time::Duration;
 
 use super::record::updates;
 use super::*;
-use crate::argocd::cluster::PatchStatus;
-use crate::argocd::outcome::ImageStatus;
-use crate::argocd::report::{ApplicationReport, UpdaterName};
+use crate::argocd::plan::ImageStatus;
+use crate::argocd::write::PatchStatus;
 use crate::engine::{Cycle, EngineError};
 use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome};
 use crate::plan::{FindingKind, RepositoryStatus, SkipKind};
 use crate::registry::ResponseCount;
+use crate::report::applications::{ApplicationReport, UpdaterName};
 
 fn outcome(name: &str, status: RepositoryStatus) -> RepositoryOutcome {
     RepositoryOutcome {
@@ -278,7 +278,7 @@ fn cycle_with_applications() -> Cycle {
             image("cache", "Application argocd/legacy", ImageStatus::Held),
         ],
     );
-    legacy.patch = Some(crate::argocd::cluster::PatchReport {
+    legacy.patch = Some(crate::argocd::write::PatchReport {
         status: PatchStatus::Patched,
         body: "{}".to_string(),
     });
