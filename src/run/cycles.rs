@@ -93,6 +93,7 @@ impl Daemon<'_> {
             // every other target too. Only a cycle that could not run at all backs off.
             let wait = pacer.next_wait(succeeded);
             tracing::debug!(wait = %humantime::format_duration(round(wait)), "next cycle");
+            self.shared.events.next_cycle_in(wait);
             let next_cycle = self.clock.now() + wait;
             if self
                 .recheck_until(next_cycle, succeeded, &drain, &abort)
@@ -162,6 +163,8 @@ impl Daemon<'_> {
         if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
             self.shared.health.cycle_completed();
         }
+        // After the metrics, the state's flush and readiness: what an observer waits for.
+        self.shared.events.cycle_finished(kind);
         drop((result, policies));
         memory::release_freed();
         Ok(kind != CycleResult::Error)
@@ -196,7 +199,7 @@ impl Daemon<'_> {
                     let lost = cancel_when_lease_lost(self.roles.clone(), cancel.clone());
                     let recheck = Box::pin(self.recheck(&images, cancel));
                     tokio::select! {
-                        () = recheck => {}
+                        () = recheck => self.shared.events.recheck_finished(),
                         () = lost => unreachable!("waits forever after cancelling"),
                         () = abort.cancelled() => return Err(Aborted),
                     }
