@@ -242,6 +242,7 @@ impl Daemon<'_> {
         took: Duration,
     ) -> CycleResult {
         let metrics = &self.shared.metrics;
+        metrics.set_configured_policies(policies.policies.iter().map(|p| p.name.as_str()));
         let answered = metrics.record_registry(&self.session.registry.responses());
         let kind = CycleResult::of(result).given(answered);
         match ran {
@@ -319,6 +320,32 @@ fn log_outcome(
         ),
         Ok(cycle) => {
             let plan = &cycle.plan;
+            // One line per update, with what `tagpilot_updates_total` counts without: the
+            // policy (an Application's image among thousands), the image and the repository.
+            for c in &plan.changes {
+                tracing::info!(
+                    repository = c.repository.as_deref(),
+                    policy = %c.policy,
+                    image = %c.image,
+                    file = %c.file,
+                    line = c.line,
+                    from = %c.from,
+                    to = %c.to,
+                    result = super::metrics::change_result(plan, c),
+                    "update"
+                );
+            }
+            for h in &plan.holds {
+                tracing::info!(
+                    repository = h.repository.as_deref(),
+                    policy = %h.policy,
+                    file = %h.file,
+                    line = h.line,
+                    current = %h.current,
+                    "update held: {}",
+                    h.reason
+                );
+            }
             for p in &plan.problems {
                 tracing::warn!(
                     repository = p.repository.as_deref(),
