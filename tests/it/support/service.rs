@@ -245,8 +245,7 @@ impl Service {
     pub async fn next_cycle(&self) -> u64 {
         self.clock.parked().await;
         let now = self.events.now();
-        self.clock
-            .advance(now.next_cycle_in.max(self.interval * 2));
+        self.clock.advance(now.next_cycle_in.max(self.interval * 2));
         now.cycles + 1
     }
 
@@ -321,7 +320,9 @@ impl Service {
         let checked = async {
             let mut next = 1;
             loop {
-                let p = self.until(&format!("cycle {next}"), |p| p.cycles >= next).await;
+                let p = self
+                    .until(&format!("cycle {next}"), |p| p.cycles >= next)
+                    .await;
                 if check().await {
                     return true;
                 }
