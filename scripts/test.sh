@@ -101,6 +101,12 @@ if [[ -z "${TAGPILOT_NO_LINT:-}" ]]; then
     # fuzz/ is its own workspace, so `cargo fmt` does not see it, and resolving it would fetch
     # libfuzzer-sys; rustfmt checks its source file directly instead.
     phase fmt rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
+    # Where clippy's time goes (cargo clippy --timings, dependencies already checked): the
+    # library twice, as a library and with its unit tests (each lints what the other cannot
+    # see: code only tests use, and the tests), then tests/it; about 70 s of CPU in all. On a
+    # cold target most of clippy's time is checking the dependencies, which the test build
+    # cannot reuse (a check and a build are different units to cargo): keeping target/ between
+    # CI runs is what cuts it.
     phase clippy cargo clippy --all-targets --locked -- -D warnings
 
     # The book: a page named in docs/src/SUMMARY.md but missing, or a broken include, fails
