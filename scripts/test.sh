@@ -104,9 +104,9 @@ if [[ -z "${TAGPILOT_NO_LINT:-}" ]]; then
     # Where clippy's time goes (cargo clippy --timings, dependencies already checked): the
     # library twice, as a library and with its unit tests (each lints what the other cannot
     # see: code only tests use, and the tests), then tests/it; about 70 s of CPU in all. On a
-    # cold target most of clippy's time is checking the dependencies, which the test build
-    # cannot reuse (a check and a build are different units to cargo): keeping target/ between
-    # CI runs is what cuts it.
+    # cold target clippy first checks the ~670 dependency crates, which the test build cannot
+    # reuse (a check and a build are different units to cargo): the phase times show how much
+    # of clippy that is; keeping target/ between CI runs would cut it.
     phase clippy cargo clippy --all-targets --locked -- -D warnings
 
     # The book: a page named in docs/src/SUMMARY.md but missing, or a broken include, fails
