@@ -208,6 +208,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
         out
     }
 
+    #[tracing::instrument(skip_all, fields(repository = %repository.name))]
     async fn plan_target(
         &self,
         repository: &RepositoryConfig,
