@@ -44,9 +44,8 @@ use std::path::{Path, PathBuf};
 use futures_util::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::argocd::cluster::{self, Loaded};
-use crate::argocd::planner::AppPlanner;
-use crate::argocd::report::ApplicationReport;
+use crate::argocd::plan::AppPlanner;
+use crate::argocd::read::cluster::Loaded;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, ArgoError};
 use crate::config::Config;
@@ -57,6 +56,7 @@ use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
+use crate::report::applications::ApplicationReport;
 use crate::state::State;
 use crate::writeback;
 
@@ -267,10 +267,10 @@ struct Step<'s, 'a, R> {
 /// `ImageUpdater` status.
 #[derive(Default)]
 struct AppFindings {
-    images: Vec<argocd::planner::ImageOutcome>,
+    images: Vec<argocd::plan::ImageOutcome>,
     /// By index into [`Resolved::apps`].
     app_problems: Vec<(usize, String)>,
-    patch_reports: Vec<(usize, cluster::PatchReport)>,
+    patch_reports: Vec<(usize, argocd::write::PatchReport)>,
 }
 
 impl<R: Registry> Step<'_, '_, R> {
@@ -393,7 +393,8 @@ impl<R: Registry> Step<'_, '_, R> {
         }
         let options = self.options;
         // Planned by the sources, sent by the write-back.
-        let patches = cluster::plan_patches(&apps.resolved, self.registry, self.holds).await;
+        let patches =
+            argocd::plan::patch::plan_patches(&apps.resolved, self.registry, self.holds).await;
         let sent = writeback::applications::send_patches(
             c,
             &apps.resolved,

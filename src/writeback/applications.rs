@@ -1,12 +1,15 @@
 //! The Applications written in the cluster: the `write-back-method: argocd` patches, planned by
-//! the sources ([`crate::argocd::cluster::plan_patches`]) and sent here, and each
+//! the sources ([`crate::argocd::plan::patch::plan_patches`]) and sent here
+//! ([`crate::argocd::write`]), and each
 //! `ImageUpdater` resource's status once the cycle's writes are done. Sent last in a cycle,
 //! after every repository.
 
-use crate::argocd::cluster::{self, Loaded};
-use crate::argocd::image_updater::ImageUpdater;
-use crate::argocd::planner::ImageOutcome;
+use crate::argocd::plan::ImageOutcome;
+use crate::argocd::plan::patch::AppPatch;
+use crate::argocd::read::cluster::Loaded;
+use crate::argocd::read::image_updater::ImageUpdater;
 use crate::argocd::resolve::Resolved;
+use crate::argocd::write::{self, PatchReport};
 use crate::plan::{self, Problem};
 
 use super::outcome;
@@ -16,7 +19,7 @@ use super::outcome;
 #[derive(Debug, Default)]
 pub struct Sent {
     /// By index into [`Resolved::apps`].
-    pub reports: Vec<(usize, cluster::PatchReport)>,
+    pub reports: Vec<(usize, PatchReport)>,
     pub problems: Vec<Problem>,
 }
 
@@ -24,10 +27,10 @@ pub struct Sent {
 pub async fn send_patches(
     cluster: &Loaded,
     resolved: &Resolved,
-    patches: &[cluster::AppPatch],
+    patches: &[AppPatch],
     dry_run: bool,
 ) -> Sent {
-    let (reports, problems) = cluster::send_patches(&cluster.cluster, patches, dry_run).await;
+    let (reports, problems) = write::send_patches(&cluster.cluster, patches, dry_run).await;
     outcome::log_patches(resolved, patches, &reports);
     Sent { reports, problems }
 }
@@ -43,13 +46,8 @@ pub async fn write_updater_status(
     app_problems: &[(usize, String)],
 ) -> Vec<Problem> {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let writes = crate::argocd::updater_status::status_writes(
-        updaters,
-        resolved,
-        images,
-        app_problems,
-        &now,
-    );
+    let writes =
+        write::updater_status::status_writes(updaters, resolved, images, app_problems, &now);
     let mut problems = Vec::new();
     for w in writes {
         if let Err(e) = c
@@ -68,7 +66,7 @@ pub async fn write_updater_status(
 
 /// An Application's patch as a diff: the merge patch document with the overrides the
 /// Application has now, and as the patch sets them.
-pub fn patch_diff(p: &cluster::AppPatch) -> plan::TargetDiff {
+pub fn patch_diff(p: &AppPatch) -> plan::TargetDiff {
     let pretty = |v: &serde_json::Value| {
         let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
         text.push('\n');
