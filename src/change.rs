@@ -213,7 +213,8 @@ impl Stacking {
 
 /// The grouping rule: what goes into one commit or pull request, given the planner's groups
 /// (one per policy, and one per Application whose own file is written), per `write.group`.
-/// Empty groups are dropped.
+/// Empty groups are dropped. Applied once, by the planning side (the engine's target planner):
+/// git and the forges commit and propose the groups as given.
 ///
 /// - `policy`: the groups as they are.
 /// - `path`: one group per file, with the file's last content (which carries every earlier

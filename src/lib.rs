@@ -75,4 +75,5 @@ pub mod session;
 pub mod state;
 pub mod verification;
 pub mod version;
+pub mod writeback;
 pub mod yaml_error;

@@ -8,13 +8,13 @@
 
 use crate::argocd::ArgoError;
 use crate::engine::EngineError;
-use crate::engine::check::CheckError;
 use crate::image::ImageError;
 use crate::plan::tags::TagsError;
 use crate::policy::PolicyErrors;
 use crate::registry::RegistryError;
 use crate::report::ReportError;
 use crate::session::SessionError;
+use check::offline::CheckError;
 
 pub mod args;
 pub mod check;

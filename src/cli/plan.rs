@@ -84,7 +84,9 @@ fn render_cycle(
         files: cycle.local_files,
         ..cycle.plan
     };
-    let report = Report::new(&shown, cycle.applications.as_deref()).with_verifications(verifying);
+    let report = Report::new(&shown, cycle.applications.as_deref())
+        .with_repositories(&cycle.repositories)
+        .with_verifications(verifying);
     let mut out = report.render(format)?;
     if diff {
         out.push_str(&report.diff());

@@ -171,7 +171,7 @@ fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
 /// Application was read (`manifests:argocd/pay.yaml:1`, `cluster`) and the known key nearest
 /// to it: never only a note in the Applications section. `unread` are those of Applications
 /// without an `image-list`.
-pub(super) fn unknown_annotations(
+pub fn unknown_annotations(
     resolved: &Resolved,
     unread: &[argocd::read::image_updater::UnreadAnnotations],
 ) -> Vec<plan::Finding> {

@@ -1,6 +1,7 @@
 //! Held tags in a cycle ([`crate::holds`]): read once from the state store before planning,
 //! with the holds and releases Applications ask for by annotation, handed to the planners as a
-//! plain value, and the rollback holds a newer tag outlived released at the end. Without a
+//! plain value, and the rollback holds a newer tag outlived named at the end (the write-back
+//! releases them). Without a
 //! state store only the annotations hold; with one that cannot be read the holds are unknown,
 //! and the planners hold every change that could be held.
 
@@ -71,22 +72,9 @@ fn release_asked(state: Option<&State>, resolved: &Resolved, stored: &mut Vec<He
     }
 }
 
-/// Releases the rollback holds this cycle's plan found outlived, unless dry-running (a plan
-/// only says they end). Each is logged; the report lists them.
-pub fn release_ended(state: Option<&State>, plan: &mut Plan, dry_run: bool) {
+/// The rollback holds this cycle's plan found outlived, each once; released in the store by
+/// the write-back ([`crate::writeback::records::release_ended`]), unless dry-running.
+pub fn ended(plan: &mut Plan) {
     plan.ended_holds.sort_by(|a, b| a.key.cmp(&b.key));
     plan.ended_holds.dedup();
-    let Some(state) = state.filter(|_| !dry_run) else {
-        return;
-    };
-    for held in &plan.ended_holds {
-        match state.release(&held.key) {
-            Ok(_) => {
-                tracing::info!(field = %held.key, tag = %held.tag, reason = %held.reason, "hold released: a newer tag appeared")
-            }
-            Err(e) => {
-                tracing::warn!(field = %held.key, error = %e, "a hold that ended could not be released")
-            }
-        }
-    }
 }

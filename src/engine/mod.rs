@@ -1,32 +1,40 @@
-//! One cycle of tagpilot: collect sources → group them into targets → plan each target once →
-//! write each target once → one report.
+//! One cycle of tagpilot: sources → targets → plan → write-back, each target planned once and
+//! written once, and one report.
 //!
 //! ```text
-//! sources                 targets                         plan (pure, once)     write (once)
+//! sources                 targets                         plan (once)           write-back (once)
 //! policy files      ─┐    local directory               ─┐                     ─ files in place
-//! Applications (git) ├─▶  repository + branch            ├─▶ edits, holds,   ──▶ ─ push / pull request
-//! Applications (k8s) ┘    Application (argocd method)   ─┘   problems            ─ Application patch
+//! Applications (git) ├─▶  repository + branch            ├─▶ edits, groups,  ──▶ ─ push / pull request
+//! Applications (k8s) ┘    Application (argocd method)   ─┘   holds, problems     ─ Application patch
 //! ```
+//!
+//! 1. **Sources**: the policies (loaded by the caller) and the Applications, read and resolved
+//!    here ([`applications`]), with the held tags of the state store ([`holds`]).
+//! 2. **Targets**: the local directory, each repository and branch whatever names it, each
+//!    `write-back-method: argocd` Application.
+//! 3. **Plan**: [`TargetPlanner`] plans every source of a repository on one tree, gathering
+//!    what the planner needs besides the registry (a person's rollbacks, promotions' upstreams,
+//!    images' provenance, last proposals), and decides the groups per `write.group`, once; the
+//!    planner proper ([`crate::plan`]) decides tags and edits.
+//! 4. **Write-back**: [`crate::writeback`] writes what was planned, as planned, and says what
+//!    became of it ([`Cycle::repositories`], beside [`Cycle::plan`]).
 //!
 //! `tagpilot plan` and `tagpilot apply` are [`run`] with and without [`Options::dry_run`], and
 //! a long-running process calls the same function every cycle: what it keeps between cycles
 //! (the registry client and its caches, the clone cache, the cancellation token) comes in as
 //! [`Context`], never as globals. Every step returns what it found; nothing is handed back
-//! through shared state. The engine decides nothing about tags or YAML itself: it calls the
-//! planner ([`crate::plan`]) and the writers ([`crate::git`], [`crate::forge`], the
-//! Application patches in [`crate::argocd::write`]).
+//! through shared state. The engine selects no tag and edits no YAML itself. It decides what
+//! belongs to one target and, there, what goes into one commit or pull request; and, while
+//! gathering promotions' upstreams ([`promotions`]), that an upstream it cannot read makes the
+//! promoting policy wait.
 
 mod applications;
-pub mod check;
 mod holds;
 mod image_sources;
-pub mod outcome;
 pub mod promotions;
-pub mod revert;
 mod review;
 mod rollbacks;
 pub mod shared;
-pub mod steady;
 pub mod target;
 
 use std::borrow::Cow;
@@ -41,7 +49,7 @@ use crate::argocd::read::cluster::Loaded;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, ArgoError};
 use crate::config::Config;
-use crate::git::{self, RepoCache, RepositoryConfig, WriteMode, WriteOptions};
+use crate::git::{RepoCache, RepositoryConfig};
 use crate::holds::Holds;
 use crate::image::Repository;
 use crate::manifest::ManifestError;
@@ -50,7 +58,9 @@ use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
 use crate::report::applications::ApplicationReport;
 use crate::state::State;
+use crate::writeback;
 
+pub use applications::unknown_annotations;
 use applications::{Applications, collect_applications};
 pub use shared::Shared;
 
@@ -142,8 +152,11 @@ pub struct Options<'a> {
 /// Everything one cycle found and did.
 #[derive(Debug, Default)]
 pub struct Cycle {
-    /// Every target's changes, holds and problems, and each repository's outcome.
+    /// Every target's changes, holds and problems: the plan.
     pub plan: Plan,
+    /// What became of each repository target: its commits, its pull requests, or why it
+    /// failed (the write-back's outcome, kept beside the plan rather than in it).
+    pub repositories: Vec<RepositoryOutcome>,
     /// The local directory's new file texts (written unless dry-running).
     pub local_files: Vec<plan::FileUpdate>,
     /// Files written in the local directory.
@@ -232,7 +245,8 @@ async fn run_cycle<R: Registry>(
             found.patch_reports,
         ));
     }
-    holds::release_ended(ctx.state, &mut cycle.plan, options.dry_run);
+    holds::ended(&mut cycle.plan);
+    writeback::records::release_ended(ctx.state, &cycle.plan.ended_holds, options.dry_run);
     plan::Progress::done(ctx.progress);
     Ok(cycle)
 }
@@ -270,14 +284,9 @@ impl<R: Registry> Step<'_, '_, R> {
         let mut local = plan::plan(&scope, self.policies, self.registry, self.ctx.progress).await?;
         cycle.local_files = std::mem::take(&mut local.files);
         if !self.options.dry_run && !cycle.local_files.is_empty() {
-            // Like a failing repository, a failed local write is reported and the rest goes on.
-            match crate::apply::write_files(root, &cycle.local_files) {
-                Ok(files) => cycle.written = files.len(),
-                Err(e) => local.problems.push(Problem {
-                    message: crate::error_chain::chain(&e),
-                    ..Default::default()
-                }),
-            }
+            let (written, problem) = writeback::local::write_local(root, &cycle.local_files);
+            cycle.written = written;
+            local.problems.extend(problem);
         }
         cycle.plan.merge(local);
         Ok(())
@@ -339,28 +348,34 @@ impl<R: Registry> Step<'_, '_, R> {
                 if ctx.cancel.is_cancelled() {
                     return None;
                 }
-                Some(write_target(cache, repository, planner, options).await)
+                let target = writeback::Target {
+                    dry_run: options.dry_run,
+                    branch_from_plan: planner.branch_templates.contains_key(&repository.name),
+                    state: ctx.state,
+                };
+                Some(writeback::write_repository(cache, repository, planner, target).await)
             })
             .buffered(bound)
             .collect()
             .await;
         for (repository, written) in targets.iter().zip(written) {
-            let Some((outcome, planned)) = written else {
+            let Some(writeback::Written {
+                outcome,
+                plan: planned,
+            }) = written
+            else {
                 cycle.cancelled = true;
                 continue;
             };
             cycle.failed |= outcome.status == plan::RepositoryStatus::Failed;
             if let Some(p) = planned {
-                if let (Some(state), false) = (ctx.state, options.dry_run) {
-                    rollbacks::record(state, repository, &p);
-                }
                 cycle.plan.merge(p.plan);
                 found.images.extend(p.images);
                 found.app_problems.extend(p.app_problems);
             }
             let mut outcome = outcome;
             outcome.sources = planner.sources_of(&repository.name);
-            cycle.plan.repositories.push(outcome);
+            cycle.repositories.push(outcome);
         }
         // A chain reads upstream first, whichever repository each environment is in.
         cycle.plan.promotions.sort_by_key(|p| p.stage);
@@ -377,134 +392,45 @@ impl<R: Registry> Step<'_, '_, R> {
             return;
         }
         let options = self.options;
+        // Planned by the sources, sent by the write-back.
         let patches =
             argocd::plan::patch::plan_patches(&apps.resolved, self.registry, self.holds).await;
-        let (reports, problems) =
-            argocd::write::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
-        outcome::log_patches(&apps.resolved, &patches.patches, &reports);
-        cycle.failed |= !problems.is_empty();
+        let sent = writeback::applications::send_patches(
+            c,
+            &apps.resolved,
+            &patches.patches,
+            options.dry_run,
+        )
+        .await;
+        cycle.failed |= !sent.problems.is_empty();
         for p in patches.patches {
             if options.diff {
-                cycle.plan.diffs.push(patch_diff(&p));
+                cycle
+                    .plan
+                    .diffs
+                    .push(writeback::applications::patch_diff(&p));
             }
             cycle.plan.changes.extend(p.changes);
         }
         cycle.plan.holds.extend(patches.holds);
         cycle.plan.skipped_tags.extend(patches.skipped_tags);
         cycle.plan.problems.extend(patches.problems);
-        cycle.plan.problems.extend(problems);
+        cycle.plan.problems.extend(sent.problems);
         cycle.plan.up_to_date += patches.up_to_date;
         found.images.extend(patches.images);
         found.app_problems.extend(patches.app_problems);
-        found.patch_reports = reports;
+        found.patch_reports = sent.reports;
         if !options.dry_run {
-            write_updater_status(c, apps, found, cycle).await;
-        }
-    }
-}
-
-/// Image Updater's status on each resource from the cluster.
-async fn write_updater_status(
-    c: &Loaded,
-    apps: &Applications,
-    found: &AppFindings,
-    cycle: &mut Cycle,
-) {
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let writes = argocd::write::updater_status::status_writes(
-        &apps.updaters,
-        &apps.resolved,
-        &found.images,
-        &found.app_problems,
-        &now,
-    );
-    for w in writes {
-        if let Err(e) = c
-            .cluster
-            .patch_image_updater_status(&w.namespace, &w.name, &w.status)
-            .await
-        {
-            cycle.failed = true;
-            cycle.plan.problems.push(Problem {
-                message: crate::error_chain::chain(&e),
-                ..Default::default()
-            });
-        }
-    }
-}
-
-/// An Application's patch as a diff: the merge patch document with the overrides the
-/// Application has now, and as the patch sets them.
-fn patch_diff(p: &argocd::plan::patch::AppPatch) -> plan::TargetDiff {
-    let pretty = |v: &serde_json::Value| {
-        let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
-        text.push('\n');
-        text
-    };
-    plan::TargetDiff {
-        target: plan::DiffTarget::Application {
-            id: format!("{}/{}", p.namespace, p.name),
-        },
-        original: Some(pretty(&p.live)),
-        updated: pretty(&p.body),
-    }
-}
-
-/// Writes one repository target by its `write.mode`: a push, or pull requests.
-async fn write_target<R: Registry>(
-    cache: &RepoCache,
-    repository: &RepositoryConfig,
-    planner: &TargetPlanner<'_, R>,
-    options: Options<'_>,
-) -> (RepositoryOutcome, Option<TargetPlan>) {
-    let mut repository = repository.clone();
-    if planner.branch_templates.contains_key(&repository.name) {
-        // The branch is named by the plan (`Planned::branch`); until then only the base is read.
-        repository.write.branch = None;
-    }
-    let repository = &repository;
-    match repository.write.mode {
-        WriteMode::Push => {
-            let mut report = git::write_planned(
-                cache,
-                repository,
-                planner,
-                WriteOptions {
-                    dry_run: options.dry_run,
-                },
+            let problems = writeback::applications::write_updater_status(
+                c,
+                &apps.updaters,
+                &apps.resolved,
+                &found.images,
+                &found.app_problems,
             )
             .await;
-            outcome::log_pushed(&report);
-            let plan = report.plan.take();
-            // One push carries every group: all were written, or none.
-            let pushed = matches!(
-                &report.result,
-                Ok(o) if matches!(o.status, git::WriteStatus::Pushed { .. } | git::WriteStatus::UpToDate)
-            );
-            if let (Some(state), Some(plan)) = (planner.state, &plan)
-                && pushed
-                && !options.dry_run
-            {
-                steady::record_written(state, &repository.name, &plan.proposals, |_| true);
-            }
-            (outcome::pushed(report), plan)
-        }
-        WriteMode::PullRequest => {
-            let mut report =
-                crate::forge::sync_repository(cache, repository, planner, options.dry_run).await;
-            outcome::log_pull_requests(&report);
-            let plan = report.plan.take();
-            if let (Some(state), Some(plan), Ok(synced)) = (planner.state, &plan, &report.result)
-                && !options.dry_run
-            {
-                steady::record_written(
-                    state,
-                    &repository.name,
-                    &plan.proposals,
-                    steady::in_pull_requests(synced),
-                );
-            }
-            (outcome::pull_requests(report), plan)
+            cycle.failed |= !problems.is_empty();
+            cycle.plan.problems.extend(problems);
         }
     }
 }

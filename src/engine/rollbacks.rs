@@ -2,16 +2,15 @@
 //! commits since the tip the last cycle planned on are read (`git::history`), the rollbacks
 //! among them found (`plan::rollbacks`, pure), and held in this very plan, so the rolled-back
 //! tag is not proposed again even once. The holds and the new tip are recorded once the target
-//! was written ([`record`]), never in a dry run.
+//! was written ([`crate::writeback::records::record_rollbacks`]), never in a dry run.
 
 use crate::git::{self, CommitFiles, RepositoryConfig};
 use crate::holds::HeldTag;
 use crate::plan::rollbacks::{self, Commit, Reading};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
-use crate::state::State;
 
-use super::target::{TargetPlan, TargetPlanner};
+use super::target::TargetPlanner;
 
 impl<R: Registry> TargetPlanner<'_, R> {
     /// The holds a person's rollbacks since the last cycle call for; none without a state store
@@ -80,20 +79,5 @@ fn commit(c: git::history::CommitWrite) -> Commit {
             .into_iter()
             .map(|f| (f.path, f.before, f.after))
             .collect(),
-    }
-}
-
-/// Records what planning `repository` found: the holds of the rollbacks it noticed (durable at
-/// once), then the tip it planned on, so the next cycle reads only the commits after it.
-pub(super) fn record(state: &State, repository: &RepositoryConfig, plan: &TargetPlan) {
-    for held in &plan.plan.holds_found {
-        if let Err(e) = state.hold(held) {
-            tracing::warn!(field = %held.key, error = %e, "a person's rollback could not be held in the state store");
-            // The tip is not recorded: the next cycle reads these commits again.
-            return;
-        }
-    }
-    if let Some(tip) = &plan.tip {
-        state.record_seen_tip(&repository.name, &repository.branch, tip);
     }
 }

@@ -11,7 +11,7 @@ use crate::argocd::branch::{
 };
 use crate::argocd::plan::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan};
 use crate::argocd::resolve::{self, Resolved};
-use crate::change::{ChangeGroup, Stacking};
+use crate::change::{self, ChangeGroup, Stacking};
 use crate::files::{Files, FilesError};
 use crate::git::{CommitFiles, Planned, Replanner, RepositoryConfig};
 use crate::holds::Holds;
@@ -33,11 +33,25 @@ pub struct TargetPlan {
     /// Application problems found on the checkout, by index into [`Resolved::apps`].
     pub app_problems: Vec<(usize, String)>,
     /// With a state store, what each group proposes, recorded once its write succeeded
-    /// ([`super::steady::record_written`]).
+    /// ([`crate::writeback::records::record_written`]).
     pub proposals: Vec<(String, Proposal)>,
     /// The base tip the target was planned on, recorded once written so the next cycle reads
     /// only the commits after it for a person's rollbacks.
     pub tip: Option<String>,
+}
+
+impl crate::writeback::Recorded for TargetPlan {
+    fn proposals(&self) -> &[(String, Proposal)] {
+        &self.proposals
+    }
+
+    fn holds_found(&self) -> &[crate::holds::HeldTag] {
+        &self.plan.holds_found
+    }
+
+    fn tip(&self) -> Option<&str> {
+        self.tip.as_deref()
+    }
 }
 
 /// Where each policy comes from, in the words a report uses.
@@ -261,11 +275,9 @@ impl<R: Registry> TargetPlanner<'_, R> {
         };
         let deployers = self.resolved.map_or(&[][..], |r| r.deployers.as_slice());
         name_applications(&mut groups, deployers, repository, &mut plan);
-        if self.diff {
-            plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
-        }
         let for_review = repository.write.rendered_diff
             && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
+        let mut rendered = Vec::new();
         if self.rendered || for_review {
             let tools = self.tools.get_or_init(|| {
                 crate::render::Tools::from_path()
@@ -273,10 +285,16 @@ impl<R: Registry> TargetPlanner<'_, R> {
             });
             super::review::render_groups(tools, deployers, &repository.url, files, &mut groups);
             if self.rendered {
-                plan.diffs
-                    .extend(super::review::rendered_diffs(name, &groups));
+                rendered = super::review::rendered_diffs(name, &groups);
             }
         }
+        // The groups as they are committed, one commit or pull request each: decided here,
+        // once, per `write.group`; git and the forges write them as given.
+        let groups = change::group(name, repository.write.group, groups);
+        if self.diff {
+            plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
+        }
+        plan.diffs.extend(rendered);
         // With nothing to write no branch is named: a range over no changes may render empty,
         // which is no branch at all.
         let branch = if groups.is_empty() {

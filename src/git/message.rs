@@ -41,7 +41,7 @@ pub const POLICY_TRAILER: &str = "Tagpilot-Policy";
 /// (`git log --grep 'Tagpilot-Application: argocd/shop'`), whatever the message template says.
 pub const APPLICATION_TRAILER: &str = "Tagpilot-Application";
 
-/// The trailer that names the commit a revert of tagpilot's undoes (`crate::engine::revert`).
+/// The trailer that names the commit a revert of tagpilot's undoes (`crate::writeback::revert`).
 pub const REVERT_TRAILER: &str = "Tagpilot-Revert";
 
 /// Why no commit message could be made from `write.commitMessage`.

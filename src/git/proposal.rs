@@ -21,7 +21,7 @@ use super::push::{AttemptError, push};
 use super::sign::Signer;
 use super::write::Replanner;
 use super::{GitError, Libgit2Error};
-use crate::change::{self, ChangeGroup};
+use crate::change::ChangeGroup;
 use crate::config::repository::RepositoryConfig;
 
 /// The base branch as fetched, and the change groups planned on it.
@@ -48,8 +48,8 @@ pub struct BranchTip {
     pub by_tagpilot: bool,
 }
 
-/// Fetches the base branch, plans on its tip and groups the changes per `write.group`. The
-/// planner's own plan comes back beside the groups.
+/// Fetches the base branch and plans on its tip; the planner's groups (already per
+/// `write.group`) are the pull requests, and its own plan comes back beside them.
 pub async fn prepare<P: Replanner>(
     cache: &RepoCache,
     repo: &RepositoryConfig,
@@ -76,7 +76,7 @@ pub async fn prepare<P: Replanner>(
     drop(files);
     let prepared = Prepared {
         base_tip,
-        groups: change::group(&repo.name, repo.write.group, planned.groups),
+        groups: planned.groups,
         complete: planned.complete,
     };
     Ok((prepared, planned.plan))

@@ -23,14 +23,16 @@ use super::commit::{build_commits, same_proposal};
 use super::push::{AttemptError, push};
 use super::sign::{self, Signer};
 use super::tree::CommitFiles;
-use crate::change::{self, ChangeGroup};
+use crate::change::ChangeGroup;
 use crate::config::repository::{ConfigError, RepositoryConfig};
 
 /// What a planner found on one checkout: the change groups to commit, and its own account of
 /// the checkout (changes, holds, problems) for the report, returned rather than kept aside.
 #[derive(Debug, Clone)]
 pub struct Planned<T> {
-    /// See [`ChangeGroup`] for how groups that change one file must be built.
+    /// The groups as they are committed, one commit (or pull request) each, already grouped
+    /// per `write.group` ([`crate::change::group`]): the writers never group again. See
+    /// [`ChangeGroup`] for how groups that change one file must be built.
     pub groups: Vec<ChangeGroup>,
     /// Whether the plan covered every policy (no problems). A change that is missing from an
     /// incomplete plan may be missing because its registry failed, so pull requests are closed
@@ -287,7 +289,7 @@ impl Rounds {
         .await
     }
 
-    /// Plans on `files`, groups the changes, and fetches the branch the plan names, if it names
+    /// Plans on `files` and fetches the branch the plan names, if it names
     /// another. `None` when the base moved meanwhile: plan again on it.
     async fn plan<P: Replanner>(
         &mut self,
@@ -304,7 +306,8 @@ impl Rounds {
                 source: Box::new(e),
             })?;
         drop(files);
-        let groups = change::group(&self.repo.name, self.repo.write.group, planned.groups);
+        // Grouped per `write.group` by the planner: one commit per group, as given.
+        let groups = planned.groups;
         last.plan = Some(planned.plan);
         let signer = match &self.signer {
             Some(loaded) => loaded.clone(),

@@ -43,7 +43,6 @@ pub fn merge(
                 out.skipped.push(s);
             }
         }
-        out.repositories.extend(p.repositories);
         out.up_to_date += p.up_to_date;
         out.policies_used += p.policies_used;
         out.ended_holds.extend(p.ended_holds);

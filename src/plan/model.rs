@@ -481,8 +481,6 @@ pub struct Plan {
     pub files: Vec<FileUpdate>,
     /// Configured repositories' files and Application patches before and after, when asked for.
     pub diffs: Vec<TargetDiff>,
-    /// What happened in each configured repository (`tagpilot apply`) or would (`plan`).
-    pub repositories: Vec<RepositoryOutcome>,
     /// References found that are already where their policy wants them.
     pub up_to_date: usize,
     /// Policies that matched at least one reference.
@@ -567,7 +565,6 @@ impl Plan {
         self.findings.extend(other.findings);
         self.files.extend(other.files);
         self.diffs.extend(other.diffs);
-        self.repositories.extend(other.repositories);
         self.up_to_date += other.up_to_date;
         self.policies_used += other.policies_used;
         self.ended_holds.extend(other.ended_holds);

@@ -150,7 +150,7 @@ impl<'a> Report<'a> {
             problems: &plan.problems,
             skipped: &plan.skipped,
             findings: &plan.findings,
-            repositories: &plan.repositories,
+            repositories: &[],
             applications,
             holds_found: &plan.holds_found,
             holds_ended: &plan.ended_holds,
@@ -159,6 +159,15 @@ impl<'a> Report<'a> {
             summary: summary(plan),
             files: &plan.files,
             diffs: &plan.diffs,
+        }
+    }
+
+    /// The report with what became of each configured repository: a cycle's outcome beside
+    /// its plan ([`crate::plan::RepositoryOutcome`]).
+    pub fn with_repositories(self, repositories: &'a [RepositoryOutcome]) -> Self {
+        Report {
+            repositories,
+            ..self
         }
     }
 

@@ -3,28 +3,25 @@
 use super::*;
 use crate::plan::{DiffTarget, PullRequestSummary};
 
-fn with_pull_request(warnings: Vec<String>) -> Plan {
-    Plan {
-        repositories: vec![RepositoryOutcome {
-            repository: "manifests".into(),
-            url: "https://git.example/acme/manifests.git".into(),
-            branch: "main".into(),
-            status: crate::plan::RepositoryStatus::PullRequests,
-            sources: vec![],
-            commits: vec![],
-            pull_requests: vec![PullRequestSummary {
-                group: "api".into(),
-                branch: "tagpilot/api".into(),
-                status: "opened".into(),
-                number: Some(7),
-                reference: Some("#7".into()),
-                url: None,
-                warnings,
-            }],
-            error: None,
+fn with_pull_request(warnings: Vec<String>) -> Vec<RepositoryOutcome> {
+    vec![RepositoryOutcome {
+        repository: "manifests".into(),
+        url: "https://git.example/acme/manifests.git".into(),
+        branch: "main".into(),
+        status: crate::plan::RepositoryStatus::PullRequests,
+        sources: vec![],
+        commits: vec![],
+        pull_requests: vec![PullRequestSummary {
+            group: "api".into(),
+            branch: "tagpilot/api".into(),
+            status: "opened".into(),
+            number: Some(7),
+            reference: Some("#7".into()),
+            url: None,
+            warnings,
         }],
-        ..Plan::default()
-    }
+        error: None,
+    }]
 }
 
 fn file(repository: &str, group: Option<&str>, path: &str) -> DiffTarget {
@@ -94,17 +91,24 @@ fn diff_names_each_repository_once_and_shows_new_files_from_dev_null() {
 
 #[test]
 fn pull_request_warnings_reach_every_format() {
-    let plan = with_pull_request(vec![
-        "reviewer \"ghost\" is neither a user nor a team".into(),
-    ]);
-    let table = table(&plan);
+    let (plan, repositories) = (
+        Plan::default(),
+        with_pull_request(vec![
+            "reviewer \"ghost\" is neither a user nor a team".into(),
+        ]),
+    );
+    let report = Report::new(&plan, None).with_repositories(&repositories);
+    let table = report.table();
     assert!(table.contains("api (tagpilot/api) #7: opened"), "{table}");
     assert!(table.contains("warning: reviewer \"ghost\""), "{table}");
-    assert!(json(&plan).unwrap().contains("\"warnings\""));
-    assert!(markdown(&plan).contains("ghost"));
+    assert!(report.json().unwrap().contains("\"warnings\""));
+    assert!(report.markdown().contains("ghost"));
     // No warnings, no noise.
+    let quiet = with_pull_request(vec![]);
     assert!(
-        !json(&with_pull_request(vec![]))
+        !Report::new(&plan, None)
+            .with_repositories(&quiet)
+            .json()
             .unwrap()
             .contains("\"warnings\"")
     );

@@ -331,7 +331,7 @@ fn log_outcome(
                     line = c.line,
                     from = %c.from,
                     to = %c.to,
-                    result = super::metrics::change_result(plan, c),
+                    result = super::metrics::change_result(cycle, c),
                     "update"
                 );
             }
@@ -380,7 +380,7 @@ fn log_outcome(
                     s.reason
                 );
             }
-            for r in &plan.repositories {
+            for r in &cycle.repositories {
                 if let Some(error) = &r.error {
                     tracing::warn!(repository = %r.repository, "{error}");
                 }

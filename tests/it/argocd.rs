@@ -114,7 +114,7 @@ async fn golden_applications_plan_then_apply_in_one_commit() {
     golden::assert_text(&golden().join("plan.md"), &markdown);
 
     let applied = run(&config, dir.path(), &registry, false).await;
-    for r in &applied.plan.repositories {
+    for r in &applied.repositories {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
     let subjects = repo.subjects("main");
@@ -185,7 +185,7 @@ async fn golden_applications_plan_diff_is_what_apply_commits() {
     );
 
     let applied = run(&config, dir.path(), &registry, false).await;
-    for r in &applied.plan.repositories {
+    for r in &applied.repositories {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
     let work = tempfile::tempdir().unwrap();
@@ -252,7 +252,7 @@ async fn image_updater_resources_give_the_same_updates_as_the_annotations() {
         planned.plan.problems
     );
     let by_resources = run(&config, dir.path(), &registry, false).await;
-    for r in &by_resources.plan.repositories {
+    for r in &by_resources.repositories {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
     assert_eq!(repo.rev("main").unwrap(), before, "main is left alone");
@@ -376,8 +376,8 @@ async fn five_apps_on_one_repository_make_one_commit_and_one_tag_listing() {
     )
     .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
-    assert_eq!(applied.plan.repositories.len(), 1);
-    assert!(applied.plan.repositories[0].error.is_none());
+    assert_eq!(applied.repositories.len(), 1);
+    assert!(applied.repositories[0].error.is_none());
     assert_eq!(applied.plan.changes.len(), 5, "{:?}", applied.plan.changes);
     assert_eq!(
         registry.tag_list_calls(),
@@ -432,13 +432,11 @@ pub(crate) fn hex_sha256(text: &str) -> String {
 
 fn status(run: &Cycle, repository: &str) -> (String, RepositoryStatus) {
     let r = run
-        .plan
         .repositories
         .iter()
         .find(|r| r.repository.starts_with(repository))
         .unwrap_or_else(|| {
             let names: Vec<&str> = run
-                .plan
                 .repositories
                 .iter()
                 .map(|r| r.repository.as_str())
@@ -570,7 +568,7 @@ async fn an_unknown_git_branch_field_is_refused_and_nothing_is_written() {
         MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
             .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
-    assert!(applied.plan.repositories.is_empty());
+    assert!(applied.repositories.is_empty());
     let problems: Vec<&str> = applied
         .plan
         .problems
@@ -741,7 +739,7 @@ async fn run_iu_case(case: &Path) -> Vec<String> {
             p.message
         ));
     }
-    for r in &planned.plan.repositories {
+    for r in &planned.repositories {
         if let Some(e) = &r.error {
             text.push_str(&format!("repository {}: {e}\n", r.repository));
         }
@@ -817,7 +815,6 @@ async fn run_iu_case(case: &Path) -> Vec<String> {
     // are planned again; that branch already holds them.
     let again = run(&config, dir.path(), &registry, false).await;
     let pushed: Vec<&str> = again
-        .plan
         .repositories
         .iter()
         .filter(|r| r.status != RepositoryStatus::UpToDate)
@@ -882,7 +879,6 @@ async fn a_branch_name_git_refuses_is_a_named_problem_and_nothing_is_pushed() {
     .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
     let failed = applied
-        .plan
         .repositories
         .iter()
         .find(|r| r.repository.contains("updates.."))
@@ -1245,7 +1241,7 @@ async fn a_branch_template_over_no_changes_is_not_a_problem() {
         "{:?}",
         applied.plan.problems
     );
-    for r in &applied.plan.repositories {
+    for r in &applied.repositories {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
 }
@@ -1262,7 +1258,7 @@ async fn the_commit_names_the_applications_that_deploy_the_changed_files() {
         MemoryRegistry::from_yaml("registry.example/shop/api: {tags: [\"1.0.0\", \"1.1.0\"]}\n")
             .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
-    assert!(applied.plan.repositories[0].error.is_none());
+    assert!(applied.repositories[0].error.is_none());
     assert_eq!(applied.plan.changes.len(), 1, "{:?}", applied.plan.changes);
     let message = repo.message("main");
     assert!(

@@ -147,12 +147,12 @@ async fn a_repository_named_by_a_policy_file_and_two_applications_gets_one_plan_
         applied.plan.problems
     );
     assert_eq!(
-        applied.plan.repositories.len(),
+        applied.repositories.len(),
         1,
         "one target: {:?}",
-        applied.plan.repositories
+        applied.repositories
     );
-    let outcome = &applied.plan.repositories[0];
+    let outcome = &applied.repositories[0];
     assert_eq!(outcome.status, RepositoryStatus::Pushed);
     assert_eq!(
         outcome.commits.len(),
@@ -199,7 +199,9 @@ async fn a_repository_named_by_a_policy_file_and_two_applications_gets_one_plan_
     assert_eq!(changed, ["cron", "jobs/worker", "web/api"]);
     assert_eq!(registry.tag_list_calls(), 3, "one listing per image");
 
-    let table = tagpilot::report::table(&applied.plan);
+    let table = tagpilot::report::Report::new(&applied.plan, None)
+        .with_repositories(&applied.repositories)
+        .table();
     assert!(table.contains("named by: policy file"), "{table}");
     assert!(table.contains("Application jobs (git)"), "{table}");
 
@@ -235,10 +237,7 @@ async fn two_sources_that_want_different_tags_for_one_field_hold_it_and_name_bot
         applied.plan.changes
     );
     assert_eq!(repo.rev("main").unwrap(), before, "nothing written");
-    assert_eq!(
-        applied.plan.repositories[0].status,
-        RepositoryStatus::UpToDate
-    );
+    assert_eq!(applied.repositories[0].status, RepositoryStatus::UpToDate);
     let holds = &applied.plan.holds;
     assert_eq!(holds.len(), 2, "{holds:?}");
     for h in holds {
@@ -403,7 +402,7 @@ async fn applications_on_a_pull_request_repository_open_a_pull_request_and_then_
         "{:?}",
         opened.plan.problems
     );
-    let outcome = &opened.plan.repositories[0];
+    let outcome = &opened.repositories[0];
     assert_eq!(
         outcome.status,
         RepositoryStatus::PullRequests,
@@ -441,7 +440,7 @@ async fn applications_on_a_pull_request_repository_open_a_pull_request_and_then_
         false,
     )
     .await;
-    let outcome = &updated.plan.repositories[0];
+    let outcome = &updated.repositories[0];
     assert_eq!(outcome.pull_requests[0].status, "updated", "{outcome:?}");
     assert!(
         repo.show(BRANCH, "apps/web/deployment.yaml")
@@ -551,7 +550,7 @@ async fn a_branch_named_after_the_changes_is_planned_once() {
         let scans = Scans::default();
         let run = cycle(&config, dir.path(), &registry, &scans, dry_run).await;
         assert!(run.plan.problems.is_empty(), "{:?}", run.plan.problems);
-        assert_eq!(run.plan.repositories[0].branch, branch);
+        assert_eq!(run.repositories[0].branch, branch);
         assert_eq!(
             scans.0.load(Ordering::Relaxed),
             1,
@@ -601,7 +600,7 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
     .await
     .unwrap();
     assert!(cycle.cancelled);
-    assert!(cycle.plan.repositories.is_empty());
+    assert!(cycle.repositories.is_empty());
     assert_eq!(
         repo.rev("main").unwrap(),
         before,
@@ -742,7 +741,6 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
     );
     // m0's plan ended last; the report keeps the configured order.
     let names: Vec<&str> = planned
-        .plan
         .repositories
         .iter()
         .map(|r| r.repository.as_str())
@@ -840,7 +838,6 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
             .map(|c| (c.file.clone(), c.to.clone()))
             .collect();
         let targets: Vec<&str> = cycle
-            .plan
             .repositories
             .iter()
             .map(|r| r.repository.as_str())
@@ -891,12 +888,11 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
         MemoryRegistry::from_yaml("registry.example/shop/cache: {tags: [\"1.0.0\"]}\n").unwrap();
     let all = cycle(&config, dir.path(), &registry, &(), true).await;
     assert!(
-        all.plan
-            .repositories
+        all.repositories
             .iter()
             .any(|r| r.repository == "elsewhere" && r.status == RepositoryStatus::Failed),
         "{:#?}",
-        all.plan.repositories
+        all.repositories
     );
 }
 
@@ -1012,7 +1008,7 @@ async fn an_allow_tags_regexp_that_does_not_compile_holds_the_image_with_a_probl
 
 /// A proposal counts once it was written. A push the remote refused (a hook) proposed nothing:
 /// the next cycle proposes what the registry offers then, even a lower tag, instead of holding
-/// against the refused one as if it had been proposed (`engine::steady`).
+/// against the refused one as if it had been proposed (`writeback::records`).
 #[tokio::test]
 async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_again() {
     set_test_secrets();
@@ -1066,10 +1062,10 @@ async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_
     // 1.3.0 is planned, and the hook refuses the push.
     let refused = run("\"1.0.0\", \"1.3.0\"").await;
     assert_eq!(
-        refused.plan.repositories[0].status,
+        refused.repositories[0].status,
         RepositoryStatus::Failed,
         "{:?}",
-        refused.plan.repositories
+        refused.repositories
     );
     assert_eq!(state.last_proposal("manifests", "api"), None);
 
@@ -1079,10 +1075,10 @@ async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_
     let pushed = run("\"1.0.0\", \"1.2.9\"").await;
     assert!(pushed.plan.holds.is_empty(), "{:?}", pushed.plan.holds);
     assert_eq!(
-        pushed.plan.repositories[0].status,
+        pushed.repositories[0].status,
         RepositoryStatus::Pushed,
         "{:?}",
-        pushed.plan.repositories
+        pushed.repositories
     );
     assert!(
         repo.show("main", crate::support::git::DEPLOYMENT_PATH)

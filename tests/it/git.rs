@@ -132,12 +132,18 @@ impl Replanner for LinePlanner {
     type Plan = ();
     type Error = std::io::Error;
 
+    /// Grouped per `write.group` here, as a planner does: git commits the groups as given.
     async fn plan(
         &self,
-        _repository: &RepositoryConfig,
+        repository: &RepositoryConfig,
         files: &CommitFiles,
     ) -> std::io::Result<Planned<()>> {
-        self.plan_sync(files).map(Planned::groups)
+        let groups = self.plan_sync(files)?;
+        Ok(Planned::groups(tagpilot::change::group(
+            &repository.name,
+            repository.write.group,
+            groups,
+        )))
     }
 }
 
@@ -340,6 +346,36 @@ async fn groups_one_commit_per_repository() {
     );
 }
 
+/// The groups are decided once, by the planner: git commits the groups it is given, one commit
+/// each, whatever `write.group` says (here `repository`, which a planner would have merged).
+#[tokio::test]
+async fn commits_the_groups_it_is_given_without_grouping_them_again() {
+    struct Ungrouped(LinePlanner);
+    impl Replanner for Ungrouped {
+        type Plan = ();
+        type Error = std::io::Error;
+        async fn plan(
+            &self,
+            _: &RepositoryConfig,
+            files: &CommitFiles,
+        ) -> std::io::Result<Planned<()>> {
+            self.0.plan_sync(files).map(Planned::groups)
+        }
+    }
+    let origin = BareRepo::new();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let repo = file_repo(&origin, "write: {group: repository}\n");
+    let planner = Ungrouped(LinePlanner::new(vec![api("1.1.0"), web("2.1.0")]));
+    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+        .await
+        .unwrap();
+    assert_eq!(pushed(&outcome.status), 2);
+    assert_eq!(
+        origin.show("main", DEPLOYMENT_PATH),
+        expected_deployment("1.1.0", "2.1.0")
+    );
+}
+
 /// What the push after a race comes to, in [`another_writer_pushing_while_we_plan`].
 enum AfterRace {
     /// Replanned on the new tip and pushed: the first commit's first change is from `from`
@@ -488,11 +524,15 @@ async fn gives_up_after_max_retries_when_the_branch_keeps_moving() {
         type Error = std::io::Error;
         async fn plan(
             &self,
-            _: &RepositoryConfig,
+            repository: &RepositoryConfig,
             files: &CommitFiles,
         ) -> std::io::Result<Planned<()>> {
             let n = self.1.fetch_add(1, Ordering::SeqCst);
-            let groups = LinePlanner::new(vec![api("9.9.9")]).plan_sync(files)?;
+            let groups = tagpilot::change::group(
+                &repository.name,
+                repository.write.group,
+                LinePlanner::new(vec![api("9.9.9")]).plan_sync(files)?,
+            );
             push_change_at(
                 &self.0,
                 "main",

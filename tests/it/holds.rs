@@ -91,7 +91,7 @@ async fn a_persons_rollback_is_held_across_restarts_until_a_newer_tag_appears() 
 
     // tagpilot pushes 1.3.0; a cycle later the branch is as it left it.
     let pushed = cycle(&setup, &state, tags).await;
-    assert_eq!(pushed.plan.repositories[0].status, RepositoryStatus::Pushed);
+    assert_eq!(pushed.repositories[0].status, RepositoryStatus::Pushed);
     let idle = cycle(&setup, &state, tags).await;
     assert!(idle.plan.changes.is_empty(), "{:?}", idle.plan.changes);
 

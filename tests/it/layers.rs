@@ -1,7 +1,7 @@
 //! The import graph runs one way (ARCHITECTURE.md, "Layers"): leaf types at the bottom,
 //! selection and manifest editing over them, the edges beside those, planning above, the
-//! Argo CD sources above that, the report of a cycle, the engine, the service, and the command
-//! line on top. This test reads every `crate::`/`super::`
+//! Argo CD sources above that, the report of a cycle, the write-back, the engine, the service,
+//! and the command line on top. This test reads every `crate::`/`super::`
 //! path in `src/` (test modules and comments left out) and fails on an import against the
 //! layering or on a circle between modules, naming the file and the path.
 
@@ -24,6 +24,8 @@ enum Layer {
     Sources,
     /// The report of a cycle: one model over the plan and the Applications, and its renderings.
     Report,
+    /// What a cycle planned, written: pushes, pull requests, Application patches, records.
+    WriteBack,
     /// One cycle over every source and target.
     Engine,
     /// The long-running mode: its loop, webhooks, metrics and lock, calling only the engine.
@@ -61,6 +63,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("apply", "apply", Layer::Planning),
         ("report", "report", Layer::Report),
         ("argocd", "argocd", Layer::Sources),
+        ("writeback", "writeback", Layer::WriteBack),
         ("engine", "engine", Layer::Engine),
         ("session", "session", Layer::Engine),
         ("run", "run", Layer::Service),
@@ -89,7 +92,15 @@ fn may_import(from: Layer, to: Layer, to_unit: &str) -> bool {
             to,
             Layer::Report | Layer::Engine | Layer::Service | Layer::Cli
         ),
-        Layer::Report => !matches!(to, Layer::Engine | Layer::Service | Layer::Cli),
+        Layer::Report => !matches!(
+            to,
+            Layer::WriteBack | Layer::Engine | Layer::Service | Layer::Cli
+        ),
+        // It writes what it is given: never the planner's caller, the report or above.
+        Layer::WriteBack => !matches!(
+            to,
+            Layer::Report | Layer::Engine | Layer::Service | Layer::Cli
+        ),
         Layer::Engine => !matches!(to, Layer::Service | Layer::Cli),
         Layer::Service => to != Layer::Cli,
         Layer::Cli => true,

@@ -1,4 +1,4 @@
-//! The revert writer (`engine::revert`, issue 19) on real git remotes (file:// and git
+//! The revert writer (`writeback::revert`, issue 19) on real git remotes (file:// and git
 //! http-backend), and in pull-request mode against the GitHub and GitLab API doubles.
 //!
 //! Every scenario starts from tagpilot's update commit (api 1.0.0 → 1.1.0, with its
@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 use tagpilot::change::Change;
-use tagpilot::engine::revert::{FailedUpdate, RevertError, RevertOutcome, RevertWrite, revert};
 use tagpilot::git::{RepoCache, RepositoryConfig};
 use tagpilot::plan::revert::LeftReason;
+use tagpilot::writeback::revert::{FailedUpdate, RevertError, RevertOutcome, RevertWrite, revert};
 use wiremock::matchers::{body_partial_json, query_param};
 use wiremock::{Mock, MockServer};
 

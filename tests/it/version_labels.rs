@@ -55,7 +55,7 @@ async fn applied(version_labels: &str) -> (String, usize) {
             .unwrap();
     let cache = RepoCache::new(dir.path().join("cache"));
     let run = cycle(&config, None, &cache, &registry, &(), false).await;
-    for r in &run.plan.repositories {
+    for r in &run.repositories {
         assert!(r.error.is_none(), "{}: {:?}", r.repository, r.error);
     }
     assert_eq!(run.plan.changes.len(), 1, "{:?}", run.plan.changes);

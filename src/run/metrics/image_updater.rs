@@ -154,7 +154,6 @@ fn writes(cycle: &Cycle, app: &ApplicationReport) -> (u64, u64) {
         .filter(|i| i.status == ImageStatus::Update)
     {
         let repository = cycle
-            .plan
             .repositories
             .iter()
             .find(|r| r.repository == image.repository);

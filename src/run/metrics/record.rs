@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::change::Change;
 use crate::engine::{Cycle, EngineError};
-use crate::plan::{Plan, RepositoryStatus};
+use crate::plan::RepositoryStatus;
 use crate::policy::PolicyError;
 use crate::registry::ResponseCount;
 
@@ -124,7 +124,6 @@ impl Metrics {
                         .inc();
                 }
                 let failed_repositories = cycle
-                    .plan
                     .repositories
                     .iter()
                     .filter(|r| r.status == RepositoryStatus::Failed)
@@ -190,7 +189,7 @@ pub(super) fn updates(cycle: &Cycle) -> Vec<(&str, &'static str)> {
     let plan = &cycle.plan;
     let mut out = Vec::new();
     for change in &plan.changes {
-        out.push((change.policy.as_str(), change_result(plan, change)));
+        out.push((change.policy.as_str(), change_result(cycle, change)));
     }
     for hold in &plan.holds {
         out.push((hold.policy.as_str(), "held"));
@@ -205,9 +204,10 @@ pub(super) fn updates(cycle: &Cycle) -> Vec<(&str, &'static str)> {
 
 /// What became of `change`, by what happened to its repository: `pushed`, `pull_request`,
 /// `failed`, or `proposed` where nothing was written.
-pub fn change_result(plan: &Plan, change: &Change) -> &'static str {
+pub fn change_result(cycle: &Cycle, change: &Change) -> &'static str {
     let status = change.repository.as_deref().and_then(|name| {
-        plan.repositories
+        cycle
+            .repositories
             .iter()
             .find(|r| r.repository == name)
             .map(|r| r.status)

@@ -61,13 +61,13 @@ fn cycle() -> Cycle {
                 message: "no tags".to_string(),
                 ..Default::default()
             }],
-            repositories: vec![
-                outcome("pushed", RepositoryStatus::Pushed),
-                outcome("prs", RepositoryStatus::PullRequests),
-                outcome("broken", RepositoryStatus::Failed),
-            ],
             ..Default::default()
         },
+        repositories: vec![
+            outcome("pushed", RepositoryStatus::Pushed),
+            outcome("prs", RepositoryStatus::PullRequests),
+            outcome("broken", RepositoryStatus::Failed),
+        ],
         failed: true,
         ..Default::default()
     }
@@ -334,14 +334,11 @@ fn cycle_with_applications() -> Cycle {
         .problems
         .push("selected by more than one ImageUpdater".to_string());
     Cycle {
-        plan: Plan {
-            repositories: vec![
-                outcome("pushed", RepositoryStatus::Pushed),
-                outcome("prs", RepositoryStatus::PullRequests),
-                outcome("broken", RepositoryStatus::Failed),
-            ],
-            ..Default::default()
-        },
+        repositories: vec![
+            outcome("pushed", RepositoryStatus::Pushed),
+            outcome("prs", RepositoryStatus::PullRequests),
+            outcome("broken", RepositoryStatus::Failed),
+        ],
         applications: Some(vec![web, admin, legacy, conflict]),
         ..Default::default()
     }

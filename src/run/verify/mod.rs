@@ -35,7 +35,6 @@ use crate::config::applications::FromCluster;
 use crate::config::repository::RepositoryConfig;
 use crate::config::verify::OnFailure;
 use crate::engine::Cycle;
-use crate::engine::revert::{self, FailedUpdate};
 use crate::error_chain::chain;
 use crate::forge::status::{CommitState, set_verify_status};
 use crate::git::RepoCache;
@@ -44,6 +43,7 @@ use crate::kubernetes::Cluster;
 use crate::policy;
 use crate::state::{PendingVerification, State, VerifiedField};
 use crate::verification::{Failure, Verdict};
+use crate::writeback::revert::{self, FailedUpdate};
 
 use super::clock::Clock;
 use super::http::Shared;
@@ -159,13 +159,7 @@ impl Verifier {
     /// The work that asks the cluster and the forge runs in a task of its own: a slow API
     /// delays no cycle.
     pub(super) fn after_cycle(self: &Arc<Self>, cycle: &Cycle, policies: &policy::Loaded) {
-        self.fetched(
-            cycle
-                .plan
-                .repositories
-                .iter()
-                .map(|r| r.repository.as_str()),
-        );
+        self.fetched(cycle.repositories.iter().map(|r| r.repository.as_str()));
         let pushed = self.pushed(cycle, policies);
         let seen = self.remember_open(cycle, policies);
         let this = self.clone();

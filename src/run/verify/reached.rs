@@ -59,7 +59,6 @@ impl Verifier {
     /// The commits `cycle` pushed to a base branch, each with its changes to verify.
     pub(super) fn pushed(&self, cycle: &Cycle, policies: &policy::Loaded) -> Vec<Reached> {
         cycle
-            .plan
             .repositories
             .iter()
             .filter(|r| r.status == RepositoryStatus::Pushed)
@@ -138,7 +137,7 @@ impl Verifier {
     ) -> BTreeSet<(String, u64)> {
         let mut seen = BTreeSet::new();
         let mut awaiting = self.awaiting.lock().unwrap_or_else(|e| e.into_inner());
-        for r in &cycle.plan.repositories {
+        for r in &cycle.repositories {
             let Some(config) = self
                 .repositories
                 .iter()

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 
 use crate::{engine, policy, report, session};
 
+pub mod offline;
+
 use super::CliError;
 use super::args::CheckArgs;
 
@@ -13,7 +15,7 @@ use super::args::CheckArgs;
 pub fn check(args: CheckArgs) -> Result<ExitCode, CliError> {
     let config = session::load_config(args.config.config.as_deref())?;
     let summary = policy::check(&config)?;
-    let problems = engine::check::check_repositories(&config);
+    let problems = offline::check_repositories(&config);
     if !problems.is_empty() {
         return Err(CliError::Repositories(problems));
     }
@@ -23,12 +25,12 @@ pub fn check(args: CheckArgs) -> Result<ExitCode, CliError> {
     // that resolve to nothing.
     let policies = policy::load(&config)?;
     let cache = engine::repo_cache(args.cache_dir.as_deref());
-    let (local, unread) = engine::check::check_manifests(&config, &policies, cache.as_ref())?;
+    let (local, unread) = offline::check_manifests(&config, &policies, cache.as_ref())?;
     print!("{}", report::findings_table(&local));
     for u in &unread {
         println!("not read: {u}");
     }
-    let apps = engine::check::check_applications(&config, cache.as_ref())?;
+    let apps = offline::check_applications(&config, cache.as_ref())?;
     if let Some(apps) = &apps {
         print!("{}", apps.text());
     }

@@ -91,7 +91,7 @@ pub fn check_manifests(
         }
         match cached(cache, repository) {
             Ok(files) => plan.merge(plan::survey_files(&files, &repository.name, policies)),
-            Err(why) => unread.push(why),
+            Err(why) => unread.push(crate::error_chain::chain(&why)),
         }
     }
     Ok((plan, unread))
@@ -211,7 +211,7 @@ pub fn check_applications(
                     &mut out.problems,
                 )?;
             }
-            Err(why) => out.unread.push(why),
+            Err(why) => out.unread.push(crate::error_chain::chain(&why)),
         }
     }
     out.applications = found.apps.len();
@@ -230,7 +230,7 @@ pub fn check_applications(
         .unwrap_or_default();
     out.resolved = resolve::resolve_selected(selection.apps, &config.repositories, &allowed, &head);
     let not_found = images_not_found(&mut out, cache);
-    out.findings = super::applications::unknown_annotations(&out.resolved, &unread);
+    out.findings = crate::engine::unknown_annotations(&out.resolved, &unread);
     out.findings.extend(not_found);
     Ok(Some(out))
 }
@@ -294,19 +294,35 @@ fn images_not_found(check: &mut ApplicationsCheck, cache: Option<&RepoCache>) ->
     out
 }
 
+/// Why a repository's files cannot be read offline.
+#[derive(Debug, thiserror::Error)]
+pub enum CachedError {
+    #[error("repository {repository}: the clone cache cannot be read")]
+    Unreadable {
+        repository: String,
+        #[source]
+        source: GitError,
+    },
+    #[error("repository {repository}: not in the clone cache yet (tagpilot plan fetches it)")]
+    NotCached { repository: String },
+}
+
 /// `repository`'s files as the clone cache last fetched them, or why they cannot be read
 /// offline.
-fn cached(cache: Option<&RepoCache>, repository: &RepositoryConfig) -> Result<CommitFiles, String> {
-    let name = &repository.name;
+fn cached(
+    cache: Option<&RepoCache>,
+    repository: &RepositoryConfig,
+) -> Result<CommitFiles, CachedError> {
+    let repository_name = || repository.name.clone();
     match cache.map(|c| cached_snapshot(c, repository)) {
         Some(Ok(Some(files))) => Ok(files),
-        Some(Err(e)) => Err(format!(
-            "repository {name}: the clone cache cannot be read: {}",
-            crate::error_chain::chain(&e)
-        )),
-        _ => Err(format!(
-            "repository {name}: not in the clone cache yet (tagpilot plan fetches it)"
-        )),
+        Some(Err(source)) => Err(CachedError::Unreadable {
+            repository: repository_name(),
+            source,
+        }),
+        _ => Err(CachedError::NotCached {
+            repository: repository_name(),
+        }),
     }
 }
 

@@ -1,11 +1,19 @@
-//! Proposals that do not flap, in the store: the engine reads each group's last proposal from
-//! the state store for [`crate::plan::steady`], which decides what to hold, and records a
-//! proposal only once it was written ([`record_written`]: pushed, or its pull request opened or
-//! updated): a push the remote refused proposed nothing, and the next cycle proposes again from
-//! scratch rather than holding against a tag nobody saw.
+//! What a write leaves to remember, in the state store, once it was written and never in a dry
+//! run:
+//! - each group's proposal ([`record_written`]: pushed, or its pull request opened or updated),
+//!   which [`crate::plan::steady`] reads next cycle so proposals do not flap. A push the remote
+//!   refused proposed nothing, and the next cycle proposes again from scratch rather than
+//!   holding against a tag nobody saw;
+//! - the holds of a person's rollbacks the plan noticed, and the base tip it was planned on, so
+//!   the next cycle reads only the commits after it ([`record_rollbacks`]);
+//! - the rollback holds a newer tag outlived, released ([`release_ended`]).
 
+use crate::config::repository::RepositoryConfig;
 use crate::forge::{Action, ForgeOutcome};
+use crate::holds::HeldTag;
 use crate::state::{Proposal, ProposedChange, State};
+
+use super::Recorded;
 
 /// Records as the last proposal of its group each of `proposals` that `written` says reached
 /// the remote (every change of it, by policy and file).
@@ -35,6 +43,39 @@ pub fn in_pull_requests(synced: &ForgeOutcome) -> impl Fn(&ProposedChange) -> bo
                 .iter()
                 .any(|c| c.policy == change.policy && c.file.replace('\\', "/") == change.file)
         })
+    }
+}
+
+/// Records what planning `repository` found: the holds of the rollbacks it noticed (durable at
+/// once), then the tip it planned on, so the next cycle reads only the commits after it.
+pub fn record_rollbacks(state: &State, repository: &RepositoryConfig, plan: &impl Recorded) {
+    for held in plan.holds_found() {
+        if let Err(e) = state.hold(held) {
+            tracing::warn!(field = %held.key, error = %e, "a person's rollback could not be held in the state store");
+            // The tip is not recorded: the next cycle reads these commits again.
+            return;
+        }
+    }
+    if let Some(tip) = plan.tip() {
+        state.record_seen_tip(&repository.name, &repository.branch, tip);
+    }
+}
+
+/// Releases the rollback holds a plan found outlived, unless dry-running (a plan only says
+/// they end). Each is logged; the report lists them.
+pub fn release_ended(state: Option<&State>, ended: &[HeldTag], dry_run: bool) {
+    let Some(state) = state.filter(|_| !dry_run) else {
+        return;
+    };
+    for held in ended {
+        match state.release(&held.key) {
+            Ok(_) => {
+                tracing::info!(field = %held.key, tag = %held.tag, reason = %held.reason, "hold released: a newer tag appeared")
+            }
+            Err(e) => {
+                tracing::warn!(field = %held.key, error = %e, "a hold that ended could not be released")
+            }
+        }
     }
 }
 
