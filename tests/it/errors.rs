@@ -237,8 +237,7 @@ fn no_result_carries_a_string_as_its_error() {
         };
         for (at, arguments) in result_arguments(text) {
             seen += 1;
-            let error = split_top(&arguments).pop().unwrap_or_default();
-            if matches!(error.trim(), "String" | "std::string::String") {
+            if matches!(error_type(&arguments).as_str(), "String" | "std::string::String") {
                 let line = text[..at].lines().count();
                 stringly.push(format!(
                     "{}:{line}: Result<{arguments}>: give the error a type of its own",
@@ -251,15 +250,23 @@ fn no_result_carries_a_string_as_its_error() {
     assert!(stringly.is_empty(), "{}", stringly.join("\n"));
 }
 
+/// The last type argument of a `Result`: its error type.
+fn error_type(arguments: &str) -> String {
+    let arguments = arguments.replace("->", "→");
+    split_top(&arguments).pop().unwrap_or_default().trim().to_owned()
+}
+
 #[test]
 fn the_result_reader_finds_the_error_type() {
-    let found = result_arguments("fn f() -> Result<Option<BTreeMap<String, String>>, KubeError> {}");
+    let found =
+        result_arguments("fn f() -> Result<Option<BTreeMap<String, String>>, KubeError> {}");
     assert_eq!(found[0].1, "Option<BTreeMap<String, String>>, KubeError");
+    assert_eq!(error_type(&found[0].1), "KubeError");
     let found = result_arguments("x: &dyn Fn(&str) -> Result<(), String>, y: MyResult<u8, u8>");
     assert_eq!(found.len(), 1);
-    assert_eq!(split_top(&found[0].1).pop().unwrap().trim(), "String");
+    assert_eq!(error_type(&found[0].1), "String");
     let found = result_arguments("Result<&'a dyn Fn(&str) -> u8, E>");
-    assert_eq!(split_top(&found[0].1).pop().unwrap().trim(), "E");
+    assert_eq!(error_type(&found[0].1), "E");
 }
 
 /// Nested errors read as they always have: each part once, joined with `: `, the cause last.
