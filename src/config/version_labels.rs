@@ -93,7 +93,10 @@ pub enum KeyError {
     Empty,
     #[error("versionLabels: key {key:?} holds a space")]
     Space { key: String },
-    #[error("versionLabels: key {key:?} may hold {} once and no other <…>", CONTAINER)]
+    #[error(
+        "versionLabels: key {key:?} may hold {} once and no other <…>",
+        CONTAINER
+    )]
     OtherPlaceholder { key: String },
     #[error("versionLabels: key {key:?} is nothing but {}", CONTAINER)]
     OnlyContainer { key: String },

@@ -1,9 +1,9 @@
-//! What an upstream in git runs (`path:` or `policy:`), read from its files: the tag its field
+//! What an upstream runs. In git (`path:` or `policy:`), read from its files: the tag its field
 //! holds at the base tip, and since when, the first-parent commit that set it (the earliest of
 //! the newest unbroken run of versions holding that tag, so a tag that came back after a revert
 //! counts from the revert). Pure over the tree and the file's versions, which the caller reads
 //! from git; anything that cannot be read is an [`UpstreamError`], and the promotion waits
-//! naming it.
+//! naming it. An Application's, read from the live status the caller fetched.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -13,6 +13,7 @@ use jiff::Timestamp;
 
 use super::{Upstream, Verification};
 use crate::files::Files;
+use crate::image::{ImageRef, Repository};
 use crate::manifest::{self, ManifestError};
 use crate::policy::{HelmPaths, ImagePolicy, Upstream as UpstreamRef};
 
@@ -99,12 +100,11 @@ pub fn from_git(
             vec![(path, Vec::new())]
         }
         UpstreamRef::Policy { name: up, .. } => {
-            let up = policies
-                .iter()
-                .find(|p| &p.name == up)
-                .ok_or_else(|| UpstreamError::NotDefined {
+            let up = policies.iter().find(|p| &p.name == up).ok_or_else(|| {
+                UpstreamError::NotDefined {
                     upstream: name.clone(),
-                })?;
+                }
+            })?;
             policy_files(up, repository, tree)
         }
         UpstreamRef::Application { .. } => {
@@ -253,5 +253,63 @@ fn tag_in(
             first: first.to_string(),
             second: second.to_string(),
         }),
+    }
+}
+
+/// The one tag of `image` an Application's live resources run (`status.summary.images`);
+/// `None` when they run none, or two at once (a rollout under way).
+pub fn running_tag(object: &serde_json::Value, image: &Repository) -> Option<String> {
+    let images = object.pointer("/status/summary/images")?.as_array()?;
+    let mut tags: Vec<String> = images
+        .iter()
+        .filter_map(|i| ImageRef::parse(i.as_str()?).ok())
+        .filter(|r| r.repository == *image)
+        .filter_map(|r| r.tag)
+        .collect();
+    tags.sort();
+    tags.dedup();
+    // Two tags of one image at once: a rollout under way; nothing is offered until it settles.
+    match tags.len() {
+        1 => tags.pop(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Strategy;
+
+    fn api() -> ImagePolicy {
+        let semver = Strategy::semver(None, false).unwrap();
+        ImagePolicy::adhoc("r.example/shop/api", semver).unwrap()
+    }
+
+    #[test]
+    fn an_application_runs_one_tag_of_the_image_or_none_while_it_rolls_out() {
+        let status =
+            |images: &[&str]| serde_json::json!({"status": {"summary": {"images": images}}});
+        let image = &api().image;
+        let one = status(&["r.example/shop/api:1.2.0", "r.example/shop/web:9.0.0"]);
+        assert_eq!(running_tag(&one, image).as_deref(), Some("1.2.0"));
+        let rolling = status(&["r.example/shop/api:1.2.0", "r.example/shop/api:1.3.0"]);
+        assert_eq!(running_tag(&rolling, image), None, "a rollout under way");
+        assert_eq!(running_tag(&status(&[]), image), None);
+    }
+
+    #[test]
+    fn a_file_whose_fields_hold_two_tags_is_named_never_read() {
+        let path = Path::new("prod/api.yaml");
+        let text = "image: r.example/shop/api:1.2.0\n---\nimage: r.example/shop/api:1.3.0\n";
+        let err = tag_in(path, text, &[], &api()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "prod/api.yaml: its fields hold different tags (1.2.0, 1.3.0)"
+        );
+        let one = "image: r.example/shop/api:1.2.0\n";
+        assert_eq!(
+            tag_in(path, one, &[], &api()).unwrap().as_deref(),
+            Some("1.2.0")
+        );
     }
 }

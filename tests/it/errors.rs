@@ -237,7 +237,10 @@ fn no_result_carries_a_string_as_its_error() {
         };
         for (at, arguments) in result_arguments(text) {
             seen += 1;
-            if matches!(error_type(&arguments).as_str(), "String" | "std::string::String") {
+            if matches!(
+                error_type(&arguments).as_str(),
+                "String" | "std::string::String"
+            ) {
                 let line = text[..at].lines().count();
                 stringly.push(format!(
                     "{}:{line}: Result<{arguments}>: give the error a type of its own",
@@ -246,14 +249,45 @@ fn no_result_carries_a_string_as_its_error() {
             }
         }
     }
-    assert!(seen > 500, "only {seen} Result types found; the reader is broken");
+    assert!(
+        seen > 500,
+        "only {seen} Result types found; the reader is broken"
+    );
+    // Files still to change, each to leave this list when it does; none may join it.
+    const LEFT: &[&str] = &[
+        "argocd/credentials.rs",
+        "argocd/image_updater/select.rs",
+        "argocd/settings/mod.rs",
+        "engine/check.rs",
+        "forge/sync/observed.rs",
+        "forge/sync/read.rs",
+    ];
+    let mut left: Vec<&str> = Vec::new();
+    stringly.retain(
+        |s| match LEFT.iter().find(|f| s.starts_with(&format!("{f}:"))) {
+            Some(f) => {
+                left.push(f);
+                false
+            }
+            None => true,
+        },
+    );
+    let gone: Vec<&&str> = LEFT.iter().filter(|f| !left.contains(f)).collect();
+    assert!(
+        gone.is_empty(),
+        "no String error left in {gone:?}: take them off LEFT"
+    );
     assert!(stringly.is_empty(), "{}", stringly.join("\n"));
 }
 
 /// The last type argument of a `Result`: its error type.
 fn error_type(arguments: &str) -> String {
     let arguments = arguments.replace("->", "→");
-    split_top(&arguments).pop().unwrap_or_default().trim().to_owned()
+    split_top(&arguments)
+        .pop()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
 }
 
 #[test]

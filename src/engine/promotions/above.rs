@@ -16,6 +16,7 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
+use super::GatherError;
 use crate::affected::{contains_file, normalise_url, source_deploys};
 use crate::argocd::resolve::Resolved;
 use crate::git::RepositoryConfig;
@@ -23,7 +24,6 @@ use crate::holds::{FieldKey, HeldTag, HoldReason, Holds, hold_reason};
 use crate::image::Repository;
 use crate::policy::{ImagePolicy, Upstream as UpstreamRef};
 use crate::promotion::Verification;
-use super::GatherError;
 use crate::state::{State, StateError};
 
 /// The fields an upstream runs its tag in, as holds and verifications name fields.

@@ -14,11 +14,10 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{GatherError, Sources};
 use super::above::{Above, Behind};
-use crate::image::ImageRef;
+use super::{GatherError, Sources};
 use crate::policy::ImagePolicy;
-use crate::promotion::{Upstream, Verification};
+use crate::promotion::{Upstream, Verification, upstream};
 use crate::state::{State, StateError};
 use crate::verification::{self, Observed, Verdict};
 
@@ -54,7 +53,7 @@ pub(super) async fn read(
         }
     };
     let failed = above.failed_in(&id, &policy.image);
-    let Some(tag) = running_tag(&object, policy) else {
+    let Some(tag) = upstream::running_tag(&object, &policy.image) else {
         return Ok(Upstream {
             name: shown,
             tag: None,
@@ -91,24 +90,6 @@ pub(super) async fn read(
         since,
         verification,
     })
-}
-
-/// The one tag of the policy's image the Application's live resources run.
-fn running_tag(object: &serde_json::Value, policy: &ImagePolicy) -> Option<String> {
-    let images = object.pointer("/status/summary/images")?.as_array()?;
-    let mut tags: Vec<String> = images
-        .iter()
-        .filter_map(|i| ImageRef::parse(i.as_str()?).ok())
-        .filter(|r| r.repository == policy.image)
-        .filter_map(|r| r.tag)
-        .collect();
-    tags.sort();
-    tags.dedup();
-    // Two tags of one image at once: a rollout under way; nothing is offered until it settles.
-    match tags.len() {
-        1 => tags.pop(),
-        _ => None,
-    }
 }
 
 /// The Application running `tag`, as a cycle sees it at `now`.

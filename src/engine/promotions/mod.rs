@@ -193,11 +193,17 @@ pub async fn gather(
                     };
                     tree.and_then(|tree| {
                         let policies = (policy, policies);
-                        Ok(upstream::from_git(upstream, name, tree, policies, &history(tree))?)
+                        Ok(upstream::from_git(
+                            upstream,
+                            name,
+                            tree,
+                            policies,
+                            &history(tree),
+                        )?)
                     })
                     .and_then(|read| {
-                            verified_in_git(read, upstream, &target.name, policy, sources, &above)
-                        })
+                        verified_in_git(read, upstream, &target.name, policy, sources, &above)
+                    })
                 }
             };
             match read {
@@ -272,12 +278,14 @@ async fn other_tree<'t>(
             sources.cache,
             sources.repositories.iter().find(|r| r.name == name),
         ) {
-            (Some(cache), Some(repo)) => git::snapshot(cache, repo)
-                .await
-                .map_err(|source| GatherError::Snapshot {
-                    name: name.clone(),
-                    source,
-                }),
+            (Some(cache), Some(repo)) => {
+                git::snapshot(cache, repo)
+                    .await
+                    .map_err(|source| GatherError::Snapshot {
+                        name: name.clone(),
+                        source,
+                    })
+            }
             (None, _) => Err(GatherError::NoCache { name: name.clone() }),
             (_, None) => Err(GatherError::NotConfigured { name: name.clone() }),
         };
