@@ -42,6 +42,7 @@ pub(super) async fn read(
         Ok(None) => return Err(GatherError::NoApplication { upstream: shown }),
         Err(source) => {
             let upstream = shown;
+            let source = Box::new(source);
             return Err(GatherError::Cluster { upstream, source });
         }
     };
@@ -79,6 +80,7 @@ pub(super) async fn read(
                 Ok(verification) => verification,
                 Err(source) => {
                     let upstream = shown;
+                    let source = Box::new(source);
                     return Err(GatherError::State { upstream, source });
                 }
             }
@@ -148,7 +150,9 @@ fn verifying(id: &str, tag: &str, sources: &Sources<'_>) -> Result<bool, GatherE
     let Some(state) = sources.state else {
         return Ok(false);
     };
-    let pending = state.verifications().map_err(GatherError::Verifying)?;
+    let pending = state
+        .verifications()
+        .map_err(|e| GatherError::Verifying(Box::new(e)))?;
     Ok(pending
         .iter()
         .any(|v| v.application == id && v.fields.iter().any(|f| f.to == tag)))

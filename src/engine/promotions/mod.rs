@@ -54,7 +54,7 @@ pub enum GatherError {
     VerificationsUnknown {
         upstream: String,
         #[source]
-        source: StateError,
+        source: Box<StateError>,
     },
     /// The held tags could not be read (the state store); never read as "none held".
     #[error("the tags held upstream are unknown: {why}")]
@@ -73,7 +73,7 @@ pub enum GatherError {
     Cluster {
         upstream: String,
         #[source]
-        source: KubeError,
+        source: Box<KubeError>,
     },
     #[error("{upstream}: no such Application")]
     NoApplication { upstream: String },
@@ -87,10 +87,10 @@ pub enum GatherError {
     State {
         upstream: String,
         #[source]
-        source: StateError,
+        source: Box<StateError>,
     },
     #[error("verifications under way unknown")]
-    Verifying(#[source] StateError),
+    Verifying(#[source] Box<StateError>),
 }
 
 /// Where a cycle reads upstreams from besides the target's own tree.
@@ -247,7 +247,7 @@ fn verified_in_git(
     read.verification = above::verification_in_git(state, &behind, &policy.image, tag, read.since)
         .map_err(|source| GatherError::VerificationsUnknown {
             upstream: read.name.clone(),
-            source,
+            source: Box::new(source),
         })?;
     Ok(read)
 }
