@@ -68,25 +68,38 @@ struct Written {
 }
 
 /// Why a key cannot be one: empty, spaces, or more than one `<container>` or another `<…>`.
-fn check_key(key: &str) -> Result<(), String> {
+fn check_key(key: &str) -> Result<(), KeyError> {
     let rest = key.replacen(CONTAINER, "", 1);
+    let key = key.to_string();
     if key.trim().is_empty() {
-        return Err("versionLabels: a key is empty".into());
+        return Err(KeyError::Empty);
     }
     if key.contains(char::is_whitespace) {
-        return Err(format!("versionLabels: key {key:?} holds a space"));
+        return Err(KeyError::Space { key });
     }
     if rest.contains('<') || rest.contains('>') {
-        return Err(format!(
-            "versionLabels: key {key:?} may hold {CONTAINER} once and no other <…>"
-        ));
+        return Err(KeyError::OtherPlaceholder { key });
     }
     if rest.is_empty() {
-        return Err(format!(
-            "versionLabels: key {key:?} is nothing but {CONTAINER}"
-        ));
+        return Err(KeyError::OnlyContainer { key });
     }
     Ok(())
+}
+
+/// Why a `versionLabels` key cannot be one.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("versionLabels: a key is empty")]
+    Empty,
+    #[error("versionLabels: key {key:?} holds a space")]
+    Space { key: String },
+    #[error(
+        "versionLabels: key {key:?} may hold {} once and no other <…>",
+        CONTAINER
+    )]
+    OtherPlaceholder { key: String },
+    #[error("versionLabels: key {key:?} is nothing but {}", CONTAINER)]
+    OnlyContainer { key: String },
 }
 
 impl<'de> Deserialize<'de> for VersionLabels {

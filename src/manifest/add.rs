@@ -148,7 +148,8 @@ pub fn add_kustomize_image(
     }
     out.push_str(&block);
     out.push_str(&text[at..]);
-    verify(path, text, &before, &out, &expected).map_err(|reason| cannot(at, &reason))?;
+    verify(path, text, &before, &out, &expected)
+        .map_err(|reason| cannot(at, &reason.to_string()))?;
     Ok(out)
 }
 
@@ -223,11 +224,11 @@ fn verify(
     before: &Events<'_>,
     new: &str,
     expected: &[Event<'static>],
-) -> Result<(), String> {
+) -> Result<(), NotReadBack> {
     let _ = old_text;
-    let after = events(path, new).map_err(|e| format!("the result does not parse: {e}"))?;
+    let after = events(path, new).map_err(NotReadBack::DoesNotParse)?;
     if after.len() != before.len() + expected.len() {
-        return Err("the result does not read back as the original plus the entry".into());
+        return Err(NotReadBack::Differs);
     }
     let same = |a: &Event<'_>, b: &Event<'_>| match (a, b) {
         // The value's quoting is the renderer's choice; its text must be the same.
@@ -250,8 +251,19 @@ fn verify(
     if rest_ok && entry_ok {
         Ok(())
     } else {
-        Err("the result does not read back as the original plus the entry".into())
+        Err(NotReadBack::Differs)
     }
+}
+
+/// Why an added entry is refused after splicing: the reason of its
+/// [`ManifestError::CannotInsert`].
+#[derive(Debug, thiserror::Error)]
+enum NotReadBack {
+    /// The reason is one line in the file's error, so the parse error is part of it.
+    #[error("the result does not parse: {0}")]
+    DoesNotParse(ManifestError),
+    #[error("the result does not read back as the original plus the entry")]
+    Differs,
 }
 
 /// The index of the end event matching the collection start at `start`.

@@ -11,7 +11,10 @@
 //! and each is said as the reason it waits.
 //!
 //! Nothing here reads a clock, a cluster or git: the caller gathers each upstream's state and
-//! hands in the policy's order and filters.
+//! hands in the policy's order and filters. What an upstream in git runs is read here too
+//! ([`upstream`]), from the tree and the file versions the caller reads from git.
+
+pub mod upstream;
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -85,8 +88,30 @@ impl Gathered {
 #[derive(Debug, Clone, Default)]
 pub struct Promotions {
     pub now: Timestamp,
-    pub by_policy: std::collections::BTreeMap<String, Result<Gathered, String>>,
+    pub by_policy: std::collections::BTreeMap<String, Result<Gathered, Unread>>,
 }
+
+/// Why a promoting policy's upstreams could not be read: each error as the caller met it
+/// (git, the cluster, the state store), shown with its causes, `; ` between them.
+#[derive(Debug, Clone)]
+pub struct Unread(pub Vec<std::sync::Arc<dyn std::error::Error + Send + Sync>>);
+
+impl fmt::Display for Unread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, error) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            let error: &(dyn std::error::Error + 'static) = &**error;
+            write!(f, "{}", crate::error_chain::Chain(error))?;
+        }
+        Ok(())
+    }
+}
+
+/// Why the downstream's policy forbids a tag, as the caller says it (the policy's exclusion,
+/// the registry's listing); shown in the wait.
+pub type Forbidden = Box<dyn std::error::Error + Send + Sync>;
 
 /// What a downstream environment's policy says about a tag.
 pub struct Downstream<'a> {
@@ -95,7 +120,7 @@ pub struct Downstream<'a> {
     /// The policy's order of two tags.
     pub order: &'a dyn Fn(&str, &str) -> Ordering,
     /// `Err(why)` when the policy forbids the tag (its range, allowed or ignored tags).
-    pub allowed: &'a dyn Fn(&str) -> Result<(), String>,
+    pub allowed: &'a dyn Fn(&str) -> Result<(), Forbidden>,
     /// Why the tag is held for this environment, if it is (here, or in an environment above).
     pub held: &'a dyn Fn(&str) -> Option<String>,
 }
@@ -219,6 +244,7 @@ pub fn decide(
             break;
         }
         if let Err(why) = (downstream.allowed)(&tag) {
+            let why = why.to_string();
             refused.push(Waiting::Forbidden { tag, why });
             continue;
         }

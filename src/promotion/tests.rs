@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::{Decision, Downstream, FanIn, Upstream, Verification, Waiting, decide};
+use super::{Decision, Downstream, FanIn, Forbidden, Upstream, Verification, Waiting, decide};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -17,7 +17,7 @@ fn semver(a: &str, b: &str) -> Ordering {
         .cmp(&semver::Version::parse(b).unwrap())
 }
 
-fn anything(_: &str) -> Result<(), String> {
+fn anything(_: &str) -> Result<(), Forbidden> {
     Ok(())
 }
 
@@ -226,7 +226,7 @@ fn the_downstream_policy_still_decides_never_backwards_never_forbidden_never_hel
         if tag.starts_with("1.") {
             Ok(())
         } else {
-            Err("outside the range 1.x".to_string())
+            Err("outside the range 1.x".into())
         }
     };
     let ranged = Downstream {
@@ -290,7 +290,7 @@ fn fan_in_any_takes_the_next_offered_tag_when_the_newest_is_forbidden_or_held_he
     ];
     let below_1_6 = |tag: &str| match semver(tag, "1.6.0") {
         Ordering::Less => Ok(()),
-        _ => Err("out of range <1.6".to_string()),
+        _ => Err("out of range <1.6".into()),
     };
     let held_1_5 = |tag: &str| (tag == "1.5.0").then(|| "failed in staging-ap".to_string());
     let downstream = Downstream {

@@ -177,7 +177,9 @@ fn keyless_shape_problem(bundle: &Bundle) -> Option<String> {
             "it signs a message digest (messageSignature), not an in-toto statement".into(),
         );
     }
-    log_entry_shape_problem(&material.tlog_entries, "dsse").err()
+    log_entry_shape_problem(&material.tlog_entries, "dsse")
+        .err()
+        .map(|shape| shape.to_string())
 }
 
 /// What in a bundle's transparency-log entries the crate cannot check: anything but one Rekor
@@ -185,13 +187,11 @@ fn keyless_shape_problem(bundle: &Bundle) -> Option<String> {
 fn log_entry_shape_problem<'a>(
     entries: &'a [TransparencyLogEntry],
     kind: &str,
-) -> Result<&'a TransparencyLogEntry, String> {
+) -> Result<&'a TransparencyLogEntry, LogEntryShape> {
     let [entry] = entries else {
         return Err(match entries.len() {
-            0 => "it carries no transparency-log entry (a timestamp authority only?), which \
-                  tagpilot cannot check"
-                .into(),
-            n => format!("it carries {n} transparency-log entries, not one"),
+            0 => LogEntryShape::NoEntry,
+            n => LogEntryShape::Several(n),
         });
     };
     let (k, v) = entry
@@ -199,19 +199,40 @@ fn log_entry_shape_problem<'a>(
         .as_ref()
         .map_or(("", ""), |kv| (kv.kind.as_str(), kv.version.as_str()));
     if (k, v) != (kind, "0.0.1") {
-        let rekor_v2 = if v == "0.0.2" { " (Rekor v2)" } else { "" };
-        return Err(format!(
-            "its transparency-log entry is {k} {v}{rekor_v2}, which the sigstore crate cannot \
-             check"
-        ));
+        return Err(LogEntryShape::Kind {
+            kind: k.to_string(),
+            version: v.to_string(),
+        });
     }
     if entry.inclusion_promise.is_none() {
-        return Err("its transparency-log entry has no signed entry timestamp".into());
+        return Err(LogEntryShape::NoTimestamp);
     }
     if entry.inclusion_proof.is_none() {
-        return Err("its transparency-log entry has no inclusion proof".into());
+        return Err(LogEntryShape::NoProof);
     }
     Ok(entry)
+}
+
+/// Why a bundle's transparency-log entries are not the one shape the sigstore crate checks;
+/// each completes "a Sigstore bundle was found but …".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum LogEntryShape {
+    #[error(
+        "it carries no transparency-log entry (a timestamp authority only?), which tagpilot \
+         cannot check"
+    )]
+    NoEntry,
+    #[error("it carries {0} transparency-log entries, not one")]
+    Several(usize),
+    #[error(
+        "its transparency-log entry is {kind} {version}{}, which the sigstore crate cannot check",
+        if version == "0.0.2" { " (Rekor v2)" } else { "" }
+    )]
+    Kind { kind: String, version: String },
+    #[error("its transparency-log entry has no signed entry timestamp")]
+    NoTimestamp,
+    #[error("its transparency-log entry has no inclusion proof")]
+    NoProof,
 }
 
 enum LogProblem {
@@ -229,7 +250,8 @@ fn check_log_entry(
     sig: &[u8],
     key_pem: &[u8],
 ) -> Result<(), LogProblem> {
-    let entry = log_entry_shape_problem(entries, "dsse").map_err(LogProblem::Unsupported)?;
+    let entry = log_entry_shape_problem(entries, "dsse")
+        .map_err(|shape| LogProblem::Unsupported(shape.to_string()))?;
     let log_id = hex::encode(
         entry
             .log_id

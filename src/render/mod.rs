@@ -71,6 +71,16 @@ pub enum RenderError {
         glob: String,
         source: globset::Error,
     },
+    /// The tool's output does not read as YAML (`message`, the reader's own words).
+    #[error("the rendered manifests are not YAML: {message}")]
+    NotYaml { message: String },
+    /// One of the Application's sources, numbered from 1, failed.
+    #[error("source {number} ({name})")]
+    Source {
+        number: usize,
+        name: String,
+        source: Box<RenderError>,
+    },
 }
 
 /// Which kustomize to run: the standalone binary, or `kubectl kustomize`.
@@ -145,7 +155,7 @@ pub fn render_change(tools: &Tools, change: &Change<'_>) -> Rendered {
             ..Rendered::default()
         },
         Err(failure) => Rendered {
-            failure: Some(failure),
+            failure: Some(crate::error_chain::chain(&failure)),
             ..Rendered::default()
         },
     };
@@ -180,7 +190,7 @@ pub fn render_app(
     app: &Application,
     url: &str,
     root: &Path,
-) -> Result<Vec<Resource>, String> {
+) -> Result<Vec<Resource>, RenderError> {
     let url = normalise_url(url);
     let all = app.sources();
     let mut out = Vec::new();
@@ -188,19 +198,15 @@ pub fn render_app(
         let Some(mut job) = sources::job(app, source, &all, &url, root) else {
             continue;
         };
+        let in_source = |e: RenderError| RenderError::Source {
+            number: i + 1,
+            name: source_name(source),
+            source: Box::new(e),
+        };
         let text = sources::with_overrides(&mut job)
             .and_then(|()| sources::render(tools, &job))
-            .map_err(|e| {
-                format!(
-                    "source {} ({}): {}",
-                    i + 1,
-                    source_name(source),
-                    crate::error_chain::chain(&e)
-                )
-            })?;
-        let found = parse_resources(&text)
-            .map_err(|e| format!("source {} ({}): {e}", i + 1, source_name(source)))?;
-        out.extend(found);
+            .map_err(in_source)?;
+        out.extend(parse_resources(&text).map_err(in_source)?);
     }
     Ok(out)
 }

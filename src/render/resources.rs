@@ -18,10 +18,13 @@ pub struct Resource {
 
 /// The resources of a rendered (multi-document) YAML text; `List`s are unpacked, empty
 /// documents skipped.
-pub fn parse_resources(text: &str) -> Result<Vec<Resource>, String> {
+pub fn parse_resources(text: &str) -> Result<Vec<Resource>, super::RenderError> {
     let docs: Vec<Value> =
-        serde_saphyr::from_multiple_with_options(text, crate::yaml_error::options())
-            .map_err(|e| format!("the rendered manifests are not YAML: {e}"))?;
+        serde_saphyr::from_multiple_with_options(text, crate::yaml_error::options()).map_err(
+            |e| super::RenderError::NotYaml {
+                message: e.to_string(),
+            },
+        )?;
     let mut out = Vec::new();
     for doc in docs {
         push(&mut out, doc);

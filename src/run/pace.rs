@@ -12,12 +12,21 @@ const LONGEST_RETRY: Duration = Duration::from_secs(5 * 60);
 /// How far a wait may move either way, as a fraction of it.
 const INTERVAL_JITTER: f64 = 0.1;
 
+/// Why `--interval` cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum IntervalError {
+    #[error("the interval must be longer than zero")]
+    Zero,
+    /// Not a duration in humantime's words: its own message says where.
+    #[error(transparent)]
+    Unreadable(#[from] humantime::DurationError),
+}
+
 /// `--interval`: a duration in humantime's words (`2m`, `90s`); zero would spin without pause.
-pub fn parse_interval(text: &str) -> Result<Duration, String> {
-    match humantime::parse_duration(text) {
-        Ok(d) if d.is_zero() => Err("the interval must be longer than zero".to_string()),
-        Ok(d) => Ok(d),
-        Err(e) => Err(e.to_string()),
+pub fn parse_interval(text: &str) -> Result<Duration, IntervalError> {
+    match humantime::parse_duration(text)? {
+        d if d.is_zero() => Err(IntervalError::Zero),
+        d => Ok(d),
     }
 }
 

@@ -16,6 +16,7 @@ use std::path::Path;
 
 use jiff::Timestamp;
 
+use super::GatherError;
 use crate::affected::{contains_file, normalise_url, source_deploys};
 use crate::argocd::resolve::Resolved;
 use crate::git::RepositoryConfig;
@@ -23,7 +24,7 @@ use crate::holds::{FieldKey, HeldTag, HoldReason, Holds, hold_reason};
 use crate::image::Repository;
 use crate::policy::{ImagePolicy, Upstream as UpstreamRef};
 use crate::promotion::Verification;
-use crate::state::State;
+use crate::state::{State, StateError};
 
 /// The fields an upstream runs its tag in, as holds and verifications name fields.
 #[derive(Debug, Default)]
@@ -209,9 +210,11 @@ impl Above<'_> {
         &self,
         behind: &Behind,
         image: &Repository,
-    ) -> Result<Vec<(String, String)>, String> {
+    ) -> Result<Vec<(String, String)>, GatherError> {
         if let Some(why) = self.holds.unknown_because() {
-            return Err(format!("the tags held upstream are unknown: {why}"));
+            return Err(GatherError::HeldUnknown {
+                why: why.to_string(),
+            });
         }
         Ok(self
             .holds
@@ -267,17 +270,16 @@ pub(super) fn verification_in_git(
     image: &Repository,
     tag: &str,
     since: Option<Timestamp>,
-) -> Result<Verification, String> {
+) -> Result<Verification, StateError> {
     let image_text = image.to_string();
-    let chain = |e: crate::state::StateError| crate::error_chain::chain(&e);
-    let pending = state.verifications().map_err(chain)?;
+    let pending = state.verifications()?;
     let under_way = pending.iter().flat_map(|v| &v.fields).any(|f| {
         f.to == tag && behind.has(&f.key) && (f.image.is_empty() || f.image == image_text)
     });
     if under_way {
         return Ok(Verification::Pending);
     }
-    let verified = state.verified_tags().map_err(chain)?;
+    let verified = state.verified_tags()?;
     let ended: Vec<_> = verified
         .iter()
         .filter(|v| v.tag == tag && behind.has(&v.key))

@@ -14,12 +14,11 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::Sources;
 use super::above::{Above, Behind};
-use crate::image::ImageRef;
+use super::{GatherError, Sources};
 use crate::policy::ImagePolicy;
-use crate::promotion::{Upstream, Verification};
-use crate::state::State;
+use crate::promotion::{Upstream, Verification, upstream};
+use crate::state::{State, StateError};
 use crate::verification::{self, Observed, Verdict};
 
 /// Reads the Application `namespace/name` (namespace `None`: Argo CD's) for `policy`'s image.
@@ -29,30 +28,33 @@ pub(super) async fn read(
     policy: &ImagePolicy,
     sources: &Sources<'_>,
     (above, behind): (&Above<'_>, &Behind),
-) -> Result<Upstream, String> {
+) -> Result<Upstream, GatherError> {
     let Some(cluster) = sources.cluster else {
-        return Err(format!(
-            "{shown}: an Application upstream is read from the cluster, and this cycle has no \
-             access to one (applications.fromCluster)"
-        ));
+        return Err(GatherError::NoCluster { upstream: shown });
     };
     let Some(state) = sources.state else {
-        return Err(format!(
-            "{shown}: the tags that failed there are kept in the state store, and this cycle \
-             has none (--state-dir): held tags unknown"
-        ));
+        return Err(GatherError::NoState { upstream: shown });
     };
     let namespace = namespace.unwrap_or(sources.namespace);
     let id = format!("{namespace}/{name}");
-    let object = cluster
-        .application(namespace, name)
-        .await
-        .map_err(|e| format!("{shown}: {}", crate::error_chain::chain(&e)))?
-        .ok_or_else(|| format!("{shown}: no such Application"))?;
-    let observed = Observed::from_application(&object)
-        .map_err(|e| format!("{shown}: {}", crate::error_chain::chain(&e)))?;
+    let object = match cluster.application(namespace, name).await {
+        Ok(Some(object)) => object,
+        Ok(None) => return Err(GatherError::NoApplication { upstream: shown }),
+        Err(source) => {
+            let upstream = shown;
+            let source = Box::new(source);
+            return Err(GatherError::Cluster { upstream, source });
+        }
+    };
+    let observed = match Observed::from_application(&object) {
+        Ok(observed) => observed,
+        Err(source) => {
+            let upstream = shown;
+            return Err(GatherError::Observed { upstream, source });
+        }
+    };
     let failed = above.failed_in(&id, &policy.image);
-    let Some(tag) = running_tag(&object, policy) else {
+    let Some(tag) = upstream::running_tag(&object, &policy.image) else {
         return Ok(Upstream {
             name: shown,
             tag: None,
@@ -74,7 +76,14 @@ pub(super) async fn read(
                 state,
                 now: sources.now,
             };
-            judged(&observed, &seen).map_err(|why| format!("{shown}: {why}"))?
+            match judged(&observed, &seen) {
+                Ok(verification) => verification,
+                Err(source) => {
+                    let upstream = shown;
+                    let source = Box::new(source);
+                    return Err(GatherError::State { upstream, source });
+                }
+            }
         }
     };
     Ok(Upstream {
@@ -83,24 +92,6 @@ pub(super) async fn read(
         since,
         verification,
     })
-}
-
-/// The one tag of the policy's image the Application's live resources run.
-fn running_tag(object: &serde_json::Value, policy: &ImagePolicy) -> Option<String> {
-    let images = object.pointer("/status/summary/images")?.as_array()?;
-    let mut tags: Vec<String> = images
-        .iter()
-        .filter_map(|i| ImageRef::parse(i.as_str()?).ok())
-        .filter(|r| r.repository == policy.image)
-        .filter_map(|r| r.tag)
-        .collect();
-    tags.sort();
-    tags.dedup();
-    // Two tags of one image at once: a rollout under way; nothing is offered until it settles.
-    match tags.len() {
-        1 => tags.pop(),
-        _ => None,
-    }
 }
 
 /// The Application running `tag`, as a cycle sees it at `now`.
@@ -115,7 +106,7 @@ struct Seen<'a> {
 /// The live status judged as issue 19's verification judges it, with no change to wait for:
 /// verified since it was first `Healthy` after its last sync, failed, or not yet. Unhealthy,
 /// the time it was first seen healthy is forgotten: a soak is time spent healthy.
-fn judged(observed: &Observed, seen: &Seen<'_>) -> Result<Verification, String> {
+fn judged(observed: &Observed, seen: &Seen<'_>) -> Result<Verification, StateError> {
     let verdict = verification::judge(observed, &|_| true, seen.now, seen.now, Duration::MAX);
     if !matches!(verdict, Verdict::Verified) {
         seen.state.seen_unhealthy(seen.id);
@@ -134,13 +125,12 @@ fn judged(observed: &Observed, seen: &Seen<'_>) -> Result<Verification, String> 
 /// Since when an Application judged verified has been `Healthy` after its last sync: Argo
 /// CD's `health.lastTransitionTime` (not before the sync ended); else when a verification of
 /// the tag there ended verified after the sync; else when a cycle first saw it `Healthy`.
-fn healthy_since(observed: &Observed, seen: &Seen<'_>) -> Result<Timestamp, String> {
+fn healthy_since(observed: &Observed, seen: &Seen<'_>) -> Result<Timestamp, StateError> {
     let synced = observed.last_operation.as_ref().and_then(|o| o.finished_at);
     if let Some(since) = observed.health_since {
         return Ok(synced.map_or(since, |synced| since.max(synced)));
     }
-    let chain = |e: crate::state::StateError| crate::error_chain::chain(&e);
-    let verified = seen.state.verified_tags().map_err(chain)?;
+    let verified = seen.state.verified_tags()?;
     let ended = verified
         .iter()
         .filter(|v| v.tag == seen.tag && v.error.is_none() && seen.behind.has(&v.key))
@@ -151,22 +141,18 @@ fn healthy_since(observed: &Observed, seen: &Seen<'_>) -> Result<Timestamp, Stri
         Some(at) => Ok(at),
         None => seen
             .state
-            .first_seen_healthy(seen.id, seen.tag, synced, seen.now)
-            .map_err(chain),
+            .first_seen_healthy(seen.id, seen.tag, synced, seen.now),
     }
 }
 
 /// Whether a verification of `tag` is under way in the Application.
-fn verifying(id: &str, tag: &str, sources: &Sources<'_>) -> Result<bool, String> {
+fn verifying(id: &str, tag: &str, sources: &Sources<'_>) -> Result<bool, GatherError> {
     let Some(state) = sources.state else {
         return Ok(false);
     };
-    let pending = state.verifications().map_err(|e| {
-        format!(
-            "verifications under way unknown: {}",
-            crate::error_chain::chain(&e)
-        )
-    })?;
+    let pending = state
+        .verifications()
+        .map_err(|e| GatherError::Verifying(Box::new(e)))?;
     Ok(pending
         .iter()
         .any(|v| v.application == id && v.fields.iter().any(|f| f.to == tag)))

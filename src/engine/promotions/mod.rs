@@ -1,11 +1,10 @@
 //! What each promoting policy's upstreams run (issue 20), gathered before a repository target
 //! is planned and handed to the planner as data ([`crate::promotion::Promotions`]): the planner
-//! decides, this reads git.
+//! decides, this reads git, the cluster and the state store.
 //!
-//! For an upstream in git (`path:` or `policy:`), "runs" means "is on the base branch": the tag
-//! its field holds at the base tip, since the first-parent commit that set it (the earliest of
-//! the newest unbroken run of versions holding that tag, so a tag that came back after a revert
-//! counts from the revert). The soak time counts from there. A promotion is a pull request
+//! For an upstream in git (`path:` or `policy:`), "runs" means "is on the base branch": what its
+//! files hold, as [`crate::promotion::upstream`] reads them from the tree and the file versions
+//! fetched here. The soak time counts from there. A promotion is a pull request
 //! unless its policy says `write: push`: on a repository that pushes, the upstreams are still
 //! read and shown, and a tag they offer waits, named. Anything that cannot be read (an
 //! unknown repository, a file without the image, fields that disagree) makes the policy wait
@@ -15,20 +14,84 @@ mod above;
 mod application;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use jiff::Timestamp;
 
 use self::above::Above;
 use crate::argocd::resolve::Resolved;
-use crate::files::Files;
 use crate::git::{self, CommitFiles, RepoCache, RepositoryConfig, WriteMode};
 use crate::holds::Holds;
-use crate::kubernetes::Cluster;
-use crate::manifest;
-use crate::policy::{HelmPaths, ImagePolicy, Upstream as UpstreamRef};
-use crate::promotion::{Gathered, Promotions, Upstream, Verification};
-use crate::state::State;
+use crate::kubernetes::{Cluster, KubeError};
+use crate::policy::{ImagePolicy, Upstream as UpstreamRef};
+use crate::promotion::upstream::{self, Cause, UpstreamError, Version};
+use crate::promotion::{Gathered, Promotions, Unread, Upstream};
+use crate::state::{State, StateError};
+use crate::verification::ObservedError;
+
+/// Why an upstream could not be read: the promotion waits, naming it.
+#[derive(Debug, thiserror::Error)]
+pub enum GatherError {
+    #[error("repository {name}")]
+    Snapshot {
+        name: String,
+        #[source]
+        source: git::GitError,
+    },
+    #[error("repository {name}: no clone cache")]
+    NoCache { name: String },
+    #[error("repository {name} is not configured in tagpilot.yaml")]
+    NotConfigured { name: String },
+    #[error("repository {name}: not read")]
+    NotRead { name: String },
+    /// A repository that could not be read, for each upstream in it.
+    #[error(transparent)]
+    Repository(Arc<GatherError>),
+    /// What the upstream's files hold cannot be read.
+    #[error(transparent)]
+    Files(#[from] UpstreamError),
+    #[error("{upstream}: verifications unknown")]
+    VerificationsUnknown {
+        upstream: String,
+        #[source]
+        source: Box<StateError>,
+    },
+    /// The held tags could not be read (the state store); never read as "none held".
+    #[error("the tags held upstream are unknown: {why}")]
+    HeldUnknown { why: String },
+    #[error(
+        "{upstream}: an Application upstream is read from the cluster, and this cycle has no \
+         access to one (applications.fromCluster)"
+    )]
+    NoCluster { upstream: String },
+    #[error(
+        "{upstream}: the tags that failed there are kept in the state store, and this cycle has \
+         none (--state-dir): held tags unknown"
+    )]
+    NoState { upstream: String },
+    #[error("{upstream}")]
+    Cluster {
+        upstream: String,
+        #[source]
+        source: Box<KubeError>,
+    },
+    #[error("{upstream}: no such Application")]
+    NoApplication { upstream: String },
+    #[error("{upstream}")]
+    Observed {
+        upstream: String,
+        #[source]
+        source: ObservedError,
+    },
+    #[error("{upstream}")]
+    State {
+        upstream: String,
+        #[source]
+        source: Box<StateError>,
+    },
+    #[error("verifications under way unknown")]
+    Verifying(#[source] Box<StateError>),
+}
 
 /// Where a cycle reads upstreams from besides the target's own tree.
 pub struct Sources<'a> {
@@ -89,7 +152,7 @@ pub async fn gather(
         namespace: sources.namespace,
     };
     let mut by_policy = BTreeMap::new();
-    let mut trees: HashMap<String, Result<CommitFiles, String>> = HashMap::new();
+    let mut trees: HashMap<String, Result<CommitFiles, Arc<GatherError>>> = HashMap::new();
     for policy in policies {
         let Some(promote) = &policy.promote else {
             continue;
@@ -103,11 +166,11 @@ pub async fn gather(
         }
         let pushes = target.write.mode == WriteMode::Push && !promote.push;
         let mut gathered = Gathered {
-            since: own_since(policy, target, files),
+            since: upstream::own_since(policy, &target.name, files, &history(files)),
             pushes: pushes.then(|| target.name.clone()),
             ..Gathered::default()
         };
-        let mut failed = Vec::new();
+        let mut failed: Vec<GatherError> = Vec::new();
         for upstream in &promote.from {
             let (behind, stage) = above.chain(upstream, &target.name);
             gathered.stage = gathered.stage.max(stage);
@@ -128,10 +191,19 @@ pub async fn gather(
                         true => Ok(files),
                         false => other_tree(name, sources, &mut trees).await,
                     };
-                    tree.and_then(|tree| from_git(upstream, name, tree, policy, policies))
-                        .and_then(|read| {
-                            verified_in_git(read, upstream, &target.name, policy, sources, &above)
-                        })
+                    tree.and_then(|tree| {
+                        let policies = (policy, policies);
+                        Ok(upstream::from_git(
+                            upstream,
+                            name,
+                            tree,
+                            policies,
+                            &history(tree),
+                        )?)
+                    })
+                    .and_then(|read| {
+                        verified_in_git(read, upstream, &target.name, policy, sources, &above)
+                    })
                 }
             };
             match read {
@@ -143,7 +215,12 @@ pub async fn gather(
         gathered.held_above.dedup();
         let entry = match failed.is_empty() {
             true => Ok(gathered),
-            false => Err(failed.join("; ")),
+            false => Err(Unread(
+                failed
+                    .into_iter()
+                    .map(|e| -> Arc<dyn std::error::Error + Send + Sync> { Arc::new(e) })
+                    .collect(),
+            )),
         };
         by_policy.insert(policy.name.clone(), entry);
     }
@@ -162,200 +239,63 @@ fn verified_in_git(
     policy: &ImagePolicy,
     sources: &Sources<'_>,
     above: &Above<'_>,
-) -> Result<Upstream, String> {
+) -> Result<Upstream, GatherError> {
     let (Some(state), Some(tag)) = (sources.state, read.tag.as_deref()) else {
         return Ok(read);
     };
     let behind = above.behind(upstream, repository);
     read.verification = above::verification_in_git(state, &behind, &policy.image, tag, read.since)
-        .map_err(|why| format!("{}: verifications unknown: {why}", read.name))?;
+        .map_err(|source| GatherError::VerificationsUnknown {
+            upstream: read.name.clone(),
+            source: Box::new(source),
+        })?;
     Ok(read)
 }
 
-/// Since when each of the promoting policy's own files in `target` runs the tag it holds; a
-/// file that cannot be read is left out (its field says why when it is planned).
-fn own_since(
-    policy: &ImagePolicy,
-    target: &RepositoryConfig,
-    files: &CommitFiles,
-) -> BTreeMap<String, Timestamp> {
-    policy_files(policy, &target.name, files)
-        .into_iter()
-        .filter_map(|(path, helm)| {
-            let (_, since) = running(files, &path, &helm, policy).ok()??;
-            let since = Timestamp::from_second(since?).ok()?;
-            Some((path.to_string_lossy().replace('\\', "/"), since))
-        })
-        .collect()
+/// The versions of a file on `tree`'s first-parent line, as git's history reads them.
+fn history(tree: &CommitFiles) -> impl Fn(&str) -> Result<Vec<Version>, Cause> + '_ {
+    move |path| {
+        let versions = git::history::file_versions(tree, path)?;
+        Ok(versions
+            .into_iter()
+            .map(|v| Version {
+                time: v.time,
+                text: v.text,
+            })
+            .collect())
+    }
 }
 
 /// Another configured repository's base tip, fetched once per target.
 async fn other_tree<'t>(
     name: &str,
     sources: &Sources<'_>,
-    trees: &'t mut HashMap<String, Result<CommitFiles, String>>,
-) -> Result<&'t CommitFiles, String> {
+    trees: &'t mut HashMap<String, Result<CommitFiles, Arc<GatherError>>>,
+) -> Result<&'t CommitFiles, GatherError> {
     if !trees.contains_key(name) {
+        let name = name.to_string();
         let fetched = match (
             sources.cache,
             sources.repositories.iter().find(|r| r.name == name),
         ) {
-            (Some(cache), Some(repo)) => git::snapshot(cache, repo)
-                .await
-                .map_err(|e| format!("repository {name}: {}", crate::error_chain::chain(&e))),
-            (None, _) => Err(format!("repository {name}: no clone cache")),
-            (_, None) => Err(format!(
-                "repository {name} is not configured in tagpilot.yaml"
-            )),
+            (Some(cache), Some(repo)) => {
+                git::snapshot(cache, repo)
+                    .await
+                    .map_err(|source| GatherError::Snapshot {
+                        name: name.clone(),
+                        source,
+                    })
+            }
+            (None, _) => Err(GatherError::NoCache { name: name.clone() }),
+            (_, None) => Err(GatherError::NotConfigured { name: name.clone() }),
         };
-        trees.insert(name.to_string(), fetched);
+        trees.insert(name, fetched.map_err(Arc::new));
     }
     match trees.get(name) {
         Some(Ok(tree)) => Ok(tree),
-        Some(Err(why)) => Err(why.clone()),
-        None => Err(format!("repository {name}: not read")),
-    }
-}
-
-/// What a `path:` or `policy:` upstream runs on `repository`'s base branch.
-fn from_git(
-    upstream: &UpstreamRef,
-    repository: &str,
-    tree: &CommitFiles,
-    policy: &ImagePolicy,
-    policies: &[ImagePolicy],
-) -> Result<Upstream, String> {
-    let name = upstream.to_string();
-    let places: Vec<(PathBuf, Vec<HelmPaths>)> = match upstream {
-        UpstreamRef::Path { path, .. } => {
-            let path = PathBuf::from(path);
-            if !tree.is_file(&path) {
-                return Err(format!("{name}: no such file in {repository}"));
-            }
-            vec![(path, Vec::new())]
-        }
-        UpstreamRef::Policy { name: up, .. } => {
-            let up = policies
-                .iter()
-                .find(|p| &p.name == up)
-                .ok_or_else(|| format!("{name}: not defined"))?;
-            policy_files(up, repository, tree)
-        }
-        UpstreamRef::Application { .. } => return Err(format!("{name}: not in git")),
-    };
-    let mut runs: Vec<(String, Option<i64>, PathBuf)> = Vec::new();
-    for (path, helm) in &places {
-        if let Some((tag, since)) = running(tree, path, helm, policy)? {
-            runs.push((tag, since, path.clone()));
-        }
-    }
-    let Some((tag, _, _)) = runs.first() else {
-        return Ok(Upstream {
-            name,
-            tag: None,
-            since: None,
-            verification: Verification::FromGit,
-        });
-    };
-    if let Some((other, _, path)) = runs.iter().find(|(t, _, _)| t != tag) {
-        return Err(format!(
-            "{name}: its fields hold different tags ({tag} in {}, {other} in {})",
-            runs[0].2.display(),
-            path.display()
-        ));
-    }
-    // Several files holding the tag: it runs everywhere since the last of them set it.
-    let since = runs
-        .iter()
-        .map(|(_, since, _)| *since)
-        .try_fold(i64::MIN, |latest, s| s.map(|s| latest.max(s)))
-        .and_then(|s| Timestamp::from_second(s).ok());
-    Ok(Upstream {
-        name,
-        tag: Some(tag.clone()),
-        since,
-        verification: Verification::FromGit,
-    })
-}
-
-/// The files of `repository` a policy's targets name, with their Helm value paths.
-fn policy_files(
-    up: &ImagePolicy,
-    repository: &str,
-    tree: &CommitFiles,
-) -> Vec<(PathBuf, Vec<HelmPaths>)> {
-    let targets: Vec<_> = up
-        .targets
-        .iter()
-        .filter(|t| t.repository.as_deref() == Some(repository))
-        .collect();
-    tree.manifests()
-        .iter()
-        .filter_map(|path| {
-            let matching: Vec<_> = targets.iter().filter(|t| t.matches(path)).collect();
-            (!matching.is_empty()).then(|| {
-                let helm = matching.iter().filter_map(|t| t.helm.clone()).collect();
-                (path.clone(), helm)
-            })
-        })
-        .collect()
-}
-
-/// The tag `path` holds for the policy's image at the tip, and since when (the committer time
-/// of the oldest version of the newest unbroken run holding it); `None` when the file holds no
-/// field of the image.
-fn running(
-    tree: &CommitFiles,
-    path: &Path,
-    helm: &[HelmPaths],
-    policy: &ImagePolicy,
-) -> Result<Option<(String, Option<i64>)>, String> {
-    let text = tree
-        .read(path)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .ok_or_else(|| format!("{}: cannot read", path.display()))?;
-    let Some(tag) = tag_in(path, &text, helm, policy)? else {
-        return Ok(None);
-    };
-    let display = path.to_string_lossy().replace('\\', "/");
-    let versions = git::history::file_versions(tree, &display)
-        .map_err(|e| format!("{display}: {}", crate::error_chain::chain(&e)))?;
-    let mut since = None;
-    for version in &versions {
-        let held = match &version.text {
-            Some(text) => tag_in(path, text, helm, policy).ok().flatten(),
-            None => None,
-        };
-        if held.as_deref() != Some(tag.as_str()) {
-            break;
-        }
-        since = Some(version.time);
-    }
-    Ok(Some((tag, since)))
-}
-
-/// The one tag `text` holds for the policy's image; an error when its fields disagree.
-fn tag_in(
-    path: &Path,
-    text: &str,
-    helm: &[HelmPaths],
-    policy: &ImagePolicy,
-) -> Result<Option<String>, String> {
-    let fields = manifest::scan(path, text, helm)
-        .map_err(|e| format!("{}: {}", path.display(), crate::error_chain::chain(&e)))?;
-    let mut tags: Vec<&str> = fields
-        .iter()
-        .filter(|f| f.repository() == Some(&policy.image))
-        .filter_map(|f| f.current().0)
-        .collect();
-    tags.dedup();
-    match tags.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(one.to_string())),
-        [first, second, ..] => Err(format!(
-            "{}: its fields hold different tags ({first}, {second})",
-            path.display()
-        )),
+        Some(Err(why)) => Err(GatherError::Repository(why.clone())),
+        None => Err(GatherError::NotRead {
+            name: name.to_string(),
+        }),
     }
 }

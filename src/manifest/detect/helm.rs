@@ -10,7 +10,8 @@ use crate::manifest::{FieldKind, Part, Slot};
 use crate::policy::HelmPaths;
 
 use super::{
-    Scan, Seg, lookup, parse_path, part_slot, render_path, resolve, unwritable, valid_parts,
+    Scan, Seg, Unwritable, lookup, parse_path, part_slot, render_path, resolve, unwritable,
+    valid_parts,
 };
 
 impl Scan<'_> {
@@ -83,7 +84,7 @@ impl Scan<'_> {
         at: &Node,
         repo_node: &Node,
         registry_node: Option<&Node>,
-        parts: impl FnOnce(&Self) -> Result<(Part, Part), String>,
+        parts: impl FnOnce(&Self) -> Result<(Part, Part), Unwritable>,
     ) {
         let Some(repo) = self.slot(repo_node) else {
             return;
@@ -95,7 +96,8 @@ impl Scan<'_> {
             Some(n) => match self.parsed.value_of(n) {
                 Some(value) => Some(value),
                 None => {
-                    let why = unwritable(n, "`registry`").unwrap_or_default();
+                    let why = unwritable(n, "`registry`").map(|w| w.to_string());
+                    let why = why.unwrap_or_default();
                     let why = format!("{why}, so the image's name cannot be read");
                     self.drop_reference(kind, repo_node, &repo, None, why);
                     return;
@@ -108,7 +110,10 @@ impl Scan<'_> {
         let registry = registry_node.and_then(|n| self.slot(n));
         match parts(self) {
             Ok((tag, digest)) => self.helm_split(kind, registry, repo, repository, tag, digest),
-            Err(why) => self.drop_reference(kind, at, &repo, Some(repository), why),
+            Err(why) => {
+                let why = why.to_string();
+                self.drop_reference(kind, at, &repo, Some(repository), why)
+            }
         }
     }
 
@@ -181,10 +186,10 @@ impl Scan<'_> {
                 return scan.part(doc, path, after);
             }
             let Some(mut segs) = parse_path(path) else {
-                return Err(format!("`{path}` is not a value path"));
+                return Err(Unwritable::NotAPath { path: path.clone() });
             };
             let Some(Seg::Key(key)) = segs.pop() else {
-                return Err(format!("`{path}` ends in an index, not a key"));
+                return Err(Unwritable::EndsInIndex { path: path.clone() });
             };
             match resolve(doc, &segs).filter(|n| n.is_mapping()) {
                 Some(parent) => scan.part_named(parent, &key, after, path),
@@ -236,17 +241,16 @@ fn composed(registry: Option<&str>, repo: &str) -> Option<Repository> {
 /// Why `values` cannot move with its tag: another key pins a second digest of the image
 /// (ingress-nginx's `digestChroot`, the digest of the controller's chroot variant), which
 /// tagpilot cannot look up, so the chart would run the new tag beside the old image's digest.
-fn no_other_digest(values: &Node) -> Result<(), String> {
+fn no_other_digest(values: &Node) -> Result<(), Unwritable> {
     let other = values.entries().iter().find_map(|(key, value)| {
         let key = key.scalar()?;
         let pinned = !value.is_null() && value.scalar().is_some_and(|v| !v.is_empty());
         (key != "digest" && key.starts_with("digest") && pinned).then_some(key)
     });
     match other {
-        Some(key) => Err(format!(
-            "`{key}` pins another digest of this image, which tagpilot cannot look up: moving \
-             the tag would leave `{key}` on the old image; left as written"
-        )),
+        Some(key) => Err(Unwritable::OtherDigest {
+            key: key.to_string(),
+        }),
         None => Ok(()),
     }
 }

@@ -58,7 +58,7 @@ impl Scan<'_> {
                 line: slot.line,
                 column: slot.column,
                 marker: comment.trim().to_string(),
-                reason: why,
+                reason: why.to_string(),
             });
             return;
         }

@@ -286,6 +286,7 @@ impl Scan<'_> {
                     let kind = FieldKind::Kustomize {
                         name: name.value.clone(),
                     };
+                    let why = why.to_string();
                     self.drop_reference(kind, entry, &name, Some(repository), why);
                     continue;
                 }
@@ -334,6 +335,7 @@ impl Scan<'_> {
     /// why it cannot be written (an alias, a value an alias reads).
     fn push_whole(&mut self, kind: FieldKind, node: &Node, slot: &Slot, r: ImageRef) {
         if let Some(why) = unwritable(node, "the image") {
+            let why = why.to_string();
             self.drop_reference(kind, node, slot, Some(r.repository), why);
             return;
         }
@@ -354,7 +356,7 @@ impl Scan<'_> {
         map: &Node,
         tag_key: &str,
         digest_key: &str,
-    ) -> Result<(Part, Part), String> {
+    ) -> Result<(Part, Part), Unwritable> {
         let name_keys = ["newName", "name", "repository"];
         let tag = self.part(map, tag_key, &name_keys)?;
         let digest = self.part(
@@ -368,7 +370,7 @@ impl Scan<'_> {
 
     /// The part under `key`; when absent, where it can be added: after the first of `after`
     /// that the mapping has, else after its last entry. An error says why it cannot be written.
-    fn part(&self, map: &Node, key: &str, after: &[&str]) -> Result<Part, String> {
+    fn part(&self, map: &Node, key: &str, after: &[&str]) -> Result<Part, Unwritable> {
         self.part_named(map, key, after, key)
     }
 
@@ -379,7 +381,7 @@ impl Scan<'_> {
         key: &str,
         after: &[&str],
         name: &str,
-    ) -> Result<Part, String> {
+    ) -> Result<Part, Unwritable> {
         let Some(n) = map.get(key) else {
             return Ok(Part::Missing {
                 key: key.to_string(),
@@ -397,7 +399,9 @@ impl Scan<'_> {
         }
         self.slot(n)
             .map(Part::Present)
-            .ok_or_else(|| format!("`{key}` is not a value"))
+            .ok_or_else(|| Unwritable::NotAValue {
+                key: key.to_string(),
+            })
     }
 
     /// Records a reference tagpilot read and cannot write, for the planner to name.
@@ -537,28 +541,67 @@ fn pins_instead(entry: &Node) -> Option<&'static str> {
 /// Why the value at `node` (`what`, as the user reads it) cannot be written, if it cannot: an
 /// alias, a collection, or a value an alias elsewhere reads. Writing that value would change
 /// what the alias reads too, which may be another image.
-pub(super) fn unwritable(node: &Node, what: &str) -> Option<String> {
+pub(super) fn unwritable(node: &Node, what: &str) -> Option<Unwritable> {
+    let what = what.to_string();
     match &node.kind {
-        NodeKind::Alias => Some(format!(
-            "{what} is a YAML alias (`*name`): writing through it would change its anchor and \
-             every other alias of it"
-        )),
-        NodeKind::Mapping { .. } => Some(format!("{what} is a mapping, not a value")),
-        NodeKind::Sequence { .. } => Some(format!("{what} is a list, not a value")),
-        NodeKind::Scalar { .. } if node.shared => Some(format!(
-            "{what} carries a YAML anchor (`&name`), or sits in a collection that does, and an \
-             alias reads it: writing it would change what the alias reads too"
-        )),
+        NodeKind::Alias => Some(Unwritable::Alias { what }),
+        NodeKind::Mapping { .. } => Some(Unwritable::Mapping { what }),
+        NodeKind::Sequence { .. } => Some(Unwritable::List { what }),
+        NodeKind::Scalar { .. } if node.shared => Some(Unwritable::Anchored { what }),
         NodeKind::Scalar { .. } => None,
     }
 }
 
+/// Why a value (`what`, as the user reads it: `` `tag` ``, the image) cannot be written: the
+/// reason a dropped reference or an unresolved marker gives.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Unwritable {
+    #[error(
+        "{what} is a YAML alias (`*name`): writing through it would change its anchor and every \
+         other alias of it"
+    )]
+    Alias { what: String },
+    #[error("{what} is a mapping, not a value")]
+    Mapping { what: String },
+    #[error("{what} is a list, not a value")]
+    List { what: String },
+    #[error(
+        "{what} carries a YAML anchor (`&name`), or sits in a collection that does, and an alias \
+         reads it: writing it would change what the alias reads too"
+    )]
+    Anchored { what: String },
+    #[error("`{key}` is not a value")]
+    NotAValue { key: String },
+    #[error("`{path}` is not a value path")]
+    NotAPath { path: String },
+    #[error("`{path}` ends in an index, not a key")]
+    EndsInIndex { path: String },
+    #[error("`{key}` holds {value:?}, which is not {what}")]
+    Invalid {
+        key: String,
+        value: String,
+        what: &'static str,
+    },
+    /// Another key pins a second digest of the image (see `helm::no_other_digest`).
+    #[error(
+        "`{key}` pins another digest of this image, which tagpilot cannot look up: moving the \
+         tag would leave `{key}` on the old image; left as written"
+    )]
+    OtherDigest { key: String },
+}
 /// Both parts hold a tag and a digest (or nothing), else why not.
-fn valid_parts(tag: &Part, digest: &Part, tag_key: &str, digest_key: &str) -> Result<(), String> {
-    let check = |p: &Part, valid: fn(&str) -> bool, key: &str, what: &str| match p {
-        Part::Present(s) if !s.value.is_empty() && !valid(&s.value) => {
-            Err(format!("`{key}` holds {:?}, which is not {what}", s.value))
-        }
+fn valid_parts(
+    tag: &Part,
+    digest: &Part,
+    tag_key: &str,
+    digest_key: &str,
+) -> Result<(), Unwritable> {
+    let check = |p: &Part, valid: fn(&str) -> bool, key: &str, what: &'static str| match p {
+        Part::Present(s) if !s.value.is_empty() && !valid(&s.value) => Err(Unwritable::Invalid {
+            key: key.to_string(),
+            value: s.value.clone(),
+            what,
+        }),
         _ => Ok(()),
     };
     check(tag, is_valid_tag, tag_key, "a tag")?;

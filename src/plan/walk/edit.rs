@@ -22,6 +22,18 @@ pub(in crate::plan) fn apply_sorted(
     manifest::apply_edits(path, src, &edits)
 }
 
+/// Why a file's edits are dropped: the plan's problem says `edit dropped: ` and this.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum EditDropped {
+    #[error("the file changed while tagpilot was planning; plan again")]
+    Changed,
+    #[error("cannot read")]
+    Unreadable(#[source] crate::files::FilesError),
+    /// The file no longer scans, or its edits do not apply: the manifest error says which.
+    #[error(transparent)]
+    Manifest(#[from] manifest::ManifestError),
+}
+
 /// Reads a file again, finds its moved fields by scanning it again, and applies their edits.
 /// The error is the reason the file's edits are dropped.
 pub(super) fn edit_file(
@@ -30,15 +42,13 @@ pub(super) fn edit_file(
     policies: &[ImagePolicy],
     file: &ScannedFile,
     moves: &[Move],
-) -> Result<Edited, String> {
-    const CHANGED: &str = "the file changed while tagpilot was planning; plan again";
+) -> Result<Edited, EditDropped> {
     let original = match files.read(&file.rel).map(String::from_utf8) {
         Ok(Ok(text)) if Fingerprint::of(&text) == file.fingerprint => text,
-        Ok(_) => return Err(CHANGED.into()),
-        Err(e) => return Err(format!("cannot read: {}", crate::error_chain::chain(&e))),
+        Ok(_) => return Err(EditDropped::Changed),
+        Err(e) => return Err(EditDropped::Unreadable(e)),
     };
-    let fields = manifest::scan(&file.rel, &original, &index.helm_paths(&file.rel))
-        .map_err(|e| e.to_string())?;
+    let fields = manifest::scan(&file.rel, &original, &index.helm_paths(&file.rel))?;
     let display = display_path(&file.rel);
     let mut edited = Edited {
         update: None,
@@ -54,7 +64,7 @@ pub(super) fn edit_file(
         let field = fields
             .get(m.ordinal as usize)
             .filter(|field| field.line == m.line)
-            .ok_or(CHANGED)?;
+            .ok_or(EditDropped::Changed)?;
         let update = Update {
             name: &policy.image_name,
             tag: Some(&m.tag),
@@ -129,14 +139,13 @@ pub(super) fn edit_file(
         text: &original,
         fields: &fields,
     };
-    let labels = labels::follow(&text, policies, &followed, &mut edited.changes)
-        .map_err(|e| e.to_string())?;
+    let labels = labels::follow(&text, policies, &followed, &mut edited.changes)?;
     for (policy, edit) in labels.edits {
         by_policy.entry(policy).or_default().push(edit);
     }
     edited.findings = labels.findings;
     let all: Vec<Edit> = by_policy.values().flatten().cloned().collect();
-    let updated = apply_sorted(&file.rel, &original, all).map_err(|e| e.to_string())?;
+    let updated = apply_sorted(&file.rel, &original, all)?;
     edited.update = Some(FileUpdate {
         path: file.rel.clone(),
         original,

@@ -551,7 +551,8 @@ fn edit_files(
                 plan.findings.extend(edited.findings);
                 plan.files.extend(edited.update);
             }
-            Err(message) => {
+            Err(dropped) => {
+                let message = crate::error_chain::chain(&dropped);
                 let names: BTreeSet<&str> = moves
                     .iter()
                     .map(|m| policies[m.policy].name.as_str())
@@ -603,7 +604,9 @@ mod tests {
         };
         let files = Directory::open(dir.path()).unwrap();
         let index = PolicyIndex::new(&[], None);
-        let err = edit_file(&files, &index, &[], &file, &[]).unwrap_err();
+        let err = edit_file(&files, &index, &[], &file, &[])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("changed while tagpilot was planning"), "{err}");
     }
 }

@@ -120,7 +120,7 @@ impl<R: Registry> Asked<'_, R> {
         // The policy's own selection says which tags it may take, and why not the others
         // (out of range, ignored, not for its platforms, another variant family).
         let ranked = select::rank(policy, current, list);
-        let allowed = |tag: &str| {
+        let allowed = |tag: &str| -> Result<(), promotion::Forbidden> {
             let excluded = match ranked.iter().find(|r| r.tag == tag) {
                 Some(r) => r.excluded.clone(),
                 // Not a candidate: the policy's filters keep it out, or the registry does not
@@ -130,17 +130,19 @@ impl<R: Registry> Asked<'_, R> {
                     match alone.into_iter().find_map(|r| r.excluded) {
                         Some(why) => Some(why),
                         None => {
-                            return Err(format!(
-                                "the registry does not list it for policy {}",
-                                policy.name
-                            ));
+                            return Err(Box::new(Refused::NotListed {
+                                policy: policy.name.clone(),
+                            }));
                         }
                     }
                 }
             };
             match excluded {
                 None => Ok(()),
-                Some(why) => Err(format!("policy {}: {why}", policy.name)),
+                Some(why) => Err(Box::new(Refused::Excluded {
+                    policy: policy.name.clone(),
+                    why,
+                })),
             }
         };
         // The tags held above, gathered per upstream (through a whole chain). Each passes down
@@ -161,6 +163,18 @@ impl<R: Registry> Asked<'_, R> {
             self.promotions.now,
         )
     }
+}
+
+/// Why a promoting field's policy does not take a tag its upstreams offer.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("the registry does not list it for policy {policy}")]
+    NotListed { policy: String },
+    #[error("policy {policy}: {why}")]
+    Excluded {
+        policy: String,
+        why: select::Exclusion,
+    },
 }
 
 /// `policy` without the filters that keep tags out of its selection (range, `allowTags`,

@@ -43,18 +43,27 @@ pub const LEADER_LABEL: &str = "tagpilot.dev/leader";
 pub const MIN_LEASE_DURATION: Duration = Duration::from_secs(3);
 
 /// `--lease-duration`: whole seconds (the Lease counts in seconds), at least the minimum.
-pub fn parse_lease_duration(text: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+pub fn parse_lease_duration(text: &str) -> Result<Duration, LeaseDurationError> {
+    let d = humantime::parse_duration(text)?;
     if d < MIN_LEASE_DURATION {
-        return Err(format!(
-            "the Lease must last at least {}s",
-            MIN_LEASE_DURATION.as_secs()
-        ));
+        return Err(LeaseDurationError::TooShort);
     }
     if d.subsec_nanos() != 0 {
-        return Err("the Lease counts in whole seconds".to_string());
+        return Err(LeaseDurationError::Fraction);
     }
     Ok(d)
+}
+
+/// Why `--lease-duration` cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaseDurationError {
+    #[error("the Lease must last at least {}s", MIN_LEASE_DURATION.as_secs())]
+    TooShort,
+    #[error("the Lease counts in whole seconds")]
+    Fraction,
+    /// Not a duration in humantime's words: its own message says where.
+    #[error(transparent)]
+    Unreadable(#[from] humantime::DurationError),
 }
 
 /// How `--leader-elect` was asked to run.

@@ -392,9 +392,9 @@ impl Entry<'_> {
                 });
                 None
             }
-            Err(reason) => Some(SkippedAnnotation {
+            Err(refused) => Some(SkippedAnnotation {
                 key: format!("{resource}: {}", p.path),
-                reason,
+                reason: refused.to_string(),
             }),
         }
     }
@@ -410,26 +410,23 @@ pub fn valid_alias(alias: &str) -> bool {
 fn pull_request_settings(
     p: &PullRequest,
     branch: Option<&Field<String>>,
-) -> Result<PullRequestSettings, String> {
+) -> Result<PullRequestSettings, PullRequestRefused> {
     let provider = match (&p.github, &p.gitlab) {
         (Some(_), None) => PullRequestProvider::GitHub,
         (None, Some(_)) => PullRequestProvider::GitLab,
         (a, b) => {
-            return Err(format!(
-                "exactly one provider (github or gitlab) must be set, got {}; the \
-                 Application is not updated",
-                usize::from(a.is_some()) + usize::from(b.is_some())
+            return Err(PullRequestRefused::Providers(
+                usize::from(a.is_some()) + usize::from(b.is_some()),
             ));
         }
     };
     if let Some(b) = branch
         && b.value.contains(':')
     {
-        return Err(format!(
-            "{}: {:?} has the base:target form, which pull requests do not take (name only \
-             the base branch); the Application is not updated",
-            b.path, b.value
-        ));
+        return Err(PullRequestRefused::BaseTarget {
+            path: b.path.clone(),
+            branch: b.value.clone(),
+        });
     }
     let mut labels: Vec<String> = Vec::new();
     for l in p.labels.iter().map(|l| l.trim()).filter(|l| !l.is_empty()) {
@@ -442,6 +439,21 @@ fn pull_request_settings(
         labels,
         field: String::new(),
     })
+}
+
+/// Why a `pullRequest` write-back is refused: the skipped setting's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PullRequestRefused {
+    #[error(
+        "exactly one provider (github or gitlab) must be set, got {0}; the Application is not \
+         updated"
+    )]
+    Providers(usize),
+    #[error(
+        "{path}: {branch:?} has the base:target form, which pull requests do not take (name only \
+         the base branch); the Application is not updated"
+    )]
+    BaseTarget { path: String, branch: String },
 }
 
 /// What `imagesVerification` says of one image.

@@ -33,28 +33,46 @@ pub(super) fn read(
 fn requests(given: Given<String>, out: &mut AppSettings) -> Vec<HoldRequest> {
     match parse(&given.value, out) {
         Ok(requests) => requests,
-        Err(reason) => {
+        Err(refused) => {
             out.skipped.push(SkippedAnnotation {
                 key: given.key,
-                reason,
+                reason: refused.to_string(),
             });
             Vec::new()
         }
     }
 }
 
-fn parse(value: &str, out: &AppSettings) -> Result<Vec<HoldRequest>, String> {
+/// Why the hold annotation cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum HoldRequestError {
+    #[error("{entry:?} is not <alias>=<tag>")]
+    NotAliasTag { entry: String },
+    #[error("{tag:?} in {entry:?} is not a tag")]
+    NotATag { tag: String, entry: String },
+    #[error("alias {alias:?} is not in image-list")]
+    UnknownAlias { alias: String },
+    #[error("names no <alias>=<tag>")]
+    Empty,
+}
+
+fn parse(value: &str, out: &AppSettings) -> Result<Vec<HoldRequest>, HoldRequestError> {
     let mut requests = Vec::new();
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let Some((alias, tag)) = entry.split_once('=') else {
-            return Err(format!("{entry:?} is not <alias>=<tag>"));
+            let entry = entry.to_string();
+            return Err(HoldRequestError::NotAliasTag { entry });
         };
         let (alias, tag) = (alias.trim(), tag.trim());
         if tag.is_empty() || !crate::image::is_valid_tag(tag) {
-            return Err(format!("{tag:?} in {entry:?} is not a tag"));
+            return Err(HoldRequestError::NotATag {
+                tag: tag.to_string(),
+                entry: entry.to_string(),
+            });
         }
         if !out.images.iter().any(|i| i.alias == alias) {
-            return Err(format!("alias {alias:?} is not in image-list"));
+            let alias = alias.to_string();
+            return Err(HoldRequestError::UnknownAlias { alias });
         }
         requests.push(HoldRequest {
             alias: alias.to_string(),
@@ -62,7 +80,7 @@ fn parse(value: &str, out: &AppSettings) -> Result<Vec<HoldRequest>, String> {
         });
     }
     if requests.is_empty() {
-        return Err("names no <alias>=<tag>".to_string());
+        return Err(HoldRequestError::Empty);
     }
     Ok(requests)
 }

@@ -188,7 +188,7 @@ fn image_settings(given: &ImageInput, skipped: &mut Vec<SkippedAnnotation>) -> I
     if let Some(Given { key, value }) = &given.allow_tags {
         match parse_allow_tags(value) {
             Ok(re) => image.allow_tags = re,
-            Err(reason) => unreadable(key, value, reason),
+            Err(refused) => unreadable(key, value, refused.to_string()),
         }
     }
     if let Some(Given { key, value }) = &given.ignore_tags {
@@ -358,7 +358,7 @@ pub(in crate::argocd) fn image_and_constraint(text: &str) -> (String, Option<Str
 /// `allow-tags`: `regexp:<re>` or `any`, both case-insensitive as Image Updater's `ParseMatch`
 /// reads them (registry-scanner/pkg/image/options.go); empty is unset, as there. `Ok(None)`:
 /// every tag.
-fn parse_allow_tags(v: &str) -> Result<Option<String>, String> {
+fn parse_allow_tags(v: &str) -> Result<Option<String>, AllowTagsError> {
     if v.is_empty() || v.to_lowercase() == "any" {
         return Ok(None);
     }
@@ -366,14 +366,29 @@ fn parse_allow_tags(v: &str) -> Result<Option<String>, String> {
         Some((function, re)) if function.to_lowercase() == "regexp" => {
             match regex::Regex::new(re) {
                 Ok(_) => Ok(Some(re.to_string())),
-                Err(e) => Err(format!(
-                    "invalid regexp: {}",
-                    e.to_string().lines().last().unwrap_or_default().trim()
-                )),
+                Err(e) => Err(AllowTagsError::Regexp {
+                    why: e
+                        .to_string()
+                        .lines()
+                        .last()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
+                }),
             }
         }
-        _ => Err("neither `regexp:<re>` nor `any`".to_string()),
+        _ => Err(AllowTagsError::Neither),
     }
+}
+
+/// Why `allow-tags` cannot be read.
+#[derive(Debug, thiserror::Error)]
+enum AllowTagsError {
+    /// `why`: the last line of the regex crate's message, which points at the pattern.
+    #[error("invalid regexp: {why}")]
+    Regexp { why: String },
+    #[error("neither `regexp:<re>` nor `any`")]
+    Neither,
 }
 
 pub(in crate::argocd) fn parse_pull_secret(v: &str) -> Result<PullSecret, SettingError> {
