@@ -258,7 +258,6 @@ fn no_result_carries_a_string_as_its_error() {
         "argocd/read/credentials.rs",
         "argocd/read/image_updater/select.rs",
         "argocd/read/settings/mod.rs",
-        "engine/check.rs",
         "forge/sync/observed.rs",
         "forge/sync/read.rs",
     ];
