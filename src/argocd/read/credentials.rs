@@ -130,7 +130,9 @@ impl SecretCache {
         ns: &str,
         name: &str,
     ) -> Result<&Secret, CredentialError> {
-        self.read(cluster, ns, name).await.map_err(CredentialError::Kube)
+        self.read(cluster, ns, name)
+            .await
+            .map_err(CredentialError::Kube)
     }
 
     /// The Secret, or the cluster client's reason, shared by every image that names it.
