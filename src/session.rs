@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::ArgoError;
+use crate::clock::Clock;
 use crate::argocd::cluster::{self, Cluster, Loaded};
 use crate::config::{self, Config, ConfigError};
 use crate::engine;
@@ -91,6 +92,8 @@ pub struct Options {
     /// The `--state-dir` store: the registry client keeps image metadata in it, the engine the
     /// last proposals.
     pub state: Option<Arc<State>>,
+    /// The clock the command keeps time by (the service's); `None`: the system's.
+    pub clock: Option<Arc<dyn Clock>>,
 }
 
 /// The parts of one command's work that live as long as the command.
@@ -104,6 +107,8 @@ pub struct Session {
     /// The Applications, `ImageUpdater` resources and pull secrets read while opening.
     pub applications: Option<Loaded>,
     pub state: Option<Arc<State>>,
+    /// The one clock the registry client and every cycle read the time from.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Session {
@@ -127,7 +132,9 @@ impl Session {
             }
             None => (None, None),
         };
+        let clock = options.clock.unwrap_or_else(crate::clock::system);
         let mut client_options = ClientOptions::from_config(&config);
+        client_options.clock = clock.clone();
         if let Some(loaded) = &applications {
             client_options.credentials = loaded.registry_credentials.clone();
         }
@@ -146,6 +153,7 @@ impl Session {
             cluster,
             applications,
             state: options.state,
+            clock,
         })
     }
 
@@ -178,6 +186,7 @@ impl Session {
             progress,
             cancel,
             state: self.state.as_deref(),
+            clock: self.clock.as_ref(),
         }
     }
 

@@ -444,7 +444,7 @@ impl<'r, R: Registry> Inspector<'r, R> {
                 self.registry,
                 policy,
                 &mut candidates,
-                jiff::Timestamp::now(),
+                self.registry.clock().wall(),
             );
         }
         Ok(candidates)

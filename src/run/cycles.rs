@@ -16,7 +16,7 @@ use crate::policy;
 use crate::session::Session;
 
 use super::Stopped;
-use super::clock::Clock;
+use crate::clock::Clock;
 use super::http::Shared;
 use super::lease::{self, Role};
 use super::memory;
@@ -278,7 +278,6 @@ impl Daemon<'_> {
             dry_run: false,
             only_images,
             diff: false,
-            now: Some(self.clock.wall()),
             rendered: false,
             tools: None,
         };

@@ -24,7 +24,6 @@
 //! others. The local directory is not a target: `tagpilot run` writes to configured repositories
 //! and Applications, never to the directory its policies are read from.
 
-pub mod clock;
 mod cycles;
 pub mod health;
 mod holds;
@@ -51,7 +50,7 @@ use crate::config::Config;
 use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
-use self::clock::{Clock, TokioClock};
+use crate::clock::{Clock, SystemClock};
 use self::cycles::Daemon;
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
@@ -138,7 +137,7 @@ pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunErro
     let service = Service {
         listener,
         shutdown,
-        clock: Arc::new(TokioClock),
+        clock: Arc::new(SystemClock),
     };
     serve_locked(config, settings, lock, service).await
 }
@@ -192,7 +191,7 @@ async fn serve_locked(
     // holds its own lock on the file as well.
     let state = lock
         .as_ref()
-        .map(|l| State::open(l.dir()).map(Arc::new))
+        .map(|l| State::open_with_clock(l.dir(), service.clock.clone()).map(Arc::new))
         .transpose()?;
     let shared = Arc::new(shared(&config, &settings, state, service.clock.clone())?);
     let server = Server::start(service.listener, shared.clone(), &service.shutdown)?;
@@ -232,9 +231,10 @@ fn shared(
     Ok(Shared {
         secrets,
         release_token,
-        rechecks: Rechecks::with_clock(pace, clock),
+        rechecks: Rechecks::with_clock(pace, clock.clone()),
         state,
-        metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics),
+        metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics)
+            .with_clock(clock),
         ..Shared::default()
     })
 }
@@ -291,6 +291,7 @@ async fn run_loop(
             cache_dir: settings.cache_dir,
             read_cluster: true,
             state: shared.state.clone(),
+            clock: Some(clock.clone()),
         },
     )
     .await?;
@@ -316,7 +317,7 @@ async fn run_loop(
     let cluster = session.cluster.clone().zip(from_cluster);
 
     let elector = match settings.leader_election {
-        Some(election) => Some(Elector::start(election).await?),
+        Some(election) => Some(Elector::start(election, clock.clone()).await?),
         None => {
             shared.metrics.set_leader(true);
             None

@@ -680,7 +680,7 @@ fn series(metrics: &str, name: &str) -> Option<f64> {
 
 #[test]
 fn a_pushed_promotion_verified_downstream_measures_its_lead_time_from_the_upstream() {
-    use tagpilot::run::clock::Clock;
+    use tagpilot::clock::Clock;
     service::run(false, |logs| async move {
         let s = setup().await;
         let forge = MockServer::start().await;

@@ -14,9 +14,11 @@
 //! leads.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use tagpilot::run::lease::clock::WallClock;
+use jiff::Timestamp;
+
+use tagpilot::clock::Clock;
 use tagpilot::run::lease::{Elector, LEADER_LABEL, LeaderElection, PodName, Role};
 use tokio::sync::watch;
 
@@ -52,7 +54,7 @@ struct Other {
     identity: &'static str,
     duration: Duration,
     /// When it renews next.
-    next: SystemTime,
+    next: Timestamp,
 }
 
 /// The scripted API, and the clock the election keeps.
@@ -66,7 +68,7 @@ impl Harness {
     async fn new() -> Harness {
         let (server, api) = LeaseApi::start().await;
         // Whole seconds: a Lease's times are written in microseconds.
-        let clock = ManualClock::at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+        let clock = ManualClock::starting_at(Timestamp::from_second(1_800_000_000).unwrap());
         Harness { server, api, clock }
     }
 
@@ -84,8 +86,8 @@ impl Harness {
     /// Another replica takes or renews the Lease now, and then every second while the clock
     /// is driven with it.
     fn other(&self, identity: &'static str, duration: Duration) -> Other {
-        let now = self.clock.now();
-        self.api.hold_by_at(identity, duration, now);
+        let now = self.clock.wall();
+        self.api.hold_by_at(identity, duration, now.into());
         Other {
             identity,
             duration,
@@ -99,7 +101,7 @@ impl Harness {
     async fn drive(
         &self,
         mut other: Option<&mut Other>,
-        limit: SystemTime,
+        limit: Timestamp,
         done: impl Fn() -> bool,
     ) -> bool {
         loop {
@@ -113,7 +115,7 @@ impl Harness {
             if let Some(o) = other.as_deref_mut() {
                 next = next.min(o.next);
                 if next <= limit && o.next == next {
-                    self.api.hold_by_at(o.identity, o.duration, next);
+                    self.api.hold_by_at(o.identity, o.duration, next.into());
                     o.next += Duration::from_secs(1);
                 }
             }
@@ -126,7 +128,7 @@ impl Harness {
 
     /// Lets `by` pass on the clock, with `other` renewing.
     async fn run_for(&self, by: Duration, other: Option<&mut Other>) {
-        let limit = self.clock.now() + by;
+        let limit = self.clock.wall() + by;
         self.drive(other, limit, || false).await;
         self.clock.advance_to(limit);
     }
@@ -140,7 +142,7 @@ impl Harness {
         other: Option<&mut Other>,
         within: Duration,
     ) {
-        let limit = self.clock.now() + within;
+        let limit = self.clock.wall() + within;
         let reached = self.drive(other, limit, || *roles.borrow() == want).await;
         assert!(
             reached,
@@ -158,7 +160,7 @@ impl Harness {
         other: Option<&mut Other>,
         pred: impl Fn(&str) -> bool,
     ) {
-        let limit = self.clock.now() + Duration::from_secs(15);
+        let limit = self.clock.wall() + Duration::from_secs(15);
         let count = || self.api.journal().iter().filter(|l| pred(l)).count() >= n;
         assert!(
             self.drive(other, limit, count).await,
@@ -332,7 +334,7 @@ async fn steps_down_before_expiry(fault: Fault) {
     let expiry = api.expiry().expect("a held Lease has an expiry");
     h.wait_role(&mut roles, Role::Following, None, duration * 2)
         .await;
-    let stepped_down = jiff::Timestamp::try_from(h.clock.now()).unwrap();
+    let stepped_down = h.clock.wall();
     // Not a speed test: the order of two events. Another replica may take the Lease only
     // after `expiry`; this one stopped writing before that, and the renewal that failed was
     // the only one attempted.

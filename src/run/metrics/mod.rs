@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::SystemTime;
 
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
@@ -75,6 +74,8 @@ pub struct Metrics {
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
     /// `--image-updater-metrics`: Argo CD Image Updater's series too.
     image_updater: Option<ImageUpdaterSeries>,
+    /// What the timestamp gauges read (the service's clock).
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -90,6 +91,17 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The timestamp gauges read `clock` (the service's).
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn crate::clock::Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Now as Unix seconds, as the timestamp gauges hold it.
+    fn unix_now(&self) -> f64 {
+        self.clock.wall().as_duration().as_secs_f64()
+    }
+
     /// tagpilot's own metrics.
     pub fn new() -> Self {
         Self::with_image_updater(false)
@@ -218,6 +230,7 @@ impl Metrics {
             signatures_seen: Mutex::default(),
             after_write: AfterWrite::register(&mut registry),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
+            clock: crate::clock::system(),
             metadata_hits_seen: Default::default(),
             registry_seen: Mutex::default(),
             registry: Mutex::new(registry.registry),
@@ -397,13 +410,6 @@ fn registered<M: Metric + Clone>(
     metric
 }
 
-/// Now as Unix seconds, as the timestamp gauges hold it.
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64()
-}
 
 #[cfg(test)]
 mod tests;

@@ -8,8 +8,6 @@
 //! by the test.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -372,105 +370,5 @@ pub async fn cluster(server: &MockServer, timeout: Duration) -> tagpilot::argocd
     tagpilot::argocd::cluster::Cluster::new(kube::Client::try_from(config).unwrap())
 }
 
-/// A clock that stands still until the test moves it, and tells the test when someone waits
-/// on it (and until when), so that the test moves it exactly to the next wake-up.
-#[derive(Debug, Clone)]
-pub struct ManualClock {
-    inner: Arc<ManualInner>,
-}
-
-#[derive(Debug)]
-struct ManualInner {
-    now: tokio::sync::watch::Sender<SystemTime>,
-    /// The deadlines of the sleepers waiting now, by sleeper.
-    sleepers: tokio::sync::watch::Sender<BTreeMap<u64, SystemTime>>,
-    next_sleeper: std::sync::atomic::AtomicU64,
-}
-
-/// Takes a sleeper off the list when its sleep ends or is dropped (a `select!` that lost).
-struct Asleep<'a> {
-    inner: &'a ManualInner,
-    id: u64,
-}
-
-impl Drop for Asleep<'_> {
-    fn drop(&mut self) {
-        self.inner.sleepers.send_modify(|s| {
-            s.remove(&self.id);
-        });
-    }
-}
-
-impl ManualClock {
-    /// A clock reading `start`.
-    pub fn at(start: SystemTime) -> ManualClock {
-        ManualClock {
-            inner: Arc::new(ManualInner {
-                now: tokio::sync::watch::Sender::new(start),
-                sleepers: tokio::sync::watch::Sender::new(BTreeMap::new()),
-                next_sleeper: Default::default(),
-            }),
-        }
-    }
-
-    /// Moves the clock on by `by`, waking whoever sleeps until then.
-    pub fn advance(&self, by: Duration) {
-        self.inner.now.send_modify(|now| *now += by);
-    }
-
-    /// Moves the clock to `to`, unless it reads later already.
-    pub fn advance_to(&self, to: SystemTime) {
-        self.inner.now.send_modify(|now| *now = (*now).max(to));
-    }
-
-    /// Waits until someone sleeps on the clock past its time now, and answers the earliest
-    /// such deadline (sleepers already due are waking up, not waiting).
-    pub async fn next_wake(&self) -> SystemTime {
-        let mut sleepers = self.inner.sleepers.subscribe();
-        loop {
-            let now = self.now_();
-            let next = sleepers
-                .borrow_and_update()
-                .values()
-                .copied()
-                .filter(|d| *d > now)
-                .min();
-            if let Some(next) = next {
-                return next;
-            }
-            sleepers.changed().await.unwrap();
-        }
-    }
-
-    fn now_(&self) -> SystemTime {
-        *self.inner.now.borrow()
-    }
-}
-
-impl tagpilot::run::lease::clock::WallClock for ManualClock {
-    fn now(&self) -> SystemTime {
-        self.now_()
-    }
-
-    fn sleep_until(&self, deadline: SystemTime) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(async move {
-            let mut now = self.inner.now.subscribe();
-            if *now.borrow_and_update() >= deadline {
-                return;
-            }
-            let id = self
-                .inner
-                .next_sleeper
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.inner.sleepers.send_modify(|s| {
-                s.insert(id, deadline);
-            });
-            let _asleep = Asleep {
-                inner: &self.inner,
-                id,
-            };
-            // The sender lives as long as the clock, which outlives this borrow of it.
-            let _ = now.wait_for(|now| *now >= deadline).await;
-        })
-    }
-}
+/// The election's time: the library's manual clock, moved by the test.
+pub use tagpilot::clock::ManualClock;
