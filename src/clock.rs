@@ -1,7 +1,7 @@
 //! The one source of time (leaf). Everything that asks what time it is — the loop's schedule,
 //! leader election, `minAge`, steady proposals, holds, rollbacks, promotions, verification,
 //! the state store's stamps, a registry's `Retry-After` — asks a [`Clock`] it was handed, and
-//! nothing outside this module calls a `now()` of its own (`layers::time_comes_from_one_clock`
+//! nothing outside this module calls a `now()` of its own (`clock::time_comes_from_one_clock`
 //! holds that). Production keeps [`SystemClock`]; tests keep a [`ManualClock`] and move it,
 //! rather than wait for time to pass.
 //!
@@ -154,7 +154,9 @@ impl ManualClock {
     pub fn advance_to(&self, to: Timestamp) {
         let target = to.duration_since(self.inner.start_wall);
         let target = Duration::try_from(target).unwrap_or(Duration::ZERO);
-        self.inner.moved.send_modify(|moved| *moved = (*moved).max(target));
+        self.inner
+            .moved
+            .send_modify(|moved| *moved = (*moved).max(target));
     }
 
     /// Waits until someone sleeps on the clock past its time now, and answers the time of day
@@ -240,7 +242,10 @@ mod tests {
             let clock = clock.clone();
             tokio::spawn(async move { clock.sleep(Duration::from_secs(60)).await })
         };
-        assert_eq!(clock.next_wake().await, start + SignedDuration::from_secs(60));
+        assert_eq!(
+            clock.next_wake().await,
+            start + SignedDuration::from_secs(60)
+        );
         clock.advance(Duration::from_secs(30));
         assert!(!sleeper.is_finished());
         clock.advance_to(start + SignedDuration::from_secs(60));

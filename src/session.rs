@@ -11,8 +11,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::ArgoError;
-use crate::clock::Clock;
 use crate::argocd::cluster::{self, Cluster, Loaded};
+use crate::clock::Clock;
 use crate::config::{self, Config, ConfigError};
 use crate::engine;
 use crate::git::RepoCache;

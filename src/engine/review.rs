@@ -4,7 +4,6 @@
 //! `tagpilot plan --diff --rendered`. A render that fails is said in its Application's result
 //! and never holds the change.
 
-
 use crate::affected::Rendered;
 use crate::application::Application;
 use crate::change::ChangeGroup;

@@ -237,9 +237,7 @@ impl MemoryRegistry {
 
 impl Registry for MemoryRegistry {
     fn clock(&self) -> &dyn crate::clock::Clock {
-        self.clock
-            .as_deref()
-            .unwrap_or(&crate::clock::SystemClock)
+        self.clock.as_deref().unwrap_or(&crate::clock::SystemClock)
     }
 
     async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {

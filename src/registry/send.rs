@@ -197,10 +197,7 @@ fn retry_after(headers: &HeaderMap, now: jiff::Timestamp) -> Option<Duration> {
     let at = jiff::fmt::rfc2822::DateTimeParser::new()
         .parse_timestamp(value)
         .ok()?;
-    let secs = at
-        .duration_since(now)
-        .as_secs_f64()
-        .max(0.0);
+    let secs = at.duration_since(now).as_secs_f64().max(0.0);
     Some(Duration::from_secs_f64(secs.ceil()))
 }
 

@@ -50,7 +50,6 @@ use crate::config::Config;
 use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
-use crate::clock::{Clock, SystemClock};
 use self::cycles::Daemon;
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
@@ -58,6 +57,7 @@ use self::lock::{LockError, StateLock};
 use self::recheck::Rechecks;
 pub use self::signal::Shutdown;
 use self::webhook::{Secrets, WebhookError};
+use crate::clock::{Clock, SystemClock};
 
 /// How `tagpilot run` was asked to run.
 #[derive(Debug, Clone)]
@@ -75,8 +75,10 @@ pub struct Settings {
     pub leader_election: Option<LeaderElection>,
     /// `--image-updater-metrics`: `/metrics` also exports Argo CD Image Updater's series.
     pub image_updater_metrics: bool,
-    /// The cluster whose Argo CD Applications verification follows (`verify:`); `None`: the
-    /// session's (`applications.fromCluster`), else kube-rs's default (`$KUBECONFIG`, in-cluster).
+    /// The cluster whose Argo CD Applications verification follows (`verify:`), and where
+    /// leader election keeps its Lease; `None`: the session's (`applications.fromCluster`), else
+    /// kube-rs's default (`$KUBECONFIG`, in-cluster). Its requests should give up after
+    /// [`LeaderElection::request_timeout`] when it keeps the Lease.
     pub cluster: Option<crate::kubernetes::Cluster>,
 }
 
@@ -317,7 +319,10 @@ async fn run_loop(
     let cluster = session.cluster.clone().zip(from_cluster);
 
     let elector = match settings.leader_election {
-        Some(election) => Some(Elector::start(election, clock.clone()).await?),
+        Some(election) => Some(match settings.cluster.clone() {
+            Some(cluster) => Elector::start_with_clock(cluster, election, clock.clone()).await?,
+            None => Elector::start(election, clock.clone()).await?,
+        }),
         None => {
             shared.metrics.set_leader(true);
             None

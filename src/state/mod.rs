@@ -600,9 +600,7 @@ fn is_bad_data(e: &std::io::Error) -> bool {
 
 /// `state.redb.corrupt-20240102T030405Z`, beside the original.
 fn aside_name(path: &Path, now: jiff::Timestamp) -> PathBuf {
-    let stamp = now
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string();
+    let stamp = now.strftime("%Y%m%dT%H%M%SZ").to_string();
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".corrupt-{stamp}"));
     path.with_file_name(name)

@@ -220,7 +220,10 @@ impl RegistryClient {
     ) -> Result<String, RegistryError> {
         let slot = token_slot(reg, scope);
         let mut cached = slot.lock().await;
-        if let Some(t) = cached.as_ref().filter(|t| t.valid_until > self.options.clock.now()) {
+        if let Some(t) = cached
+            .as_ref()
+            .filter(|t| t.valid_until > self.options.clock.now())
+        {
             return Ok(t.token.clone());
         }
         let mut url = Url::parse(realm).map_err(|e| malformed(repo, "auth challenge realm", e))?;

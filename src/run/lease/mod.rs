@@ -394,7 +394,9 @@ mod tests {
     #[tokio::test]
     async fn a_lease_shorter_than_three_seconds_is_refused_naming_the_flag() {
         let err = Elector::start(settings(2), crate::clock::system())
-            .await.unwrap_err().to_string();
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("--lease-duration") && err.contains("2s"),
             "{err}"

@@ -410,6 +410,5 @@ fn registered<M: Metric + Clone>(
     metric
 }
 
-
 #[cfg(test)]
 mod tests;

@@ -46,8 +46,8 @@ use crate::policy;
 use crate::state::{PendingVerification, State, VerifiedField};
 use crate::verification::{Failure, Verdict};
 
-use crate::clock::Clock;
 use super::http::Shared;
+use crate::clock::Clock;
 
 mod fetched;
 mod promoted;

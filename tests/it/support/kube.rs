@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::any;
@@ -114,15 +114,10 @@ impl LeaseApi {
             .unwrap_or_default()
     }
 
-    /// Another replica, `identity`, takes or renews the Lease now, for `duration`.
-    pub fn hold_by(&self, identity: &str, duration: Duration) {
-        self.hold_by_at(identity, duration, SystemTime::now());
-    }
-
     /// Another replica, `identity`, takes or renews the Lease at `at`, for `duration`.
-    pub fn hold_by_at(&self, identity: &str, duration: Duration, at: SystemTime) {
+    pub fn hold_by_at(&self, identity: &str, duration: Duration, at: jiff::Timestamp) {
         let mut state = self.state();
-        let now = micro_time(jiff::Timestamp::try_from(at).unwrap());
+        let now = micro_time(at);
         let spec = state.lease.get_or_insert_with(Default::default);
         let taken = spec.get("holderIdentity").and_then(Value::as_str) != Some(identity);
         spec.insert("holderIdentity".into(), json!(identity));
@@ -133,29 +128,6 @@ impl LeaseApi {
         }
         state.holder_manager = Some(format!("tagpilot-{identity}"));
         state.resource_version += 1;
-    }
-
-    /// Another replica keeps renewing the Lease every second until the returned token is
-    /// cancelled.
-    pub fn keep_held_by(
-        &self,
-        identity: &str,
-        duration: Duration,
-    ) -> tokio_util::sync::CancellationToken {
-        let stop = tokio_util::sync::CancellationToken::new();
-        let api = self.clone();
-        let identity = identity.to_string();
-        let token = stop.clone();
-        self.hold_by(&identity, duration);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(1)) => api.hold_by(&identity, duration),
-                    () = token.cancelled() => return,
-                }
-            }
-        });
-        stop
     }
 
     fn lease_object(state: &State) -> Value {

@@ -146,11 +146,22 @@ impl Service {
         settings: Settings,
         logs: &Logs,
     ) -> Service {
+        Service::start_on_clock(listener, dir, settings, logs, manual_clock())
+    }
+
+    /// [`Service::start_on`], keeping time by `clock` (which the test may share with doubles
+    /// that keep time too).
+    pub fn start_on_clock(
+        listener: tokio::net::TcpListener,
+        dir: &Path,
+        settings: Settings,
+        logs: &Logs,
+        clock: Arc<ManualClock>,
+    ) -> Service {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let interval = settings.interval;
         let config = tagpilot::session::load_config(Some(&dir.join("tagpilot.yaml"))).unwrap();
         let shutdown = Shutdown::new();
-        let clock = manual_clock();
         // A local task: `serve`'s future is not `Send` (the Argo CD credentials lookup holds a
         // `&dyn Fn` across an await), and the test's runtime has one thread anyway.
         let task = tokio::task::spawn_local(tagpilot::run::serve(
