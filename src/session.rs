@@ -1,7 +1,8 @@
 //! What every command that reaches registries builds once, from `tagpilot.yaml` and its flags:
 //! the configuration, the registry client (with the pull secrets of `applications.fromCluster`
 //! among its credentials), the clone cache, the cluster's Applications and, for
-//! `tagpilot run --state-dir`, the state store. `plan`, `apply`, `tags` and `run` open one
+//! `tagpilot run --state-dir`, the state store, all on one clock (the service's, or the
+//! system's). `plan`, `apply`, `tags` and `run` open one
 //! [`Session`] and hand its parts to the engine instead of each wiring them anew, so a new
 //! credential source or cache reaches every command at once.
 

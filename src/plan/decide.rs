@@ -420,7 +420,8 @@ impl<'r, R: Registry> Inspector<'r, R> {
     }
 
     /// The tags that pass the policy's filters, with build times when its strategy needs them,
-    /// and ages when the policy has a `minAge`.
+    /// and ages when the policy has a `minAge` (measured at the registry's clock's time of day,
+    /// the clock that dated when it first saw each tag).
     pub async fn candidates(
         &self,
         policy: &ImagePolicy,

@@ -14,8 +14,10 @@
 //! ```
 //!
 //! The listener, the shutdown and the clock are [`serve`]'s parameters, so a test runs the
-//! service in-process; [`main`] is the binary's wiring of them (`--listen`, signals, tokio's
-//! clock). What lives across cycles is built once here: the [`Session`] (the registry client with its
+//! service in-process and sets its time; [`main`] is the binary's wiring of them (`--listen`,
+//! signals, the system's clock). The clock ([`crate::clock`]) is the service's one time source:
+//! the loop's schedule, the lease, verification timeouts, the state store's stamps, metrics'
+//! timestamps and, through the session, the registry client and every cycle read it. What lives across cycles is built once here: the [`Session`] (the registry client with its
 //! caches, the clone cache, the cluster connection) and, with
 //! `--state-dir`, the state store ([`crate::state`]),
 //! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
@@ -124,7 +126,7 @@ pub enum RunError {
 
 /// `tagpilot run` as the binary runs it: takes the state directory's lock, listens on
 /// `settings.listen`, turns SIGTERM and SIGINT into the [`Shutdown`] (the first drains, the
-/// second aborts) and keeps time by tokio's clock; then [`serve`]s.
+/// second aborts) and keeps time by the system's clock; then [`serve`]s.
 pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunError> {
     // The lock first: a second process must fail on it, not on a port already taken.
     let lock = lock_state_dir(settings.state_dir.as_deref())?;
@@ -145,7 +147,8 @@ pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunErro
 }
 
 /// Runs cycles until `shutdown` stops them; serves health, metrics and webhooks on `listener`
-/// meanwhile, and keeps the loop's time (interval, re-check pacing) on `clock`.
+/// meanwhile, and keeps all its time on `clock`: the interval, re-check pacing, the lease,
+/// verification timeouts, and the time of day each cycle decides at.
 /// `settings.listen` is not used: the caller bound the listener. Returns once the write in
 /// flight has finished after a drain, or at once after an abort.
 pub async fn serve(
