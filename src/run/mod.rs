@@ -13,11 +13,13 @@
 //!                           in flight starts no further target, webhooks get 503
 //! ```
 //!
-//! The listener, the shutdown and the clock are [`serve`]'s parameters, so a test runs the
-//! service in-process and sets its time; [`main`] is the binary's wiring of them (`--listen`,
-//! signals, the system's clock). The clock ([`crate::clock`]) is the service's one time source:
-//! the loop's schedule, the lease, verification timeouts, the state store's stamps, metrics'
-//! timestamps and, through the session, the registry client and every cycle read it. What lives across cycles is built once here: the [`Session`] (the registry client with its
+//! The listener, the shutdown, the clock and the [`Events`] it publishes its progress on
+//! (cycles and re-checks finished, liveness, readiness) are [`serve`]'s parameters, so a test
+//! runs the service in-process, sets its time and waits on those events; [`main`] is the
+//! binary's wiring of them (`--listen`, signals, the system's clock). The clock
+//! ([`crate::clock`]) is the service's one time source: the loop's schedule, the lease,
+//! verification timeouts, the state store's stamps, metrics' timestamps and, through the
+//! session, the registry client and every cycle read it. What lives across cycles is built once here: the [`Session`] (the registry client with its
 //! caches, the clone cache, the cluster connection) and, with
 //! `--state-dir`, the state store ([`crate::state`]),
 //! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
@@ -27,6 +29,7 @@
 //! and Applications, never to the directory its policies are read from.
 
 mod cycles;
+pub mod events;
 pub mod health;
 mod holds;
 pub mod http;
@@ -38,7 +41,7 @@ pub mod pace;
 pub mod recheck;
 pub mod signal;
 mod unserved;
-mod verify;
+pub mod verify;
 pub mod webhook;
 
 use std::net::SocketAddr;
@@ -53,6 +56,7 @@ use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
 use self::cycles::Daemon;
+pub use self::events::{Events, Progress};
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};
@@ -142,13 +146,15 @@ pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunErro
         listener,
         shutdown,
         clock: Arc::new(SystemClock),
+        events: Events::new(),
     };
     serve_locked(config, settings, lock, service).await
 }
 
 /// Runs cycles until `shutdown` stops them; serves health, metrics and webhooks on `listener`
-/// meanwhile, and keeps all its time on `clock`: the interval, re-check pacing, the lease,
-/// verification timeouts, and the time of day each cycle decides at.
+/// meanwhile, keeps all its time on `clock` (the interval, re-check pacing, the lease,
+/// verification timeouts, the time of day each cycle decides at), and publishes on `events`
+/// each cycle and re-check finished and each change of liveness or readiness.
 /// `settings.listen` is not used: the caller bound the listener. Returns once the write in
 /// flight has finished after a drain, or at once after an abort.
 pub async fn serve(
@@ -157,22 +163,31 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: Shutdown,
     clock: Arc<dyn Clock>,
+    events: Events,
 ) -> Result<Stopped, RunError> {
-    let lock = lock_state_dir(settings.state_dir.as_deref())?;
-    let service = Service {
-        listener,
-        shutdown,
-        clock,
-    };
-    serve_locked(config, settings, lock, service).await
+    let ended = events.clone();
+    let served = async {
+        let lock = lock_state_dir(settings.state_dir.as_deref())?;
+        let service = Service {
+            listener,
+            shutdown,
+            clock,
+            events,
+        };
+        serve_locked(config, settings, lock, service).await
+    }
+    .await;
+    ended.stopped();
+    served
 }
 
-/// What the service is handed rather than builds: where it listens, what stops it, and the
-/// clock it keeps time by.
+/// What the service is handed rather than builds: where it listens, what stops it, the
+/// clock it keeps time by, and where it tells its progress.
 struct Service {
     listener: tokio::net::TcpListener,
     shutdown: Shutdown,
     clock: Arc<dyn Clock>,
+    events: Events,
 }
 
 /// One process per state directory.
@@ -198,7 +213,13 @@ async fn serve_locked(
         .as_ref()
         .map(|l| State::open_with_clock(l.dir(), service.clock.clone()).map(Arc::new))
         .transpose()?;
-    let shared = Arc::new(shared(&config, &settings, state, service.clock.clone())?);
+    let shared = Arc::new(shared(
+        &config,
+        &settings,
+        state,
+        service.clock.clone(),
+        service.events,
+    )?);
     let server = Server::start(service.listener, shared.clone(), &service.shutdown)?;
     let stopped = run_loop(config, settings, &shared, &service.shutdown, service.clock).await;
     shared.health.set_live(false);
@@ -214,6 +235,7 @@ fn shared(
     settings: &Settings,
     state: Option<Arc<State>>,
     clock: Arc<dyn Clock>,
+    events: Events,
 ) -> Result<Shared, RunError> {
     let secrets = config
         .webhooks
@@ -240,7 +262,8 @@ fn shared(
         state,
         metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics)
             .with_clock(clock),
-        ..Shared::default()
+        health: health::Health::observed(events.clone()),
+        events,
     })
 }
 

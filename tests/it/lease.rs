@@ -399,7 +399,7 @@ fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
         };
 
         // A follower is ready (it stands by), but leads nothing and writes nothing.
-        replica.wait_for("/readyz", 200).await;
+        replica.ready().await;
         assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 503);
         // Several intervals, and more than a Lease's duration, on the clock; the other replica
         // renews at each second of it (before the election, on this one thread, sees it move).
