@@ -1,6 +1,7 @@
 //! tagpilot keeps container image references in GitOps manifest repositories up to date.
 //!
 //! Codemap (ARCHITECTURE.md has the data flow and the invariants):
+//! - [`clock`] — the one source of time, handed to whatever reads it; a manual clock for tests.
 //! - [`image`] — image references and repository identity (pure).
 //! - [`version`] — tags read as versions, and version constraints (pure).
 //! - `yaml_error` — one rendering of YAML errors with `file:line:column`.
@@ -52,6 +53,7 @@ pub mod apply;
 pub mod argocd;
 pub mod change;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod engine;
 pub mod error_chain;

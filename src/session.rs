@@ -1,7 +1,8 @@
 //! What every command that reaches registries builds once, from `tagpilot.yaml` and its flags:
 //! the configuration, the registry client (with the pull secrets of `applications.fromCluster`
 //! among its credentials), the clone cache, the cluster's Applications and, for
-//! `tagpilot run --state-dir`, the state store. `plan`, `apply`, `tags` and `run` open one
+//! `tagpilot run --state-dir`, the state store, all on one clock (the service's, or the
+//! system's). `plan`, `apply`, `tags` and `run` open one
 //! [`Session`] and hand its parts to the engine instead of each wiring them anew, so a new
 //! credential source or cache reaches every command at once.
 
@@ -12,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::argocd::ArgoError;
 use crate::argocd::read::cluster::{self, Cluster, Loaded};
+use crate::clock::Clock;
 use crate::config::{self, Config, ConfigError};
 use crate::engine;
 use crate::git::RepoCache;
@@ -91,6 +93,8 @@ pub struct Options {
     /// The `--state-dir` store: the registry client keeps image metadata in it, the engine the
     /// last proposals.
     pub state: Option<Arc<State>>,
+    /// The clock the command keeps time by (the service's); `None`: the system's.
+    pub clock: Option<Arc<dyn Clock>>,
 }
 
 /// The parts of one command's work that live as long as the command.
@@ -104,6 +108,8 @@ pub struct Session {
     /// The Applications, `ImageUpdater` resources and pull secrets read while opening.
     pub applications: Option<Loaded>,
     pub state: Option<Arc<State>>,
+    /// The one clock the registry client and every cycle read the time from.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Session {
@@ -127,7 +133,9 @@ impl Session {
             }
             None => (None, None),
         };
+        let clock = options.clock.unwrap_or_else(crate::clock::system);
         let mut client_options = ClientOptions::from_config(&config);
+        client_options.clock = clock.clone();
         if let Some(loaded) = &applications {
             client_options.credentials = loaded.registry_credentials.clone();
         }
@@ -146,6 +154,7 @@ impl Session {
             cluster,
             applications,
             state: options.state,
+            clock,
         })
     }
 
@@ -178,6 +187,7 @@ impl Session {
             progress,
             cancel,
             state: self.state.as_deref(),
+            clock: self.clock.as_ref(),
         }
     }
 

@@ -34,6 +34,7 @@ pub async fn plan_or_apply(args: PlanArgs, write: bool) -> Result<ExitCode, CliE
         cache_dir: args.cache_dir.clone(),
         read_cluster: true,
         state,
+        ..session::Options::default()
     };
     let session = Session::open(config, options).await?;
     let progress = Spinner::new();

@@ -11,8 +11,14 @@ use crate::plan::Plan;
 use crate::state::State;
 
 /// The holds this cycle honours. Releases asked for by annotation are applied first (unless
-/// dry-running: then they are only left out of this plan).
-pub fn read(state: Option<&State>, resolved: Option<&Resolved>, dry_run: bool) -> Holds {
+/// dry-running: then they are only left out of this plan). An annotation's hold is dated `now`,
+/// the cycle's time.
+pub fn read(
+    state: Option<&State>,
+    resolved: Option<&Resolved>,
+    dry_run: bool,
+    now: jiff::Timestamp,
+) -> Holds {
     let stored = match state {
         Some(state) => state.holds(),
         None => Ok(Vec::new()),
@@ -26,13 +32,12 @@ pub fn read(state: Option<&State>, resolved: Option<&Resolved>, dry_run: bool) -
         }
         Err(e) => Holds::unknown(e.to_string()),
     };
-    holds.with(resolved.map(annotated).unwrap_or_default())
+    holds.with(resolved.map(|r| annotated(r, now)).unwrap_or_default())
 }
 
 /// `tagpilot.dev/hold`: each `<alias>=<tag>` holds that tag for every field of the alias's
 /// policy, for as long as the annotation is there.
-fn annotated(resolved: &Resolved) -> Vec<HeldTag> {
-    let since = jiff::Timestamp::now();
+fn annotated(resolved: &Resolved, since: jiff::Timestamp) -> Vec<HeldTag> {
     let mut out = Vec::new();
     for app in &resolved.apps {
         for request in &app.annotations.holds {

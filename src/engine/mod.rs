@@ -124,6 +124,10 @@ pub struct Context<'a, R> {
     /// The `--state-dir` store, where the last proposal per group is kept so proposals do not
     /// move backwards ([`steady`]); `None` for one-shot runs.
     pub state: Option<&'a State>,
+    /// The time the cycle reads: promotions are decided, steady proposals, holds and rollbacks
+    /// dated, and `ImageUpdater` statuses stamped at it. The service hands its own; tests move
+    /// a manual one instead of waiting for a soak time to pass.
+    pub clock: &'a dyn crate::clock::Clock,
 }
 
 /// How a cycle runs.
@@ -139,9 +143,6 @@ pub struct Options<'a> {
     /// Keep each repository file and Application patch before and after ([`Plan::diffs`]), for
     /// `tagpilot plan --diff`. Off, the cycle holds no second copy of the texts it writes.
     pub diff: bool,
-    /// The time promotions (`promote:`) are decided at; `None`: now. Tests move it instead of
-    /// waiting for a soak time to pass.
-    pub now: Option<jiff::Timestamp>,
     /// Render the Applications each change deploys, before and after, into the diffs too.
     pub rendered: bool,
     /// The tools to render with; `None`: `helm` and `kustomize` (or `kubectl`) found on `PATH`
@@ -216,7 +217,7 @@ async fn run_cycle<R: Registry>(
         None => None,
     };
     let resolved = apps.as_ref().map(|a| &a.resolved);
-    let holds = holds::read(ctx.state, resolved, options.dry_run);
+    let holds = holds::read(ctx.state, resolved, options.dry_run, ctx.clock.wall());
     let step = Step {
         input,
         ctx,
@@ -307,7 +308,7 @@ impl<R: Registry> Step<'_, '_, R> {
         }
         let sources = SourceNames::new(self.policies, resolved);
         let no_templates = Default::default();
-        let promotion_sources = promotions::Sources::of(input, ctx, resolved, options.now);
+        let promotion_sources = promotions::Sources::of(input, ctx, resolved);
         let planner = TargetPlanner {
             policies: self.policies,
             apps: resolved
@@ -318,6 +319,7 @@ impl<R: Registry> Step<'_, '_, R> {
             branch_templates: resolved.map_or(&no_templates, |r| &r.branch_templates),
             sources: &sources,
             state: ctx.state,
+            clock: ctx.clock,
             holds: self.holds,
             promotions: &promotion_sources,
             diff: options.diff || options.rendered,
@@ -427,6 +429,7 @@ impl<R: Registry> Step<'_, '_, R> {
                 &apps.resolved,
                 &found.images,
                 &found.app_problems,
+                self.ctx.clock,
             )
             .await;
             cycle.failed |= !problems.is_empty();

@@ -4,8 +4,6 @@
 //! `tagpilot plan --diff --rendered`. A render that fails is said in its Application's result
 //! and never holds the change.
 
-use std::time::Instant;
-
 use crate::affected::Rendered;
 use crate::application::Application;
 use crate::change::ChangeGroup;
@@ -30,7 +28,7 @@ pub(super) fn render_groups(
         for group in groups.iter_mut().filter(|g| !g.applications.is_empty()) {
             let after = render::materialise(files, &group.files);
             for affected in &mut group.applications {
-                let started = Instant::now();
+                let started = crate::clock::Stopwatch::start();
                 let app = deployers.iter().find(|a| {
                     a.metadata.name == affected.name && a.metadata.namespace == affected.namespace
                 });

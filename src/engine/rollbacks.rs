@@ -59,7 +59,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
             policies: &policies,
             policy: &|name| self.policy(name),
             last_own: &last_own,
-            now: jiff::Timestamp::now(),
+            now: self.clock.wall(),
         };
         let found = rollbacks::find(&reading, &commits);
         for held in &found {

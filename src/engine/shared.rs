@@ -57,6 +57,10 @@ impl<R: Registry> Registry for Shared<'_, R> {
         self.inner.first_seen(repo, tags)
     }
 
+    fn clock(&self) -> &dyn crate::clock::Clock {
+        self.inner.clock()
+    }
+
     fn requires_signatures(&self, repo: &Repository) -> bool {
         self.inner.requires_signatures(repo)
     }

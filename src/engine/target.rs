@@ -174,6 +174,8 @@ pub struct TargetPlanner<'a, R> {
     /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
     /// [`crate::plan::steady`].
     pub state: Option<&'a State>,
+    /// The cycle's clock: steady proposals and rollbacks are dated by it.
+    pub clock: &'a dyn crate::clock::Clock,
     /// The held tags to honour ([`crate::holds`]), read once per cycle.
     pub holds: &'a Holds,
     /// Keep each changed file before and after in the plan ([`Plan::diffs`]).
@@ -266,7 +268,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
                     repository: name,
                     last_proposal: &|group| state.last_proposal(name, group),
                     policy: &|policy| self.policy(policy),
-                    now: jiff::Timestamp::now(),
+                    now: self.clock.wall(),
                 };
                 let held = plan::steady::hold_backwards(&memory, &mut groups, &mut plan);
                 (held, plan::steady::proposals(&groups, memory.now))

@@ -182,7 +182,10 @@ impl GitLab {
             }
             if status == StatusCode::TOO_MANY_REQUESTS {
                 return Attempt::RateLimited {
-                    wait: rate_limit_wait(response.headers()),
+                    wait: rate_limit_wait(
+                        response.headers(),
+                        crate::clock::Clock::wall(&crate::clock::SystemClock),
+                    ),
                 };
             }
             let text = response.text().await.unwrap_or_default();

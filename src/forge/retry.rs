@@ -13,8 +13,13 @@ pub(crate) const MAX_RATE_LIMIT_RETRIES: u32 = 3;
 const UNSTATED_WAIT: u64 = 60;
 
 /// How long to wait for a rate limit, from `Retry-After` (seconds) or `x-ratelimit-reset` /
-/// `ratelimit-reset` (epoch seconds); `None` when the response says nothing.
-pub(crate) fn rate_limit_wait(headers: &reqwest::header::HeaderMap) -> Option<u64> {
+/// `ratelimit-reset` (epoch seconds, compared with `now`); `None` when the response says
+/// nothing. Callers pass the system's time of day: the reset is on the forge's clock, and the
+/// wait it sets is a real wait on a real server, not part of a cycle's schedule.
+pub(crate) fn rate_limit_wait(
+    headers: &reqwest::header::HeaderMap,
+    now: jiff::Timestamp,
+) -> Option<u64> {
     let header = |name: &str| {
         headers
             .get(name)
@@ -25,9 +30,7 @@ pub(crate) fn rate_limit_wait(headers: &reqwest::header::HeaderMap) -> Option<u6
         return Some(seconds);
     }
     let reset = header("x-ratelimit-reset").or_else(|| header("ratelimit-reset"))?;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let now = u64::try_from(now.as_second()).unwrap_or(0);
     Some(reset.saturating_sub(now).max(1))
 }
 
@@ -88,16 +91,19 @@ mod tests {
 
     #[test]
     fn rate_limit_wait_reads_retry_after_then_reset() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).unwrap();
         let mut headers = reqwest::header::HeaderMap::new();
-        assert_eq!(rate_limit_wait(&headers), None);
+        assert_eq!(rate_limit_wait(&headers, now), None);
         headers.insert("x-ratelimit-reset", "1".parse().unwrap());
         assert_eq!(
-            rate_limit_wait(&headers),
+            rate_limit_wait(&headers, now),
             Some(1),
             "a reset in the past waits a second"
         );
+        headers.insert("x-ratelimit-reset", "1800000030".parse().unwrap());
+        assert_eq!(rate_limit_wait(&headers, now), Some(30));
         headers.insert("retry-after", "7".parse().unwrap());
-        assert_eq!(rate_limit_wait(&headers), Some(7));
+        assert_eq!(rate_limit_wait(&headers, now), Some(7));
     }
 
     /// Runs the loop against a forge that answers with the rate limits in `limits`, then with

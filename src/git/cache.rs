@@ -12,6 +12,7 @@
 //! from its object database ([`super::tree`]), so nothing it does can leave the cache dirty, and
 //! no work tree is ever written. One tagpilot process per cache directory.
 
+use crate::clock::Clock as _;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -387,8 +388,10 @@ fn fetch(git: &Repository, dir: &Path, repo: &RepositoryConfig) -> Result<Fetche
         std::fs::write(dir.join(READY_MARKER), b"")
             .map_err(|e| FetchError::Local(CacheError::Io(e)))?;
     }
-    // Only what an offline reader shows; the fetch itself succeeded.
-    if let Err(e) = std::fs::write(dir.join(FETCHED_MARKER), jiff::Timestamp::now().to_string()) {
+    // Only what an offline reader shows; the fetch itself succeeded. The system's time of day:
+    // it dates a real fetch on disk, read back by a later process, not a decision of a cycle.
+    let fetched_at = crate::clock::SystemClock.wall().to_string();
+    if let Err(e) = std::fs::write(dir.join(FETCHED_MARKER), fetched_at) {
         tracing::warn!(repository = %repo.name, error = %e, "cannot record when the clone cache was fetched");
     }
     Ok(Fetched {

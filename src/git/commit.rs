@@ -102,12 +102,15 @@ pub(crate) fn make_commit(
         source: Box::new(source),
     };
     let tree = git.find_tree(tree_id).map_err(fatal_cache)?;
-    let author =
-        git2::Signature::now(&repo.write.author.name, &repo.write.author.email).map_err(|e| {
-            GitError::InvalidAuthor {
-                repository: repo.name.clone(),
-                source: e.into(),
-            }
+    // Dated by the system's time of day in its zone, as `git commit` dates a commit: the date is
+    // for the people reading the history (the writers are not handed the cycle's clock).
+    let now = crate::clock::Clock::wall(&crate::clock::SystemClock);
+    let offset = jiff::tz::TimeZone::system().to_offset(now).seconds() / 60;
+    let when = git2::Time::new(now.as_second(), offset);
+    let author = git2::Signature::new(&repo.write.author.name, &repo.write.author.email, &when)
+        .map_err(|e| GitError::InvalidAuthor {
+            repository: repo.name.clone(),
+            source: e.into(),
         })?;
     match signer {
         None => git.commit(None, &author, &author, message, &tree, &[parent]),

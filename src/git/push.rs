@@ -377,9 +377,11 @@ fn local_remote(url: &str) -> Option<PathBuf> {
 /// retried as a race. Returns whether a lock was removed.
 fn remove_stale_lock(remote: &Path, target: &str, repository: &str, max_age: Duration) -> bool {
     let lock = remote.join(format!("{target}.lock"));
+    // The system's time of day, as the file system dated the lock.
+    let now = std::time::SystemTime::from(crate::clock::Clock::wall(&crate::clock::SystemClock));
     let Ok(age) = std::fs::metadata(&lock)
         .and_then(|m| m.modified())
-        .map(|modified| modified.elapsed().unwrap_or_default())
+        .map(|modified| now.duration_since(modified).unwrap_or_default())
     else {
         return false;
     };

@@ -233,7 +233,8 @@ mod tests {
         let tree = update
             .create_updated(&git, &git.find_tree(empty).unwrap())
             .unwrap();
-        let sig = git2::Signature::now("t", "t@example").unwrap();
+        let sig =
+            git2::Signature::new("t", "t@example", &git2::Time::new(1_800_000_000, 0)).unwrap();
         let commit = git
             .commit(None, &sig, &sig, "seed", &git.find_tree(tree).unwrap(), &[])
             .unwrap();

@@ -421,7 +421,8 @@ impl<'r, R: Registry> Inspector<'r, R> {
     }
 
     /// The tags that pass the policy's filters, with build times when its strategy needs them,
-    /// and ages when the policy has a `minAge`.
+    /// and ages when the policy has a `minAge` (measured at the registry's clock's time of day,
+    /// the clock that dated when it first saw each tag).
     #[tracing::instrument(skip_all, fields(policy = %policy.name, image = %policy.image))]
     pub async fn candidates(
         &self,
@@ -446,7 +447,7 @@ impl<'r, R: Registry> Inspector<'r, R> {
                 self.registry,
                 policy,
                 &mut candidates,
-                jiff::Timestamp::now(),
+                self.registry.clock().wall(),
             );
         }
         Ok(candidates)

@@ -264,9 +264,11 @@ async fn min_age_reads_first_seen_times_from_the_registry_and_holds_young_tags()
         API,
         "  strategy:\n    semver: {range: \"<2.0.0\"}\n  minAge: 30m\n",
     ));
-    let reg = registry();
+    // Ages are measured on the registry's clock, set here rather than read.
+    let now: jiff::Timestamp = "2026-11-28T12:00:00Z".parse().unwrap();
+    let clock = crate::clock::ManualClock::starting_at(now);
+    let reg = registry().with_clock(std::sync::Arc::new(clock));
     let api = Repository::parse(API).unwrap();
-    let now = jiff::Timestamp::now();
     reg.set_first_seen(&api, "1.2.3", now - jiff::SignedDuration::from_hours(48));
     reg.set_first_seen(&api, "1.3.0", now - jiff::SignedDuration::from_mins(12));
     let p = run(dir.path(), &ps, &reg).await;

@@ -267,9 +267,13 @@ impl Registry for RegistryClient {
         self.tag_digest(repo, reference).await
     }
 
+    fn clock(&self) -> &dyn crate::clock::Clock {
+        self.options.clock.as_ref()
+    }
+
     fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
         match &self.store {
-            Some(store) => store.first_seen(repo, tags, jiff::Timestamp::now()),
+            Some(store) => store.first_seen(repo, tags, self.options.clock.wall()),
             None => vec![None; tags.len()],
         }
     }

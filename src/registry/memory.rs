@@ -30,6 +30,8 @@ pub struct MemoryRegistry {
     repos: Mutex<HashMap<Repository, Stored>>,
     tag_lists: AtomicU64,
     inspects: AtomicU64,
+    /// `None`: the system's.
+    clock: Option<std::sync::Arc<dyn crate::clock::Clock>>,
 }
 
 #[derive(Default)]
@@ -74,6 +76,12 @@ struct RepositoryYaml {
 impl MemoryRegistry {
     pub fn new() -> Self {
         MemoryRegistry::default()
+    }
+
+    /// Dates what it answers, and has ages measured, by `clock`.
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn crate::clock::Clock>) -> Self {
+        self.clock = Some(clock);
+        self
     }
 
     /// Builds a registry from YAML: a map from repository (`host/path`) to
@@ -228,6 +236,10 @@ impl MemoryRegistry {
 }
 
 impl Registry for MemoryRegistry {
+    fn clock(&self) -> &dyn crate::clock::Clock {
+        self.clock.as_deref().unwrap_or(&crate::clock::SystemClock)
+    }
+
     async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
         self.tag_lists.fetch_add(1, Ordering::SeqCst);
         self.lookup(repo, |s| Some(s.tags.clone()))

@@ -141,6 +141,12 @@ pub trait Registry: Send + Sync {
         }
     }
 
+    /// The clock this registry dates what it sees by ([`Registry::first_seen`]); the planner
+    /// measures ages (`minAge`) on it, so that both readings come from one clock. No default: a
+    /// wrapper that forgot to forward it would measure ages on another clock than the one that
+    /// dated them.
+    fn clock(&self) -> &dyn crate::clock::Clock;
+
     /// When each of `tags` was first seen, where a memory of that is kept (`tagpilot run
     /// --state-dir`): one entry per tag, in order. A tag never seen before is remembered from
     /// now on and answered as seen now. `None` means no memory is kept, and a caller must take

@@ -39,6 +39,9 @@ pub struct ClientOptions {
     pub signature_defaults: Vec<(String, crate::config::signatures::Requirement)>,
     /// `signatures.trustRoot`, resolved against the config's directory.
     pub signature_trust_root: Option<PathBuf>,
+    /// The clock the client reads: when a tag was first seen (`minAge`), when a token expires,
+    /// how long a `Retry-After` date is away.
+    pub clock: std::sync::Arc<dyn crate::clock::Clock>,
 }
 
 impl Default for ClientOptions {
@@ -58,6 +61,7 @@ impl Default for ClientOptions {
             credentials: HashMap::new(),
             signature_defaults: Vec::new(),
             signature_trust_root: None,
+            clock: crate::clock::system(),
         }
     }
 }

@@ -113,7 +113,7 @@ impl RegistryClient {
                 }
                 StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
                     rate_limited += 1;
-                    let retry_after = retry_after(resp.headers());
+                    let retry_after = retry_after(resp.headers(), self.options.clock.wall());
                     let give_up = |retry_after: Option<Duration>| RegistryError::RateLimited {
                         registry: repo.registry.clone(),
                         repository: repo.path.clone(),
@@ -189,7 +189,7 @@ impl RegistryState {
 }
 
 /// `Retry-After` as seconds or an HTTP date (RFC 9110).
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+fn retry_after(headers: &HeaderMap, now: jiff::Timestamp) -> Option<Duration> {
     let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(secs) = value.parse::<u64>() {
         return Some(Duration::from_secs(secs));
@@ -197,10 +197,7 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let at = jiff::fmt::rfc2822::DateTimeParser::new()
         .parse_timestamp(value)
         .ok()?;
-    let secs = at
-        .duration_since(jiff::Timestamp::now())
-        .as_secs_f64()
-        .max(0.0);
+    let secs = at.duration_since(now).as_secs_f64().max(0.0);
     Some(Duration::from_secs_f64(secs.ceil()))
 }
 
@@ -240,30 +237,31 @@ mod tests {
 
     #[test]
     fn retry_after_reads_seconds_and_http_dates() {
+        let now: jiff::Timestamp = "2026-11-28T12:00:00Z".parse().unwrap();
         let mut h = HeaderMap::new();
         h.insert(RETRY_AFTER, "7".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(7)));
         h.insert(
             RETRY_AFTER,
             "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap(),
         );
         assert_eq!(
-            retry_after(&h),
+            retry_after(&h, now),
             Some(Duration::ZERO),
             "a date in the past means now"
         );
-        let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(120);
+        let soon = now + jiff::SignedDuration::from_secs(120);
         let printed = jiff::fmt::rfc2822::DateTimePrinter::new()
             .timestamp_to_rfc9110_string(&soon)
             .unwrap();
         h.insert(RETRY_AFTER, printed.parse().unwrap());
-        let got = retry_after(&h).unwrap();
+        let got = retry_after(&h, now).unwrap();
         assert!(
             got > Duration::from_secs(100) && got <= Duration::from_secs(121),
             "{got:?}"
         );
         h.insert(RETRY_AFTER, "soon".parse().unwrap());
-        assert_eq!(retry_after(&h), None);
+        assert_eq!(retry_after(&h, now), None);
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod tree;
 mod value_files;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::affected::{Rendered, normalise_url};
 use crate::application::{Application, Source};
@@ -142,7 +142,7 @@ pub struct Change<'a> {
 /// Renders `change.app` on both trees and keeps the resources that differ. A failure on either
 /// side is the result's `failure`, naming the source.
 pub fn render_change(tools: &Tools, change: &Change<'_>) -> Rendered {
-    let started = Instant::now();
+    let started = crate::clock::Stopwatch::start();
     let both = render_app(tools, change.app, change.url, change.before).and_then(|before| {
         Ok((
             before,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -569,7 +569,8 @@ fn run(mut command: Command, timeout: Duration) -> Result<String, RenderError> {
         }
         text
     });
-    let started = Instant::now();
+    // Real time: it bounds a real process, on a thread that blocks.
+    let started = crate::clock::Stopwatch::start();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,

@@ -16,12 +16,12 @@ use crate::policy;
 use crate::session::Session;
 
 use super::Stopped;
-use super::clock::Clock;
 use super::http::Shared;
 use super::lease::{self, Role};
 use super::memory;
 use super::metrics::CycleResult;
 use super::pace::Pacer;
+use crate::clock::Clock;
 
 /// What every cycle uses.
 pub(super) struct Daemon<'a> {
@@ -282,7 +282,6 @@ impl Daemon<'_> {
             dry_run: false,
             only_images,
             diff: false,
-            now: Some(self.clock.wall()),
             rendered: false,
             tools: None,
         };

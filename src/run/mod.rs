@@ -15,8 +15,11 @@
 //!
 //! The listener, the shutdown, the clock and the [`Events`] it publishes its progress on
 //! (cycles and re-checks finished, liveness, readiness) are [`serve`]'s parameters, so a test
-//! runs the service in-process and waits on those events; [`main`] is the binary's wiring of them (`--listen`, signals, tokio's
-//! clock). What lives across cycles is built once here: the [`Session`] (the registry client with its
+//! runs the service in-process, sets its time and waits on those events; [`main`] is the
+//! binary's wiring of them (`--listen`, signals, the system's clock). The clock
+//! ([`crate::clock`]) is the service's one time source: the loop's schedule, the lease,
+//! verification timeouts, the state store's stamps, metrics' timestamps and, through the
+//! session, the registry client and every cycle read it. What lives across cycles is built once here: the [`Session`] (the registry client with its
 //! caches, the clone cache, the cluster connection) and, with
 //! `--state-dir`, the state store ([`crate::state`]),
 //! which outlives the process (metadata by digest, first-seen times, last proposals, webhook
@@ -25,7 +28,6 @@
 //! others. The local directory is not a target: `tagpilot run` writes to configured repositories
 //! and Applications, never to the directory its policies are read from.
 
-pub mod clock;
 mod cycles;
 pub mod events;
 pub mod health;
@@ -53,7 +55,6 @@ use crate::config::Config;
 use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
-use self::clock::{Clock, TokioClock};
 use self::cycles::Daemon;
 pub use self::events::{Events, Progress};
 use self::http::Shared;
@@ -62,6 +63,7 @@ use self::lock::{LockError, StateLock};
 use self::recheck::Rechecks;
 pub use self::signal::Shutdown;
 use self::webhook::{Secrets, WebhookError};
+use crate::clock::{Clock, SystemClock};
 
 /// How `tagpilot run` was asked to run.
 #[derive(Debug, Clone)]
@@ -79,8 +81,10 @@ pub struct Settings {
     pub leader_election: Option<LeaderElection>,
     /// `--image-updater-metrics`: `/metrics` also exports Argo CD Image Updater's series.
     pub image_updater_metrics: bool,
-    /// The cluster whose Argo CD Applications verification follows (`verify:`); `None`: the
-    /// session's (`applications.fromCluster`), else kube-rs's default (`$KUBECONFIG`, in-cluster).
+    /// The cluster whose Argo CD Applications verification follows (`verify:`), and where
+    /// leader election keeps its Lease; `None`: the session's (`applications.fromCluster`), else
+    /// kube-rs's default (`$KUBECONFIG`, in-cluster). Its requests should give up after
+    /// [`LeaderElection::request_timeout`] when it keeps the Lease.
     pub cluster: Option<crate::kubernetes::Cluster>,
 }
 
@@ -126,7 +130,7 @@ pub enum RunError {
 
 /// `tagpilot run` as the binary runs it: takes the state directory's lock, listens on
 /// `settings.listen`, turns SIGTERM and SIGINT into the [`Shutdown`] (the first drains, the
-/// second aborts) and keeps time by tokio's clock; then [`serve`]s.
+/// second aborts) and keeps time by the system's clock; then [`serve`]s.
 pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunError> {
     // The lock first: a second process must fail on it, not on a port already taken.
     let lock = lock_state_dir(settings.state_dir.as_deref())?;
@@ -141,15 +145,16 @@ pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunErro
     let service = Service {
         listener,
         shutdown,
-        clock: Arc::new(TokioClock),
+        clock: Arc::new(SystemClock),
         events: Events::new(),
     };
     serve_locked(config, settings, lock, service).await
 }
 
 /// Runs cycles until `shutdown` stops them; serves health, metrics and webhooks on `listener`
-/// meanwhile, keeps the loop's time (interval, re-check pacing) on `clock`, and publishes on
-/// `events` each cycle and re-check finished and each change of liveness or readiness.
+/// meanwhile, keeps all its time on `clock` (the interval, re-check pacing, the lease,
+/// verification timeouts, the time of day each cycle decides at), and publishes on `events`
+/// each cycle and re-check finished and each change of liveness or readiness.
 /// `settings.listen` is not used: the caller bound the listener. Returns once the write in
 /// flight has finished after a drain, or at once after an abort.
 pub async fn serve(
@@ -206,7 +211,7 @@ async fn serve_locked(
     // holds its own lock on the file as well.
     let state = lock
         .as_ref()
-        .map(|l| State::open(l.dir()).map(Arc::new))
+        .map(|l| State::open_with_clock(l.dir(), service.clock.clone()).map(Arc::new))
         .transpose()?;
     let shared = Arc::new(shared(
         &config,
@@ -253,9 +258,10 @@ fn shared(
     Ok(Shared {
         secrets,
         release_token,
-        rechecks: Rechecks::with_clock(pace, clock),
+        rechecks: Rechecks::with_clock(pace, clock.clone()),
         state,
-        metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics),
+        metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics)
+            .with_clock(clock),
         health: health::Health::observed(events.clone()),
         events,
     })
@@ -313,6 +319,7 @@ async fn run_loop(
             cache_dir: settings.cache_dir,
             read_cluster: true,
             state: shared.state.clone(),
+            clock: Some(clock.clone()),
         },
     )
     .await?;
@@ -338,7 +345,10 @@ async fn run_loop(
     let cluster = session.cluster.clone().zip(from_cluster);
 
     let elector = match settings.leader_election {
-        Some(election) => Some(Elector::start(election).await?),
+        Some(election) => Some(match settings.cluster.clone() {
+            Some(cluster) => Elector::start_with_clock(cluster, election, clock.clone()).await?,
+            None => Elector::start(election, clock.clone()).await?,
+        }),
         None => {
             shared.metrics.set_leader(true);
             None

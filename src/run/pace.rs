@@ -81,13 +81,13 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::time::Instant;
+    use crate::clock::{Clock, SystemClock};
 
     /// Sleeps the pacer's wait on tokio's clock and returns how long it took.
     async fn waited(pacer: &mut Pacer, succeeded: bool) -> Duration {
-        let start = Instant::now();
+        let start = SystemClock.now();
         tokio::time::sleep(pacer.next_wait(succeeded)).await;
-        start.elapsed()
+        SystemClock.since(start)
     }
 
     #[tokio::test(start_paused = true)]

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::clock::{Clock, TokioClock};
+use crate::clock::{Clock, SystemClock};
 use crate::config::RecheckConfig;
 use crate::image::Repository;
 
@@ -56,7 +56,7 @@ impl Default for Rechecks {
 
 impl Rechecks {
     pub fn new(pace: RecheckConfig) -> Rechecks {
-        Rechecks::with_clock(pace, Arc::new(TokioClock))
+        Rechecks::with_clock(pace, Arc::new(SystemClock))
     }
 
     /// Paced by `clock` rather than tokio's.
@@ -200,7 +200,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_repository_is_rechecked_at_most_once_per_min_interval_and_later_hints_wait() {
         let r = pace(100, 10);
-        let started = Instant::now();
+        let started = SystemClock.now();
         r.hint([repo("r.example/shop/api")]);
         assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
         // Right after: another push of the same repository, and one of another.
@@ -209,28 +209,28 @@ mod tests {
         assert_eq!(r.next_batch().await, set(&["r.example/shop/web"]));
         // The repository re-checked a moment ago waits out its interval, once for both hints.
         assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
-        assert!(started.elapsed() >= Duration::from_secs(10));
+        assert!(SystemClock.since(started) >= Duration::from_secs(10));
         assert_eq!(r.waiting(), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_burst_of_rechecks_goes_at_once_and_the_next_waits_for_the_oldest_to_age_out() {
         let r = paced(100, 10, 3);
-        let started = Instant::now();
+        let started = SystemClock.now();
         for _ in 0..3 {
             r.hint([repo("r.example/shop/api")]);
             assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
         }
         // Three pushes a debounce apart: each answered at once.
         assert!(
-            started.elapsed() < Duration::from_secs(1),
+            SystemClock.since(started) < Duration::from_secs(1),
             "{:?}",
-            started.elapsed()
+            SystemClock.since(started)
         );
         r.hint([repo("r.example/shop/api")]);
         assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
         // The fourth waited until the first of the three was min_interval old.
-        let waited = started.elapsed();
+        let waited = SystemClock.since(started);
         assert!(
             waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
             "{waited:?}"

@@ -43,13 +43,14 @@ mod verifications;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use redb::{
     Database, DatabaseError, Durability, ReadableDatabase, ReadableTable, TableDefinition,
     TableError,
 };
 
+use crate::clock::Clock;
 use crate::image::Repository;
 use crate::registry::MetadataStore;
 
@@ -152,6 +153,8 @@ pub struct State {
     down: AtomicBool,
     /// A write failed this cycle; said once per cycle, not once per write.
     warned: Mutex<bool>,
+    /// What stamps are read from: deliveries, verified signatures, a file moved aside.
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for State {
@@ -165,17 +168,23 @@ impl State {
     /// moved aside with a warning and replaced by an empty one; a database another process
     /// holds is an error.
     pub fn open(dir: &Path) -> Result<State, StateError> {
+        State::open_with_clock(dir, crate::clock::system())
+    }
+
+    /// [`State::open`], stamping by `clock` (the service's).
+    pub fn open_with_clock(dir: &Path, clock: Arc<dyn Clock>) -> Result<State, StateError> {
         std::fs::create_dir_all(dir).map_err(|source| StateError::Dir {
             dir: dir.to_path_buf(),
             source,
         })?;
         let path = dir.join(STATE_FILE);
-        let db = open_or_replace(&path)?;
+        let db = open_or_replace(&path, clock.wall())?;
         let state = State {
             db: RwLock::new(Some(db)),
             path,
             down: AtomicBool::new(false),
             warned: Mutex::new(false),
+            clock,
         };
         state.forget_old_deliveries();
         Ok(state)
@@ -204,7 +213,7 @@ impl State {
         }
         // The failed handle holds redb's lock on the file: it goes first.
         *db = None;
-        match open_or_replace(&self.path) {
+        match open_or_replace(&self.path, self.clock.wall()) {
             Ok(fresh) => {
                 *db = Some(fresh);
                 self.down.store(false, Ordering::Relaxed);
@@ -234,7 +243,7 @@ impl State {
     /// store that cannot answer says "not seen": a second re-check is harmless, a lost one is
     /// not.
     pub fn seen_delivery(&self, kind: &str, id: &str) -> bool {
-        let now = jiff::Timestamp::now().as_second();
+        let now = self.clock.wall().as_second();
         let result = self.write(
             |txn| {
                 let mut table = txn.open_table(DELIVERIES)?;
@@ -282,7 +291,7 @@ impl State {
     }
 
     fn forget_old_deliveries(&self) {
-        let cutoff = (jiff::Timestamp::now() - DELIVERY_MEMORY).as_second();
+        let cutoff = (self.clock.wall() - DELIVERY_MEMORY).as_second();
         let _ = self.write(
             |txn| {
                 txn.open_table(DELIVERIES)?.retain(|_, at| at >= cutoff)?;
@@ -451,7 +460,7 @@ impl MetadataStore for State {
     }
 
     fn put_signature_verified(&self, key: &str) {
-        let now = jiff::Timestamp::now().to_string();
+        let now = self.clock.wall().to_string();
         let _ = self.write(
             |txn| {
                 txn.open_table(SIGNATURES)?.insert(key, now.as_bytes())?;
@@ -505,7 +514,7 @@ impl MetadataStore for State {
 
 /// Opens the database at `path`; a file that is not a readable database is moved aside with a
 /// warning and replaced by an empty one.
-fn open_or_replace(path: &Path) -> Result<Database, StateError> {
+fn open_or_replace(path: &Path, now: jiff::Timestamp) -> Result<Database, StateError> {
     let path = path.to_path_buf();
     match open_checked(&path) {
         Ok(db) => Ok(db),
@@ -515,7 +524,7 @@ fn open_or_replace(path: &Path) -> Result<Database, StateError> {
             source: Box::new(source),
         }),
         Err(Opened::Unreadable(why)) => {
-            let aside = aside_name(&path);
+            let aside = aside_name(&path, now);
             tracing::warn!(
                 file = %path.display(),
                 moved_to = %aside.display(),
@@ -590,10 +599,8 @@ fn is_bad_data(e: &std::io::Error) -> bool {
 }
 
 /// `state.redb.corrupt-20240102T030405Z`, beside the original.
-fn aside_name(path: &Path) -> PathBuf {
-    let stamp = jiff::Timestamp::now()
-        .strftime("%Y%m%dT%H%M%SZ")
-        .to_string();
+fn aside_name(path: &Path, now: jiff::Timestamp) -> PathBuf {
+    let stamp = now.strftime("%Y%m%dT%H%M%SZ").to_string();
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".corrupt-{stamp}"));
     path.with_file_name(name)

@@ -44,8 +44,9 @@ pub async fn write_updater_status(
     resolved: &Resolved,
     images: &[ImageOutcome],
     app_problems: &[(usize, String)],
+    clock: &dyn crate::clock::Clock,
 ) -> Vec<Problem> {
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let now = humantime::format_rfc3339_seconds(clock.wall().into()).to_string();
     let writes =
         write::updater_status::status_writes(updaters, resolved, images, app_problems, &now);
     let mut problems = Vec::new();

@@ -337,7 +337,7 @@ fn a_second_process_on_the_same_state_dir_refuses_to_start_naming_it() {
             service::settings(s.dir.path(), Duration::from_secs(1)),
             listener,
             tagpilot::run::Shutdown::new(),
-            service::ManualClock::new(),
+            service::manual_clock(),
             tagpilot::run::Events::new(),
         )
         .await;

@@ -343,7 +343,8 @@ fn a_full_state_disk_takes_the_store_down_and_it_recovers_without_a_restart() {
         );
         disk.free();
         wait_for_metric(&daemon, &state, 1.0, daemon.interval).await;
-        // `minAge` is on the wall clock: cycles follow one another until 1.2.39 is 2 s old.
+        // `minAge` is on the service's clock: cycles follow one another, each moving it, until
+        // 1.2.39 is 2 s old.
         tag_reached(&s, &daemon, "1.2.39", daemon.interval).await;
         assert!(
             daemon.log().contains("the state database works again"),

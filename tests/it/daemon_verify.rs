@@ -375,8 +375,10 @@ fn a_change_not_healthy_within_its_timeout_fails_as_timed_out() {
         .await;
         let daemon = start(&s, &argocd, &logs).await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        eventually("the change timed out", &logs, || async {
-            verifications(&daemon, "timed_out").await == 1.0
+        // The timeout runs on the service's clock: moved past it rather than waited out.
+        eventually("the change timed out", &logs, || {
+            daemon.clock.advance(Duration::from_secs(1));
+            async { verifications(&daemon, "timed_out").await == 1.0 }
         })
         .await;
         let (_, log) = daemon.terminate().await;
@@ -677,7 +679,7 @@ fn series(metrics: &str, name: &str) -> Option<f64> {
 
 #[test]
 fn a_pushed_promotion_verified_downstream_measures_its_lead_time_from_the_upstream() {
-    use tagpilot::run::clock::Clock;
+    use tagpilot::clock::Clock;
     service::run(false, |logs| async move {
         let s = setup().await;
         let forge = MockServer::start().await;
@@ -761,7 +763,7 @@ fn a_revision_on_top_of_the_change_is_judged_again_after_the_next_fetch() {
         let forge = MockServer::start().await;
         accept_status(&forge, "pending").await;
         accept_status(&forge, "failure").await;
-        configure(&s, "{onFailure: hold, timeout: 1h}", &forge.uri());
+        configure(&s, "{onFailure: hold, timeout: 24h}", &forge.uri());
         let mut argocd = ArgoCd::start_at(&s, &url, degraded()).await;
         argocd.timeout = Duration::from_secs(300);
         let daemon = start(&s, &argocd, &logs).await;

@@ -86,6 +86,7 @@ async fn cycle(
         progress,
         cancel: Default::default(),
         state: None,
+        clock: &tagpilot::clock::SystemClock,
     };
     engine::run(
         &input,
@@ -588,6 +589,7 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         progress: &(),
         cancel,
         state: None,
+        clock: &tagpilot::clock::SystemClock,
     };
     let cycle = engine::run(
         &input,
@@ -622,6 +624,10 @@ struct Gate {
 }
 
 impl tagpilot::registry::Registry for Gate {
+    fn clock(&self) -> &dyn tagpilot::clock::Clock {
+        self.inner.clock()
+    }
+
     async fn list_tags(
         &self,
         repo: &tagpilot::image::Repository,
@@ -726,6 +732,7 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         progress: &(),
         cancel: Default::default(),
         state: None,
+        clock: &tagpilot::clock::SystemClock,
     };
     let options = engine::Options {
         dry_run: true,
@@ -820,6 +827,7 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
                 progress: &(),
                 cancel: Default::default(),
                 state: None,
+                clock: &tagpilot::clock::SystemClock,
             };
             let options = engine::Options {
                 dry_run: true,
@@ -1053,6 +1061,7 @@ async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_
             progress: &(),
             cancel: Default::default(),
             state: Some(&state),
+            clock: &tagpilot::clock::SystemClock,
         };
         engine::run(&input, &context, engine::Options::default())
             .await

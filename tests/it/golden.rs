@@ -126,6 +126,7 @@ async fn cycle(
         progress: &(),
         cancel: Default::default(),
         state: None,
+        clock: &tagpilot::clock::SystemClock,
     };
     let options = engine::Options {
         dry_run: !write,

@@ -61,6 +61,7 @@ async fn cycle(setup: &Setup, state: &State, tags: &str) -> Cycle {
         progress: &(),
         cancel: Default::default(),
         state: Some(state),
+        clock: &tagpilot::clock::SystemClock,
     };
     engine::run(&input, &context, engine::Options::default())
         .await
@@ -380,6 +381,7 @@ async fn an_application_annotation_holds_and_releases() {
         progress: &(),
         cancel: Default::default(),
         state: Some(&state),
+        clock: &tagpilot::clock::SystemClock,
     };
     let run = engine::run(&input, &context, engine::Options::default())
         .await

@@ -49,6 +49,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("change", "change", Layer::Leaf),
         ("application", "application", Layer::Leaf),
         ("affected", "affected", Layer::Leaf),
+        ("clock", "clock", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
         ("verification", "verification", Layer::Core),

@@ -9,20 +9,24 @@
 //! clock too, every second, just before the clock reaches each second. Requests still time
 //! out on real time, generously (a loaded machine must not time out a request the double
 //! answers at once); a renewal that hangs moves the clock by as long as the lease's own
-//! timeouts would let it hang. The last test runs the binary end to end, on real time: a
-//! follower writes nothing to a real bare repository, and the same process writes once it
-//! leads.
+//! timeouts would let it hang. The last test runs the service in-process on the same kind of
+//! clock, shared with its loop: a follower writes nothing to a real bare repository, and the
+//! same process writes once it leads.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use tagpilot::run::lease::clock::WallClock;
+use jiff::Timestamp;
+
+use tagpilot::clock::Clock;
+use tagpilot::run::Stopped;
 use tagpilot::run::lease::{Elector, LEADER_LABEL, LeaderElection, PodName, Role};
 use tokio::sync::watch;
 
 use crate::daemon;
 use crate::support::git::DEPLOYMENT_PATH;
 use crate::support::kube::{Fault, LeaseApi, ManualClock, NAMESPACE, cluster};
+use crate::support::service::{self, Service};
 
 const ME: &str = "tagpilot-0";
 const OTHER: &str = "tagpilot-1";
@@ -52,7 +56,7 @@ struct Other {
     identity: &'static str,
     duration: Duration,
     /// When it renews next.
-    next: SystemTime,
+    next: Timestamp,
 }
 
 /// The scripted API, and the clock the election keeps.
@@ -66,7 +70,7 @@ impl Harness {
     async fn new() -> Harness {
         let (server, api) = LeaseApi::start().await;
         // Whole seconds: a Lease's times are written in microseconds.
-        let clock = ManualClock::at(SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+        let clock = ManualClock::starting_at(Timestamp::from_second(1_800_000_000).unwrap());
         Harness { server, api, clock }
     }
 
@@ -84,7 +88,7 @@ impl Harness {
     /// Another replica takes or renews the Lease now, and then every second while the clock
     /// is driven with it.
     fn other(&self, identity: &'static str, duration: Duration) -> Other {
-        let now = self.clock.now();
+        let now = self.clock.wall();
         self.api.hold_by_at(identity, duration, now);
         Other {
             identity,
@@ -99,7 +103,7 @@ impl Harness {
     async fn drive(
         &self,
         mut other: Option<&mut Other>,
-        limit: SystemTime,
+        limit: Timestamp,
         done: impl Fn() -> bool,
     ) -> bool {
         loop {
@@ -126,7 +130,7 @@ impl Harness {
 
     /// Lets `by` pass on the clock, with `other` renewing.
     async fn run_for(&self, by: Duration, other: Option<&mut Other>) {
-        let limit = self.clock.now() + by;
+        let limit = self.clock.wall() + by;
         self.drive(other, limit, || false).await;
         self.clock.advance_to(limit);
     }
@@ -140,7 +144,7 @@ impl Harness {
         other: Option<&mut Other>,
         within: Duration,
     ) {
-        let limit = self.clock.now() + within;
+        let limit = self.clock.wall() + within;
         let reached = self.drive(other, limit, || *roles.borrow() == want).await;
         assert!(
             reached,
@@ -158,7 +162,7 @@ impl Harness {
         other: Option<&mut Other>,
         pred: impl Fn(&str) -> bool,
     ) {
-        let limit = self.clock.now() + Duration::from_secs(15);
+        let limit = self.clock.wall() + Duration::from_secs(15);
         let count = || self.api.journal().iter().filter(|l| pred(l)).count() >= n;
         assert!(
             self.drive(other, limit, count).await,
@@ -332,7 +336,7 @@ async fn steps_down_before_expiry(fault: Fault) {
     let expiry = api.expiry().expect("a held Lease has an expiry");
     h.wait_role(&mut roles, Role::Following, None, duration * 2)
         .await;
-    let stepped_down = jiff::Timestamp::try_from(h.clock.now()).unwrap();
+    let stepped_down = h.clock.wall();
     // Not a speed test: the order of two events. Another replica may take the Lease only
     // after `expiry`; this one stopped writing before that, and the renewal that failed was
     // the only one attempted.
@@ -365,90 +369,89 @@ async fn a_renewal_that_hangs_stops_leading_before_the_lease_expires() {
     steps_down_before_expiry(Fault::Hang).await;
 }
 
-/// `tagpilot run --leader-elect` end to end, as a Deployment's replica runs it (POD_NAME,
-/// POD_NAMESPACE, a kubeconfig for the scripted API): while another replica holds the Lease
-/// it is ready but writes nothing and refuses webhooks; once the Lease is free it takes it,
-/// labels its Pod, and the first cycle pushes to the real bare repository; SIGTERM gives the
-/// Lease and the label up.
-#[tokio::test]
-async fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
-    let s = daemon::setup().await;
-    let commits_before = s.repo.subjects("main").len();
-    let (server, api) = LeaseApi::start().await;
-    let other = api.keep_held_by(OTHER, DURATION);
-    let kubeconfig = s.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, crate::support::kube::kubeconfig(&server)).unwrap();
-    let config = s.dir.path().join("tagpilot.yaml");
-    let mut text = std::fs::read_to_string(&config).unwrap();
-    text.push_str("webhooks:\n  secretEnv: IT_WEBHOOK_SECRET\n");
-    std::fs::write(&config, text).unwrap();
-    let mut replica = daemon::Daemon::start_with(
-        s.dir.path(),
-        "1s",
-        &[
-            ("TAGPILOT_LEADER_ELECT", "true"),
-            ("TAGPILOT_LEASE_DURATION", "3s"),
-            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
-            ("POD_NAME", ME),
-            ("POD_NAMESPACE", NAMESPACE),
-            ("IT_WEBHOOK_SECRET", "s3cret"),
-        ],
-    );
-    let webhook = |replica: &daemon::Daemon| {
-        reqwest::Client::new()
-            .post(format!("{}/webhooks/distribution", replica.base))
-            .header("Authorization", "Bearer s3cret")
-            .body(daemon::push_event(&s.registry.host(), "shop/api"))
-            .send()
-    };
+/// `tagpilot run --leader-elect` in-process, as a Deployment's replica runs it (the scripted
+/// API for its cluster, its Pod named): while another replica holds the Lease it is ready but
+/// writes nothing and refuses webhooks; once the Lease is free it takes it, labels its Pod, and
+/// the first cycle pushes to the real bare repository; a drain gives the Lease and the label
+/// up. The service's clock is the election's: the test moves it past a whole Lease instead of
+/// waiting one out, and "another replica" renews on it.
+#[test]
+fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
+    service::run(false, |logs| async move {
+        let s = daemon::setup().await;
+        let commits_before = s.repo.subjects("main").len();
+        let (server, api) = LeaseApi::start().await;
+        let clock = service::manual_clock();
+        api.hold_by_at(OTHER, DURATION, clock.wall());
+        daemon::with_webhooks(s.dir.path(), "");
+        let mut settings = service::settings(s.dir.path(), Duration::from_secs(1));
+        settings.leader_election = Some(settings_for(DURATION));
+        settings.cluster = Some(cluster(&server, REQUEST_TIMEOUT).await);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let replica =
+            Service::start_on_clock(listener, s.dir.path(), settings, &logs, clock.clone());
+        let webhook = |replica: &Service| {
+            reqwest::Client::new()
+                .post(format!("{}/webhooks/distribution", replica.base))
+                .header("Authorization", "Bearer s3cret")
+                .body(daemon::push_event(&s.registry.host(), "shop/api"))
+                .send()
+        };
 
-    // A follower is ready (it stands by), but leads nothing and writes nothing.
-    replica.wait_for("/readyz", 200).await;
-    assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 503);
-    // Several intervals, and more than a Lease's duration.
-    tokio::time::sleep(DURATION + Duration::from_secs(1)).await;
-    let metrics = replica.text("/metrics").await;
-    assert!(metrics.contains("tagpilot_leader 0"), "{metrics}");
-    assert!(
-        metrics.contains("tagpilot_cycles_total{result=\"ok\"} 0"),
-        "a follower ran a cycle:\n{metrics}"
-    );
-    assert!(
-        metrics.contains("tagpilot_webhook_requests_total{kind=\"any\",result=\"not_leader\"} 1"),
-        "{metrics}"
-    );
-    assert_eq!(
-        s.repo.subjects("main").len(),
-        commits_before,
-        "a follower pushed:\n{}",
-        replica.log()
-    );
-    assert_eq!(
-        s.repo.show("main", DEPLOYMENT_PATH),
-        daemon::deployment(&s.registry, "1.0.0")
-    );
-    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
+        // A follower is ready (it stands by), but leads nothing and writes nothing.
+        replica.ready().await;
+        assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 503);
+        // Several intervals, and more than a Lease's duration, on the clock; the other replica
+        // renews at each second of it (before the election, on this one thread, sees it move).
+        for _ in 0..=DURATION.as_secs() {
+            clock.advance(Duration::from_secs(1));
+            api.hold_by_at(OTHER, DURATION, clock.wall());
+            service::settle().await;
+        }
+        let metrics = replica.text("/metrics").await;
+        assert!(metrics.contains("tagpilot_leader 0"), "{metrics}");
+        assert!(
+            metrics.contains("tagpilot_cycles_total{result=\"ok\"} 0"),
+            "a follower ran a cycle:\n{metrics}"
+        );
+        assert!(
+            metrics
+                .contains("tagpilot_webhook_requests_total{kind=\"any\",result=\"not_leader\"} 1"),
+            "{metrics}"
+        );
+        assert_eq!(
+            s.repo.subjects("main").len(),
+            commits_before,
+            "a follower pushed:\n{}",
+            replica.log()
+        );
+        assert_eq!(
+            s.repo.show("main", DEPLOYMENT_PATH),
+            daemon::deployment(&s.registry, "1.0.0")
+        );
+        assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
 
-    // The other replica goes away: this one takes the Lease, labels its Pod, and writes.
-    other.cancel();
-    daemon::wait_for_tag(&s, &replica, "1.1.0", crate::support::PATIENCE).await;
-    assert_eq!(api.holder().as_deref(), Some(ME));
-    assert_eq!(
-        api.pod_labels(ME).get(LEADER_LABEL).map(String::as_str),
-        Some("true")
-    );
-    let metrics = replica.text("/metrics").await;
-    assert!(metrics.contains("tagpilot_leader 1"), "{metrics}");
-    assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 202);
+        // The other replica goes away (it renews no more): once its Lease has expired on the
+        // clock, this one takes it, labels its Pod, and writes.
+        daemon::tag_reached(&s, &replica, "1.1.0", Duration::from_millis(500)).await;
+        assert_eq!(api.holder().as_deref(), Some(ME));
+        assert_eq!(
+            api.pod_labels(ME).get(LEADER_LABEL).map(String::as_str),
+            Some("true")
+        );
+        let metrics = replica.text("/metrics").await;
+        assert!(metrics.contains("tagpilot_leader 1"), "{metrics}");
+        assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 202);
 
-    let (status, log) = replica.terminate();
-    assert_eq!(status.code(), Some(0), "{log}");
-    assert_eq!(
-        api.holder(),
-        None,
-        "the Lease was not given up at exit:\n{log}"
-    );
-    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None, "{log}");
+        let (stopped, log) = replica.terminate().await;
+        assert_eq!(stopped, Stopped::Drained, "{log}");
+        assert_eq!(
+            api.holder(),
+            None,
+            "the Lease was not given up at exit:\n{log}"
+        );
+        assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None, "{log}");
+    });
 }
 
 #[test]

@@ -4,6 +4,7 @@
 mod argocd;
 mod argocd_cluster;
 mod cli;
+mod clock;
 mod corpus;
 mod daemon;
 mod daemon_faults;

@@ -81,6 +81,7 @@ impl Root {
             progress: &(),
             cancel: Default::default(),
             state: None,
+            clock: &tagpilot::clock::SystemClock,
         };
         let options = engine::Options {
             dry_run: true,

@@ -135,16 +135,18 @@ impl Scenario {
             local: None,
             cluster,
         };
+        // The cycle decides at `t0 + minutes`: its clock is set there, not waited for.
+        let clock = tagpilot::clock::ManualClock::starting_at(self.at(minutes));
         let context = engine::Context {
             registry: &self.registry,
             cache: Some(&cache),
             progress: &(),
             cancel: Default::default(),
             state,
+            clock: &clock,
         };
         let options = engine::Options {
             dry_run,
-            now: Some(self.at(minutes)),
             ..Default::default()
         };
         engine::run(&input, &context, options).await.expect("cycle")

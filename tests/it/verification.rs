@@ -30,6 +30,8 @@ fn change(timeout: Duration) -> FollowedChange<'static> {
         contains_change: &contains_change,
         since: jiff::Timestamp::now(),
         timeout,
+        // Tokio's clock under the system's time of day: paused, the timeout passes at once.
+        clock: &tagpilot::clock::SystemClock,
         fetched: None,
     }
 }

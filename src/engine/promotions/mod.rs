@@ -113,12 +113,11 @@ pub struct Sources<'a> {
 
 impl<'a> Sources<'a> {
     /// What a cycle reads upstreams from: its clone cache, repositories, cluster, state store
-    /// and Applications, deciding at `now` (the wall clock when `None`).
+    /// and Applications, deciding at the cycle's clock's time of day.
     pub(super) fn of<R>(
         input: &'a super::Input<'a>,
         ctx: &'a super::Context<'a, R>,
         resolved: Option<&'a Resolved>,
-        now: Option<Timestamp>,
     ) -> Self {
         Sources {
             cache: ctx.cache,
@@ -129,7 +128,7 @@ impl<'a> Sources<'a> {
                 .map_or("argocd", |c| c.argocd_namespace.as_str()),
             state: ctx.state,
             resolved,
-            now: now.unwrap_or_else(Timestamp::now),
+            now: ctx.clock.wall(),
         }
     }
 }

@@ -192,7 +192,10 @@ impl GitHub {
                         || error.message.to_lowercase().contains("rate limit")));
             if limited {
                 return Attempt::RateLimited {
-                    wait: rate_limit_wait(&headers),
+                    wait: rate_limit_wait(
+                        &headers,
+                        crate::clock::Clock::wall(&crate::clock::SystemClock),
+                    ),
                 };
             }
             Attempt::Done(Err((

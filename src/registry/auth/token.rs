@@ -7,7 +7,7 @@
 //! names the user and the token server (see [`crate::registry`]).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{StatusCode, Url};
 use serde::Deserialize;
@@ -220,7 +220,10 @@ impl RegistryClient {
     ) -> Result<String, RegistryError> {
         let slot = token_slot(reg, scope);
         let mut cached = slot.lock().await;
-        if let Some(t) = cached.as_ref().filter(|t| t.valid_until > Instant::now()) {
+        if let Some(t) = cached
+            .as_ref()
+            .filter(|t| t.valid_until > self.options.clock.now())
+        {
             return Ok(t.token.clone());
         }
         let mut url = Url::parse(realm).map_err(|e| malformed(repo, "auth challenge realm", e))?;
@@ -275,7 +278,7 @@ impl RegistryClient {
         let lifetime = Duration::from_secs(answer.expires_in.unwrap_or(60).max(1));
         *cached = Some(CachedToken {
             token: token.clone(),
-            valid_until: Instant::now() + lifetime.mul_f64(0.9),
+            valid_until: self.options.clock.now() + lifetime.mul_f64(0.9),
         });
         Ok(token)
     }

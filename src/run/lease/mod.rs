@@ -3,7 +3,7 @@
 //!
 //! The protocol is `kube-lease-manager`'s (server-side apply to take a free Lease, so two
 //! replicas cannot both take it; renewals a grace period before expiry), ported request for
-//! request into [`protocol`] so that it keeps time by a [`WallClock`] a test can move: its
+//! request into [`protocol`] so that it keeps time by a [`Clock`] a test can move: its
 //! decisions are pure functions of the Lease read, the time and the identity. This module
 //! turns its answers into a [`Role`] the loop can wait on, and keeps the leader's Pod labelled
 //! `tagpilot.dev/leader=true` so that the webhook Service, which selects that label, sends
@@ -22,7 +22,6 @@
 //! the Pod label while not leading (it is removed at start too, in case a restarted container
 //! left it behind).
 
-pub mod clock;
 mod protocol;
 
 use std::sync::Arc;
@@ -32,8 +31,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use self::clock::{SystemClock, WallClock};
 use self::protocol::{Manager, Params, ProtocolError};
+use crate::clock::Clock;
 use crate::kubernetes::{Cluster, KubeError};
 
 /// The label the leader keeps on its own Pod; the webhook Service selects `"true"`.
@@ -179,29 +178,25 @@ impl Elector {
     /// Connects to the API, removes a leftover leader label from this replica's Pod, and
     /// starts taking part in the election. Fails when the API cannot be reached or the label
     /// cannot be removed (missing RBAC shows here, at start, not at the first failover).
-    pub async fn start(settings: LeaderElection) -> Result<Elector, LeaseError> {
+    pub async fn start(
+        settings: LeaderElection,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Elector, LeaseError> {
         if settings.lease_duration < MIN_LEASE_DURATION {
             return Err(LeaseError::TooShort(settings.lease_duration));
         }
         let cluster = Cluster::connect_with_timeout(settings.request_timeout()).await?;
-        Elector::start_with(cluster, settings).await
+        Elector::start_with_clock(cluster, settings, clock).await
     }
 
     /// [`Elector::start`] through `cluster` (tests build one against a local URL; its requests
-    /// should give up after [`LeaderElection::request_timeout`]).
-    pub async fn start_with(
-        cluster: Cluster,
-        settings: LeaderElection,
-    ) -> Result<Elector, LeaseError> {
-        Elector::start_with_clock(cluster, settings, Arc::new(SystemClock)).await
-    }
-
-    /// [`Elector::start_with`], keeping time by `clock`: when to renew, when another holder's
-    /// lease expires, how long to wait after an error (tests move a manual clock).
+    /// should give up after [`LeaderElection::request_timeout`]), keeping time by `clock`: when
+    /// to renew, when another holder's lease expires, how long to wait after an error (the
+    /// service's clock; tests move a manual clock).
     pub async fn start_with_clock(
         cluster: Cluster,
         settings: LeaderElection,
-        clock: Arc<dyn WallClock>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Elector, LeaseError> {
         if settings.lease_duration < MIN_LEASE_DURATION {
             return Err(LeaseError::TooShort(settings.lease_duration));
@@ -258,7 +253,7 @@ struct Election {
     cluster: Cluster,
     namespace: String,
     settings: LeaderElection,
-    clock: Arc<dyn WallClock>,
+    clock: Arc<dyn Clock>,
 }
 
 /// Between two attempts to reach the Lease after an error.
@@ -407,7 +402,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_lease_shorter_than_three_seconds_is_refused_naming_the_flag() {
-        let err = Elector::start(settings(2)).await.unwrap_err().to_string();
+        let err = Elector::start(settings(2), crate::clock::system())
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("--lease-duration") && err.contains("2s"),
             "{err}"

@@ -1,5 +1,9 @@
-//! The Lease protocol: `kube-lease-manager`'s (0.13), request for request, keeping time by a
-//! [`WallClock`] rather than the system's, so that its waits can be tested without waiting.
+//! The Lease protocol: `kube-lease-manager`'s (0.13), request for request, keeping time by the
+//! [`Clock`] it is handed rather than the system's, so that its waits can be tested without
+//! waiting. It reads the clock's time of day ([`Clock::wall`]), not its monotonic instant: a
+//! Lease's expiry is its `renewTime`, written by whichever replica renewed it last, plus
+//! `leaseDurationSeconds`, and only a time of day can be compared with a time another process
+//! wrote.
 //!
 //! Its decisions are pure functions of what this replica last read of the Lease, the time,
 //! and who this replica is ([`next_step`], [`claim`], [`may_release`]); [`Manager`] only reads
@@ -21,7 +25,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use super::clock::WallClock;
+use crate::clock::Clock;
 
 /// What one replica needs to know to take part.
 #[derive(Debug, Clone)]
@@ -179,7 +183,7 @@ pub struct Manager {
     api: Api<Lease>,
     name: String,
     params: Params,
-    clock: Arc<dyn WallClock>,
+    clock: Arc<dyn Clock>,
     seen: Seen,
     /// What [`Manager::changed`] last answered.
     leading: bool,
@@ -192,9 +196,9 @@ impl Manager {
         api: Api<Lease>,
         name: &str,
         params: Params,
-        clock: Arc<dyn WallClock>,
+        clock: Arc<dyn Clock>,
     ) -> Result<Manager, ProtocolError> {
-        let seen = Seen::nothing(clock.now());
+        let seen = Seen::nothing(SystemTime::from(clock.wall()));
         let manager = Manager {
             api,
             name: name.to_string(),
@@ -230,6 +234,17 @@ impl Manager {
         }
     }
 
+    /// The clock's time of day, as the Lease's times are compared with it.
+    fn now(&self) -> SystemTime {
+        SystemTime::from(self.clock.wall())
+    }
+
+    /// Sleeps on the clock until its time of day reaches `at` (at once if it has).
+    async fn sleep_until(&self, at: SystemTime) {
+        let wait = at.duration_since(self.now()).unwrap_or(Duration::ZERO);
+        self.clock.sleep(wait).await;
+    }
+
     /// Gives the Lease up if this replica holds it (or it has expired); another holder's is
     /// left alone.
     pub async fn release(&mut self) -> Result<(), ProtocolError> {
@@ -237,10 +252,10 @@ impl Manager {
     }
 
     async fn step(&mut self) -> Result<(), ProtocolError> {
-        let now = self.clock.now();
+        let now = self.now();
         match next_step(&self.seen, &self.params.identity, self.params.grace, now) {
             Step::Renew { at } => {
-                self.clock.sleep_until(at).await;
+                self.sleep_until(at).await;
                 self.claim().await
             }
             Step::Take => self.claim().await,
@@ -252,7 +267,7 @@ impl Manager {
                 freed
             }
             Step::Wait { until } => {
-                self.clock.sleep_until(until).await;
+                self.sleep_until(until).await;
                 Ok(())
             }
         }
@@ -260,16 +275,16 @@ impl Manager {
 
     /// Re-reads the Lease when forced or when what was read has expired.
     async fn sync(&mut self, force: bool) -> Result<(), ProtocolError> {
-        if !force && !self.seen.expired(self.clock.now()) {
+        if !force && !self.seen.expired(self.now()) {
             return Ok(());
         }
         match self.get().await {
             Ok(lease) => {
-                self.seen = Seen::read(lease.spec.as_ref(), self.clock.now());
+                self.seen = Seen::read(lease.spec.as_ref(), self.now());
                 Ok(())
             }
             Err(ProtocolError::Missing) => {
-                self.seen = Seen::nothing(self.clock.now());
+                self.seen = Seen::nothing(self.now());
                 Err(ProtocolError::Missing)
             }
             Err(e) => Err(e),
@@ -280,7 +295,7 @@ impl Manager {
     /// it back.
     async fn claim(&mut self) -> Result<(), ProtocolError> {
         self.sync(false).await?;
-        let now = MicroTime(Timestamp::try_from(self.clock.now()).map_err(ProtocolError::Time)?);
+        let now = MicroTime(Timestamp::try_from(self.now()).map_err(ProtocolError::Time)?);
         let duration = self.params.duration.as_secs();
         match claim(&self.seen, &self.params.identity) {
             Some(Claim::Renew) => {
@@ -306,7 +321,7 @@ impl Manager {
     /// Clears the Lease when [`may_release`] allows it, and reads it back.
     async fn release_if(&mut self, force: bool) -> Result<(), ProtocolError> {
         self.sync(false).await?;
-        let now = self.clock.now();
+        let now = self.now();
         if may_release(&self.seen, &self.params.identity, now, force) {
             let spec = json!({
                 "acquireTime": null,

@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::SystemTime;
 
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
@@ -81,6 +80,8 @@ pub struct Metrics {
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
     /// `--image-updater-metrics`: Argo CD Image Updater's series too.
     image_updater: Option<ImageUpdaterSeries>,
+    /// What the timestamp gauges read (the service's clock).
+    clock: std::sync::Arc<dyn crate::clock::Clock>,
     /// The policies of the configuration's files, by name: the `policy` label's only values
     /// besides [`APPLICATION_POLICIES`] once set ([`Metrics::set_configured_policies`]).
     configured_policies: Mutex<Option<std::collections::BTreeSet<String>>>,
@@ -99,6 +100,17 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// The timestamp gauges read `clock` (the service's).
+    pub fn with_clock(mut self, clock: std::sync::Arc<dyn crate::clock::Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Now as Unix seconds, as the timestamp gauges hold it.
+    fn unix_now(&self) -> f64 {
+        self.clock.wall().as_duration().as_secs_f64()
+    }
+
     /// tagpilot's own metrics.
     pub fn new() -> Self {
         Self::with_image_updater(false)
@@ -227,6 +239,7 @@ impl Metrics {
             signatures_seen: Mutex::default(),
             after_write: AfterWrite::register(&mut registry),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
+            clock: crate::clock::system(),
             configured_policies: Mutex::default(),
             metadata_hits_seen: Default::default(),
             registry_seen: Mutex::default(),
@@ -428,14 +441,6 @@ fn registered<M: Metric + Clone>(
     });
     registrar.registry.register(name, help, metric.clone());
     metric
-}
-
-/// Now as Unix seconds, as the timestamp gauges hold it.
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs_f64()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use super::labels::{
     SkipLabel, UpdateLabels, finding_labels,
 };
 use super::result::reachable;
-use super::{CycleResult, Metrics, RegistriesAnswered, unix_now};
+use super::{CycleResult, Metrics, RegistriesAnswered};
 
 impl Metrics {
     /// Counts one cycle: its result, its duration, its updates and its errors.
@@ -43,7 +43,7 @@ impl Metrics {
             .inc();
         self.cycle_duration.observe(took.as_secs_f64());
         if kind == CycleResult::Ok {
-            self.last_success.set(unix_now());
+            self.last_success.set(self.unix_now());
         }
         if let (Some(series), Ok(cycle)) = (&self.image_updater, result) {
             // A cancelled cycle did not read everything it watches; what it wrote counts.
@@ -164,7 +164,7 @@ impl Metrics {
                     .inc_by(new);
             }
         }
-        let now = unix_now();
+        let now = self.unix_now();
         for (registry, up) in &asked {
             let label = RegistryLabel {
                 registry: registry.to_string(),

@@ -3,8 +3,9 @@
 //! [`crate::verification::judge`]; a stale status gets one refresh request per sync; whatever
 //! is not concluded when the timeout runs out fails as timed out.
 //!
-//! Time is read from tokio's clock (the wall time at the start plus tokio's elapsed time), so a
-//! test with paused time runs the timeout without waiting for it.
+//! Time is read from the clock the change carries (the service's): the timeout is a deadline on
+//! it, and each state is judged at its time of day. A test moves a manual clock, or pauses
+//! tokio's time under the system clock, to run the timeout without waiting for it.
 
 use std::future::Future;
 use std::time::Duration;
@@ -12,6 +13,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt as _};
 use jiff::Timestamp;
 
+use crate::clock::Clock;
 use crate::kubernetes::{Cluster, KubeError};
 use crate::verification::{Failure, Observed, ObservedError, Verdict, Waiting, judge};
 
@@ -24,6 +26,8 @@ pub struct FollowedChange<'a> {
     /// When the change reached the base branch: the timeout counts from there.
     pub since: Timestamp,
     pub timeout: Duration,
+    /// The clock the timeout runs on and states are judged at.
+    pub clock: &'a dyn Clock,
     /// Notified after each fetch of the change's repository: the state last seen is judged
     /// again, since a revision the clone did not have (a commit pushed on top of the change
     /// before the fetch) may now be known to contain the change, and Argo CD need not write
@@ -82,13 +86,10 @@ where
     R: FnMut() -> F,
     F: Future<Output = Result<(), KubeError>>,
 {
-    let started = (tokio::time::Instant::now(), Timestamp::now());
-    let now = || {
-        let elapsed = jiff::SignedDuration::try_from(started.0.elapsed()).unwrap_or_default();
-        started.1.checked_add(elapsed).unwrap_or(started.1)
-    };
+    let clock = change.clock;
+    let now = || clock.wall();
     let spent = Duration::try_from(now().duration_since(change.since)).unwrap_or_default();
-    let deadline = started.0 + change.timeout.saturating_sub(spent);
+    let deadline = clock.now() + change.timeout.saturating_sub(spent);
     let mut states = std::pin::pin!(states);
     let mut followed = Followed {
         verdict: Verdict::Waiting(Waiting::NotDeployed),
@@ -99,7 +100,8 @@ where
     let mut refreshed_for = None;
     loop {
         let next = tokio::select! {
-            next = tokio::time::timeout_at(deadline, states.next()) => Next::Watched(next),
+            next = states.next() => Next::Watched(Ok(next)),
+            () = clock.sleep_until(deadline) => Next::Watched(Err(())),
             () = fetched_again(change.fetched), if followed.last.is_some() => Next::Fetched,
         };
         let observed = match next {

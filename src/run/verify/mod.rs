@@ -45,8 +45,8 @@ use crate::state::{PendingVerification, State, VerifiedField};
 use crate::verification::{Failure, Verdict};
 use crate::writeback::revert::{self, FailedUpdate};
 
-use super::clock::Clock;
 use super::http::Shared;
+use crate::clock::Clock;
 
 mod fetched;
 pub mod follow;
@@ -65,7 +65,8 @@ pub(super) struct Verifier {
     cache: RepoCache,
     state: Option<Arc<State>>,
     shared: Arc<Shared>,
-    /// The service's clock: promotions' verifications are recorded at its wall time.
+    /// The service's clock: a verification's timeout runs on it, and conclusions (promotions'
+    /// too) are recorded at its time of day.
     clock: Arc<dyn Clock>,
     /// Pending verifications by Application, and the follower of each.
     followers: Mutex<BTreeMap<String, Following>>,
@@ -199,7 +200,7 @@ impl Verifier {
                 return;
             }
         };
-        let since = Timestamp::now();
+        let since = self.clock.wall();
         for commit in reached {
             let pending = pending_for(&applications, &commit, since);
             let Reached { config, commit, .. } = commit;
@@ -317,6 +318,7 @@ impl Verifier {
                 contains_change: &contains,
                 since: target.since,
                 timeout: target.timeout,
+                clock: self.clock.as_ref(),
                 fetched: Some(&fetched),
             };
             tokio::select! {
@@ -357,11 +359,10 @@ impl Verifier {
             self.count_pending(&followers);
             ended
         };
-        let now = Timestamp::now();
-        let wall = self.clock.wall();
+        let now = self.clock.wall();
         for pending in &concluded {
             self.record(pending, &conclusion, now);
-            promoted::record(self, pending, &conclusion, wall);
+            promoted::record(self, pending, &conclusion, now);
             self.report_status(pending, &conclusion);
             if let Some(state) = &self.state
                 && let Err(e) = state.end_verification(pending)

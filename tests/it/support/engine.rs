@@ -46,6 +46,7 @@ pub async fn cycle_with<R: Registry>(
         progress,
         cancel: Default::default(),
         state: None,
+        clock: &tagpilot::clock::SystemClock,
     };
     engine::run(&input, &context, options)
         .await

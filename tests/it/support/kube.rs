@@ -8,10 +8,8 @@
 //! by the test.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use wiremock::matchers::any;
@@ -116,15 +114,10 @@ impl LeaseApi {
             .unwrap_or_default()
     }
 
-    /// Another replica, `identity`, takes or renews the Lease now, for `duration`.
-    pub fn hold_by(&self, identity: &str, duration: Duration) {
-        self.hold_by_at(identity, duration, SystemTime::now());
-    }
-
     /// Another replica, `identity`, takes or renews the Lease at `at`, for `duration`.
-    pub fn hold_by_at(&self, identity: &str, duration: Duration, at: SystemTime) {
+    pub fn hold_by_at(&self, identity: &str, duration: Duration, at: jiff::Timestamp) {
         let mut state = self.state();
-        let now = micro_time(jiff::Timestamp::try_from(at).unwrap());
+        let now = micro_time(at);
         let spec = state.lease.get_or_insert_with(Default::default);
         let taken = spec.get("holderIdentity").and_then(Value::as_str) != Some(identity);
         spec.insert("holderIdentity".into(), json!(identity));
@@ -135,29 +128,6 @@ impl LeaseApi {
         }
         state.holder_manager = Some(format!("tagpilot-{identity}"));
         state.resource_version += 1;
-    }
-
-    /// Another replica keeps renewing the Lease every second until the returned token is
-    /// cancelled.
-    pub fn keep_held_by(
-        &self,
-        identity: &str,
-        duration: Duration,
-    ) -> tokio_util::sync::CancellationToken {
-        let stop = tokio_util::sync::CancellationToken::new();
-        let api = self.clone();
-        let identity = identity.to_string();
-        let token = stop.clone();
-        self.hold_by(&identity, duration);
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(Duration::from_secs(1)) => api.hold_by(&identity, duration),
-                    () = token.cancelled() => return,
-                }
-            }
-        });
-        stop
     }
 
     fn lease_object(state: &State) -> Value {
@@ -375,105 +345,5 @@ pub async fn cluster(
     tagpilot::argocd::read::cluster::Cluster::new(kube::Client::try_from(config).unwrap())
 }
 
-/// A clock that stands still until the test moves it, and tells the test when someone waits
-/// on it (and until when), so that the test moves it exactly to the next wake-up.
-#[derive(Debug, Clone)]
-pub struct ManualClock {
-    inner: Arc<ManualInner>,
-}
-
-#[derive(Debug)]
-struct ManualInner {
-    now: tokio::sync::watch::Sender<SystemTime>,
-    /// The deadlines of the sleepers waiting now, by sleeper.
-    sleepers: tokio::sync::watch::Sender<BTreeMap<u64, SystemTime>>,
-    next_sleeper: std::sync::atomic::AtomicU64,
-}
-
-/// Takes a sleeper off the list when its sleep ends or is dropped (a `select!` that lost).
-struct Asleep<'a> {
-    inner: &'a ManualInner,
-    id: u64,
-}
-
-impl Drop for Asleep<'_> {
-    fn drop(&mut self) {
-        self.inner.sleepers.send_modify(|s| {
-            s.remove(&self.id);
-        });
-    }
-}
-
-impl ManualClock {
-    /// A clock reading `start`.
-    pub fn at(start: SystemTime) -> ManualClock {
-        ManualClock {
-            inner: Arc::new(ManualInner {
-                now: tokio::sync::watch::Sender::new(start),
-                sleepers: tokio::sync::watch::Sender::new(BTreeMap::new()),
-                next_sleeper: Default::default(),
-            }),
-        }
-    }
-
-    /// Moves the clock on by `by`, waking whoever sleeps until then.
-    pub fn advance(&self, by: Duration) {
-        self.inner.now.send_modify(|now| *now += by);
-    }
-
-    /// Moves the clock to `to`, unless it reads later already.
-    pub fn advance_to(&self, to: SystemTime) {
-        self.inner.now.send_modify(|now| *now = (*now).max(to));
-    }
-
-    /// Waits until someone sleeps on the clock past its time now, and answers the earliest
-    /// such deadline (sleepers already due are waking up, not waiting).
-    pub async fn next_wake(&self) -> SystemTime {
-        let mut sleepers = self.inner.sleepers.subscribe();
-        loop {
-            let now = self.now_();
-            let next = sleepers
-                .borrow_and_update()
-                .values()
-                .copied()
-                .filter(|d| *d > now)
-                .min();
-            if let Some(next) = next {
-                return next;
-            }
-            sleepers.changed().await.unwrap();
-        }
-    }
-
-    fn now_(&self) -> SystemTime {
-        *self.inner.now.borrow()
-    }
-}
-
-impl tagpilot::run::lease::clock::WallClock for ManualClock {
-    fn now(&self) -> SystemTime {
-        self.now_()
-    }
-
-    fn sleep_until(&self, deadline: SystemTime) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        Box::pin(async move {
-            let mut now = self.inner.now.subscribe();
-            if *now.borrow_and_update() >= deadline {
-                return;
-            }
-            let id = self
-                .inner
-                .next_sleeper
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            self.inner.sleepers.send_modify(|s| {
-                s.insert(id, deadline);
-            });
-            let _asleep = Asleep {
-                inner: &self.inner,
-                id,
-            };
-            // The sender lives as long as the clock, which outlives this borrow of it.
-            let _ = now.wait_for(|now| *now >= deadline).await;
-        })
-    }
-}
+/// The election's time: the library's manual clock, moved by the test.
+pub use tagpilot::clock::ManualClock;

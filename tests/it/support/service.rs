@@ -14,87 +14,27 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tagpilot::run::clock::Clock;
 use tagpilot::run::{Events, Progress, RunError, Settings, Shutdown, Stopped};
 
-/// A clock that moves only when the test says so.
-#[derive(Debug)]
-pub struct ManualClock {
-    start: tokio::time::Instant,
-    /// The time of day at `start`, in whole seconds (as commits are dated): it moves only
-    /// with the clock, so a test knows what a promotion is decided and measured at.
-    start_wall: jiff::Timestamp,
-    moved: tokio::sync::watch::Sender<Duration>,
-    /// How many sleeps on this clock are pending: the loop, between cycles, waits on one.
-    sleeping: Arc<tokio::sync::watch::Sender<usize>>,
+/// The service's time: the library's manual clock, reading the time of day at the start in
+/// whole seconds (as commits are dated), so a test knows what a promotion is decided and
+/// measured at. It moves only when the test says so.
+pub use tagpilot::clock::ManualClock;
+
+/// A manual clock for a service, reading the time of day now.
+pub fn manual_clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::starting_now())
 }
 
-/// Counts one pending sleep for as long as it lives.
-struct Sleeping(Arc<tokio::sync::watch::Sender<usize>>);
-
-impl Drop for Sleeping {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
-    }
-}
-
-impl ManualClock {
-    pub fn new() -> Arc<ManualClock> {
-        Arc::new(ManualClock {
-            start: tokio::time::Instant::now(),
-            start_wall: jiff::Timestamp::from_second(jiff::Timestamp::now().as_second()).unwrap(),
-            moved: tokio::sync::watch::Sender::new(Duration::ZERO),
-            sleeping: Arc::new(tokio::sync::watch::Sender::new(0)),
-        })
-    }
-
-    /// Waits (bounded) until something sleeps on this clock: the loop has finished its cycle
-    /// and waits for the next one, so moving the clock now moves that wait.
-    pub async fn parked(&self) {
-        let mut sleeping = self.sleeping.subscribe();
-        let parked = sleeping.wait_for(|n| *n > 0);
-        tokio::time::timeout(super::PATIENCE, parked)
-            .await
-            .expect("the loop never waited for its next cycle")
-            .unwrap();
-    }
-
-    /// Moves the clock `by` ahead, waking every sleep that is then due.
-    pub fn advance(&self, by: Duration) {
-        self.moved.send_modify(|offset| *offset += by);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now(&self) -> tokio::time::Instant {
-        self.start + *self.moved.borrow()
-    }
-
-    fn wall(&self) -> jiff::Timestamp {
-        let moved = jiff::SignedDuration::try_from(*self.moved.borrow()).unwrap();
-        self.start_wall + moved
-    }
-
-    fn sleep_until(
-        &self,
-        deadline: tokio::time::Instant,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-        let mut moved = self.moved.subscribe();
-        self.sleeping.send_modify(|n| *n += 1);
-        let sleeping = Sleeping(self.sleeping.clone());
-        Box::pin(async move {
-            let _sleeping = sleeping;
-            while self.now() < deadline {
-                if moved.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-        })
-    }
+/// Waits (bounded) until something sleeps on `clock`: the loop has finished its cycle and
+/// waits for the next one, so moving the clock now moves that wait.
+pub async fn parked(clock: &ManualClock) {
+    tokio::time::timeout(super::PATIENCE, clock.parked())
+        .await
+        .expect("the loop never waited for its next cycle");
 }
 
 /// The log lines of one test, as the binary would write them to stderr.
@@ -212,11 +152,22 @@ impl Service {
         settings: Settings,
         logs: &Logs,
     ) -> Service {
+        Service::start_on_clock(listener, dir, settings, logs, manual_clock())
+    }
+
+    /// [`Service::start_on`], keeping time by `clock` (which the test may share with doubles
+    /// that keep time too).
+    pub fn start_on_clock(
+        listener: tokio::net::TcpListener,
+        dir: &Path,
+        settings: Settings,
+        logs: &Logs,
+        clock: Arc<ManualClock>,
+    ) -> Service {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let interval = settings.interval;
         let config = tagpilot::session::load_config(Some(&dir.join("tagpilot.yaml"))).unwrap();
         let shutdown = Shutdown::new();
-        let clock = ManualClock::new();
         let events = Events::new();
         // A local task: `serve`'s future is not `Send` (the Argo CD credentials lookup holds a
         // `&dyn Fn` across an await), and the test's runtime has one thread anyway.
@@ -243,7 +194,7 @@ impl Service {
     /// interval and jitter, or a backoff): one more cycle starts. Returns that cycle's number
     /// (see [`Service::cycle_done`]).
     pub async fn next_cycle(&self) -> u64 {
-        self.clock.parked().await;
+        parked(&self.clock).await;
         let now = self.events.now();
         self.clock.advance(now.next_cycle_in.max(self.interval * 2));
         now.cycles + 1
