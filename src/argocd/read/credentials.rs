@@ -22,7 +22,7 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
-use super::settings::{AppSettings, GitCredentials, PullSecret, WriteBackMethod};
+use super::settings::{AppSettings, CosignKeyError, GitCredentials, PullSecret, WriteBackMethod};
 use crate::application::Origin;
 use crate::argocd::resolved::Resolved;
 use crate::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
@@ -59,6 +59,15 @@ pub enum CredentialError {
         #[source]
         source: std::io::Error,
     },
+    /// Argo CD's SSH host keys ConfigMap could not be read.
+    #[error("SSH host keys")]
+    KnownHostsUnread(#[source] KubeError),
+    #[error("SSH host keys from ConfigMap {namespace}/{KNOWN_HOSTS_CONFIG_MAP} cannot be stored")]
+    StoreKnownHosts {
+        namespace: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// `what` is `sshPrivateKey` or `password`; `url` is redacted.
     #[error("{secret} has no {what} for {url}")]
     NoGitCredential {
@@ -80,7 +89,7 @@ pub async fn pull_secrets(
 
 /// The cosign public keys `imagesVerification.cosignKey` names (issue 22), by (namespace,
 /// Secret, key): the PEM, or why it cannot be used (the image is then not updated).
-pub type CosignKeys = HashMap<(String, String, String), Result<Vec<u8>, String>>;
+pub type CosignKeys = HashMap<(String, String, String), Result<Vec<u8>, CosignKeyError>>;
 
 /// Reads the cosign keys the Applications' configurations name, each Secret once.
 pub async fn cosign_keys(cluster: &Cluster, apps: &[(String, &AppSettings)]) -> CosignKeys {
@@ -94,13 +103,13 @@ pub async fn cosign_keys(cluster: &Cluster, apps: &[(String, &AppSettings)]) -> 
         if out.contains_key(&id) {
             continue;
         }
-        let got = match secrets.get(cluster, &k.namespace, &k.secret).await {
-            Err(e) => Err(crate::error_chain::chain(&e)),
+        let got = match secrets.read(cluster, &k.namespace, &k.secret).await {
+            Err(e) => Err(CosignKeyError::Secret(e)),
             Ok(secret) => match field(secret, &k.key) {
-                None => Err(format!("has no key {:?}", k.key)),
+                None => Err(CosignKeyError::NoKey(k.key.clone())),
                 Some(pem) => crate::config::signatures::check_key(pem.as_bytes(), "its value")
                     .map(|()| pem.into_bytes())
-                    .map_err(|e| crate::error_chain::chain(&e)),
+                    .map_err(|e| CosignKeyError::NotAKey(Arc::new(e))),
             },
         };
         out.insert(id, got);
@@ -121,14 +130,24 @@ impl SecretCache {
         ns: &str,
         name: &str,
     ) -> Result<&Secret, CredentialError> {
+        self.read(cluster, ns, name)
+            .await
+            .map_err(CredentialError::Kube)
+    }
+
+    /// The Secret, or the cluster client's reason, shared by every image that names it.
+    async fn read(
+        &mut self,
+        cluster: &Cluster,
+        ns: &str,
+        name: &str,
+    ) -> Result<&Secret, Arc<KubeError>> {
         let key = (ns.to_string(), name.to_string());
         if !self.read.contains_key(&key) {
             let got = cluster.secret(ns, name).await.map_err(Arc::new);
             self.read.insert(key.clone(), got);
         }
-        self.read[&key]
-            .as_ref()
-            .map_err(|e| CredentialError::Kube(e.clone()))
+        self.read[&key].as_ref().map_err(Arc::clone)
     }
 }
 
@@ -408,7 +427,7 @@ pub async fn git_credentials(
                     match argocd_known_hosts(cluster, argocd_namespace, keys).await {
                         Ok(file) => file,
                         Err(m) => {
-                            problems.push(m);
+                            problems.push(crate::error_chain::chain(&m));
                             None
                         }
                     },
@@ -427,19 +446,18 @@ async fn argocd_known_hosts(
     cluster: &Cluster,
     namespace: &str,
     keys: &Path,
-) -> Result<Option<std::path::PathBuf>, String> {
+) -> Result<Option<std::path::PathBuf>, CredentialError> {
     let data = cluster
         .config_map_data(namespace, KNOWN_HOSTS_CONFIG_MAP)
         .await
-        .map_err(|e| format!("SSH host keys: {}", crate::error_chain::chain(&e)))?;
+        .map_err(CredentialError::KnownHostsUnread)?;
     let Some(text) = data.and_then(|mut d| d.remove("ssh_known_hosts")) else {
         return Ok(None);
     };
     let file = keys.join("argocd_known_hosts");
-    std::fs::write(&file, text).map_err(|e| {
-        format!(
-            "SSH host keys from ConfigMap {namespace}/{KNOWN_HOSTS_CONFIG_MAP} cannot be stored: {e}"
-        )
+    std::fs::write(&file, text).map_err(|source| CredentialError::StoreKnownHosts {
+        namespace: namespace.to_string(),
+        source,
     })?;
     Ok(Some(file))
 }

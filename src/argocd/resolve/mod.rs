@@ -275,7 +275,7 @@ fn cosign_requirement(
             identities: Vec::new(),
             origin: key.field.clone(),
         })),
-        Some(Err(why)) => Err(unread(why.clone())),
+        Some(Err(why)) => Err(unread(crate::error_chain::chain(why))),
         None => Err(unread(
             "was not read (Secrets are read only for Applications from the cluster)".to_string(),
         )),

@@ -277,7 +277,9 @@ fn a_cosign_key_is_the_policys_requirement_and_an_unread_one_holds() {
         err.contains("spec.imagesVerification.cosignKey") && err.contains("was not read"),
         "{err}"
     );
-    key.pem = Some(Err("has no key \"cosign.pub\"".into()));
+    key.pem = Some(Err(crate::argocd::read::settings::CosignKeyError::NoKey(
+        "cosign.pub".into(),
+    )));
     let err = cosign_requirement(&key).unwrap_err().to_string();
     assert!(
         err.contains("Secret argocd/cosign[cosign.pub] has no key"),

@@ -132,10 +132,11 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
             match CompiledRef::new(index, r) {
                 Ok(c) => refs.push(c),
                 Err(reason) => out.problems.push(format!(
-                    "{KIND} {} ({}): spec.applicationRefs[{index}]: {reason}; this entry selects \
+                    "{KIND} {} ({}): spec.applicationRefs[{index}]: {}; this entry selects \
                      no Application",
                     u.id(),
-                    u.origin
+                    u.origin,
+                    crate::error_chain::chain(&reason)
                 )),
             }
         }
@@ -208,6 +209,27 @@ fn forget_read_metadata(app: &mut Application) {
     app.metadata.labels = BTreeMap::new();
 }
 
+/// Why an `applicationRefs` entry selects no Application; the caller names the resource and
+/// the entry.
+#[derive(Debug, thiserror::Error)]
+enum RefError {
+    #[error("namePattern {pattern:?} is not a valid glob")]
+    NamePattern {
+        pattern: String,
+        #[source]
+        source: globset::Error,
+    },
+    #[error(
+        "labelSelectors.matchExpressions[{index}]: operator {operator:?} with {values} value(s) \
+         is not a valid requirement (In and NotIn need values, Exists and DoesNotExist none)"
+    )]
+    Requirement {
+        index: usize,
+        operator: String,
+        values: usize,
+    },
+}
+
 /// One `applicationRefs` entry, ready to match.
 struct CompiledRef<'a> {
     index: usize,
@@ -217,12 +239,10 @@ struct CompiledRef<'a> {
 }
 
 impl<'a> CompiledRef<'a> {
-    fn new(index: usize, entry: &'a ApplicationRef) -> Result<CompiledRef<'a>, String> {
-        let pattern = go_glob(&entry.name_pattern).map_err(|e| {
-            format!(
-                "namePattern {:?} is not a valid glob: {e}",
-                entry.name_pattern
-            )
+    fn new(index: usize, entry: &'a ApplicationRef) -> Result<CompiledRef<'a>, RefError> {
+        let pattern = go_glob(&entry.name_pattern).map_err(|source| RefError::NamePattern {
+            pattern: entry.name_pattern.clone(),
+            source,
         })?;
         if let Some(s) = &entry.label_selectors {
             for (i, e) in s.match_expressions.iter().enumerate() {
@@ -232,13 +252,11 @@ impl<'a> CompiledRef<'a> {
                     _ => false,
                 };
                 if !ok {
-                    return Err(format!(
-                        "labelSelectors.matchExpressions[{i}]: operator {:?} with {} value(s) is \
-                         not a valid requirement (In and NotIn need values, Exists and \
-                         DoesNotExist none)",
-                        e.operator,
-                        e.values.len()
-                    ));
+                    return Err(RefError::Requirement {
+                        index: i,
+                        operator: e.operator.clone(),
+                        values: e.values.len(),
+                    });
                 }
             }
         }

@@ -119,14 +119,28 @@ pub struct ImageSettings {
 /// A cosign public key in a Secret of the `ImageUpdater` resource's namespace, and, once read
 /// over the cluster connection, its PEM (or why it could not be read: the image is then not
 /// updated, never updated unverified).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CosignKey {
     pub namespace: String,
     pub secret: String,
     pub key: String,
     /// `ImageUpdater <ns>/<name>: <field path>`, for messages.
     pub field: String,
-    pub pem: Option<Result<Vec<u8>, String>>,
+    pub pem: Option<Result<Vec<u8>, CosignKeyError>>,
+}
+
+/// Why a cosign key's Secret gave no usable key. Shared (`Arc`): a Secret read once may fail
+/// the images of several resources. Never holds the Secret's value.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CosignKeyError {
+    /// The Secret could not be read; the cluster client's reason says why.
+    #[error(transparent)]
+    Secret(std::sync::Arc<crate::kubernetes::KubeError>),
+    #[error("has no key {0:?}")]
+    NoKey(String),
+    /// The value is not a public key cosign verifies with.
+    #[error(transparent)]
+    NotAKey(std::sync::Arc<crate::config::signatures::SignaturesError>),
 }
 
 impl ImageSettings {
