@@ -24,7 +24,10 @@
 #   TAGPILOT            the tagpilot binary (default: target/release/tagpilot, built if missing)
 #   TAGPILOT_BASELINE   a second binary (e.g. main's) to run on the same data, for before/after
 #   REPEAT              cached runs per binary and layout, and grep runs (default 3)
-# Results: results.json in the work directory. The lab registry is stopped on exit.
+#   TAGPILOT_BENCH_REGISTRY  127.0.0.1:PORT of a registry that already holds the 500 x 20 tags
+#                       (bench/generate.py --files 0 --repos 500, scripts/push-images.py
+#                       --shared-config); default: a fresh lab registry, filled, stopped on exit
+# Results: results.json in the work directory.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,9 +40,9 @@ REPEAT="${REPEAT:-3}"
 IMAGES=500
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
-whole_numbers_or_usage 27 "$APPS" "$REPEAT"
+whole_numbers_or_usage 30 "$APPS" "$REPEAT"
 for layout in "${LAYOUTS[@]}"; do
-    [[ "$layout" == per-file || "$layout" == one-file ]] || usage_exit 27
+    [[ "$layout" == per-file || "$layout" == one-file ]] || usage_exit 30
 done
 
 # shellcheck source=scripts/lib/apt.sh
@@ -61,18 +64,23 @@ for i in "${!BINARIES[@]}"; do
     BINARIES[i]="${entry%%=*}=$BENCH_DIR/bin/${entry%%=*}"
 done
 
-export TAGPILOT_LAB_DIR="$BENCH_DIR/lab"
-cleanup() { "$ROOT/scripts/lab-registry.sh" stop 2>/dev/null || true; }
-trap cleanup EXIT
-REGISTRY="$("$ROOT/scripts/lab-registry.sh" start 0 | tail -n 1)"
 RESULTS="$BENCH_DIR/results.jsonl"
 : >"$RESULTS"
-say "pushing $IMAGES repositories x 20 tags to $REGISTRY"
-python3 "$ROOT/bench/generate.py" --registry "$REGISTRY" --out "$BENCH_DIR/tags" \
-    --files 0 --repos "$IMAGES"
-python3 "$ROOT/scripts/push-images.py" --registry "$REGISTRY" --shared-config \
-    --from-file "$BENCH_DIR/tags/tags.txt" >/dev/null
-rm -rf "$BENCH_DIR/tags"
+if [[ -n "${TAGPILOT_BENCH_REGISTRY:-}" ]]; then
+    # A registry a run before filled (pushing 10,000 tags takes minutes on a busy machine).
+    REGISTRY="$TAGPILOT_BENCH_REGISTRY"
+else
+    export TAGPILOT_LAB_DIR="$BENCH_DIR/lab"
+    cleanup() { "$ROOT/scripts/lab-registry.sh" stop 2>/dev/null || true; }
+    trap cleanup EXIT
+    REGISTRY="$("$ROOT/scripts/lab-registry.sh" start 0 | tail -n 1)"
+    say "pushing $IMAGES repositories x 20 tags to $REGISTRY"
+    python3 "$ROOT/bench/generate.py" --registry "$REGISTRY" --out "$BENCH_DIR/tags" \
+        --files 0 --repos "$IMAGES"
+    python3 "$ROOT/scripts/push-images.py" --registry "$REGISTRY" --shared-config \
+        --from-file "$BENCH_DIR/tags/tags.txt" >/dev/null
+    rm -rf "$BENCH_DIR/tags"
+fi
 
 # record RUN STEM KIND NAME LAYOUT: one /usr/bin/time -v report (and, for tagpilot, its plan,
 # checked against expected.json) as a line of results.
