@@ -5,8 +5,8 @@
 //! Pod. Pure I/O.
 //!
 //! Why it stands alone, beside the registry and git edges: it decides nothing (which patch to
-//! send is [`crate::argocd::patch`]'s business, what a Secret means is
-//! [`crate::argocd::credentials`]'), so it imports only `kube`, `k8s-openapi`, the Application
+//! send is [`crate::argocd::plan::patch`]'s business, what a Secret means is
+//! [`crate::argocd::read::credentials`]'), so it imports only `kube`, `k8s-openapi`, the Application
 //! type and the config that selects them — never the planner or the Argo CD sources. Leader
 //! election (`run::lease`) uses it without reaching into the Argo CD module.
 //!

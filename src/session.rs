@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::ArgoError;
-use crate::argocd::cluster::{self, Cluster, Loaded};
+use crate::argocd::read::cluster::{self, Cluster, Loaded};
 use crate::config::{self, Config, ConfigError};
 use crate::engine;
 use crate::git::RepoCache;
@@ -187,7 +187,8 @@ impl Session {
     /// the cluster's. For `tagpilot tags --policy <namespace>/<app>/<alias>`.
     pub async fn application_policies(&self) -> Result<Vec<policy::ImagePolicy>, SessionError> {
         use crate::application::Origin;
-        use crate::argocd::{image_updater, load, resolve};
+        use crate::argocd::read::{image_updater, load};
+        use crate::argocd::resolve;
         let Some(apps_config) = &self.config.applications else {
             return Ok(Vec::new());
         };

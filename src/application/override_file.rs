@@ -1,7 +1,7 @@
 //! `.argocd-source.yaml` and `.argocd-source-<app>.yaml`: Argo CD's parameter-override files,
 //! which its repo server merges into a source before rendering it (`mergeSourceParameters` in
 //! `reposerver/repository/repository.go`). Read here, in Image Updater's shape, for the two
-//! parts that need them: the write-back that rewrites them (`crate::argocd::override_file`)
+//! parts that need them: the write-back that rewrites them (`crate::argocd::plan::override_file`)
 //! and the rendered diff that must show what they change ([`merged_source`]). Pure: texts in,
 //! a source out.
 

@@ -3,55 +3,50 @@
 //!
 //! Why it exists: most users already describe what to update in Image Updater annotations on
 //! their `Application`s. Rather than asking them to write `ImagePolicy` files, tagpilot reads
-//! those annotations ([`annotations`]) or `ImageUpdater` resources ([`image_updater`]) into one
-//! typed settings model, checked by one reader ([`settings`]), turns every managed app into
-//! policies and write places
-//! ([`resolve`]) and plans each repository's apps on a checkout ([`planner`]: in place through
-//! the ordinary planner, [`in_place`], or in `.argocd-source-<app>.yaml` files,
-//! [`override_file`]); the engine ([`crate::engine`]) joins that plan with every other source's
+//! them, turns every managed app into policies and write places, and plans each repository's
+//! apps on a checkout; the engine ([`crate::engine`]) joins that plan with every other source's
 //! plan of the same repository, so apps sharing a repository share one commit and apps sharing
-//! an image share one tag listing. Applications come from git ([`load`]) or live from the
-//! Kubernetes API ([`cluster`], joining the API client [`crate::kubernetes`], Secrets as credentials
-//! [`credentials`], and the `write-back-method: argocd` patches [`patch`]); [`outcome`] says
-//! what became of each image and [`report`] adds an "Applications" section to `tagpilot plan`.
-//! [`branch`] renders `git-branch` templates, once the changes they name are planned.
+//! an image share one tag listing.
 //!
-//! Layers, bottom up: [`crate::application`] (the leaf model, shared with the Kubernetes edge), [`settings`], [`annotations`], [`config`], [`branch`] and
-//! [`override_file`] are pure types; [`resolve`], [`outcome`], [`in_place`] and [`planner`]
-//! select and edit over them; [`crate::kubernetes`] and [`load`] are edges that decide nothing
-//! ([`crate::kubernetes`] never imports the planner).
+//! Split by job, one folder each, bottom up:
+//! - [`read`]: the annotations ([`read::annotations`]) and `ImageUpdater` resources
+//!   ([`read::image_updater`]) read into one typed settings model, checked by one reader
+//!   ([`read::settings`]); the Applications from git ([`read::load`]) or the Kubernetes API
+//!   ([`read::cluster`]), and Argo CD's Secrets as credentials ([`read::credentials`]).
+//! - [`resolve`]: every managed app into one policy per image and the place each source's
+//!   changes land, giving the model in [`resolved`] (data, so that writing takes it without
+//!   the resolver). [`branch`] is the `git-branch` template resolve checks and the engine
+//!   renders once the changes it names are planned.
+//! - [`plan`]: each repository's apps on a checkout (in place through the ordinary planner,
+//!   [`plan::in_place`], or in `.argocd-source-<app>.yaml` files, [`plan::override_file`]),
+//!   what became of each image ([`plan::outcome`]), and the `write-back-method: argocd` patches
+//!   ([`plan::patch`]). Reads the registry, never the cluster.
+//! - [`write`]: the patches sent to the live Applications and each `ImageUpdater`'s `status`.
+//!
+//! Read never resolves, plans or writes; resolve is pure; plan never talks to the cluster;
+//! write never resolves (`layers::the_argocd_source_keeps_its_inner_layers`). The leaf model of
+//! an Application ([`crate::application`]) and the `applications:` configuration
+//! ([`crate::config::applications`]) sit below all four. Not here: the "Applications" section
+//! of the report ([`crate::report::applications`]), the verification watcher
+//! (`run/verify/follow.rs`), `migrate-annotations` (`cli/migrate/`).
 //!
 //! It must never drop an annotation silently: every key under either prefix is honoured or
-//! reported with the reason. Only [`crate::kubernetes`] talks to the Kubernetes API, and nothing is
-//! patched in plan mode.
+//! reported with the reason. Only [`crate::kubernetes`] talks to the Kubernetes API, and nothing
+//! is patched in plan mode.
 
-pub mod annotations;
 pub mod branch;
-pub mod settings;
-
-pub mod cluster;
-/// The `applications:` types, which live with the rest of the configuration.
-pub use crate::config::applications as config;
-pub mod credentials;
-pub mod follow;
-pub mod load;
-pub mod report;
-
-pub mod image_updater;
-pub mod in_place;
-pub mod outcome;
-pub mod override_file;
-pub mod patch;
-pub mod planner;
-
+pub mod plan;
+pub mod read;
 pub mod resolve;
-pub mod updater_status;
+pub mod resolved;
+pub mod write;
 
+// What callers name most, at the root: an Application and where it was read, the cluster
+// half of `applications:`, and what became of an image.
 pub use crate::application::Application;
 pub use crate::application::Origin;
-pub use crate::config::applications::{ApplicationsConfig, FromCluster, FromGit};
-pub use planner::{AppPlanner, ImageOutcome, RepositoryPlan};
-pub use resolve::{ManagedApp, Resolved};
+pub use crate::config::applications::FromCluster;
+pub use plan::ImageOutcome;
 
 use crate::plan::PlanError;
 
@@ -59,6 +54,10 @@ use crate::plan::PlanError;
 pub enum ArgoError {
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// The local manifest directory that `applications.fromGit` reads without a repository;
+    /// said as the planner says it ([`PlanError::Files`]), which reading does not import.
+    #[error("manifest directory")]
+    Files(#[source] crate::files::FilesError),
     /// A glob in `applications.fromGit.paths` that does not compile (`what` names it).
     #[error("{what}")]
     Paths {
@@ -86,7 +85,7 @@ pub enum ArgoError {
 impl ArgoError {
     pub fn metric_label(&self) -> &'static str {
         match self {
-            ArgoError::Plan(_) => "plan",
+            ArgoError::Plan(_) | ArgoError::Files(_) => "plan",
             ArgoError::Paths { .. } => "paths",
             ArgoError::UnknownRepository(_) => "unknown_repository",
             ArgoError::Git(_) => "git",

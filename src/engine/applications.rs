@@ -4,13 +4,13 @@
 use std::collections::BTreeSet;
 
 use crate::application::Origin;
-use crate::argocd::cluster;
-use crate::argocd::report::ApplicationReport;
+use crate::argocd::read::cluster;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, Application};
 use crate::image::Repository;
 use crate::plan::{self, Plan, Problem};
 use crate::registry::Registry;
+use crate::report::applications::ApplicationReport;
 
 use super::{Context, EngineError, Input};
 
@@ -19,11 +19,11 @@ pub(super) struct Applications {
     pub(super) resolved: Resolved,
     /// The `ImageUpdater` resources read (from git and the cluster); those from the cluster
     /// get their status written.
-    pub(super) updaters: Vec<argocd::image_updater::ImageUpdater>,
+    pub(super) updaters: Vec<argocd::read::image_updater::ImageUpdater>,
     /// Problems met reading them (a file that is not YAML, a pull secret that is missing).
     load_problems: Vec<String>,
     /// Annotations of Applications without an `image-list`, which nothing reads.
-    unread: Vec<argocd::image_updater::UnreadAnnotations>,
+    unread: Vec<argocd::read::image_updater::UnreadAnnotations>,
     /// SSH keys from Argo CD's Secrets live in private files for as long as the cycle runs.
     _keys: tempfile::TempDir,
 }
@@ -44,7 +44,7 @@ pub(super) async fn collect_applications<R: Registry>(
     if !apps_config.from_git.is_empty() {
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         let (found, problems) =
-            argocd::load::from_git(config, &apps_config.from_git, cache).await?;
+            argocd::read::load::from_git(config, &apps_config.from_git, cache).await?;
         apps.extend(found.apps.into_iter().map(|a| (a, Origin::Git)));
         updaters.extend(found.updaters);
         load_problems.extend(problems);
@@ -62,7 +62,7 @@ pub(super) async fn collect_applications<R: Registry>(
     let deployers = deployers(&apps);
     // Which configuration counts for each Application: its annotations, or the ImageUpdater
     // resource that selects it.
-    let mut selection = argocd::image_updater::select(apps, &updaters);
+    let mut selection = argocd::read::image_updater::select(apps, &updaters);
     cluster::add_cosign_keys(input.cluster, &mut selection.apps);
     load_problems.extend(selection.problems);
     let unread = std::mem::take(&mut selection.unread);
@@ -73,7 +73,7 @@ pub(super) async fn collect_applications<R: Registry>(
         selection.apps,
         &config.repositories,
         &apps_config.allowed_repositories(),
-        &argocd::load::remote_default_branch,
+        &argocd::read::load::remote_default_branch,
     );
     if let Some(images) = only_images {
         resolved.keep_images(images);
@@ -100,7 +100,7 @@ impl Applications {
         plan: &mut Plan,
         images: &[argocd::ImageOutcome],
         app_problems: &[(usize, String)],
-        patch_reports: Vec<(usize, cluster::PatchReport)>,
+        patch_reports: Vec<(usize, argocd::write::PatchReport)>,
     ) -> Vec<ApplicationReport> {
         let resolved = &self.resolved;
         for message in &self.load_problems {
@@ -126,7 +126,7 @@ impl Applications {
         plan.findings.extend(not_found(resolved, images));
         plan.findings
             .extend(unknown_annotations(resolved, &self.unread));
-        let mut applications = argocd::report::collect(resolved, images, app_problems);
+        let mut applications = crate::report::applications::collect(resolved, images, app_problems);
         for (i, patch) in patch_reports {
             let id = resolved.apps[i].app.id();
             // The section is sorted by Application: found by binary search, not per patch
@@ -173,7 +173,7 @@ fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
 /// without an `image-list`.
 pub(super) fn unknown_annotations(
     resolved: &Resolved,
-    unread: &[argocd::image_updater::UnreadAnnotations],
+    unread: &[argocd::read::image_updater::UnreadAnnotations],
 ) -> Vec<plan::Finding> {
     let managed = resolved.apps.iter().map(|app| {
         (
@@ -217,7 +217,7 @@ pub(super) fn unknown_annotations(
 fn not_found(resolved: &Resolved, images: &[argocd::ImageOutcome]) -> Vec<plan::Finding> {
     images
         .iter()
-        .filter(|o| o.status == argocd::planner::ImageStatus::NotFound)
+        .filter(|o| o.status == argocd::plan::ImageStatus::NotFound)
         .map(|o| {
             let app = &resolved.apps[o.app];
             let root = app

@@ -6,9 +6,11 @@
 //! `applications.fromGit` names, resolved. Nothing here fetches.
 
 use crate::application::Origin;
-use crate::argocd::load::{Found, read_tree};
+use crate::argocd::ArgoError;
+use crate::argocd::plan::in_place;
+use crate::argocd::read::image_updater;
+use crate::argocd::read::load::{Found, read_tree};
 use crate::argocd::resolve::{self, Resolved};
-use crate::argocd::{ArgoError, image_updater, in_place};
 use crate::config::Config;
 use crate::config::repository::WriteMode;
 use crate::files::Directory;
@@ -361,7 +363,7 @@ impl ApplicationsCheck {
         for c in &self.cached {
             out.push_str(&format!("  read: {c}\n"));
         }
-        out.push_str(&crate::argocd::report::resolved_text(&self.resolved));
+        out.push_str(&crate::report::applications::resolved_text(&self.resolved));
         let found = Plan {
             findings: self.findings.clone(),
             ..Plan::default()

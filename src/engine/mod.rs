@@ -14,7 +14,7 @@
 //! [`Context`], never as globals. Every step returns what it found; nothing is handed back
 //! through shared state. The engine decides nothing about tags or YAML itself: it calls the
 //! planner ([`crate::plan`]) and the writers ([`crate::git`], [`crate::forge`], the
-//! Application patches in [`crate::argocd::cluster`]).
+//! Application patches in [`crate::argocd::write`]).
 
 mod applications;
 pub mod check;
@@ -36,9 +36,8 @@ use std::path::{Path, PathBuf};
 use futures_util::stream::{self, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::argocd::cluster::{self, Loaded};
-use crate::argocd::planner::AppPlanner;
-use crate::argocd::report::ApplicationReport;
+use crate::argocd::plan::AppPlanner;
+use crate::argocd::read::cluster::Loaded;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, ArgoError};
 use crate::config::Config;
@@ -49,6 +48,7 @@ use crate::manifest::ManifestError;
 use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
+use crate::report::applications::ApplicationReport;
 use crate::state::State;
 
 use applications::{Applications, collect_applications};
@@ -253,10 +253,10 @@ struct Step<'s, 'a, R> {
 /// `ImageUpdater` status.
 #[derive(Default)]
 struct AppFindings {
-    images: Vec<argocd::planner::ImageOutcome>,
+    images: Vec<argocd::plan::ImageOutcome>,
     /// By index into [`Resolved::apps`].
     app_problems: Vec<(usize, String)>,
-    patch_reports: Vec<(usize, cluster::PatchReport)>,
+    patch_reports: Vec<(usize, argocd::write::PatchReport)>,
 }
 
 impl<R: Registry> Step<'_, '_, R> {
@@ -377,9 +377,10 @@ impl<R: Registry> Step<'_, '_, R> {
             return;
         }
         let options = self.options;
-        let patches = cluster::plan_patches(&apps.resolved, self.registry, self.holds).await;
+        let patches =
+            argocd::plan::patch::plan_patches(&apps.resolved, self.registry, self.holds).await;
         let (reports, problems) =
-            cluster::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
+            argocd::write::send_patches(&c.cluster, &patches.patches, options.dry_run).await;
         outcome::log_patches(&apps.resolved, &patches.patches, &reports);
         cycle.failed |= !problems.is_empty();
         for p in patches.patches {
@@ -410,7 +411,7 @@ async fn write_updater_status(
     cycle: &mut Cycle,
 ) {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-    let writes = argocd::updater_status::status_writes(
+    let writes = argocd::write::updater_status::status_writes(
         &apps.updaters,
         &apps.resolved,
         &found.images,
@@ -434,7 +435,7 @@ async fn write_updater_status(
 
 /// An Application's patch as a diff: the merge patch document with the overrides the
 /// Application has now, and as the patch sets them.
-fn patch_diff(p: &cluster::AppPatch) -> plan::TargetDiff {
+fn patch_diff(p: &argocd::plan::patch::AppPatch) -> plan::TargetDiff {
     let pretty = |v: &serde_json::Value| {
         let mut text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
         text.push('\n');

@@ -3,8 +3,9 @@
 //! So does the log: one line per write (a commit pushed, a pull request written, an
 //! Application patched), its fields for a log collector and its message for a person.
 
-use crate::argocd::cluster;
+use crate::argocd::plan::patch::AppPatch;
 use crate::argocd::resolve::Resolved;
+use crate::argocd::write::{PatchReport, PatchStatus};
 use crate::change::Change;
 use crate::forge::{Action, ForgeReport};
 use crate::git::{self, RepositoryReport};
@@ -202,13 +203,9 @@ pub fn log_pull_requests<T>(r: &ForgeReport<T>) {
 
 /// One log line per Application patched: the Application and the changes the patch made.
 /// `reports` are [`cluster::send_patches`]'s, one per patch, in the same order.
-pub fn log_patches(
-    resolved: &Resolved,
-    patches: &[cluster::AppPatch],
-    reports: &[(usize, cluster::PatchReport)],
-) {
+pub fn log_patches(resolved: &Resolved, patches: &[AppPatch], reports: &[(usize, PatchReport)]) {
     for (p, (_, report)) in patches.iter().zip(reports) {
-        if report.status != cluster::PatchStatus::Patched {
+        if report.status != PatchStatus::Patched {
             continue;
         }
         let application = resolved.apps[p.app].app.id();

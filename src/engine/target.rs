@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use crate::argocd::branch::{
     BranchChange, BranchTemplate, check_branch_name, image_updater_name, image_updater_tag,
 };
-use crate::argocd::planner::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan};
+use crate::argocd::plan::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan};
 use crate::argocd::resolve::{self, Resolved};
 use crate::change::{ChangeGroup, Stacking};
 use crate::files::{Files, FilesError};
@@ -204,6 +204,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
         out
     }
 
+    #[tracing::instrument(skip_all, fields(repository = %repository.name))]
     async fn plan_target(
         &self,
         repository: &RepositoryConfig,

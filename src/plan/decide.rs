@@ -169,6 +169,7 @@ const MISSING_TAG: &str = "the values name no tag, so the chart's own default ru
 /// manifest field, an Argo CD override). Digest pinning applies when `pin` is set, when the
 /// policy asks for it, when its strategy is `digest`, or when the reference already carries a
 /// digest (leaving an old digest beside a new tag would pin the old image).
+#[tracing::instrument(skip_all, fields(policy = %policy.name, image = %policy.image))]
 pub async fn decide_reference<R: Registry>(
     policy: &ImagePolicy,
     current_tag: Option<&str>,
@@ -421,6 +422,7 @@ impl<'r, R: Registry> Inspector<'r, R> {
 
     /// The tags that pass the policy's filters, with build times when its strategy needs them,
     /// and ages when the policy has a `minAge`.
+    #[tracing::instrument(skip_all, fields(policy = %policy.name, image = %policy.image))]
     pub async fn candidates(
         &self,
         policy: &ImagePolicy,

@@ -779,3 +779,56 @@ async fn a_file_the_targets_name_that_cannot_be_read_is_named_against_the_policy
         unreadable[0].searched
     );
 }
+
+/// The spans a plan opens, each as `name field=value …`.
+#[derive(Clone, Default)]
+struct Spans(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Spans {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        let mut line = attrs.metadata().name().to_string();
+        attrs.record(
+            &mut |field: &tracing::field::Field, value: &dyn std::fmt::Debug| {
+                line.push_str(&format!(" {}={value:?}", field.name()));
+            },
+        );
+        self.0.lock().unwrap().push(line);
+    }
+}
+
+/// What a repository's plan logs carries where it came from: the repository on the plan's
+/// span, the policy and image on each decision's and on each candidate list's.
+#[tokio::test]
+async fn a_repository_s_plan_carries_repository_policy_and_image_spans() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let dir = tree(&[("apps/api.yaml", deployment(&format!("{API}:1.2.3")))]);
+    let policies = policies(&policy(
+        "api",
+        API,
+        "  strategy:\n    semver: {range: \"<2.0.0\"}\n  targets:\n    - repository: manifests\n",
+    ));
+    let spans = Spans::default();
+    let _logging =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    let files = crate::files::Directory::open(dir.path()).unwrap();
+    let (plan, _) = plan_files(&files, "manifests", &policies, &registry(), &())
+        .await
+        .unwrap();
+    assert_eq!(plan.changes.len(), 1, "{plan:#?}");
+    let spans = spans.0.lock().unwrap().clone();
+    for want in [
+        "plan_files_promoted repository=manifests policies=1",
+        &format!("candidates policy=api image={API}"),
+        &format!("decide_reference policy=api image={API}"),
+    ] {
+        assert!(
+            spans.iter().any(|s| s == want),
+            "{want} missing: {spans:#?}"
+        );
+    }
+}

@@ -9,13 +9,12 @@
 
 use serde::Serialize;
 
-use crate::argocd::report::ApplicationReport;
 use crate::plan::{
     Change, FileUpdate, Finding, Hold, Plan, Problem, Promotion, RepositoryOutcome, Severity,
     SkippedFile, SkippedTags, TargetDiff,
 };
 
-mod applications;
+pub mod applications;
 mod diff;
 pub mod holds;
 mod markdown;
@@ -23,6 +22,7 @@ mod promotions;
 mod skipped_tags;
 mod table;
 
+use applications::ApplicationReport;
 pub use applications::applications_markdown;
 pub use table::{finding_text, findings_table, problem_text, tags};
 

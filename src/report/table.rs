@@ -125,7 +125,7 @@ impl Report<'_> {
     /// The Applications section as the table ends with it; empty without one.
     pub(super) fn applications_section(&self) -> String {
         self.applications
-            .map(crate::argocd::report::text)
+            .map(super::applications::text)
             .unwrap_or_default()
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::argocd::FromCluster;
-use crate::argocd::cluster::{self, Cluster, Loaded};
+use crate::argocd::read::cluster::{self, Cluster, Loaded};
 use crate::engine::{self, Cycle, EngineError};
 use crate::image::Repository;
 use crate::policy;
@@ -93,6 +93,7 @@ impl Daemon<'_> {
             // every other target too. Only a cycle that could not run at all backs off.
             let wait = pacer.next_wait(succeeded);
             tracing::debug!(wait = %humantime::format_duration(round(wait)), "next cycle");
+            self.shared.events.next_cycle_in(wait);
             let next_cycle = self.clock.now() + wait;
             if self
                 .recheck_until(next_cycle, succeeded, &drain, &abort)
@@ -162,6 +163,8 @@ impl Daemon<'_> {
         if matches!(kind, CycleResult::Ok | CycleResult::Partial) {
             self.shared.health.cycle_completed();
         }
+        // After the metrics, the state's flush and readiness: what an observer waits for.
+        self.shared.events.cycle_finished(kind);
         drop((result, policies));
         memory::release_freed();
         Ok(kind != CycleResult::Error)
@@ -196,7 +199,7 @@ impl Daemon<'_> {
                     let lost = cancel_when_lease_lost(self.roles.clone(), cancel.clone());
                     let recheck = Box::pin(self.recheck(&images, cancel));
                     tokio::select! {
-                        () = recheck => {}
+                        () = recheck => self.shared.events.recheck_finished(),
                         () = lost => unreachable!("waits forever after cancelling"),
                         () = abort.cancelled() => return Err(Aborted),
                     }
@@ -239,6 +242,7 @@ impl Daemon<'_> {
         took: Duration,
     ) -> CycleResult {
         let metrics = &self.shared.metrics;
+        metrics.set_configured_policies(policies.policies.iter().map(|p| p.name.as_str()));
         let answered = metrics.record_registry(&self.session.registry.responses());
         let kind = CycleResult::of(result).given(answered);
         match ran {
@@ -316,6 +320,32 @@ fn log_outcome(
         ),
         Ok(cycle) => {
             let plan = &cycle.plan;
+            // One line per update, with what `tagpilot_updates_total` counts without: the
+            // policy (an Application's image among thousands), the image and the repository.
+            for c in &plan.changes {
+                tracing::info!(
+                    repository = c.repository.as_deref(),
+                    policy = %c.policy,
+                    image = %c.image,
+                    file = %c.file,
+                    line = c.line,
+                    from = %c.from,
+                    to = %c.to,
+                    result = super::metrics::change_result(plan, c),
+                    "update"
+                );
+            }
+            for h in &plan.holds {
+                tracing::info!(
+                    repository = h.repository.as_deref(),
+                    policy = %h.policy,
+                    file = %h.file,
+                    line = h.line,
+                    current = %h.current,
+                    "update held: {}",
+                    h.reason
+                );
+            }
             for p in &plan.problems {
                 tracing::warn!(
                     repository = p.repository.as_deref(),

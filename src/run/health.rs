@@ -2,7 +2,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Set by the loop, read by the HTTP handlers.
+use super::events::Events;
+
+/// Set by the loop, read by the HTTP handlers; each change is also published on `events`.
 #[derive(Debug, Default)]
 pub struct Health {
     live: AtomicBool,
@@ -10,12 +12,27 @@ pub struct Health {
     /// With `--leader-elect`: another replica leads, so webhooks are refused (503) for the
     /// sender to retry and reach the leader. `false` without leader election.
     following: AtomicBool,
+    /// Where liveness and readiness are published for whoever started the service.
+    events: Events,
 }
 
 impl Health {
+    /// Health that publishes its changes on `events`.
+    pub fn observed(events: Events) -> Health {
+        Health {
+            events,
+            ..Health::default()
+        }
+    }
+
     /// The loop has started (or stopped: `false`).
     pub fn set_live(&self, live: bool) {
         self.live.store(live, Ordering::Relaxed);
+        self.publish();
+    }
+
+    fn publish(&self) {
+        self.events.health(self.is_live(), self.is_ready());
     }
 
     /// A cycle completed, and heard from a registry: from now on the process is ready. Only
@@ -23,11 +40,13 @@ impl Health {
     /// replica out of a Service.
     pub fn cycle_completed(&self) {
         self.ready.store(true, Ordering::Relaxed);
+        self.publish();
     }
 
     /// Shutdown started: not ready any more, though still live while the last write finishes.
     pub fn draining(&self) {
         self.ready.store(false, Ordering::Relaxed);
+        self.publish();
     }
 
     /// With `--leader-elect`: this replica has read the Lease and knows its role. From then on
@@ -36,6 +55,7 @@ impl Health {
     /// than after its first cycle.
     pub fn joined_election(&self) {
         self.ready.store(true, Ordering::Relaxed);
+        self.publish();
     }
 
     /// With `--leader-elect`: whether another replica leads (webhooks are refused meanwhile).
@@ -70,5 +90,19 @@ mod tests {
         assert!(health.is_ready());
         health.draining();
         assert!(health.is_live() && !health.is_ready());
+    }
+
+    #[test]
+    fn every_change_is_published() {
+        let events = Events::new();
+        let health = Health::observed(events.clone());
+        health.set_live(true);
+        assert!(events.now().live && !events.now().ready);
+        health.cycle_completed();
+        assert!(events.now().ready);
+        health.draining();
+        assert!(events.now().live && !events.now().ready);
+        health.set_live(false);
+        assert!(!events.now().live);
     }
 }

@@ -20,6 +20,8 @@ use axum::routing::{get, post};
 #[derive(Debug, Default)]
 pub struct Shared {
     pub health: Health,
+    /// Cycles and re-checks finished, told to whoever started the service.
+    pub events: super::events::Events,
     pub metrics: Metrics,
     /// The secrets notifications must carry, by kind; a kind without one is refused.
     pub secrets: Secrets,

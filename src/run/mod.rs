@@ -13,8 +13,9 @@
 //!                           in flight starts no further target, webhooks get 503
 //! ```
 //!
-//! The listener, the shutdown and the clock are [`serve`]'s parameters, so a test runs the
-//! service in-process; [`main`] is the binary's wiring of them (`--listen`, signals, tokio's
+//! The listener, the shutdown, the clock and the [`Events`] it publishes its progress on
+//! (cycles and re-checks finished, liveness, readiness) are [`serve`]'s parameters, so a test
+//! runs the service in-process and waits on those events; [`main`] is the binary's wiring of them (`--listen`, signals, tokio's
 //! clock). What lives across cycles is built once here: the [`Session`] (the registry client with its
 //! caches, the clone cache, the cluster connection) and, with
 //! `--state-dir`, the state store ([`crate::state`]),
@@ -26,6 +27,7 @@
 
 pub mod clock;
 mod cycles;
+pub mod events;
 pub mod health;
 mod holds;
 pub mod http;
@@ -37,7 +39,7 @@ pub mod pace;
 pub mod recheck;
 pub mod signal;
 mod unserved;
-mod verify;
+pub mod verify;
 pub mod webhook;
 
 use std::net::SocketAddr;
@@ -53,6 +55,7 @@ use crate::state::{State, StateError};
 
 use self::clock::{Clock, TokioClock};
 use self::cycles::Daemon;
+pub use self::events::{Events, Progress};
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};
@@ -139,12 +142,14 @@ pub async fn main(config: Config, settings: Settings) -> Result<Stopped, RunErro
         listener,
         shutdown,
         clock: Arc::new(TokioClock),
+        events: Events::new(),
     };
     serve_locked(config, settings, lock, service).await
 }
 
 /// Runs cycles until `shutdown` stops them; serves health, metrics and webhooks on `listener`
-/// meanwhile, and keeps the loop's time (interval, re-check pacing) on `clock`.
+/// meanwhile, keeps the loop's time (interval, re-check pacing) on `clock`, and publishes on
+/// `events` each cycle and re-check finished and each change of liveness or readiness.
 /// `settings.listen` is not used: the caller bound the listener. Returns once the write in
 /// flight has finished after a drain, or at once after an abort.
 pub async fn serve(
@@ -153,22 +158,31 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: Shutdown,
     clock: Arc<dyn Clock>,
+    events: Events,
 ) -> Result<Stopped, RunError> {
-    let lock = lock_state_dir(settings.state_dir.as_deref())?;
-    let service = Service {
-        listener,
-        shutdown,
-        clock,
-    };
-    serve_locked(config, settings, lock, service).await
+    let ended = events.clone();
+    let served = async {
+        let lock = lock_state_dir(settings.state_dir.as_deref())?;
+        let service = Service {
+            listener,
+            shutdown,
+            clock,
+            events,
+        };
+        serve_locked(config, settings, lock, service).await
+    }
+    .await;
+    ended.stopped();
+    served
 }
 
-/// What the service is handed rather than builds: where it listens, what stops it, and the
-/// clock it keeps time by.
+/// What the service is handed rather than builds: where it listens, what stops it, the
+/// clock it keeps time by, and where it tells its progress.
 struct Service {
     listener: tokio::net::TcpListener,
     shutdown: Shutdown,
     clock: Arc<dyn Clock>,
+    events: Events,
 }
 
 /// One process per state directory.
@@ -194,7 +208,13 @@ async fn serve_locked(
         .as_ref()
         .map(|l| State::open(l.dir()).map(Arc::new))
         .transpose()?;
-    let shared = Arc::new(shared(&config, &settings, state, service.clock.clone())?);
+    let shared = Arc::new(shared(
+        &config,
+        &settings,
+        state,
+        service.clock.clone(),
+        service.events,
+    )?);
     let server = Server::start(service.listener, shared.clone(), &service.shutdown)?;
     let stopped = run_loop(config, settings, &shared, &service.shutdown, service.clock).await;
     shared.health.set_live(false);
@@ -210,6 +230,7 @@ fn shared(
     settings: &Settings,
     state: Option<Arc<State>>,
     clock: Arc<dyn Clock>,
+    events: Events,
 ) -> Result<Shared, RunError> {
     let secrets = config
         .webhooks
@@ -235,7 +256,8 @@ fn shared(
         rechecks: Rechecks::with_clock(pace, clock),
         state,
         metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics),
-        ..Shared::default()
+        health: health::Health::observed(events.clone()),
+        events,
     })
 }
 

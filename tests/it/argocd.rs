@@ -5,7 +5,6 @@
 
 use std::path::{Path, PathBuf};
 
-use tagpilot::argocd;
 use tagpilot::config;
 use tagpilot::engine::Cycle;
 use tagpilot::git::RepoCache;
@@ -106,7 +105,7 @@ async fn golden_applications_plan_then_apply_in_one_commit() {
 
     let planned = run(&config, dir.path(), &registry, true).await;
     assert_eq!(repo.rev("main").unwrap(), before, "plan pushed something");
-    let text = argocd::report::text(planned.applications.as_deref().unwrap())
+    let text = tagpilot::report::applications::text(planned.applications.as_deref().unwrap())
         .replace(&repo.file_url(), "REPO_URL");
     golden::assert_text(&golden().join("plan.txt"), &text);
     let markdown =
@@ -244,7 +243,7 @@ async fn image_updater_resources_give_the_same_updates_as_the_annotations() {
     let dir = tempfile::tempdir().unwrap();
     let config = tagpilot_yaml(dir.path(), &repo, "\"argocd/**\"");
     let planned = run(&config, dir.path(), &registry, true).await;
-    let text = argocd::report::text(planned.applications.as_deref().unwrap())
+    let text = tagpilot::report::applications::text(planned.applications.as_deref().unwrap())
         .replace(&repo.file_url(), "REPO_URL");
     golden::assert_text(&case.join("plan.txt"), &text);
     assert!(
@@ -730,7 +729,7 @@ async fn run_iu_case(case: &Path) -> Vec<String> {
     let mut text = planned
         .applications
         .as_deref()
-        .map(argocd::report::text)
+        .map(tagpilot::report::applications::text)
         .unwrap_or_default();
     for p in &planned.plan.problems {
         text.push_str(&format!(

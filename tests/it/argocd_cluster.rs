@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{body_json, header, method, path, query_param};
 use wiremock::{Mock, MockServer, Request, ResponseTemplate};
 
-use tagpilot::argocd::{self, FromCluster, cluster::Cluster};
+use tagpilot::argocd::{self, FromCluster, read::cluster::Cluster};
 use tagpilot::config;
 use tagpilot::git::RepoCache;
 use tagpilot::registry::{MemoryRegistry, Registry, RegistryClient};
@@ -283,7 +283,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
 
     let config = cluster_config("");
     let from = config.applications.as_ref().unwrap().from_cluster.clone();
-    let loaded = argocd::cluster::load(cluster(&server).await, from.as_ref().unwrap())
+    let loaded = argocd::read::cluster::load(cluster(&server).await, from.as_ref().unwrap())
         .await
         .unwrap();
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
@@ -343,7 +343,7 @@ async fn a_pull_secret_read_from_the_cluster_reaches_the_registry_and_plan_patch
             ),
         ]
     );
-    let text = argocd::report::text(run.applications.as_deref().unwrap());
+    let text = tagpilot::report::applications::text(run.applications.as_deref().unwrap());
     assert!(
         text.contains(&format!(
             r#"would patch: {{"spec":{{"source":{{"kustomize":{{"images":["{image}:1.1.0"]}}}}}}}}"#
@@ -384,9 +384,10 @@ async fn a_pull_secret_without_the_registry_is_reported_by_name_without_its_cont
         .expect(1)
         .mount(&server)
         .await;
-    let loaded = argocd::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
-        .await
-        .unwrap();
+    let loaded =
+        argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+            .await
+            .unwrap();
     assert!(loaded.registry_credentials.is_empty());
     assert_eq!(
         loaded.problems,
@@ -485,7 +486,7 @@ async fn apply_patches_each_application_once_with_the_exact_merge_patch() {
     let (_dir, cache) = fresh_cache();
     for dry_run in [true, false] {
         let loaded =
-            argocd::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+            argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
                 .await
                 .unwrap();
         let run = cycle(&config, Some(&loaded), &cache, &registry, &(), dry_run).await;
@@ -635,10 +636,12 @@ async fn image_updater_resources_are_listed_and_their_status_written_only_when_c
     let run = |dry_run: bool| {
         let (config, registry, cache) = (&config, &registry, &cache);
         async move {
-            let loaded =
-                argocd::cluster::load(cluster(server).await, &from_cluster(&["argocd"], None))
-                    .await
-                    .unwrap();
+            let loaded = argocd::read::cluster::load(
+                cluster(server).await,
+                &from_cluster(&["argocd"], None),
+            )
+            .await
+            .unwrap();
             cycle(config, Some(&loaded), cache, registry, &(), dry_run).await
         }
     };
@@ -768,7 +771,7 @@ async fn image_updater_resources_are_watched_rather_than_listed_every_cycle() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     for _ in 0..3 {
-        let loaded = argocd::cluster::load_watched(c.clone(), &from, Some(&watch))
+        let loaded = argocd::read::cluster::load_watched(c.clone(), &from, Some(&watch))
             .await
             .unwrap();
         assert_eq!(loaded.updaters.len(), 1);
@@ -810,9 +813,10 @@ async fn a_rejected_patch_is_a_problem_naming_the_application() {
     let config = cluster_config("");
     let registry = MemoryRegistry::from_yaml(MEMORY_REGISTRY).unwrap();
     let (_dir, cache) = fresh_cache();
-    let loaded = argocd::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
-        .await
-        .unwrap();
+    let loaded =
+        argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+            .await
+            .unwrap();
     let run = cycle(&config, Some(&loaded), &cache, &registry, &(), false).await;
     assert_eq!(run.plan.problems.len(), 1, "{:?}", run.plan.problems);
     let p = &run.plan.problems[0];
@@ -854,9 +858,10 @@ async fn an_application_owned_by_an_applicationset_is_not_patched_and_git_write_
     let config = cluster_config("");
     let registry = MemoryRegistry::from_yaml(MEMORY_REGISTRY).unwrap();
     let (_dir, cache) = fresh_cache();
-    let loaded = argocd::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
-        .await
-        .unwrap();
+    let loaded =
+        argocd::read::cluster::load(cluster(&server).await, &from_cluster(&["argocd"], None))
+            .await
+            .unwrap();
     let run = cycle(&config, Some(&loaded), &cache, &registry, &(), false).await;
     assert!(run.plan.changes.is_empty(), "{:?}", run.plan.changes);
     let apps = run.applications.as_deref().unwrap();
@@ -877,7 +882,7 @@ async fn an_application_owned_by_an_applicationset_is_not_patched_and_git_write_
         "{}",
         run.plan.problems[0].message
     );
-    let text = argocd::report::text(apps);
+    let text = tagpilot::report::applications::text(apps);
     assert!(text.contains("problem: write-back-method argocd"), "{text}");
 }
 

@@ -296,16 +296,29 @@ async fn ready_after_the_first_cycle_then_a_pushed_tag_reaches_the_repository_an
     assert!(log.contains("shutting down"), "{log}");
 }
 
-/// Waits until the bare repository's Deployment is on `tag`, moving the service's clock by
-/// `step` at each look (zero: the test moved it already).
+/// Waits until the bare repository's Deployment is on `tag`: looked at after each cycle or
+/// re-check the service finishes. `step` zero: the test moved the clock already (or nothing
+/// more is due); the service's interval: cycles are let run one after another; shorter: a
+/// re-check's debounce, a sleep on the clock no event marks, so the clock is moved by `step`
+/// at each look.
 pub(crate) async fn tag_reached(s: &Setup, service: &Service, tag: &str, step: Duration) {
     let want = deployment(&s.registry, tag);
-    eventually(&format!("{tag} pushed"), &service.logs, || {
-        service.clock.advance(step);
+    let what = format!("{tag} pushed");
+    let on = || {
         let on = s.repo.show("main", DEPLOYMENT_PATH) == want;
         async move { on }
-    })
-    .await;
+    };
+    if step.is_zero() {
+        service.after_events(&what, on).await;
+    } else if step >= service.interval {
+        service.after_cycles(&what, on).await;
+    } else {
+        eventually(&what, &service.logs, || {
+            service.clock.advance(step);
+            on()
+        })
+        .await;
+    }
 }
 
 #[test]
@@ -313,7 +326,7 @@ fn a_second_process_on_the_same_state_dir_refuses_to_start_naming_it() {
     service::run(false, |logs| async move {
         let s = setup().await;
         let first = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        first.wait_for("/livez", 200).await;
+        first.live().await;
 
         // A second service on the same directory: refused before it serves anything.
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -325,6 +338,7 @@ fn a_second_process_on_the_same_state_dir_refuses_to_start_naming_it() {
             listener,
             tagpilot::run::Shutdown::new(),
             service::ManualClock::new(),
+            tagpilot::run::Events::new(),
         )
         .await;
         let Err(error) = second else {
@@ -371,16 +385,18 @@ pub(crate) fn metric(metrics: &str, name: &str) -> u64 {
         .map_or(0, |v| v.parse().unwrap())
 }
 
-/// `/metrics` once `name` has reached `want` (a re-check's count comes after its write).
+/// `/metrics` once `name` has reached `want`: looked at after each cycle or re-check (a
+/// re-check's count comes after its write, and before its event).
 async fn metric_reaches(service: &Service, name: &str, want: u64) -> String {
     let text = std::cell::RefCell::new(String::new());
-    eventually(&format!("{name} {want}"), &service.logs, || async {
-        let metrics = service.text("/metrics").await;
-        let reached = metric(&metrics, name) >= want;
-        *text.borrow_mut() = metrics;
-        reached
-    })
-    .await;
+    service
+        .after_events(&format!("{name} {want}"), || async {
+            let metrics = service.text("/metrics").await;
+            let reached = metric(&metrics, name) >= want;
+            *text.borrow_mut() = metrics;
+            reached
+        })
+        .await;
     text.into_inner()
 }
 
@@ -402,7 +418,7 @@ fn a_burst_of_notifications_is_one_recheck_and_bad_ones_start_nothing() {
         with_webhooks(s.dir.path(), "");
         // An hour between cycles: only a webhook can bring 1.2.0 in during the test.
         let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         s.registry
             .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
             .await;
@@ -577,7 +593,7 @@ fn a_recheck_reads_and_writes_only_what_uses_the_notified_repository() {
         let (registry, api, web, dir) = two_images_two_repositories().await;
         with_webhooks(dir.path(), "");
         let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         let on = |repo: &BareRepo, name: &str, tag: &str| {
             repo.show("main", DEPLOYMENT_PATH) == image_deployment(&registry.image(name), tag)
         };
@@ -683,7 +699,7 @@ fn every_kind_with_its_documented_payload_gets_a_pushed_tag_committed() {
             "  recheck:\n    debounce: 20ms\n    minInterval: 0s\n",
         );
         let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         let host = s.registry.host();
         let image = s.registry.image("shop/api");
         let gar_data = {
@@ -847,7 +863,7 @@ fn sigterm_waits_for_the_cycle_in_flight_and_a_second_signal_aborts() {
         )
         .unwrap();
         let mut daemon = Service::start(dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/livez", 200).await;
+        daemon.live().await;
         eventually("the cycle asking the registry", &logs, || {
             let asked = accepted.load(std::sync::atomic::Ordering::SeqCst) > 0;
             async move { asked }
@@ -904,7 +920,7 @@ fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook() {
         // The password by environment, as the binary would get it.
         set_test_secrets();
         let mut daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/livez", 200).await;
+        daemon.live().await;
         let mut reached = || {
             assert!(!daemon.has_stopped(), "{}", daemon.log());
             let reached = started.exists();
@@ -962,7 +978,7 @@ async fn notified_daemon(sent: &str, logs: &Logs) -> (Setup, Service) {
     with_webhooks(s.dir.path(), "  recheck:\n    minInterval: 500ms\n");
     let settings = service::settings(s.dir.path(), Duration::from_secs(3600));
     let daemon = Service::start_on(listener, s.dir.path(), settings, logs);
-    daemon.wait_for("/readyz", 200).await;
+    daemon.ready().await;
     tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
     (s, daemon)
 }
@@ -1022,7 +1038,7 @@ fn policies_are_read_again_each_cycle_and_a_broken_one_stops_only_itself() {
     service::run(false, |logs| async move {
         let s = setup().await;
         let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
 
         std::fs::write(
             s.dir.path().join("policies/broken.yaml"),
@@ -1035,13 +1051,14 @@ fn policies_are_read_again_each_cycle_and_a_broken_one_stops_only_itself() {
         // The next interval's cycle.
         daemon.next_cycle().await;
         tag_reached(&s, &daemon, "1.2.0", Duration::ZERO).await;
-        eventually("a policy error counted", &logs, || async {
-            daemon
-                .text("/metrics")
-                .await
-                .contains("tagpilot_errors_total{kind=\"policy_syntax\"}")
-        })
-        .await;
+        daemon
+            .after_events("a policy error counted", || async {
+                daemon
+                    .text("/metrics")
+                    .await
+                    .contains("tagpilot_errors_total{kind=\"policy_syntax\"}")
+            })
+            .await;
         assert!(daemon.log().contains("broken.yaml"), "{}", daemon.log());
         assert_eq!(daemon.status("/readyz").await, Some(200));
         let (stopped, log) = daemon.terminate().await;
@@ -1065,7 +1082,7 @@ fn findings_and_skipped_files_are_logged_and_in_the_metrics() {
         s.repo
             .push_change("main", "apps/broken.yaml", "items: [unclosed\n", "broken");
         let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         // The rest still runs.
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
 

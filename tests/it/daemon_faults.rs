@@ -12,7 +12,7 @@ use crate::daemon::{Setup, setup, tag_reached};
 use crate::registry_faults::endless_registry;
 use crate::support::git::{BareRepo, DEPLOYMENT_PATH};
 use crate::support::registry::ImageSpec;
-use crate::support::service::{self, Service, eventually};
+use crate::support::service::{self, Service};
 
 /// The value of the sample `name` (with its labels) in `/metrics`, if there is one.
 fn sample(metrics: &str, name: &str) -> Option<f64> {
@@ -22,18 +22,23 @@ fn sample(metrics: &str, name: &str) -> Option<f64> {
         .map(|v| v.parse().unwrap())
 }
 
-/// Waits until `/metrics` has `name` at `want` or more, moving the clock by `step` at each
-/// look, and returns the text.
+/// Waits until `/metrics` has `name` at `want` or more, and returns the text: looked at after
+/// each cycle (`step` the interval: letting cycles run one after another) or each cycle or
+/// re-check (`step` zero: the clock not moved).
 async fn wait_for_metric(daemon: &Service, name: &str, want: f64, step: Duration) -> String {
     let text = std::cell::RefCell::new(String::new());
-    eventually(&format!("{name} reaching {want}"), &daemon.logs, || async {
-        daemon.clock.advance(step);
+    let what = format!("{name} reaching {want}");
+    let reached = || async {
         let metrics = daemon.text("/metrics").await;
         let reached = sample(&metrics, name).is_some_and(|v| v >= want);
         *text.borrow_mut() = metrics;
         reached
-    })
-    .await;
+    };
+    if step.is_zero() {
+        daemon.after_events(&what, reached).await;
+    } else {
+        daemon.after_cycles(&what, reached).await;
+    }
     text.into_inner()
 }
 
@@ -151,7 +156,7 @@ fn a_cycle_in_which_no_registry_answers_is_not_ok_and_never_makes_the_process_re
     service::run(false, |logs| async move {
         let (_repo, dir, _unreachable) = unreachable_setup();
         let daemon = Service::start(dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/livez", 200).await;
+        daemon.live().await;
         let metrics = wait_for_metric(
             &daemon,
             "tagpilot_cycles_total{result=\"registries_unreachable\"}",
@@ -197,7 +202,7 @@ fn a_registry_that_goes_away_shows_in_the_metrics_and_the_process_stays_ready() 
         } = setup().await;
         let host = registry.host();
         let daemon = Service::start(dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         let up = format!("tagpilot_registry_up{{registry=\"{host}\"}}");
         let metrics = wait_for_metric(&daemon, &up, 1.0, Duration::ZERO).await;
         let reachable =
@@ -220,13 +225,14 @@ fn a_registry_that_goes_away_shows_in_the_metrics_and_the_process_stays_ready() 
             metrics
         } else {
             let text = std::cell::RefCell::new(String::new());
-            eventually("the registry's gauge at 0", &logs, || async {
-                let metrics = daemon.text("/metrics").await;
-                let down = sample(&metrics, &up) == Some(0.0);
-                *text.borrow_mut() = metrics;
-                down
-            })
-            .await;
+            daemon
+                .after_events("the registry's gauge at 0", || async {
+                    let metrics = daemon.text("/metrics").await;
+                    let down = sample(&metrics, &up) == Some(0.0);
+                    *text.borrow_mut() = metrics;
+                    down
+                })
+                .await;
             text.into_inner()
         };
         assert_eq!(sample(&metrics, &up), Some(0.0), "{metrics}");
@@ -307,7 +313,7 @@ fn a_full_state_disk_takes_the_store_down_and_it_recovers_without_a_restart() {
             "  minAge: 2s\n",
         );
         let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/livez", 200).await;
+        daemon.live().await;
         let state = format!(
             "tagpilot_state_store_up{{dir=\"{}\"}}",
             s.dir.path().join("state").display()
@@ -323,11 +329,11 @@ fn a_full_state_disk_takes_the_store_down_and_it_recovers_without_a_restart() {
         s.registry
             .push_tags("shop/api", &tags, ImageSpec::default())
             .await;
-        eventually("the store saying it is down", &logs, || async {
-            daemon.clock.advance(daemon.interval);
-            sample(&daemon.text("/metrics").await, &state) == Some(0.0)
-        })
-        .await;
+        daemon
+            .after_cycles("the store saying it is down", || async {
+                sample(&daemon.text("/metrics").await, &state) == Some(0.0)
+            })
+            .await;
         assert!(
             daemon
                 .log()

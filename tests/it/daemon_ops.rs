@@ -27,7 +27,7 @@ fn a_policy_whose_target_is_the_local_directory_is_named_as_not_served() {
         )
         .unwrap();
         let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         let metrics = daemon.text("/metrics").await;
         assert_eq!(
             metric(
@@ -58,7 +58,7 @@ fn a_recheck_no_registry_answers_is_an_outage_and_names_its_problem() {
         let s = setup().await;
         with_webhooks(s.dir.path(), "");
         let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         let host = s.registry.host();
         let crate::daemon::Setup {
@@ -134,7 +134,7 @@ fn a_hold_is_released_over_http_with_the_token_and_the_next_cycle_moves() {
                 .unwrap();
         }
         let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         assert_eq!(
             s.repo.show("main", DEPLOYMENT_PATH),
             deployment(&s.registry, "1.0.0"),

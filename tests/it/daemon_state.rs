@@ -80,7 +80,7 @@ fn a_restart_fetches_no_image_metadata_it_already_has() {
         let before = (count(&s.registry, blobs), count(&s.registry, by_digest));
 
         let first = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        first.wait_for("/readyz", 200).await;
+        first.ready().await;
         tag_reached(&s, &first, "1.1.0", Duration::ZERO).await;
         let (stopped, log) = first.terminate().await;
         assert_eq!(stopped, Stopped::Drained, "{log}");
@@ -92,7 +92,7 @@ fn a_restart_fetches_no_image_metadata_it_already_has() {
         let listed = count(&s.registry, listings);
 
         let second = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        second.wait_for("/readyz", 200).await;
+        second.ready().await;
         let metrics = second.text("/metrics").await;
         let (stopped, log) = second.terminate().await;
         assert_eq!(stopped, Stopped::Drained, "{log}");
@@ -122,7 +122,7 @@ fn a_corrupt_state_file_is_moved_aside_and_the_daemon_works_on() {
         std::fs::write(state.join("state.redb"), vec![0x42; 32 * 1024]).unwrap();
 
         let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         let (stopped, log) = daemon.terminate().await;
         assert_eq!(stopped, Stopped::Drained, "{log}");
@@ -172,18 +172,18 @@ fn min_age_holds_a_new_tag_by_when_it_was_first_seen() {
             .await;
 
         let daemon = Service::start(s.dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         // 1.1.0 is old enough; 1.2.0, first seen now, is held.
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         // Cycles follow one another, as the interval passes, until two have held it.
-        eventually("1.2.0 held twice", &logs, || async {
-            daemon.clock.advance(daemon.interval);
-            metric(
-                &daemon.text("/metrics").await,
-                "tagpilot_updates_total{policy=\"api\",result=\"held\"}",
-            ) >= 2.0
-        })
-        .await;
+        daemon
+            .after_cycles("1.2.0 held twice", || async {
+                metric(
+                    &daemon.text("/metrics").await,
+                    "tagpilot_updates_total{policy=\"api\",result=\"held\"}",
+                ) >= 2.0
+            })
+            .await;
         assert_eq!(
             s.repo.show("main", DEPLOYMENT_PATH),
             deployment(&s.registry, "1.1.0"),
@@ -273,7 +273,7 @@ fn a_registry_that_hangs_delays_only_the_repository_that_needs_it() {
         // Longer than the test: the hanging registry is still hanging when the other commit lands.
         let (dir, slow, healthy, registry) = two_registries(&host, "10m").await;
         let daemon = Service::start(dir.path(), Duration::from_secs(1), &logs).await;
-        daemon.wait_for("/livez", 200).await;
+        daemon.live().await;
         let want = deployment_on(&registry.image("shop/web:1.1.0"));
         eventually("the healthy repository written", &logs, || {
             let written = healthy.show("main", DEPLOYMENT_PATH) == want;
@@ -298,7 +298,7 @@ fn a_registry_that_hangs_past_its_timeout_is_reported_and_the_cycle_completes() 
         let (host, _) = hanging_registry();
         let (dir, slow, healthy, registry) = two_registries(&host, "1s").await;
         let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/readyz", 200).await;
+        daemon.ready().await;
         assert_eq!(
             healthy.show("main", DEPLOYMENT_PATH),
             deployment_on(&registry.image("shop/web:1.1.0"))
@@ -375,7 +375,7 @@ fn a_429_with_retry_after_and_a_503_are_waited_out_and_the_update_lands() {
             )
             .unwrap();
             let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
-            daemon.wait_for("/readyz", 200).await;
+            daemon.ready().await;
             assert_eq!(
                 repo.show("main", DEPLOYMENT_PATH),
                 deployment_on(&format!("{host}/shop/api:1.1.0")),
@@ -426,7 +426,7 @@ fn sigterm_during_a_push_finishes_it_and_exits_0() {
         let before = s.repo.rev("main").unwrap();
 
         let mut daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
-        daemon.wait_for("/livez", 200).await;
+        daemon.live().await;
         eventually("the push starting", &logs, || {
             let started = marker.exists();
             async move { started }

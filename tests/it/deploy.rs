@@ -800,7 +800,7 @@ fn fields_tagpilot_reads(doc: &Value, pointer: &str) -> Vec<String> {
         .insert("zzProbe".into(), json!(1));
     // JSON is YAML.
     let text = serde_json::to_string_pretty(&probed).unwrap();
-    let err = tagpilot::argocd::image_updater::read_documents(Path::new("probe.yaml"), &text)
+    let err = tagpilot::argocd::read::image_updater::read_documents(Path::new("probe.yaml"), &text)
         .expect_err(&format!("an unknown field at {pointer} was accepted"))
         .to_string();
     assert!(err.contains("zzProbe"), "{pointer}: {err}");
@@ -1007,7 +1007,7 @@ fn the_image_updater_crd_schema_is_structural() {
     assert_eq!(problems, Vec::<String>::new());
 }
 
-/// The CRD and tagpilot's reader (src/argocd/image_updater/mod.rs) know the same fields: a sample
+/// The CRD and tagpilot's reader (src/argocd/read/image_updater/mod.rs) know the same fields: a sample
 /// that sets every field of the CRD's spec is valid for the CRD and read by tagpilot, and at
 /// every object of it, the fields tagpilot accepts are the CRD's.
 #[test]
@@ -1040,8 +1040,9 @@ fn the_image_updater_crd_and_tagpilot_read_the_same_fields() {
         "the sample misses CRD fields"
     );
 
-    let read = tagpilot::argocd::image_updater::read_documents(Path::new("s.yaml"), EVERY_FIELD)
-        .unwrap_or_else(|e| panic!("tagpilot does not read the sample: {e}"));
+    let read =
+        tagpilot::argocd::read::image_updater::read_documents(Path::new("s.yaml"), EVERY_FIELD)
+            .unwrap_or_else(|e| panic!("tagpilot does not read the sample: {e}"));
     assert_eq!(read.len(), 1);
 
     // At each object with declared properties, tagpilot expects exactly those.

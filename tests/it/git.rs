@@ -340,113 +340,144 @@ async fn groups_one_commit_per_repository() {
     );
 }
 
-#[tokio::test]
-async fn another_writer_on_an_unrelated_file_is_kept() {
-    let origin = BareRepo::new();
-    let cache_dir = tempfile::tempdir().unwrap();
-    let repo = file_repo(&origin, "");
-    let planner = raced_by_push(
-        vec![api("1.1.0")],
-        &origin,
-        "README.md",
-        "manifests, edited by a human\n".into(),
-        "docs: edit readme",
-    );
-    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
-        .await
-        .unwrap();
-
-    assert_eq!(
-        outcome.attempts, 2,
-        "the first push must be rejected and retried"
-    );
-    assert_eq!(
-        planner.calls.load(Ordering::SeqCst),
-        2,
-        "planned again on the new tip"
-    );
-    assert_eq!(
-        origin.subjects("main"),
-        [
-            "chore(images): update 1 image(s)",
-            "docs: edit readme",
-            "initial"
-        ]
-    );
-    assert_eq!(origin.merges("main"), 0, "history stays linear");
-    assert_eq!(
-        origin.show("main", "README.md"),
-        "manifests, edited by a human\n"
-    );
-    assert_eq!(
-        origin.show("main", DEPLOYMENT_PATH),
-        expected_deployment("1.1.0", "2.0.0")
-    );
+/// What the push after a race comes to, in [`another_writer_pushing_while_we_plan`].
+enum AfterRace {
+    /// Replanned on the new tip and pushed: the first commit's first change is from `from`
+    /// (where the case says).
+    Pushed { from: Option<&'static str> },
+    /// The new tip already has the change: nothing to push.
+    UpToDate,
 }
 
+/// Another writer pushes to `main` while tagpilot plans: the push is rejected as
+/// non-fast-forward, and what follows depends on what the other writer changed.
 #[tokio::test]
-async fn another_writer_on_the_same_line_wins_when_it_already_made_the_change() {
-    let origin = BareRepo::new();
-    let cache_dir = tempfile::tempdir().unwrap();
-    let repo = file_repo(&origin, "");
-    let planner = raced_by_push(
-        vec![api("1.1.0")],
-        &origin,
-        DEPLOYMENT_PATH,
-        expected_deployment("1.1.0", "2.0.0"),
-        "bump api by hand",
-    );
-    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
-        .await
-        .unwrap();
-    assert_eq!(
-        outcome.status,
-        WriteStatus::UpToDate,
-        "the new tip already has the change"
-    );
-    assert_eq!(origin.subjects("main"), ["bump api by hand", "initial"]);
-    assert_eq!(
-        origin.show("main", DEPLOYMENT_PATH),
-        expected_deployment("1.1.0", "2.0.0")
-    );
-}
-
-#[tokio::test]
-async fn another_writer_on_the_same_line_with_another_tag_is_replanned() {
-    let origin = BareRepo::new();
-    let cache_dir = tempfile::tempdir().unwrap();
-    let repo = file_repo(&origin, "");
-    let planner = raced_by_push(
-        vec![api("1.2.0")],
-        &origin,
-        DEPLOYMENT_PATH,
-        expected_deployment("1.1.0", "2.0.0"),
-        "bump api to 1.1.0",
-    );
-    let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
-        .await
-        .unwrap();
-    assert_eq!(outcome.attempts, 2);
-    let WriteStatus::Pushed { commits } = &outcome.status else {
-        panic!("{outcome:?}")
-    };
-    assert_eq!(
-        commits[0].changes[0].from, "1.1.0",
-        "the message describes the replanned change"
-    );
-    assert_eq!(
-        origin.subjects("main"),
-        [
-            "chore(images): update 1 image(s)",
-            "bump api to 1.1.0",
-            "initial"
-        ]
-    );
-    assert_eq!(origin.merges("main"), 0);
-    assert_eq!(
-        origin.show("main", DEPLOYMENT_PATH),
-        expected_deployment("1.2.0", "2.0.0")
-    );
+async fn another_writer_pushing_while_we_plan() {
+    struct Case {
+        name: &'static str,
+        /// The tag tagpilot moves api to.
+        ours: &'static str,
+        /// What the other writer pushes: file, content, subject.
+        theirs: (&'static str, String, &'static str),
+        after: AfterRace,
+        /// Asserted where it says something about the case: two attempts, two plans.
+        attempts: Option<u32>,
+        plans: Option<u32>,
+        subjects: &'static [&'static str],
+        linear: bool,
+        /// The other writer's file as it ends (when it is not the Deployment).
+        kept: Option<(&'static str, &'static str)>,
+        deployment: (&'static str, &'static str),
+    }
+    let cases = [
+        Case {
+            name: "an unrelated file is kept",
+            ours: "1.1.0",
+            theirs: (
+                "README.md",
+                "manifests, edited by a human\n".into(),
+                "docs: edit readme",
+            ),
+            after: AfterRace::Pushed { from: None },
+            attempts: Some(2),
+            plans: Some(2),
+            subjects: &[
+                "chore(images): update 1 image(s)",
+                "docs: edit readme",
+                "initial",
+            ],
+            linear: true,
+            kept: Some(("README.md", "manifests, edited by a human\n")),
+            deployment: ("1.1.0", "2.0.0"),
+        },
+        Case {
+            name: "the same line wins when it already made the change",
+            ours: "1.1.0",
+            theirs: (
+                DEPLOYMENT_PATH,
+                expected_deployment("1.1.0", "2.0.0"),
+                "bump api by hand",
+            ),
+            after: AfterRace::UpToDate,
+            attempts: None,
+            plans: None,
+            subjects: &["bump api by hand", "initial"],
+            linear: false,
+            kept: None,
+            deployment: ("1.1.0", "2.0.0"),
+        },
+        Case {
+            name: "the same line with another tag is replanned",
+            ours: "1.2.0",
+            theirs: (
+                DEPLOYMENT_PATH,
+                expected_deployment("1.1.0", "2.0.0"),
+                "bump api to 1.1.0",
+            ),
+            after: AfterRace::Pushed {
+                from: Some("1.1.0"),
+            },
+            attempts: Some(2),
+            plans: None,
+            subjects: &[
+                "chore(images): update 1 image(s)",
+                "bump api to 1.1.0",
+                "initial",
+            ],
+            linear: true,
+            kept: None,
+            deployment: ("1.2.0", "2.0.0"),
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let origin = BareRepo::new();
+        let cache_dir = tempfile::tempdir().unwrap();
+        let repo = file_repo(&origin, "");
+        let (file, content, message) = case.theirs;
+        let planner = raced_by_push(vec![api(case.ours)], &origin, file, content, message);
+        let outcome = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        if let Some(attempts) = case.attempts {
+            assert_eq!(
+                outcome.attempts, attempts,
+                "{name}: the first push must be rejected and retried"
+            );
+        }
+        if let Some(plans) = case.plans {
+            assert_eq!(
+                planner.calls.load(Ordering::SeqCst),
+                plans,
+                "{name}: planned again on the new tip"
+            );
+        }
+        match (case.after, &outcome.status) {
+            (AfterRace::UpToDate, WriteStatus::UpToDate) => {}
+            (AfterRace::Pushed { from }, WriteStatus::Pushed { commits }) => {
+                if let Some(from) = from {
+                    assert_eq!(
+                        commits[0].changes[0].from, from,
+                        "{name}: the message describes the replanned change"
+                    );
+                }
+            }
+            (_, status) => panic!("{name}: {status:?}"),
+        }
+        assert_eq!(origin.subjects("main"), case.subjects, "{name}");
+        if case.linear {
+            assert_eq!(origin.merges("main"), 0, "{name}: history stays linear");
+        }
+        if let Some((file, text)) = case.kept {
+            assert_eq!(origin.show("main", file), text, "{name}");
+        }
+        let (api_tag, web_tag) = case.deployment;
+        assert_eq!(
+            origin.show("main", DEPLOYMENT_PATH),
+            expected_deployment(api_tag, web_tag),
+            "{name}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -96,6 +96,50 @@ fn may_import(from: Layer, to: Layer, to_unit: &str) -> bool {
     }
 }
 
+/// The Argo CD source's inner layers (ARCHITECTURE.md, "Layers"), bottom up: `read`
+/// (annotations, `ImageUpdater` resources, settings, loading, credentials), `resolve` (with the
+/// model it gives, `resolved`), `plan`, `write`. What each must never import, and why; `None`
+/// when `from` may import `to`.
+fn argocd_forbids(from: &str, to: &str) -> Option<&'static str> {
+    let under = |m: &str, p: &str| m == p || m.starts_with(&format!("{p}::"));
+    let rules: &[(&str, &[&str], &str)] = &[
+        (
+            "argocd::read",
+            &["argocd::resolve", "argocd::plan", "argocd::write", "plan"],
+            "read never resolves, plans or writes",
+        ),
+        (
+            "argocd::resolved",
+            &["argocd::resolve", "argocd::plan", "argocd::write"],
+            "the resolved model is data: writing takes it without the resolver",
+        ),
+        (
+            "argocd::resolve",
+            &["argocd::plan", "argocd::write", "kubernetes"],
+            "resolve is pure: it never plans, writes or talks to the cluster",
+        ),
+        (
+            "argocd::plan",
+            &[
+                "kubernetes",
+                "argocd::read::cluster",
+                "argocd::read::credentials",
+                "argocd::write",
+            ],
+            "plan never talks to the cluster and never writes",
+        ),
+        (
+            "argocd::write",
+            &["argocd::resolve"],
+            "write never resolves",
+        ),
+    ];
+    rules
+        .iter()
+        .find(|(layer, forbidden, _)| under(from, layer) && forbidden.iter().any(|f| under(to, f)))
+        .map(|(_, _, why)| *why)
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
@@ -133,35 +177,44 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// Every module path a file names through `crate::` or `super::`.
+/// Every module path a file names through `crate::` or `super::` (`super::super::` climbing
+/// one module per `super`).
 fn imports(module: &str, text: &str) -> BTreeSet<String> {
     let re = regex::Regex::new(r"\b(crate|super)((?:::[a-z_][a-z0-9_]*)+)").unwrap();
-    // Inside `use crate::{a::x, b}` the braces hold more paths.
-    let braced = regex::Regex::new(r"\bcrate::\{([^}]*)\}").unwrap();
+    // Inside `use crate::{a::x, b}` (or `super::{…}`) the braces hold more paths.
+    let braced =
+        regex::Regex::new(r"\b((?:crate|super)(?:::super)*(?:::[a-z_][a-z0-9_]*)*)::\{([^}]*)\}")
+            .unwrap();
     let mut out = BTreeSet::new();
-    let parent: Vec<&str> = {
-        let mut p: Vec<&str> = module.split("::").collect();
-        p.pop();
-        p
+    // `crate::a::b` → `a::b`; `super::super::a` from `x::y::z` → `x::a`.
+    let absolute = |head: &str, rest: &str| -> String {
+        let mut parts: Vec<&str> = head
+            .split("::")
+            .chain(rest.split("::"))
+            .filter(|p| !p.is_empty())
+            .collect();
+        let mut base: Vec<&str> = Vec::new();
+        if parts.first() == Some(&"super") {
+            base = module.split("::").collect();
+            while parts.first() == Some(&"super") {
+                parts.remove(0);
+                base.pop();
+            }
+        } else {
+            parts.remove(0);
+        }
+        base.extend(parts);
+        base.join("::")
     };
     for c in re.captures_iter(text) {
-        let path: Vec<&str> = c[2].trim_start_matches("::").split("::").collect();
-        let full = match &c[1] {
-            "crate" => path.join("::"),
-            _ => parent
-                .iter()
-                .copied()
-                .chain(path.iter().copied())
-                .collect::<Vec<_>>()
-                .join("::"),
-        };
-        out.insert(full);
+        out.insert(absolute(&c[1], &c[2]));
     }
     for c in braced.captures_iter(text) {
-        for item in c[1].split(',') {
+        for item in c[2].split(',') {
             let item = item.trim();
             if !item.is_empty() && item != "self" {
-                out.insert(item.split(" as ").next().unwrap().trim().to_owned());
+                let item = item.split(" as ").next().unwrap().trim();
+                out.insert(absolute(&c[1], item));
             }
         }
     }
@@ -244,7 +297,7 @@ fn modules_import_only_along_the_layers_and_in_no_circle() {
 #[test]
 fn the_layer_check_sees_imports_in_every_form() {
     let found = imports(
-        "argocd::planner",
+        "argocd::plan",
         "use crate::plan::{self, Change};\nuse super::resolve::Unit;\nuse crate::{image::Repository, git};\nlet x = crate::engine::run;",
     );
     for want in [
@@ -263,4 +316,93 @@ fn the_layer_check_sees_imports_in_every_form() {
     assert!(may_import(Layer::Report, Layer::Sources, "argocd"));
     assert!(!may_import(Layer::Engine, Layer::Cli, "cli"));
     assert!(!may_import(Layer::Service, Layer::Cli, "cli"));
+}
+
+#[test]
+fn the_argocd_source_keeps_its_inner_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("argocd"), &mut files);
+    files.sort();
+    let mut violations = Vec::new();
+    for file in &files {
+        let module = module_path(&src, file);
+        if module.ends_with("tests") {
+            continue;
+        }
+        let text = code(&std::fs::read_to_string(file).unwrap());
+        for path in imports(&module, &text) {
+            if let Some(why) = argocd_forbids(&module, &path) {
+                violations.push(format!(
+                    "{}: `{module}` imports `{path}`: {why}",
+                    file.strip_prefix(&src).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "imports against the Argo CD source's inner layers:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_inner_layer_check_catches_a_violating_import() {
+    let violating = |module: &str, text: &str| -> Vec<String> {
+        imports(module, text)
+            .into_iter()
+            .filter(|path| argocd_forbids(module, path).is_some())
+            .collect()
+    };
+    // Write reaching the resolver, however the path is spelt.
+    assert_eq!(
+        violating(
+            "argocd::write::patch",
+            "use super::super::resolve::resolve_selected;"
+        ),
+        ["argocd::resolve::resolve_selected"]
+    );
+    assert_eq!(
+        violating(
+            "argocd::write",
+            "use crate::argocd::{plan::patch, resolve::Resolved};"
+        ),
+        ["argocd::resolve::Resolved"]
+    );
+    // Read planning; plan talking to the cluster, through the client or the reader's side.
+    assert_eq!(
+        violating(
+            "argocd::read::load",
+            "let e = crate::plan::PlanError::from(e);"
+        ),
+        ["plan"]
+    );
+    assert_eq!(
+        violating("argocd::plan::patch", "use crate::kubernetes::Cluster;"),
+        ["kubernetes"]
+    );
+    assert_eq!(
+        violating("argocd::plan", "use super::read::cluster::Loaded;"),
+        ["argocd::read::cluster"]
+    );
+    // What each may import.
+    let write = "use super::super::resolved::Resolved;\n\
+                 use super::super::plan::outcome::ImageOutcome;\n\
+                 use crate::kubernetes::Cluster;";
+    assert!(violating("argocd::write::updater_status", write).is_empty());
+    assert!(
+        violating(
+            "argocd::plan::added",
+            "use super::super::resolve::{self, SourceKind};\nuse crate::plan::{self, Change};"
+        )
+        .is_empty()
+    );
+    assert!(
+        violating(
+            "argocd::read::settings",
+            "use crate::argocd::read::annotations;"
+        )
+        .is_empty()
+    );
 }

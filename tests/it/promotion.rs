@@ -7,7 +7,7 @@ use std::path::Path;
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
-use tagpilot::argocd::cluster::Loaded;
+use tagpilot::argocd::read::cluster::Loaded;
 use tagpilot::config;
 use tagpilot::engine::{self, Cycle};
 use tagpilot::git::RepoCache;
@@ -1078,93 +1078,102 @@ async fn a_person_s_rollback_in_staging_holds_for_prod_only_the_tag_rolled_back_
     }
 }
 
+/// A tag held upstream is held for prod, however prod reaches that upstream: a path it
+/// follows, or a policy it follows through another promoting one. Without the hold, prod
+/// takes it.
 #[tokio::test]
-async fn a_tag_held_in_the_file_of_a_path_upstream_is_held_for_prod() {
-    let s = Scenario::new(
-        &["staging", "prod"],
-        &[
-            ("staging.yaml", env_policy("staging", "1.x", "")),
-            (
-                "prod.yaml",
-                env_policy(
-                    "prod",
-                    "1.x",
-                    "  promote:\n    from:\n      - path: envs/staging/deployment.yaml\n    after: 1h\n    write: push\n",
+async fn a_tag_held_upstream_is_held_for_prod() {
+    struct Case {
+        name: &'static str,
+        envs: &'static [&'static str],
+        policies: Vec<(&'static str, String)>,
+        /// The environments that run 1.2.0 (since ten hours ago).
+        running: &'static [&'static str],
+        /// Where 1.2.0 is held, why, and since when (minutes from now).
+        held: (&'static str, HoldReason, i64),
+        /// How prod's wait starts.
+        wait: &'static str,
+        /// The report lists the promoting policies, upstream first (where the case says).
+        chain: Option<&'static [&'static str]>,
+    }
+    let cases = [
+        Case {
+            name: "in the file of a path upstream",
+            envs: &["staging", "prod"],
+            policies: vec![
+                ("staging.yaml", env_policy("staging", "1.x", "")),
+                (
+                    "prod.yaml",
+                    env_policy(
+                        "prod",
+                        "1.x",
+                        "  promote:\n    from:\n      - path: envs/staging/deployment.yaml\n    after: 1h\n    write: push\n",
+                    ),
                 ),
-            ),
-        ],
-    );
-    push_at(
-        &s.repo,
-        &[("staging", "1.2.0")],
-        s.at(-600),
-        "staging: 1.2.0",
-    );
-    // Without a hold, prod takes it.
-    assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
-    let state_dir = tempfile::tempdir().unwrap();
-    let state = State::open(state_dir.path()).unwrap();
-    state
-        .hold(&held("staging", "1.2.0", failed_in("staging"), s.at(-500)))
-        .unwrap();
-    let cycle = s.cycle(0, true, Some(&state)).await;
-    assert_eq!(moves_to(&cycle, "prod"), None);
-    let waits = &row(&cycle, "prod").waits;
-    assert!(
-        waits[0].starts_with(
-            "1.2.0 is held: in policy shop-staging: held: failed in Application argocd/shop-staging"
-        ),
-        "{waits:?}"
-    );
-}
-
-#[tokio::test]
-async fn a_tag_held_in_dev_is_held_for_prod_through_staging() {
-    let s = Scenario::new(
-        &["dev", "staging", "prod"],
-        &[
-            ("dev.yaml", env_policy("dev", "1.x", "")),
-            (
-                "staging.yaml",
-                env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
-            ),
-            (
-                "prod.yaml",
-                env_policy("prod", "1.x", &promote_from_policy("staging", "1h")),
-            ),
-        ],
-    );
-    // 1.2.0 ran in dev and staging, then a person held it in dev.
-    push_at(
-        &s.repo,
-        &[("dev", "1.2.0"), ("staging", "1.2.0")],
-        s.at(-600),
-        "1.2.0",
-    );
-    assert_eq!(moves_to(&s.plan(0).await, "prod").as_deref(), Some("1.2.0"));
-    let state_dir = tempfile::tempdir().unwrap();
-    let state = State::open(state_dir.path()).unwrap();
-    let by_hand = HoldReason::Manual { by: "Dana".into() };
-    state
-        .hold(&held("dev", "1.2.0", by_hand, s.at(-60)))
-        .unwrap();
-    let cycle = s.cycle(0, true, Some(&state)).await;
-    assert_eq!(moves_to(&cycle, "prod"), None);
-    let waits = &row(&cycle, "prod").waits;
-    assert!(
-        waits[0].starts_with("1.2.0 is held: in policy shop-dev: held: held by Dana since "),
-        "{waits:?}"
-    );
-    // The report lists the chain upstream first, each with since when it runs its tag.
-    let policies: Vec<&str> = cycle
-        .plan
-        .promotions
-        .iter()
-        .map(|p| p.policy.as_str())
-        .collect();
-    assert_eq!(policies, ["shop-staging", "shop-prod"]);
-    let since = s.at(-600).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    assert_eq!(row(&cycle, "prod").since.as_deref(), Some(since.as_str()));
+            ],
+            running: &["staging"],
+            held: ("staging", failed_in("staging"), -500),
+            wait: "1.2.0 is held: in policy shop-staging: held: failed in Application argocd/shop-staging",
+            chain: None,
+        },
+        Case {
+            name: "in dev, through staging",
+            envs: &["dev", "staging", "prod"],
+            policies: vec![
+                ("dev.yaml", env_policy("dev", "1.x", "")),
+                (
+                    "staging.yaml",
+                    env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
+                ),
+                (
+                    "prod.yaml",
+                    env_policy("prod", "1.x", &promote_from_policy("staging", "1h")),
+                ),
+            ],
+            // 1.2.0 ran in dev and staging, then a person held it in dev.
+            running: &["dev", "staging"],
+            held: ("dev", HoldReason::Manual { by: "Dana".into() }, -60),
+            wait: "1.2.0 is held: in policy shop-dev: held: held by Dana since ",
+            chain: Some(&["shop-staging", "shop-prod"]),
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let s = Scenario::new(case.envs, &case.policies);
+        let running: Vec<(&str, &str)> = case.running.iter().map(|env| (*env, "1.2.0")).collect();
+        push_at(&s.repo, &running, s.at(-600), "1.2.0");
+        assert_eq!(
+            moves_to(&s.plan(0).await, "prod").as_deref(),
+            Some("1.2.0"),
+            "{name}"
+        );
+        let state_dir = tempfile::tempdir().unwrap();
+        let state = State::open(state_dir.path()).unwrap();
+        let (env, reason, since) = case.held;
+        state
+            .hold(&held(env, "1.2.0", reason, s.at(since)))
+            .unwrap();
+        let cycle = s.cycle(0, true, Some(&state)).await;
+        assert_eq!(moves_to(&cycle, "prod"), None, "{name}");
+        let waits = &row(&cycle, "prod").waits;
+        assert!(waits[0].starts_with(case.wait), "{name}: {waits:?}");
+        if let Some(chain) = case.chain {
+            // Each with since when it runs its tag.
+            let policies: Vec<&str> = cycle
+                .plan
+                .promotions
+                .iter()
+                .map(|p| p.policy.as_str())
+                .collect();
+            assert_eq!(policies, chain, "{name}");
+            let since = s.at(-600).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            assert_eq!(
+                row(&cycle, "prod").since.as_deref(),
+                Some(since.as_str()),
+                "{name}"
+            );
+        }
+    }
 }
 
 #[tokio::test]

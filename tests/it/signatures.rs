@@ -791,7 +791,7 @@ async fn image_updater_images_verification_reads_its_key_from_the_secret() {
     .unwrap();
     let from = config.applications.as_ref().unwrap().from_cluster.clone();
     let cluster = crate::support::kube::cluster(&server, std::time::Duration::from_secs(10)).await;
-    let loaded = tagpilot::argocd::cluster::load(cluster, from.as_ref().unwrap())
+    let loaded = tagpilot::argocd::read::cluster::load(cluster, from.as_ref().unwrap())
         .await
         .unwrap();
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
@@ -1701,7 +1701,7 @@ async fn a_key_from_an_environment_variable_verifies() {
 /// verified a signature, `tagpilot_signature_verifications_total{result="verified"}` is 1.
 #[test]
 fn a_service_cycle_that_verified_a_signature_counts_it_in_metrics() {
-    use crate::support::service::{self, Service, eventually};
+    use crate::support::service::{self, Service};
     use std::time::Duration;
     service::run(false, |logs| async move {
         let s = crate::daemon::setup().await;
@@ -1723,10 +1723,11 @@ fn a_service_cycle_that_verified_a_signature_counts_it_in_metrics() {
         let daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
         crate::daemon::tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         let metric = "tagpilot_signature_verifications_total{result=\"verified\"} 1";
-        eventually(metric, &daemon.logs, || async {
-            daemon.text("/metrics").await.lines().any(|l| l == metric)
-        })
-        .await;
+        daemon
+            .after_events(metric, || async {
+                daemon.text("/metrics").await.lines().any(|l| l == metric)
+            })
+            .await;
         let metrics = daemon.text("/metrics").await;
         assert!(
             metrics.contains("tagpilot_signature_verifications_total{result=\"unsigned\"} 0"),

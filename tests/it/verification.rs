@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use futures_util::{StreamExt as _, stream};
 use serde_json::{Value, json};
-use tagpilot::argocd::follow::{FollowError, Followed, FollowedChange, follow, follow_application};
+use tagpilot::run::verify::follow::{
+    FollowError, Followed, FollowedChange, follow, follow_application,
+};
 use tagpilot::verification::{Failure, Verdict, Waiting};
 use wiremock::matchers::{method, path, query_param};
 use wiremock::{Mock, MockServer, ResponseTemplate};

@@ -11,7 +11,7 @@ fn configured(name: &str, url: &str) -> RepositoryConfig {
     serde_saphyr::from_str(&format!("name: {name}\nurl: {url}\nbranch: main\n")).unwrap()
 }
 
-const IU: &str = crate::argocd::annotations::IMAGE_UPDATER_PREFIX;
+const IU: &str = crate::argocd::read::annotations::IMAGE_UPDATER_PREFIX;
 
 #[test]
 fn urls_match_whatever_the_spelling() {
@@ -265,7 +265,7 @@ fn repocreds_from_git_need_a_configured_repository() {
 /// its Secret was read; unread or unusable, it keeps the image from being updated.
 #[test]
 fn a_cosign_key_is_the_policys_requirement_and_an_unread_one_holds() {
-    let mut key = crate::argocd::settings::CosignKey {
+    let mut key = crate::argocd::read::settings::CosignKey {
         namespace: "argocd".into(),
         secret: "cosign".into(),
         key: "cosign.pub".into(),

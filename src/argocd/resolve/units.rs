@@ -9,7 +9,7 @@ use crate::config::repository::WriteMode;
 use crate::git::RepositoryConfig;
 
 use super::super::branch::BranchTemplate;
-use super::super::settings::{
+use super::super::read::settings::{
     AppSettings, GitBranch, GitCredentials, PullRequestProvider, PullRequestSettings,
     SkippedAnnotation, WriteBackMethod, WriteBackTarget,
 };

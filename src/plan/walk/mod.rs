@@ -217,7 +217,6 @@ fn excluded(scope: &Scope) -> BTreeSet<PathBuf> {
 /// Builds the plan for every policy over the manifests of `files` (a repository's tree), for
 /// the repository named `repository`. Also says, per policy, whether it matched at least one
 /// reference (a policy without changes, holds or problems is then up to date, not unused).
-#[instrument(skip_all, fields(repository, policies = policies.len()))]
 pub async fn plan_files<R: Registry>(
     files: &dyn Files,
     repository: &str,
@@ -261,6 +260,7 @@ pub async fn plan_files_held<R: Registry>(
 
 /// [`plan_files_held`] where the promoting policies (`promote:`) decide by what their
 /// upstreams run ([`crate::promotion`]) instead of by the registry's newest tag.
+#[instrument(skip_all, fields(repository = %repository, policies = policies.len()))]
 pub async fn plan_files_promoted<R: Registry>(
     files: &dyn Files,
     repository: &str,

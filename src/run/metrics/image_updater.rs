@@ -10,11 +10,11 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
-use crate::argocd::cluster::PatchStatus;
-use crate::argocd::outcome::ImageStatus;
-use crate::argocd::report::{ApplicationReport, UpdaterName};
+use crate::argocd::plan::ImageStatus;
+use crate::argocd::write::PatchStatus;
 use crate::engine::Cycle;
 use crate::plan::RepositoryStatus;
+use crate::report::applications::{ApplicationReport, UpdaterName};
 
 /// Image Updater's labels: the `ImageUpdater` resource's name and namespace. Applications
 /// configured by their annotations alone (no resource, as in Image Updater 0.x) count under

@@ -9,6 +9,11 @@ pub(super) struct ResultLabel {
     pub(super) result: &'static str,
 }
 
+/// The `policy` value every Argo CD Application image's updates count under: there is one such
+/// policy per Application image, thousands in a large cluster. In parentheses, so no policy
+/// file's `metadata.name` can take it.
+pub const APPLICATION_POLICIES: &str = "(applications)";
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct UpdateLabels {
     pub(super) policy: String,

@@ -1,6 +1,10 @@
 //! Every metric `tagpilot run` exports, registered once here, and how a cycle's outcome becomes
-//! them. Labels are bounded sets (results, error kinds, policy names from the configuration);
-//! never tags, digests or commit ids, which would grow without end.
+//! them. Labels are bounded sets (results, error kinds, policy names from the configuration's
+//! policy files, registry hosts, the state directory); never tags, digests, commit ids or
+//! anything there is one of per Application, which would grow without end: an Argo CD
+//! Application's image is a policy of its own (`<app>/<alias>`), so every one of them counts
+//! under the one `policy` value [`APPLICATION_POLICIES`], and its detail is in the log (one line
+//! per update) and the report.
 //!
 //! With `--image-updater-metrics`, Argo CD Image Updater's four per-resource series are exported
 //! too, under its names and labels, so dashboards built on them keep working (see
@@ -36,6 +40,8 @@ mod result;
 pub use self::result::{CycleResult, RegistriesAnswered};
 
 pub use self::after_write::VERIFICATION_RESULTS;
+pub use self::labels::APPLICATION_POLICIES;
+pub(super) use self::record::change_result;
 
 /// The metrics, and the registry that renders them.
 pub struct Metrics {
@@ -75,6 +81,9 @@ pub struct Metrics {
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
     /// `--image-updater-metrics`: Argo CD Image Updater's series too.
     image_updater: Option<ImageUpdaterSeries>,
+    /// The policies of the configuration's files, by name: the `policy` label's only values
+    /// besides [`APPLICATION_POLICIES`] once set ([`Metrics::set_configured_policies`]).
+    configured_policies: Mutex<Option<std::collections::BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -128,7 +137,7 @@ impl Metrics {
             updates: registered(
                 &mut registry,
                 "tagpilot_updates",
-                "Image reference updates by policy and result (proposed, pushed, pull_request, held, failed)",
+                "Image reference updates by policy and result (proposed, pushed, pull_request, held, failed); the images of Argo CD Applications count under the one policy (applications), each update logged with its own",
                 Family::default(),
             ),
             errors: registered(
@@ -218,6 +227,7 @@ impl Metrics {
             signatures_seen: Mutex::default(),
             after_write: AfterWrite::register(&mut registry),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
+            configured_policies: Mutex::default(),
             metadata_hits_seen: Default::default(),
             registry_seen: Mutex::default(),
             registry: Mutex::new(registry.registry),
@@ -330,6 +340,29 @@ impl Metrics {
                 result: "not_leader",
             })
             .inc();
+    }
+
+    /// The policies read from the configuration's files this cycle: an update of any other
+    /// policy (an Application's image) is counted under [`APPLICATION_POLICIES`].
+    pub fn set_configured_policies<'a>(&self, names: impl IntoIterator<Item = &'a str>) {
+        let names = names.into_iter().map(str::to_owned).collect();
+        *self
+            .configured_policies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(names);
+    }
+
+    /// The `policy` label of an update of `policy`: its name if the configuration's files
+    /// define it (or none were set), else [`APPLICATION_POLICIES`].
+    fn policy_label(&self, policy: &str) -> String {
+        let configured = self
+            .configured_policies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match &*configured {
+            Some(names) if !names.contains(policy) => APPLICATION_POLICIES.to_owned(),
+            _ => policy.to_owned(),
+        }
     }
 
     /// Counts one error of `kind` (a bounded label: an error variant's `metric_label`).

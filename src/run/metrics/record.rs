@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::change::Change;
 use crate::engine::{Cycle, EngineError};
-use crate::plan::RepositoryStatus;
+use crate::plan::{Plan, RepositoryStatus};
 use crate::policy::PolicyError;
 use crate::registry::ResponseCount;
 
@@ -117,7 +118,7 @@ impl Metrics {
                 for (policy, result) in updates(cycle) {
                     self.updates
                         .get_or_create(&UpdateLabels {
-                            policy: policy.to_string(),
+                            policy: self.policy_label(policy),
                             result,
                         })
                         .inc();
@@ -187,23 +188,9 @@ impl Metrics {
 /// `failed`.
 pub(super) fn updates(cycle: &Cycle) -> Vec<(&str, &'static str)> {
     let plan = &cycle.plan;
-    let status_of = |repository: &Option<String>| {
-        repository.as_deref().and_then(|name| {
-            plan.repositories
-                .iter()
-                .find(|r| r.repository == name)
-                .map(|r| r.status)
-        })
-    };
     let mut out = Vec::new();
     for change in &plan.changes {
-        let result = match status_of(&change.repository) {
-            Some(RepositoryStatus::Pushed) => "pushed",
-            Some(RepositoryStatus::PullRequests) => "pull_request",
-            Some(RepositoryStatus::Failed) => "failed",
-            Some(RepositoryStatus::WouldPush | RepositoryStatus::UpToDate) | None => "proposed",
-        };
-        out.push((change.policy.as_str(), result));
+        out.push((change.policy.as_str(), change_result(plan, change)));
     }
     for hold in &plan.holds {
         out.push((hold.policy.as_str(), "held"));
@@ -214,4 +201,21 @@ pub(super) fn updates(cycle: &Cycle) -> Vec<(&str, &'static str)> {
         }
     }
     out
+}
+
+/// What became of `change`, by what happened to its repository: `pushed`, `pull_request`,
+/// `failed`, or `proposed` where nothing was written.
+pub fn change_result(plan: &Plan, change: &Change) -> &'static str {
+    let status = change.repository.as_deref().and_then(|name| {
+        plan.repositories
+            .iter()
+            .find(|r| r.repository == name)
+            .map(|r| r.status)
+    });
+    match status {
+        Some(RepositoryStatus::Pushed) => "pushed",
+        Some(RepositoryStatus::PullRequests) => "pull_request",
+        Some(RepositoryStatus::Failed) => "failed",
+        Some(RepositoryStatus::WouldPush | RepositoryStatus::UpToDate) | None => "proposed",
+    }
 }

@@ -2,13 +2,13 @@ use std::time::Duration;
 
 use super::record::updates;
 use super::*;
-use crate::argocd::cluster::PatchStatus;
-use crate::argocd::outcome::ImageStatus;
-use crate::argocd::report::{ApplicationReport, UpdaterName};
+use crate::argocd::plan::ImageStatus;
+use crate::argocd::write::PatchStatus;
 use crate::engine::{Cycle, EngineError};
 use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome};
 use crate::plan::{FindingKind, RepositoryStatus, SkipKind};
 use crate::registry::ResponseCount;
+use crate::report::applications::{ApplicationReport, UpdaterName};
 
 fn outcome(name: &str, status: RepositoryStatus) -> RepositoryOutcome {
     RepositoryOutcome {
@@ -84,6 +84,52 @@ fn updates_take_their_result_from_their_repository() {
             ("web", "held"),
             ("db", "failed"),
         ]
+    );
+}
+
+/// 1000 Argo CD Application images (a policy each, `<app>/<alias>`) beside two policy files:
+/// the updates stay a handful of series, not one per Application.
+#[test]
+fn the_updates_of_a_thousand_application_images_are_a_bounded_set_of_series() {
+    let metrics = Metrics::new();
+    metrics.set_configured_policies(["api", "web"]);
+    let applications = || {
+        let mut cycle = cycle();
+        for i in 0..1000 {
+            cycle
+                .plan
+                .changes
+                .push(change("pushed", &format!("app-{i}/api")));
+            cycle.plan.problems.push(Problem {
+                policy: Some(format!("app-{i}/web")),
+                message: "no tags".to_string(),
+                ..Default::default()
+            });
+        }
+        cycle
+    };
+    for _ in 0..3 {
+        metrics.record_cycle(&Ok(applications()), &[], Duration::from_secs(1));
+    }
+    let text = metrics.render();
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("tagpilot_updates_total{"))
+        .collect();
+    // Two configured policies and the Applications' one value, by at most five results.
+    assert!(series.len() <= 3 * 5, "{series:#?}");
+    for line in [
+        "tagpilot_updates_total{policy=\"(applications)\",result=\"pushed\"} 3000",
+        "tagpilot_updates_total{policy=\"api\",result=\"pushed\"} 3",
+        "tagpilot_updates_total{policy=\"web\",result=\"failed\"} 3",
+        // `db` is in no policy file: an Application's, as far as the label goes.
+        "tagpilot_updates_total{policy=\"(applications)\",result=\"failed\"} 3003",
+    ] {
+        assert!(series.contains(&line), "{line} missing: {series:#?}");
+    }
+    assert!(
+        !text.contains("app-"),
+        "an Application's name in a label:\n{text}"
     );
 }
 
@@ -278,7 +324,7 @@ fn cycle_with_applications() -> Cycle {
             image("cache", "Application argocd/legacy", ImageStatus::Held),
         ],
     );
-    legacy.patch = Some(crate::argocd::cluster::PatchReport {
+    legacy.patch = Some(crate::argocd::write::PatchReport {
         status: PatchStatus::Patched,
         body: "{}".to_string(),
     });

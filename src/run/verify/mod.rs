@@ -7,7 +7,7 @@
 //! ```text
 //! cycle ─▶ pushed commits, merged pull requests ─▶ Applications with the changed files
 //!                                                        │ state store, status `pending`
-//!          one follower task per Application (argocd::follow, one watch) ◀─┘
+//!          one follower task per Application (follow.rs, one watch)      ◀─┘
 //!             ├─ Verified ─▶ metrics, log, status `success`, verification ends
 //!             └─ Failed   ─▶ hold / report / revert (by `verify.onFailure`), metrics, log,
 //!                            status `failure` with the reason
@@ -30,7 +30,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::affected::normalise_url;
 use crate::application::Application;
-use crate::argocd::follow::{FollowError, Followed, FollowedChange, follow_application};
 use crate::change::Change;
 use crate::config::applications::FromCluster;
 use crate::config::repository::RepositoryConfig;
@@ -50,8 +49,10 @@ use super::clock::Clock;
 use super::http::Shared;
 
 mod fetched;
+pub mod follow;
 mod promoted;
 mod reached;
+use self::follow::{FollowError, Followed, FollowedChange, follow_application};
 use self::reached::{Reached, ToVerify};
 
 /// What every follower needs, shared with the service.

@@ -1,6 +1,6 @@
 //! Runs one engine cycle the way `tagpilot plan`/`apply` do, for tests that drive the library.
 
-use tagpilot::argocd::cluster::Loaded;
+use tagpilot::argocd::read::cluster::Loaded;
 use tagpilot::config::Config;
 use tagpilot::engine::{self, Cycle};
 use tagpilot::git::RepoCache;

@@ -361,7 +361,10 @@ pub fn kubeconfig(server: &MockServer) -> String {
 }
 
 /// A client for `server` whose requests give up after `timeout`, as the lease client's do.
-pub async fn cluster(server: &MockServer, timeout: Duration) -> tagpilot::argocd::cluster::Cluster {
+pub async fn cluster(
+    server: &MockServer,
+    timeout: Duration,
+) -> tagpilot::argocd::read::cluster::Cluster {
     let kc = kube::config::Kubeconfig::from_yaml(&kubeconfig(server)).unwrap();
     let mut config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
@@ -369,7 +372,7 @@ pub async fn cluster(server: &MockServer, timeout: Duration) -> tagpilot::argocd
     config.connect_timeout = Some(timeout);
     config.read_timeout = Some(timeout);
     config.write_timeout = Some(timeout);
-    tagpilot::argocd::cluster::Cluster::new(kube::Client::try_from(config).unwrap())
+    tagpilot::argocd::read::cluster::Cluster::new(kube::Client::try_from(config).unwrap())
 }
 
 /// A clock that stands still until the test moves it, and tells the test when someone waits

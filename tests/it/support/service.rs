@@ -5,8 +5,12 @@
 //! The runtime runs on real time: the registries and git servers the service talks to are real
 //! processes, and tokio's paused time would jump ahead while it waits on them, firing every
 //! HTTP timeout at once. The loop's own schedule (the interval, re-check pacing) is on the
-//! manual clock instead, so a test says when "an interval later" is. Waits are on conditions
-//! (a status, a metric, a commit, a log line), each bounded.
+//! manual clock instead, so a test says when "an interval later" is. Waits are on the events
+//! `serve` publishes ([`Progress`]: cycles and re-checks finished, liveness, readiness): a
+//! condition (a status, a metric, a commit) is looked at again each time the service has
+//! finished something, never on a timer; each wait is bounded by [`super::PATIENCE`] so a
+//! broken build fails instead of hanging. What no event marks (a verification's verdict, a
+//! re-check's debounce on the clock, a write in the middle of a cycle) is still polled.
 
 use std::future::Future;
 use std::path::Path;
@@ -15,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tagpilot::run::clock::Clock;
-use tagpilot::run::{RunError, Settings, Shutdown, Stopped};
+use tagpilot::run::{Events, Progress, RunError, Settings, Shutdown, Stopped};
 
 /// A clock that moves only when the test says so.
 #[derive(Debug)]
@@ -171,6 +175,8 @@ pub struct Service {
     pub shutdown: Shutdown,
     pub clock: Arc<ManualClock>,
     pub logs: Logs,
+    /// What `serve` publishes as it goes.
+    pub events: Events,
     task: Option<tokio::task::JoinHandle<Result<Stopped, RunError>>>,
 }
 
@@ -211,6 +217,7 @@ impl Service {
         let config = tagpilot::session::load_config(Some(&dir.join("tagpilot.yaml"))).unwrap();
         let shutdown = Shutdown::new();
         let clock = ManualClock::new();
+        let events = Events::new();
         // A local task: `serve`'s future is not `Send` (the Argo CD credentials lookup holds a
         // `&dyn Fn` across an await), and the test's runtime has one thread anyway.
         let task = tokio::task::spawn_local(tagpilot::run::serve(
@@ -219,6 +226,7 @@ impl Service {
             listener,
             shutdown.clone(),
             clock.clone(),
+            events.clone(),
         ));
         Service {
             base,
@@ -226,15 +234,118 @@ impl Service {
             shutdown,
             clock,
             logs: logs.clone(),
+            events,
             task: Some(task),
         }
     }
 
-    /// Once the loop waits for its next cycle, moves the clock past it (interval and jitter):
-    /// one more cycle starts.
-    pub async fn next_cycle(&self) {
+    /// Once the loop waits for its next cycle, moves the clock past it (the wait it decided:
+    /// interval and jitter, or a backoff): one more cycle starts. Returns that cycle's number
+    /// (see [`Service::cycle_done`]).
+    pub async fn next_cycle(&self) -> u64 {
         self.clock.parked().await;
-        self.clock.advance(self.interval * 2);
+        let now = self.events.now();
+        self.clock.advance(now.next_cycle_in.max(self.interval * 2));
+        now.cycles + 1
+    }
+
+    /// Waits until `done` holds of the service's progress, and returns that progress; fails
+    /// naming `what`, with the log, after [`super::PATIENCE`] or if `serve` returned.
+    pub async fn until(&self, what: &str, mut done: impl FnMut(&Progress) -> bool) -> Progress {
+        let mut progress = self.events.subscribe();
+        let seen = progress.wait_for(|p| done(p) || p.stopped);
+        match tokio::time::timeout(super::PATIENCE, seen).await {
+            Ok(Ok(p)) if !p.stopped || done(&p) => *p,
+            Ok(_) => panic!("serve returned before {what}:\n{}", self.log()),
+            Err(_) => panic!(
+                "not within {:?}: {what} ({:?})\n{}",
+                super::PATIENCE,
+                self.events.now(),
+                self.log()
+            ),
+        }
+    }
+
+    /// Waits until the service is ready, and `/readyz` says so.
+    pub async fn ready(&self) {
+        self.until("ready", |p| p.ready).await;
+        assert_eq!(self.status("/readyz").await, Some(200), "{}", self.log());
+    }
+
+    /// Waits until the loop runs, and `/livez` says so.
+    pub async fn live(&self) {
+        self.until("live", |p| p.live).await;
+        assert_eq!(self.status("/livez").await, Some(200), "{}", self.log());
+    }
+
+    /// Waits until cycle `n` (counted from 1) has finished: its writes, metrics and state are
+    /// all done.
+    pub async fn cycle_done(&self, n: u64) -> Progress {
+        self.until(&format!("cycle {n} done"), |p| p.cycles >= n)
+            .await
+    }
+
+    /// Until `check` holds: looked at once the first cycle has finished, then after each
+    /// further cycle or re-check, or change of health (the clock is not moved: the test moves
+    /// it, or nothing more is due). Bounded by [`super::PATIENCE`] in all.
+    pub async fn after_events<F, Fut>(&self, what: &str, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let mut progress = self.events.subscribe();
+        let checked = async {
+            let _ = progress.wait_for(|p| p.cycles > 0 || p.stopped).await;
+            loop {
+                progress.mark_unchanged();
+                if check().await {
+                    return true;
+                }
+                if progress.borrow().stopped || progress.changed().await.is_err() {
+                    return false;
+                }
+            }
+        };
+        self.bounded(what, checked).await;
+    }
+
+    /// Until `check` holds: looked at once the first cycle has finished, then after each
+    /// further cycle, which this lets run by moving the clock an interval on. Bounded by
+    /// [`super::PATIENCE`] in all.
+    pub async fn after_cycles<F, Fut>(&self, what: &str, mut check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        let checked = async {
+            let mut next = 1;
+            loop {
+                let p = self
+                    .until(&format!("cycle {next}"), |p| p.cycles >= next)
+                    .await;
+                if check().await {
+                    return true;
+                }
+                if p.stopped {
+                    return false;
+                }
+                next = self.next_cycle().await;
+            }
+        };
+        self.bounded(what, checked).await;
+    }
+
+    async fn bounded(&self, what: &str, checked: impl Future<Output = bool>) {
+        match tokio::time::timeout(super::PATIENCE, checked).await {
+            Ok(true) => {}
+            Ok(false) => panic!("serve returned before {what}:\n{}", self.log()),
+            Err(_) => panic!(
+                "not within {:?}: {what} ({:?})\n{}",
+                super::PATIENCE,
+                self.events.now(),
+                self.log()
+            ),
+        }
     }
 
     pub fn log(&self) -> String {
@@ -259,28 +370,6 @@ impl Service {
     /// Whether `serve` has returned.
     pub fn has_stopped(&self) -> bool {
         self.task.as_ref().is_none_or(|t| t.is_finished())
-    }
-
-    /// Waits until `GET path` answers `want`, and returns every status seen before.
-    pub async fn wait_for(&self, path: &str, want: u16) -> Vec<Option<u16>> {
-        let deadline = Instant::now() + super::PATIENCE;
-        let mut seen = Vec::new();
-        loop {
-            let status = self.status(path).await;
-            if status == Some(want) {
-                return seen;
-            }
-            assert!(!self.has_stopped(), "serve returned:\n{}", self.log());
-            assert!(
-                Instant::now() < deadline,
-                "{path} never answered {want} (saw {seen:?}):\n{}",
-                self.log()
-            );
-            if seen.last() != Some(&status) {
-                seen.push(status);
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
     }
 
     /// Drains, as a first SIGTERM does, and waits for `serve` to return: how it stopped, and

@@ -401,7 +401,7 @@ impl Entry<'_> {
 }
 
 /// `^[a-zA-Z0-9][a-zA-Z0-9-._]*$`, as the CRD validates it.
-pub(super) fn valid_alias(alias: &str) -> bool {
+pub fn valid_alias(alias: &str) -> bool {
     let mut chars = alias.chars();
     chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
         && chars.all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))

@@ -12,11 +12,11 @@ use crate::git::RepositoryConfig;
 use crate::plan::{self, Change};
 use crate::registry::Registry;
 
-use super::super::in_place::current_in_source;
-use super::super::outcome::{OverridePlace, Overrides, Record, decide_override};
-use super::super::override_file::OverrideFile;
+use super::super::read::settings::ImageSettings;
 use super::super::resolve::{self, SourceKind};
-use super::super::settings::ImageSettings;
+use super::in_place::current_in_source;
+use super::outcome::{OverridePlace, Overrides, Record, decide_override};
+use super::override_file::OverrideFile;
 use super::{AppPlanner, ImageStatus, Missing, RepositoryPlan};
 
 impl<R: Registry> AppPlanner<'_, R> {

@@ -8,8 +8,8 @@ use std::path::Path;
 use super::*;
 use crate::application::Application;
 use crate::application::Origin;
-use crate::argocd::annotations::{self, IMAGE_UPDATER_PREFIX};
-use crate::argocd::image_updater::{read_documents, select};
+use crate::argocd::read::annotations::{self, IMAGE_UPDATER_PREFIX};
+use crate::argocd::read::image_updater::{read_documents, select};
 
 const RESOURCE: &str = "ImageUpdater argocd/u";
 

@@ -72,7 +72,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::HoldRequest;
-    use crate::argocd::annotations::parse;
+    use crate::argocd::read::annotations::parse;
 
     fn read(extra: &[(&str, &str)]) -> super::AppSettings {
         let mut annotations: BTreeMap<String, String> = extra

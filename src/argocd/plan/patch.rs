@@ -1,12 +1,12 @@
 //! `write-back-method: argocd`: the parameter overrides to patch into each live Application,
-//! decided as Image Updater decides them, and sending those patches.
+//! decided as Image Updater decides them.
 //!
-//! Why it exists apart from the client ([`super::kubernetes`]): deciding a patch is planning
-//! (tag selection through the registry), sending it is I/O; the plan is the same in plan and
-//! apply mode, and only [`send_patches`] differs.
+//! Why it exists apart from sending ([`crate::argocd::write::send_patches`]): deciding a patch
+//! is planning (tag selection through the registry), sending it is I/O; the plan is the same in
+//! plan and apply mode, and only the sending differs.
 //!
-//! What it must never do: patch anything in plan mode, or send more than a JSON merge patch of
-//! the parameter overrides it decided (the rest of the Application is Argo CD's).
+//! What it must never do: decide more than a JSON merge patch of the parameter overrides (the
+//! rest of the Application is Argo CD's).
 
 use serde_json::json;
 
@@ -14,13 +14,12 @@ use crate::image::Repository;
 use crate::plan::{Change, Problem};
 use crate::registry::Registry;
 
+use super::super::resolve::{ManagedApp, Resolved, SourceKind};
 use super::outcome::{
     ImageOutcome, OverridePlace, OverrideTarget, Overrides, decide_app_overrides,
 };
 use super::override_file::{HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter};
-use super::resolve::{ManagedApp, Resolved, SourceKind};
 use crate::application::{Application, HelmParameter, Source};
-use crate::kubernetes::Cluster;
 
 /// One Application's parameter overrides as tagpilot would set them.
 #[derive(Debug, Clone, PartialEq)]
@@ -256,75 +255,4 @@ fn live_image(
         let r = crate::image::ImageRef::parse(i).ok()?;
         (Repository::parse(&r.name).ok()? == *repository).then_some((r.tag, r.digest))
     })
-}
-
-/// What became of one Application's patch; serialised (and shown) as the report's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum PatchStatus {
-    /// Plan mode: nothing is sent.
-    #[serde(rename = "would patch")]
-    WouldPatch,
-    #[serde(rename = "patched")]
-    Patched,
-    /// The API refused it; the plan has a problem naming the Application.
-    #[serde(rename = "failed")]
-    Failed,
-}
-
-impl PatchStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PatchStatus::WouldPatch => "would patch",
-            PatchStatus::Patched => "patched",
-            PatchStatus::Failed => "failed",
-        }
-    }
-}
-
-impl std::fmt::Display for PatchStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What became of one Application's patch, for the report.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct PatchReport {
-    pub status: PatchStatus,
-    /// The merge patch body, compact JSON (image references only).
-    pub body: String,
-}
-
-/// Sends the patches (not in a dry run). A failed patch is a problem naming the Application;
-/// the others are still sent.
-pub async fn send_patches(
-    cluster: &Cluster,
-    patches: &[AppPatch],
-    dry_run: bool,
-) -> (Vec<(usize, PatchReport)>, Vec<Problem>) {
-    let mut reports = Vec::new();
-    let mut problems = Vec::new();
-    for p in patches {
-        let body = serde_json::to_string(&p.body).expect("a patch serialises");
-        let status = if dry_run {
-            PatchStatus::WouldPatch
-        } else {
-            match cluster
-                .patch_application(&p.namespace, &p.name, &p.body)
-                .await
-            {
-                Ok(()) => PatchStatus::Patched,
-                Err(e) => {
-                    problems.push(Problem {
-                        message: crate::error_chain::chain(&e),
-                        file: Some(format!("Application {}/{}", p.namespace, p.name)),
-                        ..Default::default()
-                    });
-                    PatchStatus::Failed
-                }
-            }
-        };
-        reports.push((p.app, PatchReport { status, body }));
-    }
-    (reports, problems)
 }

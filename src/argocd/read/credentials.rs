@@ -22,9 +22,9 @@ use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
-use super::resolve::Resolved;
 use super::settings::{AppSettings, GitCredentials, PullSecret, WriteBackMethod};
 use crate::application::Origin;
+use crate::argocd::resolved::Resolved;
 use crate::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 
 /// Why a Secret (or an environment variable) gave no usable credential. Never holds the value.
@@ -279,13 +279,13 @@ impl GitSecret {
 }
 
 /// The Argo CD repository Secret for `url`: a `repository` Secret with that exact URL
-/// (compared as [`super::resolve::normalise_url`] does), else the `repo-creds` Secret whose URL
+/// (compared as [`crate::affected::normalise_url`] does), else the `repo-creds` Secret whose URL
 /// is the longest prefix of `url`, as Argo CD picks them. `secrets` are (type, url, index).
 pub fn match_repository_secret(url: &str, secrets: &[(String, String, usize)]) -> Option<usize> {
-    let wanted = super::resolve::normalise_url(url);
+    let wanted = crate::affected::normalise_url(url);
     if let Some((_, _, i)) = secrets
         .iter()
-        .find(|(t, u, _)| t == "repository" && super::resolve::normalise_url(u) == wanted)
+        .find(|(t, u, _)| t == "repository" && crate::affected::normalise_url(u) == wanted)
     {
         return Some(*i);
     }

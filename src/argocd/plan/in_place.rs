@@ -2,7 +2,7 @@
 //! file named by `write-back-target`): which files a source's images may touch, the policy
 //! targets naming exactly those files, and how to group the images into as few walks of the
 //! checkout as conflict detection allows. The walks themselves are the ordinary planner's
-//! ([`crate::plan::plan`]), driven by [`super::planner`].
+//! ([`crate::plan::plan`]), driven by [`super`].
 //!
 //! Reads the checkout's file tree; writes nothing.
 
@@ -14,8 +14,8 @@ use crate::image::Repository;
 use crate::manifest::{self, FieldKind};
 use crate::policy::{HelmPaths, ImagePolicy, Target};
 
-use super::resolve::{self, SourceKind};
-use super::settings::ImageSettings;
+use super::super::read::settings::ImageSettings;
+use super::super::resolve::{self, SourceKind};
 
 /// One image of one app unit, written in place: planned by the ordinary planner.
 pub(crate) struct InPlace {
@@ -295,7 +295,7 @@ pub(crate) fn current_in_source(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::argocd::override_file::tests::image;
+    use crate::argocd::plan::override_file::tests::image;
 
     #[test]
     fn images_share_a_walk_unless_they_could_claim_one_field() {

@@ -5,8 +5,8 @@
 //! In-place writes (Directory manifests, a kustomization or values file named by
 //! `write-back-target`) go through the ordinary planner ([`crate::plan::plan`]), every app's
 //! images in as few walks of the checkout as possible: one, unless two policies could claim the
-//! same field (see [`super::in_place`]); each image's outcome is still reported on its own.
-//! `.argocd-source-<app>.yaml` files ([`super::override_file`]) are Image
+//! same field (see [`in_place`]); each image's outcome is still reported on its own.
+//! `.argocd-source-<app>.yaml` files ([`override_file`]) are Image
 //! Updater's format, written whole as Image Updater does, with the same tag selection.
 //!
 //! Where Applications bring Image Updater's configuration, its rules apply: an image a
@@ -15,6 +15,11 @@
 //! the path and why ([`crate::manifest::explain_helm_path`]), never a silent "not found".
 //! Writes nothing: the repository's tree is read (a commit, through [`crate::files::Files`]),
 //! the result is returned.
+//!
+//! Beside it, the same job for the live Applications of `write-back-method: argocd`: their
+//! patches decided against the overrides they have now ([`patch`]), with the one per-image
+//! decision both kinds of override make ([`outcome`]). Reads the registry, never the cluster
+//! (`tests/it/layers.rs`); the patches are sent by [`crate::argocd::write`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -28,18 +33,20 @@ use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 
 use super::ArgoError;
-use super::in_place::{
+use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
+use in_place::{
     AddEntry, InPlace, batches, current_in_source, describe_files, detect, manifest_files, targets,
 };
-use super::resolve::{self, ManagedApp, Resolved, SourceKind, Unit, UnitWrite};
 
-pub use super::outcome::{Decided, ImageOutcome, ImageStatus, decide};
-use super::outcome::{OverridePlace, OverrideTarget, Overrides, decide_app_overrides};
-pub use super::override_file::{
-    HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,
-};
+pub use outcome::{Decided, ImageOutcome, ImageStatus, decide};
+use outcome::{OverridePlace, OverrideTarget, Overrides, decide_app_overrides};
+pub use override_file::{HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter};
 
 mod added;
+pub mod in_place;
+pub mod outcome;
+pub mod override_file;
+pub mod patch;
 
 /// The result of planning one repository's apps on one checkout.
 #[derive(Debug, Clone, Default)]

@@ -1,14 +1,18 @@
 //! The "Applications" part of `tagpilot plan`: each annotated Application with the images it
 //! manages, where each change lands (source and file), the chosen tags, and the annotations
-//! tagpilot skipped with the reason. The report model (`crate::report::Report`) carries it to
-//! every format; its text is here, beside its type. Pure: builds strings.
+//! tagpilot skipped with the reason. The report model ([`crate::report::Report`]) carries it to
+//! every format; its text is here, beside its type, and its Markdown in [`markdown`]. Built
+//! from the Argo CD source's types ([`crate::argocd`]); decides nothing. Pure: builds strings.
 
 use serde::Serialize;
 
-use super::annotations::SkippedAnnotation;
-use super::annotations::{GitCredentials, WriteBackMethod};
-use super::outcome::{ImageOutcome, ImageStatus};
-use super::resolve::{Resolved, UnitWrite, display};
+use crate::argocd::plan::outcome::{ImageOutcome, ImageStatus};
+use crate::argocd::read::annotations::SkippedAnnotation;
+use crate::argocd::read::annotations::{GitCredentials, WriteBackMethod};
+use crate::argocd::resolve::{Resolved, UnitWrite, display};
+
+mod markdown;
+pub use markdown::applications_markdown;
 
 /// One Application in the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,7 +36,7 @@ pub struct ApplicationReport {
     pub problems: Vec<String>,
     /// `write-back-method: argocd`: the merge patch sent (or, in plan mode, that would be).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub patch: Option<super::cluster::PatchReport>,
+    pub patch: Option<crate::argocd::write::PatchReport>,
 }
 
 /// An `ImageUpdater` resource, by namespace and name.

@@ -3,11 +3,10 @@
 
 use serde_json::{Map, Value, json};
 
-use super::super::annotations;
-use super::super::settings::{self, UpdateStrategy};
-use super::settings::valid_alias;
-use super::{API_VERSION, DEFAULT_NAMESPACE, KIND};
 use crate::application::Application;
+use crate::argocd::read::annotations;
+use crate::argocd::read::image_updater::{API_VERSION, DEFAULT_NAMESPACE, KIND, valid_alias};
+use crate::argocd::read::settings::{self, UpdateStrategy};
 
 /// The `ImageUpdater` resource that configures `app` as its annotations do, for teams moving to
 /// Image Updater 1.x-style configuration: one `applicationRefs` entry naming the Application

@@ -259,7 +259,7 @@ pub struct GitBranch {
     /// The annotation key as written, with its prefix (for reports about the template).
     pub key: String,
     pub base: Option<String>,
-    /// A template (see [`super::branch`]), rendered when the write happens.
+    /// A template (see [`crate::argocd::branch`]), rendered when the write happens.
     pub target: Option<String>,
 }
 

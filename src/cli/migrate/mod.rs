@@ -8,12 +8,13 @@ use crate::argocd;
 use super::CliError;
 use super::args::MigrateArgs;
 
+mod resource;
+#[cfg(test)]
+mod tests;
+
 pub fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode, CliError> {
-    let apps = argocd::load::applications_in(&args.paths)?;
-    let resources: Vec<String> = apps
-        .iter()
-        .filter_map(argocd::image_updater::migrate)
-        .collect();
+    let apps = argocd::read::load::applications_in(&args.paths)?;
+    let resources: Vec<String> = apps.iter().filter_map(resource::migrate).collect();
     if resources.is_empty() {
         return Err(CliError::NoAnnotatedApplication {
             paths: args

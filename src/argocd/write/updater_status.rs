@@ -12,9 +12,9 @@
 
 use serde_json::{Value, json};
 
-use super::image_updater::ImageUpdater;
-use super::outcome::{ImageOutcome, ImageStatus};
-use super::resolve::Resolved;
+use super::super::plan::outcome::{ImageOutcome, ImageStatus};
+use super::super::read::image_updater::ImageUpdater;
+use super::super::resolved::Resolved;
 
 /// One resource's new status.
 #[derive(Debug, Clone, PartialEq)]
@@ -244,7 +244,7 @@ fn same_apart_from_check_time(new: &Value, old: &Value) -> bool {
 mod tests {
     use super::*;
     use crate::application::Origin;
-    use crate::argocd::image_updater::{ConfiguredBy, select};
+    use crate::argocd::read::image_updater::{ConfiguredBy, select};
     use crate::argocd::resolve::resolve_selected;
     use crate::argocd::{Application, resolve::SourceKind};
 

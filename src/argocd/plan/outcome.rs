@@ -1,5 +1,5 @@
 //! What became of each image of each app, for the "Applications" report, and the one decision
-//! both kinds of override — a `.argocd-source-<app>.yaml` file ([`super::planner`]) and a live
+//! both kinds of override — a `.argocd-source-<app>.yaml` file ([`super`]) and a live
 //! Application's parameter overrides ([`super::patch`]) — make per image ([`decide_override`]).
 //!
 //! Pure apart from the registry, reached through the [`Registry`] trait.
@@ -13,9 +13,9 @@ use crate::plan::{self, Change, Hold, Inspector, Problem, SkippedTags};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 
+use super::super::read::settings::ImageSettings;
+use super::super::resolve::{ManagedApp, SourceKind};
 use super::override_file::OverrideFile;
-use super::resolve::{ManagedApp, SourceKind};
-use super::settings::ImageSettings;
 
 /// What happened to one image of one app in one source.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -6,8 +6,8 @@ use crate::image::{ImageRef, Repository};
 use crate::plan;
 use crate::policy::ImagePolicy;
 
-use super::resolve::SourceKind;
-use super::settings::ImageSettings;
+use super::super::read::settings::ImageSettings;
+use super::super::resolve::SourceKind;
 
 pub use crate::application::override_file::{
     HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter,
@@ -211,7 +211,7 @@ fn kustomize_entry_names(entry: &str, image: &ImageSettings, policy: &ImagePolic
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::argocd::annotations;
+    use crate::argocd::read::annotations;
     use crate::policy::Strategy;
     use std::collections::BTreeMap as Map;
 

@@ -12,9 +12,9 @@ use crate::config::repository::RepositoryConfig;
 use crate::files::{self, Directory, Files};
 use crate::git::{self, GitError, RepoCache};
 
-use super::ArgoError;
 use super::image_updater::{self, ImageUpdater};
 use crate::application::{Application, read_documents};
+use crate::argocd::ArgoError;
 use crate::config::applications::FromGit;
 
 /// What the `fromGit` files hold: Applications and `ImageUpdater` resources.
@@ -82,7 +82,7 @@ where
                 )?;
             }
             None => read_tree(
-                &Directory::open(config.base_dir()).map_err(crate::plan::PlanError::from)?,
+                &Directory::open(config.base_dir()).map_err(ArgoError::Files)?,
                 "",
                 &entry.paths,
                 &mut found,

@@ -1,11 +1,11 @@
 //! The Applications section in Markdown: per Application a heading, a table of its images
 //! (what each does and where it lands), and lists of its patch, skipped annotations and
 //! problems, as the rest of the Markdown report shows rows and lines. The table and text
-//! rendering stays beside the section's type (`crate::argocd::report::text`). Pure.
+//! rendering stays beside the section's type ([`super::text`]). Pure.
 
-use super::markdown::md;
-use crate::argocd::outcome::{ImageOutcome, ImageStatus};
-use crate::argocd::report::ApplicationReport;
+use super::super::markdown::md;
+use super::ApplicationReport;
+use crate::argocd::plan::outcome::{ImageOutcome, ImageStatus};
 
 /// The section for the Markdown report; empty without Applications.
 pub fn applications_markdown(reports: &[ApplicationReport]) -> String {

@@ -31,7 +31,7 @@ const APP_KEYS: &[&str] = &[
     "git-repository",
 ];
 
-/// tagpilot's own keys that hold or release a tag ([`crate::argocd::settings::HoldRequest`]).
+/// tagpilot's own keys that hold or release a tag ([`crate::argocd::read::settings::HoldRequest`]).
 const HOLD_KEYS: [&str; 2] = ["hold", "release-hold"];
 
 /// Reads the Image Updater annotations of one Application. Returns `None` when it has no

@@ -237,11 +237,10 @@ pub fn read_documents(path: &Path, text: &str) -> Result<Vec<ImageUpdater>, Docu
         .collect())
 }
 
-mod migrate;
 mod select;
 mod settings;
 #[cfg(test)]
 mod tests;
 
-pub use migrate::migrate;
 pub use select::{ConfiguredBy, Selected, Selection, UnreadAnnotations, labels_match, select};
+pub use settings::valid_alias;

@@ -1,30 +1,26 @@
-//! The Kubernetes side of the Argo CD module, as the engine sees it: what is read from the
-//! cluster before planning ([`load`]: the Applications and their pull secrets), the git
-//! credentials from Argo CD's Secrets ([`git_credentials`]), and the `write-back-method:
-//! argocd` patches ([`plan_patches`], [`send_patches`]).
+//! What is read from the cluster, as the engine sees it: before planning ([`load`]: the
+//! Applications, their `ImageUpdater` resources and pull secrets), and the git credentials from
+//! Argo CD's Secrets ([`git_credentials`]).
 //!
-//! It joins three files: [`super::kubernetes`] (the API client, pure I/O),
-//! [`super::credentials`] (Secrets as credentials) and [`super::patch`] (deciding and sending
-//! Application patches). Nothing is patched in plan mode, and no Secret value reaches a log, an
-//! error or a report.
+//! It joins two files: [`crate::kubernetes`] (the API client, pure I/O) and
+//! [`super::credentials`] (Secrets as credentials). The patches of `write-back-method: argocd`
+//! are planned in [`crate::argocd::plan::patch`] and sent in [`crate::argocd::write`]. No
+//! Secret value reaches a log, an error or a report.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use crate::registry::Credential;
 
-use super::ArgoError;
 use super::image_updater::{ImageUpdater, select};
-use super::resolve::Resolved;
 use super::settings::AppSettings;
 use crate::application::Application;
 use crate::application::Origin;
+use crate::argocd::ArgoError;
+use crate::argocd::resolved::Resolved;
 use crate::config::applications::FromCluster;
 
 pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};
-pub use super::patch::{
-    AppPatch, PatchReport, PatchStatus, Patches, patch_body, plan_patches, send_patches,
-};
 pub use crate::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL, UpdaterWatch};
 
 /// Everything read from the cluster before planning: the Applications and the registry
