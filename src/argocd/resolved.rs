@@ -94,9 +94,9 @@ pub struct Resolved {
     /// `git-branch` targets whose name depends on the changes, by repository name: their
     /// `write.branch` holds the template until the changes are planned.
     pub branch_templates: BTreeMap<String, BranchTemplate>,
-    /// Every Application read, annotated or not ([`Application::deployed_view`]): whose
-    /// sources contain a change's files is asked of them ([`crate::affected`]).
-    pub deployers: Vec<Application>,
+    /// Every Application read, annotated or not ([`Application::deployed_view`]), indexed once
+    /// per cycle: whose sources contain a change's files is asked of them ([`crate::affected`]).
+    pub deployers: crate::affected::Deployers,
 }
 
 impl Resolved {

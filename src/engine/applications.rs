@@ -83,7 +83,7 @@ pub(super) async fn collect_applications<R: Registry>(
     if let Some(c) = input.cluster {
         load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
     }
-    resolved.deployers = deployers;
+    resolved.deployers = crate::affected::Deployers::new(deployers);
     Ok(Applications {
         resolved,
         updaters,

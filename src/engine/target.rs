@@ -103,7 +103,7 @@ pub fn application_source(app: &resolve::ManagedApp) -> String {
 /// finding in `plan` rather than a name that silently goes missing.
 fn name_applications(
     groups: &mut [ChangeGroup],
-    deployers: &[crate::application::Application],
+    deployers: &crate::affected::Deployers,
     repository: &RepositoryConfig,
     plan: &mut Plan,
 ) {
@@ -125,12 +125,8 @@ fn name_applications(
             .keys()
             .map(|p| p.to_string_lossy().replace('\\', "/"))
             .collect();
-        let deployed = crate::affected::applications_containing(
-            deployers,
-            &repository.url,
-            branch,
-            files.iter().map(String::as_str),
-        );
+        let deployed =
+            deployers.containing(&repository.url, branch, files.iter().map(String::as_str));
         group.applications = deployed.applications;
         for o in deployed.other_revisions {
             let entry = elsewhere.entry((o.application, o.source)).or_default();
@@ -275,7 +271,8 @@ impl<R: Registry> TargetPlanner<'_, R> {
             }
             None => (false, Vec::new()),
         };
-        let deployers = self.resolved.map_or(&[][..], |r| r.deployers.as_slice());
+        let none = crate::affected::Deployers::default();
+        let deployers = self.resolved.map_or(&none, |r| &r.deployers);
         name_applications(&mut groups, deployers, repository, &mut plan);
         let for_review = repository.write.rendered_diff
             && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
@@ -285,7 +282,13 @@ impl<R: Registry> TargetPlanner<'_, R> {
                 crate::render::Tools::from_path()
                     .with_plain_http(self.plain_http_registries.iter().cloned())
             });
-            super::review::render_groups(tools, deployers, &repository.url, files, &mut groups);
+            super::review::render_groups(
+                tools,
+                deployers.apps(),
+                &repository.url,
+                files,
+                &mut groups,
+            );
             if self.rendered {
                 rendered = super::review::rendered_diffs(name, &groups);
             }

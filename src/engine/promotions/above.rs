@@ -124,7 +124,7 @@ impl Above<'_> {
                         let own = managed.policies.iter().flatten();
                         behind.whole.extend(own.map(|p| p.name.clone()));
                     }
-                    for app in resolved.deployers.iter().filter(|a| is_it(a)) {
+                    for app in resolved.deployers.apps().iter().filter(|a| is_it(a)) {
                         for (i, source) in app.sources().into_iter().enumerate() {
                             let url = normalise_url(&source.repo_url);
                             let repo = self

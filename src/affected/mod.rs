@@ -14,6 +14,10 @@ use serde::Serialize;
 
 use crate::application::{Application, Destination};
 
+mod index;
+
+pub use index::{Deployers, Index};
+
 /// One Application whose sources contain some of the changed files, as a pull request, a
 /// commit message and a label template name it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -173,70 +177,15 @@ pub fn tracks_branch(target_revision: Option<&str>, branch: &str) -> bool {
 /// contain one of `files` (paths relative to the repository root, `/`-separated), sorted by
 /// `namespace/name` so that a change names them in one order whichever source read them.
 ///
-/// The files are sorted once and each source finds its own by binary search, so thousands of
-/// Applications over a change of thousands of files cost Applications × log(files), not their
-/// product.
+/// For one question; a cycle asking for each of its change groups indexes its Applications
+/// once ([`Deployers`]).
 pub fn applications_containing<'f>(
     apps: &[Application],
     url: &str,
     branch: &str,
     files: impl IntoIterator<Item = &'f str>,
 ) -> Deployed {
-    let url = normalise_url(url);
-    let mut sorted: Vec<&str> = files
-        .into_iter()
-        .map(|f| f.trim_start_matches("./"))
-        .collect();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut other_revisions = Vec::new();
-    let mut found: Vec<AffectedApplication> = apps
-        .iter()
-        .filter_map(|app| {
-            let mut sources = Vec::new();
-            let mut contained: Vec<&str> = Vec::new();
-            let all = app.sources();
-            for (i, s) in all.iter().enumerate() {
-                if s.chart.is_some() || normalise_url(&s.repo_url) != url {
-                    continue;
-                }
-                let under = source_files(app, i, &sorted);
-                if under.is_empty() {
-                    continue;
-                }
-                if !tracks_branch(s.target_revision.as_deref(), branch) {
-                    other_revisions.push(OtherRevision {
-                        application: app.id(),
-                        source: i + 1,
-                        revision: s.target_revision.clone().unwrap_or_default(),
-                        files: under.iter().map(|f| (*f).to_owned()).collect(),
-                    });
-                    continue;
-                }
-                sources.push(i + 1);
-                contained.extend(under);
-            }
-            if sources.is_empty() {
-                return None;
-            }
-            contained.sort_unstable();
-            contained.dedup();
-            Some(AffectedApplication {
-                name: app.metadata.name.clone(),
-                namespace: app.metadata.namespace.clone(),
-                destination: app.spec.destination.clone().unwrap_or_default(),
-                files: contained.into_iter().map(str::to_owned).collect(),
-                sources,
-                rendered: None,
-            })
-        })
-        .collect();
-    found.sort_by_cached_key(AffectedApplication::id);
-    other_revisions.sort_by(|a, b| (&a.application, a.source).cmp(&(&b.application, b.source)));
-    Deployed {
-        applications: found,
-        other_revisions,
-    }
+    Index::new(apps).containing(apps, url, branch, files)
 }
 
 /// What one source of an Application deploys of its repository: the files under `dir` (`""`
