@@ -39,7 +39,7 @@ pub(crate) struct Observed {
     /// With `write.renderedDiff`: tagpilot's review comment on each open pull request whose
     /// group has one, by pull request number: its id and text, `None` when there is none yet,
     /// or the error that kept the comments from being read.
-    pub reviews: BTreeMap<u64, Result<Option<(u64, String)>, String>>,
+    pub reviews: BTreeMap<u64, Result<Option<(u64, String)>, ForgeError>>,
 }
 
 impl Observed {

@@ -119,7 +119,7 @@ async fn reviews<F: Forge>(
     forge: &F,
     open: &[crate::forge::PullRequest],
     groups: &[PlannedGroup],
-) -> Result<BTreeMap<u64, Result<Option<(u64, String)>, String>>, ForgeError> {
+) -> Result<BTreeMap<u64, Result<Option<(u64, String)>, ForgeError>>, ForgeError> {
     let mut out = BTreeMap::new();
     let kept = tagpilots(open).kept;
     for planned in groups {
@@ -136,7 +136,7 @@ async fn reviews<F: Forge>(
                 .into_iter()
                 .find(|(_, body)| crate::forge::review::is_review(body, &planned.group.key))),
             Err(e) if e.stops_the_repository() => return Err(e),
-            Err(e) => Err(crate::error_chain::chain(&e)),
+            Err(e) => Err(e),
         };
         out.insert(pr.number, found);
     }

@@ -340,9 +340,10 @@ fn review(
     let body = review_text(o, planned)?;
     match o.reviews.get(&number) {
         Some(Err(e)) => {
-            outcome
-                .warnings
-                .push(format!("the rendered diff was not posted: {e}"));
+            outcome.warnings.push(format!(
+                "the rendered diff was not posted: {}",
+                crate::error_chain::chain(e)
+            ));
             None
         }
         Some(Ok(Some((_, old)))) if *old == body => None,

@@ -578,13 +578,25 @@ fn the_review_comment_is_posted_updated_in_place_or_left_as_it_is() {
     let d = only(decide(&o, false));
     assert_eq!(kinds(&d.steps), ["push", "update"]);
     // Comments that could not be read: nothing posted (never a second review), and said.
-    o.reviews
-        .insert(7, Err("the token lacks pull_requests: read".into()));
+    o.reviews.insert(
+        7,
+        Err(crate::forge::ForgeError::Permission {
+            repository: "manifests".into(),
+            forge: "GitHub",
+            action: "list comments".into(),
+            permission: "pull_requests: read".into(),
+            message: "Resource not accessible by integration".into(),
+        }),
+    );
     let d = only(decide(&o, false));
     assert_eq!(kinds(&d.steps), ["push", "update"]);
     assert_eq!(
         d.outcome.warnings,
-        ["the rendered diff was not posted: the token lacks pull_requests: read"]
+        [
+            "the rendered diff was not posted: repository `manifests`: GitHub refused to list \
+             comments: the token lacks the `pull_requests: read` permission (Resource not \
+             accessible by integration)"
+        ]
     );
     // Without `write.renderedDiff`, no review at all.
     o.write.rendered_diff = false;
