@@ -74,8 +74,8 @@ phase install ensure_packages "${PACKAGES[@]}"
 # shellcheck source=scripts/lib/deploy-tools.sh
 source scripts/lib/deploy-tools.sh
 export TAGPILOT_TOOLS="${TAGPILOT_TOOLS:-$HOME/.cache/tagpilot-tools}"
-phase "install tools" ensure_deploy_tools "$TAGPILOT_TOOLS"
-phase "install tools" ensure_oracle_tools "$TAGPILOT_TOOLS"
+phase "install deploy tools" ensure_deploy_tools "$TAGPILOT_TOOLS"
+phase "install oracle tools" ensure_oracle_tools "$TAGPILOT_TOOLS"
 
 # shellcheck source=scripts/lib/cargo.sh
 source scripts/lib/cargo.sh
@@ -100,7 +100,7 @@ if [[ -z "${TAGPILOT_NO_LINT:-}" ]]; then
     phase fmt cargo fmt --check
     # fuzz/ is its own workspace, so `cargo fmt` does not see it, and resolving it would fetch
     # libfuzzer-sys; rustfmt checks its source file directly instead.
-    phase fmt rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
+    phase "fmt fuzz" rustfmt --check --edition 2024 fuzz/fuzz_targets/*.rs
     # Where clippy's time goes (cargo clippy --timings, dependencies already checked): the
     # library twice, as a library and with its unit tests (each lints what the other cannot
     # see: code only tests use, and the tests), then tests/it; about 70 s of CPU in all. On a
