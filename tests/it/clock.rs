@@ -4,21 +4,12 @@
 //! tests included (comments left out), and fails on a `now()` of a time type outside the clock
 //! module, naming the file and the line.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::support;
 
 /// The one module allowed to read the system's time.
 const CLOCK_MODULE: &str = "clock.rs";
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// The lines of `text` (1-based) that read the time directly: `Type::now()` in any path form
 /// (`SystemTime::now()`, `std::time::Instant::now()`, `jiff::Timestamp::now()`,
@@ -42,7 +33,7 @@ fn direct_reads(text: &str) -> Vec<(usize, String)> {
 fn time_comes_from_one_clock() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    support::rust_files(&src, &mut files);
     files.sort();
     let mut violations = Vec::new();
     for file in &files {

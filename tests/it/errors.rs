@@ -4,18 +4,9 @@
 //! chain, and the cause would be read twice. This test reads every `#[error(...)]` in `src/`
 //! (test modules left out) with the variant or struct under it, and names each that does.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use crate::support;
 
 /// The index just past the bracket that closes the one at `open`, skipping string and char
 /// literals (format strings hold `{{` and `(`).
@@ -126,7 +117,7 @@ fn shows_source(attr: &str, sources: &[String]) -> Option<String> {
 fn no_error_message_shows_its_own_source() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    support::rust_files(&src, &mut files);
     files.sort();
     let mut seen = 0;
     let mut doubled = Vec::new();
@@ -223,7 +214,7 @@ fn result_arguments(text: &str) -> Vec<(usize, String)> {
 fn no_result_carries_a_string_as_its_error() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    support::rust_files(&src, &mut files);
     files.sort();
     let (mut seen, mut stringly) = (0, Vec::new());
     for file in &files {

@@ -6,7 +6,9 @@
 //! layering or on a circle between modules, naming the file and the path.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::support;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Layer {
@@ -152,17 +154,6 @@ fn argocd_forbids(from: &str, to: &str) -> Option<&'static str> {
         .map(|(_, _, why)| *why)
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
 /// `src/a/b.rs` → `a::b`; `src/a/mod.rs` → `a`.
 fn module_path(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap().with_extension("");
@@ -237,7 +228,7 @@ fn imports(module: &str, text: &str) -> BTreeSet<String> {
 fn modules_import_only_along_the_layers_and_in_no_circle() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    support::rust_files(&src, &mut files);
     files.sort();
     let mut violations = Vec::new();
     let mut graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -334,7 +325,7 @@ fn the_layer_check_sees_imports_in_every_form() {
 fn the_argocd_source_keeps_its_inner_layers() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    rust_files(&src.join("argocd"), &mut files);
+    support::rust_files(&src.join("argocd"), &mut files);
     files.sort();
     let mut violations = Vec::new();
     for file in &files {

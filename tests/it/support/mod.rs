@@ -18,3 +18,16 @@ pub mod service;
 /// bound, never a timing: CI runs the suite on two loaded cores, where a debug build can take
 /// many times longer than here. Timings are measured in `bench/`.
 pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Every `.rs` file under `dir`, for the tests that read the source itself (layers, errors,
+/// the clock rule).
+pub fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
