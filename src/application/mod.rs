@@ -198,6 +198,27 @@ pub struct DirectorySource {
 }
 
 impl Application {
+    /// An Application in `argocd` with these labels and annotations and no spec, for unit
+    /// tests of what is read from its metadata.
+    #[cfg(test)]
+    pub(crate) fn in_argocd(
+        name: &str,
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+    ) -> Application {
+        let pairs = |kv: &[(&str, &str)]| {
+            kv.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let mut a = Application::default();
+        a.metadata.name = name.to_string();
+        a.metadata.namespace = Some("argocd".to_string());
+        a.metadata.labels = pairs(labels);
+        a.metadata.annotations = pairs(annotations);
+        a
+    }
+
     /// Every source: `spec.sources` when set (multi-source), else `spec.source`.
     pub fn sources(&self) -> Vec<&Source> {
         if !self.spec.sources.is_empty() {

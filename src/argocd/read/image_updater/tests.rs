@@ -6,18 +6,7 @@ use crate::argocd::read::annotations::{self, IMAGE_UPDATER_PREFIX};
 use crate::argocd::read::settings::{self, UpdateStrategy, WriteBackMethod};
 
 fn app(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> Application {
-    let mut a = Application::default();
-    a.metadata.name = name.to_string();
-    a.metadata.namespace = Some("argocd".to_string());
-    a.metadata.labels = labels
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    a.metadata.annotations = annotations
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    a
+    Application::in_argocd(name, labels, annotations)
 }
 
 fn updaters(yaml: &str) -> Vec<ImageUpdater> {
