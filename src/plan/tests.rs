@@ -817,6 +817,9 @@ async fn a_repository_s_plan_carries_repository_policy_and_image_spans() {
     let spans = Spans::default();
     let _logging =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
+    // Another test's thread may have met these spans first, with no subscriber, and cached
+    // that nobody wants them; ask every span again now that this one listens.
+    tracing::callsite::rebuild_interest_cache();
     let files = crate::files::Directory::open(dir.path()).unwrap();
     let (plan, _) = plan_files(&files, "manifests", &policies, &registry(), &())
         .await
