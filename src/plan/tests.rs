@@ -814,13 +814,18 @@ async fn a_repository_s_plan_carries_repository_policy_and_image_spans() {
         API,
         "  strategy:\n    semver: {range: \"<2.0.0\"}\n  targets:\n    - repository: manifests\n",
     ));
+    let files = crate::files::Directory::open(dir.path()).unwrap();
+    // A span's interest is cached when its callsite is first met. If another test's thread
+    // meets it at the moment this one starts listening, that thread can store "nobody wants
+    // it" after this one asked. So meet every callsite first, then listen, then ask again:
+    // once registered, a callsite is only ever re-asked with this subscriber counted.
+    plan_files(&files, "manifests", &policies, &registry(), &())
+        .await
+        .unwrap();
     let spans = Spans::default();
     let _logging =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
-    // Another test's thread may have met these spans first, with no subscriber, and cached
-    // that nobody wants them; ask every span again now that this one listens.
     tracing::callsite::rebuild_interest_cache();
-    let files = crate::files::Directory::open(dir.path()).unwrap();
     let (plan, _) = plan_files(&files, "manifests", &policies, &registry(), &())
         .await
         .unwrap();
