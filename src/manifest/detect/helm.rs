@@ -107,21 +107,21 @@ impl Scan<'_> {
         let Some(repository) = composed(registry, &repo.value) else {
             return;
         };
-        if let Some(global) = &self.global_registry {
-            if let Some(theirs) = global.other_reading(&repo.value, &repository) {
-                let why = global.unwritable(registry).to_string();
-                // Named against a policy that follows either reading: the one written here,
-                // and the one the global registry would make.
-                self.drop_reference(
-                    kind.clone(),
-                    repo_node,
-                    &repo,
-                    Some(repository),
-                    why.clone(),
-                );
-                self.drop_reference(kind, repo_node, &repo, Some(theirs), why);
-                return;
-            }
+        if let Some(global) = &self.global_registry
+            && let Some(theirs) = global.other_reading(&repo.value, &repository)
+        {
+            let why = global.unwritable(registry).to_string();
+            // Named against a policy that follows either reading: the one written here, and
+            // the one the global registry would make.
+            self.drop_reference(
+                kind.clone(),
+                repo_node,
+                &repo,
+                Some(repository),
+                why.clone(),
+            );
+            self.drop_reference(kind, repo_node, &repo, Some(theirs), why);
+            return;
         }
         let registry = registry_node.and_then(|n| self.slot(n));
         match parts(self) {
