@@ -20,7 +20,8 @@
 //!   group that carries a backward change is held whole, its pull request or commit left as it
 //!   is. Holding only the backward change out of a merged group (`write.group: repository` or
 //!   `path`) would rewrite that pull request without the field, which moves it back to the base
-//!   tag: the very flap this prevents. The group's other changes wait with it, each a hold that
+//!   tag: the very flap this prevents; and a file's text in the group carries every change made
+//!   to it, so one change cannot be taken out of it without planning again. The group's other changes wait with it, each a hold that
 //!   names the change that held it: nothing it carries is dropped silently. Groups that stack
 //!   (commits on one branch) carry every earlier group's edits of a file, so a later group that
 //!   changes a file of a held one is held too.
