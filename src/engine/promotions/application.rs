@@ -75,6 +75,7 @@ pub(super) async fn read(
                 behind,
                 state,
                 now: sources.now,
+                record: sources.record,
             };
             match judged(&observed, &seen) {
                 Ok(verification) => verification,
@@ -101,6 +102,8 @@ struct Seen<'a> {
     behind: &'a Behind,
     state: &'a State,
     now: Timestamp,
+    /// Whether the first time it is seen `Healthy` is recorded (not in a dry run).
+    record: bool,
 }
 
 /// The live status judged as issue 19's verification judges it, with no change to wait for:
@@ -108,7 +111,7 @@ struct Seen<'a> {
 /// the time it was first seen healthy is forgotten: a soak is time spent healthy.
 fn judged(observed: &Observed, seen: &Seen<'_>) -> Result<Verification, StateError> {
     let verdict = verification::judge(observed, &|_| true, seen.now, seen.now, Duration::MAX);
-    if !matches!(verdict, Verdict::Verified) {
+    if !matches!(verdict, Verdict::Verified) && seen.record {
         seen.state.seen_unhealthy(seen.id);
     }
     Ok(match verdict {
@@ -134,9 +137,14 @@ fn healthy_since(observed: &Observed, seen: &Seen<'_>) -> Result<Timestamp, Stat
     let ended = super::ended(&verified);
     match crate::promotion::above::verified_since(&ended, seen.behind, seen.tag, synced) {
         Some(at) => Ok(at),
-        None => seen
+        None if seen.record => seen
             .state
             .first_seen_healthy(seen.id, seen.tag, synced, seen.now),
+        // A dry run soaks from what the store remembers, or from now, and remembers nothing.
+        None => Ok(seen
+            .state
+            .seen_healthy_at(seen.id, seen.tag, synced)
+            .unwrap_or(seen.now)),
     }
 }
 

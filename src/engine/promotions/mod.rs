@@ -112,15 +112,20 @@ pub struct Sources<'a> {
     pub resolved: Option<&'a Resolved>,
     /// The time promotions are decided at.
     pub now: Timestamp,
+    /// Whether what the cycle first sees (an Application upstream first `Healthy`) is
+    /// recorded in the state store: never in a dry run, which reads the store only.
+    pub record: bool,
 }
 
 impl<'a> Sources<'a> {
     /// What a cycle reads upstreams from: its clone cache, repositories, cluster, state store
-    /// and Applications, deciding at the cycle's clock's time of day.
+    /// and Applications, deciding at the cycle's clock's time of day; recording what it first
+    /// sees unless `dry_run`.
     pub(super) fn of<R>(
         input: &'a super::Input<'a>,
         ctx: &'a super::Context<'a, R>,
         resolved: Option<&'a Resolved>,
+        dry_run: bool,
     ) -> Self {
         Sources {
             cache: ctx.cache,
@@ -132,6 +137,7 @@ impl<'a> Sources<'a> {
             state: ctx.state,
             resolved,
             now: ctx.clock.wall(),
+            record: !dry_run,
         }
     }
 }
