@@ -172,7 +172,7 @@ pub struct TargetPlanner<'a, R> {
     /// `git-branch` templates that name the branch after the changes, by repository name.
     pub branch_templates: &'a BTreeMap<String, BranchTemplate>,
     pub sources: &'a SourceNames,
-    /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
+    /// Where the last proposal per policy group is kept (`tagpilot run --state-dir`); see
     /// [`crate::plan::steady`].
     pub state: Option<&'a State>,
     /// The cycle's clock: steady proposals and rollbacks are dated by it.
