@@ -7,16 +7,16 @@
 //! `Progressing` is not soaking): Argo CD's `status.health.lastTransitionTime`, else the end of
 //! a verification of the tag there, else the first cycle that saw it so (kept in the state
 //! store). The tags that failed there, and every other hold on its fields, are held below
-//! ([`super::above`]). Its failures are kept in the state store: without one the promotion
+//! ([`crate::promotion::above`]). Its failures are kept in the state store: without one the promotion
 //! waits, named, rather than read "none failed".
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::above::{Above, Behind};
 use super::{GatherError, Sources};
 use crate::policy::ImagePolicy;
+use crate::promotion::above::{Above, Behind};
 use crate::promotion::{Upstream, Verification, upstream};
 use crate::state::{State, StateError};
 use crate::verification::{self, Observed, Verdict};
@@ -134,13 +134,8 @@ fn healthy_since(observed: &Observed, seen: &Seen<'_>) -> Result<Timestamp, Stat
         return Ok(synced.map_or(since, |synced| since.max(synced)));
     }
     let verified = seen.state.verified_tags()?;
-    let ended = verified
-        .iter()
-        .filter(|v| v.tag == seen.tag && v.error.is_none() && seen.behind.has(&v.key))
-        .filter(|v| synced.is_none_or(|synced| v.at >= synced))
-        .map(|v| v.at)
-        .max();
-    match ended {
+    let ended = super::ended(&verified);
+    match crate::promotion::above::verified_since(&ended, seen.behind, seen.tag, synced) {
         Some(at) => Ok(at),
         None if seen.record => seen
             .state
