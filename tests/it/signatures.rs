@@ -1365,70 +1365,77 @@ async fn signed_behind_a_faulty_proxy(
     (registry, proxy, work, client, newest)
 }
 
-/// The `sigstore` crate only logs a failed `.sig` or referrers fetch; a registry that serves
-/// tags and manifests but answers 500 to the signature lookups of the newest tag must not make
-/// it look unsigned (which would move to the older signed tag): the reference is held with an
-/// error naming the registry, the repository and the digest.
+/// A registry that serves tags and manifests but fails the signature lookups of the newest
+/// tag must not make it look unsigned (which would move to the older signed tag): the reference
+/// is held with an error naming the registry, the repository and the digest, and the cycle is
+/// not stalled. Answering 500 (the `sigstore` crate only logs a failed `.sig` or referrers
+/// fetch), or never answering: that costs the registry's timeout, once.
 #[tokio::test]
 async fn a_registry_failing_the_signature_lookups_holds_with_an_error_not_an_older_tag() {
-    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
-        crate::support::fault_proxy::Fault::Status(500),
-        std::time::Duration::from_secs(10),
-    )
-    .await;
+    use crate::support::fault_proxy::Fault;
+    struct Case {
+        name: &'static str,
+        fault: Fault,
+        /// The registry's timeout.
+        timeout: std::time::Duration,
+        /// What the problem says besides naming the digest, the repository and the registry.
+        says: fn(&str) -> Vec<String>,
+    }
+    let cases = [
+        Case {
+            name: "500",
+            fault: Fault::Status(500),
+            timeout: std::time::Duration::from_secs(10),
+            says: |newest| {
+                vec![
+                    format!(
+                        "looking for signatures at the tag {}.sig",
+                        newest.replace(':', "-")
+                    ),
+                    "500".into(),
+                ]
+            },
+        },
+        Case {
+            name: "no answer",
+            fault: Fault::Hang,
+            timeout: std::time::Duration::from_secs(1),
+            says: |_| vec!["took longer than the registry's timeout of 1s".into()],
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let (_registry, proxy, work, client, newest) =
+            signed_behind_a_faulty_proxy(case.fault, case.timeout).await;
 
-    let planned = plan_with(&work, &client).await;
+        // A lookup that the timeout did not cut would hang for ever; the bound is only a
+        // failure bound for a loaded machine, not a timing.
+        let planned = tokio::time::timeout(crate::support::PATIENCE, plan_with(&work, &client))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the signature lookups were never cut"));
 
-    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
-    assert!(
-        planned.skipped_tags.is_empty(),
-        "{:?}",
-        planned.skipped_tags
-    );
-    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
-    let message = &planned.problems[0].message;
-    assert!(
-        message.contains(&format!(
+        assert!(planned.changes.is_empty(), "{name}: {:#?}", planned.changes);
+        assert!(
+            planned.skipped_tags.is_empty(),
+            "{name}: {:?}",
+            planned.skipped_tags
+        );
+        assert_eq!(planned.problems.len(), 1, "{name}: {:#?}", planned.problems);
+        let message = &planned.problems[0].message;
+        let named = format!(
             "cannot verify the signatures of {newest} in repository shop/api on registry {}",
             proxy.host()
-        )) && message.contains(&format!(
-            "looking for signatures at the tag {}.sig",
-            newest.replace(':', "-")
-        )) && message.contains("500"),
-        "{message}"
-    );
-    assert!(proxy.faulted() > 0);
-    let counts = client.signature_verifications();
-    assert_eq!(count(&counts, "error"), 1, "{counts:?}");
-    assert_eq!(count(&counts, "unsigned"), 0, "{counts:?}");
-    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
-}
-
-/// A registry that never answers the signature lookups costs the registry's timeout, once,
-/// and holds the reference with that reason; the cycle is not stalled.
-#[tokio::test]
-async fn a_registry_hanging_on_the_signature_lookups_is_cut_by_its_timeout() {
-    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
-        crate::support::fault_proxy::Fault::Hang,
-        std::time::Duration::from_secs(1),
-    )
-    .await;
-
-    // A lookup that the timeout did not cut would hang for ever; the bound is only a failure
-    // bound for a loaded machine, not a timing.
-    let planned = tokio::time::timeout(crate::support::PATIENCE, plan_with(&work, &client))
-        .await
-        .expect("the hanging signature lookups were never cut by the registry's timeout");
-    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
-    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
-    let message = &planned.problems[0].message;
-    assert!(
-        message.contains(&format!("cannot verify the signatures of {newest}"))
-            && message.contains("took longer than the registry's timeout of 1s"),
-        "{message}"
-    );
-    assert!(proxy.faulted() > 0);
-    assert_eq!(count(&client.signature_verifications(), "error"), 1);
+        );
+        assert!(
+            message.contains(&named) && (case.says)(&newest).iter().all(|s| message.contains(s)),
+            "{name}: {message}"
+        );
+        assert!(proxy.faulted() > 0, "{name}");
+        let counts = client.signature_verifications();
+        assert_eq!(count(&counts, "error"), 1, "{name}: {counts:?}");
+        assert_eq!(count(&counts, "unsigned"), 0, "{name}: {counts:?}");
+        assert_eq!(count(&counts, "verified"), 0, "{name}: {counts:?}");
+    }
 }
 
 // === keys from Kubernetes Secrets and environment variables ===
