@@ -460,7 +460,7 @@ fn a_recheck_asks_a_registry_the_last_cycle_marked_down_again() {
         crate::daemon::with_webhooks(dir.path(), "");
         let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
         daemon.ready().await;
-        let asked = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        let asked = *accepted.borrow();
         assert!(asked >= 1, "{}", daemon.log());
 
         let sent = reqwest::Client::new()
@@ -476,20 +476,18 @@ fn a_recheck_asks_a_registry_the_last_cycle_marked_down_again() {
             .unwrap();
         assert_eq!(sent.status().as_u16(), 202);
         let outage = "tagpilot_webhook_rechecks_total{result=\"registries_unreachable\"}";
-        eventually("the re-check counted as an outage", &logs, || {
-            // Past the debounce window; an hour between cycles, so no cycle runs meanwhile.
-            daemon.clock.advance(Duration::from_millis(250));
-            async { metric(&daemon.text("/metrics").await, outage) == 1.0 }
-        })
-        .await;
+        // Past the debounce window; an hour between cycles, so no cycle runs meanwhile.
+        daemon.clock.advance(Duration::from_millis(250));
+        daemon.until("the re-check", |p| p.rechecks >= 1).await;
         let metrics = daemon.text("/metrics").await;
+        assert_eq!(metric(&metrics, outage), 1.0, "{metrics}");
         assert_eq!(
             metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
             0.0,
             "{metrics}"
         );
         assert!(
-            accepted.load(std::sync::atomic::Ordering::SeqCst) > asked,
+            *accepted.borrow() > asked,
             "the re-check did not ask the registry again"
         );
     });
