@@ -340,26 +340,30 @@ impl<R: Registry> Step<'_, '_, R> {
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before
         // it is written, so a registry that hangs holds up only the targets whose policies need
-        // it; `buffered` hands the results back in target order, so the report does not depend
-        // on which finishes first. A target not yet started when the token is cancelled never
-        // starts.
+        // it: a new target starts whenever any one in flight ends (`buffer_unordered`; with
+        // `buffered`, one slow target at the head kept every later one from starting), and the
+        // results are put back in target order, so the report does not depend on which
+        // finishes first. A target not yet started when the token is cancelled never starts.
         let bound = input.config.concurrency.repositories.max(1);
         let planner = &planner;
-        let written: Vec<_> = stream::iter(&targets)
-            .map(|repository| async move {
+        let mut written: Vec<_> = stream::iter(targets.iter().enumerate())
+            .map(|(index, repository)| async move {
                 if ctx.cancel.is_cancelled() {
-                    return None;
+                    return (index, None);
                 }
                 let target = writeback::Target {
                     dry_run: options.dry_run,
                     branch_from_plan: planner.branch_templates.contains_key(&repository.name),
                     state: ctx.state,
                 };
-                Some(writeback::write_repository(cache, repository, planner, target).await)
+                let written = writeback::write_repository(cache, repository, planner, target).await;
+                (index, Some(written))
             })
-            .buffered(bound)
+            .buffer_unordered(bound)
             .collect()
             .await;
+        written.sort_by_key(|(index, _)| *index);
+        let written = written.into_iter().map(|(_, written)| written);
         for (repository, written) in targets.iter().zip(written) {
             let Some(writeback::Written {
                 outcome,

@@ -612,10 +612,10 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
 
 /// A registry that holds each tag listing until `bound` listings are in flight at once (or
 /// every listing still to come is), and records the most it saw. The listing of `last` waits
-/// instead until another listing has finished, so that repository's plan ends after one that
-/// started with it. (Not after all the others: the planner keeps at most `bound` targets in
-/// its window, finished ones included, until they are reported in order, so none starts
-/// while `last` is held.)
+/// instead until every other listing has finished: a slow repository at the head of the
+/// list, which must hold up no other (`head_waited_out` says whether it had to wait out
+/// `PATIENCE` instead, as it did when a finished target waited in the planner's window until
+/// the head was reported).
 struct Gate {
     inner: MemoryRegistry,
     bound: usize,
@@ -625,6 +625,7 @@ struct Gate {
     /// change: what each held listing waits on.
     listings: tokio::sync::watch::Sender<Listings>,
     most: std::sync::atomic::AtomicUsize,
+    head_waited_out: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
@@ -659,13 +660,18 @@ impl tagpilot::registry::Registry for Gate {
         let mut listings = self.listings.subscribe();
         let released = listings.wait_for(|l| {
             if *repo == self.last {
-                return l.finished > 0;
+                return l.finished + 1 >= self.total;
             }
             started.in_flight >= self.bound
                 || l.full > started.full
                 || l.in_flight + l.finished >= self.total
         });
-        let _ = tokio::time::timeout(crate::support::PATIENCE, released).await;
+        let waited_out = tokio::time::timeout(crate::support::PATIENCE, released)
+            .await
+            .is_err();
+        if waited_out && *repo == self.last {
+            self.head_waited_out.store(true, Ordering::SeqCst);
+        }
         let listed = self.inner.list_tags(repo).await;
         self.listings.send_modify(|l| {
             l.in_flight -= 1;
@@ -735,6 +741,7 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         last: tagpilot::image::Repository::parse("registry.example/shop/svc0").unwrap(),
         listings: tokio::sync::watch::Sender::new(Listings::default()),
         most: Default::default(),
+        head_waited_out: Default::default(),
     };
     let policies = policy::load(&config).expect("policies load");
     let cache = RepoCache::new(dir.path().join("cache"));
@@ -765,7 +772,11 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         2,
         "two repositories in flight at once, never more"
     );
-    // m0's plan ended after m1's; the report keeps the configured order.
+    assert!(
+        !registry.head_waited_out.load(Ordering::SeqCst),
+        "m0's slow listing held up the repositories after it"
+    );
+    // m0's plan ended after every other's; the report keeps the configured order.
     let names: Vec<&str> = planned
         .repositories
         .iter()
