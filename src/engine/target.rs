@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use crate::argocd::branch::{
     BranchChange, BranchTemplate, check_branch_name, image_updater_name, image_updater_tag,
 };
-use crate::argocd::plan::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan};
+use crate::argocd::plan::{AppPlanner, ImageOutcome, ImageReason, ImageStatus, RepositoryPlan};
 use crate::argocd::resolve::{self, Resolved};
 use crate::change::{self, ChangeGroup, Stacking};
 use crate::files::{Files, FilesError};
@@ -351,10 +351,10 @@ impl<R: Registry> TargetPlanner<'_, R> {
             .iter()
             .map(|c| (c.policy.as_str(), c.file.as_str()))
             .collect();
-        let held: HashMap<(&str, &str), &str> = plan
+        let held: HashMap<(&str, &str), &plan::HoldReason> = plan
             .holds
             .iter()
-            .map(|h| ((h.policy.as_str(), h.file.as_str()), h.reason.as_str()))
+            .map(|h| ((h.policy.as_str(), h.file.as_str()), &h.reason))
             .collect();
         // An image up to date on a field another source moves is held with it: by policy,
         // since an up-to-date outcome names no file.
@@ -369,7 +369,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
                 o.status = ImageStatus::Held;
                 o.file = Some(h.file.clone());
                 o.from = Some(h.current.clone());
-                o.reason = Some(h.reason.clone());
+                o.reason = Some(ImageReason::Held(h.reason.clone()));
             }
         }
         for o in images
@@ -384,7 +384,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
             if let Some(reason) = held.get(&key) {
                 o.status = ImageStatus::Held;
                 o.to = None;
-                o.reason = Some(reason.to_string());
+                o.reason = Some(ImageReason::Held((*reason).clone()));
             }
         }
         images

@@ -7,6 +7,10 @@ use serde::Serialize;
 pub use crate::change::Change;
 use crate::manifest::Edit;
 
+use super::reasons::HoldReason;
+#[cfg(doc)]
+use super::reasons::Wait;
+
 /// A reference the policy found but chose not to move, with the reason (pinned above the range,
 /// no candidate, …). Shown so that "why didn't it update?" has an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -17,7 +21,7 @@ pub struct Hold {
     pub file: String,
     pub line: usize,
     pub current: String,
-    pub reason: String,
+    pub reason: HoldReason,
 }
 
 /// The tags a policy's selection passed over for one image, best first, and why (a required
@@ -101,7 +105,8 @@ pub struct Promotion {
     /// The tag it takes, when it promotes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
-    /// Why it waits: soak time left, not verified, held, …
+    /// Why it waits: soak time left, not verified, held, … The words of the field's
+    /// [`Wait`]s, which its hold ([`HoldReason::PromotionWaits`]) keeps typed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<String>,
 }

@@ -21,6 +21,7 @@
 //! engine reads and records them in the state store, a proposal only once it was written.
 
 use super::model::{Hold, Plan};
+use super::reasons::HoldReason;
 use crate::change::{Change, ChangeGroup, Proposal};
 use crate::policy::ImagePolicy;
 use crate::select;
@@ -72,15 +73,11 @@ pub fn hold_backwards(
                 file,
                 line: change.line,
                 current: change.from.clone(),
-                reason: format!(
-                    "{} was proposed last for group {} and the registry now offers only {}, \
-                     which ranks lower (a registry replica lagging?); keeping the last proposal \
-                     for up to {} rather than proposing backwards",
+                reason: HoldReason::Steady {
                     was,
-                    group.key,
-                    change.to,
-                    humantime::format_duration(STEADY_FOR.unsigned_abs())
-                ),
+                    group: group.key.to_string(),
+                    offered: change.to.clone(),
+                },
             });
         }
         false
@@ -193,6 +190,7 @@ mod tests {
         assert!(
             plan.holds[0]
                 .reason
+                .to_string()
                 .contains("1.3.0 was proposed last for group api"),
             "{:?}",
             plan.holds

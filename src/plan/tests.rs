@@ -210,7 +210,53 @@ async fn a_reference_pinned_above_the_range_is_held_with_the_reason() {
     assert!(p.changes.is_empty());
     assert_eq!(p.holds.len(), 1, "{:?}", p.holds);
     assert_eq!(p.holds[0].current, "2.0.0");
-    assert!(!p.holds[0].reason.is_empty());
+    assert!(!p.holds[0].reason.to_string().is_empty());
+}
+
+#[tokio::test]
+async fn a_hold_carries_its_reason_typed_and_renders_it_only_when_shown() {
+    let dir = tree(&[
+        ("api.yaml", deployment(&format!("{API}:2.0.0"))),
+        ("web.yaml", deployment(&format!("{WEB}:0.9.0"))),
+    ]);
+    let ps = policies(&format!(
+        "{}{}",
+        semver("api", API),
+        policy("web", WEB, "  strategy:\n    semver: {range: \"~3.1\"}\n")
+    ));
+    let p = run(dir.path(), &ps, &registry()).await;
+    assert_eq!(p.holds.len(), 2, "{:?}", p.holds);
+    let by_policy = |name: &str| &p.holds.iter().find(|h| h.policy == name).unwrap().reason;
+    assert_eq!(
+        *by_policy("api"),
+        HoldReason::Selection(crate::select::HoldReason::AboveBest {
+            current: "2.0.0".into(),
+            best: "1.3.0".into(),
+        })
+    );
+    let HoldReason::Selection(crate::select::HoldReason::NoneFits { total, tallies }) =
+        by_policy("web")
+    else {
+        panic!("{:?}", by_policy("web"));
+    };
+    assert_eq!(*total, 2);
+    assert!(
+        matches!(
+            tallies.as_slice(),
+            [crate::select::Tally {
+                excluded: crate::select::Exclusion::OutOfRange { .. },
+                count: 2
+            }]
+        ),
+        "{tallies:?}"
+    );
+    assert!(
+        by_policy("web")
+            .to_string()
+            .starts_with("no tag fits the policy (2 tags: 2 out of range "),
+        "{}",
+        by_policy("web")
+    );
 }
 
 #[tokio::test]
@@ -274,11 +320,10 @@ async fn min_age_reads_first_seen_times_from_the_registry_and_holds_young_tags()
     let p = run(dir.path(), &ps, &reg).await;
     assert!(p.changes.is_empty(), "{:?}", p.changes);
     assert_eq!(p.holds.len(), 1, "{:?}", p.holds);
+    let reason = p.holds[0].reason.to_string();
     assert!(
-        p.holds[0].reason.starts_with("newer tag 1.3.0 is 12m")
-            && p.holds[0].reason.ends_with("old, minAge 30m"),
-        "{}",
-        p.holds[0].reason
+        reason.starts_with("newer tag 1.3.0 is 12m") && reason.ends_with("old, minAge 30m"),
+        "{reason}"
     );
 
     reg.set_first_seen(&api, "1.3.0", now - jiff::SignedDuration::from_mins(31));
@@ -371,10 +416,12 @@ async fn a_kustomize_entry_that_pins_no_version_is_held_at_its_line() {
     let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
     assert!(p.changes.is_empty(), "{:?}", p.changes);
     assert!(p.findings.is_empty(), "{:?}", p.findings);
+    let reasons: Vec<String> = p.holds.iter().map(|h| h.reason.to_string()).collect();
     let holds: Vec<(usize, &str)> = p
         .holds
         .iter()
-        .map(|h| (h.line, h.reason.as_str()))
+        .zip(&reasons)
+        .map(|(h, reason)| (h.line, reason.as_str()))
         .collect();
     let why = |only: &str| {
         format!(
@@ -401,10 +448,12 @@ async fn an_untagged_reference_is_an_implicit_latest() {
     ]);
     let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
     assert!(p.changes.is_empty(), "{:?}", p.changes);
+    let reasons: Vec<String> = p.holds.iter().map(|h| h.reason.to_string()).collect();
     let holds: Vec<(&str, &str)> = p
         .holds
         .iter()
-        .map(|h| (h.file.as_str(), h.reason.as_str()))
+        .zip(&reasons)
+        .map(|(h, reason)| (h.file.as_str(), reason.as_str()))
         .collect();
     assert_eq!(holds.len(), 2, "{holds:?}");
     let explicit = holds.iter().find(|h| h.0 == "latest.yaml").unwrap().1;

@@ -41,7 +41,7 @@ impl Report<'_> {
                         located(h.repository.as_deref(), &h.file),
                         h.line.to_string(),
                         h.current.clone(),
-                        h.reason.clone(),
+                        h.reason.to_string(),
                     ]
                 }),
             );

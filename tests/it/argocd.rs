@@ -1191,11 +1191,8 @@ async fn kustomization_entries_are_added_after_in_place_edits_and_with_aliases()
         "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.1.0\n"
     );
     assert!(
-        first
-            .plan
-            .holds
-            .iter()
-            .any(|h| h.policy == "web/api" && h.reason.contains("gets other edits this cycle")),
+        first.plan.holds.iter().any(|h| h.policy == "web/api"
+            && h.reason.to_string().contains("gets other edits this cycle")),
         "{:?}",
         first.plan.holds
     );

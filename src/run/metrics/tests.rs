@@ -54,7 +54,7 @@ fn cycle() -> Cycle {
                 file: "deploy.yaml".to_string(),
                 line: 3,
                 current: "2.0.0".to_string(),
-                reason: "pinned".to_string(),
+                reason: crate::plan::HoldReason::MissingTag,
             }],
             problems: vec![Problem {
                 policy: Some("db".to_string()),
