@@ -12,6 +12,7 @@ use crate::argocd::branch::{
 use crate::argocd::plan::{AppPlanner, ImageOutcome, ImageReason, ImageStatus, RepositoryPlan};
 use crate::argocd::resolve::{self, Resolved};
 use crate::change::{self, ChangeGroup, Stacking};
+use crate::error_chain::Failure;
 use crate::files::{Files, FilesError};
 use crate::git::{CommitFiles, Planned, Replanner, RepositoryConfig};
 use crate::holds::Holds;
@@ -444,11 +445,7 @@ fn target_diffs(
                 problems.push(plan::Problem {
                     repository: Some(repository.to_string()),
                     file: Some(path.display().to_string()),
-                    message: format!(
-                        "reading the file for its diff: {}",
-                        crate::error_chain::chain(&e)
-                    ),
-                    ..Default::default()
+                    ..plan::Problem::new(plan::ProblemReason::DiffUnread(Failure::new(e)))
                 });
                 continue;
             }

@@ -128,9 +128,12 @@ async fn unknown_holds_hold_every_change_and_name_the_store() {
     assert_eq!(plan.holds.len(), 2);
     assert_eq!(plan.problems.len(), 1, "{:?}", plan.problems);
     assert!(
-        plan.problems[0].message.contains("/state/tagpilot.redb"),
+        plan.problems[0]
+            .reason
+            .to_string()
+            .contains("/state/tagpilot.redb"),
         "{}",
-        plan.problems[0].message
+        plan.problems[0].reason
     );
 }
 

@@ -10,9 +10,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
+use crate::error_chain::Failure;
 use crate::manifest::{self, Edit};
 use crate::plan::{
-    Change, Claim, FileUpdate, Finding, FindingKind, Hold, HoldReason, Plan, Problem, Side, Stance,
+    Change, Claim, FileUpdate, Finding, FindingKind, Hold, HoldReason, Plan, Problem,
+    ProblemReason, Side, Stance,
 };
 
 /// One field two sources disagree on.
@@ -101,11 +103,7 @@ pub fn merge(
                     repository: repository.map(str::to_owned),
                     policy: Some(policies.into_iter().collect::<Vec<_>>().join(", ")),
                     file: Some(file.clone()),
-                    message: format!(
-                        "edits of several sources cannot be joined; file left alone: {}",
-                        crate::error_chain::chain(&e)
-                    ),
-                    ..Problem::default()
+                    ..Problem::new(ProblemReason::NotJoined(Failure::new(e)))
                 });
                 out.changes.retain(|c| c.file != file);
             }

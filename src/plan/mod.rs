@@ -42,7 +42,7 @@ mod tests;
 
 use std::path::PathBuf;
 
-pub use reasons::{HoldReason, Side, Stance, Wait};
+pub use reasons::{HoldReason, ProblemReason, Side, Stance, Wait};
 
 pub use decide::{
     DecideError, Inspector, Outcome, decide_reference, version_reference, version_text,

@@ -7,9 +7,9 @@ use serde::Serialize;
 pub use crate::change::Change;
 use crate::manifest::Edit;
 
-use super::reasons::HoldReason;
 #[cfg(doc)]
 use super::reasons::Wait;
+use super::reasons::{HoldReason, ProblemReason};
 
 /// A reference the policy found but chose not to move, with the reason (pinned above the range,
 /// no candidate, …). Shown so that "why didn't it update?" has an answer.
@@ -149,7 +149,7 @@ impl Serialize for PromotionStatus {
 }
 
 /// Something that stopped part of the plan. The rest of the plan is still valid.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
@@ -161,7 +161,23 @@ pub struct Problem {
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<usize>,
-    pub message: String,
+    /// Why, typed; the report shows its words as `message`.
+    #[serde(rename = "message")]
+    pub reason: ProblemReason,
+}
+
+impl Problem {
+    /// A problem for `reason`, naming nothing yet (the caller sets the policy, file, …).
+    pub fn new(reason: ProblemReason) -> Self {
+        Problem {
+            repository: None,
+            policy: None,
+            image: None,
+            file: None,
+            line: None,
+            reason,
+        }
+    }
 }
 
 /// A file that was not read as YAML and is left alone (a Helm template, say).

@@ -239,6 +239,85 @@ fn joined<T: fmt::Display>(f: &mut fmt::Formatter<'_>, items: &[T], sep: &str) -
     Ok(())
 }
 
+/// What stopped part of a plan, or of its writing ([`super::Problem`]); the rest still runs.
+/// An error behind it is kept as one ([`Failure`]) where it is owned, and rendered with its
+/// causes where it is shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProblemReason {
+    /// The registry did not answer what deciding a field needed (a listing, an inspection, a
+    /// signature).
+    Registry(Failure),
+    /// A field's edit could not be made.
+    EditFailed(Failure),
+    /// A file's edits failed verification: the file is left out whole.
+    EditDropped(Failure),
+    /// A file could not be read.
+    Unreadable(Failure),
+    /// A setter marker (`# {"$imagepolicy": …}`) resolves to nothing, and why.
+    MarkerUnresolved { marker: String, reason: String },
+    /// A reference of a policy's image that cannot be written: the field as the plan names it,
+    /// and why.
+    NotWritable { field: String, reason: String },
+    /// No one policy owns a field (a marker naming none, policies contesting it).
+    Unowned(Failure),
+    /// The edits of several sources of one file cannot be joined: the file is left alone.
+    NotJoined(Failure),
+    /// The held tags cannot be read (`why`): every change that could be held is held.
+    HoldsUnknown { why: String },
+    /// The Helm value an Application's image names cannot be written: where, and why.
+    HelmValue(String),
+    /// A file could not be read to show its diff.
+    DiffUnread(Failure),
+    /// A policy file that cannot be loaded: its error, with its causes.
+    BrokenPolicy(String),
+    /// Applications could not all be read (a repository of `applications.fromGit`, the
+    /// cluster).
+    Applications(String),
+    /// One Application's problem (`namespace/name`).
+    Application { id: String, problem: String },
+    /// Writing failed: the local directory, an Application's patch, an `ImageUpdater`'s status.
+    WriteFailed(Failure),
+}
+
+impl fmt::Display for ProblemReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProblemReason::Registry(e)
+            | ProblemReason::EditFailed(e)
+            | ProblemReason::Unowned(e)
+            | ProblemReason::WriteFailed(e) => e.fmt(f),
+            ProblemReason::EditDropped(e) => write!(f, "edit dropped: {e}"),
+            ProblemReason::Unreadable(e) => write!(f, "cannot read: {e}"),
+            ProblemReason::MarkerUnresolved { marker, reason } => {
+                write!(f, "marker `{marker}` resolves to nothing: {reason}")
+            }
+            ProblemReason::NotWritable { field, reason } => {
+                write!(f, "{field}: {reason}; left as written")
+            }
+            ProblemReason::NotJoined(e) => write!(
+                f,
+                "edits of several sources cannot be joined; file left alone: {e}"
+            ),
+            ProblemReason::HoldsUnknown { why } => write!(
+                f,
+                "held tags unknown: {why}; every change that could be held is held"
+            ),
+            ProblemReason::DiffUnread(e) => write!(f, "reading the file for its diff: {e}"),
+            ProblemReason::HelmValue(why)
+            | ProblemReason::BrokenPolicy(why)
+            | ProblemReason::Applications(why) => f.write_str(why),
+            ProblemReason::Application { id, problem } => write!(f, "application {id}: {problem}"),
+        }
+    }
+}
+
+/// The report shows a problem's reason as its words.
+impl Serialize for ProblemReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -376,5 +455,83 @@ mod tests {
                 "the report shows the words"
             );
         }
+    }
+
+    #[test]
+    fn each_problem_reason_renders_its_words() {
+        let error = || Failure::new(std::io::Error::other("permission denied"));
+        let cases: Vec<(ProblemReason, &str)> = vec![
+            (ProblemReason::Registry(error()), "permission denied"),
+            (ProblemReason::EditFailed(error()), "permission denied"),
+            (
+                ProblemReason::EditDropped(error()),
+                "edit dropped: permission denied",
+            ),
+            (
+                ProblemReason::Unreadable(error()),
+                "cannot read: permission denied",
+            ),
+            (
+                ProblemReason::MarkerUnresolved {
+                    marker: "api:tag".into(),
+                    reason: "no such key".into(),
+                },
+                "marker `api:tag` resolves to nothing: no such key",
+            ),
+            (
+                ProblemReason::NotWritable {
+                    field: "Deployment/api container api".into(),
+                    reason: "an alias reads it".into(),
+                },
+                "Deployment/api container api: an alias reads it; left as written",
+            ),
+            (ProblemReason::Unowned(error()), "permission denied"),
+            (
+                ProblemReason::NotJoined(error()),
+                "edits of several sources cannot be joined; file left alone: permission denied",
+            ),
+            (
+                ProblemReason::HoldsUnknown {
+                    why: "the state store is down".into(),
+                },
+                "held tags unknown: the state store is down; every change that could be held \
+                 is held",
+            ),
+            (
+                ProblemReason::HelmValue(
+                    "Helm value `image.tag` in values.yaml: no such key".into(),
+                ),
+                "Helm value `image.tag` in values.yaml: no such key",
+            ),
+            (
+                ProblemReason::DiffUnread(error()),
+                "reading the file for its diff: permission denied",
+            ),
+            (
+                ProblemReason::BrokenPolicy("policies/api.yaml:3:1: bad".into()),
+                "policies/api.yaml:3:1: bad",
+            ),
+            (
+                ProblemReason::Applications("applications.fromCluster is set".into()),
+                "applications.fromCluster is set",
+            ),
+            (
+                ProblemReason::Application {
+                    id: "argocd/shop".into(),
+                    problem: "no images".into(),
+                },
+                "application argocd/shop: no images",
+            ),
+            (ProblemReason::WriteFailed(error()), "permission denied"),
+        ];
+        for (reason, words) in cases {
+            assert_eq!(reason.to_string(), words, "{reason:?}");
+        }
+        let problem = super::super::Problem::new(ProblemReason::Unreadable(error()));
+        assert_eq!(
+            serde_json::to_value(&problem).unwrap(),
+            serde_json::json!({"message": "cannot read: permission denied"}),
+            "the report's key stays `message`"
+        );
     }
 }

@@ -99,7 +99,17 @@ async fn a_failing_repository_does_not_stop_other_policies() {
     assert_eq!(p.problems.len(), 1);
     let problem = &p.problems[0];
     assert_eq!(problem.policy.as_deref(), Some("gone"));
-    assert!(problem.message.contains("shop/gone"), "{}", problem.message);
+    assert!(
+        problem.reason.to_string().contains("shop/gone"),
+        "{}",
+        problem.reason
+    );
+    assert!(
+        matches!(&problem.reason, ProblemReason::Registry(e)
+            if e.error().downcast_ref::<crate::registry::RegistryError>().is_some()),
+        "the registry's error is kept as one: {:?}",
+        problem.reason
+    );
 }
 
 #[tokio::test]
@@ -109,10 +119,16 @@ async fn two_policies_claiming_one_reference_leave_it_alone_with_a_problem() {
     let p = run(dir.path(), &ps, &registry()).await;
     assert!(p.changes.is_empty());
     assert_eq!(p.problems.len(), 1);
-    let message = &p.problems[0].message;
+    let message = p.problems[0].reason.to_string();
     assert!(
         message.contains("first") && message.contains("second"),
         "{message}"
+    );
+    assert!(
+        matches!(&p.problems[0].reason, ProblemReason::Unowned(e)
+            if matches!(e.error().downcast_ref(), Some(walk::OwnerError::Contested { .. }))),
+        "{:?}",
+        p.problems[0].reason
     );
     assert_eq!(p.problems[0].file.as_deref(), Some("api.yaml"));
 }
@@ -127,7 +143,7 @@ async fn a_marker_naming_an_undefined_policy_is_reported_with_its_line() {
     let p = run(dir.path(), &ps, &registry()).await;
     assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
     assert_eq!(p.problems[0].line, Some(1));
-    assert!(p.problems[0].message.contains("nobody"));
+    assert!(p.problems[0].reason.to_string().contains("nobody"));
 }
 
 #[tokio::test]
@@ -619,10 +635,11 @@ async fn a_marker_naming_a_policy_of_another_namespace_says_which_there_is() {
     assert_eq!(problems[0].line, Some(1));
     assert!(
         problems[0]
-            .message
+            .reason
+            .to_string()
             .contains("\"flux-system:app\", which is not defined; found apps:app"),
         "{}",
-        problems[0].message
+        problems[0].reason
     );
 }
 
@@ -632,9 +649,12 @@ async fn a_marker_with_a_typo_in_the_policy_name_gets_the_near_names() {
     let problems = marker_problems("tag: 1.2.3 # tagpilot: checkout-apl:tag\n", &ps).await;
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].message.ends_with("found checkout-api"),
+        problems[0]
+            .reason
+            .to_string()
+            .ends_with("found checkout-api"),
         "{}",
-        problems[0].message
+        problems[0].reason
     );
 }
 
@@ -646,10 +666,11 @@ async fn a_marker_naming_a_policy_whose_targets_skip_the_file_is_a_problem() {
     assert_eq!(problems[0].file.as_deref(), Some("values.yaml"));
     assert!(
         problems[0]
-            .message
+            .reason
+            .to_string()
             .contains("whose targets do not cover this file"),
         "{}",
-        problems[0].message
+        problems[0].reason
     );
 }
 
@@ -691,10 +712,13 @@ async fn markers_that_resolve_to_nothing_name_line_and_reason() {
         assert_eq!(problems[0].line, Some(line), "{yaml}");
         assert_eq!(problems[0].file.as_deref(), Some("values.yaml"));
         assert!(
-            problems[0].message.contains("resolves to nothing")
-                && problems[0].message.contains(why),
+            problems[0]
+                .reason
+                .to_string()
+                .contains("resolves to nothing")
+                && problems[0].reason.to_string().contains(why),
             "{yaml}: {}",
-            problems[0].message
+            problems[0].reason
         );
     }
 }

@@ -234,9 +234,13 @@ pub fn problem_text(p: &Problem) -> String {
         _ => {}
     }
     if subject.is_empty() {
-        first_line(&p.message).to_string()
+        first_line(&p.reason.to_string()).to_string()
     } else {
-        format!("{}: {}", subject.join(", "), first_line(&p.message))
+        format!(
+            "{}: {}",
+            subject.join(", "),
+            first_line(&p.reason.to_string())
+        )
     }
 }
 

@@ -998,11 +998,11 @@ async fn an_allow_tags_regexp_that_does_not_compile_holds_the_image_with_a_probl
             .unwrap();
     let run = cycle(&config, dir.path(), &registry, &(), false).await;
     assert!(run.plan.changes.is_empty(), "{:?}", run.plan.changes);
-    let problems: Vec<&str> = run
+    let problems: Vec<String> = run
         .plan
         .problems
         .iter()
-        .map(|p| p.message.as_str())
+        .map(|p| p.reason.to_string())
         .collect();
     assert_eq!(
         problems,

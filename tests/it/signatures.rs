@@ -1385,7 +1385,7 @@ async fn a_registry_failing_the_signature_lookups_holds_with_an_error_not_an_old
         planned.skipped_tags
     );
     assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
-    let message = &planned.problems[0].message;
+    let message = planned.problems[0].reason.to_string();
     assert!(
         message.contains(&format!(
             "cannot verify the signatures of {newest} in repository shop/api on registry {}",
@@ -1420,7 +1420,7 @@ async fn a_registry_hanging_on_the_signature_lookups_is_cut_by_its_timeout() {
         .expect("the hanging signature lookups were never cut by the registry's timeout");
     assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
     assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
-    let message = &planned.problems[0].message;
+    let message = planned.problems[0].reason.to_string();
     assert!(
         message.contains(&format!("cannot verify the signatures of {newest}"))
             && message.contains("took longer than the registry's timeout of 1s"),
@@ -1593,11 +1593,13 @@ async fn a_key_in_a_secret_that_cannot_be_read_holds_with_a_named_problem() {
         let p = &planned.problems[0];
         assert_eq!(p.policy.as_deref(), Some("api"));
         assert!(
-            p.message.contains("Secret ci/cosign[cosign.pub]")
-                && p.message.contains("policy.yaml:")
-                && p.message.contains(why),
+            p.reason
+                .to_string()
+                .contains("Secret ci/cosign[cosign.pub]")
+                && p.reason.to_string().contains("policy.yaml:")
+                && p.reason.to_string().contains(why),
             "{}",
-            p.message
+            p.reason
         );
     };
 
@@ -1610,7 +1612,7 @@ async fn a_key_in_a_secret_that_cannot_be_read_holds_with_a_named_problem() {
         &planned,
         "reading the cosign key in Secret ci/cosign[cosign.pub] (",
     );
-    let message = &planned.problems[0].message;
+    let message = planned.problems[0].reason.to_string();
     assert!(
         message.ends_with("): there is no Secret ci/cosign") && !message.contains("Status {"),
         "{message}"

@@ -229,7 +229,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
             } else if let Some(pr) = problem {
                 outcome.status = ImageStatus::Problem;
                 outcome.file = pr.file.clone();
-                outcome.reason = Some(ImageReason::Problem(pr.message.clone()));
+                outcome.reason = Some(ImageReason::Problem(pr.reason.clone()));
             } else if matched[k] {
                 outcome.status = ImageStatus::UpToDate;
             } else if let (Some(entry), [file]) = (add_entry, job_files.as_slice()) {
@@ -244,6 +244,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 // and why, never a silent "not found".
                 outcome.status = ImageStatus::Problem;
                 outcome.file = Some(file.clone());
+                let reason = plan::ProblemReason::HelmValue(reason);
                 outcome.reason = Some(ImageReason::Problem(reason.clone()));
                 out.plan.problems.push(plan::Problem {
                     repository: Some(repository.name.clone()),
@@ -251,7 +252,7 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                     image: Some(policy.image.to_string()),
                     file: Some(file),
                     line: None,
-                    message: reason,
+                    reason,
                 });
             } else {
                 outcome.status = ImageStatus::NotFound;

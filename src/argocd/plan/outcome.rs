@@ -8,8 +8,9 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::error_chain::Failure;
 use crate::holds::{HeldTag, Holds};
-use crate::plan::{self, Change, Hold, Inspector, Problem, SkippedTags};
+use crate::plan::{self, Change, Hold, Inspector, Problem, ProblemReason, SkippedTags};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 
@@ -47,7 +48,7 @@ pub enum ImageReason {
     /// Held, as the plan's hold says.
     Held(plan::HoldReason),
     /// A problem, as the plan's problem says.
-    Problem(String),
+    Problem(plan::ProblemReason),
     /// Not found where the app's changes land: what was searched.
     NotFound(String),
 }
@@ -56,7 +57,8 @@ impl fmt::Display for ImageReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ImageReason::Held(why) => why.fmt(f),
-            ImageReason::Problem(why) | ImageReason::NotFound(why) => f.write_str(why),
+            ImageReason::Problem(why) => why.fmt(f),
+            ImageReason::NotFound(why) => f.write_str(why),
         }
     }
 }
@@ -374,16 +376,16 @@ pub async fn decide_override<R: Registry>(
             })
         }
         Err(e) => {
-            let message = crate::error_chain::chain(&e);
+            let reason = ProblemReason::Registry(Failure::new(e));
             outcome.status = ImageStatus::Problem;
-            outcome.reason = Some(ImageReason::Problem(message.clone()));
+            outcome.reason = Some(ImageReason::Problem(reason.clone()));
             Record::Problem(Problem {
                 repository,
                 policy: Some(policy.name.clone()),
                 image: Some(policy.image.to_string()),
                 file: Some(place.file.to_string()),
                 line: None,
-                message,
+                reason,
             })
         }
     };

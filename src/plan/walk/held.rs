@@ -14,7 +14,7 @@ use crate::manifest;
 use crate::plan::decide::{DecideError, Outcome, decide};
 use crate::plan::index::PolicyIndex;
 use crate::plan::model::{Plan, Problem};
-use crate::plan::reasons::HoldReason;
+use crate::plan::reasons::{HoldReason, ProblemReason};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 use crate::select::{self, TagCandidate};
@@ -70,12 +70,9 @@ impl<R: Registry> Asked<'_, R> {
             let Outcome::Move { tag, .. } = &first else {
                 return Ok(first);
             };
-            let (message, reason) = unknown_holds(why, tag);
-            if !plan.problems.iter().any(|p| p.message == message) {
-                plan.problems.push(Problem {
-                    message,
-                    ..Problem::default()
-                });
+            let (problem, reason) = unknown_holds(why, tag);
+            if !plan.problems.iter().any(|p| p.reason == problem) {
+                plan.problems.push(Problem::new(problem));
             }
             return Ok(Outcome::Hold(reason));
         }
@@ -195,9 +192,11 @@ pub fn veto<'h>(
 
 /// How a change is held while the held tags cannot be read: the plan's problem, and the
 /// field's hold reason.
-pub fn unknown_holds(why: &str, tag: &str) -> (String, HoldReason) {
+pub fn unknown_holds(why: &str, tag: &str) -> (ProblemReason, HoldReason) {
     (
-        format!("held tags unknown: {why}; every change that could be held is held"),
+        ProblemReason::HoldsUnknown {
+            why: why.to_string(),
+        },
         HoldReason::HoldsUnknown {
             why: why.to_string(),
             tag: tag.to_string(),
