@@ -75,7 +75,7 @@ pub fn hold_backwards(
                 current: change.from.clone(),
                 reason: HoldReason::Steady {
                     was,
-                    group: group.key.to_string(),
+                    group: group.key.clone(),
                     offered: change.to.clone(),
                 },
             });

@@ -2,7 +2,9 @@
 //! should the file be on?
 //!
 //! Pure code, no I/O: everything it needs is passed in, so every rule is unit-tested without a
-//! registry. It must never move a reference backwards by the policy's own order unless the policy
+//! registry. Why a tag is left out ([`Exclusion`]) and why a reference stays ([`HoldReason`])
+//! are typed values (`reasons`), matched on by the planner and its tests; their words are
+//! rendered only where they are shown. It must never move a reference backwards by the policy's own order unless the policy
 //! says `allowDowngrade: true`, and never move it out of its variant family (see
 //! [`crate::version`]).
 //!
