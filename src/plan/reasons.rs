@@ -66,6 +66,18 @@ pub enum HoldReason {
         group: String,
         offered: String,
     },
+    /// Committed in `group` with another change that is held as [`HoldReason::Steady`]
+    /// (`policy`'s change of `file`): the group waits whole.
+    SteadyWith {
+        group: String,
+        policy: String,
+        file: String,
+        was: String,
+        offered: String,
+    },
+    /// The group's commit carries the edits of `file` made by `group`, which is held: it waits
+    /// with it.
+    StackedOnHeld { group: String, file: String },
     /// An Application's kustomization gets other edits this cycle; its `images:` entry for
     /// `image` is added once they are written.
     KustomizationBusy { file: String, image: String },
@@ -148,6 +160,23 @@ impl fmt::Display for HoldReason {
                  {offered}, which ranks lower (a registry replica lagging?); keeping the last \
                  proposal for up to {} rather than proposing backwards",
                 humantime::format_duration(STEADY_FOR.unsigned_abs())
+            ),
+            HoldReason::SteadyWith {
+                group,
+                policy,
+                file,
+                was,
+                offered,
+            } => write!(
+                f,
+                "committed in group {group} with policy {policy}'s change of {file}, which is \
+                 held rather than proposed backwards ({was} was proposed last, {offered} is \
+                 offered now): the group waits whole"
+            ),
+            HoldReason::StackedOnHeld { group, file } => write!(
+                f,
+                "its commit carries the edits of {file} made by group {group}, which is held: \
+                 it waits with it"
             ),
             HoldReason::KustomizationBusy { file, image } => write!(
                 f,
@@ -437,6 +466,26 @@ mod tests {
                 "1.3.0 was proposed last for group api and the registry now offers only \
                  1.2.0, which ranks lower (a registry replica lagging?); keeping the last \
                  proposal for up to 1h rather than proposing backwards",
+            ),
+            (
+                HoldReason::SteadyWith {
+                    group: "manifests".into(),
+                    policy: "api".into(),
+                    file: "a.yaml".into(),
+                    was: "1.3.0".into(),
+                    offered: "1.2.9".into(),
+                },
+                "committed in group manifests with policy api's change of a.yaml, which is held \
+                 rather than proposed backwards (1.3.0 was proposed last, 1.2.9 is offered \
+                 now): the group waits whole",
+            ),
+            (
+                HoldReason::StackedOnHeld {
+                    group: "api".into(),
+                    file: "a.yaml".into(),
+                },
+                "its commit carries the edits of a.yaml made by group api, which is held: it \
+                 waits with it",
             ),
             (
                 HoldReason::KustomizationBusy {

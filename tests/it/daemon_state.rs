@@ -450,3 +450,49 @@ fn sigterm_during_a_push_finishes_it_and_exits_0() {
         );
     });
 }
+
+/// A registry that timed out in a cycle is marked down for the rest of it. A registry
+/// notification for one of its images is a reason to ask again: the re-check sends its request,
+/// and with no answer again it counts as an outage, never as a success that asked nothing.
+#[test]
+fn a_recheck_asks_a_registry_the_last_cycle_marked_down_again() {
+    service::run(false, |logs| async move {
+        let (host, accepted) = hanging_registry();
+        let (dir, _slow, _healthy, _registry) = two_registries(&host, "1s").await;
+        crate::daemon::with_webhooks(dir.path(), "");
+        let daemon = Service::start(dir.path(), Duration::from_secs(3600), &logs).await;
+        daemon.ready().await;
+        let asked = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(asked >= 1, "{}", daemon.log());
+
+        let sent = reqwest::Client::new()
+            .post(format!("{}/webhooks/distribution", daemon.base))
+            .header("Authorization", "Bearer s3cret")
+            .header(
+                "Content-Type",
+                "application/vnd.docker.distribution.events.v2+json",
+            )
+            .body(crate::daemon::push_event(&host, "shop/api"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.status().as_u16(), 202);
+        let outage = "tagpilot_webhook_rechecks_total{result=\"registries_unreachable\"}";
+        eventually("the re-check counted as an outage", &logs, || {
+            // Past the debounce window; an hour between cycles, so no cycle runs meanwhile.
+            daemon.clock.advance(Duration::from_millis(250));
+            async { metric(&daemon.text("/metrics").await, outage) == 1.0 }
+        })
+        .await;
+        let metrics = daemon.text("/metrics").await;
+        assert_eq!(
+            metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
+            0.0,
+            "{metrics}"
+        );
+        assert!(
+            accepted.load(std::sync::atomic::Ordering::SeqCst) > asked,
+            "the re-check did not ask the registry again"
+        );
+    });
+}

@@ -1097,6 +1097,114 @@ async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_
     assert_eq!(recorded.changes[0].to, "1.2.9");
 }
 
+/// `write.group: repository` with `write.renderedDiff`: two policies' changes land in one pull
+/// request, and its one review comment renders what lands together. The Application `shop`
+/// deploys both policies' files, so its render shows both images moving (rendered per policy,
+/// it showed only the later policy's); `edge` deploys one of web's files; the pull request
+/// body names both Applications.
+#[tokio::test]
+async fn a_merged_pull_request_gets_one_review_comment_rendering_every_policy_s_change() {
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+    set_test_secrets();
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    reg.push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default())
+        .await;
+    let (api, web) = (reg.image("shop/api"), reg.image("shop/web"));
+    let app = |name: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\nspec:\n  \
+             destination: {{name: in-cluster, namespace: {name}}}\n  \
+             source: {{repoURL: REPO_URL, path: apps/{name}, directory: {{}}}}\n"
+        )
+    };
+    let named =
+        |name: &str, image: &str| deployment(image).replace("name: x", &format!("name: {name}"));
+    let repo = repo_with(&[
+        ("argocd/shop.yaml".into(), app("shop")),
+        ("argocd/edge.yaml".into(), app("edge")),
+        (
+            "apps/shop/api.yaml".into(),
+            named("api", &format!("{api}:1.0.0")),
+        ),
+        (
+            "apps/shop/web.yaml".into(),
+            named("web", &format!("{web}:2.0.0")),
+        ),
+        (
+            "apps/edge/web.yaml".into(),
+            named("edge", &format!("{web}:2.0.0")),
+        ),
+    ]);
+    let server = wiremock::MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let forge = format!(
+        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      group: repository\n      branch: {BRANCH}\n      title: 'Update images'\n      renderedDiff: true\n",
+        server.uri()
+    );
+    let config = setup(
+        dir.path(),
+        &repo,
+        &forge,
+        &[
+            ("api.yaml", &policy_file("api", &api, "*", "apps/**")),
+            ("web.yaml", &policy_file("web", &web, "*", "apps/**")),
+        ],
+    );
+    expect_no_pulls_yet(&server).await;
+    expect_create(&server, 7, json!({"head": BRANCH, "base": "main"})).await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(
+            crate::support::github::comments_path(7),
+        ))
+        .respond_with(crate::support::github::created(json!({"id": 1})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let opened = cycle(&config, dir.path(), &reg.client(), &(), false).await;
+    assert!(
+        opened.plan.problems.is_empty(),
+        "{:?}",
+        opened.plan.problems
+    );
+    assert_eq!(opened.plan.changes.len(), 3, "{:?}", opened.plan.changes);
+    let requests = server.received_requests().await.unwrap();
+    let sent = |path: &str| -> String {
+        let body: serde_json::Value = requests
+            .iter()
+            .find(|r| r.method.as_str() == "POST" && r.url.path() == path)
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .unwrap();
+        body["body"].as_str().unwrap().to_owned()
+    };
+    let moved = |image: &str, from: &str, to: &str| {
+        format!("-      - image: {image}:{from}\n+      - image: {image}:{to}\n")
+    };
+    let comment = sent(&crate::support::github::comments_path(7));
+    // Shop's part of the comment: up to edge's, whichever comes first.
+    let at = comment.find("<code>shop</code>").expect("shop is rendered");
+    let shop = comment[at..].split("<code>edge</code>").next().unwrap();
+    assert!(
+        shop.contains("2 resources change")
+            && shop.contains("#### `Deployment/api`")
+            && shop.contains(&moved(&api, "1.0.0", "1.1.0"))
+            && shop.contains("#### `Deployment/web`")
+            && shop.contains(&moved(&web, "2.0.0", "2.1.0")),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("<code>edge</code>") && comment.contains("#### `Deployment/edge`"),
+        "{comment}"
+    );
+    let body = sent(PULLS);
+    assert!(
+        body.contains("| `shop` |") && body.contains("| `edge` |"),
+        "{body}"
+    );
+    server.verify().await;
+}
+
 /// `write.renderedDiff`: the engine renders the Application the change deploys (a plain
 /// directory here) before and after, and the pull request gets the diff as a comment.
 #[tokio::test]

@@ -710,7 +710,9 @@ async fn an_application_upstream_soaks_from_when_it_was_first_healthy_not_from_i
     let loaded = loaded(&server, Vec::new()).await;
     let state_dir = tempfile::tempdir().unwrap();
     let state = State::open(state_dir.path()).unwrap();
-    let plan = |minutes| s.cycle_in(minutes, true, Some(&state), Some(&loaded));
+    // Cycles that write: what a cycle first sees is recorded by `tagpilot run`, never by a
+    // dry run.
+    let plan = |minutes| s.cycle_in(minutes, false, Some(&state), Some(&loaded));
     let waits = |cycle: &Cycle| row(cycle, "prod").waits.clone();
 
     // Synced two hours ago, Progressing for 90 minutes of them: Argo CD says since when it is
@@ -729,9 +731,25 @@ async fn an_application_upstream_soaks_from_when_it_was_first_healthy_not_from_i
     let mut app = staging_app("1.3.0", s.at(-120), "Healthy");
     app["status"]["health"] = json!({"status": "Healthy"});
     serve(&server, app.clone()).await;
+    // A dry run (`tagpilot plan --state-dir`) soaks from what the store remembers, or from
+    // now, and records nothing.
+    let dry = s.cycle_in(-30, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(
+        waits(&dry),
+        ["1.3.0 soaks in application shop-staging: 1h left"]
+    );
+    let synced = Some(s.at(-120));
+    assert_eq!(
+        state.seen_healthy_at("argocd/shop-staging", "1.3.0", synced),
+        None
+    );
     assert_eq!(
         waits(&plan(0).await),
         ["1.3.0 soaks in application shop-staging: 1h left"]
+    );
+    assert_eq!(
+        state.seen_healthy_at("argocd/shop-staging", "1.3.0", synced),
+        Some(s.at(0))
     );
     assert_eq!(
         waits(&plan(45).await),
