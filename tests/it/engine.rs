@@ -611,16 +611,27 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
 }
 
 /// A registry that holds each tag listing until `bound` listings are in flight at once (or
-/// every listing still to come is), and records the most it saw. The listing of `last` also
-/// waits until another listing has finished, so that repository's plan ends after the others.
+/// every listing still to come is), and records the most it saw. The listing of `last` waits
+/// instead until another listing has finished, so that repository's plan ends after one that
+/// started with it. (Not after all the others: the planner keeps at most `bound` targets in
+/// its window, finished ones included, until they are reported in order, so none starts
+/// while `last` is held.)
 struct Gate {
     inner: MemoryRegistry,
     bound: usize,
     total: usize,
     last: tagpilot::image::Repository,
-    in_flight: std::sync::atomic::AtomicUsize,
-    finished: std::sync::atomic::AtomicUsize,
+    /// Listings in flight, finished, and how often `bound` were in flight at once, as they
+    /// change: what each held listing waits on.
+    listings: tokio::sync::watch::Sender<Listings>,
     most: std::sync::atomic::AtomicUsize,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Listings {
+    in_flight: usize,
+    finished: usize,
+    full: usize,
 }
 
 impl tagpilot::registry::Registry for Gate {
@@ -632,25 +643,34 @@ impl tagpilot::registry::Registry for Gate {
         &self,
         repo: &tagpilot::image::Repository,
     ) -> Result<Vec<String>, tagpilot::registry::RegistryError> {
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        // Never hangs: a planner that runs repositories one at a time waits out the deadline
-        // and then shows as one in flight at most.
-        let deadline = std::time::Instant::now() + crate::support::PATIENCE;
-        while std::time::Instant::now() < deadline {
-            let (in_flight, finished) = (
-                self.in_flight.load(Ordering::SeqCst),
-                self.finished.load(Ordering::SeqCst),
-            );
-            let full = in_flight >= self.bound || in_flight + finished >= self.total;
-            if full && (*repo != self.last || finished > 0 || in_flight + finished >= self.total) {
-                break;
+        let mut started = Listings::default();
+        self.listings.send_modify(|l| {
+            l.in_flight += 1;
+            if l.in_flight >= self.bound {
+                l.full += 1;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+            started = *l;
+        });
+        self.most.fetch_max(started.in_flight, Ordering::SeqCst);
+        // Released once `bound` listings were in flight at once with this one (the others
+        // may have finished by the time it looks), or every listing still to come is. Never
+        // hangs: a planner that runs repositories one at a time waits out the bound and then
+        // shows as one in flight at most.
+        let mut listings = self.listings.subscribe();
+        let released = listings.wait_for(|l| {
+            if *repo == self.last {
+                return l.finished > 0;
+            }
+            started.in_flight >= self.bound
+                || l.full > started.full
+                || l.in_flight + l.finished >= self.total
+        });
+        let _ = tokio::time::timeout(crate::support::PATIENCE, released).await;
         let listed = self.inner.list_tags(repo).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.finished.fetch_add(1, Ordering::SeqCst);
+        self.listings.send_modify(|l| {
+            l.in_flight -= 1;
+            l.finished += 1;
+        });
         listed
     }
 
@@ -713,8 +733,7 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         bound: 2,
         total: REPOS,
         last: tagpilot::image::Repository::parse("registry.example/shop/svc0").unwrap(),
-        in_flight: Default::default(),
-        finished: Default::default(),
+        listings: tokio::sync::watch::Sender::new(Listings::default()),
         most: Default::default(),
     };
     let policies = policy::load(&config).expect("policies load");
@@ -746,7 +765,7 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         2,
         "two repositories in flight at once, never more"
     );
-    // m0's plan ended last; the report keeps the configured order.
+    // m0's plan ended after m1's; the report keeps the configured order.
     let names: Vec<&str> = planned
         .repositories
         .iter()
