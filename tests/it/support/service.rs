@@ -88,6 +88,7 @@ where
     F: FnOnce(Logs) -> Fut,
     Fut: Future<Output = ()>,
 {
+    super::listen_to_every_callsite();
     let logs = Logs::default();
     let dispatch = logs.dispatch(json);
     let runtime = tokio::runtime::Builder::new_current_thread()
