@@ -37,6 +37,44 @@ impl fmt::Display for Chain<'_> {
     }
 }
 
+/// An error kept as a value in what a plan or report holds (a problem, a hold): cheap to
+/// clone, its type intact for whoever inspects it ([`Failure::error`]), and rendered with its
+/// causes ([`Chain`]) only where it is shown. Two are equal when they say the same.
+#[derive(Clone)]
+pub struct Failure(std::sync::Arc<dyn Error + Send + Sync + 'static>);
+
+impl Failure {
+    pub fn new(error: impl Error + Send + Sync + 'static) -> Self {
+        Failure(std::sync::Arc::new(error))
+    }
+
+    /// The error itself (its causes through `source()`).
+    pub fn error(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.0
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let error: &(dyn Error + 'static) = &*self.0;
+        Chain(error).fmt(f)
+    }
+}
+
+impl fmt::Debug for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq for Failure {
+    fn eq(&self, other: &Failure) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Failure {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +95,13 @@ mod tests {
         let quoting = Outer::Quoting(std::io::Error::other("refused"));
         assert_eq!(chain(&quoting), "foreign: refused");
         assert_eq!(Chain(&read).to_string(), chain(&read));
+    }
+
+    #[test]
+    fn a_failure_keeps_its_error_and_shows_the_chain() {
+        let failure = Failure::new(Outer::Read(std::io::Error::other("no such file")));
+        assert_eq!(failure.to_string(), "cannot read a.yaml: no such file");
+        assert!(failure.error().downcast_ref::<Outer>().is_some());
+        assert_eq!(failure.clone(), failure);
     }
 }

@@ -46,7 +46,7 @@ pub mod write;
 pub use crate::application::Application;
 pub use crate::application::Origin;
 pub use crate::config::applications::FromCluster;
-pub use plan::ImageOutcome;
+pub use plan::{ImageOutcome, ImageReason};
 
 use crate::plan::PlanError;
 

@@ -8,7 +8,7 @@ use crate::argocd::read::cluster;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::{self, Application};
 use crate::image::Repository;
-use crate::plan::{self, Plan, Problem};
+use crate::plan::{self, Plan, Problem, ProblemReason};
 use crate::registry::Registry;
 use crate::report::applications::ApplicationReport;
 
@@ -104,24 +104,22 @@ impl Applications {
     ) -> Vec<ApplicationReport> {
         let resolved = &self.resolved;
         for message in &self.load_problems {
-            plan.problems.push(Problem {
-                message: message.clone(),
-                ..Default::default()
-            });
+            let reason = ProblemReason::Applications(message.clone());
+            plan.problems.push(Problem::new(reason));
         }
+        let of_app = |id: String, problem: &String| {
+            Problem::new(ProblemReason::Application {
+                id,
+                problem: problem.clone(),
+            })
+        };
         for a in &resolved.apps {
             for p in &a.problems {
-                plan.problems.push(Problem {
-                    message: format!("application {}: {p}", a.app.id()),
-                    ..Default::default()
-                });
+                plan.problems.push(of_app(a.app.id(), p));
             }
         }
         for (i, p) in app_problems {
-            plan.problems.push(Problem {
-                message: format!("application {}: {p}", resolved.apps[*i].app.id()),
-                ..Default::default()
-            });
+            plan.problems.push(of_app(resolved.apps[*i].app.id(), p));
         }
         plan.findings.extend(not_found(resolved, images));
         plan.findings

@@ -53,7 +53,9 @@ use crate::git::{RepoCache, RepositoryConfig};
 use crate::holds::Holds;
 use crate::image::Repository;
 use crate::manifest::ManifestError;
-use crate::plan::{self, Plan, PlanError, Problem, Progress, RepositoryOutcome, Scope};
+use crate::plan::{
+    self, Plan, PlanError, Problem, ProblemReason, Progress, RepositoryOutcome, Scope,
+};
 use crate::policy::{ImagePolicy, PolicyError};
 use crate::registry::Registry;
 use crate::report::applications::ApplicationReport;
@@ -205,10 +207,11 @@ async fn run_cycle<R: Registry>(
     let registry = Shared::new(ctx.registry);
     let mut cycle = Cycle::default();
     for e in input.broken_policies {
-        cycle.plan.problems.push(Problem {
-            message: crate::error_chain::chain(e),
-            ..Default::default()
-        });
+        let why = crate::error_chain::chain(e);
+        cycle
+            .plan
+            .problems
+            .push(Problem::new(ProblemReason::BrokenPolicy(why)));
     }
 
     // 1. Sources: policy files are the caller's; Applications are read here.

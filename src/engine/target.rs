@@ -9,9 +9,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use crate::argocd::branch::{
     BranchChange, BranchTemplate, check_branch_name, image_updater_name, image_updater_tag,
 };
-use crate::argocd::plan::{AppPlanner, ImageOutcome, ImageStatus, RepositoryPlan};
+use crate::argocd::plan::{AppPlanner, ImageOutcome, ImageReason, ImageStatus, RepositoryPlan};
 use crate::argocd::resolve::{self, Resolved};
 use crate::change::{self, ChangeGroup, Stacking};
+use crate::error_chain::Failure;
 use crate::files::{Files, FilesError};
 use crate::git::{CommitFiles, Planned, Replanner, RepositoryConfig};
 use crate::holds::Holds;
@@ -361,10 +362,10 @@ impl<R: Registry> TargetPlanner<'_, R> {
             .iter()
             .map(|c| (c.policy.as_str(), c.file.as_str()))
             .collect();
-        let held: HashMap<(&str, &str), &str> = plan
+        let held: HashMap<(&str, &str), &plan::HoldReason> = plan
             .holds
             .iter()
-            .map(|h| ((h.policy.as_str(), h.file.as_str()), h.reason.as_str()))
+            .map(|h| ((h.policy.as_str(), h.file.as_str()), &h.reason))
             .collect();
         // An image up to date on a field another source moves is held with it: by policy,
         // since an up-to-date outcome names no file.
@@ -379,7 +380,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
                 o.status = ImageStatus::Held;
                 o.file = Some(h.file.clone());
                 o.from = Some(h.current.clone());
-                o.reason = Some(h.reason.clone());
+                o.reason = Some(ImageReason::Held(h.reason.clone()));
             }
         }
         for o in images
@@ -394,7 +395,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
             if let Some(reason) = held.get(&key) {
                 o.status = ImageStatus::Held;
                 o.to = None;
-                o.reason = Some(reason.to_string());
+                o.reason = Some(ImageReason::Held((*reason).clone()));
             }
         }
         images
@@ -454,11 +455,7 @@ fn target_diffs(
                 problems.push(plan::Problem {
                     repository: Some(repository.to_string()),
                     file: Some(path.display().to_string()),
-                    message: format!(
-                        "reading the file for its diff: {}",
-                        crate::error_chain::chain(&e)
-                    ),
-                    ..Default::default()
+                    ..plan::Problem::new(plan::ProblemReason::DiffUnread(Failure::new(e)))
                 });
                 continue;
             }

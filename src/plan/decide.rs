@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use futures_util::stream::{self, StreamExt};
 
 use super::model::SkippedTags;
+use super::reasons::{HoldReason, IMPLICIT_TAG};
 use super::{Progress, REGISTRY_CONCURRENCY};
 use crate::image::{Platform, Repository, is_valid_digest, is_valid_tag};
 use crate::manifest::{FieldKind, ImageField, MarkerPart, Pins};
@@ -26,7 +27,7 @@ pub type DecideError = RegistryError;
 pub enum Outcome {
     Move { tag: String, digest: Option<String> },
     Stay,
-    Hold(String),
+    Hold(HoldReason),
 }
 
 /// What deciding a field reads from it: the tag and digest it holds, the part a marker holds,
@@ -102,33 +103,26 @@ pub(super) async fn decide<R: Registry>(
     let pins = field.pins;
     let digest_strategy = matches!(policy.strategy, Strategy::Digest { .. });
     if let Some(only) = field.pins_nothing {
-        let add = match digest_strategy {
-            true => "`digest:` to have it pinned",
-            false => "`newTag:` to have it updated",
-        };
-        return Ok(Outcome::Hold(format!(
-            "the entry pins no version ({only}): kustomize keeps the base's version; add {add}"
-        )));
+        return Ok(Outcome::Hold(HoldReason::PinsNoVersion {
+            only,
+            digest_strategy,
+        }));
     }
     if digest_strategy && !pins.digest {
-        return Ok(Outcome::Hold(
-            "the entry pins no digest, and the digest strategy writes only a digest; add `digest:` \
-             to have it pinned"
-                .to_string(),
-        ));
+        return Ok(Outcome::Hold(HoldReason::PinsNoDigest));
     }
     if !digest_strategy && !pins.tag {
-        return Ok(Outcome::Hold(format!(
-            "the entry pins no tag (only a digest), and the {} strategy writes a tag; add \
-             `newTag:` to have it updated",
-            policy.strategy.name()
-        )));
+        return Ok(Outcome::Hold(HoldReason::PinsNoTag {
+            strategy: policy.strategy.name(),
+        }));
     }
+    // An empty tag (`tag: ""`) or none in Helm values leaves the chart's own version running,
+    // which no tag written here should pin away; held like a tag the strategy cannot read.
     if field.empty_tag && !policy.replace_unreadable_tags {
-        return Ok(Outcome::Hold(EMPTY_TAG.to_string()));
+        return Ok(Outcome::Hold(HoldReason::EmptyTag));
     }
     if field.missing_tag && !digest_strategy && !policy.replace_unreadable_tags {
-        return Ok(Outcome::Hold(MISSING_TAG.to_string()));
+        return Ok(Outcome::Hold(HoldReason::MissingTag));
     }
     let outcome = decide_reference(
         policy,
@@ -140,30 +134,12 @@ pub(super) async fn decide<R: Registry>(
     )
     .await?;
     Ok(match outcome {
-        Outcome::Hold(reason) if field.implicit_latest => Outcome::Hold(format!(
-            "the reference has no tag, which is an implicit {IMPLICIT_TAG:?}: {reason}"
-        )),
+        Outcome::Hold(reason) if field.implicit_latest => {
+            Outcome::Hold(HoldReason::ImplicitLatest(Box::new(reason)))
+        }
         other => other,
     })
 }
-
-/// The tag a reference without one is pulled as.
-const IMPLICIT_TAG: &str = "latest";
-
-/// Why an empty tag in Helm values (`tag: ""`, `tag:`, `tag: null`) is held. Charts read it as
-/// their own appVersion (`{{ .Values.image.tag | default .Chart.AppVersion }}`), so it names
-/// no version to move from, and writing one would pin the image away from the chart's. Held
-/// like any tag the strategy cannot read; Image Updater writes it, and so do its Applications
-/// (`replaceUnreadableTags`).
-const EMPTY_TAG: &str = "the tag is empty, which a chart reads as its own appVersion; left as \
-                         written (replaceUnreadableTags: true would replace it)";
-
-/// Why Helm values that name an image but no tag key are held: the chart's templates fall back to
-/// their own default (usually `.Chart.AppVersion`, or a subchart's), so adding a tag key would
-/// pin the image away from the chart's version without anyone asking (seen in argo-cd's redis-ha
-/// and the opentelemetry-demo's collector).
-const MISSING_TAG: &str = "the values name no tag, so the chart's own default runs (usually its \
-                           appVersion); left as written (replaceUnreadableTags: true would add one)";
 
 /// Decides a reference currently on `current_tag`/`current_digest`, wherever it is written (a
 /// manifest field, an Argo CD override). Digest pinning applies when `pin` is set, when the
@@ -185,14 +161,14 @@ pub async fn decide_reference<R: Registry>(
             if let Some(why) = current_tag.and_then(|c| select::unreadable_current(policy, c, &[]))
                 && !policy.replace_unreadable_tags
             {
-                return Ok(Outcome::Hold(why));
+                return Ok(Outcome::Hold(why.into()));
             }
             if let Some(reason) = inspector.refusal(policy, tag).await? {
                 let skipped = Skipped {
                     tag: tag.clone(),
                     reason,
                 };
-                let hold = format!("tag {skipped}");
+                let hold = HoldReason::Refused(skipped.clone());
                 inspector.record_skipped(policy, vec![skipped]).await;
                 return Ok(Outcome::Hold(hold));
             }
@@ -204,14 +180,14 @@ pub async fn decide_reference<R: Registry>(
                 Some(t) => t.to_string(),
                 None => return Ok(Outcome::Stay),
             },
-            Decision::Hold(reason) => return Ok(Outcome::Hold(reason)),
+            Decision::Hold(reason) => return Ok(Outcome::Hold(reason.into())),
         },
     };
     // The digest strategy follows one tag: its digest is what must be signed.
     if matches!(policy.strategy, Strategy::Digest { .. })
         && let Some(reason) = inspector.not_signed(policy, &tag).await?
     {
-        return Ok(Outcome::Hold(format!("tag {tag}: {reason}")));
+        return Ok(Outcome::Hold(HoldReason::Refused(Skipped { tag, reason })));
     }
     let pin = pin
         || policy.pin_digest
@@ -240,14 +216,17 @@ async fn choose_checked<R: Registry>(
     inspector: &Inspector<'_, R>,
 ) -> Result<Decision, DecideError> {
     let (decision, skipped) = choose_passing(policy, current_tag, candidates, inspector).await?;
-    let Some(held) = select::held_by_skips(&skipped) else {
+    let Some(passed) = select::held_by_skips(&skipped) else {
         return Ok(decision);
     };
     inspector.record_skipped(policy, skipped).await;
     Ok(match decision {
         update @ Decision::Update(_) => update,
-        Decision::UpToDate => Decision::Hold(held),
-        Decision::Hold(reason) => Decision::Hold(format!("{reason}; {held}")),
+        Decision::UpToDate => Decision::Hold(select::HoldReason::PassedOver { held: None, passed }),
+        Decision::Hold(reason) => Decision::Hold(select::HoldReason::PassedOver {
+            held: Some(Box::new(reason)),
+            passed,
+        }),
     })
 }
 

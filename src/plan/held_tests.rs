@@ -91,9 +91,16 @@ async fn a_rollback_holds_the_field_at_the_persons_value_and_says_who() {
     assert_eq!(moves(&plan), [("Deployment/api container worker", "1.3.0")]);
     assert_eq!(plan.holds.len(), 1, "{:?}", plan.holds);
     assert_eq!(
-        plan.holds[0].reason,
+        plan.holds[0].reason.to_string(),
         "held: rolled back to 1.2.0 by Dana Ops <dana@example.com> in 4b825dc642cb since \
          2026-11-25T10:00:00Z; 1.3.0 is not proposed again"
+    );
+    assert!(
+        matches!(&plan.holds[0].reason,
+            crate::plan::HoldReason::HeldTag { held, chosen }
+                if held.tag == "1.3.0" && chosen == "1.3.0"),
+        "{:?}",
+        plan.holds[0].reason
     );
     assert!(plan.ended_holds.is_empty());
 }
@@ -121,9 +128,12 @@ async fn unknown_holds_hold_every_change_and_name_the_store() {
     assert_eq!(plan.holds.len(), 2);
     assert_eq!(plan.problems.len(), 1, "{:?}", plan.problems);
     assert!(
-        plan.problems[0].message.contains("/state/tagpilot.redb"),
+        plan.problems[0]
+            .reason
+            .to_string()
+            .contains("/state/tagpilot.redb"),
         "{}",
-        plan.problems[0].message
+        plan.problems[0].reason
     );
 }
 
@@ -137,10 +147,12 @@ async fn a_field_that_still_runs_its_failed_tag_is_held_and_named() {
     let holds = Holds::known([held("1.2.0", failed)]);
     let plan = plan_with(&["1.1.0", "1.2.0"], &holds).await;
     assert!(plan.changes.is_empty(), "{:?}", plan.changes);
+    let reasons: Vec<String> = plan.holds.iter().map(|h| h.reason.to_string()).collect();
     let held: Vec<(&str, usize, &str)> = plan
         .holds
         .iter()
-        .map(|h| (h.file.as_str(), h.line, h.reason.as_str()))
+        .zip(&reasons)
+        .map(|(h, reason)| (h.file.as_str(), h.line, reason.as_str()))
         .collect();
     assert_eq!(
         held,

@@ -10,8 +10,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 
+use crate::error_chain::Failure;
 use crate::manifest::{self, Edit};
-use crate::plan::{Change, Claim, FileUpdate, Finding, FindingKind, Hold, Plan, Problem};
+use crate::plan::{
+    Change, Claim, FileUpdate, Finding, FindingKind, Hold, HoldReason, Plan, Problem,
+    ProblemReason, Side, Stance,
+};
 
 /// One field two sources disagree on.
 struct Conflict {
@@ -99,11 +103,7 @@ pub fn merge(
                     repository: repository.map(str::to_owned),
                     policy: Some(policies.into_iter().collect::<Vec<_>>().join(", ")),
                     file: Some(file.clone()),
-                    message: format!(
-                        "edits of several sources cannot be joined; file left alone: {}",
-                        crate::error_chain::chain(&e)
-                    ),
-                    ..Problem::default()
+                    ..Problem::new(ProblemReason::NotJoined(Failure::new(e)))
                 });
                 out.changes.retain(|c| c.file != file);
             }
@@ -122,10 +122,10 @@ pub fn merge(
 struct Claimed {
     claim: Claim,
     movers: BTreeSet<String>,
-    /// `policy (source) wants tag`, one per mover.
-    wants: Vec<String>,
-    /// `policy (source) is up to date at tag`.
-    stays: String,
+    /// What each mover wants.
+    wants: Vec<Side>,
+    /// The claimant, up to date.
+    stays: Side,
 }
 
 /// The claims another source's change moves away from, each with who moves it, and every
@@ -160,18 +160,14 @@ fn claimed(
         for c in &moving {
             movers.insert((c.policy.clone(), c.file.clone()));
         }
-        let stays = format!(
-            "{} ({}) is up to date at {}",
-            claim.policy,
-            source_of(&claim.policy),
-            claim.current
-        );
+        let stays = Side {
+            policy: claim.policy.clone(),
+            source: source_of(&claim.policy),
+            stance: Stance::UpToDate(claim.current.clone()),
+        };
         out.push(Claimed {
             movers: moving.iter().map(|c| c.policy.clone()).collect(),
-            wants: moving
-                .iter()
-                .map(|c| format!("{} ({}) wants {}", c.policy, source_of(&c.policy), c.to))
-                .collect(),
+            wants: moving.iter().map(|c| wants(c, source_of)).collect(),
             stays,
             claim,
         });
@@ -210,7 +206,7 @@ fn hold_claimed(
             }
         }
     }
-    let hold = |policy: &str, file: &str, line: usize, current: &str, reason: String| Hold {
+    let hold = |policy: &str, file: &str, line: usize, current: &str, reason| Hold {
         repository: repository.map(str::to_owned),
         policy: policy.to_owned(),
         file: file.to_owned(),
@@ -225,10 +221,8 @@ fn hold_claimed(
         ..
     } in &held_claims
     {
-        let reason = format!(
-            "sources disagree: {stays}, {}; held until they agree",
-            wants.join(", ")
-        );
+        let sides = std::iter::once(stays).chain(wants).cloned().collect();
+        let reason = HoldReason::SourcesDisagree(sides);
         out.holds.push(hold(
             &claim.policy,
             &claim.file,
@@ -241,34 +235,31 @@ fn hold_claimed(
     for c in &held {
         // The claimants of this field; else those of the mover's other fields in the file, for
         // which this change is held.
-        let of_field: Vec<&str> = held_claims
+        let of_field: Vec<&Side> = held_claims
             .iter()
             .filter(|k| {
                 k.claim.file == c.file && k.claim.line == c.line && k.movers.contains(&c.policy)
             })
-            .map(|k| k.stays.as_str())
+            .map(|k| &k.stays)
             .collect();
-        let others: Vec<&str> = if of_field.is_empty() {
+        let others: Vec<&Side> = if of_field.is_empty() {
             held_claims
                 .iter()
                 .filter(|k| k.claim.file == c.file && k.movers.contains(&c.policy))
-                .map(|k| k.stays.as_str())
+                .map(|k| &k.stays)
                 .collect()
         } else {
             of_field
         };
+        let sides = std::iter::once(wants(c, source_of))
+            .chain(others.into_iter().cloned())
+            .collect();
         out.holds.push(hold(
             &c.policy,
             &c.file,
             c.line,
             &c.from,
-            format!(
-                "sources disagree: {} ({}) wants {}, {}; held until they agree",
-                c.policy,
-                source_of(&c.policy),
-                c.to,
-                others.join(", ")
-            ),
+            HoldReason::SourcesDisagree(sides),
         ));
     }
 }
@@ -396,34 +387,38 @@ fn hold_conflicts(
         .partition(|c| c.file == file && involved(&c.policy, c.line));
     out.changes = kept;
     for c in &held {
-        let others: Vec<String> = held
+        let others: Vec<Side> = held
             .iter()
             .filter(|o| o.policy != c.policy && o.line == c.line)
-            .map(|o| format!("{} ({}) wants {}", o.policy, source_of(&o.policy), o.to))
+            .map(|o| wants(o, source_of))
             .collect();
         let others = if others.is_empty() {
             // The other side's change sits on another line of the same entry.
             held.iter()
                 .filter(|o| o.policy != c.policy)
-                .map(|o| format!("{} ({}) wants {}", o.policy, source_of(&o.policy), o.to))
+                .map(|o| wants(o, source_of))
                 .collect::<Vec<_>>()
         } else {
             others
         };
+        let sides = std::iter::once(wants(c, source_of)).chain(others).collect();
         out.holds.push(Hold {
             repository: repository.map(str::to_owned),
             policy: c.policy.clone(),
             file: file.to_owned(),
             line: c.line,
             current: c.from.clone(),
-            reason: format!(
-                "sources disagree: {} ({}) wants {}, {}; held until they agree",
-                c.policy,
-                source_of(&c.policy),
-                c.to,
-                others.join(", ")
-            ),
+            reason: HoldReason::SourcesDisagree(sides),
         });
+    }
+}
+
+/// The side of a source whose change `c` moves a field.
+fn wants(c: &Change, source_of: &dyn Fn(&str) -> String) -> Side {
+    Side {
+        policy: c.policy.clone(),
+        source: source_of(&c.policy),
+        stance: Stance::Wants(c.to.clone()),
     }
 }
 

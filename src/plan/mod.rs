@@ -10,6 +10,7 @@
 //! policies and files name it, and each (repository, tag) is inspected at most once per plan.
 //!
 //! - [`model`]: what a plan holds (changes, holds, problems, file updates, outcomes).
+//! - [`reasons`]: why a field is held and why a promotion waits, typed; words at the edges.
 //! - [`walk`]: the planner proper: scan the files, match fields to policies, decide, edit.
 //! - [`index`]: which policies may touch a file or own a field, without trying them all.
 //! - [`decide`]: one reference's decision, and the registry look-ups behind it.
@@ -25,6 +26,7 @@ mod groups;
 mod index;
 pub mod merge;
 pub mod model;
+mod reasons;
 pub mod revert;
 pub mod rollbacks;
 pub mod steady;
@@ -39,6 +41,8 @@ mod rollbacks_tests;
 mod tests;
 
 use std::path::PathBuf;
+
+pub use reasons::{HoldReason, ProblemReason, Side, Stance, Wait};
 
 pub use decide::{
     DecideError, Inspector, Outcome, decide_reference, version_reference, version_text,

@@ -7,6 +7,10 @@ use serde::Serialize;
 pub use crate::change::Change;
 use crate::manifest::Edit;
 
+#[cfg(doc)]
+use super::reasons::Wait;
+use super::reasons::{HoldReason, ProblemReason};
+
 /// A reference the policy found but chose not to move, with the reason (pinned above the range,
 /// no candidate, …). Shown so that "why didn't it update?" has an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -17,7 +21,7 @@ pub struct Hold {
     pub file: String,
     pub line: usize,
     pub current: String,
-    pub reason: String,
+    pub reason: HoldReason,
 }
 
 /// The tags a policy's selection passed over for one image, best first, and why (a required
@@ -101,7 +105,8 @@ pub struct Promotion {
     /// The tag it takes, when it promotes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tag: Option<String>,
-    /// Why it waits: soak time left, not verified, held, …
+    /// Why it waits: soak time left, not verified, held, … The words of the field's
+    /// [`Wait`]s, which its hold ([`HoldReason::PromotionWaits`]) keeps typed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waits: Vec<String>,
 }
@@ -144,7 +149,7 @@ impl Serialize for PromotionStatus {
 }
 
 /// Something that stopped part of the plan. The rest of the plan is still valid.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
@@ -156,7 +161,23 @@ pub struct Problem {
     pub file: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<usize>,
-    pub message: String,
+    /// Why, typed; the report shows its words as `message`.
+    #[serde(rename = "message")]
+    pub reason: ProblemReason,
+}
+
+impl Problem {
+    /// A problem for `reason`, naming nothing yet (the caller sets the policy, file, …).
+    pub fn new(reason: ProblemReason) -> Self {
+        Problem {
+            repository: None,
+            policy: None,
+            image: None,
+            file: None,
+            line: None,
+            reason,
+        }
+    }
 }
 
 /// A file that was not read as YAML and is left alone (a Helm template, say).

@@ -40,6 +40,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use super::model::{Hold, Plan};
+use super::reasons::HoldReason;
 use crate::change::{Change, ChangeGroup, Proposal, Stacking};
 use crate::policy::ImagePolicy;
 use crate::select;
@@ -191,34 +192,31 @@ impl Steady {
 }
 
 /// Why a backward change is held.
-fn going_back(b: &Backward) -> String {
-    format!(
-        "{} was proposed last for group {} and the registry now offers only {}, \
-         which ranks lower (a registry replica lagging?); keeping the last proposal \
-         for up to {} rather than proposing backwards",
-        b.was,
-        b.group,
-        b.to,
-        humantime::format_duration(STEADY_FOR.unsigned_abs())
-    )
+fn going_back(b: &Backward) -> HoldReason {
+    HoldReason::Steady {
+        was: b.was.clone(),
+        group: b.group.clone(),
+        offered: b.to.clone(),
+    }
 }
 
 /// Why a change waits with a backward one committed in the same group.
-fn held_with(group: &str, b: &Backward) -> String {
-    format!(
-        "committed in group {group} with policy {}'s change of {}, which is held rather than \
-         proposed backwards ({} was proposed last, {} is offered now): the group waits whole",
-        b.policy, b.file, b.was, b.to
-    )
+fn held_with(group: &str, b: &Backward) -> HoldReason {
+    HoldReason::SteadyWith {
+        group: group.to_string(),
+        policy: b.policy.clone(),
+        file: b.file.clone(),
+        was: b.was.clone(),
+        offered: b.to.clone(),
+    }
 }
 
 /// Why a group that stacks on a held one's file waits.
-fn stacked_on(group: &str, path: &std::path::Path) -> String {
-    format!(
-        "its commit carries the edits of {} made by group {group}, which is held: it waits \
-         with it",
-        path.to_string_lossy().replace('\\', "/")
-    )
+fn stacked_on(group: &str, path: &std::path::Path) -> HoldReason {
+    HoldReason::StackedOnHeld {
+        group: group.to_string(),
+        file: path.to_string_lossy().replace('\\', "/"),
+    }
 }
 
 /// The changes of `group` whose tag ranks below what `last` proposed for the same policy and
@@ -378,10 +376,10 @@ mod tests {
         (settled, committed, plan)
     }
 
-    fn reasons_of(plan: &Plan) -> Vec<(&str, &str)> {
+    fn reasons_of(plan: &Plan) -> Vec<(&str, String)> {
         plan.holds
             .iter()
-            .map(|h| (h.policy.as_str(), h.reason.as_str()))
+            .map(|h| (h.policy.as_str(), h.reason.to_string()))
             .collect()
     }
 
@@ -466,6 +464,7 @@ mod tests {
         assert!(
             plan.holds[0]
                 .reason
+                .to_string()
                 .contains("1.3.0 was proposed last for group api"),
             "{:?}",
             plan.holds

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use crate::image::{ImageError, Repository};
 use crate::policy::{ImagePolicy, PolicyError, RegexOrder, Strategy};
 use crate::registry::{Registry, RegistryError};
-use crate::select::{self, Decision, Exclusion, RankedTag, SkipReason, TagCandidate};
+use crate::select::{self, Decision, Exclusion, RankedTag, TagCandidate};
 
 use super::decide::choose_passing;
 use super::{Inspector, Progress};
@@ -300,24 +300,13 @@ async fn mark_skipped<R: Registry>(
     for r in ranked.iter_mut() {
         r.chosen = chosen.as_deref() == Some(r.tag.as_str());
         if let Some(s) = skipped.iter().find(|s| s.tag == r.tag) {
-            r.excluded = Some(Exclusion::NoImageForPlatform {
-                platforms: match &s.reason {
-                    SkipReason::MissingPlatforms { missing, offered } => format!(
-                        "{} (offers {})",
-                        joined(missing, " or "),
-                        joined(offered, ", ")
-                    ),
-                    other => format!("{} ({other})", joined(&policy.platforms, " or ")),
-                },
+            r.excluded = Some(Exclusion::Skipped {
+                platforms: policy.platforms.clone(),
+                reason: s.reason.clone(),
             });
         }
     }
     Ok(())
-}
-
-fn joined(platforms: &[crate::image::Platform], sep: &str) -> String {
-    let names: Vec<String> = platforms.iter().map(ToString::to_string).collect();
-    names.join(sep)
 }
 
 #[cfg(test)]

@@ -99,7 +99,17 @@ async fn a_failing_repository_does_not_stop_other_policies() {
     assert_eq!(p.problems.len(), 1);
     let problem = &p.problems[0];
     assert_eq!(problem.policy.as_deref(), Some("gone"));
-    assert!(problem.message.contains("shop/gone"), "{}", problem.message);
+    assert!(
+        problem.reason.to_string().contains("shop/gone"),
+        "{}",
+        problem.reason
+    );
+    assert!(
+        matches!(&problem.reason, ProblemReason::Registry(e)
+            if e.error().downcast_ref::<crate::registry::RegistryError>().is_some()),
+        "the registry's error is kept as one: {:?}",
+        problem.reason
+    );
 }
 
 #[tokio::test]
@@ -109,10 +119,16 @@ async fn two_policies_claiming_one_reference_leave_it_alone_with_a_problem() {
     let p = run(dir.path(), &ps, &registry()).await;
     assert!(p.changes.is_empty());
     assert_eq!(p.problems.len(), 1);
-    let message = &p.problems[0].message;
+    let message = p.problems[0].reason.to_string();
     assert!(
         message.contains("first") && message.contains("second"),
         "{message}"
+    );
+    assert!(
+        matches!(&p.problems[0].reason, ProblemReason::Unowned(e)
+            if matches!(e.error().downcast_ref(), Some(walk::OwnerError::Contested { .. }))),
+        "{:?}",
+        p.problems[0].reason
     );
     assert_eq!(p.problems[0].file.as_deref(), Some("api.yaml"));
 }
@@ -127,7 +143,7 @@ async fn a_marker_naming_an_undefined_policy_is_reported_with_its_line() {
     let p = run(dir.path(), &ps, &registry()).await;
     assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
     assert_eq!(p.problems[0].line, Some(1));
-    assert!(p.problems[0].message.contains("nobody"));
+    assert!(p.problems[0].reason.to_string().contains("nobody"));
 }
 
 #[tokio::test]
@@ -210,7 +226,53 @@ async fn a_reference_pinned_above_the_range_is_held_with_the_reason() {
     assert!(p.changes.is_empty());
     assert_eq!(p.holds.len(), 1, "{:?}", p.holds);
     assert_eq!(p.holds[0].current, "2.0.0");
-    assert!(!p.holds[0].reason.is_empty());
+    assert!(!p.holds[0].reason.to_string().is_empty());
+}
+
+#[tokio::test]
+async fn a_hold_carries_its_reason_typed_and_renders_it_only_when_shown() {
+    let dir = tree(&[
+        ("api.yaml", deployment(&format!("{API}:2.0.0"))),
+        ("web.yaml", deployment(&format!("{WEB}:0.9.0"))),
+    ]);
+    let ps = policies(&format!(
+        "{}{}",
+        semver("api", API),
+        policy("web", WEB, "  strategy:\n    semver: {range: \"~3.1\"}\n")
+    ));
+    let p = run(dir.path(), &ps, &registry()).await;
+    assert_eq!(p.holds.len(), 2, "{:?}", p.holds);
+    let by_policy = |name: &str| &p.holds.iter().find(|h| h.policy == name).unwrap().reason;
+    assert_eq!(
+        *by_policy("api"),
+        HoldReason::Selection(crate::select::HoldReason::AboveBest {
+            current: "2.0.0".into(),
+            best: "1.3.0".into(),
+        })
+    );
+    let HoldReason::Selection(crate::select::HoldReason::NoneFits { total, tallies }) =
+        by_policy("web")
+    else {
+        panic!("{:?}", by_policy("web"));
+    };
+    assert_eq!(*total, 2);
+    assert!(
+        matches!(
+            tallies.as_slice(),
+            [crate::select::Tally {
+                excluded: crate::select::Exclusion::OutOfRange { .. },
+                count: 2
+            }]
+        ),
+        "{tallies:?}"
+    );
+    assert!(
+        by_policy("web")
+            .to_string()
+            .starts_with("no tag fits the policy (2 tags: 2 out of range "),
+        "{}",
+        by_policy("web")
+    );
 }
 
 #[tokio::test]
@@ -274,11 +336,10 @@ async fn min_age_reads_first_seen_times_from_the_registry_and_holds_young_tags()
     let p = run(dir.path(), &ps, &reg).await;
     assert!(p.changes.is_empty(), "{:?}", p.changes);
     assert_eq!(p.holds.len(), 1, "{:?}", p.holds);
+    let reason = p.holds[0].reason.to_string();
     assert!(
-        p.holds[0].reason.starts_with("newer tag 1.3.0 is 12m")
-            && p.holds[0].reason.ends_with("old, minAge 30m"),
-        "{}",
-        p.holds[0].reason
+        reason.starts_with("newer tag 1.3.0 is 12m") && reason.ends_with("old, minAge 30m"),
+        "{reason}"
     );
 
     reg.set_first_seen(&api, "1.3.0", now - jiff::SignedDuration::from_mins(31));
@@ -371,10 +432,12 @@ async fn a_kustomize_entry_that_pins_no_version_is_held_at_its_line() {
     let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
     assert!(p.changes.is_empty(), "{:?}", p.changes);
     assert!(p.findings.is_empty(), "{:?}", p.findings);
+    let reasons: Vec<String> = p.holds.iter().map(|h| h.reason.to_string()).collect();
     let holds: Vec<(usize, &str)> = p
         .holds
         .iter()
-        .map(|h| (h.line, h.reason.as_str()))
+        .zip(&reasons)
+        .map(|(h, reason)| (h.line, reason.as_str()))
         .collect();
     let why = |only: &str| {
         format!(
@@ -401,10 +464,12 @@ async fn an_untagged_reference_is_an_implicit_latest() {
     ]);
     let p = run(dir.path(), &policies(&semver("api", API)), &registry()).await;
     assert!(p.changes.is_empty(), "{:?}", p.changes);
+    let reasons: Vec<String> = p.holds.iter().map(|h| h.reason.to_string()).collect();
     let holds: Vec<(&str, &str)> = p
         .holds
         .iter()
-        .map(|h| (h.file.as_str(), h.reason.as_str()))
+        .zip(&reasons)
+        .map(|(h, reason)| (h.file.as_str(), reason.as_str()))
         .collect();
     assert_eq!(holds.len(), 2, "{holds:?}");
     let explicit = holds.iter().find(|h| h.0 == "latest.yaml").unwrap().1;
@@ -570,10 +635,11 @@ async fn a_marker_naming_a_policy_of_another_namespace_says_which_there_is() {
     assert_eq!(problems[0].line, Some(1));
     assert!(
         problems[0]
-            .message
+            .reason
+            .to_string()
             .contains("\"flux-system:app\", which is not defined; found apps:app"),
         "{}",
-        problems[0].message
+        problems[0].reason
     );
 }
 
@@ -583,9 +649,12 @@ async fn a_marker_with_a_typo_in_the_policy_name_gets_the_near_names() {
     let problems = marker_problems("tag: 1.2.3 # tagpilot: checkout-apl:tag\n", &ps).await;
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
-        problems[0].message.ends_with("found checkout-api"),
+        problems[0]
+            .reason
+            .to_string()
+            .ends_with("found checkout-api"),
         "{}",
-        problems[0].message
+        problems[0].reason
     );
 }
 
@@ -597,10 +666,11 @@ async fn a_marker_naming_a_policy_whose_targets_skip_the_file_is_a_problem() {
     assert_eq!(problems[0].file.as_deref(), Some("values.yaml"));
     assert!(
         problems[0]
-            .message
+            .reason
+            .to_string()
             .contains("whose targets do not cover this file"),
         "{}",
-        problems[0].message
+        problems[0].reason
     );
 }
 
@@ -642,10 +712,13 @@ async fn markers_that_resolve_to_nothing_name_line_and_reason() {
         assert_eq!(problems[0].line, Some(line), "{yaml}");
         assert_eq!(problems[0].file.as_deref(), Some("values.yaml"));
         assert!(
-            problems[0].message.contains("resolves to nothing")
-                && problems[0].message.contains(why),
+            problems[0]
+                .reason
+                .to_string()
+                .contains("resolves to nothing")
+                && problems[0].reason.to_string().contains(why),
             "{yaml}: {}",
-            problems[0].message
+            problems[0].reason
         );
     }
 }

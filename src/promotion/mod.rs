@@ -99,6 +99,15 @@ pub struct Promotions {
 #[derive(Debug, Clone)]
 pub struct Unread(pub Vec<std::sync::Arc<dyn std::error::Error + Send + Sync>>);
 
+/// Equal when they say the same: a plan's hold that names them compares by its words.
+impl PartialEq for Unread {
+    fn eq(&self, other: &Unread) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for Unread {}
+
 impl fmt::Display for Unread {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, error) in self.0.iter().enumerate() {

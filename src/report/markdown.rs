@@ -54,7 +54,7 @@ impl Report<'_> {
                     md(&located(h.repository.as_deref(), &h.file)),
                     h.line,
                     md(&h.current),
-                    md(&h.reason)
+                    md(&h.reason.to_string())
                 ));
             }
         }

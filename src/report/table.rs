@@ -41,7 +41,7 @@ impl Report<'_> {
                         located(h.repository.as_deref(), &h.file),
                         h.line.to_string(),
                         h.current.clone(),
-                        h.reason.clone(),
+                        h.reason.to_string(),
                     ]
                 }),
             );
@@ -234,9 +234,13 @@ pub fn problem_text(p: &Problem) -> String {
         _ => {}
     }
     if subject.is_empty() {
-        first_line(&p.message).to_string()
+        first_line(&p.reason.to_string()).to_string()
     } else {
-        format!("{}: {}", subject.join(", "), first_line(&p.message))
+        format!(
+            "{}: {}",
+            subject.join(", "),
+            first_line(&p.reason.to_string())
+        )
     }
 }
 

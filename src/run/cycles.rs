@@ -353,7 +353,7 @@ fn log_outcome(
                     file = p.file.as_deref(),
                     line = p.line,
                     "{}",
-                    p.message
+                    p.reason
                 );
             }
             for f in &plan.findings {

@@ -2,7 +2,9 @@
 //! should the file be on?
 //!
 //! Pure code, no I/O: everything it needs is passed in, so every rule is unit-tested without a
-//! registry. It must never move a reference backwards by the policy's own order unless the policy
+//! registry. Why a tag is left out ([`Exclusion`]) and why a reference stays ([`HoldReason`])
+//! are typed values (`reasons`), matched on by the planner and its tests; their words are
+//! rendered only where they are shown. It must never move a reference backwards by the policy's own order unless the policy
 //! says `allowDowngrade: true`, and never move it out of its variant family (see
 //! [`crate::version`]).
 //!
@@ -25,7 +27,6 @@
 //!   date". A current tag that is itself too young stays.
 
 use std::cmp::Ordering;
-use std::fmt;
 
 // Re-exported where they were before they moved to their own leaf module.
 pub use crate::version::{self, Constraint, Family, TagVersion};
@@ -33,7 +34,9 @@ pub use crate::version::{self, Constraint, Family, TagVersion};
 use crate::image::is_valid_tag;
 use crate::policy::{ImagePolicy, RegexOrder, Strategy};
 
+mod reasons;
 mod skip;
+pub use reasons::{Exclusion, HoldReason, PassedOver, Tally, Unreadable};
 pub use skip::{SkipReason, Skipped, held_by_skips, missing_platforms, no_wanted_platform};
 
 /// A tag as seen in the registry, with metadata where the strategy needed it.
@@ -73,82 +76,7 @@ pub enum Decision {
     /// The file is already on the best tag.
     UpToDate,
     /// Nothing to do, and why (no candidate in range, pinned above range, …).
-    Hold(String),
-}
-
-/// Why a tag is not a candidate for a reference.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Exclusion {
-    /// Does not match `allowTags`.
-    NotAllowed,
-    /// Matches this `ignoreTags` glob.
-    Ignored { glob: String },
-    /// semver: the tag does not read as a version.
-    NotAVersion,
-    /// semver: a pre-release, and the policy does not take them.
-    PreRelease,
-    /// semver: another variant family than the current tag's.
-    OtherFamily { family: Family, current: Family },
-    /// semver: outside `range`.
-    OutOfRange { range: String },
-    /// regex: the pattern does not match.
-    NoMatch,
-    /// regex: the sort group is missing or cannot be read in the policy's order.
-    NoSortKey { value: Option<String> },
-    /// newestBuild: the registry gave no build time.
-    NoBuildTime,
-    /// newestBuild: the tag has no image for the policy's platforms (`linux/arm64 or linux/amd64`).
-    NoImageForPlatform { platforms: String },
-    /// digest: not the followed tag.
-    NotTheTag,
-    /// `minAge`: the tag has not existed long enough yet (`age: None`: unknown).
-    TooYoung {
-        age: Option<std::time::Duration>,
-        min_age: std::time::Duration,
-    },
-}
-
-impl fmt::Display for Exclusion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Exclusion::NotAllowed => f.write_str("filtered by allowTags"),
-            Exclusion::Ignored { glob } => write!(f, "filtered by ignoreTags {glob:?}"),
-            Exclusion::NotAVersion => f.write_str("not a version"),
-            Exclusion::PreRelease => f.write_str("pre-release"),
-            Exclusion::OtherFamily { family, current } => {
-                write!(f, "other variant family {family} (current is {current})")
-            }
-            Exclusion::OutOfRange { range } => write!(f, "out of range {range:?}"),
-            Exclusion::NoMatch => f.write_str("does not match the pattern"),
-            Exclusion::NoSortKey { value: Some(v) } => {
-                write!(f, "sort key {v:?} cannot be ordered")
-            }
-            Exclusion::NoSortKey { value: None } => f.write_str("sort group did not match"),
-            Exclusion::NoBuildTime => f.write_str("no build time"),
-            Exclusion::NoImageForPlatform { platforms } => write!(f, "no image for {platforms}"),
-            Exclusion::NotTheTag => f.write_str("not the followed tag"),
-            Exclusion::TooYoung { age, min_age } => write!(f, "{}", young(*age, *min_age)),
-        }
-    }
-}
-
-/// `12m old, minAge 30m`, or why the age is unknown.
-fn young(age: Option<std::time::Duration>, min_age: std::time::Duration) -> String {
-    let min_age = short_duration(min_age);
-    match age {
-        Some(age) => format!("{} old, minAge {min_age}", short_duration(age)),
-        None => format!(
-            "of unknown age (tagpilot remembers when it first saw a tag only with a --state-dir \
-             that takes writes), minAge {min_age}"
-        ),
-    }
-}
-
-/// A duration as a person reads it: `12m`, `1h 5m`, `40s`; seconds only under ten minutes.
-fn short_duration(d: std::time::Duration) -> String {
-    let secs = d.as_secs();
-    let rounded = if secs >= 600 { secs - secs % 60 } else { secs };
-    humantime::format_duration(std::time::Duration::from_secs(rounded)).to_string()
+    Hold(HoldReason),
 }
 
 /// One line of `tagpilot tags`: a tag in policy order, whether the policy would choose it, and
@@ -244,20 +172,20 @@ pub fn rank(
     out
 }
 
-/// Why `current` is not a version `policy`'s strategy can read, as a hold reason; `None` when it
-/// is one. Under newestBuild a tag reads only when it is among `candidates` with a build time.
+/// Why `current` is not a version `policy`'s strategy can read, as a hold reason
+/// ([`HoldReason::Unreadable`]); `None` when it is one. Under newestBuild a tag reads only when it is among `candidates` with a build time.
 /// `replaceUnreadableTags` is not looked at here; [`choose`] and the planner's digest path do.
 pub fn unreadable_current(
     policy: &ImagePolicy,
     current: &str,
     candidates: &[TagCandidate],
-) -> Option<String> {
+) -> Option<HoldReason> {
     let why = if !is_valid_tag(current) {
-        "is not a tag a registry can hold (a placeholder?)".to_string()
+        Unreadable::NotATag
     } else {
         match &policy.strategy {
             Strategy::Semver { .. } if TagVersion::parse(current).is_some() => return None,
-            Strategy::Semver { .. } => "is not a version semver can read".to_string(),
+            Strategy::Semver { .. } => Unreadable::NotAVersion,
             Strategy::Regex {
                 pattern,
                 group,
@@ -265,11 +193,10 @@ pub fn unreadable_current(
                 ..
             } => match regex_key(pattern, *group, *order, current) {
                 Ok(_) => return None,
-                Err(Exclusion::NoMatch) => {
-                    // As written: Debug would double every backslash.
-                    format!("does not match the policy's pattern `{}`", pattern.as_str())
-                }
-                Err(why) => format!("has no sort key the policy can order: {why}"),
+                Err(Exclusion::NoMatch) => Unreadable::NoMatch {
+                    pattern: pattern.as_str().to_string(),
+                },
+                Err(why) => Unreadable::NoSortKey(why),
             },
             Strategy::NewestBuild => {
                 let built = candidates
@@ -278,16 +205,17 @@ pub fn unreadable_current(
                 if built {
                     return None;
                 }
-                "has no build time among the registry's tags".to_string()
+                Unreadable::NoBuildTime
             }
             Strategy::Digest { tag } if tag == current => return None,
-            Strategy::Digest { tag } => format!("is not the followed tag {tag:?}"),
+            Strategy::Digest { tag } => Unreadable::NotTheFollowedTag { tag: tag.clone() },
             Strategy::Alphabetical { .. } => return None,
         }
     };
-    Some(format!(
-        "current tag {current:?} {why}; left as written (replaceUnreadableTags: true would replace it)"
-    ))
+    Some(HoldReason::Unreadable {
+        current: current.to_string(),
+        why,
+    })
 }
 
 // === impl Selection ===
@@ -526,8 +454,7 @@ impl<'a> Selection<'a> {
                     _ => eligible.push((candidate, key)),
                 },
                 Err(Exclusion::NoBuildTime) if candidate.no_image_for_platform => {
-                    let platforms = policy.platforms.iter().map(ToString::to_string);
-                    let platforms = platforms.collect::<Vec<_>>().join(" or ");
+                    let platforms = policy.platforms.clone();
                     excluded.push((candidate, Exclusion::NoImageForPlatform { platforms }));
                 }
                 Err(why) => excluded.push((candidate, why)),
@@ -587,11 +514,11 @@ impl<'a> Selection<'a> {
         let other_hold =
             matches!(decision, Decision::Hold(_)) && !self.eligible.is_empty() && !current_is_young;
         match newer {
-            Some((tag, _)) if !other_hold => Decision::Hold(format!(
-                "newer tag {} is {}",
-                tag.tag,
-                young(tag.age, min_age)
-            )),
+            Some((tag, _)) if !other_hold => Decision::Hold(HoldReason::TooYoung {
+                tag: tag.tag.clone(),
+                age: tag.age,
+                min_age,
+            }),
             None if current_is_young => Decision::UpToDate,
             _ => decision,
         }
@@ -608,8 +535,11 @@ impl<'a> Selection<'a> {
                     _ => Decision::Update((*c).clone()),
                 },
                 None => match self.excluded.iter().find(|(c, _)| &c.tag == tag) {
-                    Some((_, why)) => Decision::Hold(format!("tag {tag:?} is {why}")),
-                    None => Decision::Hold(format!("tag {tag:?} is not in the registry")),
+                    Some((_, why)) => Decision::Hold(HoldReason::FollowedTagExcluded {
+                        tag: tag.clone(),
+                        why: why.clone(),
+                    }),
+                    None => Decision::Hold(HoldReason::FollowedTagMissing { tag: tag.clone() }),
                 },
             };
         }
@@ -636,18 +566,17 @@ impl<'a> Selection<'a> {
             Ordering::Less => Decision::Update((*best).clone()),
             Ordering::Equal => Decision::UpToDate,
             Ordering::Greater if self.policy.allow_downgrade => Decision::Update((*best).clone()),
-            Ordering::Greater => Decision::Hold(format!(
-                "current tag {current:?} ranks above the best candidate {:?}; not moving backwards \
-                 (allowDowngrade: true would)",
-                best.tag
-            )),
+            Ordering::Greater => Decision::Hold(HoldReason::AboveBest {
+                current: current.to_string(),
+                best: best.tag.clone(),
+            }),
         }
     }
 
-    fn nothing_eligible(&self) -> String {
+    fn nothing_eligible(&self) -> HoldReason {
         let total = self.excluded.len();
         if total == 0 {
-            return "the registry has no tags".to_string();
+            return HoldReason::NoTags;
         }
         if matches!(self.policy.strategy, Strategy::NewestBuild)
             && self
@@ -655,7 +584,7 @@ impl<'a> Selection<'a> {
                 .iter()
                 .all(|(_, why)| matches!(why, Exclusion::NoBuildTime))
         {
-            return format!("none of the {total} tags has a build time");
+            return HoldReason::NoBuildTimes { total };
         }
         if let Some((_, Exclusion::NoImageForPlatform { platforms })) = self.excluded.first()
             && self
@@ -663,27 +592,15 @@ impl<'a> Selection<'a> {
                 .iter()
                 .all(|(_, why)| matches!(why, Exclusion::NoImageForPlatform { .. }))
         {
-            return format!("no image for {platforms} in any of the {total} tags");
-        }
-        // Count reasons in first-seen order, for a one-line summary.
-        let mut counts: Vec<(String, usize)> = Vec::new();
-        for (_, why) in &self.excluded {
-            let reason = match why {
-                Exclusion::Ignored { .. } => "filtered by ignoreTags".to_string(),
-                Exclusion::OtherFamily { current, .. } => format!("not in family {current}"),
-                Exclusion::NoSortKey { .. } => "sort key cannot be ordered".to_string(),
-                other => other.to_string(),
+            return HoldReason::NoImageForPlatform {
+                platforms: platforms.clone(),
+                total,
             };
-            match counts.iter_mut().find(|(r, _)| *r == reason) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((reason, 1)),
-            }
         }
-        let summary: Vec<String> = counts.iter().map(|(r, n)| format!("{n} {r}")).collect();
-        format!(
-            "no tag fits the policy ({total} tags: {})",
-            summary.join(", ")
-        )
+        HoldReason::NoneFits {
+            total,
+            tallies: reasons::tally(self.excluded.iter().map(|(_, why)| why)),
+        }
     }
 }
 

@@ -12,6 +12,8 @@ use std::fmt;
 
 use crate::image::Platform;
 
+use super::PassedOver;
+
 /// Why a ranked candidate was passed over for the next one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SkipReason {
@@ -92,7 +94,7 @@ impl fmt::Display for SkipReason {
     }
 }
 
-fn joined(platforms: &[Platform], sep: &str) -> String {
+pub(super) fn joined(platforms: &[Platform], sep: &str) -> String {
     let names: Vec<String> = platforms.iter().map(ToString::to_string).collect();
     names.join(sep)
 }
@@ -149,15 +151,14 @@ pub fn no_wanted_platform(wanted: &[Platform], offered: &[Platform]) -> Option<S
     })
 }
 
-/// The hold of a reference that skipped candidates left where it is: the newest skipped tag
-/// and why, and how many more were skipped.
-pub fn held_by_skips(skipped: &[Skipped]) -> Option<String> {
+/// What a reference that skipped candidates left where it is is held for: the newest skipped
+/// tag and why, and how many more were skipped.
+pub fn held_by_skips(skipped: &[Skipped]) -> Option<PassedOver> {
     let (first, rest) = skipped.split_first()?;
-    let more = match rest.len() {
-        0 => String::new(),
-        n => format!(" ({n} more skipped)"),
-    };
-    Some(format!("newer tag {first}{more}"))
+    Some(PassedOver {
+        newest: first.clone(),
+        more: rest.len(),
+    })
 }
 
 #[cfg(test)]
@@ -227,7 +228,9 @@ mod tests {
         };
         assert_eq!(held_by_skips(&[]), None);
         assert_eq!(
-            held_by_skips(&[skip("1.4.0"), skip("1.3.9")]).unwrap(),
+            held_by_skips(&[skip("1.4.0"), skip("1.3.9")])
+                .unwrap()
+                .to_string(),
             "newer tag 1.4.0: its image does not say which platforms it is for (1 more skipped)"
         );
     }

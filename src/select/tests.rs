@@ -263,7 +263,9 @@ fn unreadable_under_every_strategy() {
         tag: "stable".into(),
     });
     assert_eq!(
-        unreadable_current(&digest, "TAG", &[]).as_deref(),
+        unreadable_current(&digest, "TAG", &[])
+            .map(|why| why.to_string())
+            .as_deref(),
         Some(
             "current tag \"TAG\" is not the followed tag \"stable\"; left as written \
              (replaceUnreadableTags: true would replace it)"

@@ -10,7 +10,8 @@ use crate::argocd::read::cluster::Loaded;
 use crate::argocd::read::image_updater::ImageUpdater;
 use crate::argocd::resolve::Resolved;
 use crate::argocd::write::{self, PatchReport};
-use crate::plan::{self, Problem};
+use crate::error_chain::Failure;
+use crate::plan::{self, Problem, ProblemReason};
 
 use super::outcome;
 
@@ -56,10 +57,7 @@ pub async fn write_updater_status(
             .patch_image_updater_status(&w.namespace, &w.name, &w.status)
             .await
         {
-            problems.push(Problem {
-                message: crate::error_chain::chain(&e),
-                ..Default::default()
-            });
+            problems.push(Problem::new(ProblemReason::WriteFailed(Failure::new(e))));
         }
     }
     problems

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::plan::{FileUpdate, Problem};
+use crate::error_chain::Failure;
+use crate::plan::{FileUpdate, Problem, ProblemReason};
 
 /// Writes `files` under `root`: the number of files written, and the problem that stopped it
 /// if one did (reported like a failing repository: the rest of the cycle goes on).
@@ -12,10 +13,7 @@ pub fn write_local(root: &Path, files: &[FileUpdate]) -> (usize, Option<Problem>
         Ok(written) => (written.len(), None),
         Err(e) => (
             0,
-            Some(Problem {
-                message: crate::error_chain::chain(&e),
-                ..Default::default()
-            }),
+            Some(Problem::new(ProblemReason::WriteFailed(Failure::new(e)))),
         ),
     }
 }

@@ -176,7 +176,10 @@ mod tests {
         assert!(groups.is_empty() && plan.changes.is_empty());
         assert_eq!(plan.holds.len(), 1);
         assert!(
-            plan.holds[0].reason.contains("1.3.0 was proposed last"),
+            plan.holds[0]
+                .reason
+                .to_string()
+                .contains("1.3.0 was proposed last"),
             "{:?}",
             plan.holds
         );

@@ -569,11 +569,11 @@ async fn an_unknown_git_branch_field_is_refused_and_nothing_is_written() {
             .unwrap();
     let applied = run(&config, dir.path(), &registry, false).await;
     assert!(applied.repositories.is_empty());
-    let problems: Vec<&str> = applied
+    let problems: Vec<String> = applied
         .plan
         .problems
         .iter()
-        .map(|p| p.message.as_str())
+        .map(|p| p.reason.to_string())
         .collect();
     assert!(
         problems
@@ -736,7 +736,7 @@ async fn run_iu_case(case: &Path) -> Vec<String> {
                 .as_deref()
                 .map(|f| format!("{f}: "))
                 .unwrap_or_default(),
-            p.message
+            p.reason
         ));
     }
     for r in &planned.repositories {
@@ -889,11 +889,11 @@ async fn a_branch_name_git_refuses_is_a_named_problem_and_nothing_is_pushed() {
         error.contains("git-branch") && error.contains("`..`"),
         "{error}"
     );
-    let problems: Vec<&str> = applied
+    let problems: Vec<String> = applied
         .plan
         .problems
         .iter()
-        .map(|p| p.message.as_str())
+        .map(|p| p.reason.to_string())
         .collect();
     assert!(
         problems
@@ -1025,7 +1025,7 @@ async fn helm_paths_follow_image_updater_or_say_why_not() {
             .problems
             .iter()
             .find(|p| p.policy.as_deref() == Some(policy.as_str()))
-            .map(|p| format!("{}: {}", p.file.as_deref().unwrap_or_default(), p.message))
+            .map(|p| format!("{}: {}", p.file.as_deref().unwrap_or_default(), p.reason))
             .unwrap_or_else(|| panic!("no problem for {policy}: {:?}", applied.plan.problems))
     };
     let p = problem("tagonly", "api");
@@ -1117,7 +1117,7 @@ async fn helm_values_of_real_charts_are_read_as_their_charts_compose_them() {
                 p.policy.as_deref().unwrap_or_default(),
                 p.file.as_deref().unwrap_or_default(),
                 p.line.unwrap_or_default(),
-                p.message
+                p.reason
             )
         })
         .collect();
@@ -1191,11 +1191,8 @@ async fn kustomization_entries_are_added_after_in_place_edits_and_with_aliases()
         "resources: [deployment.yaml]\nimages:\n- name: registry.example/shop/web\n  newTag: 2.1.0\n"
     );
     assert!(
-        first
-            .plan
-            .holds
-            .iter()
-            .any(|h| h.policy == "web/api" && h.reason.contains("gets other edits this cycle")),
+        first.plan.holds.iter().any(|h| h.policy == "web/api"
+            && h.reason.to_string().contains("gets other edits this cycle")),
         "{:?}",
         first.plan.holds
     );
@@ -1729,11 +1726,11 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
             && !tree.contains(".argocd-source"),
         "nothing written for the held app: {tree}"
     );
-    let problems: Vec<&str> = applied
+    let problems: Vec<String> = applied
         .plan
         .problems
         .iter()
-        .map(|p| p.message.as_str())
+        .map(|p| p.reason.to_string())
         .collect();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
@@ -1852,11 +1849,11 @@ async fn an_application_writes_only_to_configured_or_allowed_repositories() {
         refused.plan.changes
     );
     assert_eq!(elsewhere.rev("main").unwrap(), before, "nothing pushed");
-    let problems: Vec<&str> = refused
+    let problems: Vec<String> = refused
         .plan
         .problems
         .iter()
-        .map(|p| p.message.as_str())
+        .map(|p| p.reason.to_string())
         .collect();
     assert_eq!(
         problems,

@@ -818,9 +818,11 @@ async fn a_rejected_patch_is_a_problem_naming_the_application() {
     let p = &run.plan.problems[0];
     assert_eq!(p.file.as_deref(), Some("Application argocd/shop"));
     assert!(
-        p.message.contains("patching Application argocd/shop"),
+        p.reason
+            .to_string()
+            .contains("patching Application argocd/shop"),
         "{}",
-        p.message
+        p.reason
     );
 }
 
@@ -873,10 +875,11 @@ async fn an_application_owned_by_an_applicationset_is_not_patched_and_git_write_
     assert_eq!(run.plan.problems.len(), 1, "{:?}", run.plan.problems);
     assert!(
         run.plan.problems[0]
-            .message
+            .reason
+            .to_string()
             .starts_with("application argocd/shop-prod: write-back-method argocd:"),
         "{}",
-        run.plan.problems[0].message
+        run.plan.problems[0].reason
     );
     let text = tagpilot::report::applications::text(apps);
     assert!(text.contains("problem: write-back-method argocd"), "{text}");

@@ -244,16 +244,16 @@ async fn two_sources_that_want_different_tags_for_one_field_hold_it_and_name_bot
     for h in holds {
         assert_eq!(h.file, "apps/web/deployment.yaml");
         assert_eq!(h.current, "1.0.0");
+        let reason = h.reason.to_string();
         assert!(
-            h.reason.contains("api (policy file") && h.reason.contains("wants 1.1.0"),
+            reason.contains("api (policy file") && reason.contains("wants 1.1.0"),
             "{}",
-            h.reason
+            reason
         );
         assert!(
-            h.reason
-                .contains("web/api (Application web (git)) wants 2.0.0"),
+            reason.contains("web/api (Application web (git)) wants 2.0.0"),
             "{}",
-            h.reason
+            reason
         );
     }
     let image = &applied.applications.as_ref().unwrap()[0].images[0];
@@ -305,13 +305,13 @@ async fn a_source_already_at_its_best_tag_still_holds_a_field_another_source_mov
             (h.file.as_str(), h.current.as_str()),
             ("apps/web/deployment.yaml", "2.4.6")
         );
+        let reason = h.reason.to_string();
         assert!(
-            h.reason.contains("api (policy file")
-                && h.reason.contains("wants 2.5.0")
-                && h.reason
-                    .contains("web/api (Application web (git)) is up to date at 2.4.6"),
+            reason.contains("api (policy file")
+                && reason.contains("wants 2.5.0")
+                && reason.contains("web/api (Application web (git)) is up to date at 2.4.6"),
             "{}",
-            h.reason
+            reason
         );
     }
     let image = &applied.applications.as_ref().unwrap()[0].images[0];
@@ -981,11 +981,11 @@ async fn an_untagged_reference_is_an_implicit_latest_and_no_placeholder_is_reque
         .map(|c| (c.file.as_str(), c.from.as_str(), c.to.as_str()))
         .collect();
     assert_eq!(changes, [("apps/web/deployment.yaml", "(none)", "1.1.0")]);
-    let holds: Vec<(&str, &str)> = run
+    let holds: Vec<(&str, String)> = run
         .plan
         .holds
         .iter()
-        .map(|h| (h.file.as_str(), h.reason.as_str()))
+        .map(|h| (h.file.as_str(), h.reason.to_string()))
         .collect();
     assert_eq!(holds.len(), 1, "{holds:?}");
     assert_eq!(holds[0].0, "jobs/deployment.yaml");
@@ -1028,11 +1028,11 @@ async fn an_allow_tags_regexp_that_does_not_compile_holds_the_image_with_a_probl
             .unwrap();
     let run = cycle(&config, dir.path(), &registry, &(), false).await;
     assert!(run.plan.changes.is_empty(), "{:?}", run.plan.changes);
-    let problems: Vec<&str> = run
+    let problems: Vec<String> = run
         .plan
         .problems
         .iter()
-        .map(|p| p.message.as_str())
+        .map(|p| p.reason.to_string())
         .collect();
     assert_eq!(
         problems,

@@ -120,7 +120,7 @@ async fn a_persons_rollback_is_held_across_restarts_until_a_newer_tag_appears() 
     );
     assert_eq!(found.key.field, "Deployment/api container api");
     assert_eq!(found.key.file, DEPLOYMENT_PATH);
-    let reason = &held.plan.holds[0].reason;
+    let reason = held.plan.holds[0].reason.to_string();
     assert!(
         reason.starts_with(&format!(
             "held: rolled back to 1.2.0 by Other Writer <other@example.org> in {}",

@@ -188,7 +188,7 @@ async fn a_reference_whose_newer_tags_all_lack_a_platform_is_held_saying_so() {
     );
     let plan = root.plan(&reg).await;
     assert!(plan.changes.is_empty(), "{:?}", plan.changes);
-    let reasons: Vec<&str> = plan.holds.iter().map(|h| h.reason.as_str()).collect();
+    let reasons: Vec<String> = plan.holds.iter().map(|h| h.reason.to_string()).collect();
     assert_eq!(
         reasons,
         ["newer tag 1.2.0: no linux/arm64 image (offers linux/amd64) (1 more skipped)"]
@@ -255,7 +255,7 @@ async fn digest_strategy_holds_a_followed_tag_without_a_required_platform() {
     );
     let plan = root.plan(&reg).await;
     assert!(plan.changes.is_empty(), "{:?}", plan.changes);
-    let reasons: Vec<&str> = plan.holds.iter().map(|h| h.reason.as_str()).collect();
+    let reasons: Vec<String> = plan.holds.iter().map(|h| h.reason.to_string()).collect();
     assert_eq!(
         reasons,
         ["tag stable: no linux/arm64 image (offers linux/amd64)"]

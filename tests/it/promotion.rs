@@ -270,7 +270,7 @@ async fn three_environments_promote_in_order_each_after_its_soak_time() {
         now.plan
             .holds
             .iter()
-            .any(|h| h.policy == "shop-staging" && h.reason.contains("30m left")),
+            .any(|h| h.policy == "shop-staging" && h.reason.to_string().contains("30m left")),
         "a wait is a named hold: {:#?}",
         now.plan.holds
     );

@@ -424,9 +424,21 @@ async fn a_hold_for_a_missing_platform_names_the_platform() {
         .candidates(&policy, &tags, &())
         .await
         .unwrap();
+    let decision = tagpilot::select::choose(&policy, None, &candidates);
+    let arm64: tagpilot::image::Platform = "linux/arm64".parse().unwrap();
     assert_eq!(
-        tagpilot::select::choose(&policy, None, &candidates),
-        tagpilot::select::Decision::Hold("no image for linux/arm64 in any of the 1 tags".into())
+        decision,
+        tagpilot::select::Decision::Hold(tagpilot::select::HoldReason::NoImageForPlatform {
+            platforms: vec![arm64],
+            total: 1
+        })
+    );
+    let tagpilot::select::Decision::Hold(why) = decision else {
+        unreachable!()
+    };
+    assert_eq!(
+        why.to_string(),
+        "no image for linux/arm64 in any of the 1 tags"
     );
 }
 

@@ -221,13 +221,12 @@ async fn a_tampered_signature_or_another_key_does_not_verify() {
     let planned = plan_with(&work, &client).await;
 
     assert!(planned.changes.is_empty(), "{:?}", planned.changes);
-    let hold = &planned.holds[0];
+    let reason = planned.holds[0].reason.to_string();
     assert!(
-        hold.reason
-            .contains("newer tag 1.2.0: not signed by a required key")
-            && hold.reason.contains("(1 more skipped)"),
+        reason.contains("newer tag 1.2.0: not signed by a required key")
+            && reason.contains("(1 more skipped)"),
         "{}",
-        hold.reason
+        reason
     );
     let skipped = skipped_tags(&planned);
     assert_eq!(skipped.len(), 2, "{skipped:?}");
@@ -1414,7 +1413,7 @@ async fn a_registry_failing_the_signature_lookups_holds_with_an_error_not_an_old
             planned.skipped_tags
         );
         assert_eq!(planned.problems.len(), 1, "{name}: {:#?}", planned.problems);
-        let message = &planned.problems[0].message;
+        let message = planned.problems[0].reason.to_string();
         let named = format!(
             "cannot verify the signatures of {newest} in repository shop/api on registry {}",
             proxy.host()
@@ -1594,11 +1593,13 @@ async fn a_key_in_a_secret_that_cannot_be_read_holds_with_a_named_problem() {
         let p = &planned.problems[0];
         assert_eq!(p.policy.as_deref(), Some("api"));
         assert!(
-            p.message.contains("Secret ci/cosign[cosign.pub]")
-                && p.message.contains("policy.yaml:")
-                && p.message.contains(why),
+            p.reason
+                .to_string()
+                .contains("Secret ci/cosign[cosign.pub]")
+                && p.reason.to_string().contains("policy.yaml:")
+                && p.reason.to_string().contains(why),
             "{}",
-            p.message
+            p.reason
         );
     };
 
@@ -1611,7 +1612,7 @@ async fn a_key_in_a_secret_that_cannot_be_read_holds_with_a_named_problem() {
         &planned,
         "reading the cosign key in Secret ci/cosign[cosign.pub] (",
     );
-    let message = &planned.problems[0].message;
+    let message = planned.problems[0].reason.to_string();
     assert!(
         message.ends_with("): there is no Secret ci/cosign") && !message.contains("Status {"),
         "{message}"

@@ -17,7 +17,8 @@ use super::super::resolve::{self, SourceKind};
 use super::in_place::current_in_source;
 use super::outcome::{OverridePlace, Overrides, Record, decide_override};
 use super::override_file::OverrideFile;
-use super::{AppPlanner, ImageStatus, Missing, RepositoryPlan};
+use super::{AppPlanner, ImageReason, ImageStatus, Missing, RepositoryPlan};
+use crate::error_chain::Failure;
 
 impl<R: Registry> AppPlanner<'_, R> {
     /// Images a kustomization's `images:` does not name, for `write-back-target:
@@ -165,11 +166,11 @@ impl<R: Registry> AppPlanner<'_, R> {
         out: &mut RepositoryPlan,
     ) {
         let file = &kustomization.file;
-        let hold = |reason: String, out: &mut RepositoryPlan| {
+        let hold = |reason: plan::HoldReason, out: &mut RepositoryPlan| {
             let outcome = &mut out.images[m.outcome];
             outcome.status = ImageStatus::Held;
             outcome.to = None;
-            outcome.reason = Some(reason.clone());
+            outcome.reason = Some(ImageReason::Held(reason.clone()));
             out.plan.holds.push(plan::Hold {
                 repository: Some(repository.name.clone()),
                 policy: m.policy.name.clone(),
@@ -181,11 +182,10 @@ impl<R: Registry> AppPlanner<'_, R> {
         };
         if kustomization.busy {
             hold(
-                format!(
-                    "{file} gets other edits this cycle; its `images:` entry for {} is added \
-                     once they are written",
-                    m.policy.image
-                ),
+                plan::HoldReason::KustomizationBusy {
+                    file: file.clone(),
+                    image: m.policy.image.to_string(),
+                },
                 out,
             );
             return;
@@ -206,7 +206,7 @@ impl<R: Registry> AppPlanner<'_, R> {
                     .get_or_insert_with(|| app.app.metadata.name.clone());
                 kustomization.changes.push(c);
             }
-            Err(e) => hold(crate::error_chain::chain(&e), out),
+            Err(e) => hold(plan::HoldReason::EntryNotAdded(Failure::new(e)), out),
         }
     }
 }

@@ -38,7 +38,7 @@ use in_place::{
     AddEntry, InPlace, batches, current_in_source, describe_files, detect, manifest_files, targets,
 };
 
-pub use outcome::{Decided, ImageOutcome, ImageStatus, decide};
+pub use outcome::{Decided, ImageOutcome, ImageReason, ImageStatus, decide};
 use outcome::{OverridePlace, OverrideTarget, Overrides, decide_app_overrides};
 pub use override_file::{HelmOverrides, KustomizeOverrides, OverrideFile, OverrideParameter};
 
@@ -225,11 +225,11 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 outcome.status = ImageStatus::Held;
                 outcome.file = Some(h.file.clone());
                 outcome.from = Some(h.current.clone());
-                outcome.reason = Some(h.reason.clone());
+                outcome.reason = Some(ImageReason::Held(h.reason.clone()));
             } else if let Some(pr) = problem {
                 outcome.status = ImageStatus::Problem;
                 outcome.file = pr.file.clone();
-                outcome.reason = Some(pr.message.clone());
+                outcome.reason = Some(ImageReason::Problem(pr.reason.clone()));
             } else if matched[k] {
                 outcome.status = ImageStatus::UpToDate;
             } else if let (Some(entry), [file]) = (add_entry, job_files.as_slice()) {
@@ -244,22 +244,23 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 // and why, never a silent "not found".
                 outcome.status = ImageStatus::Problem;
                 outcome.file = Some(file.clone());
-                outcome.reason = Some(reason.clone());
+                let reason = plan::ProblemReason::HelmValue(reason);
+                outcome.reason = Some(ImageReason::Problem(reason.clone()));
                 out.plan.problems.push(plan::Problem {
                     repository: Some(repository.name.clone()),
                     policy: Some(name.to_string()),
                     image: Some(policy.image.to_string()),
                     file: Some(file),
                     line: None,
-                    message: reason,
+                    reason,
                 });
             } else {
                 outcome.status = ImageStatus::NotFound;
-                outcome.reason = Some(format!(
+                outcome.reason = Some(ImageReason::NotFound(format!(
                     "no reference to {} in {}",
                     policy.image,
                     describe_files(job_files)
-                ));
+                )));
             }
         }
         Ok(p)

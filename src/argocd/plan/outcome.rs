@@ -8,8 +8,9 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::error_chain::Failure;
 use crate::holds::{HeldTag, Holds};
-use crate::plan::{self, Change, Hold, Inspector, Problem, SkippedTags};
+use crate::plan::{self, Change, Hold, Inspector, Problem, ProblemReason, SkippedTags};
 use crate::policy::ImagePolicy;
 use crate::registry::{Registry, RegistryError};
 
@@ -38,7 +39,34 @@ pub struct ImageOutcome {
     pub to: Option<String>,
     pub status: ImageStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<ImageReason>,
+}
+
+/// Why an image's outcome is what it is; the reports show its words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageReason {
+    /// Held, as the plan's hold says.
+    Held(plan::HoldReason),
+    /// A problem, as the plan's problem says.
+    Problem(plan::ProblemReason),
+    /// Not found where the app's changes land: what was searched.
+    NotFound(String),
+}
+
+impl fmt::Display for ImageReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ImageReason::Held(why) => why.fmt(f),
+            ImageReason::Problem(why) => why.fmt(f),
+            ImageReason::NotFound(why) => f.write_str(why),
+        }
+    }
+}
+
+impl Serialize for ImageReason {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// What an image's outcome is; serialised (and shown) as the words the report uses.
@@ -298,7 +326,7 @@ pub async fn decide_override<R: Registry>(
         None if image.force_update => (None, None),
         None => {
             outcome.status = ImageStatus::NotFound;
-            outcome.reason = Some(missing());
+            outcome.reason = Some(ImageReason::NotFound(missing()));
             return None;
         }
     };
@@ -337,7 +365,7 @@ pub async fn decide_override<R: Registry>(
         }
         Ok(Decided::Hold(reason)) => {
             outcome.status = ImageStatus::Held;
-            outcome.reason = Some(reason.clone());
+            outcome.reason = Some(ImageReason::Held(reason.clone()));
             Record::Hold(Hold {
                 repository,
                 policy: policy.name.clone(),
@@ -348,16 +376,16 @@ pub async fn decide_override<R: Registry>(
             })
         }
         Err(e) => {
-            let message = crate::error_chain::chain(&e);
+            let reason = ProblemReason::Registry(Failure::new(e));
             outcome.status = ImageStatus::Problem;
-            outcome.reason = Some(message.clone());
+            outcome.reason = Some(ImageReason::Problem(reason.clone()));
             Record::Problem(Problem {
                 repository,
                 policy: Some(policy.name.clone()),
                 image: Some(policy.image.to_string()),
                 file: Some(place.file.to_string()),
                 line: None,
-                message,
+                reason,
             })
         }
     };

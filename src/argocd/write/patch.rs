@@ -5,8 +5,9 @@
 //! was planned (the rest of the Application is Argo CD's).
 
 use crate::argocd::plan::patch::AppPatch;
+use crate::error_chain::Failure;
 use crate::kubernetes::Cluster;
-use crate::plan::Problem;
+use crate::plan::{Problem, ProblemReason};
 
 /// What became of one Application's patch; serialised (and shown) as the report's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -66,9 +67,8 @@ pub async fn send_patches(
                 Ok(()) => PatchStatus::Patched,
                 Err(e) => {
                     problems.push(Problem {
-                        message: crate::error_chain::chain(&e),
                         file: Some(format!("Application {}/{}", p.namespace, p.name)),
-                        ..Default::default()
+                        ..Problem::new(ProblemReason::WriteFailed(Failure::new(e)))
                     });
                     PatchStatus::Failed
                 }

@@ -6,10 +6,12 @@ use std::path::Path;
 
 use super::labels::{self, FileText, Followed};
 use super::{Edited, Fingerprint, Move, ScannedFile, display_path};
+use crate::error_chain::Failure;
 use crate::files::Files;
 use crate::manifest::{self, Edit, FieldKind, MarkerPart, Update};
 use crate::plan::index::PolicyIndex;
 use crate::plan::model::{Change, FileUpdate, Problem};
+use crate::plan::reasons::ProblemReason;
 use crate::policy::ImagePolicy;
 
 pub(in crate::plan) fn apply_sorted(
@@ -79,7 +81,7 @@ pub(super) fn edit_file(
                     image: Some(policy.image.to_string()),
                     file: Some(display.clone()),
                     line: Some(m.line),
-                    message: e.to_string(),
+                    reason: ProblemReason::EditFailed(Failure::new(e)),
                 });
                 continue;
             }

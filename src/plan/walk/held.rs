@@ -9,11 +9,12 @@ use std::path::Path;
 
 use super::{Asked, Found, ScannedFile, display_path};
 use crate::files::Files;
-use crate::holds::{HeldTag, HoldReason, Holds, Verdict, hold_reason, judge};
+use crate::holds::{self, HeldTag, Holds, Verdict, judge};
 use crate::manifest;
 use crate::plan::decide::{DecideError, Outcome, decide};
 use crate::plan::index::PolicyIndex;
 use crate::plan::model::{Plan, Problem};
+use crate::plan::reasons::{HoldReason, ProblemReason};
 use crate::policy::ImagePolicy;
 use crate::registry::Registry;
 use crate::select::{self, TagCandidate};
@@ -69,12 +70,9 @@ impl<R: Registry> Asked<'_, R> {
             let Outcome::Move { tag, .. } = &first else {
                 return Ok(first);
             };
-            let (message, reason) = unknown_holds(why, tag);
-            if !plan.problems.iter().any(|p| p.message == message) {
-                plan.problems.push(Problem {
-                    message,
-                    ..Problem::default()
-                });
+            let (problem, reason) = unknown_holds(why, tag);
+            if !plan.problems.iter().any(|p| p.reason == problem) {
+                plan.problems.push(Problem::new(problem));
             }
             return Ok(Outcome::Hold(reason));
         }
@@ -119,19 +117,19 @@ impl<R: Registry> Asked<'_, R> {
 /// it stays, if it is held for something else too). A field that moves, or whose tag did not
 /// fail, is left as decided.
 fn still_failed(on_field: &[&HeldTag], current: Option<&str>, outcome: Outcome) -> Outcome {
-    let failed = on_field
-        .iter()
-        .find(|h| Some(h.tag.as_str()) == current && matches!(h.reason, HoldReason::Failed { .. }));
+    let failed = on_field.iter().find(|h| {
+        Some(h.tag.as_str()) == current && matches!(h.reason, holds::HoldReason::Failed { .. })
+    });
     let Some(failed) = failed else {
         return outcome;
     };
-    let runs = format!(
-        "still runs {}: {} (held since {}); no newer tag to replace it",
-        failed.tag, failed.reason, failed.since
-    );
+    let runs = |also| HoldReason::StillRuns {
+        failed: (*failed).clone(),
+        also,
+    };
     match outcome {
-        Outcome::Stay => Outcome::Hold(runs),
-        Outcome::Hold(other) => Outcome::Hold(format!("{runs}; {other}")),
+        Outcome::Stay => Outcome::Hold(runs(None)),
+        Outcome::Hold(other) => Outcome::Hold(runs(Some(Box::new(other)))),
         moves => moves,
     }
 }
@@ -150,7 +148,10 @@ impl Veto<'_> {
     pub fn settle(&self, next: Outcome) -> Outcome {
         match next {
             next @ Outcome::Move { .. } => next,
-            Outcome::Stay | Outcome::Hold(_) => Outcome::Hold(hold_reason(self.hold, &self.tag)),
+            Outcome::Stay | Outcome::Hold(_) => Outcome::Hold(HoldReason::HeldTag {
+                held: self.hold.clone(),
+                chosen: self.tag.clone(),
+            }),
         }
     }
 }
@@ -191,10 +192,15 @@ pub fn veto<'h>(
 
 /// How a change is held while the held tags cannot be read: the plan's problem, and the
 /// field's hold reason.
-pub fn unknown_holds(why: &str, tag: &str) -> (String, String) {
+pub fn unknown_holds(why: &str, tag: &str) -> (ProblemReason, HoldReason) {
     (
-        format!("held tags unknown: {why}; every change that could be held is held"),
-        format!("held: the held tags cannot be read ({why}); {tag} may be held"),
+        ProblemReason::HoldsUnknown {
+            why: why.to_string(),
+        },
+        HoldReason::HoldsUnknown {
+            why: why.to_string(),
+            tag: tag.to_string(),
+        },
     )
 }
 

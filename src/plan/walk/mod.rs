@@ -13,7 +13,9 @@ use tracing::{instrument, warn};
 use super::decide::{FieldFacts, Inspector, Outcome, version_text};
 use super::index::PolicyIndex;
 use super::model::{Change, FileUpdate, Finding, Hold, Plan, Problem, SkippedFile};
+use super::reasons::ProblemReason;
 use super::{PlanError, Progress, REGISTRY_CONCURRENCY, Scope};
+use crate::error_chain::Failure;
 use crate::files::{Directory, Files, blocking, parallel_map};
 use crate::holds::Holds;
 use crate::image::Repository;
@@ -129,7 +131,7 @@ enum Scan {
 /// What the registry said for one policy.
 enum Candidates {
     Ready(Vec<TagCandidate>),
-    Failed(String),
+    Failed(Failure),
 }
 
 /// A field the registry's answer moves, waiting for its file to be scanned again and edited.
@@ -420,10 +422,10 @@ impl<R: Registry> Asked<'_, R> {
                 Some(shared) => shared.clone(),
                 None => {
                     let entry = Arc::new(match &listings[&policy.image] {
-                        Err(e) => Candidates::Failed(crate::error_chain::chain(e)),
+                        Err(e) => Candidates::Failed(Failure::new(e.clone())),
                         Ok(tags) => match inspector.candidates(policy, tags, progress).await {
                             Ok(c) => Candidates::Ready(c),
-                            Err(e) => Candidates::Failed(crate::error_chain::chain(&e)),
+                            Err(e) => Candidates::Failed(Failure::new(e)),
                         },
                     });
                     by_settings.insert(key, entry.clone());
@@ -452,13 +454,12 @@ impl<R: Registry> Asked<'_, R> {
             let owned = f.field;
             let policy = &policies[owned.policy];
             let list = match candidates[&owned.policy].as_ref() {
-                Candidates::Failed(message) => {
+                Candidates::Failed(failure) => {
                     if failed_policies.insert(owned.policy) {
                         plan.problems.push(Problem {
                             policy: Some(policy.name.clone()),
                             image: Some(policy.image.to_string()),
-                            message: message.clone(),
-                            ..Problem::default()
+                            ..Problem::new(ProblemReason::Registry(failure.clone()))
                         });
                     }
                     continue;
@@ -515,7 +516,7 @@ impl<R: Registry> Asked<'_, R> {
                     image: Some(policy.image.to_string()),
                     file: Some(display_path(&files[f.file].rel)),
                     line: Some(owned.line),
-                    message: crate::error_chain::chain(&e),
+                    reason: ProblemReason::Registry(Failure::new(e)),
                 }),
             }
         }
@@ -552,17 +553,16 @@ fn edit_files(
                 plan.files.extend(edited.update);
             }
             Err(dropped) => {
-                let message = crate::error_chain::chain(&dropped);
                 let names: BTreeSet<&str> = moves
                     .iter()
                     .map(|m| policies[m.policy].name.as_str())
                     .collect();
-                warn!(file = %display_path(&file.rel), error = %message, "edit dropped");
+                let dropped = Failure::new(dropped);
+                warn!(file = %display_path(&file.rel), error = %dropped, "edit dropped");
                 plan.problems.push(Problem {
                     policy: Some(names.into_iter().collect::<Vec<_>>().join(", ")),
                     file: Some(display_path(&file.rel)),
-                    message: format!("edit dropped: {message}"),
-                    ..Problem::default()
+                    ..Problem::new(ProblemReason::EditDropped(dropped))
                 });
             }
         }

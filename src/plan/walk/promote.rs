@@ -10,6 +10,7 @@ use super::{Asked, Found, ScannedFile, display_path};
 use crate::change::{PromotionEvidence, UpstreamEvidence};
 use crate::plan::decide::{DecideError, Outcome, version_text};
 use crate::plan::model::{Plan, Promotion, PromotionStatus, UpstreamRun};
+use crate::plan::reasons::{HoldReason, Wait};
 use crate::plan::walk::policy_order;
 use crate::policy::{ImagePolicy, Promote};
 use crate::promotion::{self, Decision, Downstream, Evidence, Gathered, Verification};
@@ -49,12 +50,10 @@ impl<R: Registry> Asked<'_, R> {
             Some(Ok(gathered)) => gathered,
             other => {
                 let why = match other {
-                    Some(Err(why)) => format!("its upstreams could not be read: {why}"),
+                    Some(Err(why)) => Wait::UpstreamsUnread(why.clone()),
                     // Upstreams are read for repository targets: the local directory is no
                     // base branch to count a soak time on.
-                    _ => "its upstreams were not read: promotion is planned where a policy's \
-                          targets name a configured repository"
-                        .to_string(),
+                    _ => Wait::UpstreamsNotRead,
                 };
                 return wait(plan, row, vec![why]);
             }
@@ -72,7 +71,9 @@ impl<R: Registry> Asked<'_, R> {
                 plan.promotions.push(row);
                 (Ok(Outcome::Stay), None)
             }
-            Decision::Wait(waits) => wait(plan, row, waits.iter().map(|w| w.to_string()).collect()),
+            Decision::Wait(waits) => {
+                wait(plan, row, waits.into_iter().map(Wait::Upstream).collect())
+            }
             Decision::Promote { tag, evidence } => {
                 // On a repository that pushes, a promotion (a pull request unless its policy
                 // says `write: push`) is what blocks the tag offered.
@@ -81,7 +82,7 @@ impl<R: Registry> Asked<'_, R> {
                         tag,
                         repository: repository.clone(),
                     };
-                    return wait(plan, row, vec![blocked.to_string()]);
+                    return wait(plan, row, vec![Wait::Upstream(blocked)]);
                 }
                 // The one tag the upstreams offer, through the policy's own decision (never
                 // backwards, its own holds, digest pinning).
@@ -94,7 +95,7 @@ impl<R: Registry> Asked<'_, R> {
                         row.tag = Some(tag);
                     }
                     Ok(Outcome::Stay) => row.status = PromotionStatus::UpToDate,
-                    Ok(Outcome::Hold(why)) => row.waits.push(why.clone()),
+                    Ok(Outcome::Hold(why)) => row.waits.push(why.to_string()),
                     Err(e) => row.waits.push(crate::error_chain::chain(e)),
                 }
                 plan.promotions.push(row);
@@ -191,10 +192,10 @@ fn unfiltered(policy: &ImagePolicy) -> ImagePolicy {
 }
 
 /// The field waits: a hold naming why, and its row in the promotions section.
-fn wait(plan: &mut Plan, mut row: Promotion, waits: Vec<String>) -> Decided {
-    let reason = format!("promotion waits: {}", waits.join("; "));
+fn wait(plan: &mut Plan, mut row: Promotion, waits: Vec<Wait>) -> Decided {
     row.status = PromotionStatus::Waits;
-    row.waits = waits;
+    row.waits = waits.iter().map(ToString::to_string).collect();
+    let reason = HoldReason::PromotionWaits(waits);
     plan.promotions.push(row);
     (Ok(Outcome::Hold(reason)), None)
 }

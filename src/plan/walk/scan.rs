@@ -8,12 +8,14 @@ use tracing::debug;
 
 use super::owner::owner;
 use super::{Fingerprint, Owned, OwnerError, Scan, ScannedFile, display_path};
+use crate::error_chain::Failure;
 use crate::files::{Files, blocking, parallel_map};
 use crate::manifest;
 use crate::plan::Progress;
 use crate::plan::decide::FieldFacts;
 use crate::plan::index::{PolicyIndex, TargetMatches};
 use crate::plan::model::{Finding, FindingKind, Plan, Problem, SkipKind, SkippedFile};
+use crate::plan::reasons::ProblemReason;
 use crate::policy::SourceLocation;
 
 /// What scanning a tree found before any registry is asked: the files with owned fields, and a
@@ -255,8 +257,7 @@ fn scan_file(
         Err(e) => {
             return Scan::Unreadable(Box::new(Problem {
                 file: Some(display),
-                message: format!("cannot read: {}", crate::error_chain::chain(&e)),
-                ..Problem::default()
+                ..Problem::new(ProblemReason::Unreadable(Failure::new(e)))
             }));
         }
     };
@@ -288,8 +289,10 @@ fn scan_file(
         problems.extend(unresolved.into_iter().map(|m| Problem {
             file: Some(display.clone()),
             line: Some(m.line),
-            message: format!("marker `{}` resolves to nothing: {}", m.marker, m.reason),
-            ..Problem::default()
+            ..Problem::new(ProblemReason::MarkerUnresolved {
+                marker: m.marker,
+                reason: m.reason,
+            })
         }));
     }
     // A reference of a policy's image that cannot be written is named against that policy,
@@ -320,12 +323,10 @@ fn scan_file(
             image: Some(repository.to_string()),
             file: Some(display.clone()),
             line: Some(d.line),
-            message: format!(
-                "{}: {}; left as written",
-                super::edit::describe(&d.kind),
-                d.reason
-            ),
-            ..Problem::default()
+            ..Problem::new(ProblemReason::NotWritable {
+                field: super::edit::describe(&d.kind),
+                reason: d.reason,
+            })
         });
     }
     let mut applicable = None;
@@ -346,8 +347,7 @@ fn scan_file(
                 problems.push(Problem {
                     file: Some(display.clone()),
                     line: Some(field.line),
-                    message: e.to_string(),
-                    ..Problem::default()
+                    ..Problem::new(ProblemReason::Unowned(Failure::new(e)))
                 });
             }
         }

@@ -55,7 +55,7 @@ fn image_row(i: &ImageOutcome) -> String {
         (s, _, _) => s.to_string(),
     };
     let result = match &i.reason {
-        Some(reason) => format!("{result}: {}", md(reason)),
+        Some(reason) => format!("{result}: {}", md(&reason.to_string())),
         None => result,
     };
     let place = match &i.file {

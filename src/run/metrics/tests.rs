@@ -5,7 +5,7 @@ use super::*;
 use crate::argocd::plan::ImageStatus;
 use crate::argocd::write::PatchStatus;
 use crate::engine::{Cycle, EngineError};
-use crate::plan::{Change, Hold, Plan, Problem, RepositoryOutcome};
+use crate::plan::{Change, Hold, Plan, Problem, ProblemReason, RepositoryOutcome};
 use crate::plan::{FindingKind, RepositoryStatus, SkipKind};
 use crate::registry::ResponseCount;
 use crate::report::applications::{ApplicationReport, UpdaterName};
@@ -54,12 +54,11 @@ fn cycle() -> Cycle {
                 file: "deploy.yaml".to_string(),
                 line: 3,
                 current: "2.0.0".to_string(),
-                reason: "pinned".to_string(),
+                reason: crate::plan::HoldReason::MissingTag,
             }],
             problems: vec![Problem {
                 policy: Some("db".to_string()),
-                message: "no tags".to_string(),
-                ..Default::default()
+                ..Problem::new(unreadable())
             }],
             ..Default::default()
         },
@@ -102,8 +101,7 @@ fn the_updates_of_a_thousand_application_images_are_a_bounded_set_of_series() {
                 .push(change("pushed", &format!("app-{i}/api")));
             cycle.plan.problems.push(Problem {
                 policy: Some(format!("app-{i}/web")),
-                message: "no tags".to_string(),
-                ..Default::default()
+                ..Problem::new(unreadable())
             });
         }
         cycle
@@ -572,4 +570,10 @@ fn signature_verifications_count_what_is_new_by_result() {
         text.contains("tagpilot_signature_verifications_total{result=\"untrusted\"} 1"),
         "{text}"
     );
+}
+
+/// A problem's reason, for the tests that count problems.
+fn unreadable() -> ProblemReason {
+    let error = std::io::Error::other("permission denied");
+    ProblemReason::Unreadable(crate::error_chain::Failure::new(error))
 }
