@@ -81,7 +81,10 @@ pub(super) async fn collect_applications<R: Registry>(
     resolved.default_version_labels(config.version_labels.as_ref());
     let keys = tempfile::tempdir().map_err(EngineError::KeyDir)?;
     if let Some(c) = input.cluster {
-        load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
+        let (given, problems) =
+            cluster::git_credentials(c, &resolved.git_writes(), keys.path()).await;
+        resolved.give_auth(given);
+        load_problems.extend(problems);
     }
     resolved.deployers = crate::affected::Deployers::new(deployers);
     Ok(Applications {
