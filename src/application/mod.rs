@@ -452,15 +452,22 @@ mod tests {
         assert_eq!(apps[0].application_set(), None);
     }
 
-    /// A document read at once because its lines look like an Application's is kept only when
-    /// its parse says so: one that is another kind after all is skipped as before.
+    /// A document read at once because its lines look like an Application's, but that does not
+    /// fit, is read the careful way: the same error as before, naming the file and line; and a
+    /// document whose lines say another kind is skipped without reading it as one.
     #[test]
-    fn a_document_that_only_looks_like_an_application_is_read_as_its_parse_says() {
-        let text = "kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\ndata:\n  note: \"a\nkind: Application\napiVersion: argoproj.io/v1alpha1\"\n";
-        assert!(looks_wanted(text, &|k: &str, a: &str| k == "Application"
-            && a.starts_with("argoproj.io/")));
-        let apps = read_documents(Path::new("a.yaml"), text).unwrap();
-        assert!(apps.is_empty(), "{apps:?}");
+    fn a_document_that_looks_like_an_application_but_does_not_fit_is_an_error_as_before() {
+        let wanted = |k: &str, a: &str| k == "Application" && a.starts_with("argoproj.io/");
+        let text = "kind: ConfigMap\napiVersion: v1\n---\nkind: Application\napiVersion: argoproj.io/v1alpha1\nmetadata: {namespace: argocd}\n";
+        let docs = split_documents(text);
+        assert!(!looks_wanted(docs[0], &wanted) && looks_wanted(docs[1], &wanted));
+        let err = read_documents(Path::new("a.yaml"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("a.yaml:6:12: Application: missing field `name`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -630,8 +630,8 @@ mod tests {
         let registry = crate::registry::MemoryRegistry::new();
         let empty = plan(&scope, &[], &registry, &()).await.unwrap();
         assert!(empty.changes.is_empty() && empty.problems.is_empty());
-        let mut elsewhere = ImagePolicy::adhoc("r.example/app", crate::policy::Strategy::NewestBuild)
-            .unwrap();
+        let mut elsewhere =
+            ImagePolicy::adhoc("r.example/app", crate::policy::Strategy::NewestBuild).unwrap();
         elsewhere.targets = vec![crate::policy::Target::files(
             vec!["a.yaml".into()],
             Some("manifests".into()),
