@@ -157,36 +157,9 @@ pub struct ChangeGroup {
     pub files: BTreeMap<PathBuf, String>,
     pub changes: Vec<Change>,
     /// The Argo CD Applications whose sources contain the group's files, with their
-    /// destinations ([`crate::affected`]); set by the engine from the Applications it read,
-    /// empty without `applications:`.
+    /// destinations ([`crate::affected`]); set by the engine from the Applications it read, on
+    /// the groups as [`group`] made them (what lands together), empty without `applications:`.
     pub applications: Vec<AffectedApplication>,
-}
-
-/// Adds `more` to `into`, each Application once (by namespace and name), its sources joined.
-fn join_applications(into: &mut Vec<AffectedApplication>, more: Vec<AffectedApplication>) {
-    for app in more {
-        match into
-            .iter_mut()
-            .find(|a| a.name == app.name && a.namespace == app.namespace)
-        {
-            Some(known) => {
-                known.sources.extend(app.sources);
-                known.sources.sort_unstable();
-                known.sources.dedup();
-                for file in app.files {
-                    if !known.files.contains(&file) {
-                        known.files.push(file);
-                    }
-                }
-                // Groups stack: a later group's files carry the earlier ones' edits, so its
-                // render is the joined change's.
-                if app.rendered.is_some() {
-                    known.rendered = app.rendered;
-                }
-            }
-            None => into.push(app),
-        }
-    }
 }
 
 /// Whether a repository's per-policy groups stack, each on the ones before it (commits on one
@@ -214,7 +187,9 @@ impl Stacking {
 /// The grouping rule: what goes into one commit or pull request, given the planner's groups
 /// (one per policy, and one per Application whose own file is written), per `write.group`.
 /// Empty groups are dropped. Applied once, by the planning side (the engine's target planner):
-/// git and the forges commit and propose the groups as given.
+/// git and the forges commit and propose the groups as given. The planner's groups name no
+/// Applications yet: which ones a group deploys, and their renders, are found on the groups
+/// this returns, so they describe what lands together.
 ///
 /// - `policy`: the groups as they are.
 /// - `path`: one group per file, with the file's last content (which carries every earlier
@@ -240,17 +215,6 @@ pub fn group(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> 
                             .filter(|c| Path::new(&c.file) == path)
                             .cloned(),
                     );
-                    let file = path.to_string_lossy().replace('\\', "/");
-                    let of_file = group
-                        .applications
-                        .iter()
-                        .filter(|a| a.files.contains(&file))
-                        .map(|a| AffectedApplication {
-                            files: vec![file.clone()],
-                            ..a.clone()
-                        })
-                        .collect();
-                    join_applications(&mut entry.applications, of_file);
                 }
             }
             by_path.into_values().collect()
@@ -263,7 +227,6 @@ pub fn group(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> 
             for group in groups {
                 merged.files.extend(group.files);
                 merged.changes.extend(group.changes);
-                join_applications(&mut merged.applications, group.applications);
             }
             if merged.files.is_empty() {
                 Vec::new()

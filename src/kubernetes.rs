@@ -566,6 +566,17 @@ pub struct UpdaterWatch {
 }
 
 impl UpdaterWatch {
+    /// Completes once every watch has listed once (never, for a missing CRD): what an
+    /// observer waits on rather than asking [`UpdaterWatch::snapshot`] again and again.
+    pub async fn listed(&self) {
+        for store in &self.stores {
+            // A writer dropped (the watch ended) is not a listing: wait on, as for a missing CRD.
+            if store.wait_until_ready().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
     /// The resources as last seen, as the API returns them; `None` until every watch has
     /// listed once (a missing CRD never lists: the caller then asks the API itself).
     pub fn snapshot(&self) -> Option<Vec<serde_json::Value>> {

@@ -75,6 +75,8 @@ pub mod run;
 pub mod select;
 pub mod session;
 pub mod state;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod verification;
 pub mod version;
 pub mod writeback;

@@ -308,7 +308,7 @@ impl<R: Registry> Step<'_, '_, R> {
         }
         let sources = SourceNames::new(self.policies, resolved);
         let no_templates = Default::default();
-        let promotion_sources = promotions::Sources::of(input, ctx, resolved);
+        let promotion_sources = promotions::Sources::of(input, ctx, resolved, options.dry_run);
         let planner = TargetPlanner {
             policies: self.policies,
             apps: resolved

@@ -98,8 +98,8 @@ pub fn application_source(app: &resolve::ManagedApp) -> String {
     format!("Application {} ({origin})", app.app.id())
 }
 
-/// Names in each group the Applications whose sources in the repository at `url`, on the branch
-/// changed, contain its files; a source that contains them but tracks another revision is a
+/// Names in each committed group the Applications whose sources in the repository at `url`, on
+/// the branch changed, contain its files; a source that contains them but tracks another revision is a
 /// finding in `plan` rather than a name that silently goes missing.
 fn name_applications(
     groups: &mut [ChangeGroup],
@@ -131,10 +131,15 @@ fn name_applications(
         for o in deployed.other_revisions {
             let entry = elsewhere.entry((o.application, o.source)).or_default();
             entry.revision = o.revision;
+            // The images moved in the files it contains: a merged group carries others too.
+            entry.images.extend(
+                group
+                    .changes
+                    .iter()
+                    .filter(|c| o.files.iter().any(|f| *f == c.file.replace('\\', "/")))
+                    .map(|c| c.image.clone()),
+            );
             entry.files.extend(o.files);
-            entry
-                .images
-                .extend(group.changes.iter().map(|c| c.image.clone()));
         }
     }
     for ((application, source), found) in elsewhere {
@@ -167,7 +172,7 @@ pub struct TargetPlanner<'a, R> {
     /// `git-branch` templates that name the branch after the changes, by repository name.
     pub branch_templates: &'a BTreeMap<String, BranchTemplate>,
     pub sources: &'a SourceNames,
-    /// Where the last proposal per group is kept (`tagpilot run --state-dir`); see
+    /// Where the last proposal per policy group is kept (`tagpilot run --state-dir`); see
     /// [`crate::plan::steady`].
     pub state: Option<&'a State>,
     /// The cycle's clock: steady proposals and rollbacks are dated by it.
@@ -258,19 +263,27 @@ impl<R: Registry> TargetPlanner<'_, R> {
         let mut groups = plan.take_groups(stacking)?;
         groups.extend(apps.override_groups);
         super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
-        let (held, proposals) = match self.state {
-            Some(state) => {
-                let memory = plan::steady::Memory {
-                    repository: name,
-                    last_proposal: &|group| state.last_proposal(name, group),
-                    policy: &|policy| self.policy(policy),
-                    now: self.clock.wall(),
-                };
-                let held = plan::steady::hold_backwards(&memory, &mut groups, &mut plan);
-                (held, plan::steady::proposals(&groups, memory.now))
-            }
-            None => (false, Vec::new()),
-        };
+        // The steady memory is read on the planner's own groups, one per policy: it is about a
+        // policy's own moves, and the state store keeps it per policy group whatever
+        // `write.group` commits ([`plan::steady`]).
+        let steady = self.state.map(|state| {
+            let memory = plan::steady::Memory {
+                repository: name,
+                last_proposal: &|group| state.last_proposal(name, group),
+                policy: &|policy| self.policy(policy),
+                now: self.clock.wall(),
+            };
+            plan::steady::Steady::of(&memory, &groups)
+        });
+        // The groups as they are committed, one commit or pull request each: decided here,
+        // once, per `write.group`; git and the forges write them as given. Everything said of
+        // what lands together is worked out on these groups, never on the planner's: a hold
+        // holds a whole commit or pull request, and the Applications named and rendered are
+        // those of the files it lands (a merged group's render shows every policy's edits).
+        let mut groups = change::group(name, repository.write.group, groups);
+        let settled = steady
+            .map(|s| s.hold(&mut groups, stacking, &mut plan))
+            .unwrap_or_default();
         let none = crate::affected::Deployers::default();
         let deployers = self.resolved.map_or(&none, |r| &r.deployers);
         name_applications(&mut groups, deployers, repository, &mut plan);
@@ -293,9 +306,6 @@ impl<R: Registry> TargetPlanner<'_, R> {
                 rendered = super::review::rendered_diffs(name, &groups);
             }
         }
-        // The groups as they are committed, one commit or pull request each: decided here,
-        // once, per `write.group`; git and the forges write them as given.
-        let groups = change::group(name, repository.write.group, groups);
         if self.diff {
             plan.diffs = target_diffs(name, files, &groups, stacking, &mut plan.problems);
         }
@@ -316,13 +326,13 @@ impl<R: Registry> TargetPlanner<'_, R> {
         Ok(Planned {
             groups,
             // A group held back is not "no longer needed": its pull request stays open.
-            complete: plan.problems.is_empty() && !held,
+            complete: plan.problems.is_empty() && !settled.held,
             branch,
             plan: TargetPlan {
                 plan,
                 images,
                 app_problems: apps.app_problems,
-                proposals,
+                proposals: settled.proposals,
                 tip: None,
             },
         })

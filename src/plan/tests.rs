@@ -815,30 +815,21 @@ async fn a_repository_s_plan_carries_repository_policy_and_image_spans() {
         "  strategy:\n    semver: {range: \"<2.0.0\"}\n  targets:\n    - repository: manifests\n",
     ));
     let files = crate::files::Directory::open(dir.path()).unwrap();
-    // A span's interest is cached when its callsite is first met. If another test's thread
-    // meets it at the moment this one starts listening, that thread can store "nobody wants
-    // it" after this one asked. So meet every callsite first, then listen, then ask again:
-    // once registered, a callsite is only ever re-asked with this subscriber counted.
-    plan_files(&files, "manifests", &policies, &registry(), &())
-        .await
-        .unwrap();
+    crate::testing::listen_to_every_callsite();
     let spans = Spans::default();
     let _logging =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(spans.clone()));
-    tracing::callsite::rebuild_interest_cache();
     let (plan, _) = plan_files(&files, "manifests", &policies, &registry(), &())
         .await
         .unwrap();
     assert_eq!(plan.changes.len(), 1, "{plan:#?}");
+    let wanted = [
+        "plan_files_promoted repository=manifests policies=1".to_string(),
+        format!("candidates policy=api image={API}"),
+        format!("decide_reference policy=api image={API}"),
+    ];
     let spans = spans.0.lock().unwrap().clone();
-    for want in [
-        "plan_files_promoted repository=manifests policies=1",
-        &format!("candidates policy=api image={API}"),
-        &format!("decide_reference policy=api image={API}"),
-    ] {
-        assert!(
-            spans.iter().any(|s| s == want),
-            "{want} missing: {spans:#?}"
-        );
+    for want in &wanted {
+        assert!(spans.contains(want), "{want} missing: {spans:#?}");
     }
 }

@@ -12,8 +12,11 @@
 //!
 //! Nothing here reads a clock, a cluster or git: the caller gathers each upstream's state and
 //! hands in the policy's order and filters. What an upstream in git runs is read here too
-//! ([`upstream`]), from the tree and the file versions the caller reads from git.
+//! ([`upstream`]), from the tree and the file versions the caller reads from git; what passes
+//! down from the environments above ([`above`]: held tags through a chain, a git upstream's
+//! verification) from the policies, holds, Applications and records the caller hands in.
 
+pub mod above;
 pub mod upstream;
 
 use std::cmp::Ordering;

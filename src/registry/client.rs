@@ -94,10 +94,18 @@ impl RegistryClient {
 
     /// Forgets the tag lists and tag digests of `repositories`, so that they are read fresh: a
     /// push notification says they changed since the last cycle listed them. What was found by
-    /// digest is kept.
+    /// digest is kept. Their registries are asked again even if they timed out in the last
+    /// cycle: a re-check that only failed fast on that mark would ask no registry, and count
+    /// as a success it never checked.
     pub fn forget_tags(&self, repositories: &std::collections::BTreeSet<Repository>) {
         self.tags.forget(|r| repositories.contains(r));
         self.tag_digests.forget(|(r, _)| repositories.contains(r));
+        let registries = self.registries.lock().expect("registry map lock poisoned");
+        for registry in repositories.iter().map(|r| r.registry.as_str()) {
+            if let Some(state) = registries.get(registry) {
+                state.down.store(false, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Every answer so far, by registry, request and status, in that order.

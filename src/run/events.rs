@@ -1,7 +1,9 @@
 //! What the service tells whoever started it, as it happens: cycles and re-checks finished
-//! (with how the last one ended), and liveness and readiness as `/livez` and `/readyz` report
-//! them. One [`tokio::sync::watch`]: an observer (a test, an embedding) waits for the state it
-//! needs instead of polling the HTTP endpoints or reading the log.
+//! (with how the last one ended), notifications answered, verification's steps (a change
+//! followed, its verdict, its commit status sent, its revert done), and liveness and readiness
+//! as `/livez` and `/readyz` report them. One [`tokio::sync::watch`]: an observer (a test, an
+//! embedding) waits for the state it needs instead of polling the HTTP endpoints or reading
+//! the log.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +19,11 @@ pub struct Progress {
     pub cycles: u64,
     /// Re-checks finished, including those that found nothing to read.
     pub rechecks: u64,
+    /// Webhook requests answered, whatever the answer; the re-check an accepted one asks for
+    /// is waiting (on the clock: the debounce, a repository's rate limit) by then.
+    pub notifications: u64,
+    /// Verification's steps so far (`verify:`).
+    pub verifications: Verifications,
     /// How the last full cycle ended; `None` before the first one.
     pub last_cycle: Option<CycleResult>,
     /// The wait before the next cycle, on the service's clock, as decided after the last one
@@ -29,6 +36,38 @@ pub struct Progress {
     pub ready: bool,
     /// [`super::serve`] has returned (stopped, or failed to start).
     pub stopped: bool,
+}
+
+/// Verification's steps, each counted per change followed in an Application.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verifications {
+    /// Changes that started being followed in an Application after a cycle (not those a
+    /// restart resumed).
+    pub following: u64,
+    /// Concluded: the Application runs the change healthy.
+    pub verified: u64,
+    /// Concluded: the change failed, or was not healthy within its timeout (its hold, if
+    /// `onFailure` asks for one, is recorded by then).
+    pub failed: u64,
+    /// Ended without a verdict: the Application went away, no cluster answered, no
+    /// Application deploys the commit.
+    pub errors: u64,
+    /// `tagpilot/verify` commit statuses whose sending has ended (set, refused, or no forge
+    /// to set them on).
+    pub statuses: u64,
+    /// Reverts of failed changes that have ended (written or not).
+    pub reverts: u64,
+}
+
+/// One step of verification, as [`Events::verification`] counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    Following,
+    Verified,
+    Failed,
+    Error,
+    StatusSent,
+    Reverted,
 }
 
 /// The sending side, handed to [`super::serve`]; [`Events::subscribe`] gives observers.
@@ -71,6 +110,25 @@ impl Events {
         self.0.send_modify(|p| p.rechecks += 1);
     }
 
+    pub(super) fn notification_answered(&self) {
+        self.0.send_modify(|p| p.notifications += 1);
+    }
+
+    pub(super) fn verification(&self, step: Step) {
+        self.0.send_modify(|p| {
+            let v = &mut p.verifications;
+            let counted = match step {
+                Step::Following => &mut v.following,
+                Step::Verified => &mut v.verified,
+                Step::Failed => &mut v.failed,
+                Step::Error => &mut v.errors,
+                Step::StatusSent => &mut v.statuses,
+                Step::Reverted => &mut v.reverts,
+            };
+            *counted += 1;
+        });
+    }
+
     pub(super) fn stopped(&self) {
         self.0.send_modify(|p| p.stopped = true);
     }
@@ -91,19 +149,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn observers_see_cycles_rechecks_and_health() {
+    fn observers_see_cycles_rechecks_notifications_verifications_and_health() {
         let events = Events::new();
         let mut seen = events.subscribe();
         assert_eq!(*seen.borrow_and_update(), Progress::default());
         events.health(true, false);
         events.cycle_finished(CycleResult::Ok);
         events.recheck_finished();
+        events.notification_answered();
+        events.verification(Step::Following);
+        events.verification(Step::Failed);
+        events.verification(Step::Reverted);
         assert!(seen.has_changed().unwrap());
         assert_eq!(
             *seen.borrow_and_update(),
             Progress {
                 cycles: 1,
                 rechecks: 1,
+                notifications: 1,
+                verifications: Verifications {
+                    following: 1,
+                    failed: 1,
+                    reverts: 1,
+                    ..Verifications::default()
+                },
                 last_cycle: Some(CycleResult::Ok),
                 next_cycle_in: Duration::ZERO,
                 live: true,

@@ -90,6 +90,7 @@ async fn registry_webhook(
 ) -> (StatusCode, String) {
     let Some(kind) = Kind::from_name(&kind) else {
         shared.metrics.webhook("unknown", Verdict::UnknownKind);
+        shared.events.notification_answered();
         let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
         return (
             StatusCode::NOT_FOUND,
@@ -113,7 +114,7 @@ async fn image_updater_webhook(
     respond(&shared, kind.map_or("unknown", |k| k.name()), answer)
 }
 
-/// Counts the answer, hands its hints to the loop, and sends it.
+/// Counts the answer, hands its hints to the loop, publishes it, and sends it.
 fn respond(shared: &Shared, kind: &'static str, mut answer: Answer) -> (StatusCode, String) {
     // A delivery the sender retries (it got no answer in time) is acted on once. Every id is
     // recorded, so a partly new delivery marks them all.
@@ -144,6 +145,8 @@ fn respond(shared: &Shared, kind: &'static str, mut answer: Answer) -> (StatusCo
             tracing::debug!(kind, result = verdict.label(), error = answer.error, reason = %answer.text, "notification not acted on")
         }
     }
+    // After the hint: an observer that sees this can move the clock past its debounce.
+    shared.events.notification_answered();
     (answer.status, answer.text)
 }
 

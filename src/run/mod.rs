@@ -56,7 +56,7 @@ use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
 use self::cycles::Daemon;
-pub use self::events::{Events, Progress};
+pub use self::events::{Events, Progress, Verifications};
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};

@@ -60,6 +60,21 @@ impl State {
         })
     }
 
+    /// When `application`, running `tag` since the sync that finished at `synced`, was first
+    /// seen `Healthy`, if the store recorded it: [`State::first_seen_healthy`] without the write.
+    pub fn seen_healthy_at(
+        &self,
+        application: &str,
+        tag: &str,
+        synced: Option<Timestamp>,
+    ) -> Option<Timestamp> {
+        let value = self.read(HEALTHY, application)?;
+        serde_json::from_slice::<HealthySince>(&value)
+            .ok()
+            .filter(|seen| seen.tag == tag && seen.synced == synced)
+            .map(|seen| seen.at)
+    }
+
     /// Forgets when `application` was first seen `Healthy`: it is not now, and its soak starts
     /// again when it is. A failed write is logged: the record it leaves names a sync and a tag,
     /// and counts only while both stay.

@@ -288,6 +288,7 @@ mod tests {
 
     /// The log lines `f` writes, as text without colours.
     fn logged(f: impl FnOnce()) -> String {
+        crate::testing::listen_to_every_callsite();
         let buffer = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = buffer.clone();
         let subscriber = tracing_subscriber::fmt()

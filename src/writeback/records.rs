@@ -83,12 +83,14 @@ pub fn release_ended(state: Option<&State>, ended: &[HeldTag], dry_run: bool) {
 mod tests {
     use super::*;
     use crate::change::ChangeGroup;
+    use crate::change::Stacking;
     use crate::plan::Plan;
     use crate::plan::steady::fixtures::{group, plan_with};
-    use crate::plan::steady::{Memory, STEADY_FOR, hold_backwards, proposals};
+    use crate::plan::steady::{Memory, STEADY_FOR, Steady, proposals};
     use crate::policy::{ImagePolicy, Strategy};
 
-    /// `plan::steady::hold_backwards` with the store's last proposals of `manifests`.
+    /// `plan::steady` holding each group on its own with the store's last proposals of
+    /// `manifests`.
     fn hold<'p>(
         state: &State,
         groups: &mut Vec<ChangeGroup>,
@@ -102,7 +104,8 @@ mod tests {
             policy: &policy,
             now,
         };
-        hold_backwards(&memory, groups, plan)
+        let steady = Steady::of(&memory, groups);
+        steady.hold(groups, Stacking::Alone, plan).held
     }
 
     #[test]

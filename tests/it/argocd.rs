@@ -1390,7 +1390,7 @@ async fn plan_diff_rendered_shows_each_application_s_rendered_resources() {
     for app in ["api", "argocd/api-prod"] {
         assert!(
             diff.contains(&format!(
-                "# repository manifests, api/registry.example/shop/api: Application {app} rendered\n\
+                "# repository manifests, manifests: Application {app} rendered\n\
                  --- a/Deployment/x\n+++ b/Deployment/x\n"
             )),
             "{diff}"

@@ -762,14 +762,10 @@ async fn image_updater_resources_are_watched_rather_than_listed_every_cycle() {
     let (watch, drive) = c.watch_image_updaters(&["argocd".to_string()]);
     let driving = tokio::spawn(drive);
     let from = from_cluster(&["argocd"], None);
-    let deadline = std::time::Instant::now() + crate::support::PATIENCE;
-    while watch.snapshot().is_none() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the watch never listed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    tokio::time::timeout(crate::support::PATIENCE, watch.listed())
+        .await
+        .expect("the watch never listed");
+    assert!(watch.snapshot().is_some());
     for _ in 0..3 {
         let loaded = argocd::read::cluster::load_watched(c.clone(), &from, Some(&watch))
             .await

@@ -10,7 +10,7 @@ use crate::support::git::{
     write_executable,
 };
 use crate::support::registry::{Auth, ImageSpec, TestRegistry};
-use crate::support::service::{self, Logs, Service, eventually};
+use crate::support::service::{self, Logs, Service, Signal};
 use tagpilot::run::Stopped;
 
 pub(crate) struct Setup {
@@ -124,6 +124,11 @@ impl Daemon {
     }
 
     /// Waits until `GET path` answers `want`, and returns every status seen before.
+    ///
+    /// A bounded poll, kept on purpose: this is the binary in a process of its own, whose
+    /// only way of telling what it has done is its HTTP endpoints (and its log); the tests of
+    /// `run` that need no flag or environment of the binary's run in-process and wait on
+    /// [`tagpilot::run::Events`] instead.
     pub(crate) async fn wait_for(&mut self, path: &str, want: u16) -> Vec<Option<u16>> {
         let deadline = Instant::now() + crate::support::PATIENCE;
         let mut seen = Vec::new();
@@ -147,23 +152,50 @@ impl Daemon {
         }
     }
 
-    /// Sends SIGTERM and waits for the exit.
+    /// Waits (bounded, by the same poll as [`Daemon::wait_for`]) until `/metrics` has the
+    /// line `series`, and returns the metrics.
+    pub(crate) async fn wait_for_metric(&self, series: &str) -> String {
+        let deadline = Instant::now() + crate::support::PATIENCE;
+        loop {
+            let metrics = self.text("/metrics").await;
+            if metrics.lines().any(|l| l == series) {
+                return metrics;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {series} in /metrics:\n{metrics}\nlog:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit (killed, and failed, if none comes within
+    /// [`crate::support::PATIENCE`]).
     pub(crate) fn terminate(mut self) -> (ExitStatus, String) {
         let pid = self.child.id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(sent.success());
-        let deadline = Instant::now() + crate::support::PATIENCE;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status, self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no exit after SIGTERM:\n{}",
-                self.log()
+        let (exited, exit) = std::sync::mpsc::channel::<()>();
+        let watchdog = std::thread::spawn(move || {
+            let late = matches!(
+                exit.recv_timeout(crate::support::PATIENCE),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout)
             );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            if late {
+                let _ = Command::new("kill").args(["-KILL", &pid]).status();
+            }
+            late
+        });
+        let status = self.child.wait().unwrap();
+        drop(exited);
+        assert!(
+            !watchdog.join().unwrap(),
+            "no exit within {:?} of SIGTERM:\n{}",
+            crate::support::PATIENCE,
+            self.log()
+        );
+        (status, self.log())
     }
 }
 
@@ -176,7 +208,9 @@ impl Drop for Daemon {
     }
 }
 
-/// The address the process at `log` says it serves on, once it says so.
+/// The address the process at `log` says it serves on, once it says so: `--listen
+/// 127.0.0.1:0` lets the kernel pick the port, and only the log says which it picked, so the
+/// log is read again until it does (a bounded poll; a binary of its own tells nothing else).
 fn listening_on(log: &Path, child: &mut Child) -> String {
     let deadline = Instant::now() + crate::support::PATIENCE;
     loop {
@@ -227,21 +261,6 @@ pub(crate) fn daemon_command(dir: &Path, port: u16) -> Command {
     command
 }
 
-/// Waits until the bare repository's Deployment is on `tag`.
-pub(crate) async fn wait_for_tag(s: &Setup, daemon: &Daemon, tag: &str, within: Duration) {
-    let want = deployment(&s.registry, tag);
-    let deadline = Instant::now() + within;
-    while s.repo.show("main", DEPLOYMENT_PATH) != want {
-        assert!(
-            Instant::now() < deadline,
-            "{tag} not pushed within {within:?}; the repository has\n{}\nlog:\n{}",
-            s.repo.show("main", DEPLOYMENT_PATH),
-            daemon.log()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 #[tokio::test]
 async fn ready_after_the_first_cycle_then_a_pushed_tag_reaches_the_repository_and_sigterm_exits_0()
 {
@@ -269,7 +288,15 @@ async fn ready_after_the_first_cycle_then_a_pushed_tag_reaches_the_repository_an
     s.registry
         .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
         .await;
-    wait_for_tag(&s, &daemon, "1.2.0", crate::support::PATIENCE).await;
+    daemon
+        .wait_for_metric("tagpilot_updates_total{policy=\"api\",result=\"pushed\"} 2")
+        .await;
+    assert_eq!(
+        s.repo.show("main", DEPLOYMENT_PATH),
+        deployment(&s.registry, "1.2.0"),
+        "{}",
+        daemon.log()
+    );
     let subjects = s.repo.subjects("main");
     assert_eq!(subjects.len(), 4, "one commit per new tag: {subjects:?}");
 
@@ -298,9 +325,9 @@ async fn ready_after_the_first_cycle_then_a_pushed_tag_reaches_the_repository_an
 
 /// Waits until the bare repository's Deployment is on `tag`: looked at after each cycle or
 /// re-check the service finishes. `step` zero: the test moved the clock already (or nothing
-/// more is due); the service's interval: cycles are let run one after another; shorter: a
-/// re-check's debounce, a sleep on the clock no event marks, so the clock is moved by `step`
-/// at each look.
+/// more is due); the service's interval: cycles are let run one after another; shorter: the
+/// re-check pace (debounce, or a repository's re-check interval), which the clock is moved by
+/// after each notification answered.
 pub(crate) async fn tag_reached(s: &Setup, service: &Service, tag: &str, step: Duration) {
     let want = deployment(&s.registry, tag);
     let what = format!("{tag} pushed");
@@ -313,11 +340,7 @@ pub(crate) async fn tag_reached(s: &Setup, service: &Service, tag: &str, step: D
     } else if step >= service.interval {
         service.after_cycles(&what, on).await;
     } else {
-        eventually(&what, &service.logs, || {
-            service.clock.advance(step);
-            on()
-        })
-        .await;
+        service.after_notifications(&what, step, on).await;
     }
 }
 
@@ -623,12 +646,12 @@ fn a_recheck_reads_and_writes_only_what_uses_the_notified_repository() {
         };
         assert_eq!(notify("shop/api").await.unwrap().status().as_u16(), 202);
         // The debounce window closes; no interval passes (it is an hour).
-        eventually("a re-check", &logs, || {
-            daemon.clock.advance(Duration::from_millis(250));
-            let done = on(&api, "shop/api", "1.2.0");
-            async move { done }
-        })
-        .await;
+        daemon
+            .after_notifications("a re-check", Duration::from_millis(250), || {
+                let done = on(&api, "shop/api", "1.2.0");
+                async move { done }
+            })
+            .await;
         let metrics =
             metric_reaches(&daemon, "tagpilot_webhook_rechecks_total{result=\"ok\"}", 1).await;
         assert_eq!(
@@ -642,15 +665,18 @@ fn a_recheck_reads_and_writes_only_what_uses_the_notified_repository() {
 
         // A repository no policy uses: accepted, and nothing is read or written.
         assert_eq!(notify("shop/unused").await.unwrap().status().as_u16(), 202);
-        eventually("the unused repository answered", &logs, || {
-            // Past the debounce and shop/api's own re-check interval.
-            daemon.clock.advance(Duration::from_secs(1));
-            let done = logs
-                .text()
-                .contains("no policy uses the notified repositories");
-            async move { done }
-        })
-        .await;
+        // Past the debounce (shop/unused has no re-check interval to wait out yet).
+        let rechecks = daemon.events.now().rechecks;
+        daemon.clock.advance(Duration::from_secs(1));
+        daemon
+            .until("the unused repository answered", |p| p.rechecks > rechecks)
+            .await;
+        assert!(
+            logs.text()
+                .contains("no policy uses the notified repositories"),
+            "{}",
+            logs.text()
+        );
         let metrics = daemon.text("/metrics").await;
         assert_eq!(metric(&metrics, &listings), 3, "{metrics}");
         assert_eq!(
@@ -818,26 +844,34 @@ fn every_kind_with_its_documented_payload_gets_a_pushed_tag_committed() {
 }
 
 /// A "registry" that accepts connections and never answers, so a cycle hangs in its first
-/// request; returns its host and how many connections it has taken.
-pub(crate) fn hanging_registry() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+/// request; returns its host and how many connections it has taken (as they come).
+pub(crate) fn hanging_registry() -> (String, tokio::sync::watch::Receiver<usize>) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let host = listener.local_addr().unwrap().to_string();
-    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = accepted.clone();
+    let (counter, accepted) = tokio::sync::watch::channel(0);
     std::thread::spawn(move || {
         let mut held = Vec::new();
         for stream in listener.incoming().flatten() {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            counter.send_modify(|n| *n += 1);
             held.push(stream);
         }
     });
     (host, accepted)
 }
 
+/// Waits (bounded) until the hanging registry has taken `n` connections.
+pub(crate) async fn connections(accepted: &mut tokio::sync::watch::Receiver<usize>, n: usize) {
+    let taken = accepted.wait_for(|taken| *taken >= n);
+    match tokio::time::timeout(crate::support::PATIENCE, taken).await {
+        Ok(Ok(_)) => {}
+        _ => panic!("the hanging registry took no {n} connections"),
+    }
+}
+
 #[test]
 fn sigterm_waits_for_the_cycle_in_flight_and_a_second_signal_aborts() {
     service::run(false, |logs| async move {
-        let (host, accepted) = hanging_registry();
+        let (host, mut accepted) = hanging_registry();
         let repo = BareRepo::new();
         repo.push_change(
             "main",
@@ -864,11 +898,8 @@ fn sigterm_waits_for_the_cycle_in_flight_and_a_second_signal_aborts() {
         .unwrap();
         let mut daemon = Service::start(dir.path(), Duration::from_secs(1), &logs).await;
         daemon.live().await;
-        eventually("the cycle asking the registry", &logs, || {
-            let asked = accepted.load(std::sync::atomic::Ordering::SeqCst) > 0;
-            async move { asked }
-        })
-        .await;
+        // The cycle asking the registry.
+        connections(&mut accepted, 1).await;
         assert_eq!(daemon.status("/readyz").await, Some(503));
 
         // The first signal waits for the cycle in flight, and takes the process out of service.
@@ -897,14 +928,15 @@ fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook() {
     service::run(false, |logs| async move {
         let s = setup().await;
         let server = HttpGitServer::start(s.repo.dir.path());
-        let started = s.dir.path().join("hook-started");
+        let mut started = Signal::at(&s.dir.path().join("hook-started"));
         let release = s.dir.path().join("hook-release");
-        // Waits until the test lets it go (at most a minute), so nothing outlives the test.
+        // Says it started, then waits until the test lets it go (at most two minutes, longer
+        // than the test waits for the process to go), so nothing outlives the test.
         write_executable(
             &s.repo.path().join("hooks/pre-receive"),
             &format!(
-                "#!/bin/sh\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
-                started.display(),
+                "#!/bin/sh\necho started > '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done\nexit 1\n",
+                started.path().display(),
                 release.display()
             ),
         );
@@ -921,18 +953,7 @@ fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook() {
         set_test_secrets();
         let mut daemon = Service::start(s.dir.path(), Duration::from_secs(3600), &logs).await;
         daemon.live().await;
-        let mut reached = || {
-            assert!(!daemon.has_stopped(), "{}", daemon.log());
-            let reached = started.exists();
-            async move { reached }
-        };
-        service::within(
-            Duration::from_secs(30),
-            "the push reaching the hook",
-            &logs,
-            &mut reached,
-        )
-        .await;
+        started.received("the push reaching the hook", &logs).await;
 
         // The first signal waits for the write in flight.
         daemon.shutdown.drain("SIGTERM");
@@ -943,15 +964,16 @@ fn a_second_sigterm_exits_at_once_while_a_push_waits_in_a_slow_remote_hook() {
             daemon.log()
         );
 
-        // The second one does not: gone while the hook still holds the push (it holds it for a
-        // minute unless released; the bound is well inside that, and generous for a loaded CI).
+        // The second one does not: gone while the hook still holds the push (it holds it for
+        // two minutes unless released; the bound is inside that, and generous for a loaded CI).
         daemon.shutdown.abort("SIGTERM");
-        let stopped = daemon.stopped_within(Duration::from_secs(20)).await;
+        let stopped = daemon.stopped_within(crate::support::PATIENCE).await;
         let hook_still_waiting = !release.exists();
         std::fs::write(&release, "").unwrap();
         let Some(stopped) = stopped else {
             panic!(
-                "still running 20 s after the second SIGTERM:\n{}",
+                "still running {:?} after the second SIGTERM:\n{}",
+                crate::support::PATIENCE,
                 daemon.log()
             );
         };
@@ -991,9 +1013,10 @@ fn a_registry_notifying_tagpilot_gets_a_pushed_tag_committed_within_seconds() {
         s.registry
             .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
             .await;
-        // The clock moves on while the registry notifies: past the debounce and the re-check
-        // interval of the set-up pushes' notifications, never a full interval.
-        tag_reached(&s, &daemon, "1.2.0", Duration::from_millis(100)).await;
+        // The clock moves on as the registry's notifications are answered: past the debounce
+        // and the re-check interval (500 ms) of the set-up pushes' notifications, never a full
+        // interval.
+        tag_reached(&s, &daemon, "1.2.0", Duration::from_millis(500)).await;
         eprintln!("push to commit: {:?}", pushed.elapsed());
         let metrics = daemon.text("/metrics").await;
         assert!(
@@ -1014,12 +1037,16 @@ fn a_registry_sending_the_wrong_secret_triggers_nothing() {
         s.registry
             .push_tags("shop/api", &["1.2.0"], ImageSpec::default())
             .await;
-        eventually("a notification", &logs, || async {
-            daemon.text("/metrics").await.contains(
-                "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"}",
-            )
-        })
-        .await;
+        daemon
+            .until("a notification", |p| p.notifications > 0)
+            .await;
+        let metrics = daemon.text("/metrics").await;
+        assert!(
+            metrics.contains(
+                "tagpilot_webhook_requests_total{kind=\"distribution\",result=\"unauthorized\"}"
+            ),
+            "{metrics}"
+        );
         // Past any debounce and re-check interval: a hint would be due now; none was taken.
         daemon.clock.advance(Duration::from_secs(10));
         service::settle().await;

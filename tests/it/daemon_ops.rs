@@ -10,7 +10,7 @@ use tagpilot::state::State;
 
 use crate::daemon::{deployment, metric, push_event, setup, tag_reached, with_webhooks};
 use crate::support::git::DEPLOYMENT_PATH;
-use crate::support::service::{self, Service, eventually};
+use crate::support::service::{self, Service};
 
 /// A policy whose target names no repository is the local directory's, which `tagpilot run`
 /// never writes: it is named at start-up and counted, not planned in silence every cycle.
@@ -81,13 +81,11 @@ fn a_recheck_no_registry_answers_is_an_outage_and_names_its_problem() {
             .unwrap();
         assert_eq!(sent.status().as_u16(), 202);
         let outage = "tagpilot_webhook_rechecks_total{result=\"registries_unreachable\"}";
-        eventually("the re-check counted as an outage", &logs, || {
-            // Past the debounce window; an hour between cycles, so no cycle runs meanwhile.
-            daemon.clock.advance(Duration::from_millis(250));
-            async { metric(&daemon.text("/metrics").await, outage) == 1 }
-        })
-        .await;
+        // Past the debounce window; an hour between cycles, so no cycle runs meanwhile.
+        daemon.clock.advance(Duration::from_millis(250));
+        daemon.until("the re-check", |p| p.rechecks >= 1).await;
         let metrics = daemon.text("/metrics").await;
+        assert_eq!(metric(&metrics, outage), 1, "{metrics}");
         assert_eq!(
             metric(&metrics, "tagpilot_webhook_rechecks_total{result=\"ok\"}"),
             0,

@@ -17,7 +17,7 @@ use crate::support::forge_double::{ForgeDouble, GitHubApi};
 use crate::support::git::{
     HTTP_PASSWORD_ENV, HTTP_USER, HttpGitServer, set_test_secrets, write_executable,
 };
-use crate::support::service::{self, Service, eventually};
+use crate::support::service::{self, Service};
 
 const ALL_APPS: &str = "/apis/argoproj.io/v1alpha1/applications";
 const APPS: &str = "/apis/argoproj.io/v1alpha1/namespaces/argocd/applications";
@@ -31,6 +31,8 @@ struct ArgoCd {
     /// How long a request to the double may take; a watch open longer is ended and
     /// started again from a new listing.
     timeout: Duration,
+    /// How many watches of the Application were asked for, as they come.
+    watches: tokio::sync::watch::Receiver<usize>,
 }
 
 impl ArgoCd {
@@ -65,16 +67,21 @@ impl ArgoCd {
         }
         // The watch after the listing: nothing changes while it is open (the test sets the
         // health before the follower lists).
+        let (watched, watches) = tokio::sync::watch::channel(0);
         Mock::given(method("GET"))
             .and(path(APPS))
             .and(query_param("watch", "true"))
-            .respond_with(ResponseTemplate::new(200).set_delay(Duration::from_secs(120)))
+            .respond_with(move |_: &Request| {
+                watched.send_modify(|n| *n += 1);
+                ResponseTemplate::new(200).set_delay(Duration::from_secs(120))
+            })
             .mount(&server)
             .await;
         ArgoCd {
             server,
             health,
             timeout: Duration::from_secs(5),
+            watches,
         }
     }
 
@@ -82,13 +89,14 @@ impl ArgoCd {
         crate::support::kube::cluster(&self.server, self.timeout).await
     }
 
-    /// Whether a watch of the Application was asked for: the follower has judged the state
-    /// it listed first.
-    async fn watched(&self) -> bool {
-        let requests = self.server.received_requests().await.unwrap_or_default();
-        requests
-            .iter()
-            .any(|r| r.url.query().unwrap_or_default().contains("watch=true"))
+    /// Waits (bounded) until a watch of the Application is asked for: the follower has judged
+    /// the state it listed first.
+    async fn watched(&mut self) {
+        let asked = self.watches.wait_for(|n| *n > 0);
+        match tokio::time::timeout(crate::support::PATIENCE, asked).await {
+            Ok(Ok(_)) => {}
+            _ => panic!("the Application was never watched"),
+        }
     }
 }
 
@@ -185,7 +193,6 @@ async fn start(s: &Setup, argocd: &ArgoCd, logs: &service::Logs) -> Service {
     Service::start_with(s.dir.path(), settings, logs).await
 }
 
-/// The metric `tagpilot_verifications_total{result="…"}`.
 /// The usual start: a registry and a repository ([`setup`]), the GitHub double taking the
 /// `tagpilot/verify` statuses `states`, `verify` on the repository, the Application at
 /// `health`, and the service running.
@@ -206,12 +213,22 @@ async fn scenario(
     (s, forge, argocd, service)
 }
 
+/// The metric `tagpilot_verifications_total{result="…"}`.
 async fn verifications(service: &Service, result: &str) -> f64 {
     let text = service.text("/metrics").await;
     let prefix = format!("tagpilot_verifications_total{{result=\"{result}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&prefix)?.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// Waits until verification's steps, as the service publishes them, satisfy `done`.
+async fn until_verification(
+    service: &Service,
+    what: &str,
+    done: impl Fn(&tagpilot::run::Verifications) -> bool,
+) {
+    service.until(what, |p| done(&p.verifications)).await;
 }
 
 #[test]
@@ -226,17 +243,16 @@ fn a_push_followed_to_a_healthy_application_is_verified_and_its_commit_gets_succ
         .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
         let pushed = s.repo.rev("main").unwrap();
-        eventually("the change verified", &logs, || async {
-            verifications(&daemon, "verified").await == 1.0
-        })
-        .await;
-        eventually("the success status sent", &logs, || async {
+        until_verification(&daemon, "the change verified", |v| v.verified >= 1).await;
+        assert_eq!(verifications(&daemon, "verified").await, 1.0);
+        // Pending, then success.
+        until_verification(&daemon, "the success status sent", |v| v.statuses >= 2).await;
+        assert!(
             statuses(&forge)
                 .await
                 .iter()
                 .any(|(_, state, _)| state == "success")
-        })
-        .await;
+        );
         let metrics = daemon.text("/metrics").await;
         assert!(
             metrics.contains("tagpilot_verification_time_to_healthy_seconds_count 1"),
@@ -279,17 +295,16 @@ fn a_push_whose_application_turns_degraded_holds_the_tag_and_fails_the_commit_wi
         )
         .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        eventually("the change failed", &logs, || async {
-            verifications(&daemon, "failed").await == 1.0
-        })
-        .await;
-        eventually("the failure status sent", &logs, || async {
+        until_verification(&daemon, "the change failed", |v| v.failed >= 1).await;
+        assert_eq!(verifications(&daemon, "failed").await, 1.0);
+        // Pending, then failure.
+        until_verification(&daemon, "the failure status sent", |v| v.statuses >= 2).await;
+        assert!(
             statuses(&forge)
                 .await
                 .iter()
                 .any(|(_, state, _)| state == "failure")
-        })
-        .await;
+        );
         // The next cycle has nothing to propose: the field runs the held tag.
         daemon.next_cycle().await;
         let (_, log) = daemon.terminate().await;
@@ -345,10 +360,8 @@ fn report_mode_reports_a_failure_and_holds_nothing() {
         )
         .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        eventually("the change failed", &logs, || async {
-            verifications(&daemon, "failed").await == 1.0
-        })
-        .await;
+        until_verification(&daemon, "the change failed", |v| v.failed >= 1).await;
+        assert_eq!(verifications(&daemon, "failed").await, 1.0);
         let (_, log) = daemon.terminate().await;
         assert!(
             log.contains("verification failed for api: apps/api/deployment.yaml 1.0.0 → 1.1.0")
@@ -368,19 +381,19 @@ fn a_change_not_healthy_within_its_timeout_fails_as_timed_out() {
         accept_status(&forge, "pending").await;
         accept_status(&forge, "failure").await;
         configure(&s, "{onFailure: hold, timeout: 2s}", &forge.uri());
-        let argocd = ArgoCd::start(
+        let mut argocd = ArgoCd::start(
             &s,
             json!({"status": "Progressing", "message": "Waiting for rollout to finish"}),
         )
         .await;
         let daemon = start(&s, &argocd, &logs).await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        // The timeout runs on the service's clock: moved past it rather than waited out.
-        eventually("the change timed out", &logs, || {
-            daemon.clock.advance(Duration::from_secs(1));
-            async { verifications(&daemon, "timed_out").await == 1.0 }
-        })
-        .await;
+        // The timeout runs on the service's clock: moved past it rather than waited out, once
+        // the follower has judged the state it listed (and watches for the next).
+        argocd.watched().await;
+        daemon.clock.advance(Duration::from_secs(2));
+        until_verification(&daemon, "the change timed out", |v| v.failed >= 1).await;
+        assert_eq!(verifications(&daemon, "timed_out").await, 1.0);
         let (_, log) = daemon.terminate().await;
         assert!(
             log.contains(
@@ -408,11 +421,11 @@ fn a_restart_resumes_a_verification_under_way() {
         )
         .await;
         tag_reached(&s, &first, "1.1.0", Duration::ZERO).await;
-        eventually("following started", &logs, || async {
+        until_verification(&first, "following started", |v| v.following >= 1).await;
+        assert!(
             logs.text()
                 .contains("following the change in its Application")
-        })
-        .await;
+        );
         let (_, log) = first.terminate().await;
         {
             let state = State::open(&s.dir.path().join("state")).unwrap();
@@ -423,10 +436,8 @@ fn a_restart_resumes_a_verification_under_way() {
         }
         *argocd.health.lock().unwrap() = json!({"status": "Healthy"});
         let second = start(&s, &argocd, &logs).await;
-        eventually("the resumed change verified", &logs, || async {
-            verifications(&second, "verified").await == 1.0
-        })
-        .await;
+        until_verification(&second, "the resumed change verified", |v| v.verified >= 1).await;
+        assert_eq!(verifications(&second, "verified").await, 1.0);
         let (_, log) = second.terminate().await;
         assert!(log.contains("resuming verifications under way"), "{log}");
         let state = State::open(&s.dir.path().join("state")).unwrap();
@@ -472,10 +483,11 @@ fn a_merged_pull_request_is_followed_from_its_merge_commit_and_its_head_gets_the
             .await;
         let argocd = ArgoCd::start(&s, json!({"status": "Healthy"})).await;
         let daemon = start(&s, &argocd, &logs).await;
-        eventually("the pull request opened", &logs, || async {
-            s.repo.rev("tagpilot/api").is_some()
-        })
-        .await;
+        daemon
+            .after_events("the pull request opened", || async {
+                s.repo.rev("tagpilot/api").is_some()
+            })
+            .await;
         assert_eq!(
             verifications(&daemon, "verified").await,
             0.0,
@@ -490,17 +502,16 @@ fn a_merged_pull_request_is_followed_from_its_merge_commit_and_its_head_gets_the
             .unwrap();
         assert!(status.success());
         daemon.next_cycle().await;
-        eventually("the merged change verified", &logs, || async {
-            verifications(&daemon, "verified").await == 1.0
-        })
-        .await;
-        eventually("the success status sent", &logs, || async {
+        until_verification(&daemon, "the merged change verified", |v| v.verified >= 1).await;
+        assert_eq!(verifications(&daemon, "verified").await, 1.0);
+        // Pending, then success.
+        until_verification(&daemon, "the success status sent", |v| v.statuses >= 2).await;
+        assert!(
             statuses(&forge)
                 .await
                 .iter()
                 .any(|(_, state, _)| state == "success")
-        })
-        .await;
+        );
         let (_, log) = daemon.terminate().await;
         assert!(log.contains("pull request merged"), "{log}");
         let sent = statuses(&forge).await;
@@ -534,10 +545,8 @@ fn a_policy_verify_applies_to_its_changes_in_a_repository_without_one() {
         let argocd = ArgoCd::start(&s, degraded()).await;
         let daemon = start(&s, &argocd, &logs).await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        eventually("the change failed", &logs, || async {
-            verifications(&daemon, "failed").await == 1.0
-        })
-        .await;
+        until_verification(&daemon, "the change failed", |v| v.failed >= 1).await;
+        assert_eq!(verifications(&daemon, "failed").await, 1.0);
         daemon.terminate().await;
         let state = State::open(&s.dir.path().join("state")).unwrap();
         assert!(
@@ -583,13 +592,15 @@ fn an_application_that_cannot_be_followed_is_named_and_the_loop_goes_on() {
             server,
             health: Arc::new(Mutex::new(Value::Null)),
             timeout: Duration::from_secs(5),
+            watches: tokio::sync::watch::channel(0).1,
         };
         let daemon = start(&s, &argocd, &logs).await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        eventually("the verification ended in an error", &logs, || async {
-            verifications(&daemon, "error").await == 1.0
+        until_verification(&daemon, "the verification ended in an error", |v| {
+            v.errors >= 1
         })
         .await;
+        assert_eq!(verifications(&daemon, "error").await, 1.0);
         let next = daemon.next_cycle().await;
         daemon.cycle_done(next).await;
         let (_, log) = daemon.terminate().await;
@@ -630,17 +641,18 @@ fn revert_mode_writes_the_reverse_change_and_holds_the_failed_tag() {
         )
         .await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        eventually("the change failed", &logs, || async {
-            verifications(&daemon, "failed").await == 1.0
-        })
-        .await;
+        until_verification(&daemon, "the change failed", |v| v.failed >= 1).await;
+        assert_eq!(verifications(&daemon, "failed").await, 1.0);
         // The reverse change, pushed to the base branch by the engine's revert writer: the
         // field is back on 1.0.0, in a commit tagpilot marks as its own revert.
         let before = crate::daemon::deployment(&s.registry, "1.0.0");
-        eventually("the revert was pushed", &logs, || async {
-            s.repo.show("main", crate::support::git::DEPLOYMENT_PATH) == before
-        })
-        .await;
+        until_verification(&daemon, "the revert done", |v| v.reverts >= 1).await;
+        assert_eq!(
+            s.repo.show("main", crate::support::git::DEPLOYMENT_PATH),
+            before,
+            "{}",
+            daemon.log()
+        );
         let message =
             crate::support::git::git(&s.repo.path(), &["log", "-1", "--format=%B", "main"]);
         assert!(message.starts_with("revert"), "{message}");
@@ -707,10 +719,8 @@ fn a_pushed_promotion_verified_downstream_measures_its_lead_time_from_the_upstre
         let argocd = ArgoCd::start(&s, json!({"status": "Healthy"})).await;
         let daemon = start(&s, &argocd, &logs).await;
         tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
-        eventually("the promotion verified", &logs, || async {
-            verifications(&daemon, "verified").await == 1.0
-        })
-        .await;
+        until_verification(&daemon, "the promotion verified", |v| v.verified >= 1).await;
+        assert_eq!(verifications(&daemon, "verified").await, 1.0);
         let metrics = daemon.text("/metrics").await;
         // From the commit that set 1.1.0 in staging (no verification followed it there) to
         // its promotion verified in prod, at the service clock's time, which never moved.
@@ -768,17 +778,14 @@ fn a_revision_on_top_of_the_change_is_judged_again_after_the_next_fetch() {
         argocd.timeout = Duration::from_secs(300);
         let daemon = start(&s, &argocd, &logs).await;
 
-        eventually("the follower judged the first state", &logs, || async {
-            marker.exists() && argocd.watched().await
-        })
-        .await;
+        // The follower judged the first state (then watched for the next).
+        argocd.watched().await;
+        assert!(marker.exists());
         assert_eq!(verifications(&daemon, "failed").await, 0.0);
         // The next cycle fetches the commit on top; the change is judged again.
         daemon.next_cycle().await;
-        eventually("the change failed", &logs, || async {
-            verifications(&daemon, "failed").await == 1.0
-        })
-        .await;
+        until_verification(&daemon, "the change failed", |v| v.failed >= 1).await;
+        assert_eq!(verifications(&daemon, "failed").await, 1.0);
         let (_, log) = daemon.terminate().await;
         assert!(
             log.contains("verification failed for api: apps/api/deployment.yaml 1.0.0 → 1.1.0")

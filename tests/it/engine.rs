@@ -611,16 +611,27 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
 }
 
 /// A registry that holds each tag listing until `bound` listings are in flight at once (or
-/// every listing still to come is), and records the most it saw. The listing of `last` also
-/// waits until another listing has finished, so that repository's plan ends after the others.
+/// every listing still to come is), and records the most it saw. The listing of `last` waits
+/// instead until another listing has finished, so that repository's plan ends after one that
+/// started with it. (Not after all the others: the planner keeps at most `bound` targets in
+/// its window, finished ones included, until they are reported in order, so none starts
+/// while `last` is held.)
 struct Gate {
     inner: MemoryRegistry,
     bound: usize,
     total: usize,
     last: tagpilot::image::Repository,
-    in_flight: std::sync::atomic::AtomicUsize,
-    finished: std::sync::atomic::AtomicUsize,
+    /// Listings in flight, finished, and how often `bound` were in flight at once, as they
+    /// change: what each held listing waits on.
+    listings: tokio::sync::watch::Sender<Listings>,
     most: std::sync::atomic::AtomicUsize,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Listings {
+    in_flight: usize,
+    finished: usize,
+    full: usize,
 }
 
 impl tagpilot::registry::Registry for Gate {
@@ -632,25 +643,34 @@ impl tagpilot::registry::Registry for Gate {
         &self,
         repo: &tagpilot::image::Repository,
     ) -> Result<Vec<String>, tagpilot::registry::RegistryError> {
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.most.fetch_max(now, Ordering::SeqCst);
-        // Never hangs: a planner that runs repositories one at a time waits out the deadline
-        // and then shows as one in flight at most.
-        let deadline = std::time::Instant::now() + crate::support::PATIENCE;
-        while std::time::Instant::now() < deadline {
-            let (in_flight, finished) = (
-                self.in_flight.load(Ordering::SeqCst),
-                self.finished.load(Ordering::SeqCst),
-            );
-            let full = in_flight >= self.bound || in_flight + finished >= self.total;
-            if full && (*repo != self.last || finished > 0 || in_flight + finished >= self.total) {
-                break;
+        let mut started = Listings::default();
+        self.listings.send_modify(|l| {
+            l.in_flight += 1;
+            if l.in_flight >= self.bound {
+                l.full += 1;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
+            started = *l;
+        });
+        self.most.fetch_max(started.in_flight, Ordering::SeqCst);
+        // Released once `bound` listings were in flight at once with this one (the others
+        // may have finished by the time it looks), or every listing still to come is. Never
+        // hangs: a planner that runs repositories one at a time waits out the bound and then
+        // shows as one in flight at most.
+        let mut listings = self.listings.subscribe();
+        let released = listings.wait_for(|l| {
+            if *repo == self.last {
+                return l.finished > 0;
+            }
+            started.in_flight >= self.bound
+                || l.full > started.full
+                || l.in_flight + l.finished >= self.total
+        });
+        let _ = tokio::time::timeout(crate::support::PATIENCE, released).await;
         let listed = self.inner.list_tags(repo).await;
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.finished.fetch_add(1, Ordering::SeqCst);
+        self.listings.send_modify(|l| {
+            l.in_flight -= 1;
+            l.finished += 1;
+        });
         listed
     }
 
@@ -713,8 +733,7 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         bound: 2,
         total: REPOS,
         last: tagpilot::image::Repository::parse("registry.example/shop/svc0").unwrap(),
-        in_flight: Default::default(),
-        finished: Default::default(),
+        listings: tokio::sync::watch::Sender::new(Listings::default()),
         most: Default::default(),
     };
     let policies = policy::load(&config).expect("policies load");
@@ -746,7 +765,7 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         2,
         "two repositories in flight at once, never more"
     );
-    // m0's plan ended last; the report keeps the configured order.
+    // m0's plan ended after m1's; the report keeps the configured order.
     let names: Vec<&str> = planned
         .repositories
         .iter()
@@ -1095,6 +1114,114 @@ async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_
     );
     let recorded = state.last_proposal("manifests", "api").expect("recorded");
     assert_eq!(recorded.changes[0].to, "1.2.9");
+}
+
+/// `write.group: repository` with `write.renderedDiff`: two policies' changes land in one pull
+/// request, and its one review comment renders what lands together. The Application `shop`
+/// deploys both policies' files, so its render shows both images moving (rendered per policy,
+/// it showed only the later policy's); `edge` deploys one of web's files; the pull request
+/// body names both Applications.
+#[tokio::test]
+async fn a_merged_pull_request_gets_one_review_comment_rendering_every_policy_s_change() {
+    use crate::support::registry::{Auth, ImageSpec, TestRegistry};
+    set_test_secrets();
+    let reg = TestRegistry::start(Auth::None).await;
+    reg.push_tags("shop/api", &["1.0.0", "1.1.0"], ImageSpec::default())
+        .await;
+    reg.push_tags("shop/web", &["2.0.0", "2.1.0"], ImageSpec::default())
+        .await;
+    let (api, web) = (reg.image("shop/api"), reg.image("shop/web"));
+    let app = |name: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\nspec:\n  \
+             destination: {{name: in-cluster, namespace: {name}}}\n  \
+             source: {{repoURL: REPO_URL, path: apps/{name}, directory: {{}}}}\n"
+        )
+    };
+    let named =
+        |name: &str, image: &str| deployment(image).replace("name: x", &format!("name: {name}"));
+    let repo = repo_with(&[
+        ("argocd/shop.yaml".into(), app("shop")),
+        ("argocd/edge.yaml".into(), app("edge")),
+        (
+            "apps/shop/api.yaml".into(),
+            named("api", &format!("{api}:1.0.0")),
+        ),
+        (
+            "apps/shop/web.yaml".into(),
+            named("web", &format!("{web}:2.0.0")),
+        ),
+        (
+            "apps/edge/web.yaml".into(),
+            named("edge", &format!("{web}:2.0.0")),
+        ),
+    ]);
+    let server = wiremock::MockServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let forge = format!(
+        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {HTTP_PASSWORD_ENV}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      group: repository\n      branch: {BRANCH}\n      title: 'Update images'\n      renderedDiff: true\n",
+        server.uri()
+    );
+    let config = setup(
+        dir.path(),
+        &repo,
+        &forge,
+        &[
+            ("api.yaml", &policy_file("api", &api, "*", "apps/**")),
+            ("web.yaml", &policy_file("web", &web, "*", "apps/**")),
+        ],
+    );
+    expect_no_pulls_yet(&server).await;
+    expect_create(&server, 7, json!({"head": BRANCH, "base": "main"})).await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path(
+            crate::support::github::comments_path(7),
+        ))
+        .respond_with(crate::support::github::created(json!({"id": 1})))
+        .expect(1)
+        .mount(&server)
+        .await;
+    let opened = cycle(&config, dir.path(), &reg.client(), &(), false).await;
+    assert!(
+        opened.plan.problems.is_empty(),
+        "{:?}",
+        opened.plan.problems
+    );
+    assert_eq!(opened.plan.changes.len(), 3, "{:?}", opened.plan.changes);
+    let requests = server.received_requests().await.unwrap();
+    let sent = |path: &str| -> String {
+        let body: serde_json::Value = requests
+            .iter()
+            .find(|r| r.method.as_str() == "POST" && r.url.path() == path)
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .unwrap();
+        body["body"].as_str().unwrap().to_owned()
+    };
+    let moved = |image: &str, from: &str, to: &str| {
+        format!("-      - image: {image}:{from}\n+      - image: {image}:{to}\n")
+    };
+    let comment = sent(&crate::support::github::comments_path(7));
+    // Shop's part of the comment: up to edge's, whichever comes first.
+    let at = comment.find("<code>shop</code>").expect("shop is rendered");
+    let shop = comment[at..].split("<code>edge</code>").next().unwrap();
+    assert!(
+        shop.contains("2 resources change")
+            && shop.contains("#### `Deployment/api`")
+            && shop.contains(&moved(&api, "1.0.0", "1.1.0"))
+            && shop.contains("#### `Deployment/web`")
+            && shop.contains(&moved(&web, "2.0.0", "2.1.0")),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("<code>edge</code>") && comment.contains("#### `Deployment/edge`"),
+        "{comment}"
+    );
+    let body = sent(PULLS);
+    assert!(
+        body.contains("| `shop` |") && body.contains("| `edge` |"),
+        "{body}"
+    );
+    server.verify().await;
 }
 
 /// `write.renderedDiff`: the engine renders the Application the change deploys (a plain

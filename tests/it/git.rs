@@ -1157,145 +1157,133 @@ async fn a_stale_ref_lock_in_a_file_remote_is_removed_and_a_fresh_one_is_not() {
 
 // === SSH: sshd with generated host and user keys ===
 
-fn ssh_repo(
-    server: &SshGitServer,
-    origin: &BareRepo,
-    known_hosts: &Path,
-    extra: &str,
-) -> RepositoryConfig {
-    config(&format!(
-        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', knownHostsFile: '{}'}}\n{extra}",
-        server.url(&origin.path()),
-        server.user_key.private.display(),
-        known_hosts.display()
-    ))
-}
-
+/// Pushing over SSH, one server for each way the two sides authenticate: a key file and a
+/// known host push (URLs printed without userinfo); a key with a passphrase (from the
+/// environment) pushes too; a host key that does not match `known_hosts` (a changed host, or an
+/// interception), or a host missing from it (checking is on by default), is refused before
+/// anything is read from it; a key the server does not authorize is an auth error.
 #[tokio::test]
-async fn ssh_push_with_key_file_and_known_host() {
+async fn ssh_pushes_or_refuses_by_its_keys_and_known_hosts() {
+    enum Expect {
+        Pushed,
+        /// A host key error whose chain says each of these.
+        HostKey(Vec<String>),
+        Auth,
+    }
+    struct Case {
+        name: &'static str,
+        key: PathBuf,
+        passphrase: bool,
+        known_hosts: PathBuf,
+        expect: Expect,
+    }
     set_test_secrets();
-    let origin = BareRepo::new();
     let server = SshGitServer::start();
-    let cache_dir = tempfile::tempdir().unwrap();
-    let repo = ssh_repo(&server, &origin, &server.known_hosts(), "");
-    let outcome = write_repository(
-        &RepoCache::new(cache_dir.path()),
-        &repo,
-        &LinePlanner::new(vec![api("1.1.0")]),
-    )
-    .await
-    .unwrap();
-    assert_eq!(pushed(&outcome.status), 1);
-    assert!(
-        !outcome.url.contains(&server.user),
-        "URLs are printed without userinfo: {}",
-        outcome.url
-    );
-    assert_eq!(
-        origin.show("main", DEPLOYMENT_PATH),
-        expected_deployment("1.1.0", "2.0.0")
-    );
-}
-
-#[tokio::test]
-async fn ssh_key_with_passphrase() {
-    set_test_secrets();
-    let origin = BareRepo::new();
-    let server = SshGitServer::start();
-    let key = ssh_keygen(server.dir.path(), "locked_ed25519", PASSPHRASE);
+    let dir = server.dir.path();
+    // Authorized besides the server's own user key.
+    let locked = ssh_keygen(dir, "locked_ed25519", PASSPHRASE);
     std::fs::write(
-        server.dir.path().join("authorized_keys"),
-        format!("{}\n", key.public),
+        dir.join("authorized_keys"),
+        format!("{}\n{}\n", server.user_key.public, locked.public),
     )
     .unwrap();
-    let cache_dir = tempfile::tempdir().unwrap();
-    let repo = config(&format!(
-        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', passphraseEnv: {PASSPHRASE_ENV}, knownHostsFile: '{}'}}\n",
-        server.url(&origin.path()),
-        key.private.display(),
-        server.known_hosts().display()
-    ));
-    let outcome = write_repository(
-        &RepoCache::new(cache_dir.path()),
-        &repo,
-        &LinePlanner::new(vec![api("1.1.0")]),
-    )
-    .await
-    .unwrap();
-    assert_eq!(pushed(&outcome.status), 1);
-}
-
-#[tokio::test]
-async fn ssh_host_key_mismatch_is_refused() {
-    set_test_secrets();
-    let origin = BareRepo::new();
-    let server = SshGitServer::start();
-    // known_hosts lists another key for this host and port: a changed host or an interception.
-    let impostor = ssh_keygen(server.dir.path(), "impostor_ed25519", "");
-    let known_hosts = server.dir.path().join("known_hosts_wrong");
+    let impostor = ssh_keygen(dir, "impostor_ed25519", "");
+    let wrong = dir.join("known_hosts_wrong");
     std::fs::write(
-        &known_hosts,
+        &wrong,
         format!("[127.0.0.1]:{} {}\n", server.port, impostor.public),
     )
     .unwrap();
-    let cache_dir = tempfile::tempdir().unwrap();
-    let planner = LinePlanner::new(vec![api("1.1.0")]);
-    let repo = ssh_repo(&server, &origin, &known_hosts, "");
-    let err = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner)
-        .await
-        .unwrap_err();
-    eprintln!("{err}");
-    assert!(matches!(err, GitError::HostKey { .. }), "{err:?}");
-    let shown = chain(&err);
-    assert!(
-        shown.contains("does not match") && shown.contains(&format!("[127.0.0.1]:{}", server.port)),
-        "{shown}"
-    );
-    assert_eq!(
-        planner.calls.load(Ordering::SeqCst),
-        0,
-        "nothing is read from an unverified host"
-    );
-
-    // A host missing from known_hosts is refused too: checking is on by default.
-    let empty = server.dir.path().join("known_hosts_empty");
+    let empty = dir.join("known_hosts_empty");
     std::fs::write(&empty, "").unwrap();
-    let err = write_repository(
-        &RepoCache::new(cache_dir.path()),
-        &ssh_repo(&server, &origin, &empty, ""),
-        &planner,
-    )
-    .await
-    .unwrap_err();
-    eprintln!("{err}");
-    assert!(
-        matches!(err, GitError::HostKey { .. }) && chain(&err).contains("is not in"),
-        "{err}"
-    );
-}
-
-#[tokio::test]
-async fn ssh_key_not_authorized_is_an_auth_error() {
-    set_test_secrets();
-    let origin = BareRepo::new();
-    let server = SshGitServer::start();
-    let stranger = ssh_keygen(server.dir.path(), "stranger_ed25519", "");
-    let cache_dir = tempfile::tempdir().unwrap();
-    let repo = config(&format!(
-        "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}', knownHostsFile: '{}'}}\n",
-        server.url(&origin.path()),
-        stranger.private.display(),
-        server.known_hosts().display()
-    ));
-    let err = write_repository(
-        &RepoCache::new(cache_dir.path()),
-        &repo,
-        &LinePlanner::new(vec![api("1.1.0")]),
-    )
-    .await
-    .unwrap_err();
-    eprintln!("{err}");
-    assert!(matches!(err, GitError::Auth { .. }), "{err:?}");
+    let stranger = ssh_keygen(dir, "stranger_ed25519", "");
+    let key = server.user_key.private.clone();
+    let cases = [
+        Case {
+            name: "a key file and a known host",
+            key: key.clone(),
+            passphrase: false,
+            known_hosts: server.known_hosts(),
+            expect: Expect::Pushed,
+        },
+        Case {
+            name: "a key with a passphrase",
+            key: locked.private.clone(),
+            passphrase: true,
+            known_hosts: server.known_hosts(),
+            expect: Expect::Pushed,
+        },
+        Case {
+            name: "another key for the host",
+            key: key.clone(),
+            passphrase: false,
+            known_hosts: wrong,
+            expect: Expect::HostKey(vec![
+                "does not match".into(),
+                format!("[127.0.0.1]:{}", server.port),
+            ]),
+        },
+        Case {
+            name: "the host not in known_hosts",
+            key,
+            passphrase: false,
+            known_hosts: empty,
+            expect: Expect::HostKey(vec!["is not in".into()]),
+        },
+        Case {
+            name: "a key the server does not authorize",
+            key: stranger.private.clone(),
+            passphrase: false,
+            known_hosts: server.known_hosts(),
+            expect: Expect::Auth,
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let origin = BareRepo::new();
+        let cache_dir = tempfile::tempdir().unwrap();
+        let passphrase = match case.passphrase {
+            true => format!(" passphraseEnv: {PASSPHRASE_ENV},"),
+            false => String::new(),
+        };
+        let repo = config(&format!(
+            "name: manifests\nurl: '{}'\nauth: {{sshKeyFile: '{}',{passphrase} knownHostsFile: '{}'}}\n",
+            server.url(&origin.path()),
+            case.key.display(),
+            case.known_hosts.display()
+        ));
+        let planner = LinePlanner::new(vec![api("1.1.0")]);
+        let written = write_repository(&RepoCache::new(cache_dir.path()), &repo, &planner).await;
+        match (case.expect, written) {
+            (Expect::Pushed, Ok(outcome)) => {
+                assert_eq!(pushed(&outcome.status), 1, "{name}");
+                assert!(
+                    !outcome.url.contains(&server.user),
+                    "{name}: URLs are printed without userinfo: {}",
+                    outcome.url
+                );
+                assert_eq!(
+                    origin.show("main", DEPLOYMENT_PATH),
+                    expected_deployment("1.1.0", "2.0.0"),
+                    "{name}"
+                );
+            }
+            (Expect::HostKey(says), Err(err)) => {
+                assert!(matches!(err, GitError::HostKey { .. }), "{name}: {err:?}");
+                let shown = chain(&err);
+                assert!(says.iter().all(|s| shown.contains(s)), "{name}: {shown}");
+                assert_eq!(
+                    planner.calls.load(Ordering::SeqCst),
+                    0,
+                    "{name}: nothing is read from an unverified host"
+                );
+            }
+            (Expect::Auth, Err(err)) => {
+                assert!(matches!(err, GitError::Auth { .. }), "{name}: {err:?}");
+            }
+            (_, written) => panic!("{name}: {:?}", written.map(|o| o.status)),
+        }
+    }
 }
 
 /// What [`ssh_agent_child`] is told by its parent test, through its environment.

@@ -43,6 +43,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("version", "version", Layer::Leaf),
         ("yaml_error", "yaml_error", Layer::Leaf),
         ("error_chain", "error_chain", Layer::Leaf),
+        ("testing", "testing", Layer::Leaf),
         ("provenance", "provenance", Layer::Leaf),
         ("config", "config", Layer::Leaf),
         ("policy", "policy", Layer::Leaf),

@@ -36,7 +36,7 @@ const DURATION: Duration = Duration::from_secs(3);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long, in real time, the election may take to next wait on the clock (a safety net:
 /// a broken election fails the test rather than hanging it).
-const REAL_LIMIT: Duration = Duration::from_secs(30);
+const REAL_LIMIT: Duration = crate::support::PATIENCE;
 
 fn settings_for(duration: Duration) -> LeaderElection {
     LeaderElection {
@@ -431,9 +431,19 @@ fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
         );
         assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None);
 
-        // The other replica goes away (it renews no more): once its Lease has expired on the
-        // clock, this one takes it, labels its Pod, and writes.
-        daemon::tag_reached(&s, &replica, "1.1.0", Duration::from_millis(500)).await;
+        // The other replica goes away (it renews no more): the clock moves from one wake-up
+        // of the election to the next (the loop sleeps on none while it follows) until this
+        // one has taken the expired Lease; it labels its Pod and writes.
+        loop {
+            let wake = tokio::time::timeout(crate::support::PATIENCE, clock.next_wake()).await;
+            if api.holder().as_deref() == Some(ME) {
+                break;
+            }
+            let wake =
+                wake.unwrap_or_else(|_| panic!("the election sleeps no more:\n{}", replica.log()));
+            clock.advance_to(wake);
+        }
+        daemon::tag_reached(&s, &replica, "1.1.0", Duration::ZERO).await;
         assert_eq!(api.holder().as_deref(), Some(ME));
         assert_eq!(
             api.pod_labels(ME).get(LEADER_LABEL).map(String::as_str),
@@ -452,6 +462,45 @@ fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
         );
         assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None, "{log}");
     });
+}
+
+/// The binary as a Deployment's replica runs it, configured by its environment alone:
+/// `TAGPILOT_LEADER_ELECT`, the downward API's `POD_NAME` and `POD_NAMESPACE`, and a
+/// `KUBECONFIG` reaching the scripted API. It takes the free Lease as its Pod, labels the Pod
+/// and says it leads; SIGTERM gives both up. (What a leader and a follower do is held
+/// in-process above; this holds that the binary reads its environment into that election.)
+#[tokio::test]
+async fn the_binary_takes_the_lease_as_the_pod_its_environment_names() {
+    let (server, api) = LeaseApi::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, crate::support::kube::kubeconfig(&server)).unwrap();
+    std::fs::write(dir.path().join("tagpilot.yaml"), "policies: policies/\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("policies")).unwrap();
+    let replica = daemon::Daemon::start_with(
+        dir.path(),
+        "1h",
+        &[
+            ("TAGPILOT_LEADER_ELECT", "true"),
+            ("KUBECONFIG", kubeconfig.to_str().unwrap()),
+            ("POD_NAME", ME),
+            ("POD_NAMESPACE", NAMESPACE),
+        ],
+    );
+    let labelled =
+        |api: &LeaseApi| api.pod_labels(ME).get(LEADER_LABEL).map(String::as_str) == Some("true");
+    api.until("the Pod labelled leader", labelled).await;
+    assert_eq!(api.holder().as_deref(), Some(ME));
+    replica.wait_for_metric("tagpilot_leader 1").await;
+
+    let (status, log) = replica.terminate();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert_eq!(
+        api.holder(),
+        None,
+        "the Lease was not given up at exit:\n{log}"
+    );
+    assert_eq!(api.pod_labels(ME).get(LEADER_LABEL), None, "{log}");
 }
 
 #[test]

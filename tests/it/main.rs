@@ -21,6 +21,7 @@ mod front_door;
 mod git;
 mod golden;
 mod holds;
+mod image_updater_e2e;
 mod layers;
 mod lease;
 mod manifest;

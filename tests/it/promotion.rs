@@ -710,7 +710,9 @@ async fn an_application_upstream_soaks_from_when_it_was_first_healthy_not_from_i
     let loaded = loaded(&server, Vec::new()).await;
     let state_dir = tempfile::tempdir().unwrap();
     let state = State::open(state_dir.path()).unwrap();
-    let plan = |minutes| s.cycle_in(minutes, true, Some(&state), Some(&loaded));
+    // Cycles that write: what a cycle first sees is recorded by `tagpilot run`, never by a
+    // dry run.
+    let plan = |minutes| s.cycle_in(minutes, false, Some(&state), Some(&loaded));
     let waits = |cycle: &Cycle| row(cycle, "prod").waits.clone();
 
     // Synced two hours ago, Progressing for 90 minutes of them: Argo CD says since when it is
@@ -729,9 +731,25 @@ async fn an_application_upstream_soaks_from_when_it_was_first_healthy_not_from_i
     let mut app = staging_app("1.3.0", s.at(-120), "Healthy");
     app["status"]["health"] = json!({"status": "Healthy"});
     serve(&server, app.clone()).await;
+    // A dry run (`tagpilot plan --state-dir`) soaks from what the store remembers, or from
+    // now, and records nothing.
+    let dry = s.cycle_in(-30, true, Some(&state), Some(&loaded)).await;
+    assert_eq!(
+        waits(&dry),
+        ["1.3.0 soaks in application shop-staging: 1h left"]
+    );
+    let synced = Some(s.at(-120));
+    assert_eq!(
+        state.seen_healthy_at("argocd/shop-staging", "1.3.0", synced),
+        None
+    );
     assert_eq!(
         waits(&plan(0).await),
         ["1.3.0 soaks in application shop-staging: 1h left"]
+    );
+    assert_eq!(
+        state.seen_healthy_at("argocd/shop-staging", "1.3.0", synced),
+        Some(s.at(0))
     );
     assert_eq!(
         waits(&plan(45).await),
@@ -1507,85 +1525,77 @@ async fn an_application_that_reverts_is_not_followed_to_the_reverted_tag_and_soa
     assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
 }
 
+/// Prod follows the staging *Application* (the cycle reads the cluster's Applications: which
+/// files it deploys). A tag held upstream of it is held for prod: by hand on a file the staging
+/// Application deploys; or in dev, where the policy writing what that Application deploys
+/// promotes from, so the hold reaches prod through the Application link too (before, the chain
+/// stopped at an Application upstream).
 #[tokio::test]
-async fn a_tag_held_by_hand_on_a_file_the_staging_application_deploys_is_held_for_prod() {
-    let s = Scenario::new(
-        &["staging", "prod"],
-        &[
-            ("staging.yaml", env_policy("staging", "1.x", "")),
-            (
-                "prod.yaml",
-                env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all")),
-            ),
-        ],
-    );
-    // The cycle reads the cluster's Applications: which files the staging Application deploys.
-    let s = s.reading_applications_from_the_cluster();
-    let server = MockServer::start().await;
-    let loaded = s.staging_deployed_from_the_cluster(&server, "1.2.0").await;
-    let state_dir = tempfile::tempdir().unwrap();
-    let state = State::open(state_dir.path()).unwrap();
-    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
-    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
-    let by_hand = HoldReason::Manual { by: "Dana".into() };
-    state
-        .hold(&held("staging", "1.2.0", by_hand, s.at(-60)))
-        .unwrap();
-    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
-    assert_eq!(moves_to(&cycle, "prod"), None);
-    assert!(
-        row(&cycle, "prod").waits[0]
-            .starts_with("1.2.0 is held: in policy shop-staging: held: held by Dana since "),
-        "{:?}",
-        row(&cycle, "prod").waits
-    );
-}
+async fn a_tag_held_upstream_of_the_staging_application_is_held_for_prod() {
+    struct Case {
+        name: &'static str,
+        envs: &'static [&'static str],
+        policies: Vec<(&'static str, String)>,
+        /// The environments whose files run 1.2.0 (since ten hours ago), if any.
+        running: &'static [&'static str],
+        /// Where 1.2.0 is held by hand (an hour ago).
+        held_in: &'static str,
+        /// How prod's wait starts.
+        wait: &'static str,
+    }
+    let prod = || env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all"));
+    let cases = [
+        Case {
+            name: "on a file the staging Application deploys",
+            envs: &["staging", "prod"],
+            policies: vec![
+                ("staging.yaml", env_policy("staging", "1.x", "")),
+                ("prod.yaml", prod()),
+            ],
+            running: &[],
+            held_in: "staging",
+            wait: "1.2.0 is held: in policy shop-staging: held: held by Dana since ",
+        },
+        Case {
+            name: "in dev, through the staging Application",
+            envs: &["dev", "staging", "prod"],
+            policies: vec![
+                ("dev.yaml", env_policy("dev", "1.x", "")),
+                (
+                    "staging.yaml",
+                    env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
+                ),
+                ("prod.yaml", prod()),
+            ],
+            running: &["dev", "staging"],
+            held_in: "dev",
+            wait: "1.2.0 is held: in policy shop-dev: held: held by Dana since ",
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let s = Scenario::new(case.envs, &case.policies).reading_applications_from_the_cluster();
+        if !case.running.is_empty() {
+            let running: Vec<(&str, &str)> =
+                case.running.iter().map(|env| (*env, "1.2.0")).collect();
+            push_at(&s.repo, &running, s.at(-600), "1.2.0");
+        }
+        let server = MockServer::start().await;
+        let loaded = s.staging_deployed_from_the_cluster(&server, "1.2.0").await;
+        let state_dir = tempfile::tempdir().unwrap();
+        let state = State::open(state_dir.path()).unwrap();
+        let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+        assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"), "{name}");
 
-/// dev → staging → prod where prod follows the staging *Application*: the policy writing what
-/// that Application deploys promotes from dev, so a tag held in dev is held for prod through
-/// the Application link too (before, the chain stopped at an Application upstream).
-#[tokio::test]
-async fn a_tag_held_in_dev_is_held_for_prod_through_the_staging_application() {
-    let s = Scenario::new(
-        &["dev", "staging", "prod"],
-        &[
-            ("dev.yaml", env_policy("dev", "1.x", "")),
-            (
-                "staging.yaml",
-                env_policy("staging", "1.x", &promote_from_policy("dev", "1h")),
-            ),
-            (
-                "prod.yaml",
-                env_policy("prod", "1.x", &promote_from_apps(&["staging"], "1h", "all")),
-            ),
-        ],
-    );
-    // The cycle reads the cluster's Applications: which files the staging Application deploys.
-    let s = s.reading_applications_from_the_cluster();
-    push_at(
-        &s.repo,
-        &[("dev", "1.2.0"), ("staging", "1.2.0")],
-        s.at(-600),
-        "1.2.0",
-    );
-    let server = MockServer::start().await;
-    let loaded = s.staging_deployed_from_the_cluster(&server, "1.2.0").await;
-    let state_dir = tempfile::tempdir().unwrap();
-    let state = State::open(state_dir.path()).unwrap();
-    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
-    assert_eq!(moves_to(&cycle, "prod").as_deref(), Some("1.2.0"));
-
-    let by_hand = HoldReason::Manual { by: "Dana".into() };
-    state
-        .hold(&held("dev", "1.2.0", by_hand, s.at(-60)))
-        .unwrap();
-    let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
-    assert_eq!(moves_to(&cycle, "prod"), None);
-    let waits = &row(&cycle, "prod").waits;
-    assert!(
-        waits[0].starts_with("1.2.0 is held: in policy shop-dev: held: held by Dana since "),
-        "{waits:?}"
-    );
+        let by_hand = HoldReason::Manual { by: "Dana".into() };
+        state
+            .hold(&held(case.held_in, "1.2.0", by_hand, s.at(-60)))
+            .unwrap();
+        let cycle = s.cycle_in(0, true, Some(&state), Some(&loaded)).await;
+        assert_eq!(moves_to(&cycle, "prod"), None, "{name}");
+        let waits = &row(&cycle, "prod").waits;
+        assert!(waits[0].starts_with(case.wait), "{name}: {waits:?}");
+    }
 }
 
 #[tokio::test]

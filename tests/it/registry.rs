@@ -1070,7 +1070,7 @@ async fn a_registry_that_timed_out_fails_fast_until_the_next_cycle() {
         registry: host.clone(),
         path: path.into(),
     };
-    let connections = || accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let connections = || *accepted.borrow();
 
     let err = client.list_tags(&repo("shop/api")).await.unwrap_err();
     assert_eq!(err.metric_label(), "timed_out", "{err}");

@@ -200,36 +200,6 @@ fn count(counts: &VerificationCounts, label: &str) -> u64 {
 }
 
 #[tokio::test]
-async fn an_unsigned_newer_tag_is_skipped_for_an_older_signed_one() {
-    let registry = TestRegistry::start(Auth::None).await;
-    let signer = Signer::new();
-    registry
-        .push_image("shop/api", "1.0.0", ImageSpec::default())
-        .await;
-    let signed = registry
-        .push_image("shop/api", "1.1.0", ImageSpec::default())
-        .await;
-    registry
-        .push_image("shop/api", "1.2.0", ImageSpec::default())
-        .await;
-    signer.sign(&registry, "shop/api", &signed, false).await;
-    let work = work(&registry, &signer.public_pem());
-
-    let planned = plan_with(&work, &registry.client()).await;
-
-    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
-    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
-    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
-    let skipped = skipped_tags(&planned);
-    assert_eq!(skipped.len(), 1, "{:?}", planned.skipped_tags);
-    assert!(
-        skipped[0].starts_with("1.2.0: not signed"),
-        "{}",
-        skipped[0]
-    );
-}
-
-#[tokio::test]
 async fn a_tampered_signature_or_another_key_does_not_verify() {
     let registry = TestRegistry::start(Auth::None).await;
     let signer = Signer::new();
@@ -660,47 +630,103 @@ fn trusting(registry: &TestRegistry, work: &Work, sigstore: &Sigstore) -> Regist
     RegistryClient::new(options).unwrap()
 }
 
+/// 1.1.0 signed as the policy asks, the newer 1.2.0 not in a way that counts: the policy moves
+/// to 1.1.0 and says why 1.2.0 was skipped. Keyed: 1.2.0 unsigned. Keyless: signed by another
+/// identity (who signed it, and why that does not count); or with a Rekor entry, validly
+/// signed by the log, that records another payload (the crate checks the entry's timestamp,
+/// tagpilot that it is this signature's record).
 #[tokio::test]
-async fn keyless_signatures_verify_by_issuer_and_subject_and_a_wrong_identity_is_skipped() {
-    let registry = TestRegistry::start(Auth::None).await;
-    let sigstore = Sigstore::new();
-    registry
-        .push_image("shop/api", "1.0.0", ImageSpec::default())
-        .await;
-    let ours = registry
-        .push_image("shop/api", "1.1.0", ImageSpec::default())
-        .await;
-    let theirs = registry
-        .push_image("shop/api", "1.2.0", ImageSpec::default())
-        .await;
-    sigstore.sign(&registry, "shop/api", &ours, SUBJECT).await;
-    sigstore
-        .sign(
-            &registry,
-            "shop/api",
-            &theirs,
-            "https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main",
-        )
-        .await;
-    let (work, client) = keyless_work(&registry, &sigstore);
+async fn a_newer_tag_whose_signature_does_not_count_is_skipped_for_an_older_signed_one() {
+    enum Newer {
+        Unsigned,
+        SignedByAnotherIdentity,
+        LentAnotherRekorEntry,
+    }
+    enum Skipped {
+        StartsWith(&'static str),
+        Is(String),
+    }
+    struct Case {
+        name: &'static str,
+        newer: Newer,
+        skipped: Skipped,
+    }
+    const EVIL: &str = "https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main";
+    let cases = [
+        Case {
+            name: "keyed, unsigned",
+            newer: Newer::Unsigned,
+            skipped: Skipped::StartsWith("1.2.0: not signed"),
+        },
+        Case {
+            name: "keyless, another identity",
+            newer: Newer::SignedByAnotherIdentity,
+            skipped: Skipped::Is(format!(
+                "1.2.0: not signed by a required key or identity: signed by identity {EVIL} \
+                 issued by {ISSUER}, but the policy wants issuer \"{ISSUER}\" subject \
+                 /^https://github.com/acme// (1 signature(s) found, none verified)"
+            )),
+        },
+        Case {
+            name: "keyless, another payload's Rekor entry",
+            newer: Newer::LentAnotherRekorEntry,
+            skipped: Skipped::StartsWith("1.2.0: not signed by a required key"),
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let registry = TestRegistry::start(Auth::None).await;
+        registry
+            .push_image("shop/api", "1.0.0", ImageSpec::default())
+            .await;
+        let signed = registry
+            .push_image("shop/api", "1.1.0", ImageSpec::default())
+            .await;
+        let newer = registry
+            .push_image("shop/api", "1.2.0", ImageSpec::default())
+            .await;
+        let (work, client) = match case.newer {
+            Newer::Unsigned => {
+                let signer = Signer::new();
+                signer.sign(&registry, "shop/api", &signed, false).await;
+                let client = registry.client();
+                (work(&registry, &signer.public_pem()), client)
+            }
+            Newer::SignedByAnotherIdentity | Newer::LentAnotherRekorEntry => {
+                let sigstore = Sigstore::new();
+                sigstore.sign(&registry, "shop/api", &signed, SUBJECT).await;
+                match case.newer {
+                    Newer::SignedByAnotherIdentity => {
+                        sigstore.sign(&registry, "shop/api", &newer, EVIL).await;
+                    }
+                    _ => {
+                        sigstore
+                            .sign_logged(&registry, "shop/api", &newer, SUBJECT, false)
+                            .await;
+                    }
+                }
+                keyless_work(&registry, &sigstore)
+            }
+        };
 
-    let planned = plan_with(&work, &client).await;
+        let planned = plan_with(&work, &client).await;
 
-    assert!(planned.problems.is_empty(), "{:?}", planned.problems);
-    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
-    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
-    let skipped = skipped_tags(&planned);
-    assert_eq!(skipped.len(), 1, "{:?}", planned.skipped_tags);
-    // Who signed it, and why that does not count.
-    assert_eq!(
-        skipped[0],
-        format!(
-            "1.2.0: not signed by a required key or identity: signed by identity \
-             https://github.com/evil/api/.github/workflows/release.yml@refs/heads/main issued \
-             by {ISSUER}, but the policy wants issuer \"{ISSUER}\" subject \
-             /^https://github.com/acme// (1 signature(s) found, none verified)"
-        )
-    );
+        assert!(
+            planned.problems.is_empty(),
+            "{name}: {:?}",
+            planned.problems
+        );
+        let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
+        assert_eq!(moved, ["1.1.0"], "{name}: {planned:#?}");
+        let skipped = skipped_tags(&planned);
+        assert_eq!(skipped.len(), 1, "{name}: {:?}", planned.skipped_tags);
+        match &case.skipped {
+            Skipped::StartsWith(start) => {
+                assert!(skipped[0].starts_with(start), "{name}: {}", skipped[0]);
+            }
+            Skipped::Is(line) => assert_eq!(&skipped[0], line, "{name}"),
+        }
+    }
 }
 
 // === Argo CD Image Updater's imagesVerification ===
@@ -1082,39 +1108,6 @@ async fn keyed_cosign_v3_bundles_verify_with_the_key_and_their_log_entry() {
     assert_eq!(count(&counts, "unverifiable"), 1, "{counts:?}");
 }
 
-/// A keyless `.sig` signature whose Rekor entry (validly signed by the log) records another
-/// payload is refused: the crate checks the entry's timestamp, tagpilot that it is this
-/// signature's record.
-#[tokio::test]
-async fn a_keyless_signature_lent_another_rekor_entry_is_refused() {
-    let registry = TestRegistry::start(Auth::None).await;
-    let sigstore = Sigstore::new();
-    registry
-        .push_image("shop/api", "1.0.0", ImageSpec::default())
-        .await;
-    let logged = registry
-        .push_image("shop/api", "1.1.0", ImageSpec::default())
-        .await;
-    let lent = registry
-        .push_image("shop/api", "1.2.0", ImageSpec::default())
-        .await;
-    sigstore.sign(&registry, "shop/api", &logged, SUBJECT).await;
-    sigstore
-        .sign_logged(&registry, "shop/api", &lent, SUBJECT, false)
-        .await;
-    let (work, client) = keyless_work(&registry, &sigstore);
-
-    let planned = plan_with(&work, &client).await;
-
-    let moved: Vec<&str> = planned.changes.iter().map(|c| c.to.as_str()).collect();
-    assert_eq!(moved, ["1.1.0"], "{planned:#?}");
-    let skipped = skipped_tags(&planned);
-    assert!(
-        skipped.len() == 1 && skipped[0].starts_with("1.2.0: not signed by a required key"),
-        "{skipped:?}"
-    );
-}
-
 /// A keyed `.sig` signature that carries a Rekor bundle (as `cosign sign --key` writes it, the
 /// log being on by default) is checked like `cosign verify --key` checks it when a trust root
 /// is configured: the crate verifies the entry's timestamp (SET) with the trust root's Rekor
@@ -1365,70 +1358,77 @@ async fn signed_behind_a_faulty_proxy(
     (registry, proxy, work, client, newest)
 }
 
-/// The `sigstore` crate only logs a failed `.sig` or referrers fetch; a registry that serves
-/// tags and manifests but answers 500 to the signature lookups of the newest tag must not make
-/// it look unsigned (which would move to the older signed tag): the reference is held with an
-/// error naming the registry, the repository and the digest.
+/// A registry that serves tags and manifests but fails the signature lookups of the newest
+/// tag must not make it look unsigned (which would move to the older signed tag): the reference
+/// is held with an error naming the registry, the repository and the digest, and the cycle is
+/// not stalled. Answering 500 (the `sigstore` crate only logs a failed `.sig` or referrers
+/// fetch), or never answering: that costs the registry's timeout, once.
 #[tokio::test]
 async fn a_registry_failing_the_signature_lookups_holds_with_an_error_not_an_older_tag() {
-    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
-        crate::support::fault_proxy::Fault::Status(500),
-        std::time::Duration::from_secs(10),
-    )
-    .await;
+    use crate::support::fault_proxy::Fault;
+    struct Case {
+        name: &'static str,
+        fault: Fault,
+        /// The registry's timeout.
+        timeout: std::time::Duration,
+        /// What the problem says besides naming the digest, the repository and the registry.
+        says: fn(&str) -> Vec<String>,
+    }
+    let cases = [
+        Case {
+            name: "500",
+            fault: Fault::Status(500),
+            timeout: std::time::Duration::from_secs(10),
+            says: |newest| {
+                vec![
+                    format!(
+                        "looking for signatures at the tag {}.sig",
+                        newest.replace(':', "-")
+                    ),
+                    "500".into(),
+                ]
+            },
+        },
+        Case {
+            name: "no answer",
+            fault: Fault::Hang,
+            timeout: std::time::Duration::from_secs(1),
+            says: |_| vec!["took longer than the registry's timeout of 1s".into()],
+        },
+    ];
+    for case in cases {
+        let name = case.name;
+        let (_registry, proxy, work, client, newest) =
+            signed_behind_a_faulty_proxy(case.fault, case.timeout).await;
 
-    let planned = plan_with(&work, &client).await;
+        // A lookup that the timeout did not cut would hang for ever; the bound is only a
+        // failure bound for a loaded machine, not a timing.
+        let planned = tokio::time::timeout(crate::support::PATIENCE, plan_with(&work, &client))
+            .await
+            .unwrap_or_else(|_| panic!("{name}: the signature lookups were never cut"));
 
-    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
-    assert!(
-        planned.skipped_tags.is_empty(),
-        "{:?}",
-        planned.skipped_tags
-    );
-    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
-    let message = &planned.problems[0].message;
-    assert!(
-        message.contains(&format!(
+        assert!(planned.changes.is_empty(), "{name}: {:#?}", planned.changes);
+        assert!(
+            planned.skipped_tags.is_empty(),
+            "{name}: {:?}",
+            planned.skipped_tags
+        );
+        assert_eq!(planned.problems.len(), 1, "{name}: {:#?}", planned.problems);
+        let message = &planned.problems[0].message;
+        let named = format!(
             "cannot verify the signatures of {newest} in repository shop/api on registry {}",
             proxy.host()
-        )) && message.contains(&format!(
-            "looking for signatures at the tag {}.sig",
-            newest.replace(':', "-")
-        )) && message.contains("500"),
-        "{message}"
-    );
-    assert!(proxy.faulted() > 0);
-    let counts = client.signature_verifications();
-    assert_eq!(count(&counts, "error"), 1, "{counts:?}");
-    assert_eq!(count(&counts, "unsigned"), 0, "{counts:?}");
-    assert_eq!(count(&counts, "verified"), 0, "{counts:?}");
-}
-
-/// A registry that never answers the signature lookups costs the registry's timeout, once,
-/// and holds the reference with that reason; the cycle is not stalled.
-#[tokio::test]
-async fn a_registry_hanging_on_the_signature_lookups_is_cut_by_its_timeout() {
-    let (_registry, proxy, work, client, newest) = signed_behind_a_faulty_proxy(
-        crate::support::fault_proxy::Fault::Hang,
-        std::time::Duration::from_secs(1),
-    )
-    .await;
-
-    // A lookup that the timeout did not cut would hang for ever; the bound is only a failure
-    // bound for a loaded machine, not a timing.
-    let planned = tokio::time::timeout(crate::support::PATIENCE, plan_with(&work, &client))
-        .await
-        .expect("the hanging signature lookups were never cut by the registry's timeout");
-    assert!(planned.changes.is_empty(), "{:#?}", planned.changes);
-    assert_eq!(planned.problems.len(), 1, "{:#?}", planned.problems);
-    let message = &planned.problems[0].message;
-    assert!(
-        message.contains(&format!("cannot verify the signatures of {newest}"))
-            && message.contains("took longer than the registry's timeout of 1s"),
-        "{message}"
-    );
-    assert!(proxy.faulted() > 0);
-    assert_eq!(count(&client.signature_verifications(), "error"), 1);
+        );
+        assert!(
+            message.contains(&named) && (case.says)(&newest).iter().all(|s| message.contains(s)),
+            "{name}: {message}"
+        );
+        assert!(proxy.faulted() > 0, "{name}");
+        let counts = client.signature_verifications();
+        assert_eq!(count(&counts, "error"), 1, "{name}: {counts:?}");
+        assert_eq!(count(&counts, "unsigned"), 0, "{name}: {counts:?}");
+        assert_eq!(count(&counts, "verified"), 0, "{name}: {counts:?}");
+    }
 }
 
 // === keys from Kubernetes Secrets and environment variables ===

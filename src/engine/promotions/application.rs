@@ -7,16 +7,16 @@
 //! `Progressing` is not soaking): Argo CD's `status.health.lastTransitionTime`, else the end of
 //! a verification of the tag there, else the first cycle that saw it so (kept in the state
 //! store). The tags that failed there, and every other hold on its fields, are held below
-//! ([`super::above`]). Its failures are kept in the state store: without one the promotion
+//! ([`crate::promotion::above`]). Its failures are kept in the state store: without one the promotion
 //! waits, named, rather than read "none failed".
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 
-use super::above::{Above, Behind};
 use super::{GatherError, Sources};
 use crate::policy::ImagePolicy;
+use crate::promotion::above::{Above, Behind};
 use crate::promotion::{Upstream, Verification, upstream};
 use crate::state::{State, StateError};
 use crate::verification::{self, Observed, Verdict};
@@ -75,6 +75,7 @@ pub(super) async fn read(
                 behind,
                 state,
                 now: sources.now,
+                record: sources.record,
             };
             match judged(&observed, &seen) {
                 Ok(verification) => verification,
@@ -101,6 +102,8 @@ struct Seen<'a> {
     behind: &'a Behind,
     state: &'a State,
     now: Timestamp,
+    /// Whether the first time it is seen `Healthy` is recorded (not in a dry run).
+    record: bool,
 }
 
 /// The live status judged as issue 19's verification judges it, with no change to wait for:
@@ -108,7 +111,7 @@ struct Seen<'a> {
 /// the time it was first seen healthy is forgotten: a soak is time spent healthy.
 fn judged(observed: &Observed, seen: &Seen<'_>) -> Result<Verification, StateError> {
     let verdict = verification::judge(observed, &|_| true, seen.now, seen.now, Duration::MAX);
-    if !matches!(verdict, Verdict::Verified) {
+    if !matches!(verdict, Verdict::Verified) && seen.record {
         seen.state.seen_unhealthy(seen.id);
     }
     Ok(match verdict {
@@ -131,17 +134,17 @@ fn healthy_since(observed: &Observed, seen: &Seen<'_>) -> Result<Timestamp, Stat
         return Ok(synced.map_or(since, |synced| since.max(synced)));
     }
     let verified = seen.state.verified_tags()?;
-    let ended = verified
-        .iter()
-        .filter(|v| v.tag == seen.tag && v.error.is_none() && seen.behind.has(&v.key))
-        .filter(|v| synced.is_none_or(|synced| v.at >= synced))
-        .map(|v| v.at)
-        .max();
-    match ended {
+    let ended = super::ended(&verified);
+    match crate::promotion::above::verified_since(&ended, seen.behind, seen.tag, synced) {
         Some(at) => Ok(at),
-        None => seen
+        None if seen.record => seen
             .state
             .first_seen_healthy(seen.id, seen.tag, synced, seen.now),
+        // A dry run soaks from what the store remembers, or from now, and remembers nothing.
+        None => Ok(seen
+            .state
+            .seen_healthy_at(seen.id, seen.tag, synced)
+            .unwrap_or(seen.now)),
     }
 }
 

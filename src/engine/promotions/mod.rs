@@ -9,8 +9,11 @@
 //! read and shown, and a tag they offer waits, named. Anything that cannot be read (an
 //! unknown repository, a file without the image, fields that disagree) makes the policy wait
 //! with the reason; it never falls back to the registry.
+//!
+//! Only gathering lives here: what passes down from the environments above (held tags, the
+//! chain, a git upstream's verification) is decided by [`crate::promotion::above`] over the
+//! policies, holds, Applications and state-store records this hands it.
 
-mod above;
 mod application;
 
 use std::collections::{BTreeMap, HashMap};
@@ -18,15 +21,15 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 
-use self::above::Above;
 use crate::argocd::resolve::Resolved;
 use crate::git::{self, CommitFiles, RepoCache, RepositoryConfig, WriteMode};
 use crate::holds::Holds;
 use crate::kubernetes::{Cluster, KubeError};
 use crate::policy::{ImagePolicy, Upstream as UpstreamRef};
+use crate::promotion::above::{Above, AboveError, Ended, Managed, Verifying};
 use crate::promotion::upstream::{self, Cause, UpstreamError, Version};
 use crate::promotion::{Gathered, Promotions, Unread, Upstream};
-use crate::state::{State, StateError};
+use crate::state::{PendingVerification, State, StateError, VerifiedTag};
 use crate::verification::ObservedError;
 
 /// Why an upstream could not be read: the promotion waits, naming it.
@@ -56,9 +59,9 @@ pub enum GatherError {
         #[source]
         source: Box<StateError>,
     },
-    /// The held tags could not be read (the state store); never read as "none held".
-    #[error("the tags held upstream are unknown: {why}")]
-    HeldUnknown { why: String },
+    /// What is held above cannot be said (the held tags are unknown).
+    #[error(transparent)]
+    Above(#[from] AboveError),
     #[error(
         "{upstream}: an Application upstream is read from the cluster, and this cycle has no \
          access to one (applications.fromCluster)"
@@ -109,15 +112,20 @@ pub struct Sources<'a> {
     pub resolved: Option<&'a Resolved>,
     /// The time promotions are decided at.
     pub now: Timestamp,
+    /// Whether what the cycle first sees (an Application upstream first `Healthy`) is
+    /// recorded in the state store: never in a dry run, which reads the store only.
+    pub record: bool,
 }
 
 impl<'a> Sources<'a> {
     /// What a cycle reads upstreams from: its clone cache, repositories, cluster, state store
-    /// and Applications, deciding at the cycle's clock's time of day.
+    /// and Applications, deciding at the cycle's clock's time of day; recording what it first
+    /// sees unless `dry_run`.
     pub(super) fn of<R>(
         input: &'a super::Input<'a>,
         ctx: &'a super::Context<'a, R>,
         resolved: Option<&'a Resolved>,
+        dry_run: bool,
     ) -> Self {
         Sources {
             cache: ctx.cache,
@@ -129,6 +137,7 @@ impl<'a> Sources<'a> {
             state: ctx.state,
             resolved,
             now: ctx.clock.wall(),
+            record: !dry_run,
         }
     }
 }
@@ -143,26 +152,42 @@ pub async fn gather(
     sources: &Sources<'_>,
     holds: &Holds,
 ) -> Promotions {
+    let promotes_here = |p: &&ImagePolicy| {
+        p.promote.is_some()
+            && p.targets
+                .iter()
+                .any(|t| t.repository.as_deref() == Some(target.name.as_str()))
+    };
+    if !policies.iter().any(|p| promotes_here(&p)) {
+        // Nothing to gather: the Applications are not gone through for every target.
+        return Promotions {
+            now: sources.now,
+            by_policy: BTreeMap::new(),
+        };
+    }
+    let managed: Vec<Managed<'_>> = sources
+        .resolved
+        .iter()
+        .flat_map(|r| &r.apps)
+        .map(|m| Managed {
+            app: &m.app,
+            policies: &m.policies,
+        })
+        .collect();
     let above = Above {
         policies,
         holds,
-        resolved: sources.resolved,
+        managed: &managed,
+        deployers: sources.resolved.map_or(&[][..], |r| r.deployers.apps()),
         repositories: sources.repositories,
         namespace: sources.namespace,
     };
     let mut by_policy = BTreeMap::new();
     let mut trees: HashMap<String, Result<CommitFiles, Arc<GatherError>>> = HashMap::new();
-    for policy in policies {
+    for policy in policies.iter().filter(promotes_here) {
         let Some(promote) = &policy.promote else {
             continue;
         };
-        let into_target = policy
-            .targets
-            .iter()
-            .any(|t| t.repository.as_deref() == Some(target.name.as_str()));
-        if !into_target {
-            continue;
-        }
         let pushes = target.write.mode == WriteMode::Push && !promote.push;
         let mut gathered = Gathered {
             since: upstream::own_since(policy, &target.name, files, &history(files)),
@@ -175,7 +200,7 @@ pub async fn gather(
             gathered.stage = gathered.stage.max(stage);
             match above.held(&behind, &policy.image) {
                 Ok(held) => gathered.held_above.extend(held),
-                Err(why) => failed.push(why),
+                Err(why) => failed.push(why.into()),
             }
             let read = match upstream {
                 UpstreamRef::Application { name, namespace } => {
@@ -230,7 +255,8 @@ pub async fn gather(
 }
 
 /// A git upstream's verification: with a state store, whether its change is verified where it
-/// runs ([`above::verification_in_git`]); without one, the soak counts from the commit.
+/// runs ([`crate::promotion::above::verification_in_git`], over the store's records); without
+/// one, the soak counts from the commit.
 fn verified_in_git(
     mut read: Upstream,
     upstream: &UpstreamRef,
@@ -242,13 +268,48 @@ fn verified_in_git(
     let (Some(state), Some(tag)) = (sources.state, read.tag.as_deref()) else {
         return Ok(read);
     };
+    let unknown = |source| GatherError::VerificationsUnknown {
+        upstream: read.name.clone(),
+        source: Box::new(source),
+    };
+    let pending = state.verifications().map_err(unknown)?;
+    let verified = state.verified_tags().map_err(unknown)?;
     let behind = above.behind(upstream, repository);
-    read.verification = above::verification_in_git(state, &behind, &policy.image, tag, read.since)
-        .map_err(|source| GatherError::VerificationsUnknown {
-            upstream: read.name.clone(),
-            source: Box::new(source),
-        })?;
+    let records = (&under_way(&pending)[..], &ended(&verified)[..]);
+    read.verification = crate::promotion::above::verification_in_git(
+        records,
+        &behind,
+        &policy.image,
+        tag,
+        read.since,
+    );
     Ok(read)
+}
+
+/// The fields of the verifications under way, as the promotion decisions read them.
+fn under_way(pending: &[PendingVerification]) -> Vec<Verifying<'_>> {
+    pending
+        .iter()
+        .flat_map(|v| &v.fields)
+        .map(|f| Verifying {
+            key: &f.key,
+            image: &f.image,
+            to: &f.to,
+        })
+        .collect()
+}
+
+/// The verifications that ended, as the promotion decisions read them.
+fn ended(verified: &[VerifiedTag]) -> Vec<Ended<'_>> {
+    verified
+        .iter()
+        .map(|v| Ended {
+            key: &v.key,
+            tag: &v.tag,
+            at: v.at,
+            error: v.error.as_deref(),
+        })
+        .collect()
 }
 
 /// The versions of a file on `tree`'s first-parent line, as git's history reads them.

@@ -107,6 +107,22 @@ impl Scan<'_> {
         let Some(repository) = composed(registry, &repo.value) else {
             return;
         };
+        if let Some(global) = &self.global_registry
+            && let Some(theirs) = global.other_reading(&repo.value, &repository)
+        {
+            let why = global.unwritable(registry).to_string();
+            // Named against a policy that follows either reading: the one written here, and
+            // the one the global registry would make.
+            self.drop_reference(
+                kind.clone(),
+                repo_node,
+                &repo,
+                Some(repository),
+                why.clone(),
+            );
+            self.drop_reference(kind, repo_node, &repo, Some(theirs), why);
+            return;
+        }
         let registry = registry_node.and_then(|n| self.slot(n));
         match parts(self) {
             Ok((tag, digest)) => self.helm_split(kind, registry, repo, repository, tag, digest),
@@ -205,6 +221,58 @@ impl Scan<'_> {
             valid_parts(&tag, &digest, tag_key, digest_key)?;
             Ok((tag, digest))
         });
+    }
+}
+
+/// A registry a values document sets for all of a chart's images: `global.imageRegistry`
+/// (Bitnami's charts) or `global.image.registry` (ingress-nginx's, Grafana's). Charts read it
+/// differently: ingress-nginx's as the registry of the images that name none, Bitnami's and
+/// tempo-distributed's over every image's own. Where the two readings compose different images,
+/// the image the chart runs is not known, and the reference is named instead of guessed.
+#[derive(Debug, Clone)]
+pub(super) struct GlobalRegistry {
+    key: &'static str,
+    value: String,
+    line: usize,
+}
+
+impl GlobalRegistry {
+    /// The global registry `doc` sets, if it sets one (an empty or null value sets none).
+    pub(super) fn of(doc: &Node, parsed: &crate::manifest::tree::Parsed) -> Option<Self> {
+        let global = doc.get("global")?;
+        [
+            ("global.imageRegistry", global.get("imageRegistry")),
+            (
+                "global.image.registry",
+                global.get("image").and_then(|i| i.get("registry")),
+            ),
+        ]
+        .into_iter()
+        .find_map(|(key, node)| {
+            let node = node?;
+            let value = parsed.value_of(node).filter(|v| !v.is_empty())?;
+            Some(GlobalRegistry {
+                key,
+                value: value.to_string(),
+                line: node.line,
+            })
+        })
+    }
+
+    /// The image the global registry would make of `name` where it differs from `written`,
+    /// the image read from the map alone (its own registry, if any, and `name`).
+    fn other_reading(&self, name: &str, written: &Repository) -> Option<Repository> {
+        let theirs = composed(Some(&self.value), name)?;
+        (theirs != *written).then_some(theirs)
+    }
+
+    fn unwritable(&self, own: Option<&str>) -> Unwritable {
+        Unwritable::GlobalRegistry {
+            key: self.key,
+            registry: self.value.clone(),
+            line: self.line,
+            own: own.filter(|r| !r.is_empty()).map(str::to_string),
+        }
     }
 }
 

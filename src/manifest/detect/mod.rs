@@ -30,6 +30,9 @@ struct Scan<'a> {
     markers_seen: HashSet<usize>,
     unresolved: Vec<UnresolvedMarker>,
     dropped: Vec<DroppedReference>,
+    /// The registry a values document sets for all of a chart's images, while its conventional
+    /// `image:` shapes are read (see [`helm::GlobalRegistry`]).
+    global_registry: Option<helm::GlobalRegistry>,
 }
 
 /// The image fields of `src`, read one document at a time (see [`tree::parse_each`]): every
@@ -54,6 +57,7 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
             markers_seen: HashSet::new(),
             unresolved: std::mem::take(&mut unresolved),
             dropped: std::mem::take(&mut dropped),
+            global_registry: None,
         };
         for doc in &parsed.docs {
             scan.markers(doc, false);
@@ -69,7 +73,9 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
             if is_kustomization {
                 scan.kustomize(doc);
             } else if doc.is_mapping() && !is_resource(doc) {
+                scan.global_registry = helm::GlobalRegistry::of(doc, parsed);
                 scan.helm_conventional(doc, &mut Vec::new());
+                scan.global_registry = None;
             } else {
                 scan.workload(doc);
             }
@@ -81,9 +87,11 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
     })?;
     out.sort_by_key(|f| (f.line, f.column));
     unresolved.sort_by_key(|m| (m.line, m.column));
-    // An explicit path and the conventional reading may both drop one image.
-    dropped.sort_by_key(|d| (d.line, d.column));
-    dropped.dedup_by_key(|d| (d.line, d.column));
+    // An explicit path and the conventional reading may both drop one image; one reference
+    // read two ways (a global registry) is dropped once per image.
+    let image = |d: &DroppedReference| d.repository.as_ref().map(|r| r.to_string());
+    dropped.sort_by_cached_key(|d| (d.line, d.column, image(d)));
+    dropped.dedup_by(|a, b| (a.line, a.column, &a.repository) == (b.line, b.column, &b.repository));
     // A reference another reading took is not dropped.
     dropped.retain(|d| !claimed.contains(&d.name_at));
     Ok(Scanned {
@@ -588,6 +596,21 @@ pub(super) enum Unwritable {
          tag would leave `{key}` on the old image; left as written"
     )]
     OtherDigest { key: String },
+    /// The values set a registry for every image of the chart, and this image names none of
+    /// its own or another one (see `helm::GlobalRegistry`).
+    #[error(
+        "{}the values set `{key}: {registry}` (line {line}), which charts read differently (as \
+         the registry of the images that name none, or over every image's own), so which image \
+         the chart runs is not known; name the paths in the policy's `helm:` (`registry: {key}` \
+         to follow it) or set the registry beside the name",
+        own.as_ref().map(|r| format!("beside `registry: {r}`, ")).unwrap_or_else(|| "no registry is named beside it and ".to_string())
+    )]
+    GlobalRegistry {
+        key: &'static str,
+        registry: String,
+        line: usize,
+        own: Option<String>,
+    },
 }
 /// Both parts hold a tag and a digest (or nothing), else why not.
 fn valid_parts(

@@ -385,3 +385,119 @@ fn a_second_digest_beside_the_tag_holds_the_reference_with_the_reason() {
 fn scanned_fields(src: &str) -> usize {
     scanned(src, &[]).fields.len()
 }
+
+/// A registry the values set for all of a chart's images (`global.image.registry`, as
+/// ingress-nginx and Grafana write it; `global.imageRegistry`, as Bitnami does) is read
+/// differently by each chart: as the registry of the images that name none, or over every
+/// image's own. Where the two readings make different images, the reference is named against a
+/// policy following either, never guessed; where they agree, it is read as before.
+#[test]
+fn a_global_registry_that_makes_another_image_is_named_not_guessed() {
+    let src = "\
+global:
+  image:
+    registry: registry.k8s.io
+controller:
+  image:
+    image: ingress-nginx/controller
+    tag: v1.15.1
+defaultBackend:
+  image:
+    registry: registry.k8s.io
+    image: defaultbackend-amd64
+    tag: \"1.5\"
+";
+    let s = scanned(src, &[]);
+    assert_eq!(
+        images(&s.fields),
+        [(
+            "registry.k8s.io/defaultbackend-amd64".to_string(),
+            Some("1.5"),
+            false
+        )]
+    );
+    let dropped: Vec<_> = s.dropped.iter().map(|d| (repo_of(d), d.line)).collect();
+    assert_eq!(
+        dropped,
+        [
+            (docker_hub("ingress-nginx/controller"), 6),
+            ("registry.k8s.io/ingress-nginx/controller".to_string(), 6)
+        ]
+    );
+    assert!(
+        s.dropped[0].reason.starts_with(
+            "no registry is named beside it and the values set \
+             `global.image.registry: registry.k8s.io` (line 3)"
+        ),
+        "{}",
+        s.dropped[0].reason
+    );
+    assert!(
+        s.dropped[0]
+            .reason
+            .contains("`registry: global.image.registry`")
+    );
+
+    // The registry the policy's paths name is read as written: the user chose it.
+    let paths = [HelmPaths {
+        registry: Some("global.image.registry".into()),
+        repository: Some("controller.image.image".into()),
+        tag: Some("controller.image.tag".into()),
+        ..Default::default()
+    }];
+    let s = scanned(src, &paths);
+    assert!(
+        s.fields
+            .iter()
+            .any(|f| repo(f) == "registry.k8s.io/ingress-nginx/controller"),
+        "{:?}",
+        images(&s.fields)
+    );
+}
+
+/// Bitnami's `global.imageRegistry` over an image's own `registry`: named, with both; empty (as
+/// Bitnami's charts ship it) it sets nothing, and a global registry that makes the same image
+/// (tempo-distributed's `docker.io` over `registry: null`) changes nothing either.
+#[test]
+fn a_global_registry_is_named_only_where_it_makes_another_image() {
+    let bitnami = |global: &str| {
+        format!(
+            "global:\n  imageRegistry: {global}\nimage:\n  registry: docker.io\n  \
+             repository: bitnami/nginx\n  tag: 1.27.3\n"
+        )
+    };
+    let s = scanned(&bitnami("\"\""), &[]);
+    assert_eq!(
+        images(&s.fields),
+        [(docker_hub("bitnami/nginx"), Some("1.27.3"), false)]
+    );
+    assert!(s.dropped.is_empty(), "{:?}", s.dropped);
+
+    let s = scanned(&bitnami("mirror.example.com"), &[]);
+    assert!(s.fields.is_empty(), "{:?}", images(&s.fields));
+    let repos: Vec<String> = s.dropped.iter().map(repo_of).collect();
+    assert_eq!(
+        repos,
+        [
+            "mirror.example.com/bitnami/nginx".to_string(),
+            docker_hub("bitnami/nginx"),
+        ]
+    );
+    assert!(
+        s.dropped[0].reason.starts_with(
+            "beside `registry: docker.io`, the values set \
+             `global.imageRegistry: mirror.example.com` (line 2)"
+        ),
+        "{}",
+        s.dropped[0].reason
+    );
+
+    let tempo = "global:\n  image:\n    registry: docker.io\ntempo:\n  image:\n    \
+                 registry: null\n    repository: grafana/tempo\n    tag: 2.7.1\n";
+    let s = scanned(tempo, &[]);
+    assert_eq!(
+        images(&s.fields),
+        [(docker_hub("grafana/tempo"), Some("2.7.1"), false)]
+    );
+    assert!(s.dropped.is_empty(), "{:?}", s.dropped);
+}

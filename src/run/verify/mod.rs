@@ -42,17 +42,20 @@ use crate::holds::{FieldKey, HeldTag, HoldReason};
 use crate::kubernetes::Cluster;
 use crate::policy;
 use crate::state::{PendingVerification, State, VerifiedField};
-use crate::verification::{Failure, Verdict};
+use crate::verification::Failure;
 use crate::writeback::revert::{self, FailedUpdate};
 
+use super::events::Step;
 use super::http::Shared;
 use crate::clock::Clock;
 
+mod conclusion;
 mod fetched;
 pub mod follow;
 mod promoted;
 mod reached;
-use self::follow::{FollowError, Followed, FollowedChange, follow_application};
+use self::conclusion::Conclusion;
+use self::follow::{FollowedChange, follow_application};
 use self::reached::{Reached, ToVerify};
 
 /// What every follower needs, shared with the service.
@@ -133,6 +136,7 @@ impl Verifier {
                     "verification is configured but no cluster can be reached: changes are not followed"
                 );
                 self.shared.metrics.record_verification("error", None);
+                self.shared.events.verification(Step::Error);
                 None
             }
         }
@@ -197,6 +201,7 @@ impl Verifier {
             Err(e) => {
                 tracing::error!(error = %chain(&e), "listing Applications to verify the changes pushed failed");
                 self.shared.metrics.record_verification("error", None);
+                self.shared.events.verification(Step::Error);
                 return;
             }
         };
@@ -211,6 +216,7 @@ impl Verifier {
                     "no Argo CD Application deploys the files this commit changed: nothing to verify"
                 );
                 self.shared.metrics.record_verification("error", None);
+                self.shared.events.verification(Step::Error);
             }
             for p in pending {
                 if let Some(state) = &self.state
@@ -227,6 +233,7 @@ impl Verifier {
                 let text = format!("following in Application {}", p.application);
                 self.send_status(&p, CommitState::Pending, text);
                 self.add(p);
+                self.shared.events.verification(Step::Following);
             }
         }
     }
@@ -369,6 +376,7 @@ impl Verifier {
             {
                 tracing::warn!(application = %pending.application, error = %chain(&e), "a concluded verification stays recorded");
             }
+            self.shared.events.verification(conclusion.step());
         }
     }
 
@@ -423,7 +431,7 @@ impl Verifier {
             return;
         };
         let commit = pending.status_commit.clone();
-        let application = pending.application.clone();
+        let (application, events) = (pending.application.clone(), self.shared.events.clone());
         tokio::spawn(async move {
             match set_verify_status(&repo, &commit, state, &text).await {
                 Ok(true) => {
@@ -438,6 +446,7 @@ impl Verifier {
                     "the tagpilot/verify status was not set"
                 ),
             }
+            events.verification(Step::StatusSent);
         });
     }
 
@@ -558,6 +567,7 @@ impl Verifier {
                     );
                 }
             }
+            metrics.events.verification(Step::Reverted);
         });
         self.tasks
             .lock()
@@ -614,31 +624,6 @@ fn failed_changes(pending: &PendingVerification, fields: &[VerifiedField]) -> Ve
             promotion: None,
         })
         .collect()
-}
-
-/// How a follow ended, in the terms of what follows it.
-enum Conclusion {
-    Verified,
-    Failed(Failure),
-    Error(String),
-}
-
-impl Conclusion {
-    fn of(followed: Result<Followed, FollowError>) -> Conclusion {
-        match followed {
-            Ok(Followed {
-                verdict: Verdict::Failed(failure),
-                ..
-            }) => Conclusion::Failed(failure),
-            Ok(Followed {
-                verdict: Verdict::Verified,
-                ..
-            }) => Conclusion::Verified,
-            // `follow` never returns `Waiting`.
-            Ok(Followed { verdict, .. }) => Conclusion::Error(format!("{verdict:?}")),
-            Err(e) => Conclusion::Error(chain(&e)),
-        }
-    }
 }
 
 /// A pending verification per Application whose sources contain some of `changes`' files.

@@ -46,6 +46,8 @@ struct State {
 #[derive(Clone)]
 pub struct LeaseApi {
     state: Arc<Mutex<State>>,
+    /// How many requests have been answered, as they are: what a test waits on.
+    answered: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl LeaseApi {
@@ -54,6 +56,7 @@ impl LeaseApi {
         let server = MockServer::start().await;
         let api = LeaseApi {
             state: Arc::default(),
+            answered: Arc::new(tokio::sync::watch::Sender::new(0)),
         };
         Mock::given(any())
             .respond_with(api.clone())
@@ -69,6 +72,19 @@ impl LeaseApi {
     /// The requests so far, one line each (`GET lease`, `APPLY lease holder=a`, …).
     pub fn journal(&self) -> Vec<String> {
         self.state().journal.clone()
+    }
+
+    /// Waits until `done` holds of the double, looked at after each request it answers;
+    /// fails naming `what`, with the requests, after [`crate::support::PATIENCE`].
+    pub async fn until(&self, what: &str, done: impl Fn(&LeaseApi) -> bool) {
+        let mut answered = self.answered.subscribe();
+        let seen = answered.wait_for(|_| done(self));
+        if !matches!(
+            tokio::time::timeout(crate::support::PATIENCE, seen).await,
+            Ok(Ok(_))
+        ) {
+            panic!("not {what}; requests:\n{}", self.journal().join("\n"));
+        }
     }
 
     /// Forgets the requests so far.
@@ -172,6 +188,14 @@ fn describe_spec(body: &Value) -> String {
 
 impl Respond for LeaseApi {
     fn respond(&self, request: &Request) -> ResponseTemplate {
+        let answer = self.answer(request);
+        self.answered.send_modify(|n| *n += 1);
+        answer
+    }
+}
+
+impl LeaseApi {
+    fn answer(&self, request: &Request) -> ResponseTemplate {
         let mut state = self.state();
         let authorized = request
             .headers

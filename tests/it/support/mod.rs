@@ -31,3 +31,17 @@ pub fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         }
     }
 }
+
+/// Makes the logs a test listens for reach its subscriber, whichever other test thread met
+/// them first (see the library's `testing::listen_to_every_callsite` for the race in
+/// tracing-core it closes): a global subscriber that wants nothing but asks about every
+/// callsite each time, so none is ever cached as unwanted. Call it before listening.
+pub fn listen_to_every_callsite() {
+    use tracing_subscriber::layer::SubscriberExt;
+    static GLOBAL: std::sync::Once = std::sync::Once::new();
+    GLOBAL.call_once(|| {
+        let asks = tracing_subscriber::filter::DynFilterFn::new(|_, _| false)
+            .with_callsite_filter(|_| tracing::subscriber::Interest::sometimes());
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(asks));
+    });
+}

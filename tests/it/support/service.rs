@@ -5,17 +5,20 @@
 //! The runtime runs on real time: the registries and git servers the service talks to are real
 //! processes, and tokio's paused time would jump ahead while it waits on them, firing every
 //! HTTP timeout at once. The loop's own schedule (the interval, re-check pacing) is on the
-//! manual clock instead, so a test says when "an interval later" is. Waits are on the events
-//! `serve` publishes ([`Progress`]: cycles and re-checks finished, liveness, readiness): a
+//! manual clock instead, so a test says when "an interval later" is, and when a re-check's
+//! debounce has passed. Waits are on the events `serve` publishes ([`Progress`]: cycles and
+//! re-checks finished, notifications answered, verification's steps, liveness, readiness): a
 //! condition (a status, a metric, a commit) is looked at again each time the service has
 //! finished something, never on a timer; each wait is bounded by [`super::PATIENCE`] so a
-//! broken build fails instead of hanging. What no event marks (a verification's verdict, a
-//! re-check's debounce on the clock, a write in the middle of a cycle) is still polled.
+//! broken build fails instead of hanging. What happens in another process in the middle of a
+//! cycle (a git hook, a registry taking a connection) is told by that process
+//! ([`Signal`]), not polled.
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tagpilot::run::{Events, Progress, RunError, Settings, Shutdown, Stopped};
 
@@ -85,6 +88,7 @@ where
     F: FnOnce(Logs) -> Fut,
     Fut: Future<Output = ()>,
 {
+    super::listen_to_every_callsite();
     let logs = Logs::default();
     let dispatch = logs.dispatch(json);
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -117,6 +121,9 @@ pub struct Service {
     pub logs: Logs,
     /// What `serve` publishes as it goes.
     pub events: Events,
+    /// How many answered notifications the clock has been moved past the re-check pace of
+    /// ([`Service::after_notifications`]).
+    paced: AtomicU64,
     task: Option<tokio::task::JoinHandle<Result<Stopped, RunError>>>,
 }
 
@@ -186,6 +193,7 @@ impl Service {
             clock,
             logs: logs.clone(),
             events,
+            paced: AtomicU64::new(0),
             task: Some(task),
         }
     }
@@ -239,7 +247,27 @@ impl Service {
     /// Until `check` holds: looked at once the first cycle has finished, then after each
     /// further cycle or re-check, or change of health (the clock is not moved: the test moves
     /// it, or nothing more is due). Bounded by [`super::PATIENCE`] in all.
-    pub async fn after_events<F, Fut>(&self, what: &str, mut check: F)
+    pub async fn after_events<F, Fut>(&self, what: &str, check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        self.watch(what, None, check).await;
+    }
+
+    /// [`Service::after_events`], moving the clock on by `pace` whenever a notification has
+    /// been answered that it was not yet moved for: the re-check the notification asks for is
+    /// due then. `pace`: the debounce, or the re-check interval a repository may have to wait
+    /// out, whichever is longer (the interval between cycles is longer still).
+    pub async fn after_notifications<F, Fut>(&self, what: &str, pace: Duration, check: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        self.watch(what, Some(pace), check).await;
+    }
+
+    async fn watch<F, Fut>(&self, what: &str, pace: Option<Duration>, mut check: F)
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = bool>,
@@ -249,6 +277,12 @@ impl Service {
             let _ = progress.wait_for(|p| p.cycles > 0 || p.stopped).await;
             loop {
                 progress.mark_unchanged();
+                let answered = progress.borrow().notifications;
+                if let Some(pace) = pace
+                    && self.paced.swap(answered, Ordering::SeqCst) < answered
+                {
+                    self.clock.advance(pace);
+                }
                 if check().await {
                     return true;
                 }
@@ -371,30 +405,70 @@ pub async fn settle() {
     }
 }
 
-/// Polls `check` until it says true, for at most [`super::PATIENCE`], then fails naming `what` with the log.
+/// Polls `check` until it says true, for at most [`super::PATIENCE`], then fails naming `what`
+/// with the log. Only for what nothing tells: a write in the middle of a cycle that does not
+/// end, to a repository over file:// (whose pushes run no hooks that could say so).
 pub async fn eventually<F, Fut>(what: &str, logs: &Logs, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    within(super::PATIENCE, what, logs, &mut check).await;
-}
-
-/// [`eventually`] within `bound`.
-pub async fn within<F, Fut>(bound: Duration, what: &str, logs: &Logs, check: &mut F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = Instant::now() + bound;
+    let deadline = std::time::Instant::now() + super::PATIENCE;
     while !check().await {
         assert!(
-            Instant::now() < deadline,
-            "not within {bound:?}: {what}\n{}",
+            std::time::Instant::now() < deadline,
+            "not within {:?}: {what}\n{}",
+            super::PATIENCE,
             logs.text()
         );
         // A poll, not a timing assumption: the condition decides, the bound only fails it.
-        tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Something another process tells the test once (a git hook started, a registry took a
+/// connection): a named pipe that process writes a line to, read here without polling. Opened
+/// for reading and writing, so that it never reads the end of the file while no one has written
+/// yet, and a writer never blocks.
+pub struct Signal {
+    path: std::path::PathBuf,
+    pipe: tokio::net::unix::pipe::Receiver,
+}
+
+impl Signal {
+    /// A new pipe at `path`.
+    pub fn at(path: &Path) -> Signal {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("run mkfifo");
+        assert!(made.success(), "mkfifo {}", path.display());
+        let pipe = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(path)
+            .unwrap();
+        Signal {
+            path: path.to_path_buf(),
+            pipe,
+        }
+    }
+
+    /// Where a shell writes to it: `echo > '<path>'`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Waits (bounded by [`super::PATIENCE`]) for a line; fails naming `what`, with the log.
+    pub async fn received(&mut self, what: &str, logs: &Logs) {
+        use tokio::io::AsyncReadExt as _;
+        let mut byte = [0u8; 1];
+        match tokio::time::timeout(super::PATIENCE, self.pipe.read(&mut byte)).await {
+            Ok(Ok(1)) => {}
+            other => panic!(
+                "not within {:?}: {what} ({other:?})\n{}",
+                super::PATIENCE,
+                logs.text()
+            ),
+        }
     }
 }
