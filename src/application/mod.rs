@@ -115,12 +115,14 @@ pub struct Source {
     /// Multi-source: the name other sources use in `$<ref>/…` value files.
     #[serde(rename = "ref", default)]
     pub reference: Option<String>,
+    // Boxed: most sources set one of the three, or none, and every Application of a cycle is
+    // held (twice: resolved, and as a deployer); inline they were most of its size.
     #[serde(default)]
-    pub helm: Option<HelmSource>,
+    pub helm: Option<Box<HelmSource>>,
     #[serde(default)]
-    pub kustomize: Option<KustomizeSource>,
+    pub kustomize: Option<Box<KustomizeSource>>,
     #[serde(default)]
-    pub directory: Option<DirectorySource>,
+    pub directory: Option<Box<DirectorySource>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -320,7 +322,7 @@ pub fn read_documents(path: &Path, text: &str) -> Result<Vec<Application>, Docum
 /// accepts, each with the line it starts on. Other documents are skipped; a document that is
 /// not YAML, or a wanted one that does not fit `T`, makes the whole file an error whose message
 /// names `what`, the file, the line and the column.
-pub fn read_objects<T: serde::de::DeserializeOwned>(
+pub fn read_objects<T: serde::de::DeserializeOwned + Object>(
     path: &Path,
     text: &str,
     what: &str,
@@ -345,6 +347,19 @@ pub fn read_objects<T: serde::de::DeserializeOwned>(
         {
             continue;
         }
+        // Thousands of Applications: most documents are the wanted kind, and their top-level
+        // lines say so. Then the object is read at once and its own `kind` and `apiVersion`
+        // checked: one parse instead of two. Whatever else comes of it (it does not fit, or is
+        // another kind after all) is read the careful way below, so errors and skips stay.
+        if looks_wanted(doc, &wanted)
+            && let Ok(object) = crate::yaml_error::from_str::<T>(doc)
+        {
+            let (kind, api_version) = object.kind_and_api_version();
+            if wanted(kind, api_version) {
+                out.push((start, object));
+                continue;
+            }
+        }
         let head: Head = crate::yaml_error::from_str(doc)
             .map_err(|e| DocumentError::new(e, path, start - 1, None))?;
         if !wanted(
@@ -358,6 +373,32 @@ pub fn read_objects<T: serde::de::DeserializeOwned>(
         out.push((start, object));
     }
     Ok(out)
+}
+
+/// An object [`read_objects`] reads: its `kind` and `apiVersion` as read from its document.
+pub trait Object {
+    fn kind_and_api_version(&self) -> (&str, &str);
+}
+
+impl Object for Application {
+    fn kind_and_api_version(&self) -> (&str, &str) {
+        (&self.kind, &self.api_version)
+    }
+}
+
+/// Whether the document's unindented `kind:` and `apiVersion:` lines, read as plain text, are
+/// ones `wanted` takes. Only a hint of what parsing it will say: [`read_objects`] checks the
+/// parsed object's own.
+fn looks_wanted(doc: &str, wanted: &impl Fn(&str, &str) -> bool) -> bool {
+    let (mut kind, mut api_version) = (None, None);
+    for line in doc.lines() {
+        if let Some(v) = line.strip_prefix("kind:") {
+            kind = Some(v.trim());
+        } else if let Some(v) = line.strip_prefix("apiVersion:") {
+            api_version = Some(v.trim());
+        }
+    }
+    matches!((kind, api_version), (Some(k), Some(a)) if wanted(k, a))
 }
 
 /// Splits at `---` lines, keeping line counts (the separator line is dropped).
@@ -409,6 +450,24 @@ mod tests {
         let plain = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: web}\n";
         let apps = read_documents(Path::new("apps.yaml"), plain).unwrap();
         assert_eq!(apps[0].application_set(), None);
+    }
+
+    /// A document read at once because its lines look like an Application's, but that does not
+    /// fit, is read the careful way: the same error as before, naming the file and line; and a
+    /// document whose lines say another kind is skipped without reading it as one.
+    #[test]
+    fn a_document_that_looks_like_an_application_but_does_not_fit_is_an_error_as_before() {
+        let wanted = |k: &str, a: &str| k == "Application" && a.starts_with("argoproj.io/");
+        let text = "kind: ConfigMap\napiVersion: v1\n---\nkind: Application\napiVersion: argoproj.io/v1alpha1\nmetadata: {namespace: argocd}\n";
+        let docs = split_documents(text);
+        assert!(!looks_wanted(docs[0], &wanted) && looks_wanted(docs[1], &wanted));
+        let err = read_documents(Path::new("a.yaml"), text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("a.yaml:6:12: Application: missing field `name`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -23,8 +23,10 @@
 //!   ([`plan::patch`]). Reads the registry, never the cluster.
 //! - [`write`]: the patches sent to the live Applications and each `ImageUpdater`'s `status`.
 //!
-//! Read never resolves, plans or writes; resolve is pure; plan never talks to the cluster;
-//! write never resolves (`layers::the_argocd_source_keeps_its_inner_layers`). The leaf model of
+//! Read never resolves, plans or writes, nor takes the resolved model (the git credentials it
+//! reads from Argo CD's Secrets are handed back for [`resolved`] to store); resolve is pure;
+//! plan never talks to the cluster; write never resolves
+//! (`layers::the_argocd_source_keeps_its_inner_layers`). The leaf model of
 //! an Application ([`crate::application`]) and the `applications:` configuration
 //! ([`crate::config::applications`]) sit below all four. Not here: the "Applications" section
 //! of the report ([`crate::report::applications`]), the verification watcher

@@ -10,8 +10,10 @@ use crate::image::Repository;
 use crate::policy::ImagePolicy;
 
 use super::branch::BranchTemplate;
-use super::read::settings::AppSettings;
+use super::read::credentials::GitWrite;
+use super::read::settings::{AppSettings, WriteBackMethod};
 use crate::application::{Application, Origin};
+use crate::config::repository::AuthConfig;
 
 /// An Application with Image Updater annotations, ready to plan.
 #[derive(Debug, Clone)]
@@ -131,6 +133,43 @@ impl Resolved {
         for app in &mut self.apps {
             for policy in app.policies.iter_mut().flatten() {
                 ImagePolicy::default_version_labels(std::slice::from_mut(policy), labels);
+            }
+        }
+    }
+
+    /// The repositories that Applications from the cluster write with credentials from Argo
+    /// CD's Secrets (`write-back-method: git:secret:…`, `git:repocreds`): one entry per unit,
+    /// in order, for [`super::read::credentials::git_credentials`] to read.
+    pub fn git_writes(&self) -> Vec<GitWrite<'_>> {
+        let mut out = Vec::new();
+        for managed in &self.apps {
+            if managed.origin != Origin::Cluster {
+                continue;
+            }
+            let WriteBackMethod::Git(how) = &managed.annotations.write_back else {
+                continue;
+            };
+            for unit in &managed.units {
+                if let Some(repository) =
+                    self.repositories.iter().find(|r| r.name == unit.repository)
+                {
+                    out.push(GitWrite {
+                        application: managed.app.id(),
+                        how,
+                        repository,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Stores the auth Argo CD's Secrets gave repositories, by name
+    /// ([`super::read::credentials::git_credentials`]).
+    pub fn give_auth(&mut self, given: Vec<(String, AuthConfig)>) {
+        for (name, auth) in given {
+            if let Some(repo) = self.repositories.iter_mut().find(|r| r.name == name) {
+                repo.auth = auth;
             }
         }
     }

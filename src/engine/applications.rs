@@ -81,7 +81,10 @@ pub(super) async fn collect_applications<R: Registry>(
     resolved.default_version_labels(config.version_labels.as_ref());
     let keys = tempfile::tempdir().map_err(EngineError::KeyDir)?;
     if let Some(c) = input.cluster {
-        load_problems.extend(cluster::git_credentials(c, &mut resolved, keys.path()).await);
+        let (given, problems) =
+            cluster::git_credentials(c, &resolved.git_writes(), keys.path()).await;
+        resolved.give_auth(given);
+        load_problems.extend(problems);
     }
     resolved.deployers = crate::affected::Deployers::new(deployers);
     Ok(Applications {
@@ -158,11 +161,17 @@ fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
         .map(|(a, _)| key(a))
         .collect();
     let mut seen = BTreeSet::new();
-    apps.iter()
-        .filter(|(a, o)| *o == Origin::Cluster || !live.contains(&key(a)))
-        .filter(|(a, _)| seen.insert(key(a)))
-        .map(|(a, _)| a.deployed_view())
-        .collect()
+    // Sized once: thousands of Applications collected by doubling would hold up to twice the
+    // list's memory for the whole cycle.
+    let mut out = Vec::with_capacity(apps.len());
+    out.extend(
+        apps.iter()
+            .filter(|(a, o)| *o == Origin::Cluster || !live.contains(&key(a)))
+            .filter(|(a, _)| seen.insert(key(a)))
+            .map(|(a, _)| a.deployed_view()),
+    );
+    out.shrink_to_fit();
+    out
 }
 
 /// Each annotation of an Application that nothing reads, as a warning naming where the

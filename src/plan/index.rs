@@ -140,6 +140,8 @@ pub(super) struct PolicyIndex<'p> {
     /// file's. Markers name those; a walk of Argo CD Applications' policies alone leaves
     /// markers to the policy files' walk of the same tree.
     reads_markers: bool,
+    /// Some policy may touch a file of this scope (`every_file`, or a target with `paths`).
+    touches_files: bool,
 }
 
 impl<'p> PolicyIndex<'p> {
@@ -193,8 +195,10 @@ impl<'p> PolicyIndex<'p> {
             || with_paths
                 .iter()
                 .any(|&(i, j)| !policies[i].targets[j].literal);
+        let touches_files = every_file || !with_paths.is_empty();
         PolicyIndex {
             reads_markers,
+            touches_files,
             policies,
             repository: repository.map(str::to_string),
             every_file,
@@ -242,6 +246,12 @@ impl<'p> PolicyIndex<'p> {
             }
         }
         applies
+    }
+
+    /// Whether some policy may touch a file of this scope: when none can, no file of it is
+    /// read and its tree need not be listed.
+    pub(super) fn touches_files(&self) -> bool {
+        self.touches_files
     }
 
     /// Whether markers in this scope's files are this walk's to resolve (see `reads_markers`).

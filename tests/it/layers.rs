@@ -120,8 +120,14 @@ fn argocd_forbids(from: &str, to: &str) -> Option<&'static str> {
     let rules: &[(&str, &[&str], &str)] = &[
         (
             "argocd::read",
-            &["argocd::resolve", "argocd::plan", "argocd::write", "plan"],
-            "read never resolves, plans or writes",
+            &[
+                "argocd::resolve",
+                "argocd::resolved",
+                "argocd::plan",
+                "argocd::write",
+                "plan",
+            ],
+            "read never resolves, plans or writes, nor takes what resolving gives",
         ),
         (
             "argocd::resolved",
@@ -381,6 +387,14 @@ fn the_inner_layer_check_catches_a_violating_import() {
             "let e = crate::plan::PlanError::from(e);"
         ),
         ["plan"]
+    );
+    // Read taking the resolved model (the credentials it reads are handed back instead).
+    assert_eq!(
+        violating(
+            "argocd::read::credentials",
+            "use crate::argocd::resolved::Resolved;"
+        ),
+        ["argocd::resolved::Resolved"]
     );
     assert_eq!(
         violating("argocd::plan::patch", "use crate::kubernetes::Cluster;"),

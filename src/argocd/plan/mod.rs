@@ -138,13 +138,24 @@ impl<'a, R: Registry> AppPlanner<'a, R> {
                 self.plan_unit(&at, &mut out, &mut jobs).await?;
             }
         }
-        // Each job's policy moves into its walk: thousands of Applications' policies are not
-        // held twice.
+        // Each job (and its policy) moves into its walk's batch, in plan order, and the list
+        // they were gathered in is gone before the first walk: thousands of Applications'
+        // policies are not held twice, nor their emptied places through every walk.
         let walks = batches(&jobs);
-        let mut jobs: Vec<Option<InPlace>> = jobs.into_iter().map(Some).collect();
+        let mut walk_of = vec![0; jobs.len()];
+        for (w, walk) in walks.iter().enumerate() {
+            for &k in walk {
+                walk_of[k] = w;
+            }
+        }
+        let mut batched: Vec<Vec<InPlace>> =
+            walks.iter().map(|w| Vec::with_capacity(w.len())).collect();
+        for (k, job) in jobs.into_iter().enumerate() {
+            batched[walk_of[k]].push(job);
+        }
+        drop(walk_of);
         let mut missing = Vec::new();
-        for walk in walks {
-            let batch: Vec<InPlace> = walk.iter().filter_map(|&k| jobs[k].take()).collect();
+        for batch in batched {
             let walked = self
                 .plan_batch(batch, repository, files, &mut out, &mut missing)
                 .await?;

@@ -17,10 +17,10 @@ use super::settings::AppSettings;
 use crate::application::Application;
 use crate::application::Origin;
 use crate::argocd::ArgoError;
-use crate::argocd::resolved::Resolved;
 use crate::config::applications::FromCluster;
+use crate::config::repository::AuthConfig;
 
-pub use super::credentials::{CredentialError, GitSecret, match_repository_secret};
+pub use super::credentials::{CredentialError, GitSecret, GitWrite, match_repository_secret};
 pub use crate::kubernetes::{Cluster, FIELD_MANAGER, KubeError, SECRET_TYPE_LABEL, UpdaterWatch};
 
 /// Everything read from the cluster before planning: the Applications and the registry
@@ -117,11 +117,14 @@ pub async fn load_watched(
     })
 }
 
-/// Gives each repository that a cluster Application writes with `git:secret:` or
-/// `git:repocreds` the credentials from Argo CD's Secrets (see
-/// [`super::credentials::git_credentials`]). Returns problems, each naming the application and
-/// the Secret.
-pub async fn git_credentials(loaded: &Loaded, resolved: &mut Resolved, keys: &Path) -> Vec<String> {
-    super::credentials::git_credentials(&loaded.cluster, &loaded.argocd_namespace, resolved, keys)
+/// The credentials Argo CD's Secrets give each repository a cluster Application writes with
+/// `git:secret:` or `git:repocreds` (see [`super::credentials::git_credentials`]): each
+/// repository's auth by name, and problems, each naming the application and the Secret.
+pub async fn git_credentials(
+    loaded: &Loaded,
+    writes: &[GitWrite<'_>],
+    keys: &Path,
+) -> (Vec<(String, AuthConfig)>, Vec<String>) {
+    super::credentials::git_credentials(&loaded.cluster, &loaded.argocd_namespace, writes, keys)
         .await
 }

@@ -17,14 +17,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Secret;
 
-use crate::config::repository::AuthMethod;
+use crate::config::repository::{AuthConfig, AuthMethod};
 use crate::git::RepositoryConfig;
 use crate::image::Repository;
 use crate::registry::{Credential, auth::docker_config_json_credential};
 
-use super::settings::{AppSettings, CosignKeyError, GitCredentials, PullSecret, WriteBackMethod};
-use crate::application::Origin;
-use crate::argocd::resolved::Resolved;
+use super::settings::{AppSettings, CosignKeyError, GitCredentials, PullSecret};
 use crate::kubernetes::{Cluster, KubeError, SECRET_TYPE_LABEL};
 
 /// Why a Secret (or an environment variable) gave no usable credential. Never holds the value.
@@ -315,113 +313,86 @@ pub fn match_repository_secret(url: &str, secrets: &[(String, String, usize)]) -
         .map(|(_, _, i)| *i)
 }
 
-/// Gives each repository that a cluster Application writes with `git:secret:` or
-/// `git:repocreds` the credentials from Argo CD's Secrets. A repository configured in
-/// `tagpilot.yaml` with its own `auth` keeps it. SSH keys go into private files in `keys` (the
-/// git writer reads keys from files); they live as long as `keys` does. Returns problems, each
-/// naming the application and the Secret.
+/// One repository a cluster Application writes with `write-back-method: git:secret:…` or
+/// `git:repocreds`, as the resolved Applications name it: the credentials come from Argo CD's
+/// Secrets ([`git_credentials`]).
+pub struct GitWrite<'a> {
+    /// The Application asking (`namespace/name`), for problems.
+    pub application: String,
+    pub how: &'a GitCredentials,
+    pub repository: &'a RepositoryConfig,
+}
+
+/// Reads the credentials Argo CD's Secrets give each repository of `writes` (in order: the
+/// first Application whose Secret gives a credential wins a repository). A repository
+/// configured in `tagpilot.yaml` with its own `auth`, or on `file://`, keeps it and is not
+/// returned. SSH keys go into private files in `keys` (the git writer reads keys from files);
+/// they live as long as `keys` does. Returns each repository's auth with the credentials, by
+/// repository name, for the caller to store; and the problems, each naming the application
+/// and the Secret.
 pub async fn git_credentials(
     cluster: &Cluster,
     argocd_namespace: &str,
-    resolved: &mut Resolved,
+    writes: &[GitWrite<'_>],
     keys: &Path,
-) -> Vec<String> {
+) -> (Vec<(String, AuthConfig)>, Vec<String>) {
     let mut problems = Vec::new();
     let mut secrets = SecretCache::default();
     let mut repo_secrets: Option<Result<Vec<Secret>, Arc<KubeError>>> = None;
-    let mut given: BTreeMap<String, GitSecret> = BTreeMap::new();
-    for managed in &resolved.apps {
-        if managed.origin != Origin::Cluster {
+    let mut given: BTreeMap<&str, (&RepositoryConfig, GitSecret)> = BTreeMap::new();
+    for write in writes {
+        let repo = write.repository;
+        if given.contains_key(repo.name.as_str()) {
             continue;
         }
-        let WriteBackMethod::Git(how) = &managed.annotations.write_back else {
+        if !matches!(repo.auth.method(), Ok(AuthMethod::None)) || repo.url.starts_with("file://") {
             continue;
+        }
+        let problem = |m: String| format!("application {}: {m}", write.application);
+        let found = match write.how {
+            GitCredentials::Configured => continue,
+            GitCredentials::Secret { namespace, name } => secrets
+                .get(cluster, namespace, name)
+                .await
+                .map(GitSecret::from_secret),
+            GitCredentials::RepoCreds => {
+                if repo_secrets.is_none() {
+                    repo_secrets = Some(
+                        cluster
+                            .repository_secrets(argocd_namespace)
+                            .await
+                            .map_err(Arc::new),
+                    );
+                }
+                match repo_secrets.as_ref().expect("just read") {
+                    Err(e) => Err(CredentialError::Kube(e.clone())),
+                    Ok(list) => repository_secret(list, &repo.url, argocd_namespace),
+                }
+            }
         };
-        for unit in &managed.units {
-            if given.contains_key(&unit.repository) {
-                continue;
+        match found {
+            Ok(secret) => {
+                given.insert(&repo.name, (repo, secret));
             }
-            let Some(repo) = resolved
-                .repositories
-                .iter()
-                .find(|r| r.name == unit.repository)
-            else {
-                continue;
-            };
-            if !matches!(repo.auth.method(), Ok(AuthMethod::None))
-                || repo.url.starts_with("file://")
-            {
-                continue;
-            }
-            let problem = |m: String| format!("application {}: {m}", managed.app.id());
-            let found = match how {
-                GitCredentials::Configured => continue,
-                GitCredentials::Secret { namespace, name } => secrets
-                    .get(cluster, namespace, name)
-                    .await
-                    .map(GitSecret::from_secret),
-                GitCredentials::RepoCreds => {
-                    if repo_secrets.is_none() {
-                        repo_secrets = Some(
-                            cluster
-                                .repository_secrets(argocd_namespace)
-                                .await
-                                .map_err(Arc::new),
-                        );
-                    }
-                    match repo_secrets.as_ref().expect("just read") {
-                        Err(e) => Err(CredentialError::Kube(e.clone())),
-                        Ok(list) => {
-                            let keyed: Vec<(String, String, usize)> = list
-                                .iter()
-                                .enumerate()
-                                .map(|(i, s)| {
-                                    let kind = s
-                                        .metadata
-                                        .labels
-                                        .as_ref()
-                                        .and_then(|l| l.get(SECRET_TYPE_LABEL))
-                                        .cloned()
-                                        .unwrap_or_default();
-                                    (kind, field(s, "url").unwrap_or_default(), i)
-                                })
-                                .collect();
-                            match match_repository_secret(&repo.url, &keyed) {
-                                Some(i) => Ok(GitSecret::from_secret(&list[i])),
-                                None => Err(CredentialError::NoRepositorySecret {
-                                    namespace: argocd_namespace.to_string(),
-                                    url: crate::git::auth::redact_url(&repo.url),
-                                }),
-                            }
-                        }
-                    }
-                }
-            };
-            match found {
-                Ok(secret) => {
-                    given.insert(unit.repository.clone(), secret);
-                }
-                Err(m) => problems.push(problem(format!(
-                    "write-back-method git: {}",
-                    crate::error_chain::chain(&m)
-                ))),
-            }
+            Err(m) => problems.push(problem(format!(
+                "write-back-method git: {}",
+                crate::error_chain::chain(&m)
+            ))),
         }
     }
     // Host keys for SSH come from Argo CD's own ConfigMap, as Argo CD checks them; read once.
     let mut known_hosts: Option<Option<std::path::PathBuf>> = None;
-    for (name, secret) in given {
-        let Some(repo) = resolved.repositories.iter_mut().find(|r| r.name == name) else {
-            continue;
-        };
-        if let Err(m) = use_git_secret(repo, &secret, keys) {
+    let mut out = Vec::new();
+    for (name, (repo, secret)) in given {
+        let mut auth = repo.auth.clone();
+        if let Err(m) = use_git_secret(&repo.url, &mut auth, &secret, keys) {
             problems.push(format!(
                 "repository {name}: {}",
                 crate::error_chain::chain(&m)
             ));
             continue;
         }
-        if repo.auth.ssh_key_file.is_some() && repo.auth.known_hosts_file.is_none() {
+        if auth.ssh_key_file.is_some() && auth.known_hosts_file.is_none() {
             if known_hosts.is_none() {
                 known_hosts = Some(
                     match argocd_known_hosts(cluster, argocd_namespace, keys).await {
@@ -433,10 +404,40 @@ pub async fn git_credentials(
                     },
                 );
             }
-            repo.auth.known_hosts_file = known_hosts.clone().flatten();
+            auth.known_hosts_file = known_hosts.clone().flatten();
         }
+        out.push((name.to_string(), auth));
     }
-    problems
+    (out, problems)
+}
+
+/// The repository Secret of `list` for `url` ([`match_repository_secret`]).
+fn repository_secret(
+    list: &[Secret],
+    url: &str,
+    argocd_namespace: &str,
+) -> Result<GitSecret, CredentialError> {
+    let keyed: Vec<(String, String, usize)> = list
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let kind = s
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(SECRET_TYPE_LABEL))
+                .cloned()
+                .unwrap_or_default();
+            (kind, field(s, "url").unwrap_or_default(), i)
+        })
+        .collect();
+    match match_repository_secret(url, &keyed) {
+        Some(i) => Ok(GitSecret::from_secret(&list[i])),
+        None => Err(CredentialError::NoRepositorySecret {
+            namespace: argocd_namespace.to_string(),
+            url: crate::git::auth::redact_url(url),
+        }),
+    }
 }
 
 /// Argo CD's SSH host keys (`ssh_known_hosts` of the `argocd-ssh-known-hosts-cm` ConfigMap in
@@ -469,11 +470,12 @@ pub const KNOWN_HOSTS_CONFIG_MAP: &str = "argocd-ssh-known-hosts-cm";
 /// passwords only from environment variables, so an SSH key is written to a private file under
 /// `keys`; an HTTPS password from a Secret cannot be handed over yet and is reported.
 fn use_git_secret(
-    repo: &mut RepositoryConfig,
+    url: &str,
+    auth: &mut AuthConfig,
     secret: &GitSecret,
     keys: &Path,
 ) -> Result<(), CredentialError> {
-    let ssh = repo.url.starts_with("ssh://") || !repo.url.contains("://");
+    let ssh = url.starts_with("ssh://") || !url.contains("://");
     match (&secret.ssh_private_key, &secret.password) {
         (Some(key), _) if ssh => {
             let file = keys.join(format!("key-{}", fastrand::u64(..)));
@@ -481,19 +483,19 @@ fn use_git_secret(
                 secret: secret.source.clone(),
                 source,
             })?;
-            repo.auth.ssh_key_file = Some(file);
+            auth.ssh_key_file = Some(file);
             Ok(())
         }
         (_, Some(password)) if !ssh => {
             // Kept in memory only; `ProvidedToken` never prints its value.
-            repo.auth.provided_username = secret.username.clone();
-            repo.auth.provided_token = Some(crate::git::ProvidedToken::new(password.as_str()));
+            auth.provided_username = secret.username.clone();
+            auth.provided_token = Some(crate::git::ProvidedToken::new(password.as_str()));
             Ok(())
         }
         _ => Err(CredentialError::NoGitCredential {
             secret: secret.source.clone(),
             what: if ssh { "sshPrivateKey" } else { "password" },
-            url: crate::git::auth::redact_url(&repo.url),
+            url: crate::git::auth::redact_url(url),
         }),
     }
 }
@@ -599,7 +601,7 @@ mod tests {
             password: None,
             ssh_private_key: Some("KEY".into()),
         };
-        use_git_secret(&mut repo, &s, dir.path()).unwrap();
+        use_git_secret(&repo.url, &mut repo.auth, &s, dir.path()).unwrap();
         let file = repo.auth.ssh_key_file.clone().unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "KEY\n");
         #[cfg(unix)]
@@ -616,7 +618,7 @@ mod tests {
             ..s
         };
         let keys_before = std::fs::read_dir(dir.path()).unwrap().count();
-        use_git_secret(&mut repo, &s, dir.path()).unwrap();
+        use_git_secret(&repo.url, &mut repo.auth, &s, dir.path()).unwrap();
         assert_eq!(
             repo.auth.method().unwrap(),
             AuthMethod::Provided {

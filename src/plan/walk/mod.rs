@@ -171,6 +171,17 @@ pub async fn plan<R: Registry>(
     progress: &dyn Progress,
 ) -> Result<Plan, PlanError> {
     let root = scope.root.as_path();
+    // A directory no policy targets (only Applications configured, say) has no file to read:
+    // its tree, however large (a checkout, the clone cache), is not listed. The plan of it is
+    // empty, as a walk of it would find.
+    if !PolicyIndex::new(policies, scope.repository.as_deref()).touches_files() {
+        let mut plan = Plan::default();
+        if let Some(name) = &scope.repository {
+            plan.set_repository(name);
+        }
+        progress.done();
+        return Ok(plan);
+    }
     let excluded = excluded(scope);
     let files = blocking(|| Directory::open(root))?;
     let tree = Tree {
@@ -608,5 +619,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("changed while tagpilot was planning"), "{err}");
+    }
+
+    /// A directory no policy targets is not listed: a root that cannot be walked plans empty
+    /// when no policy could touch it, and is an error as soon as one could.
+    #[tokio::test]
+    async fn a_directory_no_policy_targets_is_not_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let scope = Scope::local(dir.path().join("gone"));
+        let registry = crate::registry::MemoryRegistry::new();
+        let empty = plan(&scope, &[], &registry, &()).await.unwrap();
+        assert!(empty.changes.is_empty() && empty.problems.is_empty());
+        let mut elsewhere =
+            ImagePolicy::adhoc("r.example/app", crate::policy::Strategy::NewestBuild).unwrap();
+        elsewhere.targets = vec![crate::policy::Target::files(
+            vec!["a.yaml".into()],
+            Some("manifests".into()),
+        )];
+        plan(&scope, std::slice::from_ref(&elsewhere), &registry, &())
+            .await
+            .unwrap();
+        elsewhere.targets.clear();
+        assert!(plan(&scope, &[elsewhere], &registry, &()).await.is_err());
     }
 }

@@ -221,6 +221,12 @@ impl ImageUpdater {
     }
 }
 
+impl crate::application::Object for ImageUpdater {
+    fn kind_and_api_version(&self) -> (&str, &str) {
+        (&self.kind, &self.api_version)
+    }
+}
+
 /// Reads every `ImageUpdater` document of a (multi-document) YAML text; other documents are
 /// skipped. An `ImageUpdater` with an unknown or mistyped field makes the file an error that
 /// names the file, line and column.
