@@ -394,7 +394,7 @@ fn the_inner_layer_check_catches_a_violating_import() {
             "argocd::read::credentials",
             "use crate::argocd::resolved::Resolved;"
         ),
-        ["argocd::resolved::Resolved"]
+        ["argocd::resolved"]
     );
     assert_eq!(
         violating("argocd::plan::patch", "use crate::kubernetes::Cluster;"),
