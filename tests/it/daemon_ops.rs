@@ -68,18 +68,10 @@ fn a_recheck_no_registry_answers_is_an_outage_and_names_its_problem() {
         } = s;
         drop(registry);
 
-        let sent = reqwest::Client::new()
-            .post(format!("{}/webhooks/distribution", daemon.base))
-            .header("Authorization", "Bearer s3cret")
-            .header(
-                "Content-Type",
-                "application/vnd.docker.distribution.events.v2+json",
-            )
-            .body(push_event(&host, "shop/api"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(sent.status().as_u16(), 202);
+        assert_eq!(
+            crate::daemon::notify(daemon.base.clone(), push_event(&host, "shop/api")).await,
+            202
+        );
         let outage = "tagpilot_webhook_rechecks_total{result=\"registries_unreachable\"}";
         // Past the debounce window; an hour between cycles, so no cycle runs meanwhile.
         daemon.clock.advance(Duration::from_millis(250));

@@ -463,18 +463,8 @@ fn a_recheck_asks_a_registry_the_last_cycle_marked_down_again() {
         let asked = *accepted.borrow();
         assert!(asked >= 1, "{}", daemon.log());
 
-        let sent = reqwest::Client::new()
-            .post(format!("{}/webhooks/distribution", daemon.base))
-            .header("Authorization", "Bearer s3cret")
-            .header(
-                "Content-Type",
-                "application/vnd.docker.distribution.events.v2+json",
-            )
-            .body(crate::daemon::push_event(&host, "shop/api"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(sent.status().as_u16(), 202);
+        let event = crate::daemon::push_event(&host, "shop/api");
+        assert_eq!(crate::daemon::notify(daemon.base.clone(), event).await, 202);
         let outage = "tagpilot_webhook_rechecks_total{result=\"registries_unreachable\"}";
         // Past the debounce window; an hour between cycles, so no cycle runs meanwhile.
         daemon.clock.advance(Duration::from_millis(250));

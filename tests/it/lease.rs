@@ -391,16 +391,15 @@ fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
         let replica =
             Service::start_on_clock(listener, s.dir.path(), settings, &logs, clock.clone());
         let webhook = |replica: &Service| {
-            reqwest::Client::new()
-                .post(format!("{}/webhooks/distribution", replica.base))
-                .header("Authorization", "Bearer s3cret")
-                .body(daemon::push_event(&s.registry.host(), "shop/api"))
-                .send()
+            daemon::notify(
+                replica.base.clone(),
+                daemon::push_event(&s.registry.host(), "shop/api"),
+            )
         };
 
         // A follower is ready (it stands by), but leads nothing and writes nothing.
         replica.ready().await;
-        assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 503);
+        assert_eq!(webhook(&replica).await, 503);
         // Several intervals, and more than a Lease's duration, on the clock; the other replica
         // renews at each second of it (before the election, on this one thread, sees it move).
         for _ in 0..=DURATION.as_secs() {
@@ -451,7 +450,7 @@ fn a_follower_writes_nothing_and_the_same_process_writes_once_it_leads() {
         );
         let metrics = replica.text("/metrics").await;
         assert!(metrics.contains("tagpilot_leader 1"), "{metrics}");
-        assert_eq!(webhook(&replica).await.unwrap().status().as_u16(), 202);
+        assert_eq!(webhook(&replica).await, 202);
 
         let (stopped, log) = replica.terminate().await;
         assert_eq!(stopped, Stopped::Drained, "{log}");
