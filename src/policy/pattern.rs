@@ -80,7 +80,7 @@ pub enum PatternError {
     #[error("{written:?} has an empty path segment")]
     EmptySegment { written: String },
     #[error(
-        "exclude {written:?} is in registry {host}, the pattern in {registry}: it excludes nothing"
+        "in registry {host}, the pattern in {registry}: {written} excludes nothing"
     )]
     OtherRegistry {
         written: String,
