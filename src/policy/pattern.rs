@@ -79,9 +79,7 @@ pub enum PatternError {
     UpperCase { written: String },
     #[error("{written:?} has an empty path segment")]
     EmptySegment { written: String },
-    #[error(
-        "in registry {host}, the pattern in {registry}: {written} excludes nothing"
-    )]
+    #[error("in registry {host}, the pattern in {registry}: {written} excludes nothing")]
     OtherRegistry {
         written: String,
         host: String,
@@ -225,6 +223,14 @@ impl ImagePolicy {
         });
         p.pattern = None;
         p
+    }
+
+    /// Whether the policy follows `repository`: its image, or an image its pattern matches.
+    pub fn follows(&self, repository: &Repository) -> bool {
+        match &self.pattern {
+            Some(pattern) => pattern.matches(repository),
+            None => &self.image == repository,
+        }
     }
 
     /// The name metrics count the policy under: a pattern's instances count under the pattern

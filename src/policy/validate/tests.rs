@@ -80,7 +80,10 @@ fn a_pattern_and_its_keys_are_checked_at_their_lines() {
     let yaml = [
         doc("nohost", "  image: shop/**\n"),
         doc("regex", "  image: r.example/shop/*-(api|web)\n"),
-        doc("mixed", "  image: r.example/shop/*\n  exclude: [other.example/shop/x]\n"),
+        doc(
+            "mixed",
+            "  image: r.example/shop/*\n  exclude: [other.example/shop/x]\n",
+        ),
         doc("exact", "  image: r.example/shop/api\n  priority: 3\n"),
         doc(
             "alias",
@@ -94,23 +97,42 @@ fn a_pattern_and_its_keys_are_checked_at_their_lines() {
             "promote",
             "  image: r.example/shop/*\n  promote: {from: [{path: envs/staging/a.yaml}]}\n",
         ),
-        doc("fine", "  image: r.example/shop/**\n  exclude: [r.example/shop/legacy-*]\n  priority: 5\n"),
+        doc(
+            "fine",
+            "  image: r.example/shop/**\n  exclude: [r.example/shop/legacy-*]\n  priority: 5\n",
+        ),
     ]
     .concat();
     let errors = crate::policy::parse_file(Path::new("p.yaml"), &yaml)
         .expect_err("every broken pattern is named");
     let text = errors.to_string();
     for (line, words) in [
-        ("p.yaml:7:10", "policy \"nohost\": spec.image: pattern \"shop/**\": a pattern names its registry host first"),
-        ("p.yaml:15:10", "policy \"regex\": spec.image: pattern \"r.example/shop/*-(api|web)\": '(' is not a wildcard here"),
-        ("p.yaml:24:13", "exclude: \"other.example/shop/x\": in registry other.example, the pattern in r.example"),
+        (
+            "p.yaml:7:10",
+            "policy \"nohost\": spec.image: pattern \"shop/**\": a pattern names its registry host first",
+        ),
+        (
+            "p.yaml:15:10",
+            "policy \"regex\": spec.image: pattern \"r.example/shop/*-(api|web)\": '(' is not a wildcard here",
+        ),
+        (
+            "p.yaml:24:13",
+            "exclude: \"other.example/shop/x\": in registry other.example, the pattern in r.example",
+        ),
         ("p.yaml:33:13", "priority: orders patterns only"),
-        ("p.yaml:43:7", "targets[].kustomize.imageName: a pattern follows many images"),
-        ("p.yaml:53:13", "targets[].helm: a pattern policy's Helm values need `repository` or `image`"),
+        (
+            "p.yaml:43:7",
+            "targets[].kustomize.imageName: a pattern follows many images",
+        ),
+        (
+            "p.yaml:53:13",
+            "targets[].helm: a pattern policy's Helm values need `repository` or `image`",
+        ),
         ("p.yaml:62:12", "promote: a pattern policy cannot promote"),
     ] {
         assert!(
-            text.lines().any(|l| l.starts_with(line) && l.contains(words)),
+            text.lines()
+                .any(|l| l.starts_with(line) && l.contains(words)),
             "{line} {words}:\n{text}"
         );
     }
