@@ -267,11 +267,19 @@ impl<R: Registry> TargetPlanner<'_, R> {
         // The steady memory is read on the planner's own groups, one per policy: it is about a
         // policy's own moves, and the state store keeps it per policy group whatever
         // `write.group` commits ([`plan::steady`]).
+        // A pattern's images are planned as policies of their own (`pattern@path`).
+        let instances = crate::policy::pattern::instances_named(
+            self.policies,
+            plan.changes.iter().map(|c| c.policy.as_str()),
+        );
         let steady = self.state.map(|state| {
             let memory = plan::steady::Memory {
                 repository: name,
                 last_proposal: &|group| state.last_proposal(name, group),
-                policy: &|policy| self.policy(policy),
+                policy: &|policy| {
+                    self.policy(policy)
+                        .or_else(|| instances.iter().find(|p| p.name == policy))
+                },
                 now: self.clock.wall(),
             };
             plan::steady::Steady::of(&memory, &groups)

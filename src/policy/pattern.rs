@@ -247,6 +247,35 @@ pub fn pattern_of<'a>(name: &'a str, configured: impl Fn(&str) -> bool) -> Optio
     configured(policy).then_some(policy)
 }
 
+/// The instances `names` call for (`shop@shop/cart`, as commit trailers and the plan name
+/// them), made from the pattern policies among `policies`; names of other policies, and of an
+/// image a pattern no longer matches, make none. What reads a policy by name for a pattern's
+/// image (rollbacks, the steady memory) finds it among these.
+pub fn instances_named<'a>(
+    policies: &[ImagePolicy],
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<ImagePolicy> {
+    let mut out: Vec<ImagePolicy> = Vec::new();
+    for name in names {
+        let Some((base, path)) = name.split_once(INSTANCE_SEPARATOR) else {
+            continue;
+        };
+        if out.iter().any(|p| p.name == name) {
+            continue;
+        }
+        let found = policies.iter().find_map(|p| {
+            let pattern = p.pattern.as_ref().filter(|_| p.name == base)?;
+            let image = Repository {
+                registry: pattern.registry.clone(),
+                path: path.to_string(),
+            };
+            pattern.matches(&image).then(|| p.instance(&image))
+        });
+        out.extend(found);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +371,12 @@ mod tests {
         assert!(i.pattern.is_none());
         assert_eq!(i.image, repo("registry.example/shop/web"));
         assert_eq!(pattern_of(&i.name, |n| n == "shop"), Some("shop"));
+        let made = instances_named(
+            std::slice::from_ref(&p),
+            ["shop@shop/web", "shop@other/web", "api", "shop@shop/web"],
+        );
+        assert_eq!(made.len(), 1);
+        assert_eq!(made[0].name, "shop@shop/web");
         assert_eq!(pattern_of(&i.name, |_| false), None);
     }
 }

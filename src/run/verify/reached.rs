@@ -41,7 +41,12 @@ impl Verifier {
         policies
             .policies
             .iter()
-            .find(|p| p.name == change.policy)
+            // A pattern's image (`shop@shop/cart`) takes the pattern policy's `verify:`.
+            .find(|p| {
+                p.name == change.policy
+                    || policy::pattern::pattern_of(&change.policy, |n| n == p.name).is_some()
+                        && p.pattern.is_some()
+            })
             .and_then(|p| p.verify)
             .or(repository.verify)
     }
