@@ -261,7 +261,14 @@ impl<R: Registry> TargetPlanner<'_, R> {
         // The groups take the plan's texts: from here they carry every new text the write
         // needs, and the plan keeps none beside them through the commit and the push (the
         // report counts files from the changes).
-        let mut groups = plan.take_groups(stacking)?;
+        let is_pattern = |n: &str| {
+            self.policies
+                .iter()
+                .any(|p| p.pattern.is_some() && p.name == n)
+        };
+        let mut groups = plan.take_groups_by(stacking, &|policy| {
+            change::group_key(repository.write.group, policy, &is_pattern)
+        })?;
         groups.extend(apps.override_groups);
         super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
         // The steady memory is read on the planner's own groups, one per policy: it is about a

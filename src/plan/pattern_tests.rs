@@ -158,3 +158,30 @@ async fn a_pattern_that_matches_no_reference_is_named() {
         p.findings
     );
 }
+
+#[tokio::test]
+async fn a_pattern_s_images_are_a_group_each_or_one_group_with_write_group_pattern() {
+    use crate::change::{Stacking, group_key};
+    use crate::config::repository::Grouping;
+    let ps = policies(&(policy("shop", "127.0.0.1:5000/shop/*", "") + &policy("tool", OTHER, "")));
+    let dir = shop_tree();
+    let is_pattern = |n: &str| n == "shop";
+    let keys = |grouping| {
+        let ps = &ps;
+        let dir = dir.path().to_path_buf();
+        async move {
+            let mut p = run(&dir, ps, &registry()).await;
+            let groups = p
+                .take_groups_by(Stacking::Alone, &|policy| {
+                    group_key(grouping, policy, &is_pattern)
+                })
+                .unwrap();
+            groups.into_iter().map(|g| g.key).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        keys(Grouping::Policy).await,
+        ["shop@shop/api", "shop@shop/legacy", "shop@shop/web", "tool"]
+    );
+    assert_eq!(keys(Grouping::Pattern).await, ["shop", "tool"]);
+}

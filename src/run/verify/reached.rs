@@ -194,6 +194,11 @@ fn in_group(grouping: Grouping, key: &str, change: &Change) -> bool {
     match grouping {
         Grouping::Repository => true,
         Grouping::Policy => change.policy == key,
+        // A pattern's images (`key@path`) land in the pattern's group.
+        Grouping::Pattern => {
+            change.policy == key
+                || policy::pattern::pattern_of(&change.policy, |p| p == key).is_some()
+        }
         Grouping::Path => change.file == key,
     }
 }
