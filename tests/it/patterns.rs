@@ -225,3 +225,79 @@ async fn two_overlapping_patterns_are_named_by_check_and_plan_until_a_priority_d
         "{moved:?}"
     );
 }
+
+/// A hold on one image of a pattern names the image's policy (`shop@shop/api`) and holds only
+/// it: the pattern's other images move. `tagpilot holds` lists it by that name, and `holds
+/// release` takes it; then the image moves too.
+#[tokio::test]
+async fn a_hold_on_one_image_of_a_pattern_leaves_its_other_images_moving() {
+    let (reg, dir) = shop().await;
+    let root = dir.path();
+    write(
+        root,
+        "policies/shop.yaml",
+        &policy("shop", &format!("{}/shop/*", reg.host()), ""),
+    );
+    let state_dir = root.join("state");
+    let field = "Deployment/app container app";
+    tagpilot::state::State::open(&state_dir)
+        .unwrap()
+        .hold(&tagpilot::holds::HeldTag {
+            key: tagpilot::holds::FieldKey {
+                repository: None,
+                policy: "shop@shop/api".into(),
+                file: "apps/api/deployment.yaml".into(),
+                field: field.into(),
+            },
+            tag: "1.1.0".into(),
+            reason: tagpilot::holds::HoldReason::Manual { by: "ops".into() },
+            since: "2026-11-25T10:00:00Z".parse().unwrap(),
+        })
+        .unwrap();
+    let state = state_dir.to_str().unwrap();
+    let plan_args = ["plan", "--state-dir", state, "--format", "json"];
+    let (code, stdout, stderr) = tagpilot(root, &plan_args).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let moved: Vec<String> = changes(&stdout).into_iter().map(|c| c.0).collect();
+    assert_eq!(moved, ["shop@shop/cart", "shop@shop/web"], "{stdout}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let held: Vec<&str> = json["holds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|h| h["policy"].as_str())
+        .collect();
+    assert_eq!(held, ["shop@shop/api"], "{stdout}");
+
+    let (code, stdout, stderr) = tagpilot(root, &["holds", "--state-dir", state]).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("shop@shop/api") && !stdout.contains("shop@shop/web"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = tagpilot(
+        root,
+        &[
+            "holds",
+            "release",
+            "--state-dir",
+            state,
+            "--policy",
+            "shop@shop/api",
+            "--file",
+            "apps/api/deployment.yaml",
+            "--field",
+            field,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let (code, stdout, stderr) = tagpilot(root, &plan_args).await;
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let moved: Vec<String> = changes(&stdout).into_iter().map(|c| c.0).collect();
+    assert_eq!(
+        moved,
+        ["shop@shop/api", "shop@shop/cart", "shop@shop/web"],
+        "{stdout}"
+    );
+}
