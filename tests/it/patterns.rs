@@ -301,3 +301,155 @@ async fn a_hold_on_one_image_of_a_pattern_leaves_its_other_images_moving() {
         "{stdout}"
     );
 }
+
+/// One engine cycle over `repo` proposing on GitHub's double at `server`, grouped by `group`,
+/// with the pattern policy `shop` over the real registry `reg`: the pull requests' heads and
+/// titles, as GitHub was asked to open them.
+async fn proposals(
+    reg: &TestRegistry,
+    repo: &crate::support::git::BareRepo,
+    server: &wiremock::MockServer,
+    group: &str,
+) -> Vec<(String, String)> {
+    use crate::support::github::{AUTH, PULLS, created, ok_json, pull};
+    use wiremock::matchers::{header, method, path};
+    use wiremock::{Mock, Request, Respond, ResponseTemplate};
+
+    /// Each new pull request gets the next number, from 7.
+    struct Numbered(std::sync::atomic::AtomicU64);
+    impl Respond for Numbered {
+        fn respond(&self, _: &Request) -> ResponseTemplate {
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            created(pull(n, "", false))
+        }
+    }
+    server.reset().await;
+    Mock::given(method("GET"))
+        .and(path(PULLS))
+        .and(header("authorization", AUTH))
+        .respond_with(ok_json(serde_json::json!([])))
+        .mount(server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path(PULLS))
+        .respond_with(Numbered(7.into()))
+        .mount(server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let write = format!(
+        "    forge:\n      github: {{apiUrl: '{}', tokenEnv: {}, repository: acme/manifests}}\n    write:\n      mode: pull-request\n      group: {group}\n      branch: 'tagpilot/{{{{ group }}}}'\n      title: 'Update {{{{ group }}}}'\n",
+        server.uri(),
+        crate::support::git::HTTP_PASSWORD_ENV,
+    );
+    let shop = format!(
+        "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: shop\nspec:\n  image: {}/shop/*\n  strategy:\n    semver: {{range: \"1.x\"}}\n  targets:\n    - repository: manifests\n      paths: [\"apps/**\"]\n",
+        reg.host()
+    );
+    let mut config = crate::engine::setup(dir.path(), repo, &write, &[("shop.yaml", &shop)]);
+    config.registries = vec![reg.registry_config()];
+    let policies = tagpilot::policy::load(&config).expect("policies load");
+    let cache = tagpilot::git::RepoCache::new(dir.path().join("cache"));
+    let client = reg.client();
+    let input = tagpilot::engine::Input {
+        config: &config,
+        policies: &policies,
+        broken_policies: &[],
+        local: None,
+        cluster: None,
+    };
+    let context = tagpilot::engine::Context {
+        registry: &client,
+        cache: Some(&cache),
+        progress: &(),
+        cancel: Default::default(),
+        state: None,
+        clock: &tagpilot::clock::SystemClock,
+    };
+    let cycle = tagpilot::engine::run(&input, &context, tagpilot::engine::Options::default())
+        .await
+        .expect("engine cycle");
+    assert!(cycle.plan.problems.is_empty(), "{:?}", cycle.plan.problems);
+    let mut opened: Vec<(String, String)> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.method.as_str() == "POST" && r.url.path() == PULLS)
+        .map(|r| {
+            let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            (
+                body["head"].as_str().unwrap().to_string(),
+                body["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    opened.sort();
+    opened
+}
+
+/// `write.group: policy` opens a pull request per image of a pattern, its commit naming the
+/// image's policy in `Tagpilot-Policy:`; `write.group: pattern` one for all of them.
+#[tokio::test]
+async fn pull_requests_are_one_per_image_or_one_per_pattern_as_configured() {
+    crate::support::git::set_test_secrets();
+    let reg = TestRegistry::start(Auth::None).await;
+    for path in ["shop/api", "shop/web"] {
+        reg.push_tags(path, &["1.0.0", "1.1.0"], ImageSpec::default())
+            .await;
+    }
+    let server = wiremock::MockServer::start().await;
+    let repo = crate::argocd::repo_with(&[
+        (
+            "apps/api/deployment.yaml".into(),
+            deployment(&format!("{}:1.0.0", reg.image("shop/api"))),
+        ),
+        (
+            "apps/web/deployment.yaml".into(),
+            deployment(&format!("{}:1.0.0", reg.image("shop/web"))),
+        ),
+    ]);
+    let per_image = proposals(&reg, &repo, &server, "policy").await;
+    assert_eq!(
+        per_image,
+        [
+            (
+                "tagpilot/shop@shop/api".to_string(),
+                "Update shop@shop/api".to_string()
+            ),
+            (
+                "tagpilot/shop@shop/web".to_string(),
+                "Update shop@shop/web".to_string()
+            ),
+        ]
+    );
+    let message = repo.message("tagpilot/shop@shop/api");
+    assert!(
+        message
+            .trim_end()
+            .ends_with("Tagpilot-Policy: shop@shop/api"),
+        "{message}"
+    );
+    assert!(!message.contains("shop/web"), "{message}");
+    assert!(
+        repo.show("tagpilot/shop@shop/api", "apps/web/deployment.yaml")
+            .contains("1.0.0")
+    );
+
+    let per_pattern = proposals(&reg, &repo, &server, "pattern").await;
+    assert_eq!(
+        per_pattern,
+        [("tagpilot/shop".to_string(), "Update shop".to_string())]
+    );
+    for file in ["apps/api/deployment.yaml", "apps/web/deployment.yaml"] {
+        assert!(
+            repo.show("tagpilot/shop", file).contains(":1.1.0"),
+            "{file}"
+        );
+    }
+    let message = repo.message("tagpilot/shop");
+    assert!(
+        message.contains("Tagpilot-Policy: shop@shop/api\n")
+            && message.contains("Tagpilot-Policy: shop@shop/web"),
+        "{message}"
+    );
+}
