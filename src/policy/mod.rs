@@ -11,7 +11,9 @@
 //!
 //! - this file: the validated types and the errors;
 //! - [`load`](self::load()): finding and reading policy files, and the cross-file checks;
-//! - `validate`: one document as written, checked value by value into an [`ImagePolicy`].
+//! - `validate`: one document as written, checked value by value into an [`ImagePolicy`];
+//! - [`pattern`]: an `image:` that is a pattern over repositories, and the per-image instances
+//!   the planner makes of it.
 
 mod load;
 pub mod pattern;

@@ -242,7 +242,7 @@ impl ImagePolicy {
 
 /// The pattern policy an instance name (`shop-apps@shop/cart`) comes from, when `configured`
 /// (the names of the policy files' policies, none of which holds the separator) knows it.
-pub fn pattern_of<'a>(name: &'a str, configured: impl Fn(&str) -> bool) -> Option<&'a str> {
+pub fn pattern_of(name: &str, configured: impl Fn(&str) -> bool) -> Option<&str> {
     let (policy, _) = name.split_once(INSTANCE_SEPARATOR)?;
     configured(policy).then_some(policy)
 }

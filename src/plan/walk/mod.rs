@@ -1,6 +1,7 @@
 //! The planner proper: read every file a policy may touch, find its image fields, match each
-//! field to the policy that owns it, ask the registry once per repository, decide, and apply
-//! the edits in memory (verified by re-parsing).
+//! field to the policy that owns it (a pattern policy's fields to an instance per image, see
+//! `patterns`), ask the registry once per repository, decide, and apply the edits in memory
+//! (verified by re-parsing).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hasher};

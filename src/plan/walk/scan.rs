@@ -392,6 +392,9 @@ fn scan_file(
     }
 }
 
+/// A field's owner, with the image it follows when the owner is a pattern policy.
+type OwnedBy = (usize, Option<Box<Repository>>);
+
 /// The owner found for `field`, with the image it follows when the owner is a pattern policy
 /// (its instance is made for that image after the scan). A marker naming a pattern policy on a
 /// reference its pattern does not match owns nothing, named.
@@ -399,7 +402,7 @@ fn pattern_image(
     index: &PolicyIndex<'_>,
     field: &manifest::ImageField,
     policy: Option<usize>,
-) -> Result<Option<(usize, Option<Box<Repository>>)>, OwnerError> {
+) -> Result<Option<OwnedBy>, OwnerError> {
     let Some(i) = policy else { return Ok(None) };
     let Some(pattern) = &index.policies()[i].pattern else {
         return Ok(Some((i, None)));
