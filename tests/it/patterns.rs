@@ -453,3 +453,51 @@ async fn pull_requests_are_one_per_image_or_one_per_pattern_as_configured() {
         "{message}"
     );
 }
+
+/// `migrate-patterns` proposes one pattern for policies that differ only in their image; with
+/// the proposal in their place, `plan` moves the same references to the same tags.
+#[tokio::test]
+async fn migrate_patterns_proposes_a_pattern_that_plans_as_the_policies_it_replaces() {
+    let (reg, dir) = shop().await;
+    let root = dir.path();
+    for (name, path) in [
+        ("api", "shop/api"),
+        ("web", "shop/web"),
+        ("cart", "shop/cart"),
+    ] {
+        write(
+            root,
+            &format!("policies/{name}.yaml"),
+            &policy(
+                name,
+                &reg.image(path),
+                "  targets:\n    - paths: [\"apps/**\"]\n",
+            ),
+        );
+    }
+    let moves = |stdout: &str| -> Vec<(String, String, String)> {
+        changes(stdout)
+            .into_iter()
+            .map(|(_, image, file, to)| (image, file, to))
+            .collect()
+    };
+    let (code, before, stderr) = tagpilot(root, &["plan", "--format", "json"]).await;
+    assert_eq!(code, 0, "{before}\n{stderr}");
+    let (code, proposal, stderr) = tagpilot(root, &["migrate-patterns"]).await;
+    assert_eq!(code, 0, "{proposal}\n{stderr}");
+    assert!(
+        proposal.starts_with("# Replaces 3 policies with the same settings: ")
+            && proposal.contains(&format!("  image: {}/shop/*\n", reg.host())),
+        "{proposal}"
+    );
+    std::fs::remove_dir_all(root.join("policies")).unwrap();
+    write(root, "policies/shop.yaml", &proposal);
+    let (code, after, stderr) = tagpilot(root, &["plan", "--format", "json"]).await;
+    assert_eq!(code, 0, "{after}\n{stderr}");
+    assert_eq!(
+        moves(&after),
+        moves(&before),
+        "before:\n{before}\nafter:\n{after}"
+    );
+    assert_eq!(moves(&after).len(), 3);
+}
