@@ -371,6 +371,11 @@ mod tests {
         assert!(i.pattern.is_none());
         assert_eq!(i.image, repo("registry.example/shop/web"));
         assert_eq!(pattern_of(&i.name, |n| n == "shop"), Some("shop"));
+        // What a registry notification is matched against: the pattern, or the one image.
+        assert!(p.follows(&repo("registry.example/shop/api")));
+        assert!(!p.follows(&repo("registry.example/other/api")));
+        assert!(i.follows(&repo("registry.example/shop/web")));
+        assert!(!i.follows(&repo("registry.example/shop/api")));
         let made = instances_named(
             std::slice::from_ref(&p),
             ["shop@shop/web", "shop@other/web", "api", "shop@shop/web"],
