@@ -40,6 +40,8 @@ pub(super) struct Daemon<'a> {
     pub(super) verifier: Option<Arc<super::verify::Verifier>>,
     /// The policies named as not served (their targets are the local directory).
     pub(super) not_served: super::unserved::NotServed,
+    /// Since when registries and remotes fail, for `notifications:`.
+    pub(super) outages: super::notify::derive::Outages,
 }
 
 /// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
@@ -252,7 +254,29 @@ impl Daemon<'_> {
         metrics.record_signatures(&self.session.registry.signature_verifications());
         log_outcome(ran, result, kind, took);
         self.verify(result, policies);
+        self.notify(result);
         kind
+    }
+
+    /// Hands what a cycle or re-check did, waits for and refused to the notification sinks
+    /// (without waiting for them), with the registries and remotes that failed too long.
+    fn notify(&self, result: &Result<Cycle, EngineError>) {
+        let config = &self.session.config;
+        let Some(notifications) = &config.notifications else {
+            return;
+        };
+        let now = self.clock.wall();
+        let cycle = result.as_ref().ok();
+        let mut notices = cycle
+            .map(|c| super::notify::derive::from_cycle(c, &config.repositories, now))
+            .unwrap_or_default();
+        notices.extend(self.outages.observe(
+            &self.session.registry.responses(),
+            cycle,
+            notifications.unreachable_after,
+            now,
+        ));
+        self.shared.notices.send(self.shared, notices);
     }
 
     /// Follows what a cycle or re-check pushed, when verification is configured.

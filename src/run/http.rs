@@ -31,6 +31,8 @@ pub struct Shared {
     pub state: Option<Arc<crate::state::State>>,
     /// `holds.releaseToken`: the bearer token `POST /holds/release` takes; `None`: it refuses.
     pub release_token: Option<webhook::Secret>,
+    /// Where cycles and verification hand the events people are told (`notifications:`).
+    pub notices: super::notify::Outbox,
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
