@@ -25,6 +25,7 @@ mod image_updater_e2e;
 mod layers;
 mod lease;
 mod manifest;
+mod notify;
 mod platforms;
 mod policy;
 mod promotion;
