@@ -254,28 +254,43 @@ impl Daemon<'_> {
         metrics.record_signatures(&self.session.registry.signature_verifications());
         log_outcome(ran, result, kind, took);
         self.verify(result, policies);
-        self.notify(result);
+        self.notify(matches!(ran, Ran::Cycle), result, kind, took);
         kind
     }
 
-    /// Hands what a cycle or re-check did, waits for and refused to the notification sinks
-    /// (without waiting for them), with the registries and remotes that failed too long.
-    fn notify(&self, result: &Result<Cycle, EngineError>) {
+    /// Keeps what a cycle or re-check found for the status page, and hands what it did,
+    /// waits for and refused to the notification sinks (without waiting for them), with the
+    /// registries and remotes that failed too long.
+    fn notify(&self, full: bool, result: &Result<Cycle, EngineError>, kind: CycleResult, took: Duration) {
         let config = &self.session.config;
-        let Some(notifications) = &config.notifications else {
-            return;
-        };
         let now = self.clock.wall();
         let cycle = result.as_ref().ok();
+        let unreachable_after = config
+            .notifications
+            .as_ref()
+            .map_or(Duration::MAX, |n| n.unreachable_after);
+        let outages = self.outages.observe(
+            &self.session.registry.responses(),
+            cycle,
+            unreachable_after,
+            now,
+        );
+        let endpoints = self
+            .outages
+            .endpoints()
+            .into_iter()
+            .map(|(kind, name, up, since)| super::status::Endpoint { kind, name, up, since })
+            .collect();
+        self.shared
+            .status
+            .record(full, cycle.ok_or(()), kind, took, endpoints, now);
+        if config.notifications.is_none() {
+            return;
+        }
         let mut notices = cycle
             .map(|c| super::notify::derive::from_cycle(c, &config.repositories, now))
             .unwrap_or_default();
-        notices.extend(self.outages.observe(
-            &self.session.registry.responses(),
-            cycle,
-            notifications.unreachable_after,
-            now,
-        ));
+        notices.extend(outages);
         self.shared.notices.send(self.shared, notices);
     }
 

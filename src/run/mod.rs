@@ -41,6 +41,7 @@ pub mod notify;
 pub mod pace;
 pub mod recheck;
 pub mod signal;
+pub mod status;
 mod unserved;
 pub mod verify;
 pub mod webhook;
@@ -268,6 +269,7 @@ fn shared(
         health: health::Health::observed(events.clone()),
         events,
         notices: notify::Outbox::default(),
+        status: status::StatusBoard::default(),
     })
 }
 

@@ -35,6 +35,7 @@ mod registry_faults;
 mod render;
 mod revert;
 mod signatures;
+mod status_page;
 mod support;
 mod verification;
 mod version_labels;

@@ -40,7 +40,7 @@ impl CycleResult {
         }
     }
 
-    pub(super) fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             CycleResult::Ok => "ok",
             CycleResult::Partial => "partial",

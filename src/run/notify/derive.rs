@@ -183,6 +183,8 @@ struct OutagesInner {
     down: BTreeMap<(&'static str, String), (Timestamp, bool)>,
     /// The registry client's response counts when last taken (they only grow).
     seen: BTreeMap<(String, &'static str, String), u64>,
+    /// Whether each was up when last heard of.
+    known: BTreeMap<(&'static str, String), bool>,
 }
 
 impl Outages {
@@ -216,9 +218,23 @@ impl Outages {
         }
         let mut out = Vec::new();
         for (key, up) in seen {
+            inner.known.insert(key.clone(), up);
             out.extend(inner.judge(key, up, after, now));
         }
         out
+    }
+
+    /// Each registry and remote heard of: (`registry` or `remote`, name, up, failing since).
+    pub fn endpoints(&self) -> Vec<(&'static str, String, bool, Option<Timestamp>)> {
+        let inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner
+            .known
+            .iter()
+            .map(|(key, up)| {
+                let since = inner.down.get(key).map(|(since, _)| *since);
+                (key.0, key.1.clone(), *up, since)
+            })
+            .collect()
     }
 }
 
@@ -248,7 +264,7 @@ impl OutagesInner {
         }
         let (since, told) = self.down.entry(key.clone()).or_insert((now, false));
         let lasted = now.duration_since(*since);
-        if *told || lasted < jiff::SignedDuration::try_from(after).unwrap_or_default() {
+        if *told || lasted < jiff::SignedDuration::try_from(after).unwrap_or(jiff::SignedDuration::MAX) {
             return None;
         }
         *told = true;
