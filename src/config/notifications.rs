@@ -219,9 +219,22 @@ mod tests {
         assert_eq!(config.coalesce, Duration::from_secs(10));
         assert_eq!(config.attempts, 5);
         assert_eq!(config.sinks.len(), 2);
-        assert_eq!(config.sinks[0].events.as_deref(), Some(&["failed".to_string()][..]));
+        assert_eq!(
+            config.sinks[0].events.as_deref(),
+            Some(&["failed".to_string()][..])
+        );
         let slack = config.sinks[1].slack.as_ref().unwrap();
-        assert_eq!(slack.token.as_ref().unwrap().secret_ref.as_ref().unwrap().key, "token");
+        assert_eq!(
+            slack
+                .token
+                .as_ref()
+                .unwrap()
+                .secret_ref
+                .as_ref()
+                .unwrap()
+                .key,
+            "token"
+        );
         let typo = "sinks:\n  - name: ci\n    webhok: {}\n";
         assert!(serde_saphyr::from_str::<NotificationsConfig>(typo).is_err());
     }

@@ -261,7 +261,13 @@ impl Daemon<'_> {
     /// Keeps what a cycle or re-check found for the status page, and hands what it did,
     /// waits for and refused to the notification sinks (without waiting for them), with the
     /// registries and remotes that failed too long.
-    fn notify(&self, full: bool, result: &Result<Cycle, EngineError>, kind: CycleResult, took: Duration) {
+    fn notify(
+        &self,
+        full: bool,
+        result: &Result<Cycle, EngineError>,
+        kind: CycleResult,
+        took: Duration,
+    ) {
         let config = &self.session.config;
         let now = self.clock.wall();
         let cycle = result.as_ref().ok();
@@ -279,7 +285,12 @@ impl Daemon<'_> {
             .outages
             .endpoints()
             .into_iter()
-            .map(|(kind, name, up, since)| super::status::Endpoint { kind, name, up, since })
+            .map(|(kind, name, up, since)| super::status::Endpoint {
+                kind,
+                name,
+                up,
+                since,
+            })
             .collect();
         self.shared
             .status

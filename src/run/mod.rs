@@ -7,7 +7,9 @@
 //!             │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
 //!             │   └─ between cycles: re-checks of only the repositories notifications named
 //!  listener ──┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
-//!                                                   └─▶ recheck: coalesced, rate-limited hints
+//!             │                                     └─▶ recheck: coalesced, rate-limited hints
+//!             └── /ui  /ui/status.json: the status page, from what the loop keeps (status/)
+//!  each cycle and verdict ─▶ notify::Outbox ─▶ a task per sink: coalesce, retry, told once
 //!
 //!  --leader-elect: lease ── Leading ─▶ cycles and re-checks run; Following ─▶ none starts, one
 //!                           in flight starts no further target, webhooks get 503

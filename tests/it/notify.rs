@@ -92,8 +92,16 @@ async fn each_sink_sends_what_its_receiver_reads() {
     let mut receiver = Receiver::start().await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("key"), format!("{KEY}\n")).unwrap();
-    std::fs::write(dir.path().join("slack"), format!("{}/slack-hook", receiver.base)).unwrap();
-    std::fs::write(dir.path().join("teams"), format!("{}/teams-flow", receiver.base)).unwrap();
+    std::fs::write(
+        dir.path().join("slack"),
+        format!("{}/slack-hook", receiver.base),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("teams"),
+        format!("{}/teams-flow", receiver.base),
+    )
+    .unwrap();
     std::fs::write(dir.path().join("token"), "xoxb-test").unwrap();
     let base = &receiver.base;
     let config = config(&format!(
@@ -127,10 +135,18 @@ async fn each_sink_sends_what_its_receiver_reads() {
     assert_eq!(body["events"][0]["type"], "update_written");
     assert_eq!(body["events"][0]["id"], burst[0].id.as_str());
     assert_eq!(body["events"][1]["type"], "failed");
-    assert!(body["text"].as_str().unwrap().starts_with("tagpilot: 2 events"));
+    assert!(
+        body["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("tagpilot: 2 events")
+    );
 
     let ce = &got["/ce"][0];
-    assert_eq!(ce.header("content-type"), "application/cloudevents-batch+json");
+    assert_eq!(
+        ce.header("content-type"),
+        "application/cloudevents-batch+json"
+    );
     let batch = ce.json();
     assert_eq!(batch.as_array().unwrap().len(), 2);
     assert_eq!(batch[0]["specversion"], "1.0");
@@ -158,7 +174,10 @@ async fn each_sink_sends_what_its_receiver_reads() {
 
     let teams = got["/teams-flow"][0].json();
     let card = &teams["attachments"][0];
-    assert_eq!(card["contentType"], "application/vnd.microsoft.card.adaptive");
+    assert_eq!(
+        card["contentType"],
+        "application/vnd.microsoft.card.adaptive"
+    );
     assert_eq!(card["content"]["type"], "AdaptiveCard");
     assert_eq!(card["content"]["body"][0]["text"], "tagpilot: 2 events");
     let metrics = shared.metrics.render();
@@ -188,9 +207,10 @@ async fn a_burst_is_one_message_a_refusing_sink_is_retried_and_a_restart_tells_n
     shared.notices.send(&shared, vec![first.clone()]);
     // The sink waits out its coalescing window: an event within it joins the same message.
     clock.next_wake().await;
-    shared
-        .notices
-        .send(&shared, vec![later.clone(), notice(Kind::Verified, "api", "1.1.0")]);
+    shared.notices.send(
+        &shared,
+        vec![later.clone(), notice(Kind::Verified, "api", "1.1.0")],
+    );
     let (refused, message) = taken(&mut receiver, &clock).await;
     assert_eq!(refused.len(), 2, "two refusals, then taken");
     assert!(signed(&message));
@@ -260,7 +280,9 @@ fn a_cycle_s_pushed_update_is_told_with_its_commit() {
         assert_eq!(event["to"], "1.1.0");
         assert_eq!(event["repository"], "manifests");
         assert_eq!(event["link"], s.repo.rev("main").unwrap().as_str());
-        daemon.until("the message counted", |p| p.notices.sent == 1).await;
+        daemon
+            .until("the message counted", |p| p.notices.sent == 1)
+            .await;
         let (stopped, log) = daemon.terminate().await;
         assert_eq!(stopped, tagpilot::run::Stopped::Drained, "{log}");
         assert!(!log.contains(KEY), "the key is never logged");

@@ -56,7 +56,9 @@ fn the_status_page_renders_a_running_service_s_data_in_a_headless_browser() {
                         field: "Deployment/api container api".into(),
                     },
                     tag: "0.9.0".into(),
-                    reason: HoldReason::Manual { by: "ops@example.com".into() },
+                    reason: HoldReason::Manual {
+                        by: "ops@example.com".into(),
+                    },
                     since: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
                 })
                 .unwrap();
@@ -75,10 +77,16 @@ fn the_status_page_renders_a_running_service_s_data_in_a_headless_browser() {
         assert_eq!(status["cycles"][0]["result"], "ok");
         let endpoints = status["endpoints"].as_array().unwrap();
         assert!(
-            endpoints.iter().any(|e| e["kind"] == "registry" && e["up"] == true),
+            endpoints
+                .iter()
+                .any(|e| e["kind"] == "registry" && e["up"] == true),
             "{status}"
         );
-        assert!(endpoints.iter().any(|e| e["kind"] == "remote" && e["name"] == "manifests"));
+        assert!(
+            endpoints
+                .iter()
+                .any(|e| e["kind"] == "remote" && e["name"] == "manifests")
+        );
 
         let url = format!("{}/ui", daemon.base);
         let profile = tempfile::tempdir().unwrap();

@@ -36,8 +36,8 @@ mod labels;
 mod record;
 mod result;
 
-pub use self::result::{CycleResult, RegistriesAnswered};
 pub(crate) use self::result::reachable;
+pub use self::result::{CycleResult, RegistriesAnswered};
 
 pub use self::after_write::VERIFICATION_RESULTS;
 pub use self::labels::APPLICATION_POLICIES;

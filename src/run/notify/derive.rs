@@ -264,7 +264,9 @@ impl OutagesInner {
         }
         let (since, told) = self.down.entry(key.clone()).or_insert((now, false));
         let lasted = now.duration_since(*since);
-        if *told || lasted < jiff::SignedDuration::try_from(after).unwrap_or(jiff::SignedDuration::MAX) {
+        if *told
+            || lasted < jiff::SignedDuration::try_from(after).unwrap_or(jiff::SignedDuration::MAX)
+        {
             return None;
         }
         *told = true;
@@ -294,7 +296,8 @@ mod tests {
     fn an_outage_is_told_once_it_lasts_and_its_end_once_it_was_told() {
         let outages = Outages::default();
         let after = Duration::from_secs(600);
-        let down = |n, s| outages.observe(&[counts("r.example", "unreachable", n)], None, after, at(s));
+        let down =
+            |n, s| outages.observe(&[counts("r.example", "unreachable", n)], None, after, at(s));
         assert!(down(1, 0).is_empty());
         assert!(down(2, 300).is_empty());
         let told = down(3, 660);
@@ -305,7 +308,10 @@ mod tests {
         // Not asked this cycle: nothing said either way.
         assert!(down(4, 960).is_empty());
         let up = outages.observe(
-            &[counts("r.example", "unreachable", 4), counts("r.example", "200", 1)],
+            &[
+                counts("r.example", "unreachable", 4),
+                counts("r.example", "200", 1),
+            ],
             None,
             after,
             at(1000),
@@ -315,7 +321,10 @@ mod tests {
         // A short blip is never told, nor its end.
         assert!(down(5, 2000).is_empty());
         let up = outages.observe(
-            &[counts("r.example", "unreachable", 5), counts("r.example", "200", 2)],
+            &[
+                counts("r.example", "unreachable", 5),
+                counts("r.example", "200", 2),
+            ],
             None,
             after,
             at(2010),

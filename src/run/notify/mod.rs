@@ -262,7 +262,9 @@ impl Notifier {
                 })?;
             let (tx, rx) = mpsc::channel(config.queue.max(1));
             for result in ["sent", "retried", "failed", "dropped"] {
-                shared.metrics.start_notifications_at_zero(&sink.name, result);
+                shared
+                    .metrics
+                    .start_notifications_at_zero(&sink.name, result);
             }
             let delivery = Arc::new(Delivery {
                 name: sink.name.clone(),
@@ -404,7 +406,9 @@ impl Delivery {
                     if last {
                         break;
                     }
-                    self.shared.metrics.record_notification(&self.name, "retried");
+                    self.shared
+                        .metrics
+                        .record_notification(&self.name, "retried");
                     tokio::select! {
                         () = self.clock.sleep(wait) => {}
                         () = stop.cancelled() => {}
@@ -413,7 +417,9 @@ impl Delivery {
                 }
             }
         }
-        self.shared.metrics.record_notification(&self.name, "failed");
+        self.shared
+            .metrics
+            .record_notification(&self.name, "failed");
         self.shared.events.notification_failed();
     }
 }
@@ -559,7 +565,9 @@ mod tests {
         assert!(!route.takes(&notice(Kind::Failed, Some("billing"), "api")));
         assert!(!route.takes(&notice(Kind::Failed, Some("shop-prod"), "web")));
         assert!(route.takes(&notice(Kind::Held, None, "api")));
-        let unknown = Route::new(&sink("name: s\nevents: [fail]\nteams: {url: {secretEnv: X}}\n"));
+        let unknown = Route::new(&sink(
+            "name: s\nevents: [fail]\nteams: {url: {secretEnv: X}}\n",
+        ));
         assert_eq!(
             unknown.unwrap_err().to_string(),
             "s.events: fail is not an event type"
@@ -577,15 +585,23 @@ mod tests {
         assert_eq!(url.0, "https://hooks.example/s3cret");
         let both = sink("name: t\nteams: {url: {secretFile: url, secretEnv: X}}\n");
         assert_eq!(
-            target(&both, dir.path(), None).await.unwrap_err().to_string(),
+            target(&both, dir.path(), None)
+                .await
+                .unwrap_err()
+                .to_string(),
             "t.teams.url: give exactly one of secretEnv, secretFile, secretRef"
         );
         let by_ref = sink("name: t\nteams: {url: {secretRef: {namespace: ci, name: n, key: k}}}\n");
         assert_eq!(
-            target(&by_ref, dir.path(), None).await.unwrap_err().to_string(),
+            target(&by_ref, dir.path(), None)
+                .await
+                .unwrap_err()
+                .to_string(),
             "t.teams.url.secretRef: no cluster to read Secret ci/n from"
         );
-        let two = sink("name: t\nteams: {url: {secretFile: url}}\nslack: {webhookUrl: {secretFile: url}}\n");
+        let two = sink(
+            "name: t\nteams: {url: {secretFile: url}}\nslack: {webhookUrl: {secretFile: url}}\n",
+        );
         assert!(matches!(
             target(&two, dir.path(), None).await,
             Err(NotifyError::Kind { .. })

@@ -198,13 +198,18 @@ impl Target {
                     .post(format!("{}/chat.postMessage", api.trim_end_matches('/')))
                     .json(&json!({"channel": channel, "text": text}));
                 let response = accepted(bearer(request, Some(token))).await?;
-                let answer: serde_json::Value =
-                    response.json().await.map_err(|e| SendError::Request(e.without_url()))?;
+                let answer: serde_json::Value = response
+                    .json()
+                    .await
+                    .map_err(|e| SendError::Request(e.without_url()))?;
                 if answer["ok"] == json!(true) {
                     Ok(())
                 } else {
                     Err(SendError::Slack {
-                        error: answer["error"].as_str().unwrap_or("no error given").to_string(),
+                        error: answer["error"]
+                            .as_str()
+                            .unwrap_or("no error given")
+                            .to_string(),
                     })
                 }
             }

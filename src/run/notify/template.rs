@@ -22,9 +22,7 @@ pub fn default_template(kind: Kind) -> &'static str {
         Kind::Reverted => {
             "{{ policy }}: {{ image }} {{ from }} → {{ to }} reverted in {{ repository }}{% if link %} ({{ link }}){% endif %}: {{ why }}"
         }
-        Kind::Held => {
-            "{{ policy }}: {{ from }} held{% if by %} by {{ by }}{% endif %}: {{ why }}"
-        }
+        Kind::Held => "{{ policy }}: {{ from }} held{% if by %} by {{ by }}{% endif %}: {{ why }}",
         Kind::PromotionWaiting => {
             "{{ policy }}: promoting {{ image }} {{ from }} → {{ to }} waits: {{ why }}"
         }

@@ -200,11 +200,15 @@ impl StatusBoard {
         if let Some(state) = state {
             match state.holds() {
                 Ok(holds) => status.holds = holds.iter().map(hold).collect(),
-                Err(e) => status.unknown.push(crate::error_chain::Chain(&e).to_string()),
+                Err(e) => status
+                    .unknown
+                    .push(crate::error_chain::Chain(&e).to_string()),
             }
             match state.verifications() {
                 Ok(v) => status.verifications = v.iter().map(verification).collect(),
-                Err(e) => status.unknown.push(crate::error_chain::Chain(&e).to_string()),
+                Err(e) => status
+                    .unknown
+                    .push(crate::error_chain::Chain(&e).to_string()),
             }
         }
         status
@@ -264,7 +268,12 @@ fn fields(cycle: &Cycle) -> Vec<Field> {
         });
     }
     out.sort_by(|a, b| {
-        (&a.repository, &a.policy, &a.file, a.line).cmp(&(&b.repository, &b.policy, &b.file, b.line))
+        (&a.repository, &a.policy, &a.file, a.line).cmp(&(
+            &b.repository,
+            &b.policy,
+            &b.file,
+            b.line,
+        ))
     });
     out
 }
@@ -307,9 +316,13 @@ fn promotions(cycle: &Cycle) -> Vec<Promotion> {
 
 fn problem(p: &crate::plan::Problem) -> String {
     let mut text = String::new();
-    for part in [p.repository.as_deref(), p.policy.as_deref(), p.image.as_deref()]
-        .into_iter()
-        .flatten()
+    for part in [
+        p.repository.as_deref(),
+        p.policy.as_deref(),
+        p.image.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
     {
         text.push_str(part);
         text.push_str(": ");

@@ -55,7 +55,12 @@ fn link(text: &str, url: Option<&str>) -> String {
 
 /// One section: a table of `rows` under `headers`, or a line saying there is nothing.
 fn section(out: &mut String, id: &str, title: &str, headers: &[&str], rows: &[Vec<String>]) {
-    let _ = write!(out, "<section id=\"{id}\"><h2>{} ({})</h2>", esc(title), rows.len());
+    let _ = write!(
+        out,
+        "<section id=\"{id}\"><h2>{} ({})</h2>",
+        esc(title),
+        rows.len()
+    );
     if rows.is_empty() {
         out.push_str("<p class=\"empty\">none</p></section>");
         return;
@@ -110,7 +115,11 @@ pub(super) fn render(status: &Status) -> String {
     );
     out.push_str("</p></header><main>");
     for why in &status.unknown {
-        let _ = write!(out, "<section class=\"down\">unknown: {}</section>", esc(why));
+        let _ = write!(
+            out,
+            "<section class=\"down\">unknown: {}</section>",
+            esc(why)
+        );
     }
     let fields: Vec<Vec<String>> = status
         .fields
@@ -123,7 +132,11 @@ pub(super) fn render(status: &Status) -> String {
                 format!("<code>{}:{}</code>", esc(&f.file), f.line),
                 esc(&f.current),
                 opt(f.candidate.as_deref()),
-                format!("<span class=\"{}\">{}</span>", state_class(&f.state), esc(&f.state)),
+                format!(
+                    "<span class=\"{}\">{}</span>",
+                    state_class(&f.state),
+                    esc(&f.state)
+                ),
             ]
         })
         .collect();
@@ -131,7 +144,15 @@ pub(super) fn render(status: &Status) -> String {
         &mut out,
         "fields",
         "Policies and images",
-        &["policy", "image", "repository", "field", "current", "candidate", "state"],
+        &[
+            "policy",
+            "image",
+            "repository",
+            "field",
+            "current",
+            "candidate",
+            "state",
+        ],
         &fields,
     );
     let prs: Vec<Vec<String>> = status

@@ -383,7 +383,12 @@ impl Verifier {
 
     /// Tells the notification sinks a verdict: verified, or failed (and held, by the fields'
     /// `onFailure`). A verification that could not conclude is in the log and the status.
-    fn tell_conclusion(&self, pending: &PendingVerification, conclusion: &Conclusion, now: Timestamp) {
+    fn tell_conclusion(
+        &self,
+        pending: &PendingVerification,
+        conclusion: &Conclusion,
+        now: Timestamp,
+    ) {
         use super::notify::{derive::of_verification, event::Kind};
         let notices = match conclusion {
             Conclusion::Verified => of_verification(Kind::Verified, pending, None, now),
