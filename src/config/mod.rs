@@ -67,7 +67,7 @@ pub struct Config {
     pub holds: Option<holds::HoldsConfig>,
     /// Where `tagpilot run` tells people what it did, what waits and what it refused.
     #[serde(default)]
-    pub notifications: Option<notifications::NotificationsConfig>,
+    pub notifications: Option<Box<notifications::NotificationsConfig>>,
     /// How much of a cycle runs at once.
     #[serde(default)]
     pub concurrency: Concurrency,

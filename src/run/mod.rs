@@ -363,15 +363,17 @@ async fn run_loop(
         }
     };
     let notifier = match &session.config.notifications {
+        // Boxed: reading the secrets (a Kubernetes Secret) is a large future, and `serve`'s
+        // own must stay small for the callers that hold it.
         Some(notifications) => Some(
-            notify::Notifier::start(
+            Box::pin(notify::Notifier::start(
                 notifications,
                 session.config.base_dir(),
                 settings.cluster.as_ref().or(session.cluster.as_ref()),
                 shared.clone(),
                 clock.clone(),
                 elector.as_ref().map(Elector::roles),
-            )
+            ))
             .await?,
         ),
         None => None,

@@ -69,7 +69,7 @@ pub enum NotifyError {
     SecretRef {
         key: String,
         #[source]
-        source: crate::kubernetes::KubeError,
+        source: Box<crate::kubernetes::KubeError>,
     },
     #[error("{key}.secretRef: Secret {namespace}/{name} has no key {secret_key}")]
     SecretKeyMissing {
@@ -520,7 +520,7 @@ async fn read_secret(
                 .await
                 .map_err(|source| NotifyError::SecretRef {
                     key: key.clone(),
-                    source,
+                    source: Box::new(source),
                 })?;
             crate::kubernetes::secret_value(&secret, &r.key).ok_or_else(|| {
                 NotifyError::SecretKeyMissing {
