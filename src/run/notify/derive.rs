@@ -76,8 +76,11 @@ fn written(
                 .find(|r| r.name == name)
                 .map(|r| r.write.group)
                 .unwrap_or_default();
+            // Opened, taken over or updated this cycle; one found as it was told nothing new.
             let pr = outcome.pull_requests.iter().find(|pr| {
-                (pr.status == "opened" || pr.status == "updated")
+                ["opened", "taken over", "updated"]
+                    .iter()
+                    .any(|s| pr.status.starts_with(s))
                     && match grouping {
                         Grouping::Repository => true,
                         Grouping::Policy => pr.group == change.policy,
@@ -278,6 +281,124 @@ impl OutagesInner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::{CommitSummary, Promotion, PullRequestSummary};
+
+    fn change(repository: &str, policy: &str, to: &str) -> Change {
+        Change {
+            repository: Some(repository.into()),
+            policy: policy.into(),
+            image: "ghcr.io/shop/api".into(),
+            file: "apps/api.yaml".into(),
+            line: 7,
+            field: "Deployment/api container api".into(),
+            strategy: "semver",
+            from: "1.0.0".into(),
+            to: to.into(),
+            source: None,
+            labels: Vec::new(),
+            promotion: None,
+        }
+    }
+
+    fn outcome(name: &str, status: RepositoryStatus) -> RepositoryOutcome {
+        RepositoryOutcome {
+            repository: name.into(),
+            url: format!("https://git.example/{name}"),
+            branch: "main".into(),
+            status,
+            sources: Vec::new(),
+            commits: Vec::new(),
+            pull_requests: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn pull_request(status: &str, number: u64) -> PullRequestSummary {
+        PullRequestSummary {
+            group: "all".into(),
+            branch: "tagpilot/all".into(),
+            status: status.into(),
+            number: Some(number),
+            reference: Some(format!("#{number}")),
+            url: Some(format!("https://git.example/pull/{number}")),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_cycle_tells_what_it_wrote_waits_for_and_found_held_never_an_unchanged_pull_request() {
+        let mut cycle = Cycle::default();
+        cycle.plan.changes = vec![
+            change("pushed", "api", "1.1.0"),
+            change("rebuilt", "web", "2.1.0"),
+            change("unchanged", "db", "3.1.0"),
+        ];
+        let mut pushed = outcome("pushed", RepositoryStatus::Pushed);
+        pushed.commits = vec![CommitSummary {
+            id: "c0ffee".into(),
+            summary: "update".into(),
+        }];
+        let mut rebuilt = outcome("rebuilt", RepositoryStatus::PullRequests);
+        rebuilt.pull_requests = vec![pull_request("updated (rebuilt on the new base)", 7)];
+        let mut unchanged = outcome("unchanged", RepositoryStatus::PullRequests);
+        unchanged.pull_requests = vec![pull_request("up to date", 8)];
+        cycle.repositories = vec![pushed, rebuilt, unchanged];
+        cycle.plan.promotions = vec![Promotion {
+            repository: Some("pushed".into()),
+            policy: "api-prod".into(),
+            image: "ghcr.io/shop/api".into(),
+            file: "prod/api.yaml".into(),
+            line: 3,
+            current: "1.0.0".into(),
+            since: None,
+            stage: 1,
+            upstreams: Vec::new(),
+            status: PromotionStatus::Waits,
+            tag: Some("1.1.0".into()),
+            waits: vec!["staging runs 1.1.0 healthy for 10m of 1h".into()],
+        }];
+        cycle.plan.holds_found = vec![crate::holds::HeldTag {
+            key: crate::holds::FieldKey {
+                repository: Some("pushed".into()),
+                policy: "api".into(),
+                file: "apps/api.yaml".into(),
+                field: "Deployment/api container api".into(),
+            },
+            tag: "1.1.0".into(),
+            reason: crate::holds::HoldReason::RolledBack {
+                to: "1.0.0".into(),
+                commit: "b4d".into(),
+                author: "ana@example.com".into(),
+            },
+            since: at(0),
+        }];
+        let notices = from_cycle(&cycle, &[], at(0));
+        let told: Vec<(Kind, Option<&str>, Option<&str>)> = notices
+            .iter()
+            .map(|n| (n.kind, n.policy.as_deref(), n.link.as_deref()))
+            .collect();
+        assert_eq!(
+            told,
+            [
+                (Kind::UpdateWritten, Some("api"), Some("c0ffee")),
+                (
+                    Kind::UpdateWritten,
+                    Some("web"),
+                    Some("https://git.example/pull/7")
+                ),
+                (Kind::Held, Some("api"), Some("b4d")),
+                (Kind::PromotionWaiting, Some("api-prod"), None),
+            ]
+        );
+        assert_eq!(notices[2].by.as_deref(), Some("ana@example.com"));
+        assert_eq!(notices[3].to.as_deref(), Some("1.1.0"));
+        // Found again by the next cycle: the same ids, told once by the sender.
+        let again = from_cycle(&cycle, &[], at(120));
+        assert_eq!(
+            notices.iter().map(|n| &n.id).collect::<Vec<_>>(),
+            again.iter().map(|n| &n.id).collect::<Vec<_>>()
+        );
+    }
 
     fn at(s: i64) -> Timestamp {
         Timestamp::from_second(1_800_000_000 + s).unwrap()

@@ -427,6 +427,60 @@ impl Delivery {
 /// The longest wait between two tries of one message.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
+/// What `tagpilot check` finds wrong with `notifications:` without reading a secret: a sink
+/// that is not exactly one kind, a Slack sink without its way to post, two sinks of one name,
+/// an unknown event type, a glob or a template that does not parse.
+pub fn check(config: &NotificationsConfig) -> Vec<NotifyError> {
+    let mut problems = Vec::new();
+    let mut names = BTreeSet::new();
+    for sink in &config.sinks {
+        if !names.insert(sink.name.as_str()) {
+            problems.push(NotifyError::DuplicateSink {
+                sink: sink.name.clone(),
+            });
+        }
+        if let Err(e) = shape(sink) {
+            problems.push(e);
+        }
+        if let Err(e) = Route::new(sink) {
+            problems.push(e);
+        }
+        if let Err(source) = Templates::new(&sink.templates) {
+            problems.push(NotifyError::Template {
+                sink: sink.name.clone(),
+                source,
+            });
+        }
+    }
+    problems
+}
+
+/// Whether `sink` is exactly one kind, and a Slack sink one of its two ways.
+fn shape(sink: &SinkConfig) -> Result<(), NotifyError> {
+    let kinds = [
+        sink.webhook.is_some(),
+        sink.cloud_events.is_some(),
+        sink.slack.is_some(),
+        sink.teams.is_some(),
+    ];
+    if kinds.iter().filter(|k| **k).count() != 1 {
+        return Err(NotifyError::Kind {
+            sink: sink.name.clone(),
+        });
+    }
+    if let Some(slack) = &sink.slack {
+        let webhook =
+            slack.webhook_url.is_some() && slack.token.is_none() && slack.channel.is_none();
+        let api = slack.webhook_url.is_none() && slack.token.is_some() && slack.channel.is_some();
+        if !webhook && !api {
+            return Err(NotifyError::Slack {
+                sink: sink.name.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// A sink's target with its secrets read.
 async fn target(
     sink: &SinkConfig,
@@ -435,15 +489,7 @@ async fn target(
 ) -> Result<Target, NotifyError> {
     let name = &sink.name;
     let read = async |s: &NotifySecret, key: String| read_secret(s, key, base_dir, cluster).await;
-    let kinds = [
-        sink.webhook.is_some(),
-        sink.cloud_events.is_some(),
-        sink.slack.is_some(),
-        sink.teams.is_some(),
-    ];
-    if kinds.iter().filter(|k| **k).count() != 1 {
-        return Err(NotifyError::Kind { sink: name.clone() });
-    }
+    shape(sink)?;
     if let Some(w) = &sink.webhook {
         let key = read(&w.secret, format!("{name}.webhook.secret")).await?;
         return Ok(Target::Webhook {
@@ -571,6 +617,24 @@ mod tests {
         assert_eq!(
             unknown.unwrap_err().to_string(),
             "s.events: fail is not an event type"
+        );
+    }
+
+    #[test]
+    fn check_names_every_sink_problem_without_reading_a_secret() {
+        let config: NotificationsConfig = serde_saphyr::from_str(
+            "sinks:\n  - {name: a, teams: {url: {secretEnv: UNSET_ON_PURPOSE}}}\n  - {name: a, teams: {url: {secretEnv: X}}, events: [nope]}\n  - {name: b, slack: {channel: \"#c\"}, templates: {failed: \"{{ to \"}}\n",
+        )
+        .unwrap();
+        let found: Vec<String> = check(&config).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            found,
+            [
+                "two sinks are named a",
+                "a.events: nope is not an event type",
+                "b.slack: give webhookUrl, or token and channel",
+                "b",
+            ]
         );
     }
 
