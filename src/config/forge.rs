@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-/// Where pull requests are opened. Exactly one of `github` and `gitlab`.
+/// Where pull requests are opened. Exactly one forge.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ForgeConfig {
@@ -14,6 +14,12 @@ pub struct ForgeConfig {
     pub github: Option<GitHubConfig>,
     #[serde(default)]
     pub gitlab: Option<GitLabConfig>,
+    /// A Gitea server.
+    #[serde(default)]
+    pub gitea: Option<GiteaConfig>,
+    /// A Forgejo server (Codeberg among them): the same API as Gitea's.
+    #[serde(default)]
+    pub forgejo: Option<GiteaConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -64,10 +70,26 @@ fn default_gitlab_api() -> String {
     "https://gitlab.com/api/v4".to_owned()
 }
 
+/// A Gitea or Forgejo server's API v1.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GiteaConfig {
+    /// `https://git.example/api/v1`; default: the repository URL's scheme, host and path
+    /// prefix with `/api/v1` (an `https://` or `http://` repository URL only).
+    #[serde(default)]
+    pub api_url: Option<String>,
+    /// Environment variable holding an access token with the `write:repository` and
+    /// `write:issue` scopes.
+    pub token_env: String,
+    /// `owner/name`; default: taken from the repository URL.
+    #[serde(default)]
+    pub repository: Option<String>,
+}
+
 /// What serde cannot check in a `forge:` block.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("`forge` needs exactly one of `github` and `gitlab`")]
+    #[error("`forge` needs exactly one of `github`, `gitlab`, `gitea` and `forgejo`")]
     NotOneForge,
     #[error("`forge.github` needs exactly one of `tokenEnv` and `app`")]
     NotOneGitHubAuth,
@@ -76,13 +98,21 @@ pub enum ConfigError {
 impl ForgeConfig {
     /// Checks what serde cannot: one forge, one GitHub auth method.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        match (&self.github, &self.gitlab) {
-            (Some(github), None) => match (&github.token_env, &github.app) {
+        let named = [
+            self.github.is_some(),
+            self.gitlab.is_some(),
+            self.gitea.is_some(),
+            self.forgejo.is_some(),
+        ];
+        if named.iter().filter(|n| **n).count() != 1 {
+            return Err(ConfigError::NotOneForge);
+        }
+        match &self.github {
+            Some(github) => match (&github.token_env, &github.app) {
                 (Some(_), None) | (None, Some(_)) => Ok(()),
                 _ => Err(ConfigError::NotOneGitHubAuth),
             },
-            (None, Some(_)) => Ok(()),
-            _ => Err(ConfigError::NotOneForge),
+            None => Ok(()),
         }
     }
 }
@@ -137,6 +167,12 @@ mod tests {
         );
         assert_eq!(parse("github: {}"), Err(ConfigError::NotOneGitHubAuth));
         assert_eq!(parse("gitlab: {tokenEnv: T}"), Ok(()));
+        assert_eq!(parse("gitea: {tokenEnv: T}"), Ok(()));
+        assert_eq!(parse("forgejo: {tokenEnv: T}"), Ok(()));
+        assert_eq!(
+            parse("gitea: {tokenEnv: T}\nforgejo: {tokenEnv: T}"),
+            Err(ConfigError::NotOneForge)
+        );
         assert_eq!(parse("{}"), Err(ConfigError::NotOneForge));
     }
 }

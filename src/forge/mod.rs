@@ -2,7 +2,9 @@
 //! tagpilot instead of piling up new ones, and closed when it is no longer needed.
 //!
 //! Protected branches are why this exists: tagpilot proposes, a reviewer merges. The forge edge
-//! ([`github`], [`gitlab`]) sits behind the small [`Forge`] trait; the git side (branches built
+//! ([`github`], [`gitlab`], [`gitea`] for Gitea and Forgejo) sits behind the small [`Forge`]
+//! trait, each forge's code only its wire format and quirks; `connect` picks the one a
+//! repository's `forge:` names; the git side (branches built
 //! on the base and pushed with a lease) lives in [`crate::git::proposal`]. The `sync` module
 //! reads what is, decides per group (a pure function) whether to open, update, leave alone or
 //! close, and then makes the calls. It must never open a second pull request for a group, never
@@ -12,8 +14,10 @@
 //! is never removed.
 
 pub mod body;
+mod connect;
 /// The `forge:` types, which live with the rest of the configuration.
 pub use crate::config::forge as config;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod labels;
@@ -29,8 +33,11 @@ use std::future::Future;
 
 use crate::git::GitError;
 
-pub use crate::config::forge::{ConfigError, ForgeConfig, GitHubApp, GitHubConfig, GitLabConfig};
+pub use crate::config::forge::{
+    ConfigError, ForgeConfig, GitHubApp, GitHubConfig, GitLabConfig, GiteaConfig,
+};
 pub use body::{DEFAULT_BRANCH, DEFAULT_TITLE, TemplateError, check_templates};
+pub use connect::kind_of;
 pub use marker::Marker;
 pub use sync::{sync_all, sync_pull_requests, sync_repository};
 
@@ -114,6 +121,9 @@ impl ForgeError {
 pub enum ForgeKind {
     GitHub,
     GitLab,
+    Gitea,
+    /// Gitea's API under Forgejo's name.
+    Forgejo,
 }
 
 impl ForgeKind {
@@ -122,22 +132,24 @@ impl ForgeKind {
         match self {
             ForgeKind::GitHub => "GitHub",
             ForgeKind::GitLab => "GitLab",
+            ForgeKind::Gitea => "Gitea",
+            ForgeKind::Forgejo => "Forgejo",
         }
     }
 
     /// What the forge calls a pull request.
     pub const fn noun(self) -> &'static str {
         match self {
-            ForgeKind::GitHub => "pull request",
             ForgeKind::GitLab => "merge request",
+            ForgeKind::GitHub | ForgeKind::Gitea | ForgeKind::Forgejo => "pull request",
         }
     }
 
     /// How the forge writes a pull request's number: `#7`, `!7`.
     pub fn reference(self, number: u64) -> String {
         match self {
-            ForgeKind::GitHub => format!("#{number}"),
             ForgeKind::GitLab => format!("!{number}"),
+            ForgeKind::GitHub | ForgeKind::Gitea | ForgeKind::Forgejo => format!("#{number}"),
         }
     }
 }
