@@ -1260,25 +1260,30 @@ async fn a_review_comment_that_cannot_be_posted_is_a_warning<F: ForgeDouble>() {
     s.server.verify().await;
 }
 
-/// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
+/// Each scenario above as a test per forge: `github::<scenario>`, `gitlab::<scenario>`,
+/// `gitea::<scenario>`, …, one module per forge double.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
-        mod github {
-            $(
-                #[tokio::test]
-                async fn $scenario() {
-                    super::$scenario::<crate::support::forge_double::GitHubApi>().await;
-                }
-            )+
-        }
-        mod gitlab {
-            $(
-                #[tokio::test]
-                async fn $scenario() {
-                    super::$scenario::<crate::support::forge_double::GitLabApi>().await;
-                }
-            )+
-        }
+        on_each_forge!(@forges [
+            github: crate::support::forge_double::GitHubApi,
+            gitlab: crate::support::forge_double::GitLabApi,
+            gitea: crate::support::gitea::GiteaApi,
+        ] [$($scenario),+]);
+    };
+    (@forges [$($forge:ident: $double:ty),+ $(,)?] $scenarios:tt) => {
+        $(
+            mod $forge {
+                on_each_forge!(@scenarios $double; $scenarios);
+            }
+        )+
+    };
+    (@scenarios $double:ty; [$($scenario:ident),+]) => {
+        $(
+            #[tokio::test]
+            async fn $scenario() {
+                super::$scenario::<$double>().await;
+            }
+        )+
     };
 }
 

@@ -6,6 +6,7 @@ pub mod engine;
 pub mod fault_proxy;
 pub mod forge_double;
 pub mod git;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod kube;
