@@ -1312,6 +1312,10 @@ on_each_forge!(
     a_review_comment_that_cannot_be_posted_is_a_warning,
 );
 
+// === Gitea and Forgejo only ===
+
+mod gitea_only;
+
 // === GitHub only ===
 
 #[tokio::test]

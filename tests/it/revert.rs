@@ -14,6 +14,7 @@ use wiremock::{Mock, MockServer};
 
 use crate::support::forge_double::{ForgeDouble, GitHubApi, GitLabApi};
 use crate::support::git::*;
+use crate::support::gitea::{self, GiteaApi};
 use crate::support::{github, gitlab};
 
 const FAILURE: &str =
@@ -331,6 +332,22 @@ impl RevertForge for GitLabApi {
     }
 }
 
+impl RevertForge for GiteaApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, labels: &[&str]) {
+        Self::create_request_from(branch)
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+        // Labels go by id, once it exists: the repository's are read and the missing made.
+        gitea::expect_labels_added(server, number, labels).await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        gitea::open_from(branch, response)
+    }
+}
+
 async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_takes_it_over_when_seen_again<
     F: RevertForge,
 >() {
@@ -517,6 +534,14 @@ macro_rules! on_each_forge {
                 #[tokio::test]
                 async fn $scenario() {
                     super::$scenario::<crate::support::forge_double::GitLabApi>().await;
+                }
+            )+
+        }
+        mod gitea_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::gitea::GiteaApi>().await;
                 }
             )+
         }

@@ -1,9 +1,9 @@
 //! Gitea and Forgejo pull requests through their API v1 (the same API; Forgejo forked Gitea and
 //! kept it), with `reqwest`.
 //!
-//! The same behaviour as GitHub in Gitea's terms: labels are set by id, so the repository's
-//! labels are read and a missing one is created (as GitHub and GitLab create a label on first
-//! use); reviewers are requested after opening (users by login, teams as `org/team`); a draft
+//! The same behaviour as GitHub in Gitea's terms: labels are added by id once the pull request
+//! exists, so the repository's labels are read and a missing one is created (as GitHub and
+//! GitLab create a label on first use); reviewers are requested after opening (users by login, teams as `org/team`); a draft
 //! is the `WIP: ` title prefix Gitea reads as work in progress; auto-merge is Gitea's "merge when
 //! checks succeed" in the repository's default merge style. Listings follow `page`/`limit`
 //! with the `Link` and `X-Total-Count` headers. The token travels only in the `Authorization`
@@ -300,6 +300,23 @@ impl Gitea {
         Ok(ids)
     }
 
+    /// Adds `labels` to pull request `number` (none: no call).
+    async fn add_labels(&self, number: u64, labels: &[String]) -> Result<(), ForgeError> {
+        if labels.is_empty() {
+            return Ok(());
+        }
+        let ids = self.label_ids(labels).await?;
+        // POST adds; PUT would replace what a human added.
+        self.send(
+            Method::POST,
+            &self.route(&format!("/issues/{number}/labels")),
+            Some(&json!({ "labels": ids })),
+            &format!("add labels to pull request #{number}"),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// Asks `names` to review pull request `number`: all at once, and when Gitea refuses
     /// that (one of them is no user or team it knows), one by one, with a warning for each
     /// it refuses. `org/team` is a team of the repository's organisation.
@@ -509,7 +526,6 @@ impl Forge for Gitea {
     }
 
     async fn create(&self, pr: &NewPullRequest) -> Result<Created, ForgeError> {
-        let labels = self.label_ids(&pr.labels).await?;
         let action = format!("open a pull request from `{}`", pr.branch);
         let created: Result<Pull, ForgeError> = self
             .call(
@@ -520,7 +536,6 @@ impl Forge for Gitea {
                     "base": pr.base,
                     "title": self.title(&pr.title, pr.draft),
                     "body": pr.body,
-                    "labels": labels,
                 })),
                 &action,
             )
@@ -543,6 +558,8 @@ impl Forge for Gitea {
             Err(e) => return Err(e),
         };
         let number = created.number;
+        // Labelled once it exists, as GitHub does: a refused opening creates no label.
+        self.add_labels(number, &pr.labels).await?;
         let warnings = self.request_reviewers(number, &pr.reviewers).await?;
         if pr.auto_merge {
             self.auto_merge(number).await?;
@@ -561,18 +578,8 @@ impl Forge for Gitea {
         reviewers: &[String],
     ) -> Result<Vec<String>, ForgeError> {
         let number = pr.number;
-        let labels = missing_labels(&pr.labels, labels);
-        if !labels.is_empty() {
-            let ids = self.label_ids(&labels).await?;
-            // POST adds; PUT would replace what a human added.
-            self.send(
-                Method::POST,
-                &self.route(&format!("/issues/{number}/labels")),
-                Some(&json!({ "labels": ids })),
-                &format!("add labels to pull request #{number}"),
-            )
+        self.add_labels(number, &missing_labels(&pr.labels, labels))
             .await?;
-        }
         let wanted = missing_reviewers(&pr.reviewers, reviewers);
         let wanted = self.not_yet_reviewed(number, wanted).await?;
         self.request_reviewers(number, &wanted).await

@@ -74,16 +74,46 @@ async fn expect_label_lookup(server: &MockServer, labels: &[&str]) {
     }
 }
 
+/// The repository's labels read (and the missing made), then exactly one addition of `labels`
+/// to pull request `number` by id.
+pub async fn expect_labels_added(server: &MockServer, number: u64, labels: &[&str]) {
+    expect_label_lookup(server, labels).await;
+    let ids: Vec<u64> = labels.iter().map(|l| label_id(l)).collect();
+    // POST adds to what is there; PUT would replace a human's labels.
+    GiteaApi::authed("POST", &format!("{REPO}/issues/{number}/labels"))
+        .and(body_json(json!({"labels": ids})))
+        .respond_with(ok_json(json!([])))
+        .expect(1)
+        .mount(server)
+        .await;
+}
+
 /// Exactly one review request on pull request `number` for `reviewers` (`org/team` a team).
 pub async fn expect_review_request(server: &MockServer, number: u64, reviewers: &[&str]) {
     let (teams, users): (Vec<&str>, Vec<&str>) = reviewers.iter().partition(|r| r.contains('/'));
-    let teams: Vec<&str> = teams.iter().map(|t| t.rsplit('/').next().unwrap()).collect();
+    let teams: Vec<&str> = teams
+        .iter()
+        .map(|t| t.rsplit('/').next().unwrap())
+        .collect();
     GiteaApi::authed("POST", &format!("{PULLS}/{number}/requested_reviewers"))
-        .and(body_json(json!({"reviewers": users, "team_reviewers": teams})))
+        .and(body_json(
+            json!({"reviewers": users, "team_reviewers": teams}),
+        ))
         .respond_with(created(json!([])))
         .expect(1)
         .mount(server)
         .await;
+}
+
+/// The pull request from `branch` into `main`, read by its branches after opening one was
+/// refused (`GET /repos/{owner}/{repo}/pulls/{base}/{head}`): the first of `response`, or a 404.
+pub fn open_from(branch: &str, response: Value) -> Mock {
+    let answer = match response.as_array().and_then(|a| a.first()) {
+        Some(pull) => ok_json(pull.clone()),
+        None => ResponseTemplate::new(404)
+            .set_body_json(json!({"message": "The target couldn't be found.", "url": SWAGGER})),
+    };
+    GiteaApi::authed("GET", &format!("{PULLS}/main/{branch}")).respond_with(answer)
 }
 
 pub struct GiteaApi;
@@ -200,13 +230,7 @@ impl ForgeDouble for GiteaApi {
     }
 
     fn list_open_from_branch(response: Value) -> Mock {
-        // `GET /repos/{owner}/{repo}/pulls/{base}/{head}`: the pull request itself, or a 404.
-        let answer = match response.as_array().and_then(|a| a.first()) {
-            Some(pull) => ok_json(pull.clone()),
-            None => ResponseTemplate::new(404)
-                .set_body_json(json!({"message": "The target couldn't be found.", "url": SWAGGER})),
-        };
-        Self::authed("GET", &format!("{PULLS}/main/{BRANCH}")).respond_with(answer)
+        open_from(BRANCH, response)
     }
 
     fn already_exists() -> ResponseTemplate {
@@ -223,8 +247,10 @@ impl ForgeDouble for GiteaApi {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_secs();
-        ResponseTemplate::new(429)
-            .insert_header("retry-after", reset.saturating_sub(now).max(1).to_string().as_str())
+        ResponseTemplate::new(429).insert_header(
+            "retry-after",
+            reset.saturating_sub(now).max(1).to_string().as_str(),
+        )
     }
 
     fn forbidden_listing() -> ResponseTemplate {
@@ -260,17 +286,13 @@ impl ForgeDouble for GiteaApi {
     async fn expect_create_answered(
         server: &MockServer,
         title: &str,
-        labels: &[&str],
+        _labels: &[&str],
         _reviewers: &[&str],
         response: ResponseTemplate,
     ) {
-        // Labels go by id in the opening; reviewers are asked once the pull request exists.
-        let ids: Vec<u64> = labels.iter().map(|l| label_id(l)).collect();
-        if !labels.is_empty() {
-            expect_label_lookup(server, labels).await;
-        }
+        // Labels and reviewers follow in calls of their own, once the pull request exists.
         Self::create_request()
-            .and(body_partial_json(json!({"title": title, "labels": ids})))
+            .and(body_partial_json(json!({"title": title})))
             .respond_with(response)
             .expect(1)
             .mount(server)
@@ -286,6 +308,9 @@ impl ForgeDouble for GiteaApi {
     ) {
         let response = created(pull(number, title, ""));
         Self::expect_create_answered(server, title, labels, reviewers, response).await;
+        if !labels.is_empty() {
+            expect_labels_added(server, number, labels).await;
+        }
         if !reviewers.is_empty() {
             expect_review_request(server, number, reviewers).await;
         }
@@ -299,15 +324,7 @@ impl ForgeDouble for GiteaApi {
         added: &[&str],
     ) {
         if !labels.is_empty() {
-            expect_label_lookup(server, labels).await;
-            let ids: Vec<u64> = labels.iter().map(|l| label_id(l)).collect();
-            // POST adds to what is there; PUT would replace a human's labels.
-            Self::authed("POST", &format!("{REPO}/issues/{number}/labels"))
-                .and(body_json(json!({"labels": ids})))
-                .respond_with(ok_json(json!([])))
-                .expect(1)
-                .mount(server)
-                .await;
+            expect_labels_added(server, number, labels).await;
         }
         if !added.is_empty() {
             // Whoever reviewed is no longer listed as requested: the reviews are read first.
