@@ -3,7 +3,9 @@
 //! requests) connects here, so a new forge is added once and each caller gets it.
 //!
 //! [`Connected`] is the [`Forge`] of whichever forge the block names; it only hands each call
-//! to that forge's client and decides nothing.
+//! to that forge's client and decides nothing. A forge feature beyond pull requests (the
+//! dashboard issue, where a forge has issues) plugs in the same way: a method on [`Forge`], one
+//! implementation per client, one line in [`Connected`]'s `each!`.
 
 use super::merged::MergeState;
 use super::status::CommitState;
