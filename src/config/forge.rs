@@ -20,6 +20,9 @@ pub struct ForgeConfig {
     /// A Forgejo server (Codeberg among them): the same API as Gitea's.
     #[serde(default)]
     pub forgejo: Option<GiteaConfig>,
+    /// Bitbucket Cloud (bitbucket.org).
+    #[serde(default)]
+    pub bitbucket: Option<BitbucketCloudConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -86,11 +89,43 @@ pub struct GiteaConfig {
     pub repository: Option<String>,
 }
 
+/// Bitbucket Cloud's API 2.0. Exactly one of `tokenEnv` (an access token, sent as a bearer
+/// token) and `appPasswordEnv` with `username` (an app password or API token, sent as basic
+/// authentication).
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BitbucketCloudConfig {
+    /// Default `https://api.bitbucket.org/2.0`.
+    #[serde(default = "default_bitbucket_api")]
+    pub api_url: String,
+    /// Environment variable holding a repository, project or workspace access token with the
+    /// `pullrequest:write` and `repository:write` scopes.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// The Bitbucket user name an app password (or API token) belongs to.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// Environment variable holding that user's app password (or API token).
+    #[serde(default)]
+    pub app_password_env: Option<String>,
+    /// `workspace/repository`; default: taken from the repository URL.
+    #[serde(default)]
+    pub repository: Option<String>,
+}
+
+fn default_bitbucket_api() -> String {
+    "https://api.bitbucket.org/2.0".to_owned()
+}
+
 /// What serde cannot check in a `forge:` block.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("`forge` needs exactly one of `github`, `gitlab`, `gitea` and `forgejo`")]
+    #[error("`forge` needs exactly one of `github`, `gitlab`, `gitea`, `forgejo` and `bitbucket`")]
     NotOneForge,
+    #[error(
+        "`forge.bitbucket` needs exactly one of `tokenEnv` and `appPasswordEnv` (with `username`)"
+    )]
+    NotOneBitbucketAuth,
     #[error("`forge.github` needs exactly one of `tokenEnv` and `app`")]
     NotOneGitHubAuth,
 }
@@ -103,9 +138,20 @@ impl ForgeConfig {
             self.gitlab.is_some(),
             self.gitea.is_some(),
             self.forgejo.is_some(),
+            self.bitbucket.is_some(),
         ];
         if named.iter().filter(|n| **n).count() != 1 {
             return Err(ConfigError::NotOneForge);
+        }
+        if let Some(bitbucket) = &self.bitbucket {
+            match (
+                &bitbucket.token_env,
+                &bitbucket.username,
+                &bitbucket.app_password_env,
+            ) {
+                (Some(_), None, None) | (None, Some(_), Some(_)) => {}
+                _ => return Err(ConfigError::NotOneBitbucketAuth),
+            }
         }
         match &self.github {
             Some(github) => match (&github.token_env, &github.app) {
@@ -174,5 +220,15 @@ mod tests {
             Err(ConfigError::NotOneForge)
         );
         assert_eq!(parse("{}"), Err(ConfigError::NotOneForge));
+        assert_eq!(parse("bitbucket: {tokenEnv: T}"), Ok(()));
+        assert_eq!(parse("bitbucket: {username: u, appPasswordEnv: P}"), Ok(()));
+        assert_eq!(
+            parse("bitbucket: {appPasswordEnv: P}"),
+            Err(ConfigError::NotOneBitbucketAuth)
+        );
+        assert_eq!(
+            parse("bitbucket: {tokenEnv: T, username: u, appPasswordEnv: P}"),
+            Err(ConfigError::NotOneBitbucketAuth)
+        );
     }
 }

@@ -10,8 +10,8 @@
 use super::merged::MergeState;
 use super::status::CommitState;
 use super::{
-    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits, gitea,
-    github, gitlab,
+    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits,
+    bitbucket_cloud, gitea, github, gitlab,
 };
 use crate::config::forge::ForgeConfig;
 use crate::config::repository::{AuthMethod, RepositoryConfig};
@@ -21,6 +21,7 @@ pub(crate) enum Connected {
     GitHub(github::GitHub),
     GitLab(gitlab::GitLab),
     Gitea(gitea::Gitea),
+    BitbucketCloud(bitbucket_cloud::BitbucketCloud),
 }
 
 /// Which forge `config` names; `None` when it names none (which `validate` refuses).
@@ -33,6 +34,8 @@ pub fn kind_of(config: &ForgeConfig) -> Option<ForgeKind> {
         Some(ForgeKind::Gitea)
     } else if config.forgejo.is_some() {
         Some(ForgeKind::Forgejo)
+    } else if config.bitbucket.is_some() {
+        Some(ForgeKind::BitbucketCloud)
     } else {
         None
     }
@@ -66,6 +69,9 @@ pub(crate) async fn connect(
     } else if let Some(config) = &config.forgejo {
         let client = gitea::Gitea::connect(ForgeKind::Forgejo, name, &repo.url, config)?;
         (Connected::Gitea(client), repo.clone())
+    } else if let Some(config) = &config.bitbucket {
+        let client = bitbucket_cloud::BitbucketCloud::connect(name, &repo.url, config)?;
+        (Connected::BitbucketCloud(client), repo.clone())
     } else {
         return Err(ForgeError::Config {
             repository: name.clone(),
@@ -103,6 +109,7 @@ macro_rules! each {
             Connected::GitHub($f) => $call,
             Connected::GitLab($f) => $call,
             Connected::Gitea($f) => $call,
+            Connected::BitbucketCloud($f) => $call,
         }
     };
 }

@@ -150,7 +150,11 @@ impl ForgeKind {
     pub fn label_limit(self) -> usize {
         match self {
             ForgeKind::GitHub => 50,
-            ForgeKind::GitLab | ForgeKind::Gitea | ForgeKind::Forgejo => 255,
+            // Bitbucket has no labels; they are cut as GitLab's for the warning that says so.
+            ForgeKind::GitLab
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud => 255,
         }
     }
 
@@ -160,7 +164,10 @@ impl ForgeKind {
         let one_line = label.split(['\n', '\r']).next().unwrap_or_default().trim();
         let safe = match self {
             ForgeKind::GitLab => one_line.replace(',', " "),
-            ForgeKind::GitHub | ForgeKind::Gitea | ForgeKind::Forgejo => one_line.to_owned(),
+            ForgeKind::GitHub
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud => one_line.to_owned(),
         };
         safe.chars()
             .take(self.label_limit())

@@ -2,7 +2,7 @@
 //! tagpilot instead of piling up new ones, and closed when it is no longer needed.
 //!
 //! Protected branches are why this exists: tagpilot proposes, a reviewer merges. The forge edge
-//! ([`github`], [`gitlab`], [`gitea`] for Gitea and Forgejo) sits behind the small [`Forge`]
+//! ([`github`], [`gitlab`], [`gitea`] for Gitea and Forgejo, [`bitbucket_cloud`]) sits behind the small [`Forge`]
 //! trait, each forge's code only its wire format and quirks; `connect` picks the one a
 //! repository's `forge:` names; the git side (branches built
 //! on the base and pushed with a lease) lives in [`crate::git::proposal`]. The `sync` module
@@ -13,6 +13,7 @@
 //! tagpilot keeps: what the config names and the pull request lacks is added; what humans added
 //! is never removed.
 
+pub mod bitbucket_cloud;
 pub mod body;
 mod connect;
 /// The `forge:` types, which live with the rest of the configuration.
@@ -34,7 +35,8 @@ use std::future::Future;
 use crate::git::GitError;
 
 pub use crate::config::forge::{
-    ConfigError, ForgeConfig, GitHubApp, GitHubConfig, GitLabConfig, GiteaConfig,
+    BitbucketCloudConfig, ConfigError, ForgeConfig, GitHubApp, GitHubConfig, GitLabConfig,
+    GiteaConfig,
 };
 pub use body::{DEFAULT_BRANCH, DEFAULT_TITLE, TemplateError, check_templates};
 pub use connect::kind_of;
@@ -124,6 +126,7 @@ pub enum ForgeKind {
     Gitea,
     /// Gitea's API under Forgejo's name.
     Forgejo,
+    BitbucketCloud,
 }
 
 impl ForgeKind {
@@ -134,6 +137,7 @@ impl ForgeKind {
             ForgeKind::GitLab => "GitLab",
             ForgeKind::Gitea => "Gitea",
             ForgeKind::Forgejo => "Forgejo",
+            ForgeKind::BitbucketCloud => "Bitbucket Cloud",
         }
     }
 
@@ -141,7 +145,10 @@ impl ForgeKind {
     pub const fn noun(self) -> &'static str {
         match self {
             ForgeKind::GitLab => "merge request",
-            ForgeKind::GitHub | ForgeKind::Gitea | ForgeKind::Forgejo => "pull request",
+            ForgeKind::GitHub
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud => "pull request",
         }
     }
 
@@ -149,7 +156,10 @@ impl ForgeKind {
     pub fn reference(self, number: u64) -> String {
         match self {
             ForgeKind::GitLab => format!("!{number}"),
-            ForgeKind::GitHub | ForgeKind::Gitea | ForgeKind::Forgejo => format!("#{number}"),
+            ForgeKind::GitHub
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud => format!("#{number}"),
         }
     }
 }

@@ -29,6 +29,15 @@ impl CommitState {
         }
     }
 
+    /// Bitbucket's word for the state (Cloud and Data Center build statuses).
+    pub fn bitbucket(self) -> &'static str {
+        match self {
+            CommitState::Pending => "INPROGRESS",
+            CommitState::Success => "SUCCESSFUL",
+            CommitState::Failure => "FAILED",
+        }
+    }
+
     /// GitLab's word for the state.
     pub fn gitlab(self) -> &'static str {
         match self {

@@ -12,6 +12,7 @@ use tagpilot::writeback::revert::{FailedUpdate, RevertError, RevertOutcome, Reve
 use wiremock::matchers::{body_partial_json, query_param};
 use wiremock::{Mock, MockServer};
 
+use crate::support::bitbucket_cloud::{self, BitbucketCloudApi};
 use crate::support::forge_double::{ForgeDouble, GitHubApi, GitLabApi};
 use crate::support::git::*;
 use crate::support::gitea::{self, GiteaApi};
@@ -348,6 +349,27 @@ impl RevertForge for GiteaApi {
     }
 }
 
+impl RevertForge for BitbucketCloudApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, _labels: &[&str]) {
+        // Bitbucket has no labels: the revert opens without them, and says so.
+        Self::create_request_from(branch)
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        Self::authed("GET", bitbucket_cloud::PULLS)
+            .and(query_param("state", "OPEN"))
+            .and(query_param(
+                "q",
+                bitbucket_cloud::from_branch_into_main(branch),
+            ))
+            .respond_with(github::ok_json(bitbucket_cloud::page(response)))
+    }
+}
+
 async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_takes_it_over_when_seen_again<
     F: RevertForge,
 >() {
@@ -534,6 +556,14 @@ macro_rules! on_each_forge {
                 #[tokio::test]
                 async fn $scenario() {
                     super::$scenario::<crate::support::forge_double::GitLabApi>().await;
+                }
+            )+
+        }
+        mod bitbucket_cloud_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::bitbucket_cloud::BitbucketCloudApi>().await;
                 }
             )+
         }
