@@ -1341,6 +1341,10 @@ on_each_forge!(
 
 mod gitea_only;
 
+// === Bitbucket Cloud only ===
+
+mod bitbucket_cloud_only;
+
 // === GitHub only ===
 
 #[tokio::test]
