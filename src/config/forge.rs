@@ -23,6 +23,9 @@ pub struct ForgeConfig {
     /// Bitbucket Cloud (bitbucket.org).
     #[serde(default)]
     pub bitbucket: Option<BitbucketCloudConfig>,
+    /// Azure DevOps Services (dev.azure.com) or Server.
+    #[serde(default)]
+    pub azure_devops: Option<AzureDevOpsConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -117,15 +120,71 @@ fn default_bitbucket_api() -> String {
     "https://api.bitbucket.org/2.0".to_owned()
 }
 
+/// Azure Repos through the Azure DevOps REST API 7.1. Exactly one of `tokenEnv` (a personal
+/// access token) and `servicePrincipal`.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AzureDevOpsConfig {
+    /// Default `https://dev.azure.com`; a Server's collection URL without the collection.
+    #[serde(default = "default_azure_api")]
+    pub api_url: String,
+    /// Where reviewers' names are looked up: default `https://vssps.dev.azure.com`.
+    #[serde(default = "default_azure_identities")]
+    pub identities_url: String,
+    /// The organization (or a Server's collection).
+    pub organization: String,
+    pub project: String,
+    /// The repository's name or id; default: the repository URL's last path segment.
+    #[serde(default)]
+    pub repository: Option<String>,
+    /// Environment variable holding a personal access token with the *Code: read & write*
+    /// scope (sent as basic authentication with an empty user).
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// A Microsoft Entra service principal instead of a personal access token.
+    #[serde(default)]
+    pub service_principal: Option<ServicePrincipal>,
+}
+
+/// A Microsoft Entra application, authenticated with a client secret.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ServicePrincipal {
+    pub tenant_id: String,
+    pub client_id: String,
+    /// Environment variable holding the client secret.
+    pub client_secret_env: String,
+    /// Default `https://login.microsoftonline.com`.
+    #[serde(default = "default_authority")]
+    pub authority_url: String,
+}
+
+fn default_azure_api() -> String {
+    "https://dev.azure.com".to_owned()
+}
+
+fn default_azure_identities() -> String {
+    "https://vssps.dev.azure.com".to_owned()
+}
+
+fn default_authority() -> String {
+    "https://login.microsoftonline.com".to_owned()
+}
+
 /// What serde cannot check in a `forge:` block.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
-    #[error("`forge` needs exactly one of `github`, `gitlab`, `gitea`, `forgejo` and `bitbucket`")]
+    #[error(
+        "`forge` needs exactly one of `github`, `gitlab`, `gitea`, `forgejo`, `bitbucket` and \
+         `azureDevOps`"
+    )]
     NotOneForge,
     #[error(
         "`forge.bitbucket` needs exactly one of `tokenEnv` and `appPasswordEnv` (with `username`)"
     )]
     NotOneBitbucketAuth,
+    #[error("`forge.azureDevOps` needs exactly one of `tokenEnv` and `servicePrincipal`")]
+    NotOneAzureAuth,
     #[error("`forge.github` needs exactly one of `tokenEnv` and `app`")]
     NotOneGitHubAuth,
 }
@@ -139,9 +198,15 @@ impl ForgeConfig {
             self.gitea.is_some(),
             self.forgejo.is_some(),
             self.bitbucket.is_some(),
+            self.azure_devops.is_some(),
         ];
         if named.iter().filter(|n| **n).count() != 1 {
             return Err(ConfigError::NotOneForge);
+        }
+        if let Some(azure) = &self.azure_devops
+            && azure.token_env.is_some() == azure.service_principal.is_some()
+        {
+            return Err(ConfigError::NotOneAzureAuth);
         }
         if let Some(bitbucket) = &self.bitbucket {
             match (
@@ -221,6 +286,14 @@ mod tests {
         );
         assert_eq!(parse("{}"), Err(ConfigError::NotOneForge));
         assert_eq!(parse("bitbucket: {tokenEnv: T}"), Ok(()));
+        assert_eq!(
+            parse("azureDevOps: {organization: o, project: p, tokenEnv: T}"),
+            Ok(())
+        );
+        assert_eq!(
+            parse("azureDevOps: {organization: o, project: p}"),
+            Err(ConfigError::NotOneAzureAuth)
+        );
         assert_eq!(parse("bitbucket: {username: u, appPasswordEnv: P}"), Ok(()));
         assert_eq!(
             parse("bitbucket: {appPasswordEnv: P}"),

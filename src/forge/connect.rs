@@ -11,7 +11,7 @@ use super::merged::MergeState;
 use super::status::CommitState;
 use super::{
     Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits,
-    bitbucket_cloud, gitea, github, gitlab,
+    azure_devops, bitbucket_cloud, gitea, github, gitlab,
 };
 use crate::config::forge::ForgeConfig;
 use crate::config::repository::{AuthMethod, RepositoryConfig};
@@ -22,6 +22,7 @@ pub(crate) enum Connected {
     GitLab(gitlab::GitLab),
     Gitea(gitea::Gitea),
     BitbucketCloud(bitbucket_cloud::BitbucketCloud),
+    AzureDevOps(azure_devops::AzureDevOps),
 }
 
 /// Which forge `config` names; `None` when it names none (which `validate` refuses).
@@ -36,6 +37,8 @@ pub fn kind_of(config: &ForgeConfig) -> Option<ForgeKind> {
         Some(ForgeKind::Forgejo)
     } else if config.bitbucket.is_some() {
         Some(ForgeKind::BitbucketCloud)
+    } else if config.azure_devops.is_some() {
+        Some(ForgeKind::AzureDevOps)
     } else {
         None
     }
@@ -72,6 +75,9 @@ pub(crate) async fn connect(
     } else if let Some(config) = &config.bitbucket {
         let client = bitbucket_cloud::BitbucketCloud::connect(name, &repo.url, config)?;
         (Connected::BitbucketCloud(client), repo.clone())
+    } else if let Some(config) = &config.azure_devops {
+        let client = azure_devops::AzureDevOps::connect(name, &repo.url, config).await?;
+        (Connected::AzureDevOps(client), repo.clone())
     } else {
         return Err(ForgeError::Config {
             repository: name.clone(),
@@ -110,6 +116,7 @@ macro_rules! each {
             Connected::GitLab($f) => $call,
             Connected::Gitea($f) => $call,
             Connected::BitbucketCloud($f) => $call,
+            Connected::AzureDevOps($f) => $call,
         }
     };
 }

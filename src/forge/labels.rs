@@ -154,7 +154,8 @@ impl ForgeKind {
             ForgeKind::GitLab
             | ForgeKind::Gitea
             | ForgeKind::Forgejo
-            | ForgeKind::BitbucketCloud => 255,
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::AzureDevOps => 255,
         }
     }
 
@@ -167,7 +168,8 @@ impl ForgeKind {
             ForgeKind::GitHub
             | ForgeKind::Gitea
             | ForgeKind::Forgejo
-            | ForgeKind::BitbucketCloud => one_line.to_owned(),
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::AzureDevOps => one_line.to_owned(),
         };
         safe.chars()
             .take(self.label_limit())

@@ -2,7 +2,8 @@
 //! tagpilot instead of piling up new ones, and closed when it is no longer needed.
 //!
 //! Protected branches are why this exists: tagpilot proposes, a reviewer merges. The forge edge
-//! ([`github`], [`gitlab`], [`gitea`] for Gitea and Forgejo, [`bitbucket_cloud`]) sits behind the small [`Forge`]
+//! ([`github`], [`gitlab`], [`gitea`] for Gitea and Forgejo, [`bitbucket_cloud`],
+//! [`azure_devops`]) sits behind the small [`Forge`]
 //! trait, each forge's code only its wire format and quirks; `connect` picks the one a
 //! repository's `forge:` names; the git side (branches built
 //! on the base and pushed with a lease) lives in [`crate::git::proposal`]. The `sync` module
@@ -13,6 +14,7 @@
 //! tagpilot keeps: what the config names and the pull request lacks is added; what humans added
 //! is never removed.
 
+pub mod azure_devops;
 pub mod bitbucket_cloud;
 pub mod body;
 mod connect;
@@ -35,8 +37,8 @@ use std::future::Future;
 use crate::git::GitError;
 
 pub use crate::config::forge::{
-    BitbucketCloudConfig, ConfigError, ForgeConfig, GitHubApp, GitHubConfig, GitLabConfig,
-    GiteaConfig,
+    AzureDevOpsConfig, BitbucketCloudConfig, ConfigError, ForgeConfig, GitHubApp, GitHubConfig,
+    GitLabConfig, GiteaConfig,
 };
 pub use body::{DEFAULT_BRANCH, DEFAULT_TITLE, TemplateError, check_templates};
 pub use connect::kind_of;
@@ -127,6 +129,7 @@ pub enum ForgeKind {
     /// Gitea's API under Forgejo's name.
     Forgejo,
     BitbucketCloud,
+    AzureDevOps,
 }
 
 impl ForgeKind {
@@ -138,6 +141,7 @@ impl ForgeKind {
             ForgeKind::Gitea => "Gitea",
             ForgeKind::Forgejo => "Forgejo",
             ForgeKind::BitbucketCloud => "Bitbucket Cloud",
+            ForgeKind::AzureDevOps => "Azure DevOps",
         }
     }
 
@@ -148,7 +152,8 @@ impl ForgeKind {
             ForgeKind::GitHub
             | ForgeKind::Gitea
             | ForgeKind::Forgejo
-            | ForgeKind::BitbucketCloud => "pull request",
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::AzureDevOps => "pull request",
         }
     }
 
@@ -156,6 +161,7 @@ impl ForgeKind {
     pub fn reference(self, number: u64) -> String {
         match self {
             ForgeKind::GitLab => format!("!{number}"),
+            ForgeKind::AzureDevOps => format!("!{number}"),
             ForgeKind::GitHub
             | ForgeKind::Gitea
             | ForgeKind::Forgejo

@@ -38,6 +38,15 @@ impl CommitState {
         }
     }
 
+    /// Azure DevOps' word for the state (`GitStatusState`).
+    pub fn azure(self) -> &'static str {
+        match self {
+            CommitState::Pending => "pending",
+            CommitState::Success => "succeeded",
+            CommitState::Failure => "failed",
+        }
+    }
+
     /// GitLab's word for the state.
     pub fn gitlab(self) -> &'static str {
         match self {

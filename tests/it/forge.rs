@@ -315,6 +315,7 @@ async fn open_first<F: ForgeDouble>(s: &Setup, repo: &RepositoryConfig) -> Strin
 /// A comment's text in the request `sent`, as forge `F` carries it.
 fn comment_text<F: ForgeDouble>(sent: &Value) -> String {
     sent.pointer(F::COMMENT_TEXT)
+        .or_else(|| sent.pointer(F::COMMENT_EDIT_TEXT))
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("no comment text in {sent}"))
         .to_owned()
@@ -1293,6 +1294,7 @@ macro_rules! on_each_forge {
             gitlab: crate::support::forge_double::GitLabApi,
             gitea: crate::support::gitea::GiteaApi,
             bitbucket_cloud: crate::support::bitbucket_cloud::BitbucketCloudApi,
+            azure_devops: crate::support::azure_devops::AzureDevOpsApi,
         ] [$($scenario),+]);
     };
     (@forges [$($forge:ident: $double:ty),+ $(,)?] $scenarios:tt) => {
@@ -1344,6 +1346,10 @@ mod gitea_only;
 // === Bitbucket Cloud only ===
 
 mod bitbucket_cloud_only;
+
+// === Azure DevOps only ===
+
+mod azure_devops_only;
 
 // === GitHub only ===
 

@@ -12,6 +12,7 @@ use tagpilot::writeback::revert::{FailedUpdate, RevertError, RevertOutcome, Reve
 use wiremock::matchers::{body_partial_json, query_param};
 use wiremock::{Mock, MockServer};
 
+use crate::support::azure_devops::{self, AzureDevOpsApi};
 use crate::support::bitbucket_cloud::{self, BitbucketCloudApi};
 use crate::support::forge_double::{ForgeDouble, GitHubApi, GitLabApi};
 use crate::support::git::*;
@@ -370,6 +371,22 @@ impl RevertForge for BitbucketCloudApi {
     }
 }
 
+impl RevertForge for AzureDevOpsApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, labels: &[&str]) {
+        let labels: Vec<Value> = labels.iter().map(|l| json!({ "name": l })).collect();
+        Self::create_request_from(branch)
+            .and(body_partial_json(json!({ "labels": labels })))
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        azure_devops::from_branch("active", branch, response)
+    }
+}
+
 async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_takes_it_over_when_seen_again<
     F: RevertForge,
 >() {
@@ -556,6 +573,14 @@ macro_rules! on_each_forge {
                 #[tokio::test]
                 async fn $scenario() {
                     super::$scenario::<crate::support::forge_double::GitLabApi>().await;
+                }
+            )+
+        }
+        mod azure_devops_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::azure_devops::AzureDevOpsApi>().await;
                 }
             )+
         }

@@ -32,6 +32,8 @@ pub trait ForgeDouble {
     const LABELS: bool = true;
     /// Where a comment's text is in the request that posts or edits it (a JSON pointer).
     const COMMENT_TEXT: &'static str = "/body";
+    /// Where it is in the request that edits a comment, when that differs.
+    const COMMENT_EDIT_TEXT: &'static str = "/body";
     /// Reviewers to request on opening, in the config's words. GitHub's include a team
     /// (`owner/slug`); GitLab has no team reviewers.
     const REVIEWERS: &'static [&'static str];

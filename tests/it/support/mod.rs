@@ -1,5 +1,6 @@
 //! Test harness shared by the integration tests: real servers on 127.0.0.1 with free ports.
 
+pub mod azure_devops;
 pub mod bin;
 pub mod bitbucket_cloud;
 pub mod corpus;
