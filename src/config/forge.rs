@@ -24,7 +24,7 @@ pub struct ForgeConfig {
     #[serde(default)]
     pub bitbucket: Option<BitbucketCloudConfig>,
     /// Azure DevOps Services (dev.azure.com) or Server.
-    #[serde(default)]
+    #[serde(default, rename = "azureDevOps")]
     pub azure_devops: Option<AzureDevOpsConfig>,
 }
 
