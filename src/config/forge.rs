@@ -26,6 +26,9 @@ pub struct ForgeConfig {
     /// Azure DevOps Services (dev.azure.com) or Server.
     #[serde(default, rename = "azureDevOps")]
     pub azure_devops: Option<AzureDevOpsConfig>,
+    /// Bitbucket Data Center (or Server), self-hosted.
+    #[serde(default)]
+    pub bitbucket_data_center: Option<BitbucketDataCenterConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -120,6 +123,20 @@ fn default_bitbucket_api() -> String {
     "https://api.bitbucket.org/2.0".to_owned()
 }
 
+/// Bitbucket Data Center's REST API 1.0.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BitbucketDataCenterConfig {
+    /// The server's base URL, `https://bitbucket.example` (the API is under `/rest/api/1.0`).
+    pub api_url: String,
+    /// Environment variable holding an HTTP access token (personal, project or repository)
+    /// with the *Repository write* permission.
+    pub token_env: String,
+    /// `PROJECT/repository`; default: the repository URL's last two path segments.
+    #[serde(default)]
+    pub repository: Option<String>,
+}
+
 /// Azure Repos through the Azure DevOps REST API 7.1. Exactly one of `tokenEnv` (a personal
 /// access token) and `servicePrincipal`.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -175,8 +192,8 @@ fn default_authority() -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
     #[error(
-        "`forge` needs exactly one of `github`, `gitlab`, `gitea`, `forgejo`, `bitbucket` and \
-         `azureDevOps`"
+        "`forge` needs exactly one of `github`, `gitlab`, `gitea`, `forgejo`, `bitbucket`, \
+         `azureDevOps` and `bitbucketDataCenter`"
     )]
     NotOneForge,
     #[error(
@@ -199,6 +216,7 @@ impl ForgeConfig {
             self.forgejo.is_some(),
             self.bitbucket.is_some(),
             self.azure_devops.is_some(),
+            self.bitbucket_data_center.is_some(),
         ];
         if named.iter().filter(|n| **n).count() != 1 {
             return Err(ConfigError::NotOneForge);
@@ -286,6 +304,10 @@ mod tests {
         );
         assert_eq!(parse("{}"), Err(ConfigError::NotOneForge));
         assert_eq!(parse("bitbucket: {tokenEnv: T}"), Ok(()));
+        assert_eq!(
+            parse("bitbucketDataCenter: {apiUrl: 'https://b.example', tokenEnv: T}"),
+            Ok(())
+        );
         assert_eq!(
             parse("azureDevOps: {organization: o, project: p, tokenEnv: T}"),
             Ok(())

@@ -11,18 +11,20 @@ use super::merged::MergeState;
 use super::status::CommitState;
 use super::{
     Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits,
-    azure_devops, bitbucket_cloud, gitea, github, gitlab,
+    azure_devops, bitbucket_cloud, bitbucket_dc, gitea, github, gitlab,
 };
 use crate::config::forge::ForgeConfig;
 use crate::config::repository::{AuthMethod, RepositoryConfig};
 
 /// A connected forge, whichever the `forge:` block names.
 pub(crate) enum Connected {
-    GitHub(github::GitHub),
+    // Boxed: a GitHub App client is many times larger than the others.
+    GitHub(Box<github::GitHub>),
     GitLab(gitlab::GitLab),
     Gitea(gitea::Gitea),
     BitbucketCloud(bitbucket_cloud::BitbucketCloud),
     AzureDevOps(azure_devops::AzureDevOps),
+    BitbucketDataCenter(bitbucket_dc::BitbucketDataCenter),
 }
 
 /// Which forge `config` names; `None` when it names none (which `validate` refuses).
@@ -39,6 +41,8 @@ pub fn kind_of(config: &ForgeConfig) -> Option<ForgeKind> {
         Some(ForgeKind::BitbucketCloud)
     } else if config.azure_devops.is_some() {
         Some(ForgeKind::AzureDevOps)
+    } else if config.bitbucket_data_center.is_some() {
+        Some(ForgeKind::BitbucketDataCenter)
     } else {
         None
     }
@@ -62,7 +66,7 @@ pub(crate) async fn connect(
         {
             repo.auth.provided_token = Some(token);
         }
-        (Connected::GitHub(client), repo)
+        (Connected::GitHub(Box::new(client)), repo)
     } else if let Some(config) = &config.gitlab {
         let client = gitlab::GitLab::connect(name, &repo.url, config)?;
         (Connected::GitLab(client), repo.clone())
@@ -78,6 +82,9 @@ pub(crate) async fn connect(
     } else if let Some(config) = &config.azure_devops {
         let client = azure_devops::AzureDevOps::connect(name, &repo.url, config).await?;
         (Connected::AzureDevOps(client), repo.clone())
+    } else if let Some(config) = &config.bitbucket_data_center {
+        let client = bitbucket_dc::BitbucketDataCenter::connect(name, &repo.url, config)?;
+        (Connected::BitbucketDataCenter(client), repo.clone())
     } else {
         return Err(ForgeError::Config {
             repository: name.clone(),
@@ -117,6 +124,7 @@ macro_rules! each {
             Connected::Gitea($f) => $call,
             Connected::BitbucketCloud($f) => $call,
             Connected::AzureDevOps($f) => $call,
+            Connected::BitbucketDataCenter($f) => $call,
         }
     };
 }

@@ -155,7 +155,8 @@ impl ForgeKind {
             | ForgeKind::Gitea
             | ForgeKind::Forgejo
             | ForgeKind::BitbucketCloud
-            | ForgeKind::AzureDevOps => 255,
+            | ForgeKind::AzureDevOps
+            | ForgeKind::BitbucketDataCenter => 255,
         }
     }
 
@@ -169,7 +170,8 @@ impl ForgeKind {
             | ForgeKind::Gitea
             | ForgeKind::Forgejo
             | ForgeKind::BitbucketCloud
-            | ForgeKind::AzureDevOps => one_line.to_owned(),
+            | ForgeKind::AzureDevOps
+            | ForgeKind::BitbucketDataCenter => one_line.to_owned(),
         };
         safe.chars()
             .take(self.label_limit())

@@ -3,7 +3,7 @@
 //!
 //! Protected branches are why this exists: tagpilot proposes, a reviewer merges. The forge edge
 //! ([`github`], [`gitlab`], [`gitea`] for Gitea and Forgejo, [`bitbucket_cloud`],
-//! [`azure_devops`]) sits behind the small [`Forge`]
+//! [`azure_devops`], [`bitbucket_dc`]) sits behind the small [`Forge`]
 //! trait, each forge's code only its wire format and quirks; `connect` picks the one a
 //! repository's `forge:` names; the git side (branches built
 //! on the base and pushed with a lease) lives in [`crate::git::proposal`]. The `sync` module
@@ -16,6 +16,7 @@
 
 pub mod azure_devops;
 pub mod bitbucket_cloud;
+pub mod bitbucket_dc;
 pub mod body;
 mod connect;
 /// The `forge:` types, which live with the rest of the configuration.
@@ -37,8 +38,8 @@ use std::future::Future;
 use crate::git::GitError;
 
 pub use crate::config::forge::{
-    AzureDevOpsConfig, BitbucketCloudConfig, ConfigError, ForgeConfig, GitHubApp, GitHubConfig,
-    GitLabConfig, GiteaConfig,
+    AzureDevOpsConfig, BitbucketCloudConfig, BitbucketDataCenterConfig, ConfigError, ForgeConfig,
+    GitHubApp, GitHubConfig, GitLabConfig, GiteaConfig,
 };
 pub use body::{DEFAULT_BRANCH, DEFAULT_TITLE, TemplateError, check_templates};
 pub use connect::kind_of;
@@ -130,6 +131,7 @@ pub enum ForgeKind {
     Forgejo,
     BitbucketCloud,
     AzureDevOps,
+    BitbucketDataCenter,
 }
 
 impl ForgeKind {
@@ -142,6 +144,7 @@ impl ForgeKind {
             ForgeKind::Forgejo => "Forgejo",
             ForgeKind::BitbucketCloud => "Bitbucket Cloud",
             ForgeKind::AzureDevOps => "Azure DevOps",
+            ForgeKind::BitbucketDataCenter => "Bitbucket Data Center",
         }
     }
 
@@ -153,7 +156,8 @@ impl ForgeKind {
             | ForgeKind::Gitea
             | ForgeKind::Forgejo
             | ForgeKind::BitbucketCloud
-            | ForgeKind::AzureDevOps => "pull request",
+            | ForgeKind::AzureDevOps
+            | ForgeKind::BitbucketDataCenter => "pull request",
         }
     }
 
@@ -165,7 +169,8 @@ impl ForgeKind {
             ForgeKind::GitHub
             | ForgeKind::Gitea
             | ForgeKind::Forgejo
-            | ForgeKind::BitbucketCloud => format!("#{number}"),
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::BitbucketDataCenter => format!("#{number}"),
         }
     }
 }

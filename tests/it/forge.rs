@@ -1295,6 +1295,7 @@ macro_rules! on_each_forge {
             gitea: crate::support::gitea::GiteaApi,
             bitbucket_cloud: crate::support::bitbucket_cloud::BitbucketCloudApi,
             azure_devops: crate::support::azure_devops::AzureDevOpsApi,
+            bitbucket_data_center: crate::support::bitbucket_dc::BitbucketDataCenterApi,
         ] [$($scenario),+]);
     };
     (@forges [$($forge:ident: $double:ty),+ $(,)?] $scenarios:tt) => {

@@ -14,6 +14,7 @@ use wiremock::{Mock, MockServer};
 
 use crate::support::azure_devops::{self, AzureDevOpsApi};
 use crate::support::bitbucket_cloud::{self, BitbucketCloudApi};
+use crate::support::bitbucket_dc::{self, BitbucketDataCenterApi};
 use crate::support::forge_double::{ForgeDouble, GitHubApi, GitLabApi};
 use crate::support::git::*;
 use crate::support::gitea::{self, GiteaApi};
@@ -387,6 +388,21 @@ impl RevertForge for AzureDevOpsApi {
     }
 }
 
+impl RevertForge for BitbucketDataCenterApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, _labels: &[&str]) {
+        // Bitbucket has no labels: the revert opens without them, and says so.
+        Self::create_request_from(branch)
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        bitbucket_dc::open_from(branch, response)
+    }
+}
+
 async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_takes_it_over_when_seen_again<
     F: RevertForge,
 >() {
@@ -581,6 +597,14 @@ macro_rules! on_each_forge {
                 #[tokio::test]
                 async fn $scenario() {
                     super::$scenario::<crate::support::azure_devops::AzureDevOpsApi>().await;
+                }
+            )+
+        }
+        mod bitbucket_data_center_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::bitbucket_dc::BitbucketDataCenterApi>().await;
                 }
             )+
         }
