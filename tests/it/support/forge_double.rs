@@ -1,7 +1,7 @@
 //! One trait over the GitHub and GitLab API doubles, so a pull-request scenario is written
 //! once and run against each forge (STYLE.md, "One scenario, several backends"). An
 //! implementation mounts its forge's exact calls and says what its forge calls things; the
-//! scenarios in `tests/it/forge.rs` only speak of proposals.
+//! scenarios in `tests/it/forge/mod.rs` only speak of proposals.
 
 use serde_json::{Value, json};
 use wiremock::matchers::{
