@@ -1,11 +1,15 @@
 //! Test harness shared by the integration tests: real servers on 127.0.0.1 with free ports.
 
+pub mod azure_devops;
 pub mod bin;
+pub mod bitbucket_cloud;
+pub mod bitbucket_dc;
 pub mod corpus;
 pub mod engine;
 pub mod fault_proxy;
 pub mod forge_double;
 pub mod git;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod kube;
