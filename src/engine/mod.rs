@@ -339,6 +339,7 @@ impl<R: Registry> Step<'_, '_, R> {
                 .map(|r| r.host.clone())
                 .collect(),
             rendered: options.rendered,
+            report: options.dry_run,
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before

@@ -191,6 +191,9 @@ pub struct TargetPlanner<'a, R> {
     pub plain_http_registries: Vec<String>,
     /// Keep each group's rendered resources in the plan's diffs (`plan --diff --rendered`).
     pub rendered: bool,
+    /// A report is made of the plan (`tagpilot plan`), which shows each change's source even
+    /// where nothing written does ([`super::image_sources::shown`]).
+    pub report: bool,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -263,7 +266,9 @@ impl<R: Registry> TargetPlanner<'_, R> {
         // report counts files from the changes).
         let mut groups = plan.take_groups(stacking)?;
         groups.extend(apps.override_groups);
-        super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
+        if super::image_sources::shown(&repository.write, self.report) {
+            super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
+        }
         // The steady memory is read on the planner's own groups, one per policy: it is about a
         // policy's own moves, and the state store keeps it per policy group whatever
         // `write.group` commits ([`plan::steady`]).
