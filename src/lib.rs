@@ -79,5 +79,6 @@ pub mod state;
 pub(crate) mod testing;
 pub mod verification;
 pub mod version;
+pub mod windows;
 pub mod writeback;
 pub mod yaml_error;

@@ -194,6 +194,8 @@ pub struct TargetPlanner<'a, R> {
     /// A report is made of the plan (`tagpilot plan`), which shows each change's source even
     /// where nothing written does ([`super::image_sources::shown`]).
     pub report: bool,
+    /// The change windows and the freeze: the groups they keep out are held, named.
+    pub(super) gate: super::windows::Gate<'a>,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -293,6 +295,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
         let none = crate::affected::Deployers::default();
         let deployers = self.resolved.map_or(&none, |r| &r.deployers);
         name_applications(&mut groups, deployers, repository, &mut plan);
+        self.gate.hold(name, &mut groups, stacking, &mut plan);
         let for_review = repository.write.rendered_diff
             && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
         let mut rendered = Vec::new();

@@ -29,6 +29,7 @@
 //! and Applications, never to the directory its policies are read from.
 
 mod cycles;
+pub mod freeze;
 pub mod events;
 pub mod health;
 mod holds;
@@ -124,6 +125,9 @@ pub enum RunError {
     /// `holds.releaseToken` could not be read (its message names the key).
     #[error(transparent)]
     ReleaseToken(WebhookError),
+    /// `holds.freezeToken` could not be read (its message names the key).
+    #[error(transparent)]
+    FreezeToken(WebhookError),
     #[error(transparent)]
     LeaderElection(#[from] LeaseError),
 }
@@ -255,9 +259,21 @@ fn shared(
         .map(|source| webhook::Secret::load(source, "holds.releaseToken", config.base_dir()))
         .transpose()
         .map_err(RunError::ReleaseToken)?;
+    let freeze_token = config
+        .holds
+        .as_ref()
+        .and_then(|h| h.freeze_token.as_ref())
+        .map(|source| webhook::Secret::load(source, "holds.freezeToken", config.base_dir()))
+        .transpose()
+        .map_err(RunError::FreezeToken)?;
     Ok(Shared {
         secrets,
         release_token,
+        freeze: freeze::Freezer {
+            token: freeze_token,
+            clock: Some(clock.clone()),
+            ..Default::default()
+        },
         rechecks: Rechecks::with_clock(pace, clock.clone()),
         state,
         metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics)

@@ -61,6 +61,10 @@ pub struct Metrics {
     registry_last_reachable: Family<RegistryLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     state_up: Family<DirLabel, Gauge>,
     leader: Gauge,
+    /// 1 while writes are frozen (`tagpilot freeze`).
+    frozen: Gauge,
+    /// The changes the last full cycle planned and held for a closed window or the freeze.
+    waiting_for_window: Gauge,
     /// What the last full cycle found configured but nothing to act on, by kind.
     findings: Family<FindingLabels, Gauge>,
     /// The files the last full cycle skipped, by reason.
@@ -206,6 +210,18 @@ impl Metrics {
                 "1 while this replica writes (it holds the Lease, or runs without --leader-elect), 0 while it follows",
                 Gauge::default(),
             ),
+            frozen: registered(
+                &mut registry,
+                "tagpilot_frozen",
+                "1 while every write is frozen (tagpilot freeze, POST /freeze), 0 otherwise",
+                Gauge::default(),
+            ),
+            waiting_for_window: registered(
+                &mut registry,
+                "tagpilot_changes_waiting_for_window",
+                "Changes the last full cycle planned and held, unwritten, for a closed change window or the freeze",
+                Gauge::default(),
+            ),
             findings: registered(
                 &mut registry,
                 "tagpilot_findings",
@@ -343,6 +359,16 @@ impl Metrics {
     /// Whether this replica writes, as `tagpilot_leader` shows it.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    pub fn set_frozen(&self, frozen: bool) {
+        self.frozen.set(i64::from(frozen));
+    }
+
+    /// The changes a full cycle held for a closed window or the freeze.
+    pub fn set_waiting_for_window(&self, changes: usize) {
+        self.waiting_for_window
+            .set(i64::try_from(changes).unwrap_or(i64::MAX));
     }
 
     /// Counts a notification a follower refused (`result="not_leader"`; the kind is not read).
