@@ -37,4 +37,5 @@ mod signatures;
 mod support;
 mod verification;
 mod version_labels;
+mod windows;
 mod writeback;
