@@ -96,13 +96,13 @@ pub enum WindowError {
         name: String,
         cron: String,
         #[source]
-        source: croner::errors::CronError,
+        source: Box<croner::errors::CronError>,
     },
     #[error("window {name:?}: cannot read the recurrence rule")]
     Rrule {
         name: String,
         #[source]
-        source: rrule::RRuleError,
+        source: Box<rrule::RRuleError>,
     },
     #[error("window {name:?}: `start` {start:?} is not a civil time (2026-01-05T09:00:00)")]
     Start { name: String, start: String },
@@ -226,13 +226,15 @@ impl Windows {
 impl Window {
     fn covers(&self, s: &Subject<'_>) -> bool {
         let c = &self.config;
-        (s.promotion.then_some(c.promotions).unwrap_or(true))
+        (!s.promotion || c.promotions)
             && (c.repositories.is_empty() || c.repositories.iter().any(|r| r == s.repository))
             && (c.policies.is_empty() || c.policies.iter().any(|p| name_matches(p, s.policy)))
             && (c.environments.is_empty()
-                || c.environments
-                    .iter()
-                    .any(|e| s.environments.iter().any(|have| environment_matches(e, have))))
+                || c.environments.iter().any(|e| {
+                    s.environments
+                        .iter()
+                        .any(|have| environment_matches(e, have))
+                }))
     }
 
     fn length(&self) -> chrono::Duration {
@@ -244,7 +246,9 @@ impl Window {
         // The latest opening at or before `at` is the first after `at - duration`, if not later.
         let since = at.checked_sub_signed(self.length())?;
         let opened = self.first_from(since)?;
-        (opened <= at).then(|| opened + self.length()).filter(|end| *end > at)
+        (opened <= at)
+            .then(|| opened + self.length())
+            .filter(|end| *end > at)
     }
 
     /// The first opening strictly after `at`.
@@ -289,7 +293,7 @@ impl Schedule {
                     .map_err(|source| WindowError::Cron {
                         name,
                         cron: cron.clone(),
-                        source,
+                        source: Box::new(source),
                     })?;
                 Ok(Schedule::Cron(Box::new(parsed), tz))
             }
@@ -306,9 +310,10 @@ impl Schedule {
                     civil.format("%Y%m%dT%H%M%S"),
                     rule.trim().trim_start_matches("RRULE:")
                 );
-                let set: rrule::RRuleSet = text
-                    .parse()
-                    .map_err(|source| WindowError::Rrule { name, source })?;
+                let set: rrule::RRuleSet = text.parse().map_err(|source| WindowError::Rrule {
+                    name,
+                    source: Box::new(source),
+                })?;
                 Ok(Schedule::Rrule(Box::new(set)))
             }
             _ => Err(WindowError::Schedule { name }),
@@ -375,8 +380,11 @@ fn to_chrono(t: Timestamp) -> Option<DateTime<Utc>> {
 }
 
 fn from_chrono(t: DateTime<Utc>) -> Timestamp {
-    Timestamp::new(t.timestamp(), t.timestamp_subsec_nanos().try_into().unwrap_or(0))
-        .unwrap_or(Timestamp::MAX)
+    Timestamp::new(
+        t.timestamp(),
+        t.timestamp_subsec_nanos().try_into().unwrap_or(0),
+    )
+    .unwrap_or(Timestamp::MAX)
 }
 
 #[cfg(test)]
@@ -432,7 +440,10 @@ mod tests {
         assert_eq!(closed.opens, Some(at("2027-01-04T00:00:00Z")));
         assert_eq!(w.closed(&shop, at("2027-01-04T00:00:00Z")), None);
         assert_eq!(w.closed(&shop, at("2026-12-19T23:59:59Z")), None);
-        assert_eq!(w.closed(&subject("payroll", "api"), at("2026-12-24T12:00:00Z")), None);
+        assert_eq!(
+            w.closed(&subject("payroll", "api"), at("2026-12-24T12:00:00Z")),
+            None
+        );
     }
 
     #[test]
@@ -458,7 +469,11 @@ mod tests {
         assert_eq!(w.closed(&s, now), None);
         s.policy = "checkout-web";
         s.environments = &[];
-        assert_eq!(w.closed(&s, now), None, "deploys to no environment it names");
+        assert_eq!(
+            w.closed(&s, now),
+            None,
+            "deploys to no environment it names"
+        );
     }
 
     #[test]

@@ -328,9 +328,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     // A window that cannot be read would either hold nothing or everything: refused.
     for w in &config.windows {
         if let Err(e) = crate::windows::Windows::compile(std::slice::from_ref(w)) {
-            problems
-                .list
-                .push(format!("{}: {}", problems.name, crate::error_chain::chain(&e)));
+            problems.list.push(format!(
+                "{}: {}",
+                problems.name,
+                crate::error_chain::chain(&e)
+            ));
         }
     }
     let problems = problems.list;

@@ -41,10 +41,14 @@ pub(super) fn shown(write: &WriteConfig, report: bool) -> bool {
         .commit_message
         .as_deref()
         .unwrap_or(crate::git::message::DEFAULT_COMMIT_MESSAGE);
-    [Some(message), write.branch.as_deref(), write.title.as_deref()]
-        .into_iter()
-        .flatten()
-        .any(|template| SOURCE_VARIABLES.iter().any(|v| template.contains(v)))
+    [
+        Some(message),
+        write.branch.as_deref(),
+        write.title.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|template| SOURCE_VARIABLES.iter().any(|v| template.contains(v)))
 }
 
 /// Fills in each change's source comparison, in the plan and in the groups to write.
@@ -188,7 +192,10 @@ mod tests {
         };
         assert!(!shown(&plain, false), "a message without them");
         assert!(shown(&plain, true), "a plan's report shows them");
-        assert!(shown(&WriteConfig::default(), false), "the default message links the compare");
+        assert!(
+            shown(&WriteConfig::default(), false),
+            "the default message links the compare"
+        );
         let naming = WriteConfig {
             commit_message: Some("{% for c in changes %}{{ c.revision_to }}{% endfor %}".into()),
             ..WriteConfig::default()

@@ -31,12 +31,12 @@
 mod applications;
 mod holds;
 mod image_sources;
-mod windows;
 pub mod promotions;
 mod review;
 mod rollbacks;
 pub mod shared;
 pub mod target;
+mod windows;
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;

@@ -24,7 +24,12 @@ pub(super) struct Gate<'a> {
 
 impl Gate<'_> {
     /// Why `group` of `repository` may not be written now, if it may not.
-    fn closed(&self, repository: &str, group: &ChangeGroup, frozen: Option<&Freeze>) -> Option<HoldReason> {
+    fn closed(
+        &self,
+        repository: &str,
+        group: &ChangeGroup,
+        frozen: Option<&Freeze>,
+    ) -> Option<HoldReason> {
         if let Some(f) = frozen {
             return Some(HoldReason::Frozen {
                 by: f.by.clone(),

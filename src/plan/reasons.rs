@@ -203,7 +203,10 @@ impl fmt::Display for HoldReason {
                 f,
                 "waiting for the window that opens at {opens} ({window}); written then"
             ),
-            HoldReason::WindowClosed { window, opens: None } => write!(
+            HoldReason::WindowClosed {
+                window,
+                opens: None,
+            } => write!(
                 f,
                 "waiting for a window: {window} keeps writes out, and it opens not within a year"
             ),

@@ -49,7 +49,11 @@ pub(super) async fn show(State(shared): State<Arc<Shared>>) -> Response {
             "frozen": true, "by": f.by, "reason": f.reason, "since": f.since.to_string(),
         }),
     };
-    ([(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// `POST /freeze`: 200 once frozen; 403 without `holds.freezeToken`, 401 without it sent, 400
@@ -101,7 +105,10 @@ pub(super) async fn unfreeze(State(shared): State<Arc<Shared>>, headers: HeaderM
     match shared.freeze.switch.unfreeze() {
         Some(f) => {
             tracing::warn!(by = %f.by, reason = %f.reason, "writes unfrozen (POST /unfreeze)");
-            let text = format!("unfrozen (frozen by {} since {}: {})", f.by, f.since, f.reason);
+            let text = format!(
+                "unfrozen (frozen by {} since {}: {})",
+                f.by, f.since, f.reason
+            );
             (StatusCode::OK, text).into_response()
         }
         None => (StatusCode::OK, "not frozen").into_response(),

@@ -45,7 +45,10 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/holds/release",
             post(super::holds::release).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
         )
-        .route("/freeze", get(super::freeze::show).post(super::freeze::freeze))
+        .route(
+            "/freeze",
+            get(super::freeze::show).post(super::freeze::freeze),
+        )
         .route("/unfreeze", post(super::freeze::unfreeze))
         .route(
             "/webhooks/{kind}",

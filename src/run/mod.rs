@@ -29,8 +29,8 @@
 //! and Applications, never to the directory its policies are read from.
 
 mod cycles;
-pub mod freeze;
 pub mod events;
+pub mod freeze;
 pub mod health;
 mod holds;
 pub mod http;

@@ -24,8 +24,8 @@
 //! nor push a registry past its limit.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::Duration;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -335,7 +335,11 @@ mod tests {
         // Two at once, then one per 2 s: 0, 0, 2, 4, 6, 8 (s); never one per push.
         let seconds: Vec<u64> = starts.iter().map(Duration::as_secs).collect();
         assert_eq!(seconds, [0, 0, 2, 4, 6, 8], "{starts:?}");
-        assert_eq!(r.waiting(), 1, "the pushes since the last wait for the next");
+        assert_eq!(
+            r.waiting(),
+            1,
+            "the pushes since the last wait for the next"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -38,7 +38,8 @@ fn a_deny_window_holds_the_write_named_until_it_closes_and_the_next_cycle_writes
         let closes = opened + jiff::SignedDuration::from_hours(2);
         let settings = service::settings(s.dir.path(), Duration::from_secs(3600));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let daemon = Service::start_on_clock(listener, s.dir.path(), settings, &logs, clock.clone());
+        let daemon =
+            Service::start_on_clock(listener, s.dir.path(), settings, &logs, clock.clone());
         daemon.ready().await;
         assert_eq!(
             s.repo.show("main", DEPLOYMENT_PATH),
@@ -104,8 +105,7 @@ fn a_freeze_holds_every_write_saying_who_and_why_and_unfreezing_writes_what_wait
         .await
         .unwrap();
         assert!(frozen.contains("frozen by alice"), "{frozen}");
-        let shown: serde_json::Value =
-            serde_json::from_str(&daemon.text("/freeze").await).unwrap();
+        let shown: serde_json::Value = serde_json::from_str(&daemon.text("/freeze").await).unwrap();
         assert_eq!(shown["frozen"], true);
         assert_eq!(shown["by"], "alice");
         assert_eq!(shown["reason"], "incident 4711");
