@@ -254,6 +254,7 @@ impl Daemon<'_> {
         let metrics = &self.shared.metrics;
         metrics.set_configured_policies(policies.policies.iter().map(|p| p.name.as_str()));
         let answered = metrics.record_registry(&self.session.registry.responses());
+        metrics.record_quotas(&self.session.registry.quotas());
         let kind = CycleResult::of(result).given(answered);
         match ran {
             Ran::Cycle => metrics.record_cycle_as(kind, result, &policies.errors, took),

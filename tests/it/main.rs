@@ -31,6 +31,7 @@ mod promotion;
 mod real_corpus;
 mod registry;
 mod registry_faults;
+mod registry_quota;
 mod render;
 mod revert;
 mod signatures;
