@@ -92,6 +92,7 @@ async fn run(flags: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::MigrateAnnotations(args) => Ok(cli::migrate::migrate_annotations(&args)?),
+        Command::MigratePatterns(args) => Ok(cli::migrate::migrate_patterns(&args)?),
         Command::Completions { shell } => {
             cli::docs::completions(shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

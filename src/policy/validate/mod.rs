@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_saphyr::Spanned;
 
-use crate::image::{ImageRef, Platform, Repository, is_valid_tag};
+use crate::image::{ImageRef, Platform, is_valid_tag};
 use crate::version::Constraint;
 
 use super::{
@@ -14,6 +14,7 @@ use super::{
     regex_key,
 };
 
+mod pattern;
 mod promote;
 mod raw;
 
@@ -159,13 +160,8 @@ impl Validator<'_> {
         let spec = raw.spec.value;
 
         // 2. The spec, value by value.
-        let image = match Repository::parse(&spec.image.value) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                self.error_from(&spec.image, format!("spec.image: {e}"), e);
-                None
-            }
-        };
+        let (image, pattern, priority) =
+            self.image(&spec.image, spec.exclude, spec.priority, &spec.targets);
         let strategy = self.strategy(spec.strategy);
         let allow_tags = self.allow_tags(spec.allow_tags);
         let (ignore_tags, ignore_set) = self.ignore_tags(spec.ignore_tags);
@@ -177,6 +173,9 @@ impl Validator<'_> {
             }
         }
         let min_age = self.min_age(spec.min_age, &strategy);
+        if let (Some(_), Some(p)) = (&pattern, &spec.promote) {
+            self.error(p, pattern::PROMOTE_WITH_PATTERN);
+        }
         let promote = spec.promote.and_then(|p| self.promote(p, &strategy));
         let signatures = self.signatures(spec.signatures);
         let targets: Vec<Target> = spec
@@ -195,6 +194,9 @@ impl Validator<'_> {
             source,
             image: image?,
             image_name: spec.image.value,
+            pattern,
+            priority,
+            instance: None,
             strategy: strategy?,
             allow_tags,
             ignore_tags,

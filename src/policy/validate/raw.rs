@@ -60,8 +60,19 @@ pub(super) struct RawMetadata {
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawSpec {
+    /// One repository (`registry.example/shop/cart`), or a pattern over repositories
+    /// (`registry.example/shop/**`: `*` one path segment, `**` any number).
     #[schemars(with = "String")]
     pub(super) image: Spanned<String>,
+    /// With a pattern `image`: patterns (or repositories) of the same registry it leaves out.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub(super) exclude: Vec<Spanned<String>>,
+    /// With a pattern `image`: of two patterns matching one reference, the higher priority
+    /// wins (default 0). A policy naming one image exactly always wins over a pattern.
+    #[serde(default)]
+    #[schemars(with = "Option<i32>")]
+    pub(super) priority: Option<Spanned<i32>>,
     #[schemars(with = "RawStrategy")]
     pub(super) strategy: Spanned<RawStrategy>,
     #[serde(default)]

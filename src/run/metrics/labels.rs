@@ -20,6 +20,13 @@ pub(super) struct UpdateLabels {
     pub(super) result: &'static str,
 }
 
+/// A notification sink (by its configured name) and what became of a message.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct SinkLabels {
+    pub(super) sink: String,
+    pub(super) result: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct WebhookLabels {
     pub(super) kind: &'static str,
@@ -60,7 +67,7 @@ pub(super) struct SkipLabel {
 }
 
 /// Every finding kind, so each series shows from the start at zero.
-pub(super) const FINDING_KINDS: [FindingKind; 7] = [
+pub(super) const FINDING_KINDS: [FindingKind; 9] = [
     FindingKind::NoFiles,
     FindingKind::ImageNotFound,
     FindingKind::ApplicationImageNotFound,
@@ -68,6 +75,8 @@ pub(super) const FINDING_KINDS: [FindingKind; 7] = [
     FindingKind::ApplicationOnOtherRevision,
     FindingKind::UnreadableFile,
     FindingKind::UnknownAnnotation,
+    FindingKind::PatternOverridden,
+    FindingKind::PatternOutranked,
 ];
 
 /// Every reason a file is skipped for.

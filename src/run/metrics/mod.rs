@@ -26,7 +26,7 @@ use self::after_write::AfterWrite;
 use self::image_updater::ImageUpdaterSeries;
 use self::labels::{
     DirLabel, FINDING_KINDS, FindingLabels, KindLabel, RegistryLabel, RegistryStatusLabels,
-    ResultLabel, SKIP_KINDS, SkipLabel, UpdateLabels, WebhookLabels, finding_labels,
+    ResultLabel, SKIP_KINDS, SinkLabels, SkipLabel, UpdateLabels, WebhookLabels, finding_labels,
 };
 
 mod after_write;
@@ -36,6 +36,7 @@ mod labels;
 mod record;
 mod result;
 
+pub(crate) use self::result::reachable;
 pub use self::result::{CycleResult, RegistriesAnswered};
 
 pub use self::after_write::VERIFICATION_RESULTS;
@@ -86,6 +87,8 @@ pub struct Metrics {
     metadata_hits_seen: std::sync::atomic::AtomicU64,
     /// The registry client's counts when last taken, so each cycle adds only what is new.
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
+    /// Notification messages by sink and result (issue 33).
+    notifications: Family<SinkLabels, Counter>,
     /// `--image-updater-metrics`: Argo CD Image Updater's series too.
     image_updater: Option<ImageUpdaterSeries>,
     /// What the timestamp gauges read (the service's clock).
@@ -276,6 +279,12 @@ impl Metrics {
             ),
             signatures_seen: Mutex::default(),
             after_write: AfterWrite::register(&mut registry),
+            notifications: registered(
+                &mut registry,
+                "tagpilot_notifications",
+                "Notification messages by sink and result (sent; retried: a try refused, tried again; failed: given up after every try; dropped: the sink's queue was full)",
+                Family::default(),
+            ),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
             clock: crate::clock::system(),
             configured_policies: Mutex::default(),
@@ -322,6 +331,25 @@ impl Metrics {
                 })
                 .set(0);
         }
+    }
+
+    /// Counts a notification message to `sink` by `result` (`sent`, `retried`, `failed`,
+    /// `dropped`).
+    pub fn record_notification(&self, sink: &str, result: &'static str) {
+        self.notifications
+            .get_or_create(&SinkLabels {
+                sink: sink.to_string(),
+                result,
+            })
+            .inc();
+    }
+
+    /// Shows `sink`'s `result` series at zero before its first message.
+    pub fn start_notifications_at_zero(&self, sink: &str, result: &'static str) {
+        let _ = self.notifications.get_or_create(&SinkLabels {
+            sink: sink.to_string(),
+            result,
+        });
     }
 
     /// How many policies `tagpilot run` does not serve because a target of theirs is the
@@ -433,14 +461,21 @@ impl Metrics {
     }
 
     /// The `policy` label of an update of `policy`: its name if the configuration's files
-    /// define it (or none were set), else [`APPLICATION_POLICIES`].
+    /// define it (or none were set), the pattern policy's for one of a pattern's images, else
+    /// [`APPLICATION_POLICIES`].
     fn policy_label(&self, policy: &str) -> String {
         let configured = self
             .configured_policies
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         match &*configured {
-            Some(names) if !names.contains(policy) => APPLICATION_POLICIES.to_owned(),
+            // A pattern policy's image (`shop@shop/cart`) counts under the pattern policy: the
+            // label set does not grow with the images a pattern follows.
+            Some(names) if !names.contains(policy) => {
+                crate::policy::pattern::pattern_of(policy, |p| names.contains(p))
+                    .unwrap_or(APPLICATION_POLICIES)
+                    .to_owned()
+            }
             _ => policy.to_owned(),
         }
     }

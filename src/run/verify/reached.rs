@@ -17,6 +17,7 @@ use crate::plan::RepositoryStatus;
 use crate::policy;
 
 use super::{Verifier, chain};
+use crate::run::notify::event::{Kind, Notice};
 
 /// Changes to verify, each with the `verify:` that applies to it.
 pub(in crate::run) type ToVerify = Vec<(Change, VerifyConfig)>;
@@ -41,7 +42,12 @@ impl Verifier {
         policies
             .policies
             .iter()
-            .find(|p| p.name == change.policy)
+            // A pattern's image (`shop@shop/cart`) takes the pattern policy's `verify:`.
+            .find(|p| {
+                p.name == change.policy
+                    || policy::pattern::pattern_of(&change.policy, |n| n == p.name).is_some()
+                        && p.pattern.is_some()
+            })
             .and_then(|p| p.verify)
             .or(repository.verify)
     }
@@ -105,6 +111,7 @@ impl Verifier {
                 Ok(Some(MergeState::Merged { commit, head })) => {
                     let changes = self.forget(&repository, number);
                     tracing::info!(repository = %repository, number, %commit, "pull request merged");
+                    self.tell_merged(&repository, &commit, &changes);
                     reached.push(Reached {
                         config: config.clone(),
                         commit,
@@ -126,6 +133,25 @@ impl Verifier {
             }
         }
         reached
+    }
+
+    /// Tells the notification sinks that a pull request with `changes` was merged as `commit`.
+    fn tell_merged(&self, repository: &str, commit: &str, changes: &ToVerify) {
+        let now = self.clock.wall();
+        let notices = changes
+            .iter()
+            .map(|(c, _)| {
+                let mut n = Notice::new(Kind::PullRequestMerged, now);
+                n.repository = Some(repository.to_string());
+                n.policy = Some(c.policy.clone());
+                n.image = Some(c.image.clone());
+                n.from = Some(c.from.clone());
+                n.to = Some(c.to.clone());
+                n.link = Some(commit.to_string());
+                n.with_id(None)
+            })
+            .collect();
+        self.shared.notices.send(&self.shared, notices);
     }
 
     /// Remembers the open pull requests of `cycle` whose changes are to be verified; returns
@@ -189,6 +215,11 @@ fn in_group(grouping: Grouping, key: &str, change: &Change) -> bool {
     match grouping {
         Grouping::Repository => true,
         Grouping::Policy => change.policy == key,
+        // A pattern's images (`key@path`) land in the pattern's group.
+        Grouping::Pattern => {
+            change.policy == key
+                || policy::pattern::pattern_of(&change.policy, |p| p == key).is_some()
+        }
         Grouping::Path => change.file == key,
     }
 }

@@ -9,6 +9,7 @@ pub mod git;
 pub mod github;
 pub mod gitlab;
 pub mod kube;
+pub mod receiver;
 pub mod registry;
 pub mod scripted;
 pub mod service;
