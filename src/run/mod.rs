@@ -184,7 +184,8 @@ pub async fn serve(
             clock,
             events,
         };
-        serve_locked(config, settings, lock, service).await
+        // Boxed: the service's whole state would otherwise sit inline in every caller's future.
+        Box::pin(serve_locked(config, settings, lock, service)).await
     }
     .await;
     ended.stopped();
