@@ -48,6 +48,10 @@ pub enum Command {
     Run(RunArgs),
     /// List the held tags (policy, field, tag, why, since, who), or release one.
     Holds(crate::cli::holds::HoldsArgs),
+    /// Hold every write of a running `tagpilot run` at once, saying who and why.
+    Freeze(crate::cli::freeze::FreezeArgs),
+    /// Lift a running `tagpilot run`'s freeze: what waited is written next cycle.
+    Unfreeze(crate::cli::freeze::UnfreezeArgs),
     /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
     /// Application in these files or directories as its annotations do.
     MigrateAnnotations(MigrateArgs),

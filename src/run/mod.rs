@@ -32,6 +32,7 @@
 
 mod cycles;
 pub mod events;
+pub mod freeze;
 pub mod health;
 mod holds;
 pub mod http;
@@ -128,6 +129,9 @@ pub enum RunError {
     /// `holds.releaseToken` could not be read (its message names the key).
     #[error(transparent)]
     ReleaseToken(WebhookError),
+    /// `holds.freezeToken` could not be read (its message names the key).
+    #[error(transparent)]
+    FreezeToken(WebhookError),
     #[error(transparent)]
     LeaderElection(#[from] LeaseError),
     #[error("notifications.sinks")]
@@ -180,7 +184,8 @@ pub async fn serve(
             clock,
             events,
         };
-        serve_locked(config, settings, lock, service).await
+        // Boxed: the service's whole state would otherwise sit inline in every caller's future.
+        Box::pin(serve_locked(config, settings, lock, service)).await
     }
     .await;
     ended.stopped();
@@ -261,9 +266,21 @@ fn shared(
         .map(|source| webhook::Secret::load(source, "holds.releaseToken", config.base_dir()))
         .transpose()
         .map_err(RunError::ReleaseToken)?;
+    let freeze_token = config
+        .holds
+        .as_ref()
+        .and_then(|h| h.freeze_token.as_ref())
+        .map(|source| webhook::Secret::load(source, "holds.freezeToken", config.base_dir()))
+        .transpose()
+        .map_err(RunError::FreezeToken)?;
     Ok(Shared {
         secrets,
         release_token,
+        freeze: freeze::Freezer {
+            token: freeze_token,
+            clock: Some(clock.clone()),
+            ..Default::default()
+        },
         rechecks: Rechecks::with_clock(pace, clock.clone()),
         state,
         metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics)

@@ -364,6 +364,7 @@ async fn proposals(
         cancel: Default::default(),
         state: None,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     let cycle = tagpilot::engine::run(&input, &context, tagpilot::engine::Options::default())
         .await
