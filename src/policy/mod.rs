@@ -13,6 +13,7 @@
 //! - [`load`](self::load()): finding and reading policy files, and the cross-file checks;
 //! - `validate`: one document as written, checked value by value into an [`ImagePolicy`].
 
+pub mod chart;
 mod load;
 mod regex_key;
 mod validate;
@@ -111,6 +112,9 @@ pub struct ImagePolicy {
     /// `signatures:` (issue 22): the cosign signatures a tag's image must carry to be chosen.
     /// `None`: `tagpilot.yaml`'s default for the image, if any, applies.
     pub signatures: Option<crate::config::signatures::Requirement>,
+    /// `chart:` (issue 32): the policy follows a Helm chart's versions, and `image` is the
+    /// chart's key (see [`chart`]); `None`: it follows an image.
+    pub chart: Option<chart::Chart>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
 }
@@ -460,6 +464,7 @@ impl ImagePolicy {
             version_labels: None,
             promote: None,
             signatures: None,
+            chart: None,
             targets: Vec::new(),
         })
     }

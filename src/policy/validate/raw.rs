@@ -60,8 +60,14 @@ pub(super) struct RawMetadata {
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawSpec {
-    #[schemars(with = "String")]
-    pub(super) image: Spanned<String>,
+    /// The image the policy follows; a chart policy sets `chart` instead.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub(super) image: Option<Spanned<String>>,
+    /// The Helm chart the policy follows, instead of an image.
+    #[serde(default)]
+    #[schemars(with = "Option<RawChart>")]
+    pub(super) chart: Option<Spanned<RawChart>>,
     #[schemars(with = "RawStrategy")]
     pub(super) strategy: Spanned<RawStrategy>,
     #[serde(default)]
@@ -235,4 +241,16 @@ pub(super) struct RawUpstream {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) repository: Option<Spanned<String>>,
+}
+
+/// `spec.chart`: an OCI reference (`oci://host/path/chart`), or an HTTP chart repository and
+/// the chart's name.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawChart {
+    /// `oci://host/path/chart` (or `oci://host/path` with `name`), or `https://host/path`.
+    pub(super) repository: String,
+    /// The chart's name; required for an HTTP chart repository.
+    #[serde(default)]
+    pub(super) name: Option<String>,
 }
