@@ -86,7 +86,14 @@ pub fn position(manifests: &[PathBuf], path: &Path) -> Option<usize> {
 /// without extension that kustomize reads as a kustomization (`konfig.RecognizedKustomizationFileNames`:
 /// `kustomization.yaml`, `kustomization.yml`, `Kustomization`).
 pub fn is_manifest_name(name: &[u8]) -> bool {
-    name.ends_with(b".yaml") || name.ends_with(b".yml") || name == b"Kustomization"
+    name.ends_with(b".yaml")
+        || name.ends_with(b".yml")
+        || name == b"Kustomization"
+        // Go-templated YAML (helmfile), read with its template lines as comments.
+        || name.ends_with(b".yaml.gotmpl")
+        || name.ends_with(b".yml.gotmpl")
+        || name.ends_with(b".yaml.tpl")
+        || name.ends_with(b".yml.tpl")
 }
 
 // === reading on every core ===

@@ -91,6 +91,11 @@ pub(super) fn owner(
         }
         None => Vec::new(),
     };
+    // A chart version belongs to chart policies only, an image field to image policies only:
+    // an image and a chart may share an OCI repository's name.
+    let is_chart = matches!(field.kind, FieldKind::Chart { .. });
+    let mut matching = matching;
+    matching.retain(|&i| policies[i].chart.is_some() == is_chart);
     match matching.as_slice() {
         [] => Ok(None),
         [one] => Ok(Some(*one)),
