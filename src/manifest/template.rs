@@ -10,9 +10,9 @@ use std::path::Path;
 
 /// Whether `path` is a Go-templated YAML file tagpilot reads this way.
 pub fn is_templated(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(".gotmpl") || n.ends_with(".yaml.tpl") || n.ends_with(".yml.tpl"))
+    path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+        n.ends_with(".gotmpl") || n.ends_with(".yaml.tpl") || n.ends_with(".yml.tpl")
+    })
 }
 
 /// `src` with each line a template expression takes (one holding `{{`, or inside an

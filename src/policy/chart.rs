@@ -211,7 +211,10 @@ mod tests {
             Chart::parse("git://x.example/r", Some("a")),
             Err(ChartError::Scheme { .. })
         ));
-        assert!(matches!(key("stable", "nginx"), Err(ChartError::NoHost { .. })));
+        assert!(matches!(
+            key("stable", "nginx"),
+            Err(ChartError::NoHost { .. })
+        ));
         assert!(matches!(
             key("https://c.example", "a/b"),
             Err(ChartError::BadName { .. })

@@ -13,12 +13,31 @@ use std::collections::HashMap;
 use crate::image::Repository;
 use crate::policy::chart;
 
-use super::super::tree::Node;
 use super::super::TemplatedLine;
+use super::super::tree::Node;
 use super::{FieldKind, Fields, OnePart, Scan, unwritable};
 
 /// `HelmRepository` resources of a file, by name: their URL, with `oci://` for `type: oci`.
 pub(super) type HelmRepositories = HashMap<String, String>;
+
+/// A helmfile's `repositories[]` (of any of its documents: `---` often parts environments
+/// from releases), added to `into`: `oci: true` ones with `oci://`.
+pub(super) fn helmfile_repositories(doc: &Node, into: &mut HelmRepositories) {
+    for r in doc.get("repositories").map(Node::items).unwrap_or_default() {
+        let (Some(name), Some(url)) = (
+            r.get("name").and_then(Node::scalar),
+            r.get("url").and_then(Node::scalar),
+        ) else {
+            continue;
+        };
+        let oci = r.get("oci").and_then(Node::scalar) == Some("true");
+        let url = match oci && !url.starts_with("oci://") {
+            true => format!("oci://{url}"),
+            false => url.to_string(),
+        };
+        into.insert(name.to_string(), url);
+    }
+}
 
 /// The `HelmRepository` resources of one document, added to `into`.
 pub(super) fn helm_repositories(doc: &Node, into: &mut HelmRepositories) {
@@ -108,22 +127,12 @@ impl Scan<'_> {
     /// A helmfile's `releases[]`: `chart` as `repository/chart` (resolved through
     /// `repositories[]`) or `oci://…`, and `version`. A release whose version line is a
     /// template expression (`masked` lines) is named, never edited.
-    pub(super) fn helmfile_releases(&mut self, doc: &Node, masked: &[TemplatedLine]) {
-        let mut repositories: HashMap<&str, String> = HashMap::new();
-        for r in doc.get("repositories").map(Node::items).unwrap_or_default() {
-            let (Some(name), Some(url)) = (
-                r.get("name").and_then(Node::scalar),
-                r.get("url").and_then(Node::scalar),
-            ) else {
-                continue;
-            };
-            let oci = r.get("oci").and_then(Node::scalar) == Some("true");
-            let url = match oci && !url.starts_with("oci://") {
-                true => format!("oci://{url}"),
-                false => url.to_string(),
-            };
-            repositories.insert(name, url);
-        }
+    pub(super) fn helmfile_releases(
+        &mut self,
+        doc: &Node,
+        repositories: &HelmRepositories,
+        masked: &[TemplatedLine],
+    ) {
         let releases = doc.get("releases").map(Node::items).unwrap_or_default();
         // The lines after the releases: the next top-level key's, else the end.
         let after = doc
@@ -182,7 +191,10 @@ impl Scan<'_> {
     /// Argo CD Applications, Flux `HelmRelease`s and `OCIRepository`s.
     pub(super) fn chart_resource(&mut self, doc: &Node, helm_repositories: &HelmRepositories) {
         let kind = doc.get("kind").and_then(Node::scalar).unwrap_or_default();
-        let api = doc.get("apiVersion").and_then(Node::scalar).unwrap_or_default();
+        let api = doc
+            .get("apiVersion")
+            .and_then(Node::scalar)
+            .unwrap_or_default();
         let name = doc
             .get_path(&["metadata", "name"])
             .and_then(Node::scalar)
@@ -193,7 +205,12 @@ impl Scan<'_> {
                     self.argocd_source(format!("Application/{name} source"), source);
                 }
                 let sources = doc.get_path(&["spec", "sources"]);
-                for (i, source) in sources.map(Node::items).unwrap_or_default().iter().enumerate() {
+                for (i, source) in sources
+                    .map(Node::items)
+                    .unwrap_or_default()
+                    .iter()
+                    .enumerate()
+                {
                     self.argocd_source(format!("Application/{name} sources[{i}]"), source);
                 }
             }

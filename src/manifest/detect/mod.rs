@@ -58,7 +58,10 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
         })
         .collect();
     let src = masked.as_deref().unwrap_or(src);
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    let file_name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
     let is_kustomization = KUSTOMIZATION_FILES.contains(&file_name);
     let is_chart = file_name == "Chart.yaml";
     let is_helmfile = file_name.starts_with("helmfile")
@@ -67,11 +70,15 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
             .and_then(Path::file_name)
             .is_some_and(|d| d == "helmfile.d");
     // A `HelmRelease` names its chart's repository by a `HelmRepository`: those of the file.
+    // A helmfile's releases name theirs by `repositories[]`, often in another document.
     let mut helm_repositories = chart::HelmRepositories::new();
-    if src.contains("HelmRepository") {
+    if is_helmfile || src.contains("HelmRepository") {
         tree::parse_each(src, |parsed| {
             for doc in &parsed.docs {
-                chart::helm_repositories(doc, &mut helm_repositories);
+                match is_helmfile {
+                    true => chart::helmfile_repositories(doc, &mut helm_repositories),
+                    false => chart::helm_repositories(doc, &mut helm_repositories),
+                }
             }
         })?;
     }
@@ -107,7 +114,7 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
             } else if is_kustomization {
                 scan.kustomize_charts(doc);
             } else if is_helmfile {
-                scan.helmfile_releases(doc, &templated);
+                scan.helmfile_releases(doc, &helm_repositories, &templated);
             } else if is_resource(doc) {
                 scan.chart_resource(doc, &helm_repositories);
             }

@@ -91,7 +91,11 @@ dependencies:
     repository: https://charts.example/bitnami
 ";
     let found = charts("shop/Chart.yaml", chart);
-    assert_eq!(found.len(), 2, "a file:// dependency is no chart to follow: {found:?}");
+    assert_eq!(
+        found.len(),
+        2,
+        "a file:// dependency is no chart to follow: {found:?}"
+    );
     assert_eq!(found[0].0, "Chart.yaml dependency redis");
     assert_eq!(found[1].2, "~12.1.0");
     assert_eq!(
@@ -215,7 +219,10 @@ fn helmfile_releases_pin_versions_and_a_templated_version_is_named_not_edited() 
             "6.5.0".to_string()
         )]
     );
-    assert_eq!(bump(name, HELMFILE, 0, "6.6.0"), HELMFILE.replace("6.5.0", "6.6.0"));
+    assert_eq!(
+        bump(name, HELMFILE, 0, "6.6.0"),
+        HELMFILE.replace("6.5.0", "6.6.0")
+    );
     let scanned = scan_with_markers(Path::new(name), HELMFILE, &[]).unwrap();
     let dropped: Vec<_> = scanned
         .dropped
@@ -241,5 +248,8 @@ sidecar:
 ";
     let fields = scan_ok(name, src);
     assert_eq!(fields.len(), 1, "{fields:?}");
-    assert_eq!(retag(name, src, 0, "1.1.0"), src.replace("tag: 1.0.0", "tag: 1.1.0"));
+    assert_eq!(
+        retag(name, src, 0, "1.1.0"),
+        src.replace("tag: 1.0.0", "tag: 1.1.0")
+    );
 }

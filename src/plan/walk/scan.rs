@@ -330,6 +330,13 @@ fn scan_file(
             })
         });
     }
+    // A line a dropped reference already names (a helmfile release's templated version) is
+    // named once.
+    let named_lines: BTreeSet<usize> = problems.iter().filter_map(|p| p.line).collect();
+    let templated: Vec<manifest::TemplatedLine> = templated
+        .into_iter()
+        .filter(|t| !named_lines.contains(&t.line))
+        .collect();
     templated_references(index, rel, &display, &templated, &mut problems, &mut named);
     let mut applicable = None;
     for (ordinal, field) in (0u32..).zip(fields) {
@@ -407,7 +414,7 @@ fn templated_references(
                     .collect::<Vec<_>>()
                     .join(", "),
             ),
-            image: Some(policies[first].image_name.clone()),
+            image: Some(policies[first].image.to_string()),
             file: Some(display.to_string()),
             line: Some(t.line),
             ..Problem::new(ProblemReason::NotWritable {

@@ -1,6 +1,7 @@
 //! Test harness shared by the integration tests: real servers on 127.0.0.1 with free ports.
 
 pub mod bin;
+pub mod chart_repo;
 pub mod corpus;
 pub mod engine;
 pub mod fault_proxy;
