@@ -32,7 +32,15 @@
 //!   ingress-nginx's `{registry, image, tag, digest}`, is read as the map is); plus the
 //!   explicit [`HelmPaths`] passed to [`scan`], in any document;
 //! - any scalar with a marker comment after it on its line: `# tagpilot: [ns:]policy[:part]` or
-//!   Flux's `# {"$imagepolicy": "ns:policy[:part]"}`, part being `tag`, `name` or `digest`.
+//!   Flux's `# {"$imagepolicy": "ns:policy[:part]"}`, part being `tag`, `name` or `digest`;
+//! - a chart's version where teams pin it ([`FieldKind::Chart`], `detect/chart.rs`): Argo CD
+//!   Application sources, `Chart.yaml` dependencies, kustomize `helmCharts`, Flux `HelmRelease`
+//!   and `OCIRepository`, helmfile releases; keyed by the chart (`policy::chart`), so only a
+//!   chart policy owns one.
+//!
+//! A Go-templated file (helmfile's `.gotmpl`, `.yaml.tpl`) is read with each line a template
+//! expression takes as a comment of its length (`template.rs`): its literal lines are fields as
+//! in any file, its template lines are handed back ([`Scanned::templated`]) and never edited.
 //!
 //! A scalar belongs to at most one field. A marker wins over every other reading of its scalar
 //! (a Flux-marked container image is a marker field, not also a container field), and a

@@ -47,7 +47,7 @@ fn package(home: &Path, name: &str, version: &str, into: &Path) -> std::path::Pa
 }
 
 /// `index` with every entry's `created` but `keep`'s set back to 2020: entries are the list
-/// items of `entries:`, each with one `created:` and one `version:`.
+/// items under each chart of `entries:`, each with one `created:` and one `version:`.
 fn set_back(index: &str, keep: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut item: Vec<String> = Vec::new();
@@ -67,7 +67,10 @@ fn set_back(index: &str, keep: &str) -> String {
         }
     };
     for line in index.lines() {
-        if line.trim_start().starts_with("- ") || !line.starts_with(' ') {
+        let indent = line.len() - line.trim_start().len();
+        // An entry starts a list item under its chart's name (`  - `); deeper items are its
+        // `urls`.
+        if (line.trim_start().starts_with("- ") && indent <= 2) || indent == 0 {
             flush(&mut item, &mut out);
         }
         item.push(line.to_string());
