@@ -255,9 +255,16 @@ impl RegistryClient {
 impl Registry for RegistryClient {
     #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path))]
     async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
+        // An HTTP chart's versions come from its repository's index, asked once a cycle too
+        // (conditionally: see `chart_index.rs`).
         if crate::policy::chart::is_http(repo) {
-            let versions = self.chart_versions(repo).await?;
-            return Ok(versions.into_iter().map(|v| v.version).collect());
+            return self
+                .tags
+                .get_or_init(repo.clone(), || async {
+                    let versions = self.chart_versions(repo).await?;
+                    Ok(versions.into_iter().map(|v| v.version).collect())
+                })
+                .await;
         }
         self.tags
             .get_or_init(repo.clone(), || self.fetch_tags(repo))
