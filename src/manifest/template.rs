@@ -15,6 +15,26 @@ pub fn is_templated(path: &Path) -> bool {
     })
 }
 
+/// `path`'s text as the scanner reads it: `Some` masked text for a Go-templated file (see
+/// [`mask`]), with the lines masked as written; `None` and no lines for any other file.
+pub(crate) fn read(path: &Path, src: &str) -> (Option<String>, Vec<super::TemplatedLine>) {
+    if !is_templated(path) {
+        return (None, Vec::new());
+    }
+    let (text, lines) = mask(src);
+    let written: Vec<&str> = src.lines().collect();
+    let templated = lines
+        .iter()
+        .filter_map(|&line| {
+            Some(super::TemplatedLine {
+                line,
+                text: written.get(line - 1)?.to_string(),
+            })
+        })
+        .collect();
+    (Some(text), templated)
+}
+
 /// `src` with each line a template expression takes (one holding `{{`, or inside an
 /// expression left open on an earlier line) replaced by `#` and spaces to its length, and
 /// those lines (1-based).

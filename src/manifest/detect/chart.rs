@@ -14,15 +14,33 @@ use crate::image::Repository;
 use crate::policy::chart;
 
 use super::super::TemplatedLine;
-use super::super::tree::Node;
+use super::super::tree::{self, Node, ParseFailure};
 use super::{FieldKind, Fields, OnePart, Scan, unwritable};
 
 /// `HelmRepository` resources of a file, by name: their URL, with `oci://` for `type: oci`.
 pub(super) type HelmRepositories = HashMap<String, String>;
 
+/// The chart repositories a file names its charts by: a helmfile's `repositories[]`, often in
+/// another document than its releases, or the `HelmRepository` resources a `HelmRelease`
+/// names. Read before the fields, over the whole file.
+pub(super) fn repositories(src: &str, helmfile: bool) -> Result<HelmRepositories, ParseFailure> {
+    let mut found = HelmRepositories::new();
+    if helmfile || src.contains("HelmRepository") {
+        tree::parse_each(src, |parsed| {
+            for doc in &parsed.docs {
+                match helmfile {
+                    true => helmfile_repositories(doc, &mut found),
+                    false => helm_repositories(doc, &mut found),
+                }
+            }
+        })?;
+    }
+    Ok(found)
+}
+
 /// A helmfile's `repositories[]` (of any of its documents: `---` often parts environments
 /// from releases), added to `into`: `oci: true` ones with `oci://`.
-pub(super) fn helmfile_repositories(doc: &Node, into: &mut HelmRepositories) {
+fn helmfile_repositories(doc: &Node, into: &mut HelmRepositories) {
     for r in doc.get("repositories").map(Node::items).unwrap_or_default() {
         let (Some(name), Some(url)) = (
             r.get("name").and_then(Node::scalar),
@@ -40,7 +58,7 @@ pub(super) fn helmfile_repositories(doc: &Node, into: &mut HelmRepositories) {
 }
 
 /// The `HelmRepository` resources of one document, added to `into`.
-pub(super) fn helm_repositories(doc: &Node, into: &mut HelmRepositories) {
+fn helm_repositories(doc: &Node, into: &mut HelmRepositories) {
     if doc.get("kind").and_then(Node::scalar) != Some("HelmRepository") {
         return;
     }

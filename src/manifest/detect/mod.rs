@@ -41,22 +41,7 @@ struct Scan<'a> {
 /// the whole file, in file order.
 pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scanned, ParseFailure> {
     // A Go-templated file is read with its template lines as comments (see `template`).
-    let (masked, masked_lines) = match super::template::is_templated(path) {
-        true => {
-            let (text, lines) = super::template::mask(src);
-            (Some(text), lines)
-        }
-        false => (None, Vec::new()),
-    };
-    let templated: Vec<super::TemplatedLine> = masked_lines
-        .iter()
-        .filter_map(|&line| {
-            Some(super::TemplatedLine {
-                line,
-                text: src.lines().nth(line - 1)?.to_string(),
-            })
-        })
-        .collect();
+    let (masked, templated) = super::template::read(path, src);
     let src = masked.as_deref().unwrap_or(src);
     let file_name = path
         .file_name()
@@ -69,19 +54,7 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
             .parent()
             .and_then(Path::file_name)
             .is_some_and(|d| d == "helmfile.d");
-    // A `HelmRelease` names its chart's repository by a `HelmRepository`: those of the file.
-    // A helmfile's releases name theirs by `repositories[]`, often in another document.
-    let mut helm_repositories = chart::HelmRepositories::new();
-    if is_helmfile || src.contains("HelmRepository") {
-        tree::parse_each(src, |parsed| {
-            for doc in &parsed.docs {
-                match is_helmfile {
-                    true => chart::helmfile_repositories(doc, &mut helm_repositories),
-                    false => chart::helm_repositories(doc, &mut helm_repositories),
-                }
-            }
-        })?;
-    }
+    let helm_repositories = chart::repositories(src, is_helmfile)?;
     let mut claimed = HashSet::new();
     let mut out = Vec::new();
     let mut unresolved = Vec::new();
