@@ -176,7 +176,9 @@ impl Stacking {
     /// How the groups of a repository written with `write` stack: only a pull request per
     /// policy starts from the base.
     pub fn of(write: &WriteConfig) -> Stacking {
-        if write.mode == WriteMode::PullRequest && write.group == Grouping::Policy {
+        if write.mode == WriteMode::PullRequest
+            && matches!(write.group, Grouping::Policy | Grouping::Pattern)
+        {
             Stacking::Alone
         } else {
             Stacking::Stacked
@@ -198,7 +200,8 @@ impl Stacking {
 pub fn group(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> Vec<ChangeGroup> {
     let groups = groups.into_iter().filter(|g| !g.files.is_empty());
     match grouping {
-        Grouping::Policy => groups.collect(),
+        // The planner already made one group per pattern ([`group_key`]).
+        Grouping::Policy | Grouping::Pattern => groups.collect(),
         Grouping::Path => {
             let mut by_path: BTreeMap<PathBuf, ChangeGroup> = BTreeMap::new();
             for group in groups {
@@ -234,6 +237,18 @@ pub fn group(repository: &str, grouping: Grouping, groups: Vec<ChangeGroup>) -> 
                 vec![merged]
             }
         }
+    }
+}
+
+/// The key of the planner's group a change of `policy` goes into: the policy, or with
+/// `write.group: pattern` the pattern policy an image of a pattern (`shop@shop/cart`) comes
+/// from, so that its images land together. `is_pattern` says which names are pattern policies.
+pub fn group_key(grouping: Grouping, policy: &str, is_pattern: &dyn Fn(&str) -> bool) -> String {
+    match grouping {
+        Grouping::Pattern => crate::policy::pattern::pattern_of(policy, is_pattern)
+            .unwrap_or(policy)
+            .to_owned(),
+        _ => policy.to_owned(),
     }
 }
 

@@ -84,6 +84,7 @@ async fn run(flags: Cli) -> Result<ExitCode> {
         Command::Run(args) => run_service(args).await,
         Command::Holds(args) => Ok(cli::holds::holds(args).await?),
         Command::MigrateAnnotations(args) => Ok(cli::migrate::migrate_annotations(&args)?),
+        Command::MigratePatterns(args) => Ok(cli::migrate::migrate_patterns(&args)?),
         Command::Completions { shell } => {
             cli::docs::completions(shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

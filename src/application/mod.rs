@@ -20,13 +20,38 @@ pub struct Application {
     #[serde(default)]
     pub kind: String,
     pub metadata: Metadata,
-    #[serde(default)]
-    pub spec: Spec,
+    /// Shared, not copied: the deployers index ([`crate::affected::Deployers`]) keeps every
+    /// Application's spec beside the resolved ones, thousands of them.
+    #[serde(default, with = "shared")]
+    pub spec: std::sync::Arc<Spec>,
     #[serde(default)]
     pub status: Option<Status>,
     /// Where it was read from (`argocd/apps/web.yaml:12`, `cluster`), for reports.
     #[serde(skip)]
     pub origin: String,
+    /// Read from a file: the line each of `metadata.annotations`' keys is written on, in the
+    /// map's order (0 where it was not found), so a warning about one names its own line. Gone
+    /// with the annotations once they are read.
+    #[serde(skip)]
+    pub annotation_lines: Vec<usize>,
+}
+
+/// An [`Arc`](std::sync::Arc)'d field read and written as its value (serde's own impls need its
+/// `rc` feature, which would rebuild every dependency that uses serde).
+mod shared {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(value: &Arc<T>, s: S) -> Result<S::Ok, S::Error> {
+        T::serialize(value, s)
+    }
+
+    pub fn deserialize<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Arc<T>, D::Error> {
+        T::deserialize(d).map(Arc::new)
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -360,6 +385,8 @@ pub fn read_objects<T: serde::de::DeserializeOwned + Object>(
         {
             let (kind, api_version) = object.kind_and_api_version();
             if wanted(kind, api_version) {
+                let mut object = object;
+                object.locate(doc, start);
                 out.push((start, object));
                 continue;
             }
@@ -372,8 +399,9 @@ pub fn read_objects<T: serde::de::DeserializeOwned + Object>(
         ) {
             continue;
         }
-        let object: T = crate::yaml_error::from_str(doc)
+        let mut object: T = crate::yaml_error::from_str(doc)
             .map_err(|e| DocumentError::new(e, path, start - 1, Some(what)))?;
+        object.locate(doc, start);
         out.push((start, object));
     }
     Ok(out)
@@ -382,12 +410,36 @@ pub fn read_objects<T: serde::de::DeserializeOwned + Object>(
 /// An object [`read_objects`] reads: its `kind` and `apiVersion` as read from its document.
 pub trait Object {
     fn kind_and_api_version(&self) -> (&str, &str);
+
+    /// Notes where parts of the object are written in `doc`, whose first line is `start`.
+    fn locate(&mut self, _doc: &str, _start: usize) {}
 }
 
 impl Object for Application {
     fn kind_and_api_version(&self) -> (&str, &str) {
         (&self.kind, &self.api_version)
     }
+
+    fn locate(&mut self, doc: &str, start: usize) {
+        self.annotation_lines = self
+            .metadata
+            .annotations
+            .keys()
+            .map(|key| key_line(doc, key).map_or(0, |l| start + l))
+            .collect();
+    }
+}
+
+/// The 0-based line of `doc` where `key` is written as a mapping key (plain or quoted, block or
+/// flow style): its first occurrence followed, after an optional closing quote, by `:`.
+fn key_line(doc: &str, key: &str) -> Option<usize> {
+    doc.match_indices(key).find_map(|(at, _)| {
+        let after = doc[at + key.len()..].trim_start_matches(['"', '\'']);
+        let before = doc[..at].trim_end_matches(['"', '\'']);
+        let starts_key = before.ends_with(|c: char| c.is_whitespace() || c == '{' || c == ',')
+            || before.is_empty();
+        (after.starts_with(':') && starts_key).then(|| doc[..at].matches('\n').count())
+    })
 }
 
 /// Whether the document's unindented `kind:` and `apiVersion:` lines, read as plain text, are
@@ -444,6 +496,24 @@ mod tests {
         assert_eq!(s[0].path.as_deref(), Some("apps/web"));
         assert!(s[0].directory.as_ref().unwrap().recurse);
         assert!(apps[0].is_multi_source());
+    }
+
+    /// Each annotation key's own line, in block and flow style, plain and quoted, in the second
+    /// document of a file; a key that is only a value's text elsewhere is not taken for it.
+    #[test]
+    fn each_annotation_key_is_located_on_its_own_line() {
+        let text = "kind: ConfigMap\n---\napiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  labels: {note: \"x/image-lst\"}\n  annotations:\n    \"x/image-lst\": a=r/a\n    x/b: '1'\n";
+        let apps = read_documents(Path::new("apps.yaml"), text).unwrap();
+        let keys: Vec<&str> = apps[0]
+            .metadata
+            .annotations
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(keys, ["x/b", "x/image-lst"]);
+        assert_eq!(apps[0].annotation_lines, [10, 9]);
+        assert_eq!(key_line("a: {k: 1, x/c: 2}\n", "x/c"), Some(0));
+        assert_eq!(key_line("a: x/c\n", "x/c"), None);
     }
 
     #[test]

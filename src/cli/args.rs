@@ -51,6 +51,9 @@ pub enum Command {
     /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
     /// Application in these files or directories as its annotations do.
     MigrateAnnotations(MigrateArgs),
+    /// Print pattern policies that could each replace several policies sharing every setting
+    /// but an image under one registry prefix, naming what they replace and what is kept.
+    MigratePatterns(ConfigArgs),
     /// Print a completion script for a shell (`source <(tagpilot completions bash)`).
     Completions {
         #[arg(value_enum)]

@@ -270,6 +270,9 @@ pub enum Grouping {
     Policy,
     /// One group per changed file (pull-request mode: one pull request per file).
     Path,
+    /// One commit per policy, but all the images a pattern policy follows in one (issue 31);
+    /// `policy` gives each of a pattern's images its own.
+    Pattern,
 }
 
 /// The key commits are signed with. Exactly one of `sshKeyFile` and `pgpKeyFile`.

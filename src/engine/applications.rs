@@ -174,8 +174,9 @@ fn deployers(apps: &[(Application, Origin)]) -> Vec<Application> {
     out
 }
 
-/// Each annotation of an Application that nothing reads, as a warning naming where the
-/// Application was read (`manifests:argocd/pay.yaml:1`, `cluster`) and the known key nearest
+/// Each annotation of an Application that nothing reads, as a warning naming where it is
+/// written (`manifests:argocd/pay.yaml:7`; where the Application was read, `cluster`, when its
+/// line is not known) and the known key nearest
 /// to it: never only a note in the Applications section. `unread` are those of Applications
 /// without an `image-list`.
 pub fn unknown_annotations(
@@ -201,6 +202,12 @@ pub fn unknown_annotations(
     let mut out = Vec::new();
     for (application, origin, unknown, why) in managed.chain(unmanaged) {
         for u in unknown {
+            let at = match (u.line, origin.rsplit_once(':')) {
+                (Some(line), Some((file, start))) if start.parse::<usize>().is_ok() => {
+                    format!("{file}:{line}")
+                }
+                _ => origin.to_string(),
+            };
             let mut message = format!("nothing reads annotation {}{why}", u.key);
             if let Some(near) = &u.nearest {
                 message.push_str(&format!("; did you mean {near}?"));
@@ -208,11 +215,7 @@ pub fn unknown_annotations(
             out.push(plan::Finding {
                 application: Some(application.clone()),
                 message,
-                ..plan::Finding::new(
-                    plan::FindingKind::UnknownAnnotation,
-                    String::new(),
-                    origin.to_string(),
-                )
+                ..plan::Finding::new(plan::FindingKind::UnknownAnnotation, String::new(), at)
             });
         }
     }
@@ -263,7 +266,7 @@ mod tests {
         let mut a = Application::default();
         a.metadata.name = name.to_owned();
         a.metadata.namespace = namespace.map(str::to_owned);
-        a.spec.source = Some(crate::application::Source {
+        std::sync::Arc::make_mut(&mut a.spec).source = Some(crate::application::Source {
             repo_url: "https://git.example/m".into(),
             path: Some(path.to_owned()),
             ..Default::default()

@@ -195,7 +195,7 @@ async fn run_cycle<R: Registry>(
         Some(images) => input
             .policies
             .iter()
-            .filter(|p| images.contains(&p.image))
+            .filter(|p| images.iter().any(|i| p.follows(i)))
             .cloned()
             .collect(),
         None => Cow::Borrowed(input.policies),

@@ -54,10 +54,21 @@ impl<R: Registry> TargetPlanner<'_, R> {
             let apps = resolved.apps_in(&repository.name);
             policies.extend(apps.flat_map(|(_, app)| app.policies.iter().flatten().cloned()));
         }
+        // A pattern's images are named `pattern@path` in the trailers: their policies are made
+        // again from the pattern.
+        let instances = crate::policy::pattern::instances_named(
+            self.policies,
+            commits
+                .iter()
+                .flat_map(|c| c.policies.iter().map(String::as_str)),
+        );
         let reading = Reading {
             repository: &repository.name,
             policies: &policies,
-            policy: &|name| self.policy(name),
+            policy: &|name| {
+                self.policy(name)
+                    .or_else(|| instances.iter().find(|p| p.name == name))
+            },
             last_own: &last_own,
             now: self.clock.wall(),
         };

@@ -261,17 +261,32 @@ impl<R: Registry> TargetPlanner<'_, R> {
         // The groups take the plan's texts: from here they carry every new text the write
         // needs, and the plan keeps none beside them through the commit and the push (the
         // report counts files from the changes).
-        let mut groups = plan.take_groups(stacking)?;
+        let is_pattern = |n: &str| {
+            self.policies
+                .iter()
+                .any(|p| p.pattern.is_some() && p.name == n)
+        };
+        let mut groups = plan.take_groups_by(stacking, &|policy| {
+            change::group_key(repository.write.group, policy, &is_pattern)
+        })?;
         groups.extend(apps.override_groups);
         super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
         // The steady memory is read on the planner's own groups, one per policy: it is about a
         // policy's own moves, and the state store keeps it per policy group whatever
         // `write.group` commits ([`plan::steady`]).
+        // A pattern's images are planned as policies of their own (`pattern@path`).
+        let instances = crate::policy::pattern::instances_named(
+            self.policies,
+            plan.changes.iter().map(|c| c.policy.as_str()),
+        );
         let steady = self.state.map(|state| {
             let memory = plan::steady::Memory {
                 repository: name,
                 last_proposal: &|group| state.last_proposal(name, group),
-                policy: &|policy| self.policy(policy),
+                policy: &|policy| {
+                    self.policy(policy)
+                        .or_else(|| instances.iter().find(|p| p.name == policy))
+                },
                 now: self.clock.wall(),
             };
             plan::steady::Steady::of(&memory, &groups)

@@ -24,10 +24,21 @@ impl Plan {
         &mut self,
         stacking: Stacking,
     ) -> Result<Vec<ChangeGroup>, manifest::ManifestError> {
+        self.take_groups_by(stacking, &|policy| policy.to_owned())
+    }
+
+    /// [`Plan::take_groups`], one group per `key` of a policy's name instead of per policy
+    /// (`write.group: pattern`: the images of one pattern together, [`crate::change::group_key`]).
+    pub fn take_groups_by(
+        &mut self,
+        stacking: Stacking,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<Vec<ChangeGroup>, manifest::ManifestError> {
         let groups = split(
             &self.changes,
             &mut self.files,
             stacking == Stacking::Stacked,
+            key,
         );
         self.files = Vec::new();
         groups
@@ -40,8 +51,10 @@ fn split(
     changes: &[Change],
     files: &mut [FileUpdate],
     cumulative: bool,
+    key: &dyn Fn(&str) -> String,
 ) -> Result<Vec<ChangeGroup>, manifest::ManifestError> {
-    let names: BTreeSet<&str> = changes.iter().map(|c| c.policy.as_str()).collect();
+    let names: BTreeSet<String> = changes.iter().map(|c| key(&c.policy)).collect();
+    let names: BTreeSet<&str> = names.iter().map(String::as_str).collect();
     let mut groups = Vec::new();
     for (n, name) in names.iter().enumerate() {
         let upto: BTreeSet<&str> = if cumulative {
@@ -52,16 +65,16 @@ fn split(
         let mut texts = BTreeMap::new();
         for f in files
             .iter_mut()
-            .filter(|f| f.edits.iter().any(|(p, _)| p == name))
+            .filter(|f| f.edits.iter().any(|(p, _)| key(p) == *name))
         {
-            let whole = f.edits.iter().all(|(p, _)| upto.contains(p.as_str()));
+            let whole = f.edits.iter().all(|(p, _)| upto.contains(key(p).as_str()));
             let text = if whole {
                 std::mem::take(&mut f.updated)
             } else {
                 let edits = f
                     .edits
                     .iter()
-                    .filter(|(p, _)| upto.contains(p.as_str()))
+                    .filter(|(p, _)| upto.contains(key(p).as_str()))
                     .flat_map(|(_, e)| e.iter().cloned());
                 apply_sorted(&f.path, &f.original, edits.collect())?
             };
@@ -69,7 +82,7 @@ fn split(
         }
         let changes = changes
             .iter()
-            .filter(|c| c.policy == *name)
+            .filter(|c| key(&c.policy) == *name)
             .cloned()
             .collect();
         groups.push(ChangeGroup {

@@ -131,6 +131,9 @@ pub(super) struct PolicyIndex<'p> {
     /// Targets of this scope with Helm value paths and no `paths` (every file).
     helm_every_file: Vec<TargetRef>,
     by_image: HashMap<&'p Repository, Vec<usize>>,
+    /// Policies whose image is a pattern (issue 31), in policy order: matched per reference,
+    /// never by `by_image`.
+    patterns: Vec<usize>,
     by_name: HashMap<&'p str, Vec<usize>>,
     /// Policies with a target whose `kustomize.imageName` is the key (any repository).
     by_kustomize_alias: HashMap<&'p str, Vec<usize>>,
@@ -155,14 +158,20 @@ impl<'p> PolicyIndex<'p> {
         let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
         let mut by_kustomize_alias: HashMap<&str, Vec<usize>> = HashMap::new();
         let mut with_helm = Vec::new();
+        let mut patterns = Vec::new();
         for (i, policy) in policies.iter().enumerate() {
-            by_image.entry(&policy.image).or_default().push(i);
+            if policy.pattern.is_some() {
+                patterns.push(i);
+            } else {
+                by_image.entry(&policy.image).or_default().push(i);
+            }
             by_name.entry(policy.name.as_str()).or_default().push(i);
             if policy.targets.is_empty() && repository.is_none() {
                 every_file = true;
                 every_file_policies.push(i);
             }
-            if policy.targets.iter().any(|t| t.helm.is_some()) {
+            // A pattern's Helm targets name the repository value, so it owns by image.
+            if policy.pattern.is_none() && policy.targets.iter().any(|t| t.helm.is_some()) {
                 with_helm.push(i);
             }
             for (j, target) in policy.targets.iter().enumerate() {
@@ -207,6 +216,7 @@ impl<'p> PolicyIndex<'p> {
             helm: CombinedGlobs::new(policies, helm_with_paths),
             helm_every_file,
             by_image,
+            patterns,
             by_name,
             by_kustomize_alias,
             with_helm,
@@ -321,6 +331,20 @@ impl<'p> PolicyIndex<'p> {
     /// Policies following `image`, in policy order.
     pub(super) fn following(&self, image: &Repository) -> &[usize] {
         self.by_image.get(image).map_or(&[], Vec::as_slice)
+    }
+
+    /// Pattern policies whose pattern matches `image`, in policy order.
+    pub(super) fn patterns_following(&self, image: &Repository) -> Vec<usize> {
+        self.patterns
+            .iter()
+            .copied()
+            .filter(|&i| {
+                self.policies[i]
+                    .pattern
+                    .as_ref()
+                    .is_some_and(|p| p.matches(image))
+            })
+            .collect()
     }
 
     /// Policies named `name` (in any namespace), in policy order.

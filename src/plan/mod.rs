@@ -36,6 +36,8 @@ mod walk;
 #[cfg(test)]
 mod held_tests;
 #[cfg(test)]
+mod pattern_tests;
+#[cfg(test)]
 mod rollbacks_tests;
 #[cfg(test)]
 mod tests;

@@ -292,6 +292,13 @@ pub enum FindingKind {
     /// and the finding names the known key nearest to it. The rest of the Application still
     /// works, so a warning.
     UnknownAnnotation,
+    /// A pattern policy matches a reference that a policy naming the image exactly follows
+    /// (issue 31): the exact policy wins, as it always does. Said so the pattern's author sees
+    /// which of its images it does not move, so a warning.
+    PatternOverridden,
+    /// Several pattern policies match a reference and one of higher `priority` follows it: the
+    /// others pass it over. A warning, naming the one followed.
+    PatternOutranked,
 }
 
 impl FindingKind {
@@ -304,6 +311,8 @@ impl FindingKind {
             FindingKind::ApplicationOnOtherRevision => "application_on_other_revision",
             FindingKind::UnreadableFile => "unreadable_file",
             FindingKind::UnknownAnnotation => "unknown_annotation",
+            FindingKind::PatternOverridden => "pattern_overridden",
+            FindingKind::PatternOutranked => "pattern_outranked",
         }
     }
 
@@ -315,7 +324,9 @@ impl FindingKind {
             | FindingKind::VersionLabelLeft
             | FindingKind::UnreadableFile
             | FindingKind::ApplicationOnOtherRevision
-            | FindingKind::UnknownAnnotation => Severity::Warning,
+            | FindingKind::UnknownAnnotation
+            | FindingKind::PatternOverridden
+            | FindingKind::PatternOutranked => Severity::Warning,
         }
     }
 
@@ -333,6 +344,12 @@ impl FindingKind {
                 "a file its targets name cannot be read, so no image in it is updated"
             }
             FindingKind::UnknownAnnotation => "nothing reads this annotation",
+            FindingKind::PatternOverridden => {
+                "the pattern matches the image, but a policy naming it exactly follows it"
+            }
+            FindingKind::PatternOutranked => {
+                "the pattern matches the image, but a pattern of higher priority follows it"
+            }
         }
     }
 }

@@ -123,6 +123,10 @@ pub enum PolicyChoice<'a> {
     OnlyOne(&'a ImagePolicy),
     /// No policy named, and several follow the image: none is taken without a name.
     Several(Vec<&'a ImagePolicy>),
+    /// A pattern policy follows the image (named, or the one that owns it: no policy names
+    /// the image exactly, and no other pattern of as high a priority matches it): its instance
+    /// for the image, and why it was taken.
+    Pattern(Box<ImagePolicy>, String),
     /// No policy named, and none follows the image.
     None,
 }
@@ -146,6 +150,9 @@ impl PolicyChoice<'_> {
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
+            PolicyChoice::Pattern(p, why) => {
+                Announcement::Policy(format!("policy {}: {why}", policy_label(p)))
+            }
             PolicyChoice::None => Announcement::Nothing,
         }
     }
@@ -154,6 +161,7 @@ impl PolicyChoice<'_> {
     pub fn policy(&self) -> Option<&ImagePolicy> {
         match self {
             PolicyChoice::Named(p) | PolicyChoice::OnlyOne(p) => Some(p),
+            PolicyChoice::Pattern(p, _) => Some(p),
             PolicyChoice::Several(_) | PolicyChoice::None => None,
         }
     }
@@ -185,8 +193,12 @@ pub fn policy_label(p: &ImagePolicy) -> String {
     let file = &p.source.file;
     // `./policies/api.yaml` when tagpilot.yaml was found in the working directory.
     let file = file.strip_prefix(".").unwrap_or(file);
+    let pattern = match &p.instance {
+        Some(i) => format!(", pattern {}", i.pattern),
+        None => String::new(),
+    };
     format!(
-        "{} ({}:{})",
+        "{} ({}:{}{pattern})",
         qualified_name(p),
         file.display(),
         p.source.line
@@ -222,9 +234,12 @@ pub fn configured_policy<'a>(
     name: Option<&str>,
 ) -> Result<PolicyChoice<'a>, TagsError> {
     let Some(name) = name else {
-        let following: Vec<&ImagePolicy> = policies.iter().filter(|p| &p.image == image).collect();
+        let following: Vec<&ImagePolicy> = policies
+            .iter()
+            .filter(|p| p.pattern.is_none() && &p.image == image)
+            .collect();
         return Ok(match following.as_slice() {
-            [] => PolicyChoice::None,
+            [] => pattern_choice(policies, image),
             [one] => PolicyChoice::OnlyOne(one),
             _ => PolicyChoice::Several(following),
         });
@@ -248,7 +263,13 @@ pub fn configured_policy<'a>(
             });
         }
     };
-    if &policy.image != image {
+    if let Some(pattern) = &policy.pattern
+        && pattern.matches(image)
+    {
+        let why = format!("its pattern {pattern} matches {image}");
+        return Ok(PolicyChoice::Pattern(Box::new(policy.instance(image)), why));
+    }
+    if policy.pattern.is_some() || &policy.image != image {
         return Err(TagsError::OtherImage {
             policy: qualified_name(policy),
             follows: policy.image.to_string(),
@@ -256,6 +277,43 @@ pub fn configured_policy<'a>(
         });
     }
     Ok(PolicyChoice::Named(policy))
+}
+
+/// The pattern policy that follows `image` when no policy names it exactly: the only pattern
+/// matching it, or the one of highest priority; several of the highest are none.
+fn pattern_choice<'a>(policies: &'a [ImagePolicy], image: &Repository) -> PolicyChoice<'a> {
+    let mut matching: Vec<&ImagePolicy> = policies
+        .iter()
+        .filter(|p| p.pattern.as_ref().is_some_and(|pt| pt.matches(image)))
+        .collect();
+    matching.sort_by_key(|p| std::cmp::Reverse(p.priority));
+    match matching.as_slice() {
+        [] => PolicyChoice::None,
+        [one] => PolicyChoice::Pattern(
+            Box::new(one.instance(image)),
+            format!(
+                "its pattern {} matches {image}, and no policy names the image exactly",
+                one.image_name
+            ),
+        ),
+        [first, second, ..] if first.priority > second.priority => PolicyChoice::Pattern(
+            Box::new(first.instance(image)),
+            format!(
+                "its pattern {} matches {image} with priority {}, above every other pattern \
+                 matching it ({} has {})",
+                first.image_name, first.priority, second.name, second.priority
+            ),
+        ),
+        _ => {
+            let top = matching[0].priority;
+            PolicyChoice::Several(
+                matching
+                    .into_iter()
+                    .take_while(|p| p.priority == top)
+                    .collect(),
+            )
+        }
+    }
 }
 
 /// Every tag of the policy's image: the candidates in policy order, best first, then the tags
@@ -338,6 +396,54 @@ mod tests {
             configured_policy(&policies, &repo("ghcr.io/acme/db"), None).unwrap(),
             PolicyChoice::None
         ));
+    }
+
+    /// Issue 31: `tags` says which policy an image follows and why: an exact policy over a
+    /// pattern, a pattern alone, the higher priority of two, and none between equals.
+    #[test]
+    fn tags_take_the_exact_policy_then_the_pattern_and_say_why() {
+        let pattern = |name: &str, written: &str, priority: i32| {
+            let mut p = policy(name, None, "ghcr.io/acme/x");
+            p.pattern = Some(crate::policy::ImagePattern::parse(written).unwrap());
+            p.image_name = written.to_string();
+            p.priority = priority;
+            p
+        };
+        let mut policies = vec![
+            policy("api", None, "ghcr.io/acme/api"),
+            pattern("acme", "ghcr.io/acme/*", 0),
+        ];
+        assert!(matches!(
+            configured_policy(&policies, &repo("ghcr.io/acme/api"), None).unwrap(),
+            PolicyChoice::OnlyOne(p) if p.name == "api"
+        ));
+        let web = repo("ghcr.io/acme/web");
+        match configured_policy(&policies, &web, None).unwrap() {
+            PolicyChoice::Pattern(p, why) => {
+                assert_eq!(p.name, "acme@acme/web");
+                assert_eq!(p.image, web);
+                assert!(why.contains("no policy names the image exactly"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        policies.push(pattern("web", "ghcr.io/acme/w*", 5));
+        match configured_policy(&policies, &web, None).unwrap() {
+            PolicyChoice::Pattern(p, why) => {
+                assert_eq!(p.name, "web@acme/web");
+                assert!(why.contains("priority 5"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        policies.push(pattern("tie", "ghcr.io/acme/**", 5));
+        assert!(matches!(
+            configured_policy(&policies, &web, None).unwrap(),
+            PolicyChoice::Several(ps) if ps.len() == 2
+        ));
+        assert!(matches!(
+            configured_policy(&policies, &web, Some("acme")).unwrap(),
+            PolicyChoice::Pattern(p, _) if p.name == "acme@acme/web"
+        ));
+        assert!(configured_policy(&policies, &repo("ghcr.io/other/web"), Some("acme")).is_err());
     }
 
     #[test]

@@ -11,10 +11,13 @@
 //!
 //! - this file: the validated types and the errors;
 //! - [`load`](self::load()): finding and reading policy files, and the cross-file checks;
-//! - `validate`: one document as written, checked value by value into an [`ImagePolicy`].
+//! - `validate`: one document as written, checked value by value into an [`ImagePolicy`];
+//! - [`pattern`]: an `image:` that is a pattern over repositories, and the per-image instances
+//!   the planner makes of it.
 
 pub mod chart;
 mod load;
+pub mod pattern;
 mod regex_key;
 mod validate;
 
@@ -27,6 +30,7 @@ use crate::image::{ImageError, Platform, Repository};
 use crate::version::{Constraint, VersionError};
 
 pub use load::{CheckSummary, FileSummary, Loaded, check, load, load_all, parse_file};
+pub use pattern::{ImagePattern, PatternError, PatternInstance};
 pub use regex_key::RegexKey;
 pub use validate::schema;
 
@@ -75,6 +79,15 @@ pub struct ImagePolicy {
     pub image: Repository,
     /// `spec.image` exactly as written (what a `:name` marker receives).
     pub image_name: String,
+    /// `spec.image` is a pattern (issue 31): the policy follows every image of the targets
+    /// whose repository matches it, each through an instance ([`ImagePolicy::instance`]).
+    /// `image` then holds the pattern's registry and path glob, and is never asked for.
+    pub pattern: Option<ImagePattern>,
+    /// `priority:` of a pattern policy: of two patterns matching one reference, the higher
+    /// wins; equal priorities are a problem naming both.
+    pub priority: i32,
+    /// Set on the instance of a pattern policy that follows one image.
+    pub instance: Option<PatternInstance>,
     pub strategy: Strategy,
     pub allow_tags: Option<regex::Regex>,
     /// `ignoreTags` globs, kept as written for reports and compiled for matching.
@@ -449,6 +462,9 @@ impl ImagePolicy {
             source: SourceLocation::new(Path::new("<command line>"), 0, 0),
             image: repository,
             image_name: image.to_string(),
+            pattern: None,
+            priority: 0,
+            instance: None,
             strategy,
             allow_tags: None,
             ignore_tags: Vec::new(),
@@ -622,6 +638,8 @@ pub enum ValueError {
     Syntax(#[source] Box<regex_syntax::Error>),
     #[error("{path:?} is not a value path like image.tag or images[0].tag")]
     NotAValuePath { path: String },
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
 }
 
 /// What `sortBy` may name, for a message about what it named.

@@ -172,7 +172,10 @@ pub fn finding_text(f: &Finding) -> String {
     }
     // A label left alone was not searched for: it is at one place, as is an annotation.
     let searched = match f.kind {
-        FindingKind::VersionLabelLeft | FindingKind::UnknownAnnotation => "at",
+        FindingKind::VersionLabelLeft
+        | FindingKind::UnknownAnnotation
+        | FindingKind::PatternOverridden
+        | FindingKind::PatternOutranked => "at",
         _ => "searched",
     };
     format!(

@@ -217,7 +217,10 @@ impl Daemon<'_> {
         // Applications are only known once read; without them, a repository no policy uses
         // costs nothing at all.
         if self.session.config.applications.is_none()
-            && !policies.policies.iter().any(|p| images.contains(&p.image))
+            && !policies
+                .policies
+                .iter()
+                .any(|p| images.iter().any(|i| p.follows(i)))
         {
             tracing::info!(repositories = ?names, "no policy uses the notified repositories");
             return;

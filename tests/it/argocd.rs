@@ -1662,7 +1662,8 @@ async fn image_updater_platforms_take_a_tag_offering_any_one_of_them() {
 /// Issue 28: a `write-back-target` that cannot be read (`helmvalue:`, a typo) holds the
 /// Application with a problem naming the annotation and its value; nothing is written, and no
 /// `.argocd-source-<app>.yaml` appears (where Image Updater would fall back). An unknown key
-/// beside it is a warning naming the nearest known key, not only a note.
+/// beside it is a warning naming the nearest known key and the line the key is on, not only a
+/// note.
 #[tokio::test]
 async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_warning() {
     let iu = "    argocd-image-updater.argoproj.io/";
@@ -1753,10 +1754,10 @@ async fn an_unreadable_write_back_target_holds_the_application_and_a_typo_is_a_w
         [
             "application pay: nothing reads annotation \
              argocd-image-updater.argoproj.io/pay.helm.image-tga; did you mean \
-             argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:1",
+             argocd-image-updater.argoproj.io/pay.helm.image-tag?; at manifests:argocd/pay.yaml:9",
             "application lst: nothing reads annotation \
              argocd-image-updater.argoproj.io/image-lst: the Application has no image-list; did \
-             you mean argocd-image-updater.argoproj.io/image-list?; at manifests:argocd/lst.yaml:1",
+             you mean argocd-image-updater.argoproj.io/image-list?; at manifests:argocd/lst.yaml:6",
         ]
     );
 }

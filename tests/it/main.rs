@@ -26,6 +26,7 @@ mod image_updater_e2e;
 mod layers;
 mod lease;
 mod manifest;
+mod patterns;
 mod platforms;
 mod policy;
 mod promotion;

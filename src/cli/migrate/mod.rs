@@ -1,13 +1,15 @@
 //! `tagpilot migrate-annotations`: the `ImageUpdater` resource that configures each annotated
-//! Application as its annotations do. Offline.
+//! Application as its annotations do; `tagpilot migrate-patterns`: pattern policies that could
+//! replace many exact ones (`patterns`). Offline.
 
 use std::process::ExitCode;
 
 use crate::argocd;
 
 use super::CliError;
-use super::args::MigrateArgs;
+use super::args::{ConfigArgs, MigrateArgs};
 
+pub mod patterns;
 mod resource;
 #[cfg(test)]
 mod tests;
@@ -26,5 +28,18 @@ pub fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode, CliError> {
         });
     }
     print!("{}", resources.join("---\n"));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tagpilot migrate-patterns`: prints the pattern policies that could replace the
+/// configuration's exact policies sharing every setting but the image, and the policies kept.
+pub fn migrate_patterns(args: &ConfigArgs) -> Result<ExitCode, CliError> {
+    let config = crate::session::load_config(args.config.as_deref())?;
+    let policies = crate::policy::load(&config)?;
+    let (proposals, kept) = patterns::propose(&policies);
+    if proposals.is_empty() {
+        println!("# No two policies share every setting but an image under one prefix.");
+    }
+    print!("{}", patterns::render(&proposals, &kept));
     Ok(ExitCode::SUCCESS)
 }

@@ -1,6 +1,7 @@
 //! The planner proper: read every file a policy may touch, find its image fields, match each
-//! field to the policy that owns it, ask the registry once per repository, decide, and apply
-//! the edits in memory (verified by re-parsing).
+//! field to the policy that owns it (a pattern policy's fields to an instance per image, see
+//! `patterns`), ask the registry once per repository, decide, and apply the edits in memory
+//! (verified by re-parsing).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hasher};
@@ -28,6 +29,7 @@ mod edit;
 mod held;
 mod labels;
 mod owner;
+mod patterns;
 mod promote;
 mod scan;
 
@@ -64,6 +66,23 @@ pub enum OwnerError {
         policies: Vec<String>,
         image: String,
     },
+    #[error(
+        "the patterns of policies {} all match {image}; the reference is left alone until one \
+         owns it: set a higher priority on one, exclude the image from the others, or write a \
+         policy naming it exactly",
+        policies.join(" and ")
+    )]
+    OverlappingPatterns {
+        /// Each as `name (pattern, priority at file:line)`.
+        policies: Vec<String>,
+        image: String,
+    },
+    #[error("marker names policy {policy:?}, whose pattern {pattern} does not match {image}")]
+    MarkerOutsidePattern {
+        policy: String,
+        pattern: String,
+        image: String,
+    },
 }
 
 /// A field matched to the policy that owns it.
@@ -81,6 +100,9 @@ struct Owned {
     /// it there.
     ordinal: u32,
     policy: usize,
+    /// When `policy` is a pattern policy: the image it follows here, until the pattern's
+    /// instance for it is made (`patterns::expand`); `None` afterwards and for other policies.
+    image: Option<Box<Repository>>,
     line: usize,
     facts: FieldFacts,
 }
@@ -125,6 +147,8 @@ enum Scan {
         problems: Vec<Problem>,
         /// Policies that contest a field: they found their image, though they own nothing.
         named: Vec<usize>,
+        /// Patterns passed over for a reference, and why (issue 31).
+        precedence: Vec<Finding>,
     },
 }
 
@@ -321,7 +345,13 @@ async fn plan_tree<R: Registry>(
     let index = PolicyIndex::new(policies, repository);
 
     // 1. Read and scan every file at least one policy may touch, on every core.
-    let TreeScan { mut plan, files } = scan_tree(files_in, excluded, &index, progress);
+    let TreeScan {
+        mut plan,
+        mut files,
+    } = scan_tree(files_in, excluded, &index, progress);
+    // Each image a pattern policy owns becomes a policy of its own, after the policies as given.
+    let expanded = patterns::expand(policies, &mut files);
+    let policies: &[ImagePolicy] = &expanded.policies;
     let found: Vec<Found<'_>> = files
         .iter()
         .enumerate()
@@ -337,7 +367,7 @@ async fn plan_tree<R: Registry>(
     let used: BTreeSet<usize> = found.iter().map(|f| f.field.policy).collect();
     if let Some(matched) = matched {
         for &i in &used {
-            matched[i] = true;
+            matched[expanded.given(i)] = true;
         }
     }
     let listings = list_tags(policies, &used, registry, progress).await;

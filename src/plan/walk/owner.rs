@@ -6,6 +6,7 @@ use std::path::Path;
 use super::OwnerError;
 use crate::manifest::{FieldKind, ImageField};
 use crate::plan::index::PolicyIndex;
+use crate::plan::model::{Finding, FindingKind};
 use crate::policy::{HelmPaths, ImagePolicy};
 
 /// Which policy owns a field, if any. Two policies claiming one field is an error: picking one
@@ -19,6 +20,7 @@ pub(super) fn owner(
     index: &PolicyIndex<'_>,
     helm: &[HelmPaths],
     applicable: &mut Option<Vec<usize>>,
+    notes: &mut Vec<Precedence>,
 ) -> Result<Option<usize>, OwnerError> {
     let policies = index.policies();
     if let FieldKind::Marker {
@@ -75,7 +77,8 @@ pub(super) fn owner(
         out.dedup();
         out
     };
-    let matching: Vec<usize> = match field.repository() {
+    let repository = field.repository();
+    let matching: Vec<usize> = match repository {
         Some(repo) => {
             // A kustomization may call the image by another name (`kustomize.imageName` on the
             // target).
@@ -91,19 +94,165 @@ pub(super) fn owner(
         }
         None => Vec::new(),
     };
-    // A chart version belongs to chart policies only, an image field to image policies only:
-    // an image and a chart may share an OCI repository's name.
+    // A chart version belongs to chart policies only, an image field to image policies only
+    // (exact matches and pattern candidates alike): an image and a chart may share an OCI
+    // repository's name.
     let is_chart = matches!(field.kind, FieldKind::Chart { .. });
+    let kind_fits = |i: usize| policies[i].chart.is_some() == is_chart;
     let mut matching = matching;
-    matching.retain(|&i| policies[i].chart.is_some() == is_chart);
-    match matching.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(*one)),
-        many => Err(OwnerError::Contested {
+    matching.retain(|&i| kind_fits(i));
+    let patterns = |repo| -> Vec<usize> {
+        index
+            .patterns_following(repo)
+            .into_iter()
+            .filter(|&i| kind_fits(i) && index.applies(i, rel))
+            .collect()
+    };
+    match (matching.as_slice(), repository) {
+        ([], None) => Ok(None),
+        ([], Some(repo)) => pick_pattern(policies, patterns(repo), repo, notes),
+        ([one], repo) => {
+            // A policy naming the image exactly wins over every pattern; the patterns it
+            // overrides are told, never left to wonder.
+            if let Some(repo) = repo {
+                let overridden = patterns(repo);
+                if !overridden.is_empty() {
+                    notes.push(Precedence::Exact {
+                        exact: *one,
+                        patterns: overridden,
+                        image: repo.clone(),
+                    });
+                }
+            }
+            Ok(Some(*one))
+        }
+        (many, _) => Err(OwnerError::Contested {
             policies: many.iter().map(|&i| policies[i].name.clone()).collect(),
             image: policies[many[0]].image.to_string(),
         }),
     }
+}
+
+/// Why a reference follows the policy it does, when a pattern was passed over for it: the
+/// plan names it, so an image that follows another policy than its pattern is never a surprise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Precedence {
+    /// `exact` names the image exactly; the `patterns` that match it are overridden.
+    Exact {
+        exact: usize,
+        patterns: Vec<usize>,
+        image: crate::image::Repository,
+    },
+    /// Several patterns match; `winner`'s `priority` is the highest.
+    Priority {
+        winner: usize,
+        losers: Vec<usize>,
+        image: crate::image::Repository,
+    },
+}
+
+impl Precedence {
+    /// Every policy the note names: the one followed and those passed over.
+    pub(super) fn policies(&self) -> Vec<usize> {
+        match self {
+            Precedence::Exact {
+                exact, patterns, ..
+            } => std::iter::once(*exact)
+                .chain(patterns.iter().copied())
+                .collect(),
+            Precedence::Priority { winner, losers, .. } => std::iter::once(*winner)
+                .chain(losers.iter().copied())
+                .collect(),
+        }
+    }
+
+    /// One finding per pattern passed over, at `file:line`, naming the policy followed.
+    pub(super) fn findings(
+        &self,
+        policies: &[ImagePolicy],
+        file: &str,
+        line: usize,
+    ) -> Vec<Finding> {
+        let (kind, followed, passed, image) = match self {
+            Precedence::Exact {
+                exact,
+                patterns,
+                image,
+            } => (FindingKind::PatternOverridden, *exact, patterns, image),
+            Precedence::Priority {
+                winner,
+                losers,
+                image,
+            } => (FindingKind::PatternOutranked, *winner, losers, image),
+        };
+        let followed = &policies[followed];
+        let why = match kind {
+            FindingKind::PatternOutranked => format!(
+                "{file}:{line}, which follows policy {} (priority {})",
+                followed.name, followed.priority
+            ),
+            _ => format!(
+                "{file}:{line}, which follows policy {} (defined at {})",
+                followed.name, followed.source
+            ),
+        };
+        passed
+            .iter()
+            .map(|&i| Finding {
+                policy: Some(policies[i].name.clone()),
+                ..Finding::new(kind, image.to_string(), why.clone())
+            })
+            .collect()
+    }
+}
+
+/// Of the pattern policies matching one reference, the one that owns it: the only one, or the
+/// one of highest `priority`. Two of the highest priority are a problem naming both.
+fn pick_pattern(
+    policies: &[ImagePolicy],
+    mut matching: Vec<usize>,
+    image: &crate::image::Repository,
+    notes: &mut Vec<Precedence>,
+) -> Result<Option<usize>, OwnerError> {
+    if matching.len() <= 1 {
+        return Ok(matching.first().copied());
+    }
+    matching.sort_by_key(|&i| std::cmp::Reverse(policies[i].priority));
+    let top = policies[matching[0]].priority;
+    let tied: Vec<usize> = matching
+        .iter()
+        .copied()
+        .take_while(|&i| policies[i].priority == top)
+        .collect();
+    if tied.len() > 1 {
+        let mut tied = tied;
+        tied.sort_unstable();
+        return Err(OwnerError::OverlappingPatterns {
+            policies: tied
+                .iter()
+                .map(|&i| {
+                    let p = &policies[i];
+                    format!(
+                        "{} ({}, {} at {})",
+                        p.name,
+                        p.pattern.as_ref().map_or("", |p| p.written.as_str()),
+                        match p.priority {
+                            0 => "no priority".to_string(),
+                            n => format!("priority {n}"),
+                        },
+                        p.source
+                    )
+                })
+                .collect(),
+            image: image.to_string(),
+        });
+    }
+    notes.push(Precedence::Priority {
+        winner: matching[0],
+        losers: matching[1..].to_vec(),
+        image: image.clone(),
+    });
+    Ok(Some(matching[0]))
 }
 
 /// What a marker naming an undefined policy may have meant: the same name in other namespaces,

@@ -10,6 +10,7 @@ use super::owner::owner;
 use super::{Fingerprint, Owned, OwnerError, Scan, ScannedFile, display_path};
 use crate::error_chain::Failure;
 use crate::files::{Files, blocking, parallel_map};
+use crate::image::Repository;
 use crate::manifest;
 use crate::plan::Progress;
 use crate::plan::decide::FieldFacts;
@@ -54,6 +55,9 @@ pub(super) fn scan_tree(
     let mut unreadable: Vec<(usize, String, String)> = Vec::new();
     // Policies that found their image, owned or not: two policies contesting a field both did.
     let mut seen = BTreeSet::new();
+    // Patterns passed over for a reference (issue 31), each (kind, pattern, image) once.
+    let mut passed_over = BTreeSet::new();
+    let mut passed = Vec::new();
     for (rel, scan) in paths.iter().zip(scans) {
         // A chart's templates are Go templates, not manifests: never edited, even when a
         // policy's targets cover them.
@@ -88,8 +92,15 @@ pub(super) fn scan_tree(
                 fields,
                 problems,
                 named,
+                precedence: notes,
             } => {
                 plan.problems.extend(problems);
+                // Once per pattern and image, at the first reference: the tree's order.
+                for note in notes {
+                    if passed_over.insert((note.kind, note.policy.clone(), note.image.clone())) {
+                        passed.push(note);
+                    }
+                }
                 seen.extend(named);
                 if fields.is_empty() {
                     continue;
@@ -109,6 +120,7 @@ pub(super) fn scan_tree(
         .collect();
     plan.policies_used = used.len();
     plan.findings = findings(index, &matches, !paths.is_empty(), &seen);
+    plan.findings.extend(passed);
     plan.findings
         .extend(unreadable.into_iter().map(|(i, why, file)| {
             let policy = &index.policies()[i];
@@ -339,11 +351,21 @@ fn scan_file(
         .collect();
     templated_references(index, rel, &display, &templated, &mut problems, &mut named);
     let mut applicable = None;
+    let mut notes = Vec::new();
+    let mut precedence = Vec::new();
     for (ordinal, field) in (0u32..).zip(fields) {
-        match owner(&field, rel, index, &helm, &mut applicable) {
-            Ok(Some(policy)) => owned.push(Owned {
+        let owned_by = owner(&field, rel, index, &helm, &mut applicable, &mut notes)
+            .and_then(|policy| pattern_image(index, &field, policy));
+        // The patterns passed over found their image too.
+        for note in notes.drain(..) {
+            named.extend(note.policies());
+            precedence.extend(note.findings(index.policies(), &display, field.line));
+        }
+        match owned_by {
+            Ok(Some((policy, image))) => owned.push(Owned {
                 ordinal,
                 policy,
+                image,
                 line: field.line,
                 facts: FieldFacts::of(&field),
             }),
@@ -352,6 +374,11 @@ fn scan_file(
                 // The contesting policies did find their image, and say so in this problem.
                 if let OwnerError::Contested { policies, .. } = &e {
                     named.extend(policies.iter().flat_map(|p| index.named(p)).copied());
+                }
+                if let OwnerError::OverlappingPatterns { .. } = &e
+                    && let Some(repo) = field.repository()
+                {
+                    named.extend(index.patterns_following(repo));
                 }
                 problems.push(Problem {
                     file: Some(display.clone()),
@@ -370,6 +397,32 @@ fn scan_file(
         fields: owned,
         problems,
         named,
+        precedence,
+    }
+}
+
+/// A field's owner, with the image it follows when the owner is a pattern policy.
+type OwnedBy = (usize, Option<Box<Repository>>);
+
+/// The owner found for `field`, with the image it follows when the owner is a pattern policy
+/// (its instance is made for that image after the scan). A marker naming a pattern policy on a
+/// reference its pattern does not match owns nothing, named.
+fn pattern_image(
+    index: &PolicyIndex<'_>,
+    field: &manifest::ImageField,
+    policy: Option<usize>,
+) -> Result<Option<OwnedBy>, OwnerError> {
+    let Some(i) = policy else { return Ok(None) };
+    let Some(pattern) = &index.policies()[i].pattern else {
+        return Ok(Some((i, None)));
+    };
+    match field.repository() {
+        Some(repo) if pattern.matches(repo) => Ok(Some((i, Some(Box::new(repo.clone()))))),
+        repo => Err(OwnerError::MarkerOutsidePattern {
+            policy: index.policies()[i].name.clone(),
+            pattern: pattern.written.clone(),
+            image: repo.map_or_else(|| "no image".to_string(), ToString::to_string),
+        }),
     }
 }
 

@@ -4,9 +4,10 @@
 use serde_saphyr::Spanned;
 
 use super::Validator;
-use super::raw::RawChart;
+use super::raw::{RawChart, RawTarget};
 use crate::image::{Platform, Repository};
 use crate::policy::chart::Chart;
+use crate::policy::pattern::{ImagePattern, is_pattern};
 use crate::policy::{PolicyError, SourceLocation, Strategy};
 
 impl Validator<'_> {
@@ -45,27 +46,61 @@ impl Validator<'_> {
     }
 
     /// `spec.image` or `spec.chart`, exactly one: the repository the policy follows, the name
-    /// as written, and the chart when it follows one.
+    /// as written, the chart when it follows one, and, for an image, its pattern and priority.
+    /// `exclude` and `priority` order image patterns; a chart pattern is not supported, so a
+    /// chart policy with either, or a chart written with `*`, is refused at its line.
     pub(super) fn followed(
         &mut self,
         spec_at: SourceLocation,
         image: Option<Spanned<String>>,
         chart: Option<Spanned<RawChart>>,
-    ) -> (Option<Repository>, Option<String>, Option<Chart>) {
+        (exclude, priority): (Vec<Spanned<String>>, Option<Spanned<i32>>),
+        targets: &[Spanned<RawTarget>],
+    ) -> Followed {
         match (image, chart) {
-            (Some(image), None) => match Repository::parse(&image.value) {
-                Ok(r) => (Some(r), Some(image.value), None),
-                Err(e) => {
-                    self.error_from(&image, format!("spec.image: {e}"), e);
-                    (None, None, None)
+            (Some(image), None) => {
+                let (repository, pattern, priority) =
+                    self.image(&image, exclude, priority, targets);
+                Followed {
+                    image: repository,
+                    image_name: Some(image.value),
+                    chart: None,
+                    pattern,
+                    priority,
                 }
-            },
+            }
             (None, Some(chart)) => {
-                match Chart::parse(&chart.value.repository, chart.value.name.as_deref()) {
-                    Ok(c) => (Some(c.key.clone()), Some(c.to_string()), Some(c)),
+                if let Some(first) = exclude.first() {
+                    self.error(
+                        first,
+                        "exclude: a chart policy follows one chart; chart patterns are not supported",
+                    );
+                }
+                if let Some(p) = &priority {
+                    self.error(
+                        p,
+                        "priority: orders image patterns only; a chart policy follows one chart",
+                    );
+                }
+                let raw = &chart.value;
+                if is_pattern(&raw.repository) || raw.name.as_deref().is_some_and(is_pattern) {
+                    self.error(
+                        &chart,
+                        "spec.chart: a chart pattern is not supported; name one chart (a policy per chart)",
+                    );
+                    return Followed::default();
+                }
+                match Chart::parse(&raw.repository, raw.name.as_deref()) {
+                    Ok(c) => Followed {
+                        image: Some(c.key.clone()),
+                        image_name: Some(c.to_string()),
+                        chart: Some(c),
+                        pattern: None,
+                        priority: 0,
+                    },
                     Err(e) => {
                         self.error(&chart, format!("spec.chart: {e}"));
-                        (None, None, None)
+                        Followed::default()
                     }
                 }
             }
@@ -75,7 +110,7 @@ impl Validator<'_> {
                     "spec.image and spec.chart are both set; a policy follows one image or one \
                      chart (bind an image to a chart with a second policy)",
                 );
-                (None, None, None)
+                Followed::default()
             }
             (None, None) => {
                 self.errors.push(PolicyError::Invalid {
@@ -85,8 +120,20 @@ impl Validator<'_> {
                         .to_string(),
                     error: None,
                 });
-                (None, None, None)
+                Followed::default()
             }
         }
     }
+}
+
+/// What `spec.image` or `spec.chart` says the policy follows.
+#[derive(Default)]
+pub(super) struct Followed {
+    /// The repository (for a pattern, its registry and path glob; for a chart, its key).
+    pub(super) image: Option<Repository>,
+    /// The image or chart as written.
+    pub(super) image_name: Option<String>,
+    pub(super) chart: Option<Chart>,
+    pub(super) pattern: Option<ImagePattern>,
+    pub(super) priority: i32,
 }

@@ -15,6 +15,8 @@ use super::{
 };
 
 mod chart;
+use chart::Followed;
+mod pattern;
 mod promote;
 mod raw;
 
@@ -161,7 +163,19 @@ impl Validator<'_> {
         let spec = raw.spec.value;
 
         // 2. The spec, value by value.
-        let (image, image_name, chart) = self.followed(spec_at.clone(), spec.image, spec.chart);
+        let Followed {
+            image,
+            image_name,
+            chart,
+            pattern,
+            priority,
+        } = self.followed(
+            spec_at.clone(),
+            spec.image,
+            spec.chart,
+            (spec.exclude, spec.priority),
+            &spec.targets,
+        );
         let strategy = self.strategy(spec.strategy);
         let allow_tags = self.allow_tags(spec.allow_tags);
         let (ignore_tags, ignore_set) = self.ignore_tags(spec.ignore_tags);
@@ -173,6 +187,9 @@ impl Validator<'_> {
             }
         }
         let min_age = self.min_age(spec.min_age, &strategy);
+        if let (Some(_), Some(p)) = (&pattern, &spec.promote) {
+            self.error(p, pattern::PROMOTE_WITH_PATTERN);
+        }
         let promote = spec.promote.and_then(|p| self.promote(p, &strategy));
         let signatures = self.signatures(spec.signatures);
         let targets: Vec<Target> = spec
@@ -195,6 +212,9 @@ impl Validator<'_> {
             source,
             image: image?,
             image_name: image_name?,
+            pattern,
+            priority,
+            instance: None,
             strategy: strategy?,
             allow_tags,
             ignore_tags,

@@ -60,7 +60,9 @@ pub(super) struct RawMetadata {
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawSpec {
-    /// The image the policy follows; a chart policy sets `chart` instead.
+    /// One repository (`registry.example/shop/cart`), or a pattern over repositories
+    /// (`registry.example/shop/**`: `*` one path segment, `**` any number); a chart policy
+    /// sets `chart` instead.
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) image: Option<Spanned<String>>,
@@ -68,6 +70,15 @@ pub(super) struct RawSpec {
     #[serde(default)]
     #[schemars(with = "Option<RawChart>")]
     pub(super) chart: Option<Spanned<RawChart>>,
+    /// With a pattern `image`: patterns (or repositories) of the same registry it leaves out.
+    #[serde(default)]
+    #[schemars(with = "Vec<String>")]
+    pub(super) exclude: Vec<Spanned<String>>,
+    /// With a pattern `image`: of two patterns matching one reference, the higher priority
+    /// wins (default 0). A policy naming one image exactly always wins over a pattern.
+    #[serde(default)]
+    #[schemars(with = "Option<i32>")]
+    pub(super) priority: Option<Spanned<i32>>,
     #[schemars(with = "RawStrategy")]
     pub(super) strategy: Spanned<RawStrategy>,
     #[serde(default)]

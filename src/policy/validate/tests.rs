@@ -106,10 +106,93 @@ fn a_chart_policy_is_checked_for_what_a_chart_can_be() {
             "  chart: {repository: oci://r.example/charts/a}\n  strategy: {semver: {}}\n  platforms: [linux/amd64]\n",
             "a chart has no platforms",
         ),
+        (
+            "  chart: {repository: oci://r.example/charts/a}\n  strategy: {semver: {}}\n  exclude: [oci://r.example/charts/b]\n",
+            "p.yaml:8:13: policy \"c\": exclude: a chart policy follows one chart",
+        ),
+        (
+            "  chart: {repository: oci://r.example/charts/a}\n  strategy: {semver: {}}\n  priority: 2\n",
+            "p.yaml:8:13: policy \"c\": priority: orders image patterns only",
+        ),
+        (
+            "  chart: {repository: oci://r.example/charts/*}\n  strategy: {semver: {}}\n",
+            "p.yaml:6:10: policy \"c\": spec.chart: a chart pattern is not supported",
+        ),
     ] {
         let errors = crate::policy::parse_file(Path::new("p.yaml"), &doc(spec))
             .expect_err(spec)
             .to_string();
         assert!(errors.contains(says), "{spec}: {errors}");
     }
+}
+
+/// Issue 31: a pattern is checked like every other value, each problem at its
+/// `file:line:column`, and the keys only a pattern reads are refused on an exact image.
+#[test]
+fn a_pattern_and_its_keys_are_checked_at_their_lines() {
+    let doc = |name: &str, spec: &str| {
+        format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: {name}\nspec:\n  strategy: {{semver: {{}}}}\n{spec}---\n"
+        )
+    };
+    let yaml = [
+        doc("nohost", "  image: shop/**\n"),
+        doc("regex", "  image: r.example/shop/*-(api|web)\n"),
+        doc(
+            "mixed",
+            "  image: r.example/shop/*\n  exclude: [other.example/shop/x]\n",
+        ),
+        doc("exact", "  image: r.example/shop/api\n  priority: 3\n"),
+        doc(
+            "alias",
+            "  image: r.example/shop/*\n  targets:\n    - kustomize: {imageName: api}\n",
+        ),
+        doc(
+            "helm",
+            "  image: r.example/shop/*\n  targets:\n    - helm: {tag: image.tag}\n",
+        ),
+        doc(
+            "promote",
+            "  image: r.example/shop/*\n  promote: {from: [{path: envs/staging/a.yaml}]}\n",
+        ),
+        doc(
+            "fine",
+            "  image: r.example/shop/**\n  exclude: [r.example/shop/legacy-*]\n  priority: 5\n",
+        ),
+    ]
+    .concat();
+    let errors = crate::policy::parse_file(Path::new("p.yaml"), &yaml)
+        .expect_err("every broken pattern is named");
+    let text = errors.to_string();
+    for (line, words) in [
+        (
+            "p.yaml:7:10",
+            "policy \"nohost\": spec.image: pattern \"shop/**\": a pattern names its registry host first",
+        ),
+        (
+            "p.yaml:15:10",
+            "policy \"regex\": spec.image: pattern \"r.example/shop/*-(api|web)\": '(' is not a wildcard here",
+        ),
+        (
+            "p.yaml:24:13",
+            "exclude: \"other.example/shop/x\": in registry other.example, the pattern in r.example",
+        ),
+        ("p.yaml:33:13", "priority: orders patterns only"),
+        (
+            "p.yaml:43:7",
+            "targets[].kustomize.imageName: a pattern follows many images",
+        ),
+        (
+            "p.yaml:53:13",
+            "targets[].helm: a pattern policy's Helm values need `repository` or `image`",
+        ),
+        ("p.yaml:62:12", "promote: a pattern policy cannot promote"),
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(line) && l.contains(words)),
+            "{line} {words}:\n{text}"
+        );
+    }
+    assert_eq!(errors.0.len(), 7, "{text}");
 }

@@ -60,7 +60,7 @@ pub(super) struct SkipLabel {
 }
 
 /// Every finding kind, so each series shows from the start at zero.
-pub(super) const FINDING_KINDS: [FindingKind; 7] = [
+pub(super) const FINDING_KINDS: [FindingKind; 9] = [
     FindingKind::NoFiles,
     FindingKind::ImageNotFound,
     FindingKind::ApplicationImageNotFound,
@@ -68,6 +68,8 @@ pub(super) const FINDING_KINDS: [FindingKind; 7] = [
     FindingKind::ApplicationOnOtherRevision,
     FindingKind::UnreadableFile,
     FindingKind::UnknownAnnotation,
+    FindingKind::PatternOverridden,
+    FindingKind::PatternOutranked,
 ];
 
 /// Every reason a file is skipped for.

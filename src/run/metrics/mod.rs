@@ -366,14 +366,21 @@ impl Metrics {
     }
 
     /// The `policy` label of an update of `policy`: its name if the configuration's files
-    /// define it (or none were set), else [`APPLICATION_POLICIES`].
+    /// define it (or none were set), the pattern policy's for one of a pattern's images, else
+    /// [`APPLICATION_POLICIES`].
     fn policy_label(&self, policy: &str) -> String {
         let configured = self
             .configured_policies
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         match &*configured {
-            Some(names) if !names.contains(policy) => APPLICATION_POLICIES.to_owned(),
+            // A pattern policy's image (`shop@shop/cart`) counts under the pattern policy: the
+            // label set does not grow with the images a pattern follows.
+            Some(names) if !names.contains(policy) => {
+                crate::policy::pattern::pattern_of(policy, |p| names.contains(p))
+                    .unwrap_or(APPLICATION_POLICIES)
+                    .to_owned()
+            }
             _ => policy.to_owned(),
         }
     }

@@ -131,6 +131,28 @@ fn the_updates_of_a_thousand_application_images_are_a_bounded_set_of_series() {
     );
 }
 
+/// Issue 31: the images a pattern policy follows (`shop@shop/<image>`) count under the pattern
+/// policy, whatever their number.
+#[test]
+fn the_images_of_a_pattern_count_under_the_pattern_policy() {
+    let metrics = Metrics::new();
+    metrics.set_configured_policies(["shop"]);
+    let mut cycle = cycle();
+    for i in 0..500 {
+        cycle
+            .plan
+            .changes
+            .push(change("pushed", &format!("shop@shop/app-{i}")));
+    }
+    metrics.record_cycle(&Ok(cycle), &[], Duration::from_secs(1));
+    let text = metrics.render();
+    assert!(
+        text.contains("tagpilot_updates_total{policy=\"shop\",result=\"pushed\"} 500"),
+        "{text}"
+    );
+    assert!(!text.contains("app-"), "an image in a label:\n{text}");
+}
+
 #[test]
 fn a_cycle_is_rendered_with_bounded_labels() {
     let metrics = Metrics::new();

@@ -41,7 +41,12 @@ impl Verifier {
         policies
             .policies
             .iter()
-            .find(|p| p.name == change.policy)
+            // A pattern's image (`shop@shop/cart`) takes the pattern policy's `verify:`.
+            .find(|p| {
+                p.name == change.policy
+                    || policy::pattern::pattern_of(&change.policy, |n| n == p.name).is_some()
+                        && p.pattern.is_some()
+            })
             .and_then(|p| p.verify)
             .or(repository.verify)
     }
@@ -189,6 +194,11 @@ fn in_group(grouping: Grouping, key: &str, change: &Change) -> bool {
     match grouping {
         Grouping::Repository => true,
         Grouping::Policy => change.policy == key,
+        // A pattern's images (`key@path`) land in the pattern's group.
+        Grouping::Pattern => {
+            change.policy == key
+                || policy::pattern::pattern_of(&change.policy, |p| p == key).is_some()
+        }
         Grouping::Path => change.file == key,
     }
 }

@@ -82,6 +82,7 @@ pub fn unread(annotations: &BTreeMap<String, String>) -> Vec<UnknownAnnotation> 
             Some(UnknownAnnotation {
                 key: key.clone(),
                 nearest,
+                line: None,
             })
         })
         .collect()
@@ -249,6 +250,7 @@ impl Reader<'_> {
                 out.unknown.push(UnknownAnnotation {
                     key: key.clone(),
                     nearest,
+                    line: None,
                 });
                 reason
             };

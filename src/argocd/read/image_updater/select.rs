@@ -83,9 +83,12 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
         out.apps = apps
             .into_iter()
             .map(|(mut app, origin)| {
-                let settings = annotations::parse(&app.metadata.annotations);
-                if settings.is_none() {
-                    let annotations = annotations::unread(&app.metadata.annotations);
+                let mut settings = annotations::parse(&app.metadata.annotations);
+                if let Some(s) = &mut settings {
+                    locate(&app, &mut s.unknown);
+                } else {
+                    let mut annotations = annotations::unread(&app.metadata.annotations);
+                    locate(&app, &mut annotations);
                     if !annotations.is_empty() {
                         unread.push(UnreadAnnotations {
                             application: app.id(),
@@ -195,6 +198,9 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
                 selected.settings = Some(AppSettings::default());
             }
         }
+        if let Some(s) = &mut selected.settings {
+            locate(&selected.app, &mut s.unknown);
+        }
         forget_read_metadata(&mut selected.app);
         out.apps.push(selected);
     }
@@ -207,6 +213,21 @@ pub fn select(apps: Vec<(Application, Origin)>, updaters: &[ImageUpdater]) -> Se
 fn forget_read_metadata(app: &mut Application) {
     app.metadata.annotations = BTreeMap::new();
     app.metadata.labels = BTreeMap::new();
+    app.annotation_lines = Vec::new();
+}
+
+/// Gives each annotation nothing reads the line it is written on, where the Application was
+/// read from a file ([`Application::annotation_lines`]).
+fn locate(app: &Application, unknown: &mut [UnknownAnnotation]) {
+    for u in unknown {
+        u.line = app
+            .metadata
+            .annotations
+            .keys()
+            .position(|k| *k == u.key)
+            .and_then(|i| app.annotation_lines.get(i).copied())
+            .filter(|&l| l > 0);
+    }
 }
 
 /// Why an `applicationRefs` entry selects no Application; the caller names the resource and

@@ -284,6 +284,8 @@ pub struct UnknownAnnotation {
     pub key: String,
     /// With the same prefix.
     pub nearest: Option<String>,
+    /// The line it is written on, when read from a file and found there.
+    pub line: Option<usize>,
 }
 
 /// An annotation tagpilot did not (fully) honour.
