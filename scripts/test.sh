@@ -63,6 +63,7 @@ PACKAGES=(
     pkg-config      # build dependencies of -sys crates
     libssl-dev
     python3-venv    # a virtualenv for kubernetes-validate and pip (tests/it/deploy)
+    chromium        # a headless browser for the status page (tests/it/status_page)
 )
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

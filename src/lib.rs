@@ -44,7 +44,8 @@
 //!   registry client with the cluster's credentials, the clone cache, the cluster's
 //!   Applications, the state store.
 //! - [`run`] — `tagpilot run`: the engine's cycle on an interval, with health, metrics,
-//!   shutdown on signals, and leader election among replicas (`--leader-elect`).
+//!   shutdown on signals, leader election among replicas (`--leader-elect`), notifications
+//!   and the status page.
 //! - [`cli`] — the command line: its flags, and one runner per command over a [`session`].
 
 pub mod affected;

@@ -12,6 +12,7 @@ use serde_saphyr::Spanned;
 pub mod applications;
 pub mod forge;
 pub mod holds;
+pub mod notifications;
 pub mod repository;
 pub mod signatures;
 pub mod verify;
@@ -64,6 +65,9 @@ pub struct Config {
     /// What `tagpilot run`'s HTTP port may do with held tags (`POST /holds/release`).
     #[serde(default)]
     pub holds: Option<holds::HoldsConfig>,
+    /// Where `tagpilot run` tells people what it did, what waits and what it refused.
+    #[serde(default)]
+    pub notifications: Option<Box<notifications::NotificationsConfig>>,
     /// How much of a cycle runs at once.
     #[serde(default)]
     pub concurrency: Concurrency,

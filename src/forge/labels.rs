@@ -145,11 +145,18 @@ pub fn check(templates: &[String], sample: &ChangeGroup) -> Result<(), LabelErro
 
 impl ForgeKind {
     /// The longest label name the forge accepts, in characters: GitHub's 50 (its API answers
-    /// "name is too long (maximum is 50 characters)"), GitLab's 255.
+    /// "name is too long (maximum is 50 characters)"), GitLab's 255, Gitea's and Forgejo's 255
+    /// (the database column).
     pub fn label_limit(self) -> usize {
         match self {
             ForgeKind::GitHub => 50,
-            ForgeKind::GitLab => 255,
+            // Bitbucket has no labels; they are cut as GitLab's for the warning that says so.
+            ForgeKind::GitLab
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::AzureDevOps
+            | ForgeKind::BitbucketDataCenter => 255,
         }
     }
 
@@ -159,7 +166,12 @@ impl ForgeKind {
         let one_line = label.split(['\n', '\r']).next().unwrap_or_default().trim();
         let safe = match self {
             ForgeKind::GitLab => one_line.replace(',', " "),
-            ForgeKind::GitHub => one_line.to_owned(),
+            ForgeKind::GitHub
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::AzureDevOps
+            | ForgeKind::BitbucketDataCenter => one_line.to_owned(),
         };
         safe.chars()
             .take(self.label_limit())

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::{Forge, ForgeError, github, gitlab};
+use super::{Forge, ForgeError};
 use crate::config::repository::RepositoryConfig;
 
 /// Where a pull request stands, as verification needs it.
@@ -90,16 +90,8 @@ pub async fn merge_state(
     repo: &RepositoryConfig,
     number: u64,
 ) -> Result<Option<MergeState>, ForgeError> {
-    let Some(forge) = &repo.forge else {
+    let Some((forge, _)) = super::connect::connect(repo).await? else {
         return Ok(None);
     };
-    if let Some(config) = &forge.github {
-        let client = github::GitHub::connect(&repo.name, &repo.url, config).await?;
-        return client.merge_state(number).await.map(Some);
-    }
-    if let Some(config) = &forge.gitlab {
-        let client = gitlab::GitLab::connect(&repo.name, &repo.url, config)?;
-        return client.merge_state(number).await.map(Some);
-    }
-    Ok(None)
+    forge.merge_state(number).await.map(Some)
 }

@@ -2,7 +2,10 @@
 //! tagpilot instead of piling up new ones, and closed when it is no longer needed.
 //!
 //! Protected branches are why this exists: tagpilot proposes, a reviewer merges. The forge edge
-//! ([`github`], [`gitlab`]) sits behind the small [`Forge`] trait; the git side (branches built
+//! ([`github`], [`gitlab`], [`gitea`] for Gitea and Forgejo, [`bitbucket_cloud`],
+//! [`azure_devops`], [`bitbucket_dc`]) sits behind the small [`Forge`]
+//! trait, each forge's code only its wire format and quirks; `connect` picks the one a
+//! repository's `forge:` names; the git side (branches built
 //! on the base and pushed with a lease) lives in [`crate::git::proposal`]. The `sync` module
 //! reads what is, decides per group (a pure function) whether to open, update, leave alone or
 //! close, and then makes the calls. It must never open a second pull request for a group, never
@@ -11,9 +14,14 @@
 //! tagpilot keeps: what the config names and the pull request lacks is added; what humans added
 //! is never removed.
 
+pub mod azure_devops;
+pub mod bitbucket_cloud;
+pub mod bitbucket_dc;
 pub mod body;
+mod connect;
 /// The `forge:` types, which live with the rest of the configuration.
 pub use crate::config::forge as config;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod labels;
@@ -29,8 +37,12 @@ use std::future::Future;
 
 use crate::git::GitError;
 
-pub use crate::config::forge::{ConfigError, ForgeConfig, GitHubApp, GitHubConfig, GitLabConfig};
+pub use crate::config::forge::{
+    AzureDevOpsConfig, BitbucketCloudConfig, BitbucketDataCenterConfig, ConfigError, ForgeConfig,
+    GitHubApp, GitHubConfig, GitLabConfig, GiteaConfig,
+};
 pub use body::{DEFAULT_BRANCH, DEFAULT_TITLE, TemplateError, check_templates};
+pub use connect::kind_of;
 pub use marker::Marker;
 pub use sync::{sync_all, sync_pull_requests, sync_repository};
 
@@ -114,6 +126,12 @@ impl ForgeError {
 pub enum ForgeKind {
     GitHub,
     GitLab,
+    Gitea,
+    /// Gitea's API under Forgejo's name.
+    Forgejo,
+    BitbucketCloud,
+    AzureDevOps,
+    BitbucketDataCenter,
 }
 
 impl ForgeKind {
@@ -122,22 +140,37 @@ impl ForgeKind {
         match self {
             ForgeKind::GitHub => "GitHub",
             ForgeKind::GitLab => "GitLab",
+            ForgeKind::Gitea => "Gitea",
+            ForgeKind::Forgejo => "Forgejo",
+            ForgeKind::BitbucketCloud => "Bitbucket Cloud",
+            ForgeKind::AzureDevOps => "Azure DevOps",
+            ForgeKind::BitbucketDataCenter => "Bitbucket Data Center",
         }
     }
 
     /// What the forge calls a pull request.
     pub const fn noun(self) -> &'static str {
         match self {
-            ForgeKind::GitHub => "pull request",
             ForgeKind::GitLab => "merge request",
+            ForgeKind::GitHub
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::AzureDevOps
+            | ForgeKind::BitbucketDataCenter => "pull request",
         }
     }
 
     /// How the forge writes a pull request's number: `#7`, `!7`.
     pub fn reference(self, number: u64) -> String {
         match self {
-            ForgeKind::GitHub => format!("#{number}"),
             ForgeKind::GitLab => format!("!{number}"),
+            ForgeKind::AzureDevOps => format!("!{number}"),
+            ForgeKind::GitHub
+            | ForgeKind::Gitea
+            | ForgeKind::Forgejo
+            | ForgeKind::BitbucketCloud
+            | ForgeKind::BitbucketDataCenter => format!("#{number}"),
         }
     }
 }

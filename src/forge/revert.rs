@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use git2::Oid;
 
-use super::{Forge, ForgeError, ForgeKind, NewPullRequest, github, gitlab};
+use super::{Forge, ForgeError, ForgeKind, NewPullRequest};
 use crate::change::{Change, ChangeGroup};
 use crate::git::{self, RepoCache, RepositoryConfig};
 
@@ -139,32 +139,8 @@ pub async fn open_revert(
     group: &ChangeGroup,
     request: &RevertRequest,
 ) -> Result<RevertProposal, ForgeError> {
-    let config = repo.forge.as_ref().ok_or_else(|| ForgeError::Config {
-        repository: repo.name.clone(),
-        message: "`write.mode: pull-request` needs a `forge:` block".into(),
-    })?;
-    if let Some(config) = &config.github {
-        let client = github::GitHub::connect(&repo.name, &repo.url, config).await?;
-        let mut repo = repo.clone();
-        // An App's installation token also serves for git over HTTPS, as for updates.
-        if let Some(token) = client.git_token()
-            && repo
-                .auth
-                .method()
-                .is_ok_and(|m| m == crate::config::repository::AuthMethod::None)
-        {
-            repo.auth.provided_token = Some(token);
-        }
-        open_with(cache, &repo, &client, base, group, request).await
-    } else if let Some(config) = &config.gitlab {
-        let client = gitlab::GitLab::connect(&repo.name, &repo.url, config)?;
-        open_with(cache, repo, &client, base, group, request).await
-    } else {
-        Err(ForgeError::Config {
-            repository: repo.name.clone(),
-            message: "`forge` needs `github` or `gitlab`".into(),
-        })
-    }
+    let (forge, repo) = super::connect::connect_required(repo).await?;
+    open_with(cache, &repo, &forge, base, group, request).await
 }
 
 /// [`open_revert`] on a connected forge: build the commit, push tagpilot's branch with a lease,

@@ -2,7 +2,7 @@
 //! change after it reached the base branch — the pushed commit, or a merged pull request's head
 //! commit — on GitHub and GitLab alike.
 
-use super::{Forge, ForgeError, github, gitlab};
+use super::{Forge, ForgeError};
 use crate::config::repository::RepositoryConfig;
 
 /// The status's name: GitHub's `context`, GitLab's `name`.
@@ -26,6 +26,24 @@ impl CommitState {
             CommitState::Pending => "pending",
             CommitState::Success => "success",
             CommitState::Failure => "failure",
+        }
+    }
+
+    /// Bitbucket's word for the state (Cloud and Data Center build statuses).
+    pub fn bitbucket(self) -> &'static str {
+        match self {
+            CommitState::Pending => "INPROGRESS",
+            CommitState::Success => "SUCCESSFUL",
+            CommitState::Failure => "FAILED",
+        }
+    }
+
+    /// Azure DevOps' word for the state (`GitStatusState`).
+    pub fn azure(self) -> &'static str {
+        match self {
+            CommitState::Pending => "pending",
+            CommitState::Success => "succeeded",
+            CommitState::Failure => "failed",
         }
     }
 
@@ -59,21 +77,13 @@ pub async fn set_verify_status(
     state: CommitState,
     text: &str,
 ) -> Result<bool, ForgeError> {
-    let Some(forge) = &repo.forge else {
+    let Some((forge, _)) = super::connect::connect(repo).await? else {
         return Ok(false);
     };
-    let text = description(text);
-    if let Some(config) = &forge.github {
-        let client = github::GitHub::connect(&repo.name, &repo.url, config).await?;
-        client.set_commit_status(commit, state, &text).await?;
-        return Ok(true);
-    }
-    if let Some(config) = &forge.gitlab {
-        let client = gitlab::GitLab::connect(&repo.name, &repo.url, config)?;
-        client.set_commit_status(commit, state, &text).await?;
-        return Ok(true);
-    }
-    Ok(false)
+    forge
+        .set_commit_status(commit, state, &description(text))
+        .await?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -40,6 +40,8 @@ pub(super) struct Daemon<'a> {
     pub(super) verifier: Option<Arc<super::verify::Verifier>>,
     /// The policies named as not served (their targets are the local directory).
     pub(super) not_served: super::unserved::NotServed,
+    /// Since when registries and remotes fail, for `notifications:`.
+    pub(super) outages: super::notify::derive::Outages,
 }
 
 /// Cancels `cancel` when this replica stops leading (never without `--leader-elect`), then
@@ -255,7 +257,55 @@ impl Daemon<'_> {
         metrics.record_signatures(&self.session.registry.signature_verifications());
         log_outcome(ran, result, kind, took);
         self.verify(result, policies);
+        self.notify(matches!(ran, Ran::Cycle), result, kind, took);
         kind
+    }
+
+    /// Keeps what a cycle or re-check found for the status page, and hands what it did,
+    /// waits for and refused to the notification sinks (without waiting for them), with the
+    /// registries and remotes that failed too long.
+    fn notify(
+        &self,
+        full: bool,
+        result: &Result<Cycle, EngineError>,
+        kind: CycleResult,
+        took: Duration,
+    ) {
+        let config = &self.session.config;
+        let now = self.clock.wall();
+        let cycle = result.as_ref().ok();
+        let unreachable_after = config
+            .notifications
+            .as_ref()
+            .map_or(Duration::MAX, |n| n.unreachable_after);
+        let outages = self.outages.observe(
+            &self.session.registry.responses(),
+            cycle,
+            unreachable_after,
+            now,
+        );
+        let endpoints = self
+            .outages
+            .endpoints()
+            .into_iter()
+            .map(|(kind, name, up, since)| super::status::Endpoint {
+                kind,
+                name,
+                up,
+                since,
+            })
+            .collect();
+        self.shared
+            .status
+            .record(full, cycle.ok_or(()), kind, took, endpoints, now);
+        if config.notifications.is_none() {
+            return;
+        }
+        let mut notices = cycle
+            .map(|c| super::notify::derive::from_cycle(c, &config.repositories, now))
+            .unwrap_or_default();
+        notices.extend(outages);
+        self.shared.notices.send(self.shared, notices);
     }
 
     /// Follows what a cycle or re-check pushed, when verification is configured.

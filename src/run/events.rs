@@ -1,5 +1,6 @@
 //! What the service tells whoever started it, as it happens: cycles and re-checks finished
-//! (with how the last one ended), notifications answered, verification's steps (a change
+//! (with how the last one ended), notifications answered, notification messages sent (or
+//! given up), verification's steps (a change
 //! followed, its verdict, its commit status sent, its revert done), and liveness and readiness
 //! as `/livez` and `/readyz` report them. One [`tokio::sync::watch`]: an observer (a test, an
 //! embedding) waits for the state it needs instead of polling the HTTP endpoints or reading
@@ -24,6 +25,8 @@ pub struct Progress {
     pub notifications: u64,
     /// Verification's steps so far (`verify:`).
     pub verifications: Verifications,
+    /// Notification messages to sinks whose sending has ended (`notifications:`).
+    pub notices: Notices,
     /// How the last full cycle ended; `None` before the first one.
     pub last_cycle: Option<CycleResult>,
     /// The wait before the next cycle, on the service's clock, as decided after the last one
@@ -57,6 +60,15 @@ pub struct Verifications {
     pub statuses: u64,
     /// Reverts of failed changes that have ended (written or not).
     pub reverts: u64,
+}
+
+/// Notification messages, each counted once its sending has ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Notices {
+    /// Taken by their sink.
+    pub sent: u64,
+    /// Given up after every try.
+    pub failed: u64,
 }
 
 /// One step of verification, as [`Events::verification`] counts it.
@@ -129,6 +141,14 @@ impl Events {
         });
     }
 
+    pub(super) fn notification_sent(&self) {
+        self.0.send_modify(|p| p.notices.sent += 1);
+    }
+
+    pub(super) fn notification_failed(&self) {
+        self.0.send_modify(|p| p.notices.failed += 1);
+    }
+
     pub(super) fn stopped(&self) {
         self.0.send_modify(|p| p.stopped = true);
     }
@@ -173,6 +193,7 @@ mod tests {
                     reverts: 1,
                     ..Verifications::default()
                 },
+                notices: Notices::default(),
                 last_cycle: Some(CycleResult::Ok),
                 next_cycle_in: Duration::ZERO,
                 live: true,

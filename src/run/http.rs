@@ -31,6 +31,10 @@ pub struct Shared {
     pub state: Option<Arc<crate::state::State>>,
     /// `holds.releaseToken`: the bearer token `POST /holds/release` takes; `None`: it refuses.
     pub release_token: Option<webhook::Secret>,
+    /// Where cycles and verification hand the events people are told (`notifications:`).
+    pub notices: super::notify::Outbox,
+    /// What the status page (`/ui`) shows of the last cycles.
+    pub status: super::status::StatusBoard,
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -39,6 +43,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/holds", get(super::holds::list))
+        .route("/ui", get(super::status::html))
+        .route("/ui/status.json", get(super::status::json))
         .route(
             "/holds/release",
             post(super::holds::release).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),

@@ -7,7 +7,9 @@
 //!             │   │        └─▶ metrics (cycles, updates, errors), health (ready after one cycle)
 //!             │   └─ between cycles: re-checks of only the repositories notifications named
 //!  listener ──┴── /livez  /readyz  /metrics  POST /webhooks/<kind>  POST /webhook?type=
-//!                                                   └─▶ recheck: coalesced, rate-limited hints
+//!             │                                     └─▶ recheck: coalesced, rate-limited hints
+//!             └── /ui  /ui/status.json: the status page, from what the loop keeps (status/)
+//!  each cycle and verdict ─▶ notify::Outbox ─▶ a task per sink: coalesce, retry, told once
 //!
 //!  --leader-elect: lease ── Leading ─▶ cycles and re-checks run; Following ─▶ none starts, one
 //!                           in flight starts no further target, webhooks get 503
@@ -37,9 +39,11 @@ pub mod lease;
 pub mod lock;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod pace;
 pub mod recheck;
 pub mod signal;
+pub mod status;
 mod unserved;
 pub mod verify;
 pub mod webhook;
@@ -56,7 +60,7 @@ use crate::session::{self, Session, SessionError};
 use crate::state::{State, StateError};
 
 use self::cycles::Daemon;
-pub use self::events::{Events, Progress, Verifications};
+pub use self::events::{Events, Notices, Progress, Verifications};
 use self::http::Shared;
 use self::lease::{Elector, LeaderElection, LeaseError, Role};
 use self::lock::{LockError, StateLock};
@@ -126,6 +130,8 @@ pub enum RunError {
     ReleaseToken(WebhookError),
     #[error(transparent)]
     LeaderElection(#[from] LeaseError),
+    #[error("notifications.sinks")]
+    Notifications(#[from] notify::NotifyError),
 }
 
 /// `tagpilot run` as the binary runs it: takes the state directory's lock, listens on
@@ -264,6 +270,8 @@ fn shared(
             .with_clock(clock),
         health: health::Health::observed(events.clone()),
         events,
+        notices: notify::Outbox::default(),
+        status: status::StatusBoard::default(),
     })
 }
 
@@ -354,6 +362,22 @@ async fn run_loop(
             None
         }
     };
+    let notifier = match &session.config.notifications {
+        // Boxed: reading the secrets (a Kubernetes Secret) is a large future, and `serve`'s
+        // own must stay small for the callers that hold it.
+        Some(notifications) => Some(
+            Box::pin(notify::Notifier::start(
+                notifications,
+                session.config.base_dir(),
+                settings.cluster.as_ref().or(session.cluster.as_ref()),
+                shared.clone(),
+                clock.clone(),
+                elector.as_ref().map(Elector::roles),
+            ))
+            .await?,
+        ),
+        None => None,
+    };
     if let Some(elector) = &elector {
         tokio::spawn(follow_role(
             elector.roles(),
@@ -376,6 +400,7 @@ async fn run_loop(
         clock,
         verifier: verifier.clone(),
         not_served: unserved::NotServed::default(),
+        outages: notify::derive::Outages::default(),
     };
     let stopped = daemon
         .cycles(settings.interval, shutdown.draining(), shutdown.aborting())
@@ -385,6 +410,10 @@ async fn run_loop(
     }
     if let Some(verifier) = &verifier {
         verifier.stop().await;
+    }
+    // What the sinks hold is sent before the Lease is handed over.
+    if let Some(notifier) = notifier {
+        notifier.stop().await;
     }
     // The last write has finished: hand the Lease over now rather than at its expiry. After
     // an abort nothing waits, not even for that.

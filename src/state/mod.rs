@@ -18,7 +18,9 @@
 //!   upstream `Healthy` after its sync (`healthy.rs`), from which it soaks when Argo CD does
 //!   not say;
 //! - **webhook deliveries already handled**, by kind and delivery id, so a registry that sends
-//!   a notification again (distribution retries until it gets a 2xx) causes no second re-check.
+//!   a notification again (distribution retries until it gets a 2xx) causes no second re-check;
+//! - **notifications already sent** (`notifications.rs`), by sink and event id, so an event is
+//!   told once, across restarts.
 //!
 //! The store is a cache and a memory, never the source of truth: losing it, or finding it
 //! corrupt, costs requests and a `minAge` wait, never a wrong update. So its readers get `None`
@@ -39,6 +41,7 @@
 
 mod healthy;
 mod holds;
+mod notifications;
 mod verifications;
 
 use std::path::{Path, PathBuf};
@@ -187,6 +190,7 @@ impl State {
             clock,
         };
         state.forget_old_deliveries();
+        state.forget_old_notifications();
         Ok(state)
     }
 

@@ -12,8 +12,12 @@ use tagpilot::writeback::revert::{FailedUpdate, RevertError, RevertOutcome, Reve
 use wiremock::matchers::{body_partial_json, query_param};
 use wiremock::{Mock, MockServer};
 
+use crate::support::azure_devops::{self, AzureDevOpsApi};
+use crate::support::bitbucket_cloud::{self, BitbucketCloudApi};
+use crate::support::bitbucket_dc::{self, BitbucketDataCenterApi};
 use crate::support::forge_double::{ForgeDouble, GitHubApi, GitLabApi};
 use crate::support::git::*;
+use crate::support::gitea::{self, GiteaApi};
 use crate::support::{github, gitlab};
 
 const FAILURE: &str =
@@ -331,6 +335,74 @@ impl RevertForge for GitLabApi {
     }
 }
 
+impl RevertForge for GiteaApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, labels: &[&str]) {
+        Self::create_request_from(branch)
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+        // Labels go by id, once it exists: the repository's are read and the missing made.
+        gitea::expect_labels_added(server, number, labels).await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        gitea::open_from(branch, response)
+    }
+}
+
+impl RevertForge for BitbucketCloudApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, _labels: &[&str]) {
+        // Bitbucket has no labels: the revert opens without them, and says so.
+        Self::create_request_from(branch)
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        Self::authed("GET", bitbucket_cloud::PULLS)
+            .and(query_param("state", "OPEN"))
+            .and(query_param(
+                "q",
+                bitbucket_cloud::from_branch_into_main(branch),
+            ))
+            .respond_with(github::ok_json(bitbucket_cloud::page(response)))
+    }
+}
+
+impl RevertForge for AzureDevOpsApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, labels: &[&str]) {
+        let labels: Vec<Value> = labels.iter().map(|l| json!({ "name": l })).collect();
+        Self::create_request_from(branch)
+            .and(body_partial_json(json!({ "labels": labels })))
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        azure_devops::from_branch("active", branch, response)
+    }
+}
+
+impl RevertForge for BitbucketDataCenterApi {
+    async fn expect_open(server: &MockServer, branch: &str, number: u64, _labels: &[&str]) {
+        // Bitbucket has no labels: the revert opens without them, and says so.
+        Self::create_request_from(branch)
+            .respond_with(Self::opened(number))
+            .expect(1)
+            .mount(server)
+            .await;
+    }
+
+    fn list_open_from(branch: &str, response: Value) -> Mock {
+        bitbucket_dc::open_from(branch, response)
+    }
+}
+
 async fn pull_request_mode_opens_one_labelled_revert_from_a_tagpilot_branch_and_takes_it_over_when_seen_again<
     F: RevertForge,
 >() {
@@ -517,6 +589,38 @@ macro_rules! on_each_forge {
                 #[tokio::test]
                 async fn $scenario() {
                     super::$scenario::<crate::support::forge_double::GitLabApi>().await;
+                }
+            )+
+        }
+        mod azure_devops_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::azure_devops::AzureDevOpsApi>().await;
+                }
+            )+
+        }
+        mod bitbucket_data_center_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::bitbucket_dc::BitbucketDataCenterApi>().await;
+                }
+            )+
+        }
+        mod bitbucket_cloud_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::bitbucket_cloud::BitbucketCloudApi>().await;
+                }
+            )+
+        }
+        mod gitea_forge {
+            $(
+                #[tokio::test]
+                async fn $scenario() {
+                    super::$scenario::<crate::support::gitea::GiteaApi>().await;
                 }
             )+
         }

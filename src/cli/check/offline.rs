@@ -1,6 +1,6 @@
 //! `tagpilot check` beyond parsing, found without connecting anywhere: what the writers would
 //! refuse about a configured repository (environment variables set, key files readable,
-//! templates that render), so that a run does not discover it at its first fetch; what the
+//! templates that render) and what `tagpilot run` would refuse of `notifications:`, so that a run does not discover it at its first fetch; what the
 //! manifests show (targets that match no file, markers that resolve to nothing), in the local
 //! directory and in each repository as the clone cache last fetched it; and the Applications
 //! `applications.fromGit` names, resolved. Nothing here fetches.
@@ -29,6 +29,9 @@ pub enum CheckError {
     Forge(#[from] ForgeError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    /// A `notifications.sinks` entry `tagpilot run` would refuse at start.
+    #[error("notifications.sinks")]
+    Notifications(#[source] crate::run::notify::NotifyError),
 }
 
 /// Every configured repository checked offline; each problem names its repository.
@@ -50,6 +53,13 @@ pub fn check_repositories(config: &Config) -> Vec<CheckError> {
                 .into(),
             );
         }
+    }
+    if let Some(notifications) = &config.notifications {
+        problems.extend(
+            crate::run::notify::check(notifications)
+                .into_iter()
+                .map(CheckError::Notifications),
+        );
     }
     problems
 }

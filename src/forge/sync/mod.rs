@@ -15,7 +15,7 @@ mod read;
 
 use crate::git::{self, Replanner, RepoCache, RepositoryConfig};
 
-use super::{Action, Forge, ForgeError, ForgeOutcome, ForgeReport, github, gitlab};
+use super::{Action, Forge, ForgeError, ForgeOutcome, ForgeReport};
 
 /// Keeps the pull requests of `repo` in step with a plan made on its base tip
 /// ([`git::proposal::prepare`]). With `dry_run` it reads the forge and builds the commits but
@@ -104,35 +104,9 @@ async fn sync_one<P: Replanner>(
         repository: repo.name.clone(),
         source,
     })?;
-    let forge = repo.forge.as_ref().ok_or_else(|| ForgeError::Config {
-        repository: repo.name.clone(),
-        message: "`write.mode: pull-request` needs a `forge:` block".into(),
-    })?;
-    if let Some(config) = &forge.github {
-        let client = github::GitHub::connect(&repo.name, &repo.url, config).await?;
-        let mut repo = repo.clone();
-        // An App's installation token also serves for git over HTTPS, unless `auth` says else.
-        if let Some(token) = client.git_token()
-            && repo
-                .auth
-                .method()
-                .is_ok_and(|m| m == crate::config::repository::AuthMethod::None)
-        {
-            repo.auth.provided_token = Some(token);
-        }
-        let (prepared, planned) = git::proposal::prepare(cache, &repo, planner).await?;
-        *plan = Some(planned);
-        sync_pull_requests(cache, &repo, prepared, &client, dry_run).await
-    } else if let Some(config) = &forge.gitlab {
-        let client =
-            gitlab::GitLab::connect(&repo.name, &repo.url, config)?.with_draft(repo.write.draft);
-        let (prepared, planned) = git::proposal::prepare(cache, repo, planner).await?;
-        *plan = Some(planned);
-        sync_pull_requests(cache, repo, prepared, &client, dry_run).await
-    } else {
-        Err(ForgeError::Config {
-            repository: repo.name.clone(),
-            message: "`forge` needs `github` or `gitlab`".into(),
-        })
-    }
+    let (forge, repo) = super::connect::connect_required(repo).await?;
+    let forge = forge.with_draft(repo.write.draft);
+    let (prepared, planned) = git::proposal::prepare(cache, &repo, planner).await?;
+    *plan = Some(planned);
+    sync_pull_requests(cache, &repo, prepared, &forge, dry_run).await
 }

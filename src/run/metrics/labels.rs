@@ -20,6 +20,13 @@ pub(super) struct UpdateLabels {
     pub(super) result: &'static str,
 }
 
+/// A notification sink (by its configured name) and what became of a message.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(super) struct SinkLabels {
+    pub(super) sink: String,
+    pub(super) result: &'static str,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(super) struct WebhookLabels {
     pub(super) kind: &'static str,

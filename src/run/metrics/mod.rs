@@ -26,7 +26,7 @@ use self::after_write::AfterWrite;
 use self::image_updater::ImageUpdaterSeries;
 use self::labels::{
     DirLabel, FINDING_KINDS, FindingLabels, KindLabel, RegistryLabel, RegistryStatusLabels,
-    ResultLabel, SKIP_KINDS, SkipLabel, UpdateLabels, WebhookLabels, finding_labels,
+    ResultLabel, SKIP_KINDS, SinkLabels, SkipLabel, UpdateLabels, WebhookLabels, finding_labels,
 };
 
 mod after_write;
@@ -36,6 +36,7 @@ mod labels;
 mod record;
 mod result;
 
+pub(crate) use self::result::reachable;
 pub use self::result::{CycleResult, RegistriesAnswered};
 
 pub use self::after_write::VERIFICATION_RESULTS;
@@ -78,6 +79,8 @@ pub struct Metrics {
     metadata_hits_seen: std::sync::atomic::AtomicU64,
     /// The registry client's counts when last taken, so each cycle adds only what is new.
     registry_seen: Mutex<BTreeMap<(String, &'static str, String), u64>>,
+    /// Notification messages by sink and result (issue 33).
+    notifications: Family<SinkLabels, Counter>,
     /// `--image-updater-metrics`: Argo CD Image Updater's series too.
     image_updater: Option<ImageUpdaterSeries>,
     /// What the timestamp gauges read (the service's clock).
@@ -238,6 +241,12 @@ impl Metrics {
             ),
             signatures_seen: Mutex::default(),
             after_write: AfterWrite::register(&mut registry),
+            notifications: registered(
+                &mut registry,
+                "tagpilot_notifications",
+                "Notification messages by sink and result (sent; retried: a try refused, tried again; failed: given up after every try; dropped: the sink's queue was full)",
+                Family::default(),
+            ),
             image_updater: image_updater.then(|| ImageUpdaterSeries::register(&mut registry)),
             clock: crate::clock::system(),
             configured_policies: Mutex::default(),
@@ -284,6 +293,25 @@ impl Metrics {
                 })
                 .set(0);
         }
+    }
+
+    /// Counts a notification message to `sink` by `result` (`sent`, `retried`, `failed`,
+    /// `dropped`).
+    pub fn record_notification(&self, sink: &str, result: &'static str) {
+        self.notifications
+            .get_or_create(&SinkLabels {
+                sink: sink.to_string(),
+                result,
+            })
+            .inc();
+    }
+
+    /// Shows `sink`'s `result` series at zero before its first message.
+    pub fn start_notifications_at_zero(&self, sink: &str, result: &'static str) {
+        let _ = self.notifications.get_or_create(&SinkLabels {
+            sink: sink.to_string(),
+            result,
+        });
     }
 
     /// How many policies `tagpilot run` does not serve because a target of theirs is the

@@ -40,7 +40,7 @@ impl CycleResult {
         }
     }
 
-    pub(super) fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             CycleResult::Ok => "ok",
             CycleResult::Partial => "partial",
@@ -75,6 +75,6 @@ impl RegistriesAnswered {
 
 /// Whether an answer shows the registry reachable: any HTTP status but a 5xx or a 429 (which
 /// say it cannot serve now). `unreachable` is no answer at all.
-pub(super) fn reachable(status: &str) -> bool {
+pub(crate) fn reachable(status: &str) -> bool {
     status.parse::<u16>().is_ok_and(|s| s < 500 && s != 429)
 }

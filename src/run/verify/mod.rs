@@ -376,8 +376,40 @@ impl Verifier {
             {
                 tracing::warn!(application = %pending.application, error = %chain(&e), "a concluded verification stays recorded");
             }
+            self.tell_conclusion(pending, &conclusion, now);
             self.shared.events.verification(conclusion.step());
         }
+    }
+
+    /// Tells the notification sinks a verdict: verified, or failed (and held, by the fields'
+    /// `onFailure`). A verification that could not conclude is in the log and the status.
+    fn tell_conclusion(
+        &self,
+        pending: &PendingVerification,
+        conclusion: &Conclusion,
+        now: Timestamp,
+    ) {
+        use super::notify::{derive::of_verification, event::Kind};
+        let notices = match conclusion {
+            Conclusion::Verified => of_verification(Kind::Verified, pending, None, now),
+            Conclusion::Failed(failure) => {
+                let why = failure.to_string();
+                let mut notices = of_verification(Kind::Failed, pending, Some(&why), now);
+                let held = PendingVerification {
+                    fields: pending
+                        .fields
+                        .iter()
+                        .filter(|f| f.on_failure != OnFailure::Report)
+                        .cloned()
+                        .collect(),
+                    ..pending.clone()
+                };
+                notices.extend(of_verification(Kind::Held, &held, Some(&why), now));
+                notices
+            }
+            Conclusion::Error(_) => return,
+        };
+        self.shared.notices.send(&self.shared, notices);
     }
 
     /// The `tagpilot/verify` status a conclusion gives the commit: failure at once; success
@@ -531,6 +563,11 @@ impl Verifier {
             deployers: Vec::new(),
         };
         let metrics = self.shared.clone();
+        let clock = self.clock.clone();
+        let told = PendingVerification {
+            fields: fields.to_vec(),
+            ..pending.clone()
+        };
         // The cluster the failure was seen on, to name the Applications the revert deploys.
         let (cluster, from) = (self.cluster.get().cloned(), self.from.clone());
         let task = tokio::spawn(async move {
@@ -549,6 +586,13 @@ impl Verifier {
             match revert::revert(&cache, &repository, &failed).await {
                 Ok(outcome) => {
                     metrics.metrics.record_revert("written");
+                    let reverted = super::notify::derive::of_verification(
+                        super::notify::event::Kind::Reverted,
+                        &told,
+                        Some(&failed.failure),
+                        clock.wall(),
+                    );
+                    metrics.notices.send(&metrics, reverted);
                     tracing::warn!(
                         application = %failed.application,
                         repository = %repository.name,

@@ -17,6 +17,7 @@ use crate::plan::RepositoryStatus;
 use crate::policy;
 
 use super::{Verifier, chain};
+use crate::run::notify::event::{Kind, Notice};
 
 /// Changes to verify, each with the `verify:` that applies to it.
 pub(in crate::run) type ToVerify = Vec<(Change, VerifyConfig)>;
@@ -110,6 +111,7 @@ impl Verifier {
                 Ok(Some(MergeState::Merged { commit, head })) => {
                     let changes = self.forget(&repository, number);
                     tracing::info!(repository = %repository, number, %commit, "pull request merged");
+                    self.tell_merged(&repository, &commit, &changes);
                     reached.push(Reached {
                         config: config.clone(),
                         commit,
@@ -131,6 +133,25 @@ impl Verifier {
             }
         }
         reached
+    }
+
+    /// Tells the notification sinks that a pull request with `changes` was merged as `commit`.
+    fn tell_merged(&self, repository: &str, commit: &str, changes: &ToVerify) {
+        let now = self.clock.wall();
+        let notices = changes
+            .iter()
+            .map(|(c, _)| {
+                let mut n = Notice::new(Kind::PullRequestMerged, now);
+                n.repository = Some(repository.to_string());
+                n.policy = Some(c.policy.clone());
+                n.image = Some(c.image.clone());
+                n.from = Some(c.from.clone());
+                n.to = Some(c.to.clone());
+                n.link = Some(commit.to_string());
+                n.with_id(None)
+            })
+            .collect();
+        self.shared.notices.send(&self.shared, notices);
     }
 
     /// Remembers the open pull requests of `cycle` whose changes are to be verified; returns

@@ -323,10 +323,11 @@ fn pull_request(
     group: &ChangeGroup,
     plan: &ReversePlan,
 ) -> RevertRequest {
-    let kind = match repo.forge.as_ref().and_then(|f| f.gitlab.as_ref()) {
-        Some(_) => ForgeKind::GitLab,
-        None => ForgeKind::GitHub,
-    };
+    let kind = repo
+        .forge
+        .as_ref()
+        .and_then(forge::kind_of)
+        .unwrap_or(ForgeKind::GitHub);
     let left: Vec<String> = plan.left.iter().map(ToString::to_string).collect();
     let text = FailedText {
         commit: &failed.commit,

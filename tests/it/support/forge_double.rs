@@ -1,7 +1,7 @@
 //! One trait over the GitHub and GitLab API doubles, so a pull-request scenario is written
 //! once and run against each forge (STYLE.md, "One scenario, several backends"). An
 //! implementation mounts its forge's exact calls and says what its forge calls things; the
-//! scenarios in `tests/it/forge.rs` only speak of proposals.
+//! scenarios in `tests/it/forge/mod.rs` only speak of proposals.
 
 use serde_json::{Value, json};
 use wiremock::matchers::{
@@ -28,6 +28,12 @@ pub trait ForgeDouble {
     const READ_PERMISSION: &'static str;
     /// The permission a 403 on opening is reported to lack.
     const WRITE_PERMISSION: &'static str;
+    /// Whether the forge has labels; one without says so in a warning instead.
+    const LABELS: bool = true;
+    /// Where a comment's text is in the request that posts or edits it (a JSON pointer).
+    const COMMENT_TEXT: &'static str = "/body";
+    /// Where it is in the request that edits a comment, when that differs.
+    const COMMENT_EDIT_TEXT: &'static str = "/body";
     /// Reviewers to request on opening, in the config's words. GitHub's include a team
     /// (`owner/slug`); GitLab has no team reviewers.
     const REVIEWERS: &'static [&'static str];
@@ -154,14 +160,19 @@ pub trait ForgeDouble {
             .await;
     }
 
-    /// Exactly one listing of proposal `number`'s comments, answered with these (id, text).
-    async fn expect_comments(server: &MockServer, number: u64, comments: &[(u64, &str)]) {
+    /// The listing of these (id, text) comments as the forge answers it.
+    fn comment_listing(comments: &[(u64, &str)]) -> Value {
         let listed: Vec<Value> = comments
             .iter()
             .map(|(id, body)| json!({"id": id, "body": body}))
             .collect();
+        json!(listed)
+    }
+
+    /// Exactly one listing of proposal `number`'s comments, answered with these (id, text).
+    async fn expect_comments(server: &MockServer, number: u64, comments: &[(u64, &str)]) {
         Self::authed("GET", &Self::comments_path(number))
-            .respond_with(ok_json(json!(listed)))
+            .respond_with(ok_json(Self::comment_listing(comments)))
             .expect(1)
             .mount(server)
             .await;

@@ -1,15 +1,20 @@
 //! Test harness shared by the integration tests: real servers on 127.0.0.1 with free ports.
 
+pub mod azure_devops;
 pub mod bin;
+pub mod bitbucket_cloud;
+pub mod bitbucket_dc;
 pub mod chart_repo;
 pub mod corpus;
 pub mod engine;
 pub mod fault_proxy;
 pub mod forge_double;
 pub mod git;
+pub mod gitea;
 pub mod github;
 pub mod gitlab;
 pub mod kube;
+pub mod receiver;
 pub mod registry;
 pub mod scripted;
 pub mod service;

@@ -281,6 +281,12 @@ impl Setup {
             .to_owned()
     }
 
+    /// The text of the first comment sent with this method to this path, wherever `F` keeps
+    /// a comment's text.
+    async fn comment_sent<F: ForgeDouble>(&self, http_method: &str, at: &str) -> String {
+        comment_text::<F>(&self.bodies(http_method, at).await[0])
+    }
+
     /// The text of the first edit of proposal `number` that sets one. (GitLab adds labels
     /// and reviewers with an edit of its own, which has none.)
     async fn edited_body<F: ForgeDouble>(&self, number: u64) -> String {
@@ -304,6 +310,28 @@ async fn open_first<F: ForgeDouble>(s: &Setup, repo: &RepositoryConfig) -> Strin
     let body = s.first_sent("POST", &F::proposals(), F::BODY).await;
     s.next_phase().await;
     body
+}
+
+/// A comment's text in the request `sent`, as forge `F` carries it.
+fn comment_text<F: ForgeDouble>(sent: &Value) -> String {
+    sent.pointer(F::COMMENT_TEXT)
+        .or_else(|| sent.pointer(F::COMMENT_EDIT_TEXT))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no comment text in {sent}"))
+        .to_owned()
+}
+
+/// The warnings a proposal carries for its labels: none where the forge has labels, else
+/// each says the forge has none.
+fn assert_label_warnings<F: ForgeDouble>(warnings: &[String]) {
+    if F::LABELS {
+        assert_eq!(warnings, Vec::<String>::new());
+    } else {
+        assert!(
+            !warnings.is_empty() && warnings.iter().all(|w| w.contains("has no labels")),
+            "{warnings:?}"
+        );
+    }
 }
 
 fn api_line(repo: &BareRepo, rev: &str) -> String {
@@ -443,7 +471,7 @@ async fn an_update_adds_missing_labels_and_reviewers_and_keeps_what_humans_added
         outcome.pull_requests[0].action,
         Action::Updated { rebuilt: false }
     );
-    assert_eq!(outcome.pull_requests[0].warnings, Vec::<String>::new());
+    assert_label_warnings::<F>(&outcome.pull_requests[0].warnings);
     let body = s.edited_body::<F>(7).await;
     s.next_phase().await;
 
@@ -519,7 +547,7 @@ async fn a_human_commit_on_the_branch_is_not_overwritten_and_is_noted_once<F: Fo
     );
     let comment = &s.bodies("POST", &F::comments_path(7)).await[0];
     assert!(
-        comment["body"].as_str().unwrap().contains(&human[..12]),
+        comment_text::<F>(comment).contains(&human[..12]),
         "{comment}"
     );
     let noted = s.edited_body::<F>(7).await;
@@ -565,10 +593,7 @@ async fn a_change_already_in_the_base_closes_the_proposal_and_deletes_the_branch
     );
     let comment = &s.bodies("POST", &F::comments_path(7)).await[0];
     assert!(
-        comment["body"]
-            .as_str()
-            .unwrap()
-            .contains("already in `main`"),
+        comment_text::<F>(comment).contains("already in `main`"),
         "{comment}"
     );
     assert_eq!(s.repo.rev(BRANCH), None, "the branch is deleted");
@@ -988,7 +1013,7 @@ async fn the_applications_a_change_deploys_are_named_and_labelled<F: ForgeDouble
         ..wants("1.3.0")
     };
     let outcome = s.run(&repo, &planner, false).await.unwrap();
-    assert!(outcome.pull_requests[0].warnings.is_empty());
+    assert_label_warnings::<F>(&outcome.pull_requests[0].warnings);
     let edited = s.edited_body::<F>(7).await;
     assert!(edited.contains("| `argocd/shop-stage` |"), "{edited}");
     s.server.verify().await;
@@ -1038,7 +1063,7 @@ async fn the_rendered_diff_is_commented_and_updated_in_place<F: ForgeDouble>() {
     };
     let outcome = s.run(&repo, &planner, false).await.unwrap();
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
-    let first = s.first_sent("POST", &F::comments_path(7), "body").await;
+    let first = s.comment_sent::<F>("POST", &F::comments_path(7)).await;
     assert!(
         first.contains("<details><summary><code>argocd/shop</code> → in-cluster, namespace `shop`: 1 resource changes</summary>"),
         "{first}"
@@ -1069,7 +1094,7 @@ async fn the_rendered_diff_is_commented_and_updated_in_place<F: ForgeDouble>() {
     let outcome = s.run(&repo, &planner, false).await.unwrap();
     assert_eq!(outcome.pull_requests[0].warnings, Vec::<String>::new());
     let edited = s
-        .first_sent(F::COMMENT_EDIT, &F::comment_path(7, 42), "body")
+        .comment_sent::<F>(F::COMMENT_EDIT, &F::comment_path(7, 42))
         .await;
     assert!(
         edited.contains("+  image: registry.example/api:1.3.0\n"),
@@ -1122,7 +1147,7 @@ async fn an_override_file_change_is_commented_with_the_image_its_application_dep
         "{}",
         s.repo.show(BRANCH, override_file)
     );
-    let first = s.first_sent("POST", &F::comments_path(7), "body").await;
+    let first = s.comment_sent::<F>("POST", &F::comments_path(7)).await;
     assert!(
         first.contains("<code>argocd/shop</code>")
             && first.contains("#### `Deployment/shop`")
@@ -1146,7 +1171,7 @@ async fn an_override_file_change_is_commented_with_the_image_its_application_dep
         .await;
     assert!(s.repo.show(BRANCH, override_file).contains("1.2.0"));
     let edited = s
-        .first_sent(F::COMMENT_EDIT, &F::comment_path(7, 42), "body")
+        .comment_sent::<F>(F::COMMENT_EDIT, &F::comment_path(7, 42))
         .await;
     assert!(
         edited.contains("#### `Deployment/shop`")
@@ -1184,7 +1209,7 @@ async fn a_rendered_diff_too_large_is_cut_to_size<F: ForgeDouble>() {
         ..wants("1.2.0")
     };
     s.run(&repo, &planner, false).await.unwrap();
-    let comment = s.first_sent("POST", &F::comments_path(7), "body").await;
+    let comment = s.comment_sent::<F>("POST", &F::comments_path(7)).await;
     assert!(
         comment.len() <= tagpilot::forge::review::MAX_COMMENT,
         "{}",
@@ -1222,7 +1247,7 @@ async fn a_failed_render_is_commented_and_does_not_block_the_proposal<F: ForgeDo
     };
     let outcome = s.run(&repo, &planner, false).await.unwrap();
     assert_eq!(outcome.pull_requests[0].action, Action::Opened);
-    let comment = s.first_sent("POST", &F::comments_path(7), "body").await;
+    let comment = s.comment_sent::<F>("POST", &F::comments_path(7)).await;
     assert!(
         comment.contains("could not be rendered</summary>")
             && comment.contains("the chart repository https://charts.example could not be reached"),
@@ -1260,25 +1285,33 @@ async fn a_review_comment_that_cannot_be_posted_is_a_warning<F: ForgeDouble>() {
     s.server.verify().await;
 }
 
-/// Each scenario above as a test per forge: `github::<scenario>` and `gitlab::<scenario>`.
+/// Each scenario above as a test per forge: `github::<scenario>`, `gitlab::<scenario>`,
+/// `gitea::<scenario>`, …, one module per forge double.
 macro_rules! on_each_forge {
     ($($scenario:ident),+ $(,)?) => {
-        mod github {
-            $(
-                #[tokio::test]
-                async fn $scenario() {
-                    super::$scenario::<crate::support::forge_double::GitHubApi>().await;
-                }
-            )+
-        }
-        mod gitlab {
-            $(
-                #[tokio::test]
-                async fn $scenario() {
-                    super::$scenario::<crate::support::forge_double::GitLabApi>().await;
-                }
-            )+
-        }
+        on_each_forge!(@forges [
+            github: crate::support::forge_double::GitHubApi,
+            gitlab: crate::support::forge_double::GitLabApi,
+            gitea: crate::support::gitea::GiteaApi,
+            bitbucket_cloud: crate::support::bitbucket_cloud::BitbucketCloudApi,
+            azure_devops: crate::support::azure_devops::AzureDevOpsApi,
+            bitbucket_data_center: crate::support::bitbucket_dc::BitbucketDataCenterApi,
+        ] [$($scenario),+]);
+    };
+    (@forges [$($forge:ident: $double:ty),+ $(,)?] $scenarios:tt) => {
+        $(
+            mod $forge {
+                on_each_forge!(@scenarios $double; $scenarios);
+            }
+        )+
+    };
+    (@scenarios $double:ty; [$($scenario:ident),+]) => {
+        $(
+            #[tokio::test]
+            async fn $scenario() {
+                super::$scenario::<$double>().await;
+            }
+        )+
     };
 }
 
@@ -1306,6 +1339,18 @@ on_each_forge!(
     a_failed_render_is_commented_and_does_not_block_the_proposal,
     a_review_comment_that_cannot_be_posted_is_a_warning,
 );
+
+// === Gitea and Forgejo only ===
+
+mod gitea_only;
+
+// === Bitbucket Cloud only ===
+
+mod bitbucket_cloud_only;
+
+// === Azure DevOps only ===
+
+mod azure_devops_only;
 
 // === GitHub only ===
 
