@@ -8,7 +8,8 @@
 //! the object database and this module over a directory, and the engine hands one or the other
 //! to the same planning code.
 //!
-//! What a tree lists, for both kinds: the `.yaml`/`.yml` regular files and `Kustomization` files
+//! What a tree lists, for both kinds: the `.yaml`/`.yml` regular files (and Go-templated YAML,
+//! `.yaml.gotmpl`, `.yaml.tpl`, which helmfile reads) and `Kustomization` files
 //! outside hidden directories (a name starting with `.`: `.git`, `.github`), in path order. Symbolic links are
 //! never followed: a link is not listed, not a file, and not read (a link may point anywhere,
 //! out of the repository too, and a commit would replace the link rather than its target). Any
@@ -86,7 +87,14 @@ pub fn position(manifests: &[PathBuf], path: &Path) -> Option<usize> {
 /// without extension that kustomize reads as a kustomization (`konfig.RecognizedKustomizationFileNames`:
 /// `kustomization.yaml`, `kustomization.yml`, `Kustomization`).
 pub fn is_manifest_name(name: &[u8]) -> bool {
-    name.ends_with(b".yaml") || name.ends_with(b".yml") || name == b"Kustomization"
+    name.ends_with(b".yaml")
+        || name.ends_with(b".yml")
+        || name == b"Kustomization"
+        // Go-templated YAML (helmfile), read with its template lines as comments.
+        || name.ends_with(b".yaml.gotmpl")
+        || name.ends_with(b".yml.gotmpl")
+        || name.ends_with(b".yaml.tpl")
+        || name.ends_with(b".yml.tpl")
 }
 
 // === reading on every core ===

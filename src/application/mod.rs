@@ -148,6 +148,10 @@ pub struct Source {
     pub kustomize: Option<Box<KustomizeSource>>,
     #[serde(default)]
     pub directory: Option<Box<DirectorySource>>,
+    /// A config management plugin (helmfile through Argo CD's plugin sidecar, say): kept as
+    /// written, so a render can name the source it does not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]

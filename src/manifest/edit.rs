@@ -27,6 +27,11 @@ impl ImageField {
                 tag: !matches!(tag, Part::Unpinned { .. }),
                 digest: !matches!(digest, Part::Unpinned { .. }),
             },
+            // A chart version has no digest beside it.
+            _ if matches!(self.kind, FieldKind::Chart { .. }) => Pins {
+                tag: true,
+                digest: false,
+            },
             _ => Pins {
                 tag: true,
                 digest: true,
@@ -273,7 +278,15 @@ pub fn apply_edits(path: &Path, src: &str, edits: &[Edit]) -> Result<String, Man
     if edits.is_empty() {
         return Ok(out);
     }
-    verify::verify(src, &out, &edits).map_err(|m| {
+    // A Go-templated file is verified as it was read: its template lines as comments.
+    let verified = if super::template::is_templated(path) {
+        let (old, _) = super::template::mask(src);
+        let (new, _) = super::template::mask(&out);
+        verify::verify(&old, &new, &edits)
+    } else {
+        verify::verify(src, &out, &edits)
+    };
+    verified.map_err(|m| {
         let (line, column) = line_column(src, m.offset);
         ManifestError::Verification {
             file: path.to_path_buf(),

@@ -32,7 +32,15 @@
 //!   ingress-nginx's `{registry, image, tag, digest}`, is read as the map is); plus the
 //!   explicit [`HelmPaths`] passed to [`scan`], in any document;
 //! - any scalar with a marker comment after it on its line: `# tagpilot: [ns:]policy[:part]` or
-//!   Flux's `# {"$imagepolicy": "ns:policy[:part]"}`, part being `tag`, `name` or `digest`.
+//!   Flux's `# {"$imagepolicy": "ns:policy[:part]"}`, part being `tag`, `name` or `digest`;
+//! - a chart's version where teams pin it ([`FieldKind::Chart`], `detect/chart.rs`): Argo CD
+//!   Application sources, `Chart.yaml` dependencies, kustomize `helmCharts`, Flux `HelmRelease`
+//!   and `OCIRepository`, helmfile releases; keyed by the chart (`policy::chart`), so only a
+//!   chart policy owns one.
+//!
+//! A Go-templated file (helmfile's `.gotmpl`, `.yaml.tpl`) is read with each line a template
+//! expression takes as a comment of its length (`template.rs`): its literal lines are fields as
+//! in any file, its template lines are handed back ([`Scanned::templated`]) and never edited.
 //!
 //! A scalar belongs to at most one field. A marker wins over every other reading of its scalar
 //! (a Flux-marked container image is a marker field, not also a container field), and a
@@ -48,6 +56,7 @@ pub mod fuzzing;
 mod helm_path;
 mod labels;
 mod render;
+mod template;
 mod tree;
 mod verify;
 
@@ -190,6 +199,9 @@ pub enum FieldKind {
     /// Helm values at a dotted path (`image`, `worker.image`, `images[1].repository`): the
     /// `image` key for the conventional shapes, the `image` or `repository` path for explicit ones.
     HelmValues { path: String },
+    /// A chart's version where a team pins it (issue 32): `place` names it as reports do
+    /// (`Application/web source targetRevision`, `helmfile release web`).
+    Chart { place: String },
     /// A scalar with a tagpilot or Flux marker comment naming a policy.
     Marker {
         policy: String,
@@ -385,7 +397,21 @@ pub struct Scanned {
     pub unresolved: Vec<UnresolvedMarker>,
     /// Image references read in the shapes above that cannot be written, each with the reason.
     pub dropped: Vec<DroppedReference>,
+    /// In a Go-templated file (helmfile's `.gotmpl`, `.yaml.tpl`), the lines a template
+    /// expression takes: read as YAML comments, never edited; the planner names those that
+    /// mention a policy's image or chart.
+    pub templated: Vec<TemplatedLine>,
 }
+
+/// A line of a Go-templated file that a template expression takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplatedLine {
+    /// 1-based.
+    pub line: usize,
+    pub text: String,
+}
+
+pub use template::is_templated;
 
 /// [`scan`], and what it read and cannot act on: marker comments that resolve to no field, and
 /// references it cannot write.

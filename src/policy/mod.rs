@@ -15,6 +15,7 @@
 //! - [`pattern`]: an `image:` that is a pattern over repositories, and the per-image instances
 //!   the planner makes of it.
 
+pub mod chart;
 mod load;
 pub mod pattern;
 mod regex_key;
@@ -124,6 +125,9 @@ pub struct ImagePolicy {
     /// `signatures:` (issue 22): the cosign signatures a tag's image must carry to be chosen.
     /// `None`: `tagpilot.yaml`'s default for the image, if any, applies.
     pub signatures: Option<crate::config::signatures::Requirement>,
+    /// `chart:` (issue 32): the policy follows a Helm chart's versions, and `image` is the
+    /// chart's key (see [`chart`]); `None`: it follows an image.
+    pub chart: Option<chart::Chart>,
     /// Empty means every file under the root.
     pub targets: Vec<Target>,
 }
@@ -476,6 +480,7 @@ impl ImagePolicy {
             version_labels: None,
             promote: None,
             signatures: None,
+            chart: None,
             targets: Vec::new(),
         })
     }

@@ -162,6 +162,7 @@ impl RegistryClient {
                 trust_root_file: options.signature_trust_root.clone(),
                 ..Default::default()
             },
+            chart_indexes: Default::default(),
             options,
         })
     }
@@ -267,6 +268,17 @@ impl RegistryClient {
 impl Registry for RegistryClient {
     #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path))]
     async fn list_tags(&self, repo: &Repository) -> Result<Vec<String>, RegistryError> {
+        // An HTTP chart's versions come from its repository's index, asked once a cycle too
+        // (conditionally: see `chart_index.rs`).
+        if crate::policy::chart::is_http(repo) {
+            return self
+                .tags
+                .get_or_init(repo.clone(), || async {
+                    let versions = self.chart_versions(repo).await?;
+                    Ok(versions.into_iter().map(|v| v.version).collect())
+                })
+                .await;
+        }
         self.tags
             .get_or_init(repo.clone(), || self.fetch_tags(repo))
             .await
@@ -279,12 +291,14 @@ impl Registry for RegistryClient {
         reference: &str,
         platforms: &[Platform],
     ) -> Result<ImageInfo, RegistryError> {
+        no_manifests(repo)?;
         let digest = self.tag_digest(repo, reference).await?;
         self.inspect_digest(repo, digest, platforms).await
     }
 
     #[instrument(skip_all, fields(registry = %repo.registry, repository = %repo.path, reference = %reference))]
     async fn digest(&self, repo: &Repository, reference: &str) -> Result<String, RegistryError> {
+        no_manifests(repo)?;
         self.tag_digest(repo, reference).await
     }
 
@@ -293,6 +307,10 @@ impl Registry for RegistryClient {
     }
 
     fn first_seen(&self, repo: &Repository, tags: &[&str]) -> Vec<Option<jiff::Timestamp>> {
+        // An HTTP chart's index dates every version: its age is known without a memory.
+        if crate::policy::chart::is_http(repo) {
+            return self.chart_created(repo, tags);
+        }
         match &self.store {
             Some(store) => store.first_seen(repo, tags, self.options.clock.wall()),
             None => vec![None; tags.len()],
@@ -317,6 +335,19 @@ impl Registry for RegistryClient {
         };
         // Boxed for the same reason as the planner's call: a deep future, asked rarely.
         Box::pin(self.verify_digest(repo, digest, resolved.as_ref())).await
+    }
+}
+
+/// An HTTP chart has versions only: asking for a manifest of one is an error, never a
+/// request to a registry that is not there.
+fn no_manifests(repo: &Repository) -> Result<(), RegistryError> {
+    match crate::policy::chart::is_http(repo) {
+        true => Err(RegistryError::ChartRepository {
+            repository: repo.registry.clone(),
+            chart: repo.path.clone(),
+            source: Arc::new(super::chart_index::ChartIndexError::NoManifests),
+        }),
+        false => Ok(()),
     }
 }
 

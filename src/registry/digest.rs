@@ -24,6 +24,9 @@ impl RegistryClient {
         if is_valid_digest(tag) {
             return Ok(tag.to_string());
         }
+        // A chart version's `+` is `_` in its OCI tag (Helm's mapping); `+` is in no OCI tag.
+        let tag = crate::policy::chart::oci_tag(tag);
+        let tag = tag.as_str();
         self.tag_digests
             .get_or_init((repo.clone(), tag.to_string()), || async {
                 let reg = self.registry(&repo.registry);

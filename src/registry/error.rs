@@ -184,6 +184,15 @@ pub enum RegistryError {
         source: Arc<super::signature_state::SignatureError>,
     },
 
+    /// An HTTP chart repository's index could not be read, or does not list the chart.
+    #[error("chart repository {repository} (chart {chart})")]
+    ChartRepository {
+        repository: String,
+        chart: String,
+        #[source]
+        source: Arc<super::chart_index::ChartIndexError>,
+    },
+
     /// A registry that cannot verify signatures (an in-memory one) was asked to.
     #[error("repository {repository}: this registry cannot verify signatures")]
     SignaturesUnsupported { repository: String },
@@ -210,6 +219,7 @@ impl RegistryError {
             RegistryError::Signatures { .. } => "signatures",
             RegistryError::SignaturesSetup { .. } => "signatures_setup",
             RegistryError::SignaturesUnsupported { .. } => "signatures_unsupported",
+            RegistryError::ChartRepository { .. } => "chart_repository",
         }
     }
 }

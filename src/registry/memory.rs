@@ -91,8 +91,17 @@ impl MemoryRegistry {
         let map: BTreeMap<String, RepositoryYaml> = serde_saphyr::from_str(yaml)?;
         let reg = MemoryRegistry::new();
         for (name, spec) in map {
-            let repo = Repository::parse(&name)
-                .map_err(|source| MemoryRegistryError::Repository { name, source })?;
+            // A chart in an HTTP chart repository is keyed by its URL (`https://host/path/chart`).
+            let chart = name
+                .contains("://")
+                .then(|| name.rsplit_once('/'))
+                .flatten()
+                .and_then(|(url, chart)| crate::policy::chart::key(url, chart).ok());
+            let repo = match chart {
+                Some(repo) => repo,
+                None => Repository::parse(&name)
+                    .map_err(|source| MemoryRegistryError::Repository { name, source })?,
+            };
             for tag in &spec.tags {
                 let digest = spec.digests.get(tag).cloned().unwrap_or_else(|| {
                     format!(

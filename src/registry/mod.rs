@@ -45,6 +45,7 @@
 pub mod auth;
 mod bundle_check;
 mod bundles;
+mod chart_index;
 mod client;
 mod digest;
 mod error;
@@ -66,6 +67,7 @@ mod tags;
 use std::future::Future;
 
 pub use auth::{Credential, DockerConfigSource};
+pub use chart_index::{ChartIndexError, ChartVersion};
 pub use client::{RequestStats, ResponseCount};
 pub use error::{Malformation, Refusal, Refused, RegistryError, TagListBound};
 pub use memory::{MemoryRegistry, MemoryRegistryError};

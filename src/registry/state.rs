@@ -44,6 +44,8 @@ pub struct RegistryClient {
     pub(super) store: Option<Arc<dyn MetadataStore>>,
     /// Cosign signature defaults, trust root and this cycle's verdicts (`signatures.rs`).
     pub(super) signatures: super::signature_state::SignatureState,
+    /// HTTP chart repositories' indexes, kept between cycles for conditional requests.
+    pub(super) chart_indexes: super::chart_index::ChartIndexes,
 }
 
 /// What the client knows about one registry host.

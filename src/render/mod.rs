@@ -74,6 +74,14 @@ pub enum RenderError {
     /// The tool's output does not read as YAML (`message`, the reader's own words).
     #[error("the rendered manifests are not YAML: {message}")]
     NotYaml { message: String },
+    /// A config management plugin source (helmfile through Argo CD's plugin sidecar): its
+    /// output is the plugin's, which tagpilot does not run, so the change is not rendered.
+    #[error(
+        "config management plugin {name} is not rendered: tagpilot runs helm and kustomize, not \
+         plugins{}",
+        if *helmfile { " (this source is helmfile's; `helmfile template` is not run)" } else { "" }
+    )]
+    Plugin { name: String, helmfile: bool },
     /// One of the Application's sources, numbered from 1, failed.
     #[error("source {number} ({name})")]
     Source {
@@ -195,13 +203,27 @@ pub fn render_app(
     let all = app.sources();
     let mut out = Vec::new();
     for (i, source) in all.iter().enumerate() {
-        let Some(mut job) = sources::job(app, source, &all, &url, root) else {
-            continue;
-        };
         let in_source = |e: RenderError| RenderError::Source {
             number: i + 1,
             name: source_name(source),
             source: Box::new(e),
+        };
+        if let Some(plugin) = &source.plugin {
+            let name = plugin
+                .get("name")
+                .and_then(|n| n.as_str())
+                .unwrap_or("(unnamed)")
+                .to_string();
+            let helmfile = name.contains("helmfile")
+                || source.path.as_deref().is_some_and(|p| {
+                    ["helmfile.yaml", "helmfile.yaml.gotmpl"]
+                        .iter()
+                        .any(|f| root.join(p).join(f).is_file())
+                });
+            return Err(in_source(RenderError::Plugin { name, helmfile }));
+        }
+        let Some(mut job) = sources::job(app, source, &all, &url, root) else {
+            continue;
         };
         let text = sources::with_overrides(&mut job)
             .and_then(|()| sources::render(tools, &job))

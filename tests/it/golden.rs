@@ -253,6 +253,11 @@ pub(crate) use golden_suite;
 golden_suite! { "rewrite", run_case, every_rewrite_case_has_its_test, {
     rewrite_anchors => "anchors",
     rewrite_bom => "bom",
+    rewrite_chart_argocd => "chart-argocd",
+    rewrite_chart_dependencies => "chart-dependencies",
+    rewrite_chart_flux => "chart-flux",
+    rewrite_chart_helmfile => "chart-helmfile",
+    rewrite_chart_kustomize => "chart-kustomize",
     rewrite_ci_placeholders => "ci-placeholders",
     rewrite_comments => "comments",
     rewrite_crlf => "crlf",

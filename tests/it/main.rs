@@ -3,6 +3,7 @@
 
 mod argocd;
 mod argocd_cluster;
+mod charts;
 mod cli;
 mod clock;
 mod corpus;

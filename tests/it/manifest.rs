@@ -543,7 +543,8 @@ fn golden_cases_agree_with_the_editor() {
     let mut cases = 0;
     for case in crate::golden::cases("rewrite") {
         let name = case.file_name().unwrap().to_string_lossy().to_string();
-        if PLANNER_DECISIONS.contains(&name.as_str()) {
+        // The chart cases (issue 32): each chart's version is its policy's decision too.
+        if PLANNER_DECISIONS.contains(&name.as_str()) || name.starts_with("chart-") {
             continue;
         }
         cases += 1;

@@ -14,6 +14,7 @@ use super::{
     UnresolvedMarker,
 };
 
+mod chart;
 mod helm;
 mod marker;
 
@@ -39,10 +40,21 @@ struct Scan<'a> {
 /// reading of a document looks inside that document only, so the result is the same as over
 /// the whole file, in file order.
 pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scanned, ParseFailure> {
-    let is_kustomization = path
+    // A Go-templated file is read with its template lines as comments (see `template`).
+    let (masked, templated) = super::template::read(path, src);
+    let src = masked.as_deref().unwrap_or(src);
+    let file_name = path
         .file_name()
         .and_then(|n| n.to_str())
-        .is_some_and(|n| KUSTOMIZATION_FILES.contains(&n));
+        .unwrap_or_default();
+    let is_kustomization = KUSTOMIZATION_FILES.contains(&file_name);
+    let is_chart = file_name == "Chart.yaml";
+    let is_helmfile = file_name.starts_with("helmfile")
+        || path
+            .parent()
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "helmfile.d");
+    let helm_repositories = chart::repositories(src, is_helmfile)?;
     let mut claimed = HashSet::new();
     let mut out = Vec::new();
     let mut unresolved = Vec::new();
@@ -67,6 +79,17 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
         for doc in &parsed.docs {
             for paths in helm {
                 scan.helm_explicit(doc, paths);
+            }
+        }
+        for doc in &parsed.docs {
+            if is_chart {
+                scan.chart_dependencies(doc);
+            } else if is_kustomization {
+                scan.kustomize_charts(doc);
+            } else if is_helmfile {
+                scan.helmfile_releases(doc, &helm_repositories, &templated);
+            } else if is_resource(doc) {
+                scan.chart_resource(doc, &helm_repositories);
             }
         }
         for doc in &parsed.docs {
@@ -98,6 +121,7 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
         fields: out,
         unresolved,
         dropped,
+        templated,
     })
 }
 

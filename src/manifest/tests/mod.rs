@@ -1,6 +1,7 @@
 //! Scanning and editing whole files: workloads, markers, and edits that must be refused.
 //! Kustomize and Helm values are in `values.rs`.
 
+mod chart_versions;
 mod charts;
 mod labels;
 mod values;

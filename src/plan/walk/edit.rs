@@ -166,6 +166,7 @@ pub(in crate::plan) fn describe(kind: &FieldKind) -> String {
         } => format!("{resource} container {container}"),
         FieldKind::Kustomize { name } => format!("kustomize image {name}"),
         FieldKind::HelmValues { path } => format!("helm value {path}"),
+        FieldKind::Chart { place } => place.clone(),
         FieldKind::Marker { policy, part, .. } => {
             let part = match part {
                 MarkerPart::Whole => "",

@@ -421,10 +421,26 @@ async fn list_tags<R: Registry>(
     // Owned items: borrowed ones make the stream's future not provably `Send` (rust#100013).
     let repositories: BTreeSet<Repository> =
         used.iter().map(|&i| policies[i].image.clone()).collect();
+    // An OCI chart's tags carry its versions' `+` as `_` (Helm's mapping): read back here, so
+    // that a version compares, and is written, as Helm and the files spell it.
+    let oci_charts: BTreeSet<&Repository> = used
+        .iter()
+        .map(|&i| &policies[i])
+        .filter(|p| p.chart.as_ref().is_some_and(|c| c.oci))
+        .map(|p| &p.image)
+        .collect();
+    let oci_charts = &oci_charts;
     progress.phase("listing tags", repositories.len() as u64);
     stream::iter(repositories)
         .map(|repo| async move {
-            let result = registry.list_tags(&repo).await;
+            let mut result = registry.list_tags(&repo).await;
+            if oci_charts.contains(&repo)
+                && let Ok(tags) = &mut result
+            {
+                for tag in tags.iter_mut() {
+                    *tag = crate::policy::chart::version_of_tag(tag);
+                }
+            }
             progress.advance();
             (repo, result)
         })

@@ -94,11 +94,18 @@ pub(super) fn owner(
         }
         None => Vec::new(),
     };
+    // A chart version belongs to chart policies only, an image field to image policies only
+    // (exact matches and pattern candidates alike): an image and a chart may share an OCI
+    // repository's name.
+    let is_chart = matches!(field.kind, FieldKind::Chart { .. });
+    let kind_fits = |i: usize| policies[i].chart.is_some() == is_chart;
+    let mut matching = matching;
+    matching.retain(|&i| kind_fits(i));
     let patterns = |repo| -> Vec<usize> {
         index
             .patterns_following(repo)
             .into_iter()
-            .filter(|&i| index.applies(i, rel))
+            .filter(|&i| kind_fits(i) && index.applies(i, rel))
             .collect()
     };
     match (matching.as_slice(), repository) {

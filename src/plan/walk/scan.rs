@@ -278,6 +278,7 @@ fn scan_file(
         fields,
         unresolved,
         dropped,
+        templated,
     } = match manifest::scan_with_markers(rel, &src, &helm) {
         Ok(scanned) => scanned,
         Err(e) => {
@@ -341,6 +342,14 @@ fn scan_file(
             })
         });
     }
+    // A line a dropped reference already names (a helmfile release's templated version) is
+    // named once.
+    let named_lines: BTreeSet<usize> = problems.iter().filter_map(|p| p.line).collect();
+    let templated: Vec<manifest::TemplatedLine> = templated
+        .into_iter()
+        .filter(|t| !named_lines.contains(&t.line))
+        .collect();
+    templated_references(index, rel, &display, &templated, &mut problems, &mut named);
     let mut applicable = None;
     let mut notes = Vec::new();
     let mut precedence = Vec::new();
@@ -414,5 +423,61 @@ fn pattern_image(
             pattern: pattern.written.clone(),
             image: repo.map_or_else(|| "no image".to_string(), ToString::to_string),
         }),
+    }
+}
+
+/// Names each line of a Go-templated file that a template expression takes and that mentions
+/// the image (its repository path) or the chart (its name) of a policy applying to the file:
+/// tagpilot leaves it alone, and says so rather than passing it silently.
+fn templated_references(
+    index: &PolicyIndex<'_>,
+    rel: &Path,
+    display: &str,
+    templated: &[manifest::TemplatedLine],
+    problems: &mut Vec<Problem>,
+    named: &mut Vec<usize>,
+) {
+    if templated.is_empty() {
+        return;
+    }
+    let policies = index.policies();
+    let applying = index.applicable(rel);
+    for t in templated {
+        let mentioning: Vec<usize> = applying
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let p = &policies[i];
+                let needle = match &p.chart {
+                    Some(chart) => chart.name.as_str(),
+                    None => p.image.path.as_str(),
+                };
+                t.text.contains(needle)
+            })
+            .collect();
+        let Some(&first) = mentioning.first() else {
+            continue;
+        };
+        named.extend(mentioning.iter().copied());
+        problems.push(Problem {
+            policy: Some(
+                mentioning
+                    .iter()
+                    .map(|&i| policies[i].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            image: Some(policies[first].image.to_string()),
+            file: Some(display.to_string()),
+            line: Some(t.line),
+            ..Problem::new(ProblemReason::NotWritable {
+                field: "a template expression".to_string(),
+                reason: format!(
+                    "`{}` is rendered by the template; tagpilot edits literal values only and \
+                     leaves it alone",
+                    t.text.trim()
+                ),
+            })
+        });
     }
 }

@@ -14,6 +14,8 @@ use super::{
     regex_key,
 };
 
+mod chart;
+use chart::Followed;
 mod pattern;
 mod promote;
 mod raw;
@@ -157,11 +159,23 @@ impl Validator<'_> {
         let before = self.errors.len();
         // 1. What the document is, and the name and namespace it gives the policy.
         let (name, namespace, source) = self.header(&raw.api_version, &raw.kind, raw.metadata);
+        let spec_at = self.at(&raw.spec);
         let spec = raw.spec.value;
 
         // 2. The spec, value by value.
-        let (image, pattern, priority) =
-            self.image(&spec.image, spec.exclude, spec.priority, &spec.targets);
+        let Followed {
+            image,
+            image_name,
+            chart,
+            pattern,
+            priority,
+        } = self.followed(
+            spec_at.clone(),
+            spec.image,
+            spec.chart,
+            (spec.exclude, spec.priority),
+            &spec.targets,
+        );
         let strategy = self.strategy(spec.strategy);
         let allow_tags = self.allow_tags(spec.allow_tags);
         let (ignore_tags, ignore_set) = self.ignore_tags(spec.ignore_tags);
@@ -184,6 +198,10 @@ impl Validator<'_> {
             .filter_map(|t| self.target(t))
             .collect();
 
+        if let Some(c) = &chart {
+            self.chart_settings(&spec_at, c, &strategy, &platforms, spec.pin_digest);
+        }
+
         // 3. A policy only when the document had no error.
         if self.errors.len() > before {
             return None;
@@ -193,7 +211,7 @@ impl Validator<'_> {
             namespace,
             source,
             image: image?,
-            image_name: spec.image.value,
+            image_name: image_name?,
             pattern,
             priority,
             instance: None,
@@ -212,6 +230,7 @@ impl Validator<'_> {
             version_labels: spec.version_labels,
             promote,
             signatures,
+            chart,
             targets,
         })
     }

@@ -61,9 +61,15 @@ pub(super) struct RawMetadata {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct RawSpec {
     /// One repository (`registry.example/shop/cart`), or a pattern over repositories
-    /// (`registry.example/shop/**`: `*` one path segment, `**` any number).
-    #[schemars(with = "String")]
-    pub(super) image: Spanned<String>,
+    /// (`registry.example/shop/**`: `*` one path segment, `**` any number); a chart policy
+    /// sets `chart` instead.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub(super) image: Option<Spanned<String>>,
+    /// The Helm chart the policy follows, instead of an image.
+    #[serde(default)]
+    #[schemars(with = "Option<RawChart>")]
+    pub(super) chart: Option<Spanned<RawChart>>,
     /// With a pattern `image`: patterns (or repositories) of the same registry it leaves out.
     #[serde(default)]
     #[schemars(with = "Vec<String>")]
@@ -246,4 +252,16 @@ pub(super) struct RawUpstream {
     #[serde(default)]
     #[schemars(with = "Option<String>")]
     pub(super) repository: Option<Spanned<String>>,
+}
+
+/// `spec.chart`: an OCI reference (`oci://host/path/chart`), or an HTTP chart repository and
+/// the chart's name.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawChart {
+    /// `oci://host/path/chart` (or `oci://host/path` with `name`), or `https://host/path`.
+    pub(super) repository: String,
+    /// The chart's name; required for an HTTP chart repository.
+    #[serde(default)]
+    pub(super) name: Option<String>,
 }

@@ -68,6 +68,64 @@ fn target_paths_read_as_flux_users_write_them() {
     assert!(!policy.targets[1].matches(Path::new("clusters/production/api.yaml")));
 }
 
+/// Issue 32: a policy follows one image or one chart; what a chart has no use for is refused,
+/// each at the spec, never ignored.
+#[test]
+fn a_chart_policy_is_checked_for_what_a_chart_can_be() {
+    let doc = |spec: &str| {
+        format!(
+            "apiVersion: tagpilot.dev/v1alpha1\nkind: ImagePolicy\nmetadata:\n  name: c\nspec:\n{spec}"
+        )
+    };
+    let ok = crate::policy::parse_file(
+        Path::new("p.yaml"),
+        &doc("  chart: {repository: https://charts.example/stable, name: web}\n  strategy: {semver: {range: \"<2\"}}\n  minAge: 1h\n"),
+    )
+    .unwrap();
+    let chart = ok[0].chart.as_ref().unwrap();
+    assert_eq!(ok[0].image.registry, "https://charts.example/stable");
+    assert_eq!(chart.name, "web");
+    for (spec, says) in [
+        (
+            "  image: r.example/a\n  chart: {repository: oci://r.example/charts/a}\n  strategy: {semver: {}}\n",
+            "spec.image and spec.chart are both set",
+        ),
+        (
+            "  strategy: {semver: {}}\n",
+            "spec sets neither image nor chart",
+        ),
+        (
+            "  chart: {repository: https://charts.example}\n  strategy: {semver: {}}\n",
+            "spec.chart: an HTTP chart repository needs the chart's name",
+        ),
+        (
+            "  chart: {repository: https://charts.example, name: a}\n  strategy: {newestBuild: {}}\n",
+            "the newestBuild strategy reads an OCI registry",
+        ),
+        (
+            "  chart: {repository: oci://r.example/charts/a}\n  strategy: {semver: {}}\n  platforms: [linux/amd64]\n",
+            "a chart has no platforms",
+        ),
+        (
+            "  chart: {repository: oci://r.example/charts/a}\n  strategy: {semver: {}}\n  exclude: [oci://r.example/charts/b]\n",
+            "p.yaml:8:13: policy \"c\": exclude: a chart policy follows one chart",
+        ),
+        (
+            "  chart: {repository: oci://r.example/charts/a}\n  strategy: {semver: {}}\n  priority: 2\n",
+            "p.yaml:8:13: policy \"c\": priority: orders image patterns only",
+        ),
+        (
+            "  chart: {repository: oci://r.example/charts/*}\n  strategy: {semver: {}}\n",
+            "p.yaml:6:10: policy \"c\": spec.chart: a chart pattern is not supported",
+        ),
+    ] {
+        let errors = crate::policy::parse_file(Path::new("p.yaml"), &doc(spec))
+            .expect_err(spec)
+            .to_string();
+        assert!(errors.contains(says), "{spec}: {errors}");
+    }
+}
+
 /// Issue 31: a pattern is checked like every other value, each problem at its
 /// `file:line:column`, and the keys only a pattern reads are refused on an exact image.
 #[test]

@@ -4,6 +4,7 @@ pub mod azure_devops;
 pub mod bin;
 pub mod bitbucket_cloud;
 pub mod bitbucket_dc;
+pub mod chart_repo;
 pub mod corpus;
 pub mod engine;
 pub mod fault_proxy;
