@@ -6,26 +6,50 @@ use crate::image::{ImageRef, Repository, is_valid_tag};
 use crate::manifest::tree::{Node, NodeKind};
 use crate::manifest::{FieldKind, MarkerPart, OnePart, Shape, UnresolvedMarker};
 
+/// Where a scalar sits, as far as markers care: a document's own `metadata.name`,
+/// `metadata.namespace` or `metadata.generateName` say which resource it is, so no marker may
+/// write there.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Root,
+    Metadata,
+    Identity,
+    Other,
+}
+
 impl Scan<'_> {
-    pub(super) fn markers(&mut self, node: &Node, is_key: bool) {
+    pub(super) fn markers(&mut self, doc: &Node) {
+        self.markers_at(doc, false, Place::Root);
+    }
+
+    fn markers_at(&mut self, node: &Node, is_key: bool, place: Place) {
         match &node.kind {
             NodeKind::Mapping { entries, .. } => {
                 for (k, v) in entries {
-                    self.markers(k, true);
-                    self.markers(v, false);
+                    self.markers_at(k, true, Place::Other);
+                    let inner = match (place, k.scalar()) {
+                        (Place::Root, Some("metadata")) => Place::Metadata,
+                        (Place::Metadata, Some("name" | "namespace" | "generateName")) => {
+                            Place::Identity
+                        }
+                        _ => Place::Other,
+                    };
+                    self.markers_at(v, false, inner);
                 }
             }
             NodeKind::Sequence { items, .. } => {
                 for item in items {
-                    self.markers(item, false);
+                    self.markers_at(item, false, Place::Other);
                 }
             }
-            NodeKind::Scalar { .. } if !is_key => self.marker_on(node),
+            NodeKind::Scalar { .. } if !is_key => {
+                self.marker_on(node, place == Place::Identity);
+            }
             _ => {}
         }
     }
 
-    fn marker_on(&mut self, node: &Node) {
+    fn marker_on(&mut self, node: &Node, names_the_resource: bool) {
         let Some(slot) = self.slot(node) else { return };
         if slot.quote.is_none() {
             return;
@@ -52,7 +76,16 @@ impl Scan<'_> {
                 reason: format!("the marked value {value:?} is not {what}; tagpilot writes only over a value it can read"),
             });
         };
-        if let Some(why) = super::unwritable(node, "the marked value") {
+        // A bare word reads as an image (`currencyservice` is docker.io's), so a marker on the
+        // resource's own name would rename it: never written, and said.
+        let unwritable = if names_the_resource {
+            Some(super::Unwritable::ResourceName {
+                what: "the marked value".to_string(),
+            })
+        } else {
+            super::unwritable(node, "the marked value")
+        };
+        if let Some(why) = unwritable {
             self.claimed.insert(slot.range.start);
             self.unresolved.push(UnresolvedMarker {
                 line: slot.line,

@@ -72,7 +72,7 @@ pub(super) fn fields(path: &Path, src: &str, helm: &[HelmPaths]) -> Result<Scann
             global_registry: None,
         };
         for doc in &parsed.docs {
-            scan.markers(doc, false);
+            scan.markers(doc);
         }
         // A document's comments are its own: one left over names a marker that took nothing.
         scan.stray_markers();
@@ -595,6 +595,10 @@ pub(super) enum Unwritable {
     Alias { what: String },
     #[error("{what} is a mapping, not a value")]
     Mapping { what: String },
+    /// A marker on a document's own `metadata.name` (or namespace): a bare word reads as an
+    /// image, so writing would rename the resource.
+    #[error("{what} is the resource's own `metadata`: writing an image there would rename it")]
+    ResourceName { what: String },
     #[error("{what} is a list, not a value")]
     List { what: String },
     #[error(

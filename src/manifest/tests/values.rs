@@ -339,3 +339,20 @@ fn a_marker_on_a_placeholder_keeps_the_kustomize_entry_from_being_a_field() {
     let src = "images:\n- name: ghcr.io/a/api\n  newTag: CONTAINER_IMAGES_TAG # {\"$imagepolicy\": \"flux-system:api\"}\n";
     assert!(scan_ok("kustomization.yaml", src).is_empty());
 }
+
+#[test]
+fn a_marker_on_the_resource_s_own_name_is_named_and_never_written() {
+    // `currencyservice` reads as docker.io's image: written, the Deployment would be renamed.
+    let src = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: currencyservice # {\"$imagepolicy\": \"flux-system:api\"}\nspec:\n  template:\n    spec:\n      containers:\n        - name: server\n          image: ghcr.io/a/api:1.0 # {\"$imagepolicy\": \"flux-system:api\"}\n";
+    let scanned =
+        crate::manifest::scan_with_markers(Path::new("deployment.yaml"), src, &[]).unwrap();
+    assert_eq!(scanned.fields.len(), 1, "{:?}", scanned.fields);
+    assert_eq!(scanned.fields[0].line, 10);
+    assert_eq!(scanned.unresolved.len(), 1);
+    assert_eq!(scanned.unresolved[0].line, 4);
+    assert!(
+        scanned.unresolved[0].reason.contains("would rename it"),
+        "{:?}",
+        scanned.unresolved[0]
+    );
+}
