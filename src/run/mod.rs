@@ -31,6 +31,7 @@
 //! and Applications, never to the directory its policies are read from.
 
 mod cycles;
+pub mod dashboard;
 pub mod events;
 pub mod health;
 mod holds;
