@@ -80,7 +80,7 @@ async fn existing(
 
 /// Before a full cycle: releases the holds whose box is ticked on each dashboard, each only
 /// if it holds a field of that dashboard's repository. Returns the ids released.
-pub(super) async fn release_ticked(
+pub async fn release_ticked(
     repositories: &[RepositoryConfig],
     state: Option<&State>,
 ) -> Vec<String> {
@@ -133,7 +133,7 @@ async fn release_in(repo: &RepositoryConfig, state: &State) -> Result<Vec<String
 
 /// After a full cycle: writes each dashboard from the status page's data (`status`, as the
 /// cycle just recorded it) and what `cycle` refused; closes those turned off.
-pub(super) async fn keep(
+pub async fn keep(
     repositories: &[RepositoryConfig],
     shared: &Shared,
     cycle: Option<&Cycle>,
