@@ -1,7 +1,8 @@
 //! Issues, as much as the dashboard needs: one issue tagpilot keeps per manifest repository,
-//! found by a marker in its body, edited in place and closed. GitHub, GitLab, Gitea and
-//! Forgejo have issues; Bitbucket and Azure DevOps keep [`super::Forge`]'s defaults, which
-//! answer [`ForgeError::Unsupported`].
+//! found by a marker in its body, edited in place and closed. GitHub and GitLab implement them;
+//! the other forges keep [`super::Forge`]'s defaults, which answer
+//! [`ForgeError::Unsupported`] (Azure DevOps and Bitbucket Data Center have no issues; Gitea,
+//! Forgejo and Bitbucket Cloud do, but tagpilot does not use them yet).
 
 use std::future::Future;
 

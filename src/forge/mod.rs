@@ -88,9 +88,9 @@ pub enum ForgeError {
         action: String,
         wait_seconds: u64,
     },
-    /// The forge has no API for what was asked (issues on Azure DevOps or Bitbucket Data
-    /// Center): the feature is off there, never imitated.
-    #[error("{forge} has no {feature} tagpilot can use")]
+    /// tagpilot has no client for what was asked on this forge (issues on Azure DevOps,
+    /// which has none): the feature is off there, never imitated.
+    #[error("tagpilot cannot use {feature} on {forge}")]
     Unsupported {
         forge: &'static str,
         feature: &'static str,

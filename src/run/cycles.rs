@@ -130,7 +130,7 @@ impl Daemon<'_> {
         if self.leading() {
             let state = self.shared.state.as_deref();
             tokio::select! {
-                _ = super::dashboard::release_ticked(repositories, state) => {}
+                _ = Box::pin(super::dashboard::release_ticked(repositories, state)) => {}
                 () = abort.cancelled() => return Err(Aborted),
             }
         }
@@ -152,7 +152,7 @@ impl Daemon<'_> {
         if self.leading() {
             let (cycle, now) = (result.as_ref().ok(), self.clock.wall());
             tokio::select! {
-                () = super::dashboard::keep(repositories, self.shared, cycle, now) => {}
+                () = Box::pin(super::dashboard::keep(repositories, self.shared, cycle, now)) => {}
                 () = abort.cancelled() => return Err(Aborted),
             }
         }
