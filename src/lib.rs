@@ -80,5 +80,6 @@ pub mod state;
 pub(crate) mod testing;
 pub mod verification;
 pub mod version;
+pub mod windows;
 pub mod writeback;
 pub mod yaml_error;

@@ -83,8 +83,16 @@ async fn run(flags: Cli) -> Result<ExitCode> {
         Command::Tags(args) => Ok(cli::tags::tags(args).await?),
         Command::Run(args) => run_service(args).await,
         Command::Holds(args) => Ok(cli::holds::holds(args).await?),
+        Command::Freeze(args) => {
+            println!("{}", cli::freeze::freeze(&args).await?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Unfreeze(args) => {
+            println!("{}", cli::freeze::unfreeze(&args).await?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::MigrateAnnotations(args) => Ok(cli::migrate::migrate_annotations(&args)?),
-        Command::MigratePatterns(args) => Ok(cli::migrate::migrate_patterns(&args)?),
+        Command::MigratePatterns(args) => Ok(cli::migrate::migrate_patterns(&args).await?),
         Command::Completions { shell } => {
             cli::docs::completions(shell, &mut std::io::stdout());
             Ok(ExitCode::SUCCESS)

@@ -188,6 +188,7 @@ impl Session {
             cancel,
             state: self.state.as_deref(),
             clock: self.clock.as_ref(),
+            freeze: None,
         }
     }
 

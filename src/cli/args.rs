@@ -48,12 +48,16 @@ pub enum Command {
     Run(RunArgs),
     /// List the held tags (policy, field, tag, why, since, who), or release one.
     Holds(crate::cli::holds::HoldsArgs),
+    /// Hold every write of a running `tagpilot run` at once, saying who and why.
+    Freeze(crate::cli::freeze::FreezeArgs),
+    /// Lift a running `tagpilot run`'s freeze: what waited is written next cycle.
+    Unfreeze(crate::cli::freeze::UnfreezeArgs),
     /// Print the Argo CD Image Updater `ImageUpdater` resource that configures each annotated
     /// Application in these files or directories as its annotations do.
     MigrateAnnotations(MigrateArgs),
     /// Print pattern policies that could each replace several policies sharing every setting
     /// but an image under one registry prefix, naming what they replace and what is kept.
-    MigratePatterns(ConfigArgs),
+    MigratePatterns(MigratePatternsArgs),
     /// Print a completion script for a shell (`source <(tagpilot completions bash)`).
     Completions {
         #[arg(value_enum)]
@@ -159,6 +163,21 @@ pub struct ConfigArgs {
     /// Path to tagpilot.yaml (default: ./tagpilot.yaml).
     #[arg(long, short = 'c', env = "TAGPILOT_CONFIG")]
     pub config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MigratePatternsArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Also plan twice, with the policies as they are and with the proposals in place of the
+    /// policies they replace (a dry run: it asks the registries and writes nothing), and print
+    /// both plans' counts and every change only one of them makes.
+    #[arg(long)]
+    pub compare: bool,
+    /// Where clones of configured repositories are kept for the comparison (default: the XDG
+    /// cache directory).
+    #[arg(long, env = "TAGPILOT_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

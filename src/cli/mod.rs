@@ -19,6 +19,7 @@ use check::offline::CheckError;
 pub mod args;
 pub mod check;
 pub mod docs;
+pub mod freeze;
 pub mod holds;
 pub mod migrate;
 pub mod plan;

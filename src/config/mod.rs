@@ -71,6 +71,10 @@ pub struct Config {
     /// How much of a cycle runs at once.
     #[serde(default)]
     pub concurrency: Concurrency,
+    /// Change windows: when writes are allowed or denied, per repository, policy and
+    /// environment ([`crate::windows`]).
+    #[serde(default)]
+    pub windows: Vec<crate::windows::WindowConfig>,
     /// Which labels and annotations follow an image's tag, for every policy and Application
     /// (a policy's own `versionLabels` wins); `None`: the defaults.
     #[serde(default)]
@@ -325,6 +329,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     check_repositories(&config, &spans, &mut problems);
     check_registries(&config, &spans, &mut problems);
     check_webhooks_and_concurrency(&config, &spans, &mut problems);
+    // A window that cannot be read would either hold nothing or everything: refused.
+    for w in &config.windows {
+        if let Err(e) = crate::windows::Windows::compile(std::slice::from_ref(w)) {
+            problems.list.push(format!(
+                "{}: {}",
+                problems.name,
+                crate::error_chain::chain(&e)
+            ));
+        }
+    }
     let problems = problems.list;
     if problems.is_empty() {
         Ok(config)

@@ -7,9 +7,9 @@
 //!   ghcr:
 //!     secretFile: /secrets/github-webhook # GitHub signs with its own secret
 //!   recheck:
-//!     debounce: 200ms                     # notifications gathered into one re-check
-//!     minInterval: 5s                     # per image repository, after `burst` re-checks
-//!     burst: 3
+//!     debounce: 100ms                     # notifications gathered into one re-check
+//!     minInterval: 5s                     # per image repository: `burst` at once, then
+//!     burst: 50                           # one per minInterval / burst
 //! ```
 //!
 //! Structure only: whether the variable is set and the file readable is checked by
@@ -95,13 +95,14 @@ pub struct RecheckConfig {
     #[serde(default = "default_debounce", deserialize_with = "duration")]
     #[schemars(with = "String")]
     pub debounce: Duration,
-    /// At most `burst` re-checks of an image repository per this long; later notifications
-    /// for it wait for the next allowed one, and are then handled together.
+    /// At most `burst` re-checks of an image repository at once, then one per `minInterval /
+    /// burst` (a token bucket); later notifications for it join the next allowed one.
     #[serde(default = "default_min_interval", deserialize_with = "duration")]
     #[schemars(with = "String")]
     pub min_interval: Duration,
-    /// How many re-checks of one image repository may start within `min_interval` before the
-    /// next waits: a push seconds after the last one is still answered at once, a flood is not.
+    /// How many re-checks of one image repository may start at once before the next waits
+    /// one spacing (`min_interval / burst`): pushes one after another are answered as they
+    /// come, a flood is spaced evenly.
     #[serde(default = "default_burst")]
     pub burst: std::num::NonZeroUsize,
 }
@@ -117,7 +118,7 @@ impl Default for RecheckConfig {
 }
 
 fn default_debounce() -> Duration {
-    Duration::from_millis(200)
+    Duration::from_millis(100)
 }
 
 fn default_min_interval() -> Duration {
@@ -125,7 +126,7 @@ fn default_min_interval() -> Duration {
 }
 
 fn default_burst() -> std::num::NonZeroUsize {
-    std::num::NonZeroUsize::new(3).expect("3 is not 0")
+    std::num::NonZeroUsize::new(50).expect("50 is not 0")
 }
 
 /// `200ms`, `10s`, `1m 30s`: humantime's spelling, as the `--interval` flag takes it.

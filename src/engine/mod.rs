@@ -36,6 +36,7 @@ mod review;
 mod rollbacks;
 pub mod shared;
 pub mod target;
+mod windows;
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -80,6 +81,9 @@ pub enum EngineError {
     Applications(#[from] ArgoError),
     #[error("no cache directory for clones of configured repositories: pass --cache-dir")]
     NoCacheDir,
+    /// A change window that cannot be read: nothing is written rather than a guess.
+    #[error(transparent)]
+    Windows(#[from] crate::windows::WindowError),
     #[error("a temporary directory for SSH keys")]
     KeyDir(#[source] std::io::Error),
     /// A `git-branch` template rendered a name git refuses; nothing is pushed.
@@ -97,6 +101,7 @@ impl EngineError {
             EngineError::NoCacheDir => "no_cache_dir",
             EngineError::KeyDir(_) => "key_dir",
             EngineError::BranchName(_) => "branch_name",
+            EngineError::Windows(_) => "windows",
         }
     }
 }
@@ -130,6 +135,9 @@ pub struct Context<'a, R> {
     /// dated, and `ImageUpdater` statuses stamped at it. The service hands its own; tests move
     /// a manual one instead of waiting for a soak time to pass.
     pub clock: &'a dyn crate::clock::Clock,
+    /// The service's emergency freeze (`tagpilot freeze`), read as each target is planned;
+    /// `None` for one-shot runs.
+    pub freeze: Option<&'a crate::windows::FreezeSwitch>,
 }
 
 /// How a cycle runs.
@@ -221,6 +229,7 @@ async fn run_cycle<R: Registry>(
     };
     let resolved = apps.as_ref().map(|a| &a.resolved);
     let holds = holds::read(ctx.state, resolved, options.dry_run, ctx.clock.wall());
+    let windows = crate::windows::Windows::compile(&input.config.windows)?;
     let step = Step {
         input,
         ctx,
@@ -228,6 +237,7 @@ async fn run_cycle<R: Registry>(
         policies: &policies,
         registry: &registry,
         holds: &holds,
+        windows: &windows,
     };
 
     // 2. The local directory: a target of its own, written in place.
@@ -265,6 +275,8 @@ struct Step<'s, 'a, R> {
     registry: &'s Shared<'a, R>,
     /// The held tags the planners honour ([`holds::read`]).
     holds: &'s Holds,
+    /// `windows:`, read: the repository targets' groups they keep out are held.
+    windows: &'s crate::windows::Windows,
 }
 
 /// What the targets found of the Applications, for their section of the report and their
@@ -339,6 +351,12 @@ impl<R: Registry> Step<'_, '_, R> {
                 .map(|r| r.host.clone())
                 .collect(),
             rendered: options.rendered,
+            report: options.dry_run,
+            gate: windows::Gate {
+                windows: self.windows,
+                freeze: ctx.freeze,
+                now: ctx.clock.wall(),
+            },
         };
         let cache = ctx.cache.ok_or(EngineError::NoCacheDir)?;
         // Several repositories at once (`concurrency.repositories`), each still planned before

@@ -191,6 +191,11 @@ pub struct TargetPlanner<'a, R> {
     pub plain_http_registries: Vec<String>,
     /// Keep each group's rendered resources in the plan's diffs (`plan --diff --rendered`).
     pub rendered: bool,
+    /// A report is made of the plan (`tagpilot plan`), which shows each change's source even
+    /// where nothing written does ([`super::image_sources::shown`]).
+    pub report: bool,
+    /// The change windows and the freeze: the groups they keep out are held, named.
+    pub(super) gate: super::windows::Gate<'a>,
 }
 
 impl<R: Registry> TargetPlanner<'_, R> {
@@ -270,7 +275,9 @@ impl<R: Registry> TargetPlanner<'_, R> {
             change::group_key(repository.write.group, policy, &is_pattern)
         })?;
         groups.extend(apps.override_groups);
-        super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
+        if super::image_sources::shown(&repository.write, self.report) {
+            super::image_sources::describe(self.registry, &mut plan, &mut groups).await;
+        }
         // The steady memory is read on the planner's own groups, one per policy: it is about a
         // policy's own moves, and the state store keeps it per policy group whatever
         // `write.group` commits ([`plan::steady`]).
@@ -303,6 +310,7 @@ impl<R: Registry> TargetPlanner<'_, R> {
         let none = crate::affected::Deployers::default();
         let deployers = self.resolved.map_or(&none, |r| &r.deployers);
         name_applications(&mut groups, deployers, repository, &mut plan);
+        self.gate.hold(name, &mut groups, stacking, &mut plan);
         let for_review = repository.write.rendered_diff
             && repository.write.mode == crate::config::repository::WriteMode::PullRequest;
         let mut rendered = Vec::new();

@@ -83,6 +83,18 @@ pub enum HoldReason {
     KustomizationBusy { file: String, image: String },
     /// An Application's `images:` entry could not be added to its kustomization.
     EntryNotAdded(Failure),
+    /// A change window (`windows:`) keeps the write out until it opens (`None`: not within a
+    /// year); planned, written once it opens.
+    WindowClosed {
+        window: String,
+        opens: Option<jiff::Timestamp>,
+    },
+    /// Every write is frozen (`tagpilot freeze`), by `by` for `reason`, since `since`.
+    Frozen {
+        by: String,
+        reason: String,
+        since: jiff::Timestamp,
+    },
 }
 
 impl fmt::Display for HoldReason {
@@ -184,6 +196,24 @@ impl fmt::Display for HoldReason {
                  once they are written"
             ),
             HoldReason::EntryNotAdded(error) => error.fmt(f),
+            HoldReason::WindowClosed {
+                window,
+                opens: Some(opens),
+            } => write!(
+                f,
+                "waiting for the window that opens at {opens} ({window}); written then"
+            ),
+            HoldReason::WindowClosed {
+                window,
+                opens: None,
+            } => write!(
+                f,
+                "waiting for a window: {window} keeps writes out, and it opens not within a year"
+            ),
+            HoldReason::Frozen { by, reason, since } => write!(
+                f,
+                "frozen by {by} since {since}: {reason}; written once unfrozen"
+            ),
         }
     }
 }
@@ -486,6 +516,22 @@ mod tests {
                 },
                 "its commit carries the edits of a.yaml made by group api, which is held: it \
                  waits with it",
+            ),
+            (
+                HoldReason::WindowClosed {
+                    window: "office-hours".into(),
+                    opens: Some("2026-01-05T08:00:00Z".parse().unwrap()),
+                },
+                "waiting for the window that opens at 2026-01-05T08:00:00Z (office-hours); \
+                 written then",
+            ),
+            (
+                HoldReason::Frozen {
+                    by: "alice".into(),
+                    reason: "incident 42".into(),
+                    since: "2026-01-05T08:00:00Z".parse().unwrap(),
+                },
+                "frozen by alice since 2026-01-05T08:00:00Z: incident 42; written once unfrozen",
             ),
             (
                 HoldReason::KustomizationBusy {

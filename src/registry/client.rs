@@ -216,6 +216,18 @@ impl RegistryClient {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Each registry's quota as far as it is known: manifest GETs spent, HEADs, deferrals,
+    /// and what is left where the registry says.
+    pub fn quotas(&self) -> Vec<super::QuotaView> {
+        let registries = self.registries.lock().expect("registry map lock poisoned");
+        let mut views: Vec<_> = registries
+            .iter()
+            .map(|(host, reg)| reg.quota.view(host))
+            .collect();
+        views.sort_by(|a, b| a.registry.cmp(&b.registry));
+        views
+    }
+
     pub(super) fn registry(&self, host: &str) -> Arc<RegistryState> {
         let mut registries = self.registries.lock().expect("registry map lock poisoned");
         registries
@@ -245,6 +257,7 @@ impl RegistryClient {
                     credential: Mutex::new(Arc::new(OnceCell::new())),
                     scheme: Mutex::new(Scheme::Anonymous),
                     tokens: Mutex::new(HashMap::new()),
+                    quota: Default::default(),
                 })
             })
             .clone()

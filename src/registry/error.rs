@@ -102,6 +102,21 @@ pub enum RegistryError {
         retry_after: Option<u64>,
     },
 
+    /// A manifest GET not sent: the registry's pull quota is down to what is kept back
+    /// (`registry/quota.rs`).
+    #[error(
+        "deferred: {registry} quota, {left} left{}{} (repository {repository})",
+        limit.map(|l| format!(" of {l}")).unwrap_or_default(),
+        window.map(|w| format!(", resets within {}", humantime::format_duration(w))).unwrap_or_default()
+    )]
+    Deferred {
+        registry: String,
+        repository: String,
+        left: u64,
+        limit: Option<u64>,
+        window: Option<std::time::Duration>,
+    },
+
     #[error("registry {registry} sent a malformed {what} for repository {repository}")]
     Malformed {
         registry: String,
@@ -187,6 +202,7 @@ impl RegistryError {
             RegistryError::RepositoryNotFound { .. } => "repository_not_found",
             RegistryError::NotFound { .. } => "not_found",
             RegistryError::RateLimited { .. } => "rate_limited",
+            RegistryError::Deferred { .. } => "quota_deferred",
             RegistryError::Malformed { .. } => "malformed_response",
             RegistryError::Http { .. } => "http_error",
             RegistryError::Credentials { .. } => "credentials",

@@ -80,6 +80,19 @@ impl RegistryClient {
                 }
                 // Another request may have timed out while this one waited its turn.
                 reg.check_up(repo)?;
+                if kind == Kind::Manifest && method == Method::GET {
+                    reg.quota.admit(self.options.clock.wall()).map_err(|d| {
+                        RegistryError::Deferred {
+                            registry: repo.registry.clone(),
+                            repository: repo.path.clone(),
+                            left: d.left,
+                            limit: d.limit,
+                            window: d.window,
+                        }
+                    })?;
+                } else if kind == Kind::Manifest && method == Method::HEAD {
+                    reg.quota.head();
+                }
                 self.count(kind);
                 debug!(%method, %url, "registry request");
                 let sent = request.send().await;
@@ -87,6 +100,7 @@ impl RegistryClient {
                 self.record(&repo.registry, kind, status);
                 sent.map_err(|e| reg.failed(repo, e))?
             };
+            reg.quota.observe(resp.headers(), self.options.clock.wall());
             let status = resp.status();
             if status.is_success() {
                 return Ok(resp);

@@ -68,6 +68,8 @@ pub(super) struct RegistryState {
     pub(super) scheme: Mutex<Scheme>,
     /// Bearer tokens by scope; the per-scope lock makes concurrent requests share one token fetch.
     pub(super) tokens: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<CachedToken>>>>>,
+    /// What its manifest GETs cost, where it says (`quota.rs`).
+    pub(super) quota: super::quota::Quota,
 }
 
 #[derive(Default)]

@@ -156,6 +156,16 @@ impl Daemon<'_> {
                 () = abort.cancelled() => return Err(Aborted),
             }
         }
+        if let Ok(cycle) = &result {
+            let waiting = cycle.plan.holds.iter().filter(|h| {
+                matches!(
+                    h.reason,
+                    crate::plan::HoldReason::WindowClosed { .. }
+                        | crate::plan::HoldReason::Frozen { .. }
+                )
+            });
+            self.shared.metrics.set_waiting_for_window(waiting.count());
+        }
         self.shared
             .metrics
             .record_metadata_hits(self.session.registry.metadata_cache_hits());
@@ -273,6 +283,7 @@ impl Daemon<'_> {
         let metrics = &self.shared.metrics;
         metrics.set_configured_policies(policies.policies.iter().map(|p| p.name.as_str()));
         let answered = metrics.record_registry(&self.session.registry.responses());
+        metrics.record_quotas(&self.session.registry.quotas());
         let kind = CycleResult::of(result).given(answered);
         match ran {
             Ran::Cycle => metrics.record_cycle_as(kind, result, &policies.errors, took),
@@ -354,7 +365,8 @@ impl Daemon<'_> {
             None => None,
         };
         let input = self.session.input(policies, None, loaded.as_ref());
-        let context = self.session.context(&(), cancel);
+        let mut context = self.session.context(&(), cancel);
+        context.freeze = Some(&self.shared.freeze.switch);
         let options = engine::Options {
             dry_run: false,
             only_images,

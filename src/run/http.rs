@@ -31,6 +31,8 @@ pub struct Shared {
     pub state: Option<Arc<crate::state::State>>,
     /// `holds.releaseToken`: the bearer token `POST /holds/release` takes; `None`: it refuses.
     pub release_token: Option<webhook::Secret>,
+    /// The emergency freeze (`POST /freeze`), read by every target a cycle plans.
+    pub freeze: super::freeze::Freezer,
     /// Where cycles and verification hand the events people are told (`notifications:`).
     pub notices: super::notify::Outbox,
     /// What the status page (`/ui`) shows of the last cycles.
@@ -49,6 +51,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
             "/holds/release",
             post(super::holds::release).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
         )
+        .route(
+            "/freeze",
+            get(super::freeze::show).post(super::freeze::freeze),
+        )
+        .route("/unfreeze", post(super::freeze::unfreeze))
         .route(
             "/webhooks/{kind}",
             post(registry_webhook).layer(DefaultBodyLimit::max(webhook::BODY_LIMIT)),
@@ -75,7 +82,9 @@ async fn followers_refuse_webhooks(
     // `/webhooks/<kind>` and Image Updater's `/webhook`; a release too, since the leader's
     // store is the one its cycles read.
     let path = request.uri().path();
-    if shared.health.is_following() && (path.starts_with("/webhook") || path == "/holds/release") {
+    let writes = ["/holds/release", "/freeze", "/unfreeze"];
+    let changes_state = writes.contains(&path) && request.method() == axum::http::Method::POST;
+    if shared.health.is_following() && (path.starts_with("/webhook") || changes_state) {
         shared.metrics.webhook_not_leader();
         return (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -35,6 +35,7 @@
 mod cycles;
 pub mod dashboard;
 pub mod events;
+pub mod freeze;
 pub mod health;
 mod holds;
 pub mod http;
@@ -131,6 +132,9 @@ pub enum RunError {
     /// `holds.releaseToken` could not be read (its message names the key).
     #[error(transparent)]
     ReleaseToken(WebhookError),
+    /// `holds.freezeToken` could not be read (its message names the key).
+    #[error(transparent)]
+    FreezeToken(WebhookError),
     #[error(transparent)]
     LeaderElection(#[from] LeaseError),
     #[error("notifications.sinks")]
@@ -183,7 +187,8 @@ pub async fn serve(
             clock,
             events,
         };
-        serve_locked(config, settings, lock, service).await
+        // Boxed: the service's whole state would otherwise sit inline in every caller's future.
+        Box::pin(serve_locked(config, settings, lock, service)).await
     }
     .await;
     ended.stopped();
@@ -264,9 +269,21 @@ fn shared(
         .map(|source| webhook::Secret::load(source, "holds.releaseToken", config.base_dir()))
         .transpose()
         .map_err(RunError::ReleaseToken)?;
+    let freeze_token = config
+        .holds
+        .as_ref()
+        .and_then(|h| h.freeze_token.as_ref())
+        .map(|source| webhook::Secret::load(source, "holds.freezeToken", config.base_dir()))
+        .transpose()
+        .map_err(RunError::FreezeToken)?;
     Ok(Shared {
         secrets,
         release_token,
+        freeze: freeze::Freezer {
+            token: freeze_token,
+            clock: Some(clock.clone()),
+            ..Default::default()
+        },
         rechecks: Rechecks::with_clock(pace, clock.clone()),
         state,
         metrics: metrics::Metrics::with_image_updater(settings.image_updater_metrics)

@@ -4,10 +4,17 @@
 //! - **Coalesced.** The first hint after a quiet spell opens a window of `debounce`; every hint
 //!   that comes within it (the child manifests and the index of a multi-arch push, a burst of
 //!   retries, pushes to several repositories) joins one batch when it closes.
-//! - **Rate-limited per repository.** A repository is re-checked at most `burst` times per
-//!   `min_interval` (a sliding window); hints beyond that wait for the next allowed time and
-//!   are handled together then, never dropped. The burst keeps a push that follows another
-//!   within seconds as quick as the first.
+//! - **Joined, not queued.** The loop runs one re-check at a time (`super::cycles`), so hints
+//!   that come while one is in flight, or while their repository is limited, wait in one entry
+//!   per repository and all join the next re-check of it: a burst of pushes to one image
+//!   becomes as few re-checks (and so commits) as the limit allows, each reading every tag that
+//!   has arrived.
+//! - **Rate-limited per repository, evenly.** A repository is re-checked at most `burst` times
+//!   at once and then once per `min_interval / burst` (a token bucket holding `burst`, filled
+//!   at that rate), never dropped. A sliding window would let `burst` go and then hold the
+//!   next push for most of `min_interval`; the bucket spaces the ones beyond the burst evenly.
+//!   The defaults never bind on pushes that come one after another (a re-check plus the
+//!   debounce is longer than the spacing): they bound a sender that floods.
 //! - **Covered by full cycles.** A full cycle reads every repository, so the hints that came
 //!   before it started are answered by it ([`Rechecks::full_cycle_starts`]).
 //!
@@ -16,8 +23,9 @@
 //! per-registry rate limit, so a flood of notifications can neither starve the interval cycle
 //! nor push a registry past its limit.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
@@ -41,9 +49,10 @@ pub struct Rechecks {
 struct State {
     /// Each waiting repository and when it may be re-checked.
     waiting: BTreeMap<Repository, Instant>,
-    /// When each repository's re-checks within the last `min_interval` started, oldest first
-    /// (at most `burst`; pruned once older).
-    last: HashMap<Repository, VecDeque<Instant>>,
+    /// Per repository, when its bucket is full again: each re-check moves it on by one
+    /// spacing (`min_interval / burst`) from now or from where it stood, whichever is later;
+    /// pruned once past.
+    full_at: HashMap<Repository, Instant>,
     /// When the open debounce window closes.
     window: Option<Instant>,
 }
@@ -83,18 +92,31 @@ impl Rechecks {
         };
         state.window = Some(window);
         for repository in repositories {
-            let allowed = match state.last.get(&repository) {
-                Some(recent) if recent.len() >= self.pace.burst.get() => {
-                    recent[recent.len() - self.pace.burst.get()] + self.pace.min_interval
-                }
-                _ => now,
-            };
+            let allowed = self.allowed(&state, &repository, now);
             let ready = window.max(allowed);
             // A repository already waiting keeps its time: later hints join it.
             state.waiting.entry(repository).or_insert(ready);
         }
         drop(state);
         self.wake.notify_one();
+    }
+
+    /// How long apart re-checks of one repository go once its burst is spent.
+    fn spacing(&self) -> Duration {
+        let burst = u32::try_from(self.pace.burst.get()).unwrap_or(u32::MAX);
+        self.pace.min_interval / burst
+    }
+
+    /// The earliest a re-check of `repository` may start: now while its bucket holds a
+    /// re-check, else when it holds one again.
+    fn allowed(&self, state: &State, repository: &Repository, now: Instant) -> Instant {
+        let Some(full_at) = state.full_at.get(repository) else {
+            return now;
+        };
+        // The bucket is empty by `burst` spacings before it is full, and holds one again one
+        // spacing after that.
+        let room = self.pace.min_interval.saturating_sub(self.spacing());
+        full_at.checked_sub(room).map_or(now, |at| at.max(now))
     }
 
     /// A full cycle starts and reads every repository: the hints so far are answered by it.
@@ -139,19 +161,13 @@ impl Rechecks {
             .filter(|(_, at)| **at <= now)
             .map(|(r, _)| r.clone())
             .collect();
-        let (keep, burst) = (self.pace.min_interval, self.pace.burst.get());
+        let spacing = self.spacing();
         for r in &ready {
             state.waiting.remove(r);
-            let recent = state.last.entry(r.clone()).or_default();
-            recent.push_back(now);
-            while recent.len() > burst {
-                recent.pop_front();
-            }
+            let full_at = state.full_at.entry(r.clone()).or_insert(now);
+            *full_at = (*full_at).max(now) + spacing;
         }
-        state.last.retain(|_, recent| {
-            recent.retain(|at| now.saturating_duration_since(*at) < keep);
-            !recent.is_empty()
-        });
+        state.full_at.retain(|_, full_at| *full_at > now);
         ready
     }
 }
@@ -161,6 +177,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::clock::ManualClock;
 
     fn repo(s: &str) -> Repository {
         Repository::parse(s).unwrap()
@@ -214,8 +231,8 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_burst_of_rechecks_goes_at_once_and_the_next_waits_for_the_oldest_to_age_out() {
-        let r = paced(100, 10, 3);
+    async fn a_burst_of_rechecks_goes_at_once_and_the_next_waits_one_spacing_not_a_window() {
+        let r = paced(100, 9, 3);
         let started = SystemClock.now();
         for _ in 0..3 {
             r.hint([repo("r.example/shop/api")]);
@@ -229,11 +246,99 @@ mod tests {
         );
         r.hint([repo("r.example/shop/api")]);
         assert_eq!(r.next_batch().await, set(&["r.example/shop/api"]));
-        // The fourth waited until the first of the three was min_interval old.
+        // The fourth waited one spacing (9 s / 3) after the burst began, not the whole 9 s.
         let waited = SystemClock.since(started);
         assert!(
-            waited >= Duration::from_secs(10) && waited < Duration::from_secs(11),
+            waited >= Duration::from_secs(3) && waited < Duration::from_secs(4),
             "{waited:?}"
+        );
+    }
+
+    /// The service's own clock, moved by the test: every sleep is seen and passed exactly.
+    fn manual(debounce_ms: u64, min_interval_s: u64, burst: usize) -> (Rechecks, ManualClock) {
+        let clock = ManualClock::starting_at("2026-01-01T00:00:00Z".parse().unwrap());
+        let pace = RecheckConfig {
+            debounce: Duration::from_millis(debounce_ms),
+            min_interval: Duration::from_secs(min_interval_s),
+            burst: std::num::NonZeroUsize::new(burst).unwrap(),
+        };
+        (Rechecks::with_clock(pace, Arc::new(clock.clone())), clock)
+    }
+
+    /// Takes the next batch, moving `clock` to each wake-up it sleeps for.
+    async fn next(r: &Rechecks, clock: &ManualClock) -> BTreeSet<Repository> {
+        let batch = r.next_batch();
+        tokio::pin!(batch);
+        loop {
+            tokio::select! {
+                b = &mut batch => return b,
+                at = clock.next_wake() => clock.advance_to(at),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn pushes_during_a_recheck_in_flight_join_the_next_one() {
+        let (r, clock) = manual(100, 5, 3);
+        r.hint([repo("r.example/shop/api")]);
+        assert_eq!(next(&r, &clock).await, set(&["r.example/shop/api"]));
+        // The re-check is in flight (the loop runs one at a time): five more tags arrive, and
+        // another image's.
+        for _ in 0..5 {
+            clock.advance(Duration::from_millis(30));
+            r.hint([repo("r.example/shop/api")]);
+        }
+        r.hint([repo("r.example/shop/web")]);
+        assert_eq!(r.waiting(), 2, "one entry per repository, not one per push");
+        // It ends: one re-check takes them all, at once since the debounce has passed.
+        clock.advance(Duration::from_millis(200));
+        let at = clock.now();
+        assert_eq!(
+            next(&r, &clock).await,
+            set(&["r.example/shop/api", "r.example/shop/web"])
+        );
+        assert_eq!(clock.since(at), Duration::ZERO);
+        assert_eq!(r.waiting(), 0);
+    }
+
+    #[tokio::test]
+    async fn pushes_one_after_another_are_never_held_by_the_default_limit() {
+        let clock = ManualClock::starting_at("2026-01-01T00:00:00Z".parse().unwrap());
+        let pace = RecheckConfig::default();
+        let r = Rechecks::with_clock(pace, Arc::new(clock.clone()));
+        // Twenty tags of one image, each pushed as the previous re-check ends (a re-check
+        // plus its push take some tens of milliseconds): each waits the debounce only.
+        for _ in 0..20 {
+            r.hint([repo("r.example/shop/api")]);
+            let hinted = clock.now();
+            assert_eq!(next(&r, &clock).await, set(&["r.example/shop/api"]));
+            assert_eq!(clock.since(hinted), pace.debounce);
+            clock.advance(Duration::from_millis(50));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_flood_to_one_repository_becomes_evenly_spaced_rechecks_each_taking_all_so_far() {
+        let (r, clock) = manual(0, 4, 2);
+        let started = clock.now();
+        let mut starts = Vec::new();
+        // A push every 100 ms for 10 s; the loop takes a batch whenever one is due.
+        for _ in 0..100 {
+            r.hint([repo("r.example/shop/api")]);
+            let now = clock.now();
+            if r.waiting() == 1 && r.state().waiting.values().all(|at| *at <= now) {
+                assert_eq!(next(&r, &clock).await, set(&["r.example/shop/api"]));
+                starts.push(clock.since(started));
+            }
+            clock.advance(Duration::from_millis(100));
+        }
+        // Two at once, then one per 2 s: 0, 0, 2, 4, 6, 8 (s); never one per push.
+        let seconds: Vec<u64> = starts.iter().map(Duration::as_secs).collect();
+        assert_eq!(seconds, [0, 0, 2, 4, 6, 8], "{starts:?}");
+        assert_eq!(
+            r.waiting(),
+            1,
+            "the pushes since the last wait for the next"
         );
     }
 

@@ -4,7 +4,7 @@
 //! losing it costs a repeated message, never a lost one, so its reads answer "not sent" when
 //! the store cannot answer.
 
-use redb::{Durability, ReadableTable, TableDefinition};
+use redb::{Durability, ReadableDatabase, TableDefinition, TableError};
 
 use super::State;
 
@@ -16,15 +16,23 @@ const SENT: TableDefinition<'_, (&str, &str), i64> = TableDefinition::new("notif
 const SENT_MEMORY: jiff::SignedDuration = jiff::SignedDuration::from_hours(24 * 30);
 
 impl State {
-    /// Whether event `id` was sent to `sink` before.
+    /// Whether event `id` was sent to `sink` before. A read: asking must never write (nor
+    /// create the table) on a disk that may be full.
     pub fn notification_sent(&self, sink: &str, id: &str) -> bool {
-        let Ok(read) = self.write(
-            |txn| Ok(txn.open_table(SENT)?.get((sink, id))?.is_some()),
-            Durability::None,
-        ) else {
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        let Some(db) = db.as_ref() else {
             return false;
         };
-        read
+        let sent = (|| -> Result<bool, redb::Error> {
+            let txn = db.begin_read()?;
+            let table = match txn.open_table(SENT) {
+                Ok(t) => t,
+                Err(TableError::TableDoesNotExist(_)) => return Ok(false),
+                Err(e) => return Err(e.into()),
+            };
+            Ok(table.get((sink, id))?.is_some())
+        })();
+        sent.unwrap_or(false)
     }
 
     /// Records that `ids` were sent to `sink`, durably at once: a restart right after the
@@ -45,7 +53,12 @@ impl State {
     }
 
     /// Forgets what was sent longer ago than a month.
+    /// Nothing at all before the first notification is recorded: a store opened on a full disk
+    /// must not take a commit for a table it does not need yet.
     pub(super) fn forget_old_notifications(&self) {
+        if !self.notification_sent_any() {
+            return;
+        }
         let cutoff = (self.clock.wall() - SENT_MEMORY).as_second();
         let _ = self.write(
             |txn| {
@@ -54,6 +67,16 @@ impl State {
             },
             Durability::None,
         );
+    }
+}
+
+impl State {
+    /// Whether any notification was ever recorded.
+    fn notification_sent_any(&self) -> bool {
+        let db = self.db.read().unwrap_or_else(|e| e.into_inner());
+        db.as_ref()
+            .and_then(|db| db.begin_read().ok())
+            .is_some_and(|txn| txn.open_table(SENT).is_ok())
     }
 }
 

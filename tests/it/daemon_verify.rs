@@ -794,3 +794,52 @@ fn a_revision_on_top_of_the_change_is_judged_again_after_the_next_fetch() {
         );
     });
 }
+
+/// A revert is never held by a freeze (issue 34): the freeze comes while the change is being
+/// followed, the Application then turns Degraded, and the reverse change is written all the
+/// same, while everything else waits.
+#[test]
+fn a_revert_is_written_during_a_freeze() {
+    service::run(false, |logs| async move {
+        let s = setup().await;
+        let forge = MockServer::start().await;
+        for state in ["pending", "failure"] {
+            accept_status(&forge, state).await;
+        }
+        configure(&s, "{onFailure: revert}", &forge.uri());
+        std::fs::write(s.dir.path().join("freeze-token"), "stop-the-line\n").unwrap();
+        let file = s.dir.path().join("tagpilot.yaml");
+        let mut text = std::fs::read_to_string(&file).unwrap();
+        text.push_str("holds:\n  freezeToken:\n    secretFile: freeze-token\n");
+        std::fs::write(&file, text).unwrap();
+        let mut argocd = ArgoCd::start(&s, json!({"status": "Progressing"})).await;
+        let daemon = start(&s, &argocd, &logs).await;
+        tag_reached(&s, &daemon, "1.1.0", Duration::ZERO).await;
+        argocd.watched().await;
+
+        use tagpilot::cli::freeze::{FreezeArgs, freeze};
+        freeze(&FreezeArgs {
+            url: daemon.base.clone(),
+            reason: "incident 4711".into(),
+            by: "alice".into(),
+            token_file: Some(s.dir.path().join("freeze-token")),
+        })
+        .await
+        .unwrap();
+        *argocd.health.lock().unwrap() = degraded();
+        // The next cycle (frozen: it writes nothing) fetches, and the follower judges again.
+        daemon.next_cycle().await;
+        until_verification(&daemon, "the revert done", |v| v.reverts >= 1).await;
+        assert_eq!(
+            s.repo.show("main", crate::support::git::DEPLOYMENT_PATH),
+            crate::daemon::deployment(&s.registry, "1.0.0"),
+            "{}",
+            daemon.log()
+        );
+        let message =
+            crate::support::git::git(&s.repo.path(), &["log", "-1", "--format=%B", "main"]);
+        assert!(message.contains("Tagpilot-Revert: "), "{message}");
+        let shown: Value = serde_json::from_str(&daemon.text("/freeze").await).unwrap();
+        assert_eq!(shown["frozen"], true, "the revert lifted the freeze");
+    });
+}

@@ -136,6 +136,7 @@ async fn cycle(
         cancel: Default::default(),
         state,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     let cycle = engine::run(&input, &context, engine::Options::default())
         .await

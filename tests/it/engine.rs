@@ -87,6 +87,7 @@ async fn cycle(
         cancel: Default::default(),
         state: None,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     engine::run(
         &input,
@@ -590,6 +591,7 @@ async fn a_cancelled_cycle_starts_no_repository_target() {
         cancel,
         state: None,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     let cycle = engine::run(
         &input,
@@ -759,6 +761,7 @@ async fn repositories_are_planned_concurrently_within_the_bound_and_reported_in_
         cancel: Default::default(),
         state: None,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     let options = engine::Options {
         dry_run: true,
@@ -858,6 +861,7 @@ async fn a_recheck_plans_only_what_uses_the_notified_repositories() {
                 cancel: Default::default(),
                 state: None,
                 clock: &tagpilot::clock::SystemClock,
+                freeze: None,
             };
             let options = engine::Options {
                 dry_run: true,
@@ -997,11 +1001,13 @@ async fn an_untagged_reference_is_an_implicit_latest_and_no_placeholder_is_reque
         holds[0].1
     );
     let requests = reg.requests();
+    // Issue 34: an old version that is none names no source to compare with, so the new
+    // image is not asked about either (it used to be, for a compare link that cannot be).
     assert!(
-        requests
+        !requests
             .iter()
-            .any(|r| r.contains("/v2/shop/api/manifests/1.1.0")),
-        "the change was described: {requests:?}"
+            .any(|r| r.contains("/v2/shop/api/manifests/")),
+        "the change was described without an old image: {requests:?}"
     );
     let placeholders: Vec<&String> = requests
         .iter()
@@ -1092,6 +1098,7 @@ async fn a_refused_push_is_not_recorded_as_proposed_and_the_next_cycle_proposes_
             cancel: Default::default(),
             state: Some(&state),
             clock: &tagpilot::clock::SystemClock,
+            freeze: None,
         };
         engine::run(&input, &context, engine::Options::default())
             .await

@@ -127,6 +127,7 @@ async fn cycle(
         cancel: Default::default(),
         state: None,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     let options = engine::Options {
         dry_run: !write,

@@ -62,6 +62,7 @@ async fn cycle(setup: &Setup, state: &State, tags: &str) -> Cycle {
         cancel: Default::default(),
         state: Some(state),
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     engine::run(&input, &context, engine::Options::default())
         .await
@@ -382,6 +383,7 @@ async fn an_application_annotation_holds_and_releases() {
         cancel: Default::default(),
         state: Some(&state),
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     let run = engine::run(&input, &context, engine::Options::default())
         .await

@@ -53,6 +53,7 @@ fn unit_of(module: &str) -> Option<(&'static str, Layer)> {
         ("application", "application", Layer::Leaf),
         ("affected", "affected", Layer::Leaf),
         ("clock", "clock", Layer::Leaf),
+        ("windows", "windows", Layer::Leaf),
         ("select", "select", Layer::Core),
         ("manifest", "manifest", Layer::Core),
         ("verification", "verification", Layer::Core),

@@ -364,6 +364,7 @@ async fn proposals(
         cancel: Default::default(),
         state: None,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     let cycle = tagpilot::engine::run(&input, &context, tagpilot::engine::Options::default())
         .await
@@ -500,4 +501,40 @@ async fn migrate_patterns_proposes_a_pattern_that_plans_as_the_policies_it_repla
         "before:\n{before}\nafter:\n{after}"
     );
     assert_eq!(moves(&after).len(), 3);
+}
+
+/// `migrate-patterns --compare` plans with the policies as they are and with the proposal in
+/// their place, and names what only one of them moves: here the pattern over `shop/*` also
+/// follows `shop/cart`, which no policy followed before.
+#[tokio::test]
+async fn migrate_patterns_compare_names_what_only_the_pattern_would_move() {
+    let (reg, dir) = shop().await;
+    let root = dir.path();
+    for (name, path) in [("api", "shop/api"), ("web", "shop/web")] {
+        write(
+            root,
+            &format!("policies/{name}.yaml"),
+            &policy(
+                name,
+                &reg.image(path),
+                "  targets:\n    - paths: [\"apps/**\"]\n",
+            ),
+        );
+    }
+    let (code, out, stderr) = tagpilot(root, &["migrate-patterns", "--compare"]).await;
+    assert_eq!(code, 0, "{out}\n{stderr}");
+    assert!(
+        out.contains("# plan before: 2 changes, 0 holds, 0 problems\n")
+            && out.contains(
+                "# plan after (1 pattern policies in place of 2): 3 changes, 0 holds, 0 problems\n"
+            ),
+        "{out}"
+    );
+    let only: Vec<&str> = out.lines().filter(|l| l.starts_with("# only ")).collect();
+    assert_eq!(only.len(), 1, "{out}");
+    assert!(
+        only[0].starts_with("# only after: apps/cart/values.yaml:")
+            && only[0].ends_with(" image 1.0.0 -> 1.1.0"),
+        "{out}"
+    );
 }

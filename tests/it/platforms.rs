@@ -82,6 +82,7 @@ impl Root {
             cancel: Default::default(),
             state: None,
             clock: &tagpilot::clock::SystemClock,
+            freeze: None,
         };
         let options = engine::Options {
             dry_run: true,

@@ -144,6 +144,7 @@ impl Scenario {
             cancel: Default::default(),
             state,
             clock: &clock,
+            freeze: None,
         };
         let options = engine::Options {
             dry_run,

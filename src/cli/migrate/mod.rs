@@ -7,8 +7,9 @@ use std::process::ExitCode;
 use crate::argocd;
 
 use super::CliError;
-use super::args::{ConfigArgs, MigrateArgs};
+use super::args::{MigrateArgs, MigratePatternsArgs};
 
+mod compare;
 pub mod patterns;
 mod resource;
 #[cfg(test)]
@@ -32,14 +33,20 @@ pub fn migrate_annotations(args: &MigrateArgs) -> Result<ExitCode, CliError> {
 }
 
 /// `tagpilot migrate-patterns`: prints the pattern policies that could replace the
-/// configuration's exact policies sharing every setting but the image, and the policies kept.
-pub fn migrate_patterns(args: &ConfigArgs) -> Result<ExitCode, CliError> {
-    let config = crate::session::load_config(args.config.as_deref())?;
+/// configuration's exact policies sharing every setting but the image, and the policies kept;
+/// with `--compare`, then the plans before and after ([`compare`]).
+pub async fn migrate_patterns(args: &MigratePatternsArgs) -> Result<ExitCode, CliError> {
+    let config = crate::session::load_config(args.config.config.as_deref())?;
     let policies = crate::policy::load(&config)?;
     let (proposals, kept) = patterns::propose(&policies);
     if proposals.is_empty() {
         println!("# No two policies share every setting but an image under one prefix.");
     }
     print!("{}", patterns::render(&proposals, &kept));
+    if args.compare && !proposals.is_empty() {
+        let compared =
+            compare::compare(config, policies, &proposals, args.cache_dir.clone()).await?;
+        print!("{compared}");
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,6 +22,8 @@ pub struct Proposal {
     pub pattern: String,
     /// The policies replaced, as `name (file:line)`.
     pub replaces: Vec<String>,
+    /// Their names.
+    pub replaced: Vec<String>,
     /// The document, without the leading comments.
     pub document: String,
 }
@@ -71,6 +73,7 @@ pub fn propose(policies: &[ImagePolicy]) -> (Vec<Proposal>, Vec<String>) {
             name,
             pattern,
             replaces: members.iter().map(|p| label(p)).collect(),
+            replaced: members.iter().map(|p| p.name.clone()).collect(),
             document,
         });
     }

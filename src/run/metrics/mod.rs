@@ -62,6 +62,14 @@ pub struct Metrics {
     registry_last_reachable: Family<RegistryLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     state_up: Family<DirLabel, Gauge>,
     leader: Gauge,
+    /// 1 while writes are frozen (`tagpilot freeze`).
+    frozen: Gauge,
+    /// Per registry: manifest GETs spent, deferred for its quota, and what it says is left.
+    quota_spent: Family<RegistryLabel, Gauge>,
+    quota_deferred: Family<RegistryLabel, Gauge>,
+    quota_left: Family<RegistryLabel, Gauge>,
+    /// The changes the last full cycle planned and held for a closed window or the freeze.
+    waiting_for_window: Gauge,
     /// What the last full cycle found configured but nothing to act on, by kind.
     findings: Family<FindingLabels, Gauge>,
     /// The files the last full cycle skipped, by reason.
@@ -207,6 +215,36 @@ impl Metrics {
                 &mut registry,
                 "tagpilot_leader",
                 "1 while this replica writes (it holds the Lease, or runs without --leader-elect), 0 while it follows",
+                Gauge::default(),
+            ),
+            frozen: registered(
+                &mut registry,
+                "tagpilot_frozen",
+                "1 while every write is frozen (tagpilot freeze, POST /freeze), 0 otherwise",
+                Gauge::default(),
+            ),
+            quota_spent: registered(
+                &mut registry,
+                "tagpilot_registry_quota_spent",
+                "Manifest GETs sent to the registry since start, the requests a pull quota (Docker Hub's) counts; HEADs and tag listings are not",
+                Family::default(),
+            ),
+            quota_deferred: registered(
+                &mut registry,
+                "tagpilot_registry_quota_deferred",
+                "Manifest GETs not sent since start because the registry's quota was down to what is kept back",
+                Family::default(),
+            ),
+            quota_left: registered(
+                &mut registry,
+                "tagpilot_registry_quota_left",
+                "What the registry last said is left of its pull quota (ratelimit-remaining), less the GETs sent since; only for registries that say",
+                Family::default(),
+            ),
+            waiting_for_window: registered(
+                &mut registry,
+                "tagpilot_changes_waiting_for_window",
+                "Changes the last full cycle planned and held, unwritten, for a closed change window or the freeze",
                 Gauge::default(),
             ),
             findings: registered(
@@ -371,6 +409,35 @@ impl Metrics {
     /// Whether this replica writes, as `tagpilot_leader` shows it.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Each registry's quota as the client knows it.
+    pub fn record_quotas(&self, quotas: &[crate::registry::QuotaView]) {
+        let as_gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for q in quotas {
+            let label = RegistryLabel {
+                registry: q.registry.clone(),
+            };
+            self.quota_spent
+                .get_or_create(&label)
+                .set(as_gauge(q.spent));
+            self.quota_deferred
+                .get_or_create(&label)
+                .set(as_gauge(q.deferred));
+            if let Some(left) = q.left {
+                self.quota_left.get_or_create(&label).set(as_gauge(left));
+            }
+        }
+    }
+
+    pub fn set_frozen(&self, frozen: bool) {
+        self.frozen.set(i64::from(frozen));
+    }
+
+    /// The changes a full cycle held for a closed window or the freeze.
+    pub fn set_waiting_for_window(&self, changes: usize) {
+        self.waiting_for_window
+            .set(i64::try_from(changes).unwrap_or(i64::MAX));
     }
 
     /// Counts a notification a follower refused (`result="not_leader"`; the kind is not read).

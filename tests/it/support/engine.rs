@@ -47,6 +47,7 @@ pub async fn cycle_with<R: Registry>(
         cancel: Default::default(),
         state: None,
         clock: &tagpilot::clock::SystemClock,
+        freeze: None,
     };
     engine::run(&input, &context, options)
         .await
