@@ -207,6 +207,10 @@ pub struct WriteConfig {
     /// and keep a comment with the diff of their resources on the pull request.
     #[serde(default)]
     pub rendered_diff: bool,
+    /// Keep a dashboard issue on the forge (GitHub, GitLab): what waits, what is open, what
+    /// is held (with a box to release it). Closed when turned off.
+    #[serde(default)]
+    pub dashboard: bool,
 }
 
 fn default_max_retries() -> u32 {
@@ -230,6 +234,7 @@ impl Default for WriteConfig {
             auto_merge: false,
             revert_labels: None,
             rendered_diff: false,
+            dashboard: false,
         }
     }
 }

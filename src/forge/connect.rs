@@ -3,10 +3,12 @@
 //! requests) connects here, so a new forge is added once and each caller gets it.
 //!
 //! [`Connected`] is the [`Forge`] of whichever forge the block names; it only hands each call
-//! to that forge's client and decides nothing. A forge feature beyond pull requests (the
-//! dashboard issue, where a forge has issues) plugs in the same way: a method on [`Forge`], one
-//! implementation per client, one line in [`Connected`]'s `each!`.
+//! to that forge's client and decides nothing. A forge feature beyond pull requests plugs in
+//! the same way: a method on [`Forge`], one implementation per client, one line in
+//! [`Connected`]'s `each!`; the dashboard's issues are such methods, with defaults that answer
+//! "not supported" for the forges without issues.
 
+use super::issue::Issue;
 use super::merged::MergeState;
 use super::status::CommitState;
 use super::{
@@ -194,5 +196,25 @@ impl Forge for Connected {
 
     async fn merge_state(&self, number: u64) -> Result<MergeState, ForgeError> {
         each!(self, f => f.merge_state(number).await)
+    }
+
+    async fn find_issue(&self, marker: &str) -> Result<Option<Issue>, ForgeError> {
+        each!(self, f => f.find_issue(marker).await)
+    }
+
+    async fn issue(&self, number: u64) -> Result<Issue, ForgeError> {
+        each!(self, f => f.issue(number).await)
+    }
+
+    async fn create_issue(&self, title: &str, body: &str) -> Result<Issue, ForgeError> {
+        each!(self, f => f.create_issue(title, body).await)
+    }
+
+    async fn edit_issue(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+        each!(self, f => f.edit_issue(number, body).await)
+    }
+
+    async fn close_issue(&self, number: u64) -> Result<(), ForgeError> {
+        each!(self, f => f.close_issue(number).await)
     }
 }

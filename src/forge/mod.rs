@@ -24,6 +24,7 @@ pub use crate::config::forge as config;
 pub mod gitea;
 pub mod github;
 pub mod gitlab;
+pub mod issue;
 pub mod labels;
 mod marker;
 pub mod merged;
@@ -43,6 +44,7 @@ pub use crate::config::forge::{
 };
 pub use body::{DEFAULT_BRANCH, DEFAULT_TITLE, TemplateError, check_templates};
 pub use connect::kind_of;
+pub(crate) use connect::{Connected, connect};
 pub use marker::Marker;
 pub use sync::{sync_all, sync_pull_requests, sync_repository};
 
@@ -86,6 +88,13 @@ pub enum ForgeError {
         action: String,
         wait_seconds: u64,
     },
+    /// tagpilot has no client for what was asked on this forge (issues on Azure DevOps,
+    /// which has none): the feature is off there, never imitated.
+    #[error("tagpilot cannot use {feature} on {forge}")]
+    Unsupported {
+        forge: &'static str,
+        feature: &'static str,
+    },
     #[error("repository `{repository}`: {forge} could not {action}: {message}")]
     Api {
         repository: String,
@@ -111,7 +120,9 @@ impl ForgeError {
     pub fn metric_label(&self) -> &'static str {
         match self {
             ForgeError::Git(e) => e.metric_label(),
-            ForgeError::Config { .. } | ForgeError::Template { .. } => "forge_config",
+            ForgeError::Config { .. }
+            | ForgeError::Template { .. }
+            | ForgeError::Unsupported { .. } => "forge_config",
             ForgeError::Auth { .. } => "forge_auth",
             ForgeError::Permission { .. } => "forge_permission",
             ForgeError::RateLimited { .. } => "forge_rate_limited",
@@ -303,6 +314,43 @@ pub trait Forge: Sync {
         &self,
         number: u64,
     ) -> impl Future<Output = Result<merged::MergeState, ForgeError>> + Send;
+
+    // Issues, for the dashboard. A forge without issues keeps these defaults, which say so.
+
+    /// The first open issue whose body holds `marker`, tagpilot's own.
+    fn find_issue(
+        &self,
+        marker: &str,
+    ) -> impl Future<Output = Result<Option<issue::Issue>, ForgeError>> + Send {
+        let _ = marker;
+        issue::unsupported(self.kind())
+    }
+    /// Issue `number`, open or closed.
+    fn issue(&self, number: u64) -> impl Future<Output = Result<issue::Issue, ForgeError>> + Send {
+        let _ = number;
+        issue::unsupported(self.kind())
+    }
+    fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+    ) -> impl Future<Output = Result<issue::Issue, ForgeError>> + Send {
+        let _ = (title, body);
+        issue::unsupported(self.kind())
+    }
+    /// Replaces the body of issue `number` (and reopens nothing).
+    fn edit_issue(
+        &self,
+        number: u64,
+        body: &str,
+    ) -> impl Future<Output = Result<(), ForgeError>> + Send {
+        let _ = (number, body);
+        issue::unsupported(self.kind())
+    }
+    fn close_issue(&self, number: u64) -> impl Future<Output = Result<(), ForgeError>> + Send {
+        let _ = number;
+        issue::unsupported(self.kind())
+    }
 }
 
 /// The commits between two revisions of an image's source repository.

@@ -125,6 +125,15 @@ impl Daemon<'_> {
         if let Some(state) = &self.shared.state {
             state.recover();
         }
+        // Boxes ticked on dashboard issues since the last cycle: released before this plan.
+        let repositories = &self.session.config.repositories;
+        if self.leading() {
+            let state = self.shared.state.as_deref();
+            tokio::select! {
+                _ = Box::pin(super::dashboard::release_ticked(repositories, state)) => {}
+                () = abort.cancelled() => return Err(Aborted),
+            }
+        }
         self.session.registry.start_cycle();
         // Every repository is read now: the hints so far are answered by this cycle.
         self.shared.rechecks.full_cycle_starts();
@@ -140,6 +149,13 @@ impl Daemon<'_> {
         };
         let took = self.clock.now().saturating_duration_since(started);
         let kind = self.report(Ran::Cycle, &result, &policies, took);
+        if self.leading() {
+            let (cycle, now) = (result.as_ref().ok(), self.clock.wall());
+            tokio::select! {
+                () = Box::pin(super::dashboard::keep(repositories, self.shared, cycle, now)) => {}
+                () = abort.cancelled() => return Err(Aborted),
+            }
+        }
         if let Ok(cycle) = &result {
             let waiting = cycle.plan.holds.iter().filter(|h| {
                 matches!(
@@ -180,6 +196,14 @@ impl Daemon<'_> {
         drop((result, policies));
         memory::release_freed();
         Ok(kind != CycleResult::Error)
+    }
+
+    /// Whether this replica leads (always, without `--leader-elect`): only the leader acts on
+    /// and writes the dashboard issues.
+    fn leading(&self) -> bool {
+        self.roles
+            .as_ref()
+            .is_none_or(|roles| *roles.borrow() == Role::Leading)
     }
 
     /// Until the next cycle is due, re-checks what notifications name, as they come. The next

@@ -10,6 +10,8 @@
 //!             │                                     └─▶ recheck: coalesced, rate-limited hints
 //!             └── /ui  /ui/status.json: the status page, from what the loop keeps (status/)
 //!  each cycle and verdict ─▶ notify::Outbox ─▶ a task per sink: coalesce, retry, told once
+//!  write.dashboard: before each full cycle, holds ticked on the issue released; after it, the
+//!  issue rewritten from the status page's data (dashboard/)
 //!
 //!  --leader-elect: lease ── Leading ─▶ cycles and re-checks run; Following ─▶ none starts, one
 //!                           in flight starts no further target, webhooks get 503
@@ -31,6 +33,7 @@
 //! and Applications, never to the directory its policies are read from.
 
 mod cycles;
+pub mod dashboard;
 pub mod events;
 pub mod freeze;
 pub mod health;

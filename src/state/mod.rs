@@ -39,6 +39,7 @@
 //! This module stores bytes and answers questions about them. It decides nothing about tags,
 //! images or YAML.
 
+mod dashboard;
 mod healthy;
 mod holds;
 mod notifications;

@@ -12,6 +12,7 @@ mod daemon_faults;
 mod daemon_ops;
 mod daemon_state;
 mod daemon_verify;
+mod dashboard;
 mod deploy;
 mod docs;
 mod editor_fuzz;

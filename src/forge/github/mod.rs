@@ -14,9 +14,11 @@ use octocrab::secrecy::ExposeSecret as _;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+mod issues;
 mod reviewers;
 mod wire;
 
+use super::issue::Issue;
 use super::merged::{GitHubPull, MergeState};
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
@@ -530,5 +532,25 @@ impl Forge for GitHub {
             )
             .await?;
         Ok(())
+    }
+
+    async fn find_issue(&self, marker: &str) -> Result<Option<Issue>, ForgeError> {
+        self.find_issue_with(marker).await
+    }
+
+    async fn issue(&self, number: u64) -> Result<Issue, ForgeError> {
+        self.read_issue(number).await
+    }
+
+    async fn create_issue(&self, title: &str, body: &str) -> Result<Issue, ForgeError> {
+        self.open_issue(title, body).await
+    }
+
+    async fn edit_issue(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+        self.patch_issue(number, json!({ "body": body })).await
+    }
+
+    async fn close_issue(&self, number: u64) -> Result<(), ForgeError> {
+        self.patch_issue(number, json!({ "state": "closed" })).await
     }
 }

@@ -116,7 +116,7 @@ fn written(
 
 /// Newer tags refused: the first tag selection passed over per policy and image (a signature,
 /// a platform), and `minAge` holds.
-fn refused(cycle: &Cycle, now: Timestamp) -> Vec<Notice> {
+pub(crate) fn refused(cycle: &Cycle, now: Timestamp) -> Vec<Notice> {
     let mut out = Vec::new();
     for skipped in &cycle.plan.skipped_tags {
         let Some(first) = skipped.tags.first() else {

@@ -89,6 +89,8 @@ pub struct Verification {
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Hold {
+    /// The id `tagpilot holds release --id` takes.
+    pub id: String,
     pub repository: Option<String>,
     pub policy: String,
     pub file: String,
@@ -333,6 +335,7 @@ fn problem(p: &crate::plan::Problem) -> String {
 
 fn hold(h: &crate::holds::HeldTag) -> Hold {
     Hold {
+        id: h.key.id(),
         repository: h.key.repository.clone(),
         policy: h.key.policy.clone(),
         file: h.key.file.clone(),

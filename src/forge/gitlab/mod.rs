@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::issue::Issue;
 use super::merged::{GitLabMergeRequest, MergeState};
 use super::query_value;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
@@ -20,6 +21,8 @@ use super::{
     missing_labels, missing_reviewers, read_token,
 };
 use crate::config::forge::{GitLabConfig, path_from_url};
+
+mod issues;
 
 const FORGE: &str = ForgeKind::GitLab.name();
 const DRAFT: &str = "Draft: ";
@@ -528,5 +531,26 @@ impl Forge for GitLab {
             c.commits.iter().map(|e| e.title.as_str()),
             total,
         ))
+    }
+
+    async fn find_issue(&self, marker: &str) -> Result<Option<Issue>, ForgeError> {
+        self.find_issue_with(marker).await
+    }
+
+    async fn issue(&self, number: u64) -> Result<Issue, ForgeError> {
+        self.read_issue(number).await
+    }
+
+    async fn create_issue(&self, title: &str, body: &str) -> Result<Issue, ForgeError> {
+        self.open_issue(title, body).await
+    }
+
+    async fn edit_issue(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+        self.put_issue(number, json!({ "description": body })).await
+    }
+
+    async fn close_issue(&self, number: u64) -> Result<(), ForgeError> {
+        self.put_issue(number, json!({ "state_event": "close" }))
+            .await
     }
 }
