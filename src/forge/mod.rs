@@ -295,12 +295,20 @@ pub trait Forge: Sync {
     /// The commits of the source repository `path` (`acme/web`) after `from` up to `to`, as
     /// this forge's token sees them. A forge that cannot answer (no such repository for this
     /// token, a revision it does not know) gives an error, which only leaves the subjects out.
+    /// By default the forge has no client for it: an image's source is compared only where
+    /// one is written (GitHub, GitLab, Gitea).
     fn compare(
         &self,
         path: &str,
         from: &str,
         to: &str,
-    ) -> impl Future<Output = Result<SourceCommits, ForgeError>> + Send;
+    ) -> impl Future<Output = Result<SourceCommits, ForgeError>> + Send {
+        let _ = (path, from, to);
+        std::future::ready(Err(ForgeError::Unsupported {
+            forge: self.kind().name(),
+            feature: "the commits inside an image",
+        }))
+    }
     /// Sets the `tagpilot/verify` status of `commit` to `state`, with `description` (at most
     /// 140 characters: [`status::description`]).
     fn set_commit_status(

@@ -21,8 +21,8 @@ use super::merged::MergeState;
 use super::retry::{Attempt, rate_limit_wait, waiting_out_rate_limits};
 use super::status::{CommitState, VERIFY_CONTEXT};
 use super::{
-    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, SourceCommits,
-    missing_reviewers, query_value, read_token,
+    Created, Forge, ForgeError, ForgeKind, NewPullRequest, PullRequest, missing_reviewers,
+    query_value, read_token,
 };
 use crate::config::forge::{BitbucketDataCenterConfig, path_from_url};
 use wire::{Activity, Comment, Page, Pull};
@@ -498,14 +498,6 @@ impl Forge for BitbucketDataCenter {
         )
         .await?;
         Ok(())
-    }
-
-    async fn compare(&self, path: &str, from: &str, to: &str) -> Result<SourceCommits, ForgeError> {
-        // Never asked: an image's source is compared only on GitHub and GitLab.
-        Err(self.api_error(
-            &format!("compare {path} {from}...{to}"),
-            "tagpilot lists the commits inside an image only from GitHub and GitLab".into(),
-        ))
     }
 
     async fn set_commit_status(
